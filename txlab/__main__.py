@@ -1,0 +1,3 @@
+from txlab.cli import main
+
+main()

@@ -1,0 +1,265 @@
+"""Run configuration: one dataclass per concern, YAML files and dotted overrides.
+
+A run is described by a :class:`RunConfig` holding a :class:`ModelConfig`, :class:`DataConfig`,
+:class:`TrainConfig` and :class:`EvalConfig`. Every field carries its documentation in
+``field(metadata={"doc": ...})`` so that errors and ``txlab config`` can explain it.
+
+Resolution order: dataclass defaults < preset < YAML file < ``--set a.b=value`` overrides.
+Unknown keys are errors naming the key and the nearest valid ones; values are type-checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from txlab.errors import TxlabError
+from txlab.fileio import write_text_atomic
+
+FAMILIES = ("xl", "vanilla", "lstm", "qrnn")
+POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
+
+
+def _field(default: Any, doc: str, choices: tuple[str, ...] | None = None) -> Any:
+    """A dataclass field with its documentation (and allowed values) attached."""
+    meta = {"doc": doc, "choices": choices}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class ModelConfig:
+    """The language model: family, shape, positional encoding, softmax."""
+
+    family: str = _field("xl", "Model family: Transformer-XL, vanilla Transformer (Al-Rfou et al.), LSTM or QRNN.", FAMILIES)
+    n_token: int = _field(0, "Vocabulary size; 0 means 'take it from the corpus'.")
+    n_layer: int = _field(4, "Number of layers (Transformer blocks or recurrent layers).")
+    d_model: int = _field(128, "Transformer hidden size; for RNNs the embedding size.")
+    n_head: int = _field(4, "Attention heads.")
+    d_head: int = _field(32, "Size of each attention head.")
+    d_inner: int = _field(512, "Transformer feed-forward inner size; for RNNs the hidden size of each recurrent layer.")
+    d_embed: int = _field(0, "Embedding size before the projection to d_model; 0 means d_model.")
+    dropout: float = _field(0.0, "Dropout on embeddings, residual branches and outputs.")
+    dropatt: float = _field(0.0, "Dropout on attention probabilities.")
+    dropout_hidden: float = _field(0.0, "RNN only: dropout between recurrent layers.")
+    pos_enc: str = _field(
+        "ours",
+        "Positional encoding: 'ours' (the paper's four-term relative scheme), 'shaw' (learned relative, "
+        "terms a and b), 'vaswani' (absolute sinusoid at the input), 'alrfou' (learned absolute at every layer).",
+        POS_ENCODINGS,
+    )
+    tgt_len: int = _field(128, "Training segment length (tokens predicted per step and stream).")
+    mem_len: int = _field(128, "Training memory length per layer; 0 turns recurrence off.")
+    same_length: bool = _field(False, "Every query attends to the same number of keys (the paper uses it at evaluation).")
+    clamp_len: int = _field(0, "Relative distances beyond this share one embedding; 0 means no clamping.")
+    max_len: int = _field(0, "Longest context a model with absolute learned positions can take (alrfou, vanilla); 0 means tgt_len + mem_len.")
+    untie_r: bool = _field(False, "Per-layer global biases u and v instead of ones shared by all layers.")
+    pre_lnorm: bool = _field(False, "Layer norm before each sub-layer instead of after (the paper uses post-LN).")
+    adaptive: bool = _field(False, "Adaptive input and adaptive softmax instead of a plain embedding and softmax.")
+    cutoffs: list[int] = _field([], "Adaptive softmax cluster boundaries, ascending, each below n_token.")
+    div_val: int = _field(1, "Each adaptive cluster's embedding is div_val times smaller than the previous one.")
+    tie_weight: bool = _field(True, "Share the output softmax weights with the input embedding.")
+    tie_projs: bool = _field(True, "Share the adaptive projections between input and output.")
+    qrnn_window: int = _field(2, "QRNN only: convolution window of the first layer (later layers use 1).")
+
+
+@dataclass
+class DataConfig:
+    """Where tokens come from."""
+
+    corpus: str = _field("synthetic", "Corpus name (see `txlab data list`).")
+    data_dir: str = _field("", "Directory holding corpora; empty means $TXLAB_DATA_DIR or the user cache directory.")
+    synthetic_tokens: int = _field(2_000_000, "Synthetic corpora only: number of training tokens generated.")
+    synthetic_seed: int = _field(0, "Synthetic corpora only: generator seed.")
+    enwik8_drop_newlines: bool = _field(False, "enwik8/text8: drop newline bytes as the reference preprocessing does.")
+
+
+@dataclass
+class TrainConfig:
+    """The optimisation protocol."""
+
+    batch_size: int = _field(8, "Number of contiguous streams trained in parallel.")
+    max_steps: int = _field(1000, "Optimizer steps.")
+    optimizer: str = _field("adam", "Optimizer.", ("adam", "adamw"))
+    lr: float = _field(2.5e-4, "Peak learning rate.")
+    weight_decay: float = _field(0.0, "Weight decay (decoupled for adamw).")
+    scheduler: str = _field("cosine", "Learning-rate schedule after warm-up.", ("cosine", "constant", "inv_sqrt"))
+    warmup_steps: int = _field(0, "Linear warm-up steps.")
+    lr_min: float = _field(0.0, "Final learning rate of the cosine schedule.")
+    clip: float = _field(0.25, "Gradient-norm clipping threshold; 0 disables.")
+    grad_accum: int = _field(1, "Micro-batches accumulated per optimizer step.")
+    loss: str = _field("full", "Cross entropy on every position ('full') or the most recent half of each segment ('half').", ("full", "half"))
+    eval_interval: int = _field(200, "Steps between validation evaluations.")
+    eval_tokens: int = _field(0, "Validation tokens scored at each periodic evaluation; 0 means the whole split.")
+    log_interval: int = _field(20, "Steps between metric lines.")
+    seed: int = _field(0, "Seed for parameters, dropout and data order.")
+    device: str = _field("cpu", "Torch device ('cpu', 'cuda', 'cuda:1', ...).")
+    threads: int = _field(0, "CPU threads for torch; 0 leaves torch's default.")
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation settings; a length of -1 means 'the model's training value'."""
+
+    split: str = _field("valid", "Split to score.", ("train", "valid", "test"))
+    batch_size: int = _field(8, "Number of contiguous evaluation streams.")
+    tgt_len: int = _field(-1, "Evaluation segment length; -1 means the model's tgt_len.")
+    mem_len: int = _field(-1, "Evaluation memory length; -1 means the model's mem_len.")
+    clamp_len: int = _field(-1, "Evaluation clamp_len; -1 means the model's clamp_len.")
+    same_length: bool = _field(True, "Every query attends to the same number of keys.")
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a run; saved as config.yaml in its directory."""
+
+    name: str = _field("", "Run name; empty means derived from preset, size and corpus.")
+    preset: str = _field("", "The named preset this run started from, if any.")
+    size: str = _field("", "The preset size ('paper', 'cpu', ...), if any.")
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={"doc": "Model.", "choices": None})
+    data: DataConfig = field(default_factory=DataConfig, metadata={"doc": "Data.", "choices": None})
+    train: TrainConfig = field(default_factory=TrainConfig, metadata={"doc": "Training.", "choices": None})
+    eval: EvalConfig = field(default_factory=EvalConfig, metadata={"doc": "Evaluation.", "choices": None})
+
+
+def field_doc(cls: type, name: str) -> str:
+    """The documentation string of one config field."""
+    return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}[name]
+
+
+def _coerce(value: Any, typ: Any, key: str, choices: tuple[str, ...] | None) -> Any:
+    """Check (and where lossless, convert) ``value`` against the annotation ``typ``."""
+    origin = typing.get_origin(typ)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(value, args[0], key, choices)
+    if origin is list:
+        (item,) = typing.get_args(typ)
+        if not isinstance(value, (list, tuple)):
+            raise TxlabError(f"config key {key!r} expects a list, got {value!r}")
+        return [_coerce(v, item, f"{key}[{i}]", None) for i, v in enumerate(value)]
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        raise TxlabError(f"config key {key!r} expects true or false, got {value!r}")
+    if typ is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise TxlabError(f"config key {key!r} expects an integer, got {value!r}")
+    if typ is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise TxlabError(f"config key {key!r} expects a number, got {value!r}")
+    if typ is str:
+        if not isinstance(value, str):
+            raise TxlabError(f"config key {key!r} expects a string, got {value!r}")
+        if choices and value not in choices:
+            raise TxlabError(f"config key {key!r} must be one of {', '.join(choices)}; got {value!r}")
+        return value
+    raise TypeError(f"unsupported config type {typ!r} for {key}")
+
+
+def _unknown_key(key: str, valid: list[str]) -> TxlabError:
+    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], valid, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return TxlabError(f"unknown config key {key!r}.{hint} Valid keys here: {', '.join(valid)}.")
+
+
+def update_dataclass(obj: Any, values: dict[str, Any], prefix: str = "") -> Any:
+    """A copy of dataclass ``obj`` with ``values`` (possibly nested dicts) applied, strictly."""
+    if not isinstance(values, dict):
+        raise TxlabError(f"config section {prefix.rstrip('.') or '<root>'!r} must be a mapping, got {values!r}")
+    hints = typing.get_type_hints(type(obj))
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    changes = {}
+    for name, value in values.items():
+        key = f"{prefix}{name}"
+        if name not in fields:
+            raise _unknown_key(key, sorted(fields))
+        current = getattr(obj, name)
+        if dataclasses.is_dataclass(current):
+            changes[name] = update_dataclass(current, value, prefix=f"{key}.")
+        else:
+            changes[name] = _coerce(value, hints[name], key, fields[name].metadata.get("choices"))
+    return dataclasses.replace(obj, **changes)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split ``'model.d_model=256'`` into its key path and a YAML-parsed value."""
+    if "=" not in text:
+        raise TxlabError(f"override {text!r} must look like section.key=value (e.g. model.d_model=256)")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise TxlabError(f"override {text!r} has no key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise TxlabError(f"cannot parse the value of override {text!r}: {err}") from None
+    return key.split("."), value
+
+
+def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
+    """Apply ``--set a.b=value`` overrides to a config dataclass, with type checking."""
+    for text in overrides:
+        path, value = parse_override(text)
+        nested: Any = value
+        for part in reversed(path):
+            nested = {part: nested}
+        cfg = update_dataclass(cfg, nested)
+    return cfg
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Load a YAML mapping, reporting syntax errors with file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise TxlabError(f"no such file: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(err, "problem", None) or str(err)
+        raise TxlabError(f"YAML error at {where}: {problem}") from None
+    except UnicodeDecodeError:
+        raise TxlabError(f"{path} is not UTF-8 text") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise TxlabError(f"{path} must hold a YAML mapping at the top level")
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: RunConfig | None = None) -> RunConfig:
+    """Resolve a run configuration: ``base`` (or defaults), then a YAML file, then overrides."""
+    cfg = base if base is not None else RunConfig()
+    if path is not None:
+        cfg = update_dataclass(cfg, read_yaml(path))
+    return apply_overrides(cfg, overrides or [])
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Plain nested dict of a config dataclass (what is saved as YAML or JSON)."""
+    return dataclasses.asdict(cfg)
+
+
+def to_yaml(cfg: Any) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
+def save_config(cfg: Any, path: str | Path) -> Path:
+    """Write the resolved config as YAML, atomically."""
+    return write_text_atomic(Path(path), to_yaml(cfg))

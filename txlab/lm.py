@@ -1,0 +1,77 @@
+"""The one interface every txlab language model implements.
+
+Transformer-XL (with or without recurrence, any positional encoding), the vanilla Transformer,
+the LSTM and the QRNN all look the same to the trainer, the loss collector and the speed bench:
+
+    model = build_model(cfg)                    # from a ModelConfig
+    state = model.init_state(batch_size)        # a fresh state: empty memory / zero RNN state
+    out = model(tokens, state, targets)         # tokens, targets: LongTensor [B, T]
+    out.nll                                     # [B, T] nats, in token order (None without targets)
+    out.state                                   # next state, always detached from the graph
+    model.set_context(Context(...))             # evaluation memory / same_length / clamp_len
+
+Feeding a long sequence chunk by chunk, carrying ``out.state``, is how every caller realises
+"context": analysis code never branches on the model family. Families that do not use a
+setting of :class:`Context` (RNNs ignore all three) accept it and ignore it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+State = Any
+"""Opaque per-family recurrent state (XL: per-layer memories; RNN: hidden/cell tensors)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """How much past a model may use while it streams; set for training or evaluation."""
+
+    mem_len: int
+    """Memory kept per layer after each chunk (Transformer-XL); 0 = no recurrence."""
+    same_length: bool = False
+    """Every query attends to the same number of keys (the paper's evaluation setting)."""
+    clamp_len: int = 0
+    """Relative distances beyond clamp_len share one positional embedding; 0 = no clamping."""
+
+
+class LMOutput(NamedTuple):
+    nll: torch.Tensor | None
+    """[B, T] negative log-likelihood of each target in nats, or None when no targets were given."""
+    hidden: torch.Tensor
+    """[B, T, d] final hidden states, the softmax input (use ``model.log_prob`` for distributions)."""
+    state: State
+    """The state after the last token, detached, to pass with the next chunk."""
+
+
+class LanguageModel(nn.Module):
+    """Base class: subclasses implement ``init_state``, ``forward`` and ``log_prob``."""
+
+    max_context: int | None = None
+    """Longest context the model can use at all (vanilla Transformer: its window); None = unbounded."""
+
+    def init_state(self, batch_size: int) -> State:
+        raise NotImplementedError
+
+    def forward(self, tokens: torch.Tensor, state: State, targets: torch.Tensor | None = None) -> LMOutput:
+        raise NotImplementedError
+
+    def log_prob(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Full log-probabilities [*, n_token] for hidden states [*, d]."""
+        raise NotImplementedError
+
+    def set_context(self, context: Context) -> None:
+        """Use these memory settings from now on (no-op for families without them)."""
+        self.context = context
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def num_parameters(self) -> int:
+        """Trainable parameters, counting tied tensors once."""
+        return sum(p.numel() for p in self.parameters())

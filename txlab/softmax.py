@@ -1,0 +1,150 @@
+"""Adaptive input embeddings and the adaptive softmax (Baevski & Auli 2019; Grave et al. 2017).
+
+The vocabulary, ordered by descending frequency, is split by ``cutoffs`` into a head (the most
+frequent words) and tail clusters. Cluster i has its own embedding of size
+``d_embed // div_val**i`` and a projection to and from the model size ``d_proj``. The softmax
+scores the head words plus one "cluster token" per tail cluster; a tail word's log-probability is
+the log-probability of its cluster token plus its log-probability within the cluster.
+
+With ``cutoffs=[]`` both classes reduce to a plain embedding and a plain softmax (with an optional
+projection when ``d_embed != d_proj``), so one code path serves every vocabulary size.
+
+Shapes: ``hidden`` is [N, d_proj] (callers flatten batch and time), ``target`` is [N].
+Per-token losses always come back in the order of ``target``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from txlab.errors import TxlabError
+
+
+def cluster_bounds(n_token: int, cutoffs: list[int]) -> list[int]:
+    """Boundaries [0, c_1, ..., c_k, n_token] of the head and tail clusters, validated."""
+    bounds = [0, *cutoffs, n_token]
+    if any(b1 <= b0 for b0, b1 in zip(bounds, bounds[1:])):
+        raise TxlabError(f"adaptive cutoffs {cutoffs} must be ascending, positive and below n_token={n_token}")
+    return bounds
+
+
+def cluster_dims(d_embed: int, n_clusters: int, div_val: int) -> list[int]:
+    """Embedding size of each cluster: d_embed, d_embed/div_val, d_embed/div_val^2, ..."""
+    if div_val < 1:
+        raise TxlabError(f"div_val must be >= 1, got {div_val}")
+    dims = [d_embed // div_val**i for i in range(n_clusters)]
+    if min(dims) < 1:
+        raise TxlabError(f"div_val={div_val} leaves a cluster with no embedding dimensions (d_embed={d_embed})")
+    return dims
+
+
+class AdaptiveEmbedding(nn.Module):
+    """Token ids [*] -> vectors [*, d_proj], scaled by sqrt(d_proj) as in the reference code."""
+
+    def __init__(self, n_token: int, d_embed: int, d_proj: int, cutoffs: list[int], div_val: int = 1):
+        super().__init__()
+        self.n_token, self.d_proj = n_token, d_proj
+        self.bounds = cluster_bounds(n_token, cutoffs)
+        dims = cluster_dims(d_embed, len(self.bounds) - 1, div_val)
+        self.emb_layers = nn.ModuleList(nn.Embedding(hi - lo, d) for lo, hi, d in zip(self.bounds, self.bounds[1:], dims))
+        # A projection exists wherever the cluster size differs from the model size.
+        self.emb_projs = nn.ParameterList(
+            nn.Parameter(torch.empty(d_proj, d)) if d != d_proj else None for d in dims
+        )
+        self.scale = d_proj**0.5
+        for layer in self.emb_layers:
+            nn.init.normal_(layer.weight, std=0.02)
+        for proj in self.emb_projs:
+            if proj is not None:
+                nn.init.normal_(proj, std=0.01)
+
+    def _embed_cluster(self, i: int, ids: torch.Tensor) -> torch.Tensor:
+        vectors = self.emb_layers[i](ids)
+        proj = self.emb_projs[i]
+        return vectors if proj is None else F.linear(vectors, proj)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if len(self.emb_layers) == 1:
+            return self._embed_cluster(0, tokens) * self.scale
+        flat = tokens.reshape(-1)  # [N]
+        out = torch.empty(flat.numel(), self.d_proj, dtype=self.emb_layers[0].weight.dtype, device=flat.device)
+        for i, (lo, hi) in enumerate(zip(self.bounds, self.bounds[1:])):
+            idx = ((flat >= lo) & (flat < hi)).nonzero(as_tuple=True)[0]
+            if idx.numel():
+                out.index_copy_(0, idx, self._embed_cluster(i, flat[idx] - lo))
+        return out.view(*tokens.shape, self.d_proj) * self.scale  # [*, d_proj]
+
+
+class AdaptiveLogSoftmax(nn.Module):
+    """Hidden states [N, d_proj] -> per-token NLL [N] (or full log-probabilities [N, n_token])."""
+
+    def __init__(self, n_token: int, d_embed: int, d_proj: int, cutoffs: list[int], div_val: int = 1):
+        super().__init__()
+        self.n_token = n_token
+        self.bounds = cluster_bounds(n_token, cutoffs)
+        self.n_tail = len(cutoffs)
+        dims = cluster_dims(d_embed, len(self.bounds) - 1, div_val)
+        self.out_layers = nn.ModuleList(nn.Linear(d, hi - lo) for lo, hi, d in zip(self.bounds, self.bounds[1:], dims))
+        self.out_projs = nn.ParameterList(
+            nn.Parameter(torch.empty(d_proj, d)) if d != d_proj else None for d in dims
+        )
+        # One extra head logit per tail cluster ("the next word is in cluster i").
+        self.cluster_weight = nn.Parameter(torch.zeros(self.n_tail, dims[0]))
+        self.cluster_bias = nn.Parameter(torch.zeros(self.n_tail))
+        for layer in self.out_layers:
+            nn.init.normal_(layer.weight, std=0.02)
+            nn.init.zeros_(layer.bias)
+        for proj in self.out_projs:
+            if proj is not None:
+                nn.init.normal_(proj, std=0.01)
+
+    def tie_to(self, embedding: AdaptiveEmbedding, tie_weight: bool, tie_projs: bool) -> None:
+        """Share output weights and/or projections with the input embedding."""
+        for i in range(len(self.out_layers)):
+            if tie_weight:
+                self.out_layers[i].weight = embedding.emb_layers[i].weight
+            if tie_projs and self.out_projs[i] is not None:
+                self.out_projs[i] = embedding.emb_projs[i]
+
+    def _cluster_logits(self, i: int, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits of cluster i (the head includes the cluster tokens) for hidden [N, d_proj]."""
+        proj = self.out_projs[i]
+        h = hidden if proj is None else F.linear(hidden, proj.t())  # [N, d_i]
+        layer = self.out_layers[i]
+        if i == 0 and self.n_tail:
+            weight = torch.cat([layer.weight, self.cluster_weight], dim=0)
+            bias = torch.cat([layer.bias, self.cluster_bias], dim=0)
+            return F.linear(h, weight, bias)  # [N, c_1 + n_tail]
+        return F.linear(h, layer.weight, layer.bias)  # [N, cluster size]
+
+    def nll(self, hidden: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """-log P(target | hidden) for each row, in the order of ``target``; only needed logits are computed."""
+        head_lp = F.log_softmax(self._cluster_logits(0, hidden).float(), dim=-1)  # [N, c_1 + n_tail]
+        if not self.n_tail:
+            return -head_lp.gather(1, target.unsqueeze(1)).squeeze(1)
+        out = torch.empty(target.shape, dtype=head_lp.dtype, device=target.device)
+        for i, (lo, hi) in enumerate(zip(self.bounds, self.bounds[1:])):
+            idx = ((target >= lo) & (target < hi)).nonzero(as_tuple=True)[0]
+            if not idx.numel():
+                continue
+            rows = head_lp.index_select(0, idx)
+            if i == 0:
+                lp = rows.gather(1, target[idx].unsqueeze(1)).squeeze(1)
+            else:
+                tail_lp = F.log_softmax(self._cluster_logits(i, hidden.index_select(0, idx)).float(), dim=-1)
+                in_cluster = tail_lp.gather(1, (target[idx] - lo).unsqueeze(1)).squeeze(1)
+                lp = rows[:, self.bounds[1] + i - 1] + in_cluster
+            out.index_copy_(0, idx, -lp)
+        return out
+
+    def log_prob(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Full log-probabilities [N, n_token] (for sampling and checks; costs the whole vocabulary)."""
+        head_lp = F.log_softmax(self._cluster_logits(0, hidden).float(), dim=-1)
+        head_words = self.bounds[1]
+        parts = [head_lp[:, :head_words]]
+        for i in range(1, len(self.out_layers)):
+            tail_lp = F.log_softmax(self._cluster_logits(i, hidden).float(), dim=-1)
+            parts.append(head_lp[:, head_words + i - 1 : head_words + i] + tail_lp)
+        return torch.cat(parts, dim=1)
