@@ -64,6 +64,14 @@ class LanguageModel(nn.Module):
         """Full log-probabilities [*, n_token] for hidden states [*, d]."""
         raise NotImplementedError
 
+    def flops_per_token(self, n_keys: int) -> float:
+        """Analytic forward FLOPs (multiply-add = 2) to predict one token attending ``n_keys`` keys.
+
+        Counts matmuls, attention and the softmax over the vocabulary; RNNs ignore ``n_keys``.
+        Training costs about three times this (forward + backward).
+        """
+        raise NotImplementedError
+
     def set_context(self, context: Context) -> None:
         """Use these memory settings from now on (no-op for families without them)."""
         self.context = context
