@@ -161,6 +161,11 @@ def _coerce(value: Any, typ: Any, key: str, choices: tuple[str, ...] | None) -> 
     if typ is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads '1e-3' (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         raise TxlabError(f"config key {key!r} expects a number, got {value!r}")
     if typ is str:
         if not isinstance(value, str):
@@ -191,6 +196,8 @@ def update_dataclass(obj: Any, values: dict[str, Any], prefix: str = "") -> Any:
         current = getattr(obj, name)
         if dataclasses.is_dataclass(current):
             changes[name] = update_dataclass(current, value, prefix=f"{key}.")
+        elif isinstance(value, dict):
+            raise TxlabError(f"config key {key!r} is a value, not a section (it has no keys {', '.join(map(repr, value))})")
         else:
             changes[name] = _coerce(value, hints[name], key, fields[name].metadata.get("choices"))
     return dataclasses.replace(obj, **changes)
