@@ -40,6 +40,13 @@ def cluster_dims(d_embed: int, n_clusters: int, div_val: int) -> list[int]:
     return dims
 
 
+def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
+    """log_softmax in at least fp32: losses feed RECL's min(), where low-precision noise becomes fake gain."""
+    if logits.dtype not in (torch.float32, torch.float64):
+        logits = logits.float()
+    return F.log_softmax(logits, dim=-1)
+
+
 class AdaptiveEmbedding(nn.Module):
     """Token ids [*] -> vectors [*, d_proj], scaled by sqrt(d_proj) as in the reference code."""
 
@@ -121,7 +128,7 @@ class AdaptiveLogSoftmax(nn.Module):
 
     def nll(self, hidden: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """-log P(target | hidden) for each row, in the order of ``target``; only needed logits are computed."""
-        head_lp = F.log_softmax(self._cluster_logits(0, hidden).float(), dim=-1)  # [N, c_1 + n_tail]
+        head_lp = _log_softmax(self._cluster_logits(0, hidden))  # [N, c_1 + n_tail]
         if not self.n_tail:
             return -head_lp.gather(1, target.unsqueeze(1)).squeeze(1)
         out = torch.empty(target.shape, dtype=head_lp.dtype, device=target.device)
@@ -133,7 +140,7 @@ class AdaptiveLogSoftmax(nn.Module):
             if i == 0:
                 lp = rows.gather(1, target[idx].unsqueeze(1)).squeeze(1)
             else:
-                tail_lp = F.log_softmax(self._cluster_logits(i, hidden.index_select(0, idx)).float(), dim=-1)
+                tail_lp = _log_softmax(self._cluster_logits(i, hidden.index_select(0, idx)))
                 in_cluster = tail_lp.gather(1, (target[idx] - lo).unsqueeze(1)).squeeze(1)
                 lp = rows[:, self.bounds[1] + i - 1] + in_cluster
             out.index_copy_(0, idx, -lp)
@@ -141,10 +148,10 @@ class AdaptiveLogSoftmax(nn.Module):
 
     def log_prob(self, hidden: torch.Tensor) -> torch.Tensor:
         """Full log-probabilities [N, n_token] (for sampling and checks; costs the whole vocabulary)."""
-        head_lp = F.log_softmax(self._cluster_logits(0, hidden).float(), dim=-1)
+        head_lp = _log_softmax(self._cluster_logits(0, hidden))
         head_words = self.bounds[1]
         parts = [head_lp[:, :head_words]]
         for i in range(1, len(self.out_layers)):
-            tail_lp = F.log_softmax(self._cluster_logits(i, hidden).float(), dim=-1)
+            tail_lp = _log_softmax(self._cluster_logits(i, hidden))
             parts.append(head_lp[:, head_words + i - 1 : head_words + i] + tail_lp)
         return torch.cat(parts, dim=1)
