@@ -48,9 +48,12 @@ def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
 
 
 class AdaptiveEmbedding(nn.Module):
-    """Token ids [*] -> vectors [*, d_proj], scaled by sqrt(d_proj) as in the reference code."""
+    """Token ids [*] -> vectors [*, d_proj], scaled by sqrt(d_proj) as in the reference code.
 
-    def __init__(self, n_token: int, d_embed: int, d_proj: int, cutoffs: list[int], div_val: int = 1):
+    ``scale=False`` leaves the vectors unscaled, as the RNN baselines (AWD-LSTM, QRNN) do.
+    """
+
+    def __init__(self, n_token: int, d_embed: int, d_proj: int, cutoffs: list[int], div_val: int = 1, scale: bool = True):
         super().__init__()
         self.n_token, self.d_proj = n_token, d_proj
         self.bounds = cluster_bounds(n_token, cutoffs)
@@ -60,7 +63,7 @@ class AdaptiveEmbedding(nn.Module):
         self.emb_projs = nn.ParameterList(
             nn.Parameter(torch.empty(d_proj, d)) if d != d_proj else None for d in dims
         )
-        self.scale = d_proj**0.5
+        self.scale = d_proj**0.5 if scale else 1.0
         for layer in self.emb_layers:
             nn.init.normal_(layer.weight, std=0.02)
         for proj in self.emb_projs:
