@@ -49,7 +49,11 @@ class ModelConfig:
     d_embed: int = _field(0, "Embedding size before the projection to d_model; 0 means d_model.")
     dropout: float = _field(0.0, "Dropout on embeddings, residual branches and outputs.")
     dropatt: float = _field(0.0, "Dropout on attention probabilities.")
-    dropout_hidden: float = _field(0.0, "RNN only: dropout between recurrent layers.")
+    dropout_hidden: float = _field(
+        0.0,
+        "RNN only: dropout between recurrent layers. RNN dropouts are variational (one mask per sequence, "
+        "as in AWD-LSTM); `dropout` applies the same way to the embeddings and the last layer's output.",
+    )
     pos_enc: str = _field(
         "ours",
         "Positional encoding: 'ours' (the paper's four-term relative scheme), 'shaw' (learned relative, "
