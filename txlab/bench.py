@@ -1,0 +1,198 @@
+"""Throughput of the Transformer-XL implementation (a benchmark, not a test).
+
+``bench_model()`` times training steps and evaluation chunks of the two configurations of
+DESIGN.md section 5 and reports tokens/s, achieved GFLOP/s (from the model's analytic
+``flops_per_token``; a training step counts three forward passes) and peak memory, each the median
+of several timed runs after warm-up. Modes:
+
+- ``train``: forward + backward + gradient clipping + Adam step on ``seg_len`` tokens per stream,
+  memory ``seg_len``, dropout 0.1 (the paper's base setting).
+- ``eval_memM``: a forward pass in inference mode on ``seg_len`` tokens with a full memory of M.
+- ``vanilla_winL``: the vanilla Transformer's sliding-window evaluation, one prediction per window
+  of L tokens (``window_last_nll``), batch_size windows at a time.
+
+Timings share the machine with whatever else runs: record ``os.getloadavg()`` (each row carries
+it) and rerun when the machine is busy.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import resource
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from txlab.config import ModelConfig
+from txlab.errors import TxlabError
+from txlab.model import build_transformer
+
+BENCH_CONFIGS: dict[str, dict[str, Any]] = {
+    "tiny": {"n_layer": 4, "d_model": 128, "n_head": 4, "d_head": 32, "d_inner": 512, "n_token": 256},
+    "small": {"n_layer": 6, "d_model": 256, "n_head": 8, "d_head": 32, "d_inner": 1024, "n_token": 10_000},
+}
+"""DESIGN.md section 5: plain softmax, batch 8, segments of 128."""
+
+DEFAULT_MODES = ("train", "eval_mem128", "eval_mem512", "vanilla_win512")
+
+REFERENCE_TOKENS_PER_S: dict[tuple[str, str], float] = {
+    ("tiny", "train"): 5182,
+    ("tiny", "eval_mem128"): 16882,
+    ("tiny", "eval_mem512"): 7131,
+    ("tiny", "vanilla_win512"): 16.8,
+    ("small", "train"): 1168,
+    ("small", "eval_mem128"): 3449,
+    ("small", "eval_mem512"): 2121,
+    ("small", "vanilla_win512"): 4.6,
+}
+"""The authors' reference code on the 2-core machine, 2 threads, batch 8, segments 128 (DESIGN.md)."""
+
+_MODE = re.compile(r"^(train|eval_mem(\d+)|vanilla_win(\d+))$")
+
+
+def _timed(step, warmup: int, repeats: int) -> float:
+    """Median wall time of ``step()`` over ``repeats`` calls after ``warmup`` calls."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _bench_train(cfg: ModelConfig, batch_size: int, seg_len: int, warmup: int, repeats: int) -> tuple[float, float, int]:
+    cfg = replace(cfg, tgt_len=seg_len, mem_len=seg_len, dropout=0.1)
+    model = build_transformer(cfg).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=2.5e-4)
+    tokens = torch.randint(0, cfg.n_token, (batch_size, seg_len + 1))
+    state = [model.init_state(batch_size)]
+
+    def step() -> None:
+        out = model(tokens[:, :-1], state[0], tokens[:, 1:])
+        out.nll.mean().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        state[0] = out.state
+
+    seconds = _timed(step, max(warmup, 1), repeats)  # at least one step to fill the memory
+    flops = 3 * model.flops_per_token(2 * seg_len)
+    return batch_size * seg_len / seconds, flops, model.num_parameters()
+
+
+def _bench_eval(cfg: ModelConfig, batch_size: int, seg_len: int, mem_len: int, warmup: int, repeats: int) -> tuple[float, float, int]:
+    cfg = replace(cfg, tgt_len=seg_len, mem_len=mem_len)
+    model = build_transformer(cfg).eval()
+    tokens = torch.randint(0, cfg.n_token, (batch_size, seg_len + 1))
+    with torch.inference_mode():
+        state = [model.init_state(batch_size)]
+
+        def step() -> None:
+            state[0] = model(tokens[:, :-1], state[0], tokens[:, 1:]).state
+
+        fill = math.ceil(mem_len / seg_len)  # chunks until the memory is full
+        seconds = _timed(step, max(warmup, fill), repeats)
+    return batch_size * seg_len / seconds, model.flops_per_token(mem_len + seg_len), model.num_parameters()
+
+
+def _bench_vanilla(cfg: ModelConfig, batch_size: int, window: int, warmup: int, repeats: int) -> tuple[float, float, int]:
+    cfg = replace(cfg, family="vanilla", pos_enc="alrfou", tgt_len=window, mem_len=0, max_len=window)
+    model = build_transformer(cfg).eval()
+    windows = torch.randint(0, cfg.n_token, (batch_size, window))
+    targets = torch.randint(0, cfg.n_token, (batch_size,))
+    with torch.inference_mode():
+        seconds = _timed(lambda: model.window_last_nll(windows, targets), warmup, repeats)
+    return batch_size / seconds, model.window_flops(window), model.num_parameters()
+
+
+def bench_model(
+    configs: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("tiny", "small"),
+    modes: Sequence[str] = DEFAULT_MODES,
+    batch_size: int = 8,
+    seg_len: int = 128,
+    threads: int = 2,
+    repeats: int = 5,
+    warmup: int = 2,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """One row per (config, mode): tokens/s and GFLOP/s (medians of ``repeats`` timed runs).
+
+    ``configs``: names from :data:`BENCH_CONFIGS`, or a mapping name -> ModelConfig fields.
+    ``modes``: ``train``, ``eval_mem<M>``, ``vanilla_win<L>``.
+    """
+    if isinstance(configs, Mapping):
+        named = {name: dict(fields) for name, fields in configs.items()}
+    else:
+        unknown = [c for c in configs if c not in BENCH_CONFIGS]
+        if unknown:
+            raise TxlabError(f"unknown bench config {unknown[0]!r}; valid: {', '.join(BENCH_CONFIGS)}")
+        named = {name: BENCH_CONFIGS[name] for name in configs}
+    parsed = {}
+    for mode in modes:
+        match = _MODE.match(mode)
+        if match is None:
+            raise TxlabError(f"unknown bench mode {mode!r}; use train, eval_mem<M> or vanilla_win<L>")
+        parsed[mode] = match
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    rows = []
+    try:
+        for name, fields in named.items():
+            cfg = ModelConfig(**{"dropout": 0.0, "dropatt": 0.0, **fields})
+            for mode, match in parsed.items():
+                torch.manual_seed(seed)
+                load = os.getloadavg()[0]
+                if mode == "train":
+                    tok_s, flops, params = _bench_train(cfg, batch_size, seg_len, warmup, repeats)
+                    context = f"seg {seg_len} mem {seg_len}"
+                elif match.group(2):
+                    mem_len = int(match.group(2))
+                    tok_s, flops, params = _bench_eval(cfg, batch_size, seg_len, mem_len, warmup, repeats)
+                    context = f"seg {seg_len} mem {mem_len}"
+                else:
+                    window = int(match.group(3))
+                    tok_s, flops, params = _bench_vanilla(cfg, batch_size, window, warmup, repeats)
+                    context = f"window {window}"
+                reference = REFERENCE_TOKENS_PER_S.get((name, mode)) if batch_size == 8 and seg_len == 128 else None
+                rows.append({
+                    "config": name,
+                    "mode": mode,
+                    "context": context,
+                    "batch_size": batch_size,
+                    "threads": threads,
+                    "params": params,
+                    "tokens_per_s": tok_s,
+                    "gflops": tok_s * flops / 1e9,
+                    "flops_per_token": flops,
+                    "reference_tokens_per_s": reference,
+                    "speedup": tok_s / reference if reference else None,
+                    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                    "load_avg_1m": load,
+                })
+    finally:
+        torch.set_num_threads(previous_threads)
+    return rows
+
+
+def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows as a Markdown table (peak RSS is the process's peak so far, hence non-decreasing)."""
+    lines = [
+        "| config | mode | context | tokens/s | reference tokens/s | speedup | GFLOP/s | peak RSS MB | load |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        ref = f"{r['reference_tokens_per_s']:,.1f}" if r["reference_tokens_per_s"] else "-"
+        speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
+        lines.append(
+            f"| {r['config']} | {r['mode']} | {r['context']} | {r['tokens_per_s']:,.1f} | {ref} | {speedup} "
+            f"| {r['gflops']:.1f} | {r['peak_rss_mb']:.0f} | {r['load_avg_1m']:.2f} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,499 @@
+"""Transformer-XL (Dai et al. 2019) and the vanilla Transformer of Al-Rfou et al. (2018).
+
+Shapes, batch first, used throughout this file:
+
+    B  batch rows (independent streams)         H   attention heads
+    T  current positions (queries)              Dh  size of one head
+    M  memory positions carried from the past   d   model width (d_model)
+    K  keys = M + T, the window [memory ; current]
+    V  vocabulary size
+
+A layer sees its *window* [B, K, d]: the memory (the detached inputs this layer saw in earlier
+chunks, oldest first) followed by the current inputs; the last T rows are the queries. Within the
+window, key j sits at position j and query i at position M + i, so the distance from query i to key j
+is M + i - j (0 for the query itself, negative for future keys, which are masked).
+
+Modules, bottom up: positional tables and the relative shift (functions), the three attention
+variants (one per positional scheme), the position-wise feed-forward, a layer (Block), and the
+language model that stacks them, handles memory and positions, and scores tokens.
+
+Positional schemes (``ModelConfig.pos_enc``):
+
+- ``ours``: the paper's four-term relative attention (Sec. 3.3) with the fixed sinusoid R of the
+  distance, a separate key projection W_{k,R} (``r_net``) and global biases u, v.
+- ``shaw``: Shaw et al. (2018): a learned embedding per distance, per layer; terms (a) and (b).
+- ``vaswani``: the absolute sinusoid added to the embedding output (first layer only).
+- ``alrfou``: learned absolute embeddings added to the input of every layer.
+
+For the two absolute schemes in the Transformer-XL family the position of a key is its distance
+from the newest token of the window (K-1 for the oldest memory row, 0 for the last current token),
+re-assigned at every chunk, as in the authors' code: the current tokens keep the positions they had
+in training whatever the memory length, and only far memory rows meet unseen positions (a learned
+table repeats its last row beyond its length). Memory always holds the inputs *without* positions
+and positions are added to a new tensor, so a cached state is never modified. The vanilla
+Transformer counts positions from the start of its window instead (0 = first token), so a token's
+prediction does not depend on how many tokens follow it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from txlab.config import ModelConfig
+from txlab.errors import TxlabError
+from txlab.lm import Context, LanguageModel, LMOutput
+from txlab.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax
+
+Memory = list[torch.Tensor]
+"""Transformer-XL state: per layer, the last (up to mem_len) inputs of that layer, [B, M, d]."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Positions, masks and the relative shift
+
+
+def sinusoid(positions: torch.Tensor, d: int) -> torch.Tensor:
+    """The Vaswani et al. sinusoid table: positions [P] -> [P, d] (sines first, then cosines)."""
+    inv_freq = 1.0 / 10000 ** (torch.arange(0, d, 2, device=positions.device, dtype=positions.dtype) / d)
+    angles = torch.outer(positions, inv_freq)  # [P, ceil(d/2)]
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)[:, :d]  # [P, d]
+
+
+def relative_distances(n_keys: int, clamp_len: int, device: torch.device | None = None) -> torch.Tensor:
+    """Distances K-1, K-2, ..., 0, -1 [K+1] (the layout ``rel_shift`` expects), clamped above.
+
+    The extra distance -1 belongs to a future key, always masked; it gives every score row K+1
+    columns, which lets the shift be a strided view without overlap.
+    """
+    distances = torch.arange(n_keys - 1, -2, -1, device=device)  # [K+1]
+    return distances.clamp(max=clamp_len) if clamp_len > 0 else distances
+
+
+def rel_shift(by_distance: torch.Tensor) -> torch.Tensor:
+    """Re-index position scores from 'by distance' to 'by key' (the relative shift, Appendix B).
+
+    ``by_distance[..., i, c]`` scores query i against distance K-1-c (the layout of
+    :func:`relative_distances`, K+1 columns). Query i sits at window position M+i, so key j is at
+    distance M+i-j, that is column c = j + T-1-i: row i is shifted left by T-1-i. The paper pads a
+    zero column and re-reads the flat buffer with a row length one shorter; because our rows already
+    have K+1 columns, the same re-reading is a strided view with no copy:
+    flat index i*(K+1) + j + T-1-i = i*K + j + (T-1). Entries for future keys (j > M+i) read
+    neighbouring cells and must be masked. Input [..., T, K+1] with contiguous rows -> [..., T, K].
+    """
+    *lead, n_query, n_cols = by_distance.shape
+    if by_distance.stride(-1) != 1 or by_distance.stride(-2) != n_cols:
+        by_distance = by_distance.contiguous()
+    n_keys = n_cols - 1
+    return by_distance.as_strided(
+        (*lead, n_query, n_keys),  # [..., T, K]
+        (*by_distance.stride()[:-2], n_keys, 1),
+        by_distance.storage_offset() + n_query - 1,
+    )
+
+
+def attention_mask(n_query: int, n_mem: int, same_length_window: int, dtype: torch.dtype, device=None) -> torch.Tensor:
+    """Additive mask [T, K]: 0 where query i may attend key j, -inf elsewhere.
+
+    Causal over the window (j <= M+i). With ``same_length_window`` = w > 0, query i also ignores
+    keys at distance >= w, so every query attends its own token and the w-1 before it (fewer only
+    while less history exists) -- the reference code's ``same_length`` mask with w = mem_len.
+    """
+    n_keys = n_mem + n_query
+    query_pos = torch.arange(n_mem, n_keys, device=device)[:, None]  # [T, 1]
+    key_pos = torch.arange(n_keys, device=device)[None, :]  # [1, K]
+    allowed = key_pos <= query_pos  # [T, K]
+    if same_length_window > 0:
+        allowed &= key_pos > query_pos - same_length_window
+    return torch.zeros(n_query, n_keys, dtype=dtype, device=device).masked_fill_(~allowed, float("-inf"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Attention: one shared skeleton, three ways to add positional information
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention of the current rows of a window over the whole window, plus residual.
+
+    Subclasses choose the positional terms by overriding :meth:`position_terms`: the query used for
+    the content term and an additive bias [.., T, K] (the mask plus any position-dependent score).
+    The scaled dot product, softmax, attention dropout and weighted sum run in one fused kernel
+    (``F.scaled_dot_product_attention``). Projections have no biases, as in the reference code.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_head, self.d_head = cfg.n_head, cfg.d_head
+        inner = cfg.n_head * cfg.d_head
+        self.qkv_net = nn.Linear(cfg.d_model, 3 * inner, bias=False)
+        self.o_net = nn.Linear(inner, cfg.d_model, bias=False)
+        self.layer_norm = nn.LayerNorm(cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.dropatt = cfg.dropatt
+        self.pre_lnorm = cfg.pre_lnorm
+        self.scale = 1.0 / math.sqrt(cfg.d_head)
+
+    def position_terms(self, q: torch.Tensor, mask: torch.Tensor, **position) -> tuple[torch.Tensor, torch.Tensor]:
+        """(query for the content term [B, T, H, Dh], additive score bias [T, K] or [B, H, T, K])."""
+        return q, mask
+
+    def forward(self, window: torch.Tensor, n_query: int, mask: torch.Tensor, **position) -> torch.Tensor:
+        batch, n_keys, _ = window.shape
+        inner = self.n_head * self.d_head
+        current = window[:, n_keys - n_query :]  # [B, T, d] the residual stream
+        x = self.layer_norm(window) if self.pre_lnorm else window
+        # Queries only for the current rows; keys and values for the whole window.
+        q = F.linear(x[:, n_keys - n_query :], self.qkv_net.weight[:inner])  # [B, T, H*Dh]
+        q = q.view(batch, n_query, self.n_head, self.d_head)  # [B, T, H, Dh]
+        kv = F.linear(x, self.qkv_net.weight[inner:])  # [B, K, 2*H*Dh]
+        k, v = kv.view(batch, n_keys, 2, self.n_head, self.d_head).unbind(2)  # [B, K, H, Dh] each
+        content_q, bias = self.position_terms(q, mask, **position)
+        attn = F.scaled_dot_product_attention(
+            content_q.transpose(1, 2),  # [B, H, T, Dh]
+            k.transpose(1, 2),  # [B, H, K, Dh]
+            v.transpose(1, 2),
+            attn_mask=bias,
+            dropout_p=self.dropatt if self.training else 0.0,
+            scale=self.scale,
+        )  # [B, H, T, Dh]
+        attn = attn.transpose(1, 2).reshape(batch, n_query, inner)  # [B, T, H*Dh]
+        out = self.drop(self.o_net(attn))
+        return current + out if self.pre_lnorm else self.layer_norm(current + out)
+
+
+class AbsoluteAttention(MultiHeadAttention):
+    """Term (a) only: plain causal scaled dot-product attention (positions live in the inputs)."""
+
+
+class RelativeSinusoidAttention(MultiHeadAttention):
+    """The paper's relative attention, score = (a) + (b) + (c) + (d):
+
+        term_ac = (q_i + u) . k_j                  content, and the global content bias u
+        term_bd = (q_i + v) . W_{k,R} R_{i-j}      content-dependent position, global position bias v
+
+    R is the fixed sinusoid of the distance and W_{k,R} (``r_net``) is separate from the content key
+    projection. term_bd is computed for all K+1 distances with one matmul and re-indexed by
+    :func:`rel_shift`; term_ac goes to the fused kernel with the query q + u.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.r_net = nn.Linear(cfg.d_model, cfg.n_head * cfg.d_head, bias=False)
+
+    def position_terms(self, q, mask, *, r: torch.Tensor, u: torch.Tensor, v: torch.Tensor):
+        """r: sinusoids of :func:`relative_distances` [K+1, d]; u, v: global biases [H, Dh]."""
+        batch, n_query = q.shape[:2]
+        r_head = self.r_net(r).view(-1, self.n_head, self.d_head)  # [K+1, H, Dh]
+        qv = (q + v).view(batch * n_query, self.n_head, self.d_head)  # [B*T, H, Dh]
+        # One matmul per head over every distance: [H, B*T, Dh] @ [H, Dh, K+1] -> [H, B*T, K+1].
+        by_distance = torch.bmm(qv.transpose(0, 1), r_head.permute(1, 2, 0))
+        by_distance = by_distance.view(self.n_head, batch, n_query, -1).transpose(0, 1)  # [B, H, T, K+1]
+        term_bd = rel_shift(by_distance)  # [B, H, T, K]
+        # The fused kernel scales (q+u).k itself; term_bd enters pre-scaled through the bias.
+        return q + u, torch.add(mask, term_bd, alpha=self.scale)  # [B, T, H, Dh], [B, H, T, K]
+
+
+class LearnedRelativeAttention(MultiHeadAttention):
+    """Shaw et al. (2018): score = (a) q_i . k_j + (b) q_i . E_{i-j}, E learned per layer and head.
+
+    E has one row per distance 0 .. n_dist-1; longer distances share the last row (and, at
+    evaluation, distances beyond clamp_len share the row of clamp_len).
+    """
+
+    def __init__(self, cfg: ModelConfig, n_dist: int):
+        super().__init__(cfg)
+        self.rel_emb = nn.Parameter(torch.empty(n_dist, cfg.n_head, cfg.d_head))
+        nn.init.normal_(self.rel_emb, std=0.02)
+
+    def position_terms(self, q, mask, *, distances: torch.Tensor):
+        """distances: :func:`relative_distances` [K+1] (clamped by clamp_len, not yet by the table)."""
+        batch, n_query = q.shape[:2]
+        rows = distances.clamp(0, self.rel_emb.size(0) - 1)  # [K+1]
+        e = self.rel_emb[rows]  # [K+1, H, Dh], a gather of K+1 rows, not of K*T pairs
+        q_rows = q.reshape(batch * n_query, self.n_head, self.d_head)  # [B*T, H, Dh]
+        by_distance = torch.bmm(q_rows.transpose(0, 1), e.permute(1, 2, 0))  # [H, B*T, K+1]
+        by_distance = by_distance.view(self.n_head, batch, n_query, -1).transpose(0, 1)  # [B, H, T, K+1]
+        return q, torch.add(mask, rel_shift(by_distance), alpha=self.scale)
+
+
+# --------------------------------------------------------------------------------------------------
+# Feed-forward and the layer
+
+
+class PositionwiseFF(nn.Module):
+    """Linear(d, d_inner) + ReLU + dropout + Linear(d_inner, d) + dropout, residual, layer norm."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.core = nn.Sequential(
+            nn.Linear(cfg.d_model, cfg.d_inner),
+            nn.ReLU(inplace=True),
+            nn.Dropout(cfg.dropout),
+            nn.Linear(cfg.d_inner, cfg.d_model),
+            nn.Dropout(cfg.dropout),
+        )
+        self.layer_norm = nn.LayerNorm(cfg.d_model)
+        self.pre_lnorm = cfg.pre_lnorm
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        if self.pre_lnorm:
+            return h + self.core(self.layer_norm(h))
+        return self.layer_norm(h + self.core(h))
+
+
+class Block(nn.Module):
+    """One Transformer layer: attention of the current rows over the window, then feed-forward."""
+
+    def __init__(self, attn: MultiHeadAttention, ff: PositionwiseFF):
+        super().__init__()
+        self.attn, self.ff = attn, ff
+
+    def forward(self, window: torch.Tensor, n_query: int, mask: torch.Tensor, **position) -> torch.Tensor:
+        """window [B, K, d] -> new states of its last ``n_query`` rows [B, T, d]."""
+        return self.ff(self.attn(window, n_query, mask, **position))
+
+
+# --------------------------------------------------------------------------------------------------
+# The language model
+
+
+class TransformerXL(LanguageModel):
+    """Transformer-XL with segment-level recurrence and a choice of positional encoding.
+
+    The state is a list with one memory [B, M, d] per layer: the last up-to-``mem_len`` inputs of
+    that layer (the embedding output for the first), detached. After a chunk, a layer's memory is the
+    last mem_len rows of [old memory ; this chunk's inputs], so it may span several past chunks.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.pos_enc = cfg.pos_enc
+        d_embed = cfg.d_embed or cfg.d_model
+        cutoffs = list(cfg.cutoffs) if cfg.adaptive else []
+        self.word_emb = AdaptiveEmbedding(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val)
+        self.crit = AdaptiveLogSoftmax(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val)
+        self.crit.tie_to(self.word_emb, cfg.tie_weight, cfg.tie_projs)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.n_pos = cfg.max_len or self._default_max_len(cfg)
+        """Rows of a learned position table (shaw: distances, alrfou: positions)."""
+
+        self.blocks = nn.ModuleList(Block(self._attention(cfg), PositionwiseFF(cfg)) for _ in range(cfg.n_layer))
+        if self.pos_enc == "ours":
+            n_bias = cfg.n_layer if cfg.untie_r else 1  # u and v are shared by all layers unless untied
+            self.u = nn.Parameter(torch.empty(n_bias, cfg.n_head, cfg.d_head))
+            self.v = nn.Parameter(torch.empty(n_bias, cfg.n_head, cfg.d_head))
+        if self.pos_enc == "alrfou":
+            self.abs_pos_emb = nn.Parameter(torch.empty(cfg.n_layer, self.n_pos, cfg.d_model))
+        self._init_weights()
+        self.set_context(Context(cfg.mem_len, cfg.same_length, cfg.clamp_len))
+
+    @staticmethod
+    def _default_max_len(cfg: ModelConfig) -> int:
+        return cfg.tgt_len + cfg.mem_len
+
+    def _attention(self, cfg: ModelConfig) -> MultiHeadAttention:
+        if cfg.pos_enc == "ours":
+            return RelativeSinusoidAttention(cfg)
+        if cfg.pos_enc == "shaw":
+            return LearnedRelativeAttention(cfg, self.n_pos)
+        return AbsoluteAttention(cfg)
+
+    def _init_weights(self) -> None:
+        """As the reference: N(0, 0.02) weights, zero biases; the softmax module initialises itself."""
+        for block in self.blocks:
+            for module in block.modules():
+                if isinstance(module, nn.Linear):
+                    nn.init.normal_(module.weight, std=0.02)
+                    if module.bias is not None:
+                        nn.init.zeros_(module.bias)
+        for name in ("u", "v", "abs_pos_emb"):
+            if hasattr(self, name):
+                nn.init.normal_(getattr(self, name), std=0.02)
+
+    # -- the LanguageModel interface ---------------------------------------------------------------
+
+    def init_state(self, batch_size: int) -> Memory:
+        p = self.word_emb.emb_layers[0].weight
+        return [p.new_zeros(batch_size, 0, self.cfg.d_model) for _ in self.blocks]
+
+    def forward(self, tokens: torch.Tensor, state: Memory, targets: torch.Tensor | None = None) -> LMOutput:
+        hidden, new_state = self._hidden(tokens, state, keep=self.context.mem_len, last_only=False)
+        nll = None
+        if targets is not None:
+            d = hidden.size(-1)
+            nll = self.crit.nll(hidden.reshape(-1, d), targets.reshape(-1)).view(targets.shape)  # [B, T]
+        return LMOutput(nll, hidden, new_state)
+
+    def log_prob(self, hidden: torch.Tensor) -> torch.Tensor:
+        lp = self.crit.log_prob(hidden.reshape(-1, hidden.size(-1)))  # [N, V]
+        return lp.view(*hidden.shape[:-1], -1)  # [*, V]
+
+    def window_last_nll(self, windows: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """NLL [N] of ``targets`` [N] after reading each window [N, L] from an empty memory.
+
+        Equals ``forward(windows, init_state(N)).nll[:, -1]`` for targets at the last position, but
+        the last layer, the output dropout and the softmax run only for the last position: this is
+        the vanilla Transformer's sliding-window evaluation (one prediction per window).
+        """
+        hidden, _ = self._hidden(windows, self.init_state(windows.size(0)), keep=0, last_only=True)
+        return self.crit.nll(hidden[:, -1], targets)
+
+    # -- FLOP counts -------------------------------------------------------------------------------
+
+    def _flops_kv_per_key(self) -> int:
+        return 2 * self.cfg.d_model * 2 * self.cfg.n_head * self.cfg.d_head
+
+    def _flops_per_query(self, n_keys: int) -> int:
+        """One layer, one query: q and output projections, scores, weighted sum, feed-forward."""
+        c = self.cfg
+        inner = c.n_head * c.d_head
+        n_score_terms = 2 if self.pos_enc in ("ours", "shaw") else 1  # (a)+(c), and (b)+(d)
+        return (
+            2 * c.d_model * inner * 2  # q and o projections
+            + 2 * inner * n_keys * n_score_terms  # score matmuls
+            + 2 * inner * n_keys  # probabilities x values
+            + 2 * 2 * c.d_model * c.d_inner  # feed-forward
+        )
+
+    def _flops_io(self) -> int:
+        """Input projection (head cluster) and the output layer over the whole vocabulary.
+
+        For an adaptive softmax this counts the head and every tail cluster, an upper bound (a tail
+        is evaluated only for the tokens that fall into it).
+        """
+        total = 0
+        emb_projs = [p for p in self.word_emb.emb_projs if p is not None]
+        if emb_projs:
+            total += 2 * emb_projs[0].numel()
+        for i, layer in enumerate(self.crit.out_layers):
+            proj = self.crit.out_projs[i]
+            d_i = layer.weight.size(1)
+            n_out = layer.weight.size(0) + (self.crit.n_tail if i == 0 else 0)
+            total += (2 * proj.numel() if proj is not None else 0) + 2 * d_i * n_out
+        return total
+
+    def flops_per_token(self, n_keys: int) -> float:
+        """Forward FLOPs per predicted token whose queries see ``n_keys`` keys (dense score rows).
+
+        Each token's key/value projection is counted once: the recomputation of the memory's
+        keys and values at every chunk is overhead of the streaming and is not counted, nor is
+        ``r_net`` (applied once per chunk to K+1 distances and shared by every query of the batch).
+        """
+        per_layer = self._flops_kv_per_key() + self._flops_per_query(n_keys)
+        return float(self.cfg.n_layer * per_layer + self._flops_io())
+
+    def window_flops(self, length: int) -> float:
+        """Forward FLOPs of one window of :meth:`window_last_nll` (all rows but one query in the last layer)."""
+        n_layer = self.cfg.n_layer
+        kv = n_layer * length * self._flops_kv_per_key()
+        queries = ((n_layer - 1) * length + 1) * self._flops_per_query(length)
+        return float(kv + queries + self._flops_io())
+
+    # -- the stack ---------------------------------------------------------------------------------
+
+    def _absolute_position_ids(self, n_keys: int) -> torch.Tensor:
+        """Position of every window row: its distance from the newest row, clamped (see module doc)."""
+        ids = torch.arange(n_keys - 1, -1, -1, device=self.device)  # [K]
+        if self.context.clamp_len > 0:
+            ids = ids.clamp(max=self.context.clamp_len)
+        return ids
+
+    def _check_chunk(self, tokens: torch.Tensor, state: Memory) -> None:
+        if tokens.dim() != 2:
+            raise TxlabError(f"tokens must be [batch, time], got shape {tuple(tokens.shape)}")
+        if len(state) != len(self.blocks) or state[0].size(0) != tokens.size(0):
+            raise TxlabError("the state does not belong to this model and batch size: use model.init_state(batch_size)")
+
+    def _hidden(self, tokens: torch.Tensor, state: Memory, keep: int, last_only: bool) -> tuple[torch.Tensor, Memory]:
+        """Final hidden states [B, T, d] (only [B, 1, d] with ``last_only``) and the next memory.
+
+        ``keep``: memory rows kept per layer for the next chunk (0 = none).
+        """
+        self._check_chunk(tokens, state)
+        n_query, n_mem = tokens.size(1), state[0].size(1)
+        n_keys = n_mem + n_query
+        h = self.drop(self.word_emb(tokens))  # [B, T, d]
+        ctx = self.context
+        window_len = ctx.mem_len if ctx.same_length and ctx.mem_len > 0 else 0
+        mask = attention_mask(n_query, n_mem, window_len, h.dtype, h.device)  # [T, K]
+
+        position: dict[str, torch.Tensor] = {}
+        if self.pos_enc == "ours":
+            distances = relative_distances(n_keys, ctx.clamp_len, h.device).to(h.dtype)
+            position["r"] = self.drop(sinusoid(distances, h.size(-1)))  # [K+1, d]
+        elif self.pos_enc == "shaw":
+            position["distances"] = relative_distances(n_keys, ctx.clamp_len, h.device)  # [K+1]
+        else:
+            pos_ids = self._absolute_position_ids(n_keys)  # [K]
+
+        new_state: Memory = []
+        for i, (block, mem) in enumerate(zip(self.blocks, state)):
+            window = torch.cat([mem, h], dim=1)  # [B, K, d]
+            if keep:
+                new_state.append(window[:, max(0, n_keys - keep) :].detach())  # [B, min(K, keep), d]
+            if self.pos_enc == "vaswani" and i == 0:
+                window = window + sinusoid(pos_ids.to(h.dtype), h.size(-1))  # a new tensor: memory untouched
+            elif self.pos_enc == "alrfou":
+                table = self.abs_pos_emb[i]
+                window = window + table[pos_ids.clamp(max=table.size(0) - 1)]  # [B, K, d]
+            if self.pos_enc == "ours":
+                bias = i if self.cfg.untie_r else 0
+                position.update(u=self.u[bias], v=self.v[bias])
+            layer_queries = 1 if last_only and i == len(self.blocks) - 1 else n_query
+            h = block(window, layer_queries, mask[n_query - layer_queries :], **position)  # [B, T', d]
+        if not keep:
+            new_state = [h.new_zeros(h.size(0), 0, h.size(-1)) for _ in self.blocks]
+        return self.drop(h), new_state
+
+
+class VanillaTransformer(TransformerXL):
+    """The vanilla Transformer LM of Al-Rfou et al. (2018): a fixed window, no memory.
+
+    Absolute positions (learned at every layer for ``pos_enc='alrfou'``, the paper's choice, or the
+    sinusoid at the input for ``'vaswani'``) count from the start of the chunk, which may hold at
+    most ``max_len`` tokens (``cfg.max_len``, default ``tgt_len``). The memory settings of
+    :class:`Context` are ignored: every chunk starts from nothing. Evaluate it with sliding windows
+    through :meth:`window_last_nll`.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        if cfg.pos_enc not in ("alrfou", "vaswani"):
+            raise TxlabError(
+                f"the vanilla Transformer uses absolute positions: set model.pos_enc to 'alrfou' (Al-Rfou et al.) "
+                f"or 'vaswani', not {cfg.pos_enc!r}"
+            )
+        super().__init__(cfg)
+        self.max_context = self.n_pos
+
+    @staticmethod
+    def _default_max_len(cfg: ModelConfig) -> int:
+        return cfg.tgt_len
+
+    def set_context(self, context: Context) -> None:
+        """Accepted and ignored: the vanilla Transformer has no memory, same_length or clamp_len."""
+        self.context = Context(mem_len=0)
+
+    def _absolute_position_ids(self, n_keys: int) -> torch.Tensor:
+        return torch.arange(n_keys, device=self.device)  # [K], 0 = the first token of the window
+
+    def _check_chunk(self, tokens: torch.Tensor, state: Memory) -> None:
+        super()._check_chunk(tokens, state)
+        if tokens.size(1) > self.n_pos:
+            raise TxlabError(
+                f"the vanilla Transformer reads at most max_len={self.n_pos} tokens at once, got a chunk of {tokens.size(1)}"
+            )
+
+
+def build_transformer(cfg: ModelConfig) -> TransformerXL:
+    """A freshly initialised Transformer-XL (family 'xl') or vanilla Transformer (family 'vanilla')."""
+    if cfg.n_token <= 0:
+        raise TxlabError("model.n_token is not set: take it from the corpus vocabulary before building the model")
+    if cfg.family == "vanilla":
+        return VanillaTransformer(cfg)
+    if cfg.family == "xl":
+        return TransformerXL(cfg)
+    raise TxlabError(f"build_transformer builds families 'xl' and 'vanilla', not {cfg.family!r}")
