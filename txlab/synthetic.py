@@ -1,0 +1,346 @@
+"""Built-in corpora with planted long-range dependencies: offline, deterministic, with ground truth.
+
+Real corpora cannot tell you how far back a model *should* look. These can: every token carries the
+context it needs and the loss of an ideal model with and without that context, so RECL (and any other
+"how much context is used" measure) can be checked against a known answer.
+
+The generative process
+----------------------
+One fixed "language" (shared by all variants, so a model trained on one can be scored on another) is
+sampled with a seed. A text of n tokens is a *background* stream into which *facts* are planted.
+
+* Background: a sparse first-order Markov chain over ``n_background`` symbols. Each symbol has exactly
+  four successors, taken with probabilities ``step_probs`` (0.6, 0.25, 0.1, 0.05: about 1.03 nats a
+  token). The chain runs through the whole text, skipping over planted events.
+* A fact is a key and ``fact_len`` values. Its *source* is written once, as 2 * fact_len + 1 tokens::
+
+      h_1 .. h_L  k  v_1 .. v_L          (hints, key, values)
+
+  The key k is uniform over ``n_keys`` keys; each hint h_j is uniform over ``n_hints`` hints, and the
+  value v_j is uniform over the ``values_per_hint`` values of the group that h_j names. So a source
+  value costs only log(values_per_hint) to a model that sees its hint L + 1 tokens back.
+* The fact's *copy* (a recall) comes D tokens after the source (key to key), as ``k v_1 .. v_L``. D is
+  uniform on [min_distance, max_distance]. A copied value is one of n_hints * values_per_hint rare
+  symbols: without its source it costs log(4096) = 8.3 nats, the most of any token, and with the
+  source in view it costs nothing. Copies make up ``copy_fraction`` of all tokens (13% by default),
+  so the hardest 10% of tokens for a short-context model are, by construction, the copied values.
+* Facts never overlap; no other event with the same key lies between a source and its copy, so
+  "find the previous occurrence of the current token and copy what follows" (an induction head)
+  resolves every copied token.
+
+Ground truth (per target position t)
+------------------------------------
+``needed_context[t]`` is the smallest c such that x_{t-c} .. x_{t-1} holds what resolves x_t:
+
+=================  ===============================  ===================  ===================
+token              needed_context                   oracle_nll_with      oracle_nll_without
+=================  ===============================  ===================  ===================
+background         distance to previous background  -ln p(step)          ln n_background
+                   token (0 for the first one)
+hint               0                                ln n_hints           ln n_hints
+source key         0                                ln n_keys            ln n_keys
+source value       fact_len + 1 (its hint)          ln values_per_hint   ln n_values
+copy key           D (the source key)               0                    ln n_keys
+copied value       D + 1 (the source value and the  0                    ln n_values
+                   token before it, which is
+                   matched against x_{t-1})
+=================  ===============================  ===================  ===================
+
+The oracle is the ideal model of this process that is told each position's *role* (which positions are
+background, hints, keys, values, and which fact a copy recalls) but not the tokens: roles carry no
+content, and with that convention every entry above is exact. (A trained model does not know when a
+recall starts, so it cannot reach 0 on copy keys; it can at best narrow the key down to the facts
+defined in its window, which is itself a long-range dependency reaching back at most max_distance.)
+``oracle_loss(c)`` is the per-token loss of that oracle when it sees exactly c tokens: the "with" loss
+where c >= needed_context, else the "without" loss. The largest needed_context is max_distance + 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from txlab.errors import TxlabError, did_you_mean
+from txlab.fileio import write_atomic
+
+# Roles of a position in the generated text (what the oracle is told).
+BACKGROUND, HINT, SOURCE_KEY, SOURCE_VALUE, COPY_KEY, COPY_VALUE = range(6)
+ROLE_NAMES = ("background", "hint", "source_key", "source_value", "copy_key", "copy_value")
+
+# The language's fixed structure (successor table) comes from this seed, not from the sampling seed,
+# so every split and every variant speaks the same language.
+_LANGUAGE_SEED = 20190109
+_SPLIT_INDEX = {"train": 0, "valid": 1, "test": 2}
+_STEP_DELTAS = np.array([1, 2, 3, 4])
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """One synthetic corpus: the language's sizes and where its long-range dependencies reach."""
+
+    name: str
+    description: str
+    min_distance: int = 8
+    """Shortest copy distance D (source key to copy key); must exceed fact_len."""
+    max_distance: int = 999
+    """Longest copy distance D; the longest needed context is max_distance + 1."""
+    copy_fraction: float = 0.13
+    """Target fraction of all tokens that are copied values (reached unless the text is very short)."""
+    n_background: int = 128
+    step_probs: tuple[float, ...] = (0.6, 0.25, 0.1, 0.05)
+    n_keys: int = 1024
+    n_hints: int = 64
+    values_per_hint: int = 64
+    fact_len: int = 4
+
+    @property
+    def n_values(self) -> int:
+        return self.n_hints * self.values_per_hint
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_background + self.n_hints + self.n_keys + self.n_values
+
+    @property
+    def max_context(self) -> int:
+        """The largest needed_context of any token: the corpus's true horizon."""
+        return self.max_distance + 1
+
+    def symbols(self) -> list[str]:
+        """Symbol names in id order: background, hints, keys, values (roughly by falling frequency)."""
+        return (
+            [f"b{i:03d}" for i in range(self.n_background)]
+            + [f"h{i:02d}" for i in range(self.n_hints)]
+            + [f"k{i:04d}" for i in range(self.n_keys)]
+            + [f"v{i:04d}" for i in range(self.n_values)]
+        )
+
+    def check(self) -> None:
+        if not self.fact_len < self.min_distance <= self.max_distance:
+            raise TxlabError(
+                f"synthetic corpus {self.name!r}: need fact_len < min_distance <= max_distance, "
+                f"got {self.fact_len}, {self.min_distance}, {self.max_distance}"
+            )
+        if len(self.step_probs) != len(_STEP_DELTAS) or abs(sum(self.step_probs) - 1) > 1e-9:
+            raise TxlabError(f"synthetic corpus {self.name!r}: step_probs must be {len(_STEP_DELTAS)} probabilities summing to 1")
+        if not 0 <= self.copy_fraction < 0.25:
+            raise TxlabError(f"synthetic corpus {self.name!r}: copy_fraction must lie in [0, 0.25)")
+
+
+VARIANTS: dict[str, SyntheticSpec] = {
+    spec.name: spec
+    for spec in (
+        SyntheticSpec("synthetic", "copies up to 1000 tokens back (the default RECL grid 100..1000)", 8, 999),
+        SyntheticSpec("synthetic-short", "copies up to 200 tokens back", 8, 199),
+        SyntheticSpec("synthetic-long", "copies up to 3000 tokens back", 8, 2999),
+        SyntheticSpec("synthetic-local", "copies at most 32 tokens back: no long-range dependency (Table 7 style)", 8, 31),
+    )
+}
+
+
+def get_spec(name: str, max_context: int = 0) -> SyntheticSpec:
+    """The named variant, optionally with its horizon moved to ``max_context`` (0 keeps the variant's)."""
+    if name not in VARIANTS:
+        raise did_you_mean(name, VARIANTS, "synthetic corpus")
+    spec = VARIANTS[name]
+    if max_context:
+        spec = dataclasses.replace(spec, max_distance=max_context - 1)
+    spec.check()
+    return spec
+
+
+@dataclass
+class SyntheticText:
+    """A generated text and its ground truth, all arrays of length n (see the module docstring)."""
+
+    spec: SyntheticSpec
+    tokens: np.ndarray
+    """[n] uint16 token ids."""
+    role: np.ndarray
+    """[n] int8, one of BACKGROUND .. COPY_VALUE."""
+    needed_context: np.ndarray
+    """[n] int32: smallest context that resolves each token."""
+    oracle_nll_with: np.ndarray
+    """[n] float32 nats: the oracle's loss when it sees needed_context tokens or more."""
+    oracle_nll_without: np.ndarray
+    """[n] float32 nats: the oracle's loss when it sees fewer."""
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def oracle_loss(self, context: int) -> np.ndarray:
+        """[n] per-token loss (nats) of the ideal model that sees exactly ``context`` tokens back."""
+        return np.where(context >= self.needed_context, self.oracle_nll_with, self.oracle_nll_without)
+
+    def stats(self) -> dict[str, float | int]:
+        """Token mix and horizon, as documented numbers (used by `txlab data info` and the tests)."""
+        n = len(self)
+        copied = self.role == COPY_VALUE
+        return {
+            "tokens": n,
+            **{f"fraction_{name}": float(np.mean(self.role == r)) for r, name in enumerate(ROLE_NAMES)},
+            "copied_value_min_context": int(self.needed_context[copied].min()) if copied.any() else 0,
+            "copied_value_max_context": int(self.needed_context[copied].max()) if copied.any() else 0,
+            "oracle_nll_full_context": float(self.oracle_nll_with.mean()),
+            "oracle_nll_no_context": float(self.oracle_loss(0).mean()),
+        }
+
+
+def _language(spec: SyntheticSpec) -> np.ndarray:
+    """The background chain's symbol permutation: state z emits symbol perm[z]; z -> z + delta."""
+    return np.random.default_rng(_LANGUAGE_SEED).permutation(spec.n_background)
+
+
+def _place_facts(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Non-overlapping facts: source starts and copy distances (key to key), sorted by source start.
+
+    The text is cut into slots of 3 * fact_len + 1 tokens holding at most one event each (a source of
+    2L + 1 tokens or a copy of L + 1, the rest background). That slot length leaves enough room for
+    offsets that every distance D is reachable, so D stays exactly uniform. Each round, free slots
+    propose a source with a uniform D; a proposal is kept if its copy lands in a slot that is still
+    free and that no other proposal of the round claims first (in random order).
+    """
+    L = spec.fact_len
+    src_len, copy_len = 2 * L + 1, L + 1
+    slot = 3 * L + 1
+    n_slots = n // slot
+    target = int(round(spec.copy_fraction * n / L))
+    kind = np.zeros(n_slots, dtype=np.int8)  # 0 free, 1 source, 2 copy
+    starts: list[np.ndarray] = []
+    distances: list[np.ndarray] = []
+    placed = 0
+    for _ in range(32):
+        need = target - placed
+        free = np.flatnonzero(kind == 0)
+        if need <= 0 or len(free) < 2:
+            break
+        src = free[rng.random(len(free)) < 0.5]
+        dist = rng.integers(spec.min_distance, spec.max_distance + 1, len(src))
+        # Source offset within its slot: uniform over the offsets whose copy fits inside one slot
+        # (among any L + 1 consecutive offsets at least one does).
+        copy_if_zero = src * slot + L + dist
+        fits = (copy_if_zero[:, None] + np.arange(slot - src_len + 1)) % slot <= slot - copy_len
+        offset = np.argmax(rng.random(fits.shape) * fits, axis=1)
+        copy_key = copy_if_zero + offset
+        target_slot = copy_key // slot
+        proposing = np.zeros(n_slots + 1, dtype=bool)
+        proposing[src] = True
+        ok = target_slot < n_slots
+        ok[ok] = (kind[target_slot[ok]] == 0) & ~proposing[target_slot[ok]]
+        order = rng.permutation(np.flatnonzero(ok))
+        _, first = np.unique(target_slot[order], return_index=True)
+        keep = order[np.sort(first)][:need]
+        kind[src[keep]] = 1
+        kind[target_slot[keep]] = 2
+        starts.append(src[keep] * slot + offset[keep])
+        distances.append(dist[keep])
+        placed += len(keep)
+    start = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+    dist = np.concatenate(distances) if distances else np.zeros(0, np.int64)
+    order = np.argsort(start, kind="stable")
+    return start[order], dist[order]
+
+
+def _draw_keys(spec: SyntheticSpec, key_pos: np.ndarray, copy_pos: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Uniform keys, redrawn until no event with the same key lies between a source and its copy."""
+    n_facts = len(key_pos)
+    keys = rng.integers(0, spec.n_keys, n_facts)
+    pos = np.concatenate([key_pos, copy_pos])
+    for _ in range(32):
+        both = np.concatenate([keys, keys])
+        order = np.lexsort((pos, both))
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        bad = rank[n_facts:] - rank[:n_facts] != 1  # copy must directly follow its source
+        if not bad.any():
+            break
+        keys[bad] = rng.integers(0, spec.n_keys, int(bad.sum()))
+    return keys
+
+
+def build_text(spec: SyntheticSpec, n_tokens: int, fact_starts: np.ndarray, distances: np.ndarray, rng: np.random.Generator) -> SyntheticText:
+    """Fill a given fact layout with tokens and compute the ground truth (``generate`` draws the layout)."""
+    L = spec.fact_len
+    n_facts = len(fact_starts)
+    fact_starts = np.asarray(fact_starts, dtype=np.int64)
+    distances = np.asarray(distances, dtype=np.int64)
+    key_pos = fact_starts + L
+    copy_pos = key_pos + distances
+    hint_pos = fact_starts[:, None] + np.arange(L)  # [F, L]
+    value_pos = key_pos[:, None] + 1 + np.arange(L)  # [F, L]
+    copied_pos = copy_pos[:, None] + 1 + np.arange(L)  # [F, L]
+
+    tokens = np.zeros(n_tokens, dtype=np.uint16)
+    role = np.full(n_tokens, BACKGROUND, dtype=np.int8)
+    needed = np.zeros(n_tokens, dtype=np.int32)
+    nll_with = np.zeros(n_tokens, dtype=np.float32)
+    nll_without = np.zeros(n_tokens, dtype=np.float32)
+
+    hint_base = spec.n_background
+    key_base = hint_base + spec.n_hints
+    value_base = key_base + spec.n_keys
+    keys = _draw_keys(spec, key_pos, copy_pos, rng)
+    hints = rng.integers(0, spec.n_hints, (n_facts, L))
+    values = hints * spec.values_per_hint + rng.integers(0, spec.values_per_hint, (n_facts, L))
+
+    ln = np.log
+    for pos, r, tok, need, w, wo in (
+        (hint_pos, HINT, hint_base + hints, 0, ln(spec.n_hints), ln(spec.n_hints)),
+        (key_pos, SOURCE_KEY, key_base + keys, 0, ln(spec.n_keys), ln(spec.n_keys)),
+        (value_pos, SOURCE_VALUE, value_base + values, L + 1, ln(spec.values_per_hint), ln(spec.n_values)),
+        (copy_pos, COPY_KEY, key_base + keys, distances, 0.0, ln(spec.n_keys)),
+        (copied_pos, COPY_VALUE, value_base + values, distances[:, None] + 1, 0.0, ln(spec.n_values)),
+    ):
+        tokens[pos] = tok
+        role[pos] = r
+        needed[pos] = need
+        nll_with[pos] = w
+        nll_without[pos] = wo
+
+    # Background: a random walk z -> z + delta (mod n_background), emitted through a fixed permutation.
+    bg = np.flatnonzero(role == BACKGROUND)
+    if len(bg):
+        step = np.searchsorted(np.cumsum(spec.step_probs), rng.random(len(bg)), side="right")
+        step = np.minimum(step, len(_STEP_DELTAS) - 1)  # guards float rounding at the top edge
+        walk = np.concatenate([[0], np.cumsum(_STEP_DELTAS[step[1:]])])
+        state = (rng.integers(spec.n_background) + walk) % spec.n_background
+        tokens[bg] = _language(spec)[state]
+        needed[bg[1:]] = np.diff(bg)
+        nll_with[bg[1:]] = -np.log(np.asarray(spec.step_probs))[step[1:]]
+        nll_with[bg[0]] = ln(spec.n_background)
+        nll_without[bg] = ln(spec.n_background)
+    return SyntheticText(spec, tokens, role, needed, nll_with, nll_without)
+
+
+def generate(spec: SyntheticSpec, n_tokens: int, seed: int = 0, split: str = "train") -> SyntheticText:
+    """``n_tokens`` tokens of ``spec``, a deterministic function of (spec, n_tokens, seed, split)."""
+    spec.check()
+    if n_tokens <= 0:
+        raise TxlabError(f"synthetic corpus {spec.name!r}: number of tokens must be positive, got {n_tokens}")
+    rng = np.random.default_rng([seed, _SPLIT_INDEX[split], zlib.crc32(spec.name.encode())])
+    starts, distances = _place_facts(spec, n_tokens, rng)
+    return build_text(spec, n_tokens, starts, distances, rng)
+
+
+def write_wikitext_format(path: str | Path, n_tokens: int, spec: SyntheticSpec | None = None, seed: int = 0, words_per_line: int = 100) -> Path:
+    """Write ``n_tokens`` synthetic symbols as a WikiText-style text file (space-separated words).
+
+    Each line holds ``words_per_line`` words and ends with a newline, so a WikiText reader sees the
+    same words plus one ``<eos>`` per line. Used to time the real-corpus reader on large inputs.
+    """
+    text = generate(spec or VARIANTS["synthetic"], n_tokens, seed)
+    names = np.array(text.spec.symbols())
+
+    def write(fh) -> None:
+        lines_per_chunk = max(1, 1_000_000 // words_per_line)
+        step = lines_per_chunk * words_per_line
+        for lo in range(0, n_tokens, step):
+            words = names[text.tokens[lo : lo + step]]
+            lines = [" ".join(words[i : i + words_per_line]) for i in range(0, len(words), words_per_line)]
+            fh.write(("\n".join(lines) + "\n").encode("ascii"))
+
+    return write_atomic(Path(path), write)
