@@ -1,0 +1,28 @@
+"""The throughput benchmark runs end to end (a smoke test: no assertions on wall time)."""
+
+from __future__ import annotations
+
+import pytest
+
+from txlab.bench import bench_model, format_table
+from txlab.errors import TxlabError
+
+MICRO = {"micro": {"n_layer": 1, "d_model": 16, "n_head": 2, "d_head": 8, "d_inner": 32, "n_token": 50}}
+
+
+def test_bench_model_reports_every_mode():
+    rows = bench_model(MICRO, modes=("train", "eval_mem16", "vanilla_win8"), batch_size=2, seg_len=8,
+                       threads=1, repeats=1, warmup=0)
+    assert [(r["config"], r["mode"]) for r in rows] == [("micro", "train"), ("micro", "eval_mem16"), ("micro", "vanilla_win8")]
+    for row in rows:
+        assert row["tokens_per_s"] > 0 and row["gflops"] > 0 and row["peak_rss_mb"] > 0
+        assert row["reference_tokens_per_s"] is None  # only the DESIGN.md configurations have one
+    table = format_table(rows)
+    assert table.count("\n") == 4 and "eval_mem16" in table
+
+
+def test_bench_model_rejects_unknown_names():
+    with pytest.raises(TxlabError, match="bench config"):
+        bench_model(("huge",))
+    with pytest.raises(TxlabError, match="bench mode"):
+        bench_model(MICRO, modes=("fast",))
