@@ -333,13 +333,12 @@ def write_wikitext_format(path: str | Path, n_tokens: int, spec: SyntheticSpec |
     same words plus one ``<eos>`` per line. Used to time the real-corpus reader on large inputs.
     """
     text = generate(spec or VARIANTS["synthetic"], n_tokens, seed)
-    names = np.array(text.spec.symbols())
+    names = text.spec.symbols()
 
     def write(fh) -> None:
-        lines_per_chunk = max(1, 1_000_000 // words_per_line)
-        step = lines_per_chunk * words_per_line
+        step = max(1, 1_000_000 // words_per_line) * words_per_line
         for lo in range(0, n_tokens, step):
-            words = names[text.tokens[lo : lo + step]]
+            words = [names[i] for i in text.tokens[lo : lo + step].tolist()]  # plain str: joins fast
             lines = [" ".join(words[i : i + words_per_line]) for i in range(0, len(words), words_per_line)]
             fh.write(("\n".join(lines) + "\n").encode("ascii"))
 
