@@ -253,6 +253,13 @@ def test_cache_rebuilt_when_the_source_changes_but_not_when_only_touched(tmp_pat
     assert after.cache_dir == before.cache_dir
 
 
+def test_cache_entry_with_a_missing_array_is_rebuilt(tmp_path):
+    directory = _shakespeare_dir(tmp_path)
+    first = load("tinyshakespeare", directory)
+    (first.cache_dir / "valid.npy").unlink()
+    np.testing.assert_array_equal(load("tinyshakespeare", directory).split("valid"), first.split("valid"))
+
+
 def test_interrupted_encoding_leaves_nothing_behind(tmp_path, monkeypatch):
     directory = _shakespeare_dir(tmp_path)
 
@@ -312,8 +319,9 @@ def test_corrupt_zip(tmp_path):
 
 def test_batchify_golden():
     np.testing.assert_array_equal(batchify(np.arange(11), 3), [[0, 1, 2], [3, 4, 5], [6, 7, 8]])
-    with pytest.raises(TxlabError):
-        batchify(np.arange(5), 3)
+    for tokens, batch in ((5, 3), (10, 0)):
+        with pytest.raises(TxlabError, match="cannot cut"):
+            batchify(np.arange(tokens), batch)
 
 
 def test_iter_segments_golden_and_resumable():

@@ -67,6 +67,7 @@ import urllib.error
 import urllib.request
 import uuid
 import zipfile
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -327,8 +328,8 @@ def data_root(cfg: DataConfig) -> Path:
 def corpus_dir(cfg: DataConfig, name: str) -> Path:
     """Where corpus ``name`` is read from: ``cfg.corpus_dir`` for the configured corpus, else <data_dir>/<name>."""
     if cfg.corpus_dir and name == cfg.corpus:
-        return Path(cfg.corpus_dir).expanduser()
-    return data_root(cfg) / name
+        return Path(cfg.corpus_dir).expanduser().resolve()
+    return (data_root(cfg) / name).resolve()
 
 
 def cache_root(cfg: DataConfig) -> Path:
@@ -398,7 +399,7 @@ def _text_blocks(path: Path, bar: tqdm) -> Iterator[str]:
                 bar.update(len(block))
                 yield block
     except UnicodeDecodeError as err:
-        raise TxlabError(f"{path} is not UTF-8 text ({err.reason} at a byte {err.object[err.start:err.start + 1]!r})") from None
+        raise TxlabError(f"{path} is not UTF-8 text (byte {err.object[err.start:err.start + 1]!r}: {err.reason})") from None
 
 
 def _words(block: str, markers: str) -> list[str]:
@@ -426,7 +427,7 @@ def _open_single(path: Path) -> Iterator[tuple[BinaryIO, int]]:
             member = next(m for m in archive.infolist() if not m.is_dir())
             with archive.open(member) as fh:
                 yield fh, member.file_size
-    except (zipfile.BadZipFile, StopIteration) as err:
+    except (zipfile.BadZipFile, StopIteration, EOFError, zlib.error) as err:
         raise TxlabError(f"{path} is not a readable zip archive ({err or 'no file inside'}); delete it and run `txlab data get` again") from None
 
 
@@ -530,6 +531,8 @@ def _cache_is_valid(entry: Path, sources: _Sources) -> dict | None:
         return None
     recorded = meta.get("sources", [])
     if meta.get("format") != CACHE_FORMAT or [r["path"] for r in recorded] != [str(p) for p in sources.unique_files()]:
+        return None
+    if not all((entry / name).is_file() for name in ("vocab.json", *(f"{s}.npy" for s in meta["splits"]))):
         return None
     touched = False
     for rec in recorded:
@@ -715,7 +718,7 @@ class Corpus:
 
 
 def _load_real(spec: CorpusSpec, cfg: DataConfig, progress: bool) -> Corpus:
-    directory = corpus_dir(cfg, spec.name).resolve()
+    directory = corpus_dir(cfg, spec.name)
     if not directory.is_dir():
         raise _missing_error(spec, directory, "the directory itself")
     sources = _locate(spec, directory)
@@ -754,8 +757,8 @@ def load_corpus(cfg: DataConfig, progress: bool = True) -> Corpus:
 
 def batchify(data: np.ndarray, batch_size: int) -> np.ndarray:
     """[B, n] view: B contiguous streams, stream b = data[b*n : (b+1)*n]; the last len % B tokens dropped."""
-    n = len(data) // batch_size
-    if batch_size <= 0 or n < 2:
+    n = len(data) // batch_size if batch_size > 0 else 0
+    if n < 2:
         raise TxlabError(f"cannot cut {len(data)} tokens into {batch_size} streams of at least 2 tokens")
     return data[: n * batch_size].reshape(batch_size, n)
 
