@@ -132,6 +132,16 @@ def test_info_real_corpus_json(tmp_path):
     assert f"{n - 2 * k:>13,} tokens" in result.output
 
 
+def test_info_on_a_folder_with_only_some_splits(tmp_path):
+    for split in ("valid", "test"):
+        (tmp_path / f"{split}.txt").write_text(f" the {split} split \n")
+    result = invoke("data", "info", "wikitext-2", "--corpus-dir", str(tmp_path), "-q", "--json")
+    assert result.exit_code == 0, result.output
+    info = last_json(result.output)
+    assert {s: v["tokens"] for s, v in info["splits"].items()} == {"valid": 4, "test": 4}
+    assert "train" in info["missing_splits"] and "train: missing (looked for wiki.train.tokens or train.txt" in result.output
+
+
 def test_info_synthetic():
     result = invoke("data", "info", "synthetic-short", "--json", "-q")
     assert result.exit_code == 0, result.output

@@ -59,10 +59,10 @@ _QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or status m
 _CORPUS = typer.Argument(..., help="Corpus name, e.g. wikitext-103, enwik8, synthetic (see `txlab data list`).")
 
 
-def _data_config(data_dir: str):
+def _data_config(data_dir: str, corpus: str = "synthetic", corpus_dir: str = ""):
     from txlab.config import DataConfig
 
-    return DataConfig(data_dir=data_dir)
+    return DataConfig(data_dir=data_dir, corpus=corpus, corpus_dir=corpus_dir)
 
 
 def _size(n: int | None) -> str:
@@ -124,14 +124,20 @@ def data_get(
 
 
 @data_app.command("info")
-def data_info(name: str = _CORPUS, data_dir: str = _DATA_DIR, json_output: bool = _JSON, quiet: bool = _QUIET) -> None:
+def data_info(
+    name: str = _CORPUS,
+    data_dir: str = _DATA_DIR,
+    corpus_dir: str = typer.Option("", "--corpus-dir", help="Read this folder instead of <data-dir>/<name> (e.g. a sample holding only some splits)."),
+    json_output: bool = _JSON,
+    quiet: bool = _QUIET,
+) -> None:
     """Show one corpus: files, tokens per split, vocabulary size, hashes and cache location.
 
     The first call on a real corpus encodes it (cached afterwards, so later loads take seconds).
     """
     from txlab.data import corpus_info
 
-    info = corpus_info(name, _data_config(data_dir), progress=not quiet)
+    info = corpus_info(name, _data_config(data_dir, name, corpus_dir), progress=not quiet)
     typer.echo(f"{info['name']} ({info['level']} level) from {info['source']}")
     typer.echo(f"vocabulary: {info['vocab_size']:,} symbols, sha256 {info['vocab_sha256']}")
     for split, s in info["splits"].items():

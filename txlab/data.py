@@ -653,12 +653,15 @@ def _build_cache(spec: CorpusSpec, sources: _Sources, entry: Path, options: dict
             "built_with": f"txlab {__version__}", "build_seconds": round(time.perf_counter() - started, 3),
         }
         write_json_atomic(workdir / "meta.json", meta)
-        if entry.exists():
-            shutil.rmtree(entry)
-        try:
-            os.rename(workdir, entry)
-        except OSError:  # another process finished the same entry first: use theirs
-            shutil.rmtree(workdir, ignore_errors=True)
+        if _cache_is_valid(entry, sources):  # another process (a DDP rank) finished first: use theirs
+            shutil.rmtree(workdir)
+        else:
+            if entry.exists():  # stale
+                shutil.rmtree(entry)
+            try:
+                os.rename(workdir, entry)
+            except OSError:  # lost a race for the same entry: use the winner's
+                shutil.rmtree(workdir, ignore_errors=True)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
