@@ -26,7 +26,10 @@ sampled with a seed. A text of n tokens is a *background* stream into which *fac
   so the hardest 10% of tokens for a short-context model are, by construction, the copied values.
 * Facts never overlap; no other event with the same key lies between a source and its copy, so
   "find the previous occurrence of the current token and copy what follows" (an induction head)
-  resolves every copied token.
+  resolves every copied token. Events are laid out on a lattice of 3L + 1 = 13-token slots (one event
+  per slot, at a random offset), which keeps generation vectorised and D exactly uniform; event starts
+  therefore have a weak period-13 structure that only absolute-position models could exploit, and
+  that the oracle below ignores.
 
 Ground truth (per target position t)
 ------------------------------------
