@@ -11,8 +11,10 @@ of several timed runs after warm-up. Modes:
 - ``vanilla_winL``: the vanilla Transformer's sliding-window evaluation, one prediction per window
   of L tokens (``window_last_nll``), batch_size windows at a time.
 
-Timings share the machine with whatever else runs: record ``os.getloadavg()`` (each row carries
-it) and rerun when the machine is busy.
+Timings share the machine with whatever else runs. Each row carries the 1-minute load average
+and ``others_cpu``: the share of all cores that *other* processes used while the row ran (from
+/proc/stat minus this process's own CPU time). With 2 threads on 2 cores any competitor stalls
+every parallel region, so rerun rows whose ``others_cpu`` is above a few percent.
 """
 
 from __future__ import annotations
@@ -54,6 +56,29 @@ REFERENCE_TOKENS_PER_S: dict[tuple[str, str], float] = {
 """The authors' reference code on the 2-core machine, 2 threads, batch 8, segments 128 (DESIGN.md)."""
 
 _MODE = re.compile(r"^(train|eval_mem(\d+)|vanilla_win(\d+))$")
+
+
+def _cpu_snapshot() -> tuple[float, float, float] | None:
+    """(busy seconds of all cores, this process's CPU seconds, wall time), or None without /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return busy, own.ru_utime + own.ru_stime, time.perf_counter()
+
+
+def _others_cpu(start: tuple[float, float, float] | None) -> float | None:
+    """Share of all cores used by other processes since ``start`` (0 = the machine was ours)."""
+    end = _cpu_snapshot()
+    if start is None or end is None:
+        return None
+    wall = end[2] - start[2]
+    others = (end[0] - start[0]) - (end[1] - start[1])
+    return max(0.0, others / (wall * (os.cpu_count() or 1)))
 
 
 def _timed(step, warmup: int, repeats: int) -> float:
@@ -150,6 +175,7 @@ def bench_model(
             for mode, match in parsed.items():
                 torch.manual_seed(seed)
                 load = os.getloadavg()[0]
+                snapshot = _cpu_snapshot()
                 if mode == "train":
                     tok_s, flops, params = _bench_train(cfg, batch_size, seg_len, warmup, repeats)
                     context = f"seg {seg_len} mem {seg_len}"
@@ -176,6 +202,7 @@ def bench_model(
                     "speedup": tok_s / reference if reference else None,
                     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                     "load_avg_1m": load,
+                    "others_cpu": _others_cpu(snapshot),
                 })
     finally:
         torch.set_num_threads(previous_threads)
@@ -185,14 +212,15 @@ def bench_model(
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The rows as a Markdown table (peak RSS is the process's peak so far, hence non-decreasing)."""
     lines = [
-        "| config | mode | context | tokens/s | reference tokens/s | speedup | GFLOP/s | peak RSS MB | load |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| config | mode | context | tokens/s | reference tokens/s | speedup | GFLOP/s | peak RSS MB | load | others' CPU |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         ref = f"{r['reference_tokens_per_s']:,.1f}" if r["reference_tokens_per_s"] else "-"
         speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
+        others = f"{r['others_cpu']:.0%}" if r["others_cpu"] is not None else "-"
         lines.append(
             f"| {r['config']} | {r['mode']} | {r['context']} | {r['tokens_per_s']:,.1f} | {ref} | {speedup} "
-            f"| {r['gflops']:.1f} | {r['peak_rss_mb']:.0f} | {r['load_avg_1m']:.2f} |"
+            f"| {r['gflops']:.1f} | {r['peak_rss_mb']:.0f} | {r['load_avg_1m']:.2f} | {others} |"
         )
     return "\n".join(lines)

@@ -64,7 +64,11 @@ class ModelConfig:
     mem_len: int = _field(128, "Training memory length per layer; 0 turns recurrence off.")
     same_length: bool = _field(False, "Every query attends to the same number of keys (the paper uses it at evaluation).")
     clamp_len: int = _field(0, "Relative distances beyond this share one embedding; 0 means no clamping.")
-    max_len: int = _field(0, "Longest context a model with absolute learned positions can take (alrfou, vanilla); 0 means tgt_len + mem_len.")
+    max_len: int = _field(
+        0,
+        "Rows of the learned position tables: positions for 'alrfou', distances for 'shaw' (longer ones share the last row), "
+        "and the vanilla Transformer's window (its longest chunk); 0 means tgt_len + mem_len (vanilla: tgt_len).",
+    )
     untie_r: bool = _field(False, "Per-layer global biases u and v instead of ones shared by all layers.")
     pre_lnorm: bool = _field(False, "Layer norm before each sub-layer instead of after (the paper uses post-LN).")
     adaptive: bool = _field(False, "Adaptive input and adaptive softmax instead of a plain embedding and softmax.")

@@ -67,7 +67,7 @@ def relative_distances(n_keys: int, clamp_len: int, device: torch.device | None 
     """Distances K-1, K-2, ..., 0, -1 [K+1] (the layout ``rel_shift`` expects), clamped above.
 
     The extra distance -1 belongs to a future key, always masked; it gives every score row K+1
-    columns, which lets the shift be a strided view without overlap.
+    columns, which lets :func:`rel_shift` be a view (no padding copy).
     """
     distances = torch.arange(n_keys - 1, -2, -1, device=device)  # [K+1]
     return distances.clamp(max=clamp_len) if clamp_len > 0 else distances
@@ -156,8 +156,8 @@ class MultiHeadAttention(nn.Module):
 
     Subclasses choose the positional terms by overriding :meth:`position_terms`: the query used for
     the content term and an additive bias [.., T, K] (the mask plus any position-dependent score).
-    The scaled dot product, softmax, attention dropout and weighted sum run in one fused kernel
-    (``F.scaled_dot_product_attention``). Projections have no biases, as in the reference code.
+    The scaled dot product, softmax, attention dropout and weighted sum run in :func:`attend`.
+    Projections have no biases, as in the reference code.
     """
 
     def __init__(self, cfg: ModelConfig):
