@@ -11,8 +11,9 @@ def _pair(n_token=50, d_embed=16, d_proj=8, cutoffs=(10, 30), div_val=2, seed=0)
     emb = AdaptiveEmbedding(n_token, d_embed, d_proj, list(cutoffs), div_val).double()
     crit = AdaptiveLogSoftmax(n_token, d_embed, d_proj, list(cutoffs), div_val).double()
     # non-zero cluster parameters so the cluster tokens matter in the check
-    torch.nn.init.normal_(crit.cluster_weight, std=0.5)
-    torch.nn.init.normal_(crit.cluster_bias, std=0.5)
+    if cutoffs:
+        torch.nn.init.normal_(crit.cluster_weight, std=0.5)
+        torch.nn.init.normal_(crit.cluster_bias, std=0.5)
     return emb, crit
 
 
@@ -62,6 +63,14 @@ def test_tying_shares_tensors():
     untied = sum(p.numel() for p in _pair()[1].parameters())
     shared = {id(p) for p in emb.parameters()}
     assert sum(p.numel() for p in crit.parameters() if id(p) not in shared) < untied
+
+
+def test_plain_softmax_has_no_cluster_parameters():
+    # a zero-size parameter never receives a gradient, which DistributedDataParallel refuses
+    _, crit = _pair(cutoffs=(), d_embed=8)
+    assert crit.cluster_weight is None and crit.cluster_bias is None
+    crit.nll(torch.randn(4, 8, dtype=torch.float64), torch.tensor([0, 1, 2, 3])).sum().backward()
+    assert all(p.grad is not None for p in crit.parameters())
 
 
 def test_bad_cutoffs_are_user_errors():

@@ -54,6 +54,9 @@ class LanguageModel(nn.Module):
     max_context: int | None = None
     """Longest context the model can use at all (vanilla Transformer: its window); None = unbounded."""
 
+    context: Context = Context(mem_len=0)
+    """The memory settings in use (see :meth:`set_context`); families without memory keep this default."""
+
     def init_state(self, batch_size: int) -> State:
         raise NotImplementedError
 

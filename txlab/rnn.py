@@ -167,19 +167,6 @@ class LSTMStack(nn.Module):
         return sum(2 * 4 * layer.hidden_size * (layer.input_size + layer.hidden_size) for layer in self.layers)
 
 
-def softmax_flops_per_token(softmax: AdaptiveLogSoftmax) -> int:
-    """Matmul FLOPs of every output logit for one hidden state (what ``log_prob`` computes).
-
-    With an adaptive softmax this is an upper bound on the training/eval cost, where a tail
-    cluster is evaluated only for the tokens that fall in it.
-    """
-    flops = 0
-    for layer, proj in zip(softmax.out_layers, softmax.out_projs):
-        n_out, d = layer.weight.shape
-        flops += 2 * d * n_out + (0 if proj is None else 2 * proj.numel())
-    return flops + 2 * softmax.cluster_weight.numel()
-
-
 class RNNLanguageModel(LanguageModel):
     """Embedding -> LSTM or QRNN stack -> (adaptive) softmax, with the shared LanguageModel interface."""
 
@@ -228,7 +215,7 @@ class RNNLanguageModel(LanguageModel):
         Not counted: the embedding lookup (a gather; its adaptive projections when div_val > 1),
         biases and elementwise gate arithmetic.
         """
-        return float(self.stack.flops_per_token() + softmax_flops_per_token(self.softmax))
+        return float(self.stack.flops_per_token() + self.softmax.flops_per_token())
 
 
 def build_rnn(cfg: ModelConfig) -> LanguageModel:

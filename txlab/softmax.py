@@ -101,8 +101,9 @@ class AdaptiveLogSoftmax(nn.Module):
             nn.Parameter(torch.empty(d_proj, d)) if d != d_proj else None for d in dims
         )
         # One extra head logit per tail cluster ("the next word is in cluster i").
-        self.cluster_weight = nn.Parameter(torch.zeros(self.n_tail, dims[0]))
-        self.cluster_bias = nn.Parameter(torch.zeros(self.n_tail))
+        # (absent without tail clusters: a zero-size parameter would never get a gradient, which DDP rejects)
+        self.cluster_weight = nn.Parameter(torch.zeros(self.n_tail, dims[0])) if self.n_tail else None
+        self.cluster_bias = nn.Parameter(torch.zeros(self.n_tail)) if self.n_tail else None
         for layer in self.out_layers:
             nn.init.normal_(layer.weight, std=0.02)
             nn.init.zeros_(layer.bias)
@@ -117,6 +118,17 @@ class AdaptiveLogSoftmax(nn.Module):
                 self.out_layers[i].weight = embedding.emb_layers[i].weight
             if tie_projs and self.out_projs[i] is not None:
                 self.out_projs[i] = embedding.emb_projs[i]
+
+    def flops_per_token(self) -> int:
+        """Matmul FLOPs (2 per multiply-add) of every output logit for one hidden state.
+
+        That is what :meth:`log_prob` computes; with tail clusters it is an upper bound on
+        :meth:`nll`, which evaluates a tail only for the tokens that fall into it.
+        """
+        flops = 2 * self.cluster_weight.numel() if self.n_tail else 0
+        for layer, proj in zip(self.out_layers, self.out_projs):
+            flops += 2 * layer.weight.numel() + (2 * proj.numel() if proj is not None else 0)
+        return flops
 
     def _cluster_logits(self, i: int, hidden: torch.Tensor) -> torch.Tensor:
         """Logits of cluster i (the head includes the cluster tokens) for hidden [N, d_proj]."""
