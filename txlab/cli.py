@@ -6,6 +6,9 @@ one line on stderr and exit code 2, never a traceback.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 import typer
 from typer.core import TyperGroup
@@ -159,6 +162,93 @@ def data_info(
         )
     if json_output:
         _print_json(info)
+
+
+# ---------------------------------------------------------------------------------------------------
+# txlab models | train | eval
+
+_PRESET = typer.Argument(..., help="Preset name (see `txlab models`), e.g. xl151m, qrnn, lstm, xl128m-shaw.")
+_SIZE = typer.Option("cpu", "--size", help="paper (the paper's setting, for GPUs), cpu (minutes on a laptop) or tiny (a smoke test).")
+_SET = typer.Option([], "--set", help="Override a config value, e.g. --set model.n_layer=6 --set train.lr=1e-3 (repeatable).")
+
+
+@app.command()
+def models(
+    size: list[str] = typer.Option([], "--size", help="Only these sizes (repeatable); default all."),
+    json_output: bool = _JSON,
+) -> None:
+    """List the presets with parameter counts at each size, and which are trained in results/models/."""
+    from txlab.presets import SIZES
+    from txlab.zoo import format_models, list_models
+
+    rows = list_models(tuple(size) or SIZES)
+    typer.echo(format_models(rows))
+    if json_output:
+        _print_json({"models": rows})
+
+
+@app.command()
+def train(
+    preset: str = _PRESET,
+    size: str = _SIZE,
+    data: str = typer.Option("", "--data", help="Corpus to train on [default: the preset's: the paper corpus at paper size, synthetic otherwise]."),
+    config: str = typer.Option("", "--config", help="YAML file of config overrides, applied before --set."),
+    overrides: list[str] = _SET,
+    run_dir: str = typer.Option("", "--run-dir", help="Run directory [default: results/models/<preset>-<size>-<corpus>]."),
+    restart: bool = typer.Option(False, "--restart", help="Ignore an existing checkpoint and train from scratch."),
+    quiet: bool = _QUIET,
+) -> None:
+    """Train a preset (resuming its run directory if a checkpoint is there).
+
+    Rerunning the same command after an interruption continues from the last checkpoint; SIGTERM or
+    Ctrl-C save one before exiting. Under torchrun (`torchrun --nproc_per_node N -m txlab train ...`)
+    each process trains its share of the streams with DistributedDataParallel.
+    """
+    from txlab.config import to_yaml
+    from txlab.train import train as train_run
+    from txlab.zoo import run_config, run_dir as default_run_dir
+
+    cfg = run_config(preset, size, data or None, config or None, overrides)
+    directory = Path(run_dir) if run_dir else default_run_dir(cfg)
+    main_process = os.environ.get("RANK", "0") == "0"
+    say = (lambda msg: None) if quiet or not main_process else (lambda msg: typer.echo(msg, err=True))
+    say(f"profile: {size} | preset {preset} | corpus {cfg.data.corpus}\n--- resolved config ---\n{to_yaml(cfg)}---")
+    result = train_run(cfg, directory, resume=not restart, progress=not quiet, echo=say)
+    if main_process:
+        metric = ", ".join(f"{k} {v:.4g}" for k, v in result.valid.items() if k != "tokens")
+        typer.echo(f"trained to step {result.step}: valid {metric}")
+        typer.echo(f"run directory: {result.run_dir} (config.yaml, metrics.jsonl, checkpoint/)")
+
+
+@app.command("eval")
+def eval_command(
+    run_dir: Path = typer.Argument(..., help="A run directory made by `txlab train`."),
+    split: str = typer.Option("valid", "--split", help="train, valid or test."),
+    tgt_len: int = typer.Option(None, "--tgt-len", help="Evaluation segment length [default: the run's eval.tgt_len]."),
+    mem_len: int = typer.Option(None, "--mem-len", help="Memory length [default: the run's eval.mem_len]."),
+    clamp_len: int = typer.Option(None, "--clamp-len", help="Relative distances beyond this share one embedding [default: the run's]."),
+    same_length: bool = typer.Option(None, "--same-length/--no-same-length", help="Every query attends the same number of keys [default: the run's]."),
+    attn_len: int = typer.Option(None, "--attn-len", help="The paper's attention length: every query attends exactly this many keys (sets mem_len, same_length)."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Evaluation streams [default: the run's eval.batch_size]."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    json_output: bool = _JSON,
+    quiet: bool = _QUIET,
+) -> None:
+    """Score a trained run with the paper's protocol: every token once, token-weighted mean loss.
+
+    Reports perplexity for word-level corpora and bits per character for character-level ones,
+    and writes the result to RUN_DIR/eval/.
+    """
+    from txlab.train import evaluate_run
+
+    r = evaluate_run(run_dir, split=split, tgt_len=tgt_len, mem_len=mem_len, clamp_len=clamp_len, same_length=same_length,
+                     attn_len=attn_len, batch_size=batch_size, device=device, progress=not quiet)
+    metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
+    typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens "
+               f"(tgt_len {r['tgt_len']}, mem_len {r['mem_len']}, clamp_len {r['clamp_len']}, same_length {r['same_length']})")
+    typer.echo(f"written to {r['path']}")
+    if json_output:
+        _print_json({k: r[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length") if k in r})
 
 
 def main() -> None:

@@ -1,0 +1,199 @@
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from txlab.checkpoint import load_checkpoint
+from txlab.config import TrainConfig, apply_overrides, update_dataclass
+from txlab.errors import TxlabError
+from txlab.lm import Context
+from txlab.presets import resolve_preset
+from txlab.train import evaluate, learning_rate, segment_loss, train
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny(preset="xl151m", *overrides):
+    cfg = resolve_preset(preset, "tiny")
+    return apply_overrides(cfg, ["data.synthetic_tokens=20000", "data.synthetic_eval_tokens=3000", *overrides])
+
+
+def test_learning_rate_table():
+    cfg = TrainConfig(lr=1.0, lr_min=0.0, warmup_steps=4, max_steps=12, scheduler="cosine")
+    table = [learning_rate(s, cfg) for s in range(12)]
+    # warm-up reaches the peak at the 4th step, then a half cosine reaches lr_min at the last step
+    expected = [0.25, 0.5, 0.75, 1.0] + [0.5 * (1 + math.cos(math.pi * k / 8)) for k in range(1, 9)]
+    np.testing.assert_allclose(table, expected)
+    assert table[-1] == pytest.approx(0.0)
+    inv = update_dataclass(cfg, {"scheduler": "inv_sqrt"})
+    np.testing.assert_allclose([learning_rate(s, inv) for s in (3, 15)], [1.0, 0.5])
+    const = update_dataclass(cfg, {"scheduler": "constant", "warmup_steps": 0})
+    assert {learning_rate(s, const) for s in range(12)} == {1.0}
+
+
+def test_half_loss_is_the_mean_over_the_most_recent_half():
+    nll = torch.arange(12.0).reshape(2, 6)
+    assert segment_loss(nll, "full") == nll.mean()
+    assert segment_loss(nll, "half") == nll[:, 3:].mean()
+    # its gradient reaches only the recent half
+    nll.requires_grad_(True)
+    segment_loss(nll, "half").backward()
+    assert (nll.grad[:, :3] == 0).all() and (nll.grad[:, 3:] > 0).all()
+
+
+def test_loss_falls_on_synthetic_corpus(tmp_path):
+    cfg = tiny("xl151m", "train.max_steps=60", "train.lr=3e-3", "train.eval_interval=60", "train.log_interval=10", "train.batch_size=8")
+    result = train(cfg, tmp_path / "run", progress=False, echo=lambda _: None)
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train_losses = [r["loss"] for r in lines if r["split"] == "train"]
+    assert train_losses[-1] < train_losses[0] - 1.0
+    assert result.valid["loss"] < math.log(5312) - 1.0
+    assert (tmp_path / "run" / "config.yaml").is_file()
+
+
+def test_grad_accum_matches_one_big_batch(tmp_path):
+    one = train(tiny("qrnn", "train.max_steps=3", "train.grad_accum=1"), tmp_path / "a", progress=False, echo=lambda _: None)
+    two = train(tiny("qrnn", "train.max_steps=3", "train.grad_accum=2"), tmp_path / "b", progress=False, echo=lambda _: None)
+    a, b = (load_checkpoint(r.run_dir).model.state_dict() for r in (one, two))
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-4)
+
+
+def _final_state(run_dir):
+    return load_checkpoint(run_dir).model.state_dict()
+
+
+RESUME_ARGS = [
+    "data.synthetic_tokens=20000", "data.synthetic_eval_tokens=500", "model.dropout=0.1",
+    "train.max_steps=150", "train.eval_interval=10", "train.log_interval=5", "train.eval_tokens=200",
+]
+
+
+def _start(run_dir):
+    """`txlab train` in a real subprocess (so it can be killed)."""
+    sets = [part for arg in RESUME_ARGS for part in ("--set", arg)]
+    return subprocess.Popen([sys.executable, "-m", "txlab", "train", "xl151m", "--size", "tiny", "--run-dir", str(run_dir), "--quiet", *sets],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_checkpoint(proc, run_dir, min_step, timeout=120):
+    meta = run_dir / "checkpoint" / "meta.json"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if meta.exists():
+            try:
+                if json.loads(meta.read_text())["step"] >= min_step:
+                    return
+            except (json.JSONDecodeError, FileNotFoundError):
+                pass
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    raise AssertionError("no checkpoint appeared")
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
+    straight = train(apply_overrides(resolve_preset("xl151m", "tiny"), RESUME_ARGS), tmp_path / "straight",
+                     progress=False, echo=lambda _: None)
+    proc = _start(tmp_path / "killed")
+    _wait_for_checkpoint(proc, tmp_path / "killed", 20)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = json.loads((tmp_path / "killed" / "checkpoint" / "meta.json").read_text())["step"]
+    assert killed_at < 150, "the run finished before it could be killed"
+    resumed = train(apply_overrides(resolve_preset("xl151m", "tiny"), RESUME_ARGS), tmp_path / "killed",
+                    progress=False, echo=lambda _: None)
+    assert resumed.resumed_from == killed_at and resumed.step == straight.step == 150
+    a, b = _final_state(straight.run_dir), _final_state(resumed.run_dir)
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=1e-5)
+    # the metric log of the resumed run reads as if it had never stopped
+    strip = lambda path: [{k: v for k, v in json.loads(line).items() if k not in ("elapsed_s", "tokens_per_s")}  # noqa: E731
+                          for line in path.read_text().splitlines()]
+    assert strip(straight.metrics_file) == strip(resumed.metrics_file)
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    proc = _start(tmp_path / "run")
+    _wait_for_checkpoint(proc, tmp_path / "run", 10)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "checkpoint saved" in err and "Traceback" not in err
+    meta = json.loads((tmp_path / "run" / "checkpoint" / "meta.json").read_text())
+    last_logged = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+    assert meta["step"] == last_logged
+
+
+def test_evaluate_scores_every_token_once_and_is_independent_of_segmenting():
+    cfg = resolve_preset("lstm", "tiny")
+    cfg = update_dataclass(cfg, {"model": {"n_token": 50}})
+    from txlab.build import build_model
+
+    torch.manual_seed(0)
+    model = build_model(cfg.model)
+    tokens = np.random.default_rng(0).integers(0, 50, size=101)
+    context = Context(0)
+    whole = evaluate(model, tokens, tgt_len=100, context=context, batch_size=1)
+    pieces = evaluate(model, tokens, tgt_len=7, context=context, batch_size=1)
+    assert whole["tokens"] == pieces["tokens"] == 100
+    assert whole["loss"] == pytest.approx(pieces["loss"], abs=1e-5)
+    # several streams: still every target once
+    assert evaluate(model, tokens, tgt_len=7, context=context, batch_size=3)["tokens"] == 100
+    # the loss equals the mean of hand-computed per-token losses from one fresh-state pass
+    with torch.no_grad():
+        out = model(torch.as_tensor(tokens[None, :-1]), model.init_state(1), torch.as_tensor(tokens[None, 1:]))
+    assert whole["loss"] == pytest.approx(out.nll.mean().item(), abs=1e-5)
+
+
+def test_corrupt_checkpoint_and_other_vocabulary_are_refused(tmp_path):
+    run = train(tiny("xl151m", "train.max_steps=2"), tmp_path / "run", progress=False, echo=lambda _: None).run_dir
+    cfg = load_checkpoint(run).config
+    with pytest.raises(TxlabError, match="vocabulary"):
+        load_checkpoint(run, expect_vocab_hash="0" * 64)
+    with pytest.raises(TxlabError, match=r"another model:\n  model.d_model: checkpoint has 32, this run has 64"):
+        load_checkpoint(run, expect_model=update_dataclass(cfg, {"model": {"d_model": 64}}))
+    weights = run / "checkpoint" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(TxlabError, match="corrupt or truncated"):
+        load_checkpoint(run)
+    shutil.rmtree(run / "checkpoint")
+    with pytest.raises(TxlabError, match="no checkpoint"):
+        load_checkpoint(run)
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
+    cfg = tiny("xl151m", "train.max_steps=4", "train.eval_interval=2", "train.log_interval=1")
+    train(cfg, tmp_path / "run", progress=False, echo=lambda _: None)
+    good = json.loads((tmp_path / "run" / "checkpoint" / "meta.json").read_text())["step"]
+    bad = apply_overrides(cfg, ["train.max_steps=8", "train.lr=1e30", "train.clip=0"])
+    with pytest.raises(TxlabError, match="last good checkpoint"):
+        train(bad, tmp_path / "run", progress=False, echo=lambda _: None)
+    assert json.loads((tmp_path / "run" / "checkpoint" / "meta.json").read_text())["step"] >= good
+    state = load_checkpoint(tmp_path / "run").model.state_dict()
+    assert all(torch.isfinite(v).all() for v in state.values())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs processes")
+def test_two_gloo_processes_equal_one_process(tmp_path):
+    args = ["data.synthetic_tokens=20000", "data.synthetic_eval_tokens=500", "train.max_steps=3", "train.batch_size=4",
+            "train.eval_tokens=100", "model.dropout=0.0"]
+    single = train(apply_overrides(resolve_preset("xl151m", "tiny"), args), tmp_path / "one", progress=False, echo=lambda _: None)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+           "-m", "txlab", "train", "xl151m", "--size", "tiny", "--run-dir", str(tmp_path / "two"), "--quiet"]
+    for a in args:
+        cmd += ["--set", a]
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    a, b = _final_state(single.run_dir), _final_state(tmp_path / "two")
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-4)

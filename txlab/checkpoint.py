@@ -1,0 +1,171 @@
+"""Checkpoints: safetensors weights, JSON metadata, and a resumable training state.
+
+A run directory holds ``checkpoint/`` with:
+
+- ``model.safetensors``: the weights (tied tensors stored once), loadable without pickle;
+- ``meta.json``: resolved config, vocabulary hash, step, metrics, parameter count, versions;
+- ``train_state.pt`` (optional): optimizer, step, RNG states, data position and recurrent state,
+  saved with plain tensors/containers so ``torch.load(weights_only=True)`` reads it.
+
+A new checkpoint is written to a temporary directory and swapped in by renames, so a kill at any
+moment leaves either the previous checkpoint or the new one, never a mixture.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_model, save_model
+
+import txlab
+from txlab.build import build_model
+from txlab.config import RunConfig, to_dict, update_dataclass
+from txlab.errors import TxlabError
+from txlab.fileio import write_json_atomic
+from txlab.lm import LanguageModel
+
+CHECKPOINT_DIR = "checkpoint"
+WEIGHTS, META, TRAIN_STATE = "model.safetensors", "meta.json", "train_state.pt"
+
+
+def versions() -> dict[str, str]:
+    return {"txlab": txlab.__version__, "torch": torch.__version__, "python": platform.python_version()}
+
+
+def save_checkpoint(
+    run_dir: Path,
+    model: LanguageModel,
+    cfg: RunConfig,
+    *,
+    step: int,
+    vocab_hash: str,
+    metrics: dict[str, Any] | None = None,
+    train_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``run_dir/checkpoint`` atomically (replacing any previous one)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    final = run_dir / CHECKPOINT_DIR
+    tmp = Path(tempfile.mkdtemp(dir=run_dir, prefix=f".{CHECKPOINT_DIR}."))
+    try:
+        save_model(model, str(tmp / WEIGHTS))
+        if train_state is not None:
+            torch.save(train_state, tmp / TRAIN_STATE)
+        meta = {
+            "config": to_dict(cfg),
+            "step": step,
+            "vocab_hash": vocab_hash,
+            "metrics": metrics or {},
+            "params": model.num_parameters(),
+            "versions": versions(),
+        }
+        write_json_atomic(tmp / META, meta)
+        old = run_dir / f".{CHECKPOINT_DIR}.old"
+        if old.exists():
+            shutil.rmtree(old)
+        if final.exists():
+            final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _checkpoint_dir(run_dir: Path) -> Path:
+    """The live checkpoint, or the previous one if a kill hit between the two renames of a save."""
+    run_dir = Path(run_dir)
+    for candidate in (run_dir / CHECKPOINT_DIR, run_dir / f".{CHECKPOINT_DIR}.old"):
+        if (candidate / META).is_file() and (candidate / WEIGHTS).is_file():
+            return candidate
+    raise TxlabError(f"no checkpoint in {run_dir} (expected {run_dir / CHECKPOINT_DIR / WEIGHTS}); train it first with `txlab train`")
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    try:
+        _checkpoint_dir(run_dir)
+    except TxlabError:
+        return False
+    return True
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    path = _checkpoint_dir(run_dir) / META
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise TxlabError(f"checkpoint metadata {path} is corrupt: {err}") from None
+    for key in ("config", "step", "vocab_hash"):
+        if key not in meta:
+            raise TxlabError(f"checkpoint metadata {path} is incomplete: no {key!r}")
+    return meta
+
+
+@dataclass
+class Checkpoint:
+    model: LanguageModel
+    config: RunConfig
+    meta: dict[str, Any]
+    train_state: dict[str, Any] | None
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
+    """Human-readable list of keys whose values differ between two nested config dicts."""
+    diffs = []
+    for key in sorted(set(saved) | set(current)):
+        a, b = saved.get(key), current.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            diffs += config_differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            diffs.append(f"{prefix}{key}: checkpoint has {a!r}, this run has {b!r}")
+    return diffs
+
+
+def load_checkpoint(
+    run_dir: Path,
+    *,
+    expect_model: RunConfig | None = None,
+    expect_vocab_hash: str | None = None,
+    with_train_state: bool = False,
+    map_location: str | torch.device = "cpu",
+) -> Checkpoint:
+    """Load a run's model (and optionally its training state), checking it matches what is expected.
+
+    ``expect_model``: the model section must equal this config's (the error lists every difference).
+    ``expect_vocab_hash``: the vocabulary the model was trained with must be this one.
+    """
+    directory = _checkpoint_dir(run_dir)
+    meta = read_meta(run_dir)
+    cfg = update_dataclass(RunConfig(), meta["config"])
+    if expect_model is not None:
+        diffs = config_differences(meta["config"]["model"], to_dict(expect_model.model), "model.")
+        if diffs:
+            raise TxlabError(f"checkpoint in {run_dir} is for another model:\n  " + "\n  ".join(diffs))
+    if expect_vocab_hash is not None and meta["vocab_hash"] != expect_vocab_hash:
+        raise TxlabError(
+            f"checkpoint in {run_dir} was trained with vocabulary {meta['vocab_hash'][:12]}..., "
+            f"but this data has vocabulary {expect_vocab_hash[:12]}...: the corpora differ"
+        )
+    model = build_model(cfg.model)
+    try:
+        missing, unexpected = load_model(model, str(directory / WEIGHTS), strict=False, device=str(map_location))
+    except (SafetensorError, OSError, RuntimeError) as err:
+        raise TxlabError(f"checkpoint weights {directory / WEIGHTS} are corrupt or truncated: {err}") from None
+    if missing or unexpected:
+        raise TxlabError(f"checkpoint weights {directory / WEIGHTS} do not fit the model: missing {missing}, unexpected {unexpected}")
+    train_state = None
+    if with_train_state and (directory / TRAIN_STATE).is_file():
+        try:
+            train_state = torch.load(directory / TRAIN_STATE, map_location=map_location, weights_only=True)
+        except Exception as err:  # torch raises several types for a damaged zip/pickle stream
+            raise TxlabError(f"training state {directory / TRAIN_STATE} is corrupt or truncated: {err}") from None
+    return Checkpoint(model.to(map_location), cfg, meta, train_state)

@@ -1,0 +1,456 @@
+"""The trainer: one loop for every model family, resumable, single process or torchrun/DDP.
+
+Protocol (as the paper's reference scripts): the training split is cut into ``batch_size``
+contiguous streams; each step reads the next ``tgt_len`` tokens of every stream and carries the
+model state (XL memory, RNN state) from segment to segment. With ``grad_accum = k`` the streams
+are split into k groups that keep their own state, so the global batch, and the result, do not
+depend on k. Under torchrun each rank trains its own slice of the streams and DDP averages
+gradients, so N processes reach the same parameters as one process with the same global batch.
+
+A run directory is the record of a run::
+
+    config.yaml      the resolved configuration (printed at start)
+    metrics.jsonl    one JSON object per logged step / evaluation
+    checkpoint/      weights, metadata, training state (see txlab.checkpoint)
+
+Killing a run (even with SIGKILL) and rerunning the same command resumes from the last checkpoint
+and ends with the same parameters as a run that was never interrupted. SIGTERM and SIGINT save a
+checkpoint before exiting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from collections.abc import Callable
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from txlab.build import build_model
+from txlab.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
+from txlab.config import EvalConfig, ModelConfig, RunConfig, TrainConfig, save_config, update_dataclass
+from txlab.data import Corpus, batchify, eval_segments, iter_segments, load_corpus
+from txlab.errors import TxlabError
+from txlab.fileio import write_json_atomic
+from txlab.lm import Context, LanguageModel
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """Learning rate of optimizer step ``step`` (0-based): linear warm-up, then the schedule.
+
+    - cosine: from ``lr`` down to ``lr_min`` over the steps after warm-up (the reference scripts);
+    - constant: ``lr``;
+    - inv_sqrt: ``lr * sqrt(warmup / (step + 1))`` after warm-up, so the peak is ``lr``.
+    """
+    n = step + 1  # steps completed after this one; warm-up reaches lr exactly at n == warmup_steps
+    if n <= cfg.warmup_steps:
+        return cfg.lr * n / cfg.warmup_steps
+    if cfg.scheduler == "constant":
+        return cfg.lr
+    if cfg.scheduler == "inv_sqrt":
+        return cfg.lr * math.sqrt(max(cfg.warmup_steps, 1) / n)
+    decay_steps = max(cfg.max_steps - cfg.warmup_steps, 1)
+    progress = min((n - cfg.warmup_steps) / decay_steps, 1.0)
+    return cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (1 + math.cos(math.pi * progress))
+
+
+def segment_loss(nll: torch.Tensor, loss: str) -> torch.Tensor:
+    """Mean training loss of a segment's per-token NLL [B, T]: all positions, or the most recent half."""
+    if loss == "half":
+        return nll[:, nll.shape[1] // 2 :].mean()
+    return nll.mean()
+
+
+def training_context(model_cfg: ModelConfig) -> Context:
+    return Context(model_cfg.mem_len, model_cfg.same_length, model_cfg.clamp_len)
+
+
+def evaluation_context(model_cfg: ModelConfig, eval_cfg: EvalConfig) -> tuple[int, Context]:
+    """Segment length and memory settings for evaluation (-1 means 'as in training')."""
+    pick = lambda value, default: default if value < 0 else value  # noqa: E731
+    tgt_len = pick(eval_cfg.tgt_len, model_cfg.tgt_len)
+    context = Context(
+        pick(eval_cfg.mem_len, model_cfg.mem_len), eval_cfg.same_length, pick(eval_cfg.clamp_len, model_cfg.clamp_len)
+    )
+    if tgt_len < 1:
+        raise TxlabError(f"evaluation segment length must be >= 1, got {tgt_len}")
+    return tgt_len, context
+
+
+@contextmanager
+def using_context(model: LanguageModel, context: Context):
+    """Temporarily switch the model's memory settings (e.g. to evaluate during training)."""
+    previous = model.context
+    model.set_context(context)
+    try:
+        yield
+    finally:
+        model.set_context(previous)
+
+
+@torch.no_grad()
+def evaluate(
+    model: LanguageModel,
+    tokens: np.ndarray,
+    tgt_len: int,
+    context: Context,
+    batch_size: int,
+    max_tokens: int = 0,
+    progress: bool = False,
+) -> dict[str, float]:
+    """Token-weighted mean NLL over ``tokens`` (the first ``max_tokens`` + 1 if > 0), every target
+    scored exactly once: the paper's protocol."""
+    if max_tokens > 0:
+        tokens = tokens[: max_tokens + 1]
+    was_training = model.training
+    model.eval()
+    total = torch.zeros((), dtype=torch.float64, device=model.device)
+    count = 0
+    try:
+        with using_context(model, context):
+            segments = list(eval_segments(tokens, batch_size, tgt_len))
+            state = model.init_state(segments[0].inputs.shape[0])
+            for seg in tqdm(segments, desc="eval", unit="seg", disable=not progress, leave=False):
+                mask = torch.as_tensor(seg.mask, device=model.device)
+                out = model(torch.as_tensor(seg.inputs, device=model.device), state, torch.as_tensor(seg.targets, device=model.device))
+                state = out.state
+                total += out.nll.double()[mask].sum()
+                count += int(seg.mask.sum())
+    finally:
+        model.train(was_training)
+    return {"loss": total.item() / count, "tokens": count}
+
+
+# --------------------------------------------------------------------------------------------------
+# Run directories and configuration checks
+
+def resolve_for_corpus(cfg: RunConfig, corpus: Corpus) -> RunConfig:
+    """Fill in the vocabulary size from the corpus and check the lengths make sense."""
+    if cfg.model.n_token not in (0, corpus.n_token):
+        raise TxlabError(f"model.n_token is {cfg.model.n_token} but corpus {corpus.name} has {corpus.n_token} symbols")
+    cfg = update_dataclass(cfg, {"model": {"n_token": corpus.n_token}})
+    m, t = cfg.model, cfg.train
+    if m.tgt_len < 1 or m.mem_len < 0:
+        raise TxlabError(f"model.tgt_len must be >= 1 and model.mem_len >= 0 (got {m.tgt_len}, {m.mem_len})")
+    if t.batch_size < 1 or t.grad_accum < 1 or t.batch_size % t.grad_accum:
+        raise TxlabError(f"train.batch_size ({t.batch_size}) must be a positive multiple of train.grad_accum ({t.grad_accum})")
+    if m.family == "vanilla" and m.max_len and m.tgt_len > m.max_len:
+        raise TxlabError(f"the vanilla Transformer reads at most model.max_len={m.max_len} tokens, but model.tgt_len is {m.tgt_len}")
+    return cfg
+
+
+def metric_summary(loss: float, level: str) -> dict[str, float]:
+    """Loss plus the paper's headline metric: perplexity for words, bits per character for characters."""
+    return {"loss": loss, "bpc": loss / math.log(2)} if level == "char" else {"loss": loss, "ppl": math.exp(min(loss, 700.0))}
+
+
+# --------------------------------------------------------------------------------------------------
+# Distributed helpers (torchrun sets RANK / WORLD_SIZE / MASTER_ADDR ...)
+
+
+@dataclass(frozen=True)
+class Distributed:
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device: str) -> Distributed:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Distributed()
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+    return Distributed(dist.get_rank(), dist.get_world_size())
+
+
+def gather_objects(obj: Any, ddp: Distributed) -> list[Any]:
+    """Every rank's ``obj`` (in rank order); just [obj] in a single process."""
+    if ddp.world == 1:
+        return [obj]
+    out: list[Any] = [None] * ddp.world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The training loop
+
+
+class _StopRequest:
+    """Records SIGTERM/SIGINT so the loop can save a checkpoint at the next step boundary."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopRequest:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signal = signum
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class TrainingInterrupted(TxlabError):
+    """Raised after a SIGTERM/SIGINT once the checkpoint is safely written."""
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    step: int
+    resumed_from: int
+    valid: dict[str, float]
+    metrics_file: Path
+
+
+def _cpu_tensors(obj: Any) -> Any:
+    """A recurrent state moved to the CPU, structure kept (lists and tuples of tensors)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_cpu_tensors(o) for o in obj)
+    return obj
+
+
+def _to_device(obj: Any, device: torch.device) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_device(o, device) for o in obj)
+    return obj
+
+
+def _trim_metrics(path: Path, last_step: int) -> None:
+    """On resume, drop metric lines logged after the checkpoint (they will be logged again)."""
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= last_step]
+    path.write_text("".join(f"{line}\n" for line in keep))
+
+
+def train(
+    cfg: RunConfig,
+    run_dir: Path,
+    *,
+    resume: bool = True,
+    progress: bool = True,
+    echo: Callable[[str], None] = print,
+) -> TrainResult:
+    """Train ``cfg`` into ``run_dir`` (resuming from its checkpoint if there is one and ``resume``)."""
+    run_dir = Path(run_dir)
+    t = cfg.train
+    ddp = init_distributed(t.device)
+    if t.threads > 0:
+        torch.set_num_threads(t.threads)
+    device = torch.device(t.device)
+
+    corpus = load_corpus(cfg.data, progress=progress and ddp.is_main)
+    cfg = resolve_for_corpus(cfg, corpus)
+    vocab_hash = corpus.vocab.sha256
+    if t.batch_size % (t.grad_accum * ddp.world):
+        raise TxlabError(f"train.batch_size ({t.batch_size}) must divide evenly over {ddp.world} processes x {t.grad_accum} accumulation steps")
+
+    torch.manual_seed(t.seed)
+    model = build_model(cfg.model).to(device)
+    model.set_context(training_context(cfg.model))
+    optimizer_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
+    optimizer = optimizer_cls(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+
+    # This rank's streams, split into grad_accum groups that each keep their own state.
+    streams = batchify(corpus.split("train"), t.batch_size)
+    per_rank = t.batch_size // ddp.world
+    streams = streams[ddp.rank * per_rank : (ddp.rank + 1) * per_rank]
+    group_rows = per_rank // t.grad_accum
+    groups = [streams[g * group_rows : (g + 1) * group_rows] for g in range(t.grad_accum)]
+    states = [model.init_state(group_rows) for _ in groups]
+    position, epoch, step, elapsed, tokens_seen = 0, 0, 0, 0.0, 0
+
+    metrics_file = run_dir / "metrics.jsonl"
+    resumed_from = 0
+    if resume and has_checkpoint(run_dir):
+        ckpt = load_checkpoint(run_dir, expect_model=cfg, expect_vocab_hash=vocab_hash, with_train_state=True, map_location=device)
+        if ckpt.train_state is None:
+            raise TxlabError(f"{run_dir} holds a finished model without training state; use another run name to train again")
+        model.load_state_dict(ckpt.model.state_dict())
+        ts = ckpt.train_state
+        optimizer.load_state_dict(ts["optimizer"])
+        step, position, epoch = ts["step"], ts["position"], ts["epoch"]
+        elapsed, tokens_seen = ts["elapsed_s"], ts["tokens_seen"]
+        states = _to_device(ts["recurrent"][ddp.rank], device)
+        resumed_from = step
+        if ddp.is_main:
+            echo(f"resuming {run_dir} from step {step}")
+    elif ddp.is_main:
+        if metrics_file.exists():
+            metrics_file.unlink()
+    if resumed_from:  # the dropout random stream continues exactly where the checkpoint left it
+        torch.set_rng_state(ckpt.train_state["rng_torch"][ddp.rank])
+        valid = ckpt.meta["metrics"].get("valid", {})
+    else:
+        torch.manual_seed(t.seed + 1 + ddp.rank)
+        valid = {}
+
+    if ddp.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
+        _trim_metrics(metrics_file, step)
+        echo(f"run {run_dir} | {model.num_parameters():,} parameters | corpus {corpus.name} ({corpus.n_token} symbols)")
+
+    wrapped: Any = model
+    if ddp.world > 1:
+        wrapped = DistributedDataParallel(model)
+
+    eval_tgt_len, eval_context = evaluation_context(cfg.model, cfg.eval)
+    valid_tokens = corpus.split("valid")
+
+    def run_eval() -> dict[str, float]:
+        result = evaluate(model, valid_tokens, eval_tgt_len, eval_context, cfg.eval.batch_size, t.eval_tokens, progress=False)
+        return {**metric_summary(result["loss"], corpus.level), "tokens": result["tokens"]}
+
+    def log(record: dict[str, Any]) -> None:
+        if ddp.is_main:
+            with metrics_file.open("a") as fh:
+                fh.write(json.dumps(record) + "\n")
+
+    def checkpoint(valid: dict[str, float]) -> None:
+        recurrent = gather_objects(_cpu_tensors(states), ddp)
+        rng = gather_objects(torch.get_rng_state(), ddp)
+        if ddp.is_main:
+            train_state = {
+                "optimizer": optimizer.state_dict(), "step": step, "position": position, "epoch": epoch,
+                "elapsed_s": elapsed, "tokens_seen": tokens_seen, "rng_torch": rng, "recurrent": recurrent,
+            }
+            save_checkpoint(run_dir, model, cfg, step=step, vocab_hash=vocab_hash,
+                            metrics={"valid": valid, "level": corpus.level}, train_state=train_state)
+
+    window_loss = torch.zeros((), dtype=torch.float64, device=device)
+    window_steps, window_tokens, window_start = 0, 0, time.perf_counter()
+    bar = tqdm(total=t.max_steps, initial=step, desc="train", unit="step", disable=not (progress and ddp.is_main))
+    model.train()
+    with _StopRequest() as stop:
+        while step < t.max_steps:
+            lr = learning_rate(step, t)
+            for param_group in optimizer.param_groups:
+                param_group["lr"] = lr
+            segment_len = 0
+            for g, group in enumerate(groups):
+                segment = next(iter_segments(group, cfg.model.tgt_len, start=position), None)
+                if segment is None:  # end of the training split: start the next epoch with fresh state
+                    position, epoch = 0, epoch + 1
+                    states = [model.init_state(group_rows) for _ in groups]
+                    segment = next(iter_segments(group, cfg.model.tgt_len, start=0))
+                inputs = torch.as_tensor(segment.inputs, device=device)
+                targets = torch.as_tensor(segment.targets, device=device)
+                sync = g == len(groups) - 1 or ddp.world == 1
+                with wrapped.no_sync() if not sync else nullcontext():
+                    out = wrapped(inputs, states[g], targets)
+                    loss = segment_loss(out.nll, t.loss) / t.grad_accum
+                    loss.backward()
+                states[g] = out.state
+                window_loss += loss.detach().double()
+                segment_len = segment.next_position - segment.position
+            position += segment_len
+            if t.clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            step_tokens = segment_len * t.batch_size
+            tokens_seen += step_tokens
+            window_tokens += step_tokens
+            window_steps += 1
+            bar.update(1)
+
+            at_eval = step % t.eval_interval == 0 or step == t.max_steps
+            if step % t.log_interval == 0 or at_eval or stop.signal is not None:
+                now = time.perf_counter()
+                mean_loss = window_loss.item() / window_steps
+                if not math.isfinite(mean_loss):
+                    raise TxlabError(f"training loss became {mean_loss} by step {step}; the last good checkpoint in {run_dir} was kept (try a lower train.lr or clip)")
+                elapsed += now - window_start
+                rate = window_tokens / max(now - window_start, 1e-9)
+                log({"step": step, "split": "train", "loss": mean_loss, "lr": lr, "tokens": tokens_seen, "elapsed_s": elapsed, "tokens_per_s": rate})
+                bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{rate:,.0f}")
+                window_loss.zero_()
+                window_steps, window_tokens = 0, 0
+                if at_eval:
+                    valid = run_eval()
+                    log({"step": step, "split": "valid", **valid, "tokens_seen": tokens_seen, "elapsed_s": elapsed})
+                    (bar.write if progress and ddp.is_main else echo)(f"step {step}: valid " + ", ".join(f"{k} {v:.4g}" for k, v in valid.items() if k != "tokens"))
+                if at_eval or stop.signal is not None:
+                    checkpoint(valid)
+                window_start = time.perf_counter()
+            if stop.signal is not None:
+                bar.close()
+                raise TrainingInterrupted(f"stopped by signal {stop.signal} at step {step}; checkpoint saved in {run_dir}; rerun the same command to resume")
+    bar.close()
+    if ddp.world > 1:
+        dist.barrier()
+    return TrainResult(run_dir, step, resumed_from, valid, metrics_file)
+
+
+def evaluate_run(
+    run_dir: Path,
+    *,
+    split: str = "valid",
+    tgt_len: int | None = None,
+    mem_len: int | None = None,
+    clamp_len: int | None = None,
+    same_length: bool | None = None,
+    attn_len: int | None = None,
+    batch_size: int | None = None,
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Score a trained run on a split with the paper's protocol and record it in the run directory.
+
+    Unset options take the run's evaluation settings. ``attn_len`` is the paper's "attention length":
+    every query attends exactly that many keys (mem_len = attn_len with same_length on).
+    Returns loss, ppl (word level) or bpc (character level), tokens scored and the settings used,
+    and writes them to ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same].json``.
+    """
+    ckpt = load_checkpoint(run_dir, map_location=device)
+    cfg = ckpt.config
+    corpus = load_corpus(cfg.data, progress=progress)
+    if corpus.vocab.sha256 != ckpt.meta["vocab_hash"]:
+        raise TxlabError(f"{run_dir} was trained on another vocabulary than corpus {corpus.name} has now")
+    if attn_len is not None:
+        if mem_len is not None and mem_len != attn_len:
+            raise TxlabError("give either --attn-len or --mem-len, not both")
+        mem_len, same_length = attn_len, True
+    changes = {k: v for k, v in {"tgt_len": tgt_len, "mem_len": mem_len, "clamp_len": clamp_len,
+                                 "same_length": same_length, "batch_size": batch_size, "split": split}.items() if v is not None}
+    eval_cfg = update_dataclass(cfg.eval, changes)
+    seg_len, context = evaluation_context(cfg.model, eval_cfg)
+    if ckpt.model.max_context is not None and seg_len > ckpt.model.max_context:
+        raise TxlabError(f"this model reads at most {ckpt.model.max_context} tokens at once; --tgt-len {seg_len} is too long")
+    result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, progress=progress)
+    record = {
+        **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "step": ckpt.meta["step"],
+        "tgt_len": seg_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
+        "token_stream_sha256": corpus.token_stream_hash(split),
+    }
+    name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}.json"
+    record["path"] = str(write_json_atomic(Path(run_dir) / "eval" / name, record))
+    return record
