@@ -1,0 +1,53 @@
+import json
+
+from typer.testing import CliRunner
+
+from txlab.cli import app
+
+runner = CliRunner()
+
+
+def last_json(output: str) -> dict:
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def test_help_lists_the_commands():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("data", "models", "train", "eval", "version"):
+        assert command in result.output
+
+
+def test_models_json():
+    result = runner.invoke(app, ["models", "--size", "paper", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in last_json(result.output)["models"]}
+    assert abs(rows["xl151m"]["params"] - 151.1e6) < 0.005 * 151.1e6
+    assert {"name", "size", "params"} <= set(rows["qrnn"])
+
+
+def test_train_then_eval_end_to_end(tmp_path):
+    run = tmp_path / "run"
+    sets = ["--set", "train.max_steps=4", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
+            "--set", "data.synthetic_eval_tokens=600"]
+    result = runner.invoke(app, ["train", "xl151m", "--size", "tiny", "--run-dir", str(run), "--quiet", *sets])
+    assert result.exit_code == 0, result.output
+    assert "trained to step 4" in result.output and (run / "checkpoint" / "model.safetensors").is_file()
+    result = runner.invoke(app, ["eval", str(run), "--split", "test", "--attn-len", "24", "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    record = last_json(result.output)
+    assert record["tokens"] == 599 and record["mem_len"] == 24 and record["same_length"] is True
+    assert abs(record["ppl"] - 2.718281828 ** record["loss"]) < 1e-6 * record["ppl"]
+    assert (run / "eval" / "test-tgt16-mem24-clamp0-same.json").is_file()
+
+
+def test_user_errors_exit_2_without_traceback(tmp_path):
+    for args, message in [
+        (["train", "xl15m"], "Did you mean 'xl151m'"),
+        (["train", "xl151m", "--set", "model.n_layr=2"], "unknown config key 'model.n_layr'"),
+        (["train", "xl151m", "--size", "tiny", "--data", "wikitext-103", "--run-dir", str(tmp_path / "r")], "txlab data get wikitext-103"),
+        (["eval", str(tmp_path / "nothing")], "no checkpoint"),
+    ]:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output and "Traceback" not in result.output
