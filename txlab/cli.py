@@ -251,6 +251,20 @@ def eval_command(
         _print_json({k: r[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length") if k in r})
 
 
+@app.command()
+def curves(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories made by `txlab train`."),
+    out: Path = typer.Option(Path("figures/train/learning_curves.png"), "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it)."),
+    title: str = typer.Option("", "--title", help="Figure title."),
+) -> None:
+    """Plot learning curves: validation loss against training tokens and against wall time."""
+    from txlab.report import learning_curves
+
+    written = learning_curves(run_dirs, out, title)
+    for path in [*written["figures"], written["table"]]:
+        typer.echo(f"written {path}")
+
+
 def main() -> None:
     app()
 
