@@ -1,0 +1,279 @@
+"""RECL: golden numbers on hand-built tables, ground truth from oracles, and invariances."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from txlab import synthetic
+from txlab.errors import TxlabError
+from txlab.recl import (
+    DEFAULT_GRID,
+    baseline,
+    bootstrap_recl,
+    cap_losses,
+    figure3_gains,
+    n_selected,
+    perplexity_by_context,
+    placebo_gain,
+    recl,
+    recl_rows,
+    recl_table,
+    relative_gain,
+    relative_loss,
+    step_gains,
+    top_r_positions,
+)
+
+
+def test_importing_recl_does_not_import_torch():
+    code = "import sys, txlab.recl; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# --- golden numbers: two models, three positions ----------------------------------------------------
+
+# losses[model, c, t], grid (1, 2). Model A gains 2 nats at t=0 from the longer context, model B gains
+# 1 nat at t=1 -- but t=1 is the easiest position of the baseline at c=1.
+GOLDEN = np.array(
+    [
+        [[3, 1, 2], [1, 1, 2]],  # A: l(1, t), l(2, t)
+        [[2, 2, 2], [2, 0, 2]],  # B
+    ],
+    dtype=float,
+)
+
+
+def test_golden_baseline_positions_relative_loss_and_gain():
+    b = baseline(GOLDEN[:, 0])
+    assert b.tolist() == [2, 1, 2]
+    positions = top_r_positions(b, 2 / 3)  # ceil(2/3 * 3) = 2 hardest: the two 2s
+    assert positions.tolist() == [0, 2]
+    assert relative_loss(b, b, positions) == 2.0  # f(c, c) = mean of b over T(c)
+    assert relative_loss(b, GOLDEN[:, 1], positions).tolist() == [1.5, 2.0]  # mean(min(2,1), min(2,2)); mean(2, 2)
+    g = relative_gain(b, GOLDEN[:, 1], positions)
+    assert g[0] == pytest.approx((math.exp(2) - math.exp(1.5)) / math.exp(2), rel=1e-14)
+    assert g[1] == 0.0
+    # r = 1: every position; B's gain at t=1 counts now. f(c,c) = 5/3, f_A = f_B = (1 + 1 + 2)/3 = 4/3
+    all_positions = top_r_positions(b, 1.0)
+    assert all_positions.tolist() == [0, 1, 2]
+    np.testing.assert_allclose(relative_gain(b, GOLDEN[:, 1], all_positions), [1 - math.exp(-1 / 3)] * 2, rtol=1e-14)
+
+
+def test_golden_figures_and_walk():
+    np.testing.assert_allclose(figure3_gains(GOLDEN, (1, 2), ["A", "B"], r=2 / 3), [[math.exp(2) - math.exp(1.5)], [0.0]], rtol=1e-14)
+    np.testing.assert_allclose(perplexity_by_context(GOLDEN, (1, 2), ["A", "B"]), np.exp([[2, 4 / 3], [2, 4 / 3]]), rtol=1e-14)
+    a, b = recl(GOLDEN, (1, 2), ["A", "B"], r=2 / 3)
+    assert (a.model, a.recl, a.censored, a.label) == ("A", 2, True, ">= 2")  # gain 0.39 at the last step: off the grid
+    assert (b.model, b.recl, b.censored, b.label) == ("B", 1, False, "1")
+
+
+def test_ties_are_broken_by_position_lower_first():
+    b = np.array([2.0, 1.0, 2.0, 2.0])
+    assert top_r_positions(b, 0.25).tolist() == [0]
+    assert top_r_positions(b, 0.5).tolist() == [0, 2]
+    # The tie decides the gain: the model that improves at position 3 only gets no credit at r = 0.25.
+    later = np.array([[2.0, 1.0, 2.0, 0.0]])
+    assert relative_gain(b, later, top_r_positions(b, 0.25)).tolist() == [0.0]
+    assert relative_gain(b, later, top_r_positions(b, 1.0))[0] > 0
+
+
+def test_n_selected_is_the_exact_ceiling():
+    assert n_selected(0.1, 30) == 3  # 0.1 * 30 is 3.0000000000000004 in floating point
+    assert n_selected(0.1, 31) == 4
+    assert n_selected(0.5, 3) == 2
+    assert n_selected(1.0, 7) == 7
+    assert n_selected(0.001, 10) == 1
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(TxlabError, match="r must lie"):
+            n_selected(bad, 10)
+
+
+def test_walk_on_a_three_step_grid_golden():
+    # One model, 4 positions, grid (10, 20, 30, 40); losses drop 1 nat at t=0 from 10 to 20, then
+    # 0.001 nats at t=0 from 20 to 30 (a gain of 1 - exp(-0.001/4) < 1%): RECL 20.
+    table = np.array([[[5, 1, 1, 1], [4, 1, 1, 1], [3.999, 1, 1, 1], [0, 0, 0, 0]]], dtype=float)
+    gains = step_gains(table, r=1.0)
+    np.testing.assert_allclose(gains, [[1 - math.exp(-1 / 4), 1 - math.exp(-0.001 / 4), 1 - math.exp(-6.999 / 4)]], rtol=1e-12)
+    (result,) = recl(table, (10, 20, 30, 40), ["m"], r=1.0)
+    assert (result.recl, result.censored) == (20, False)
+    np.testing.assert_allclose(result.gains, gains[0], rtol=1e-15)
+    (from_30,) = recl(table, (10, 20, 30, 40), ["m"], r=1.0, c0=30)
+    assert (from_30.recl, from_30.censored) == (40, True)
+
+
+# --- oracles: models that see exactly w tokens back ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def truth() -> synthetic.SyntheticText:
+    return synthetic.generate(synthetic.get_spec("synthetic"), 40_000, seed=0, split="valid")
+
+
+TARGETS = np.arange(1000, 40_000)  # t - c_max >= 0 for the default grid
+
+
+def oracle_table(truth, w: int, grid=DEFAULT_GRID) -> np.ndarray:
+    """[G, T]: the ideal model of the synthetic process that sees min(c, w) tokens."""
+    return np.stack([truth.oracle_loss(min(c, w))[TARGETS] for c in grid])
+
+
+ORACLE_WINDOWS = (60, 250, 420, 730)  # expected RECL: the smallest grid value >= w
+
+
+@pytest.mark.parametrize("r", [0.1, 0.5, 1.0])
+def test_oracle_recl_is_the_smallest_grid_value_reaching_its_window(truth, r):
+    names = [f"w{w}" for w in ORACLE_WINDOWS]
+    group = np.stack([oracle_table(truth, w) for w in ORACLE_WINDOWS])
+    expected = [100, 300, 500, 800]
+    assert [res.recl for res in recl(group, DEFAULT_GRID, names, r)] == expected
+    for w, want in zip(ORACLE_WINDOWS, expected):  # alone, each is its own baseline
+        (alone,) = recl(oracle_table(truth, w)[None], DEFAULT_GRID, [f"w{w}"], r)
+        assert (alone.recl, alone.censored) == (want, False)
+
+
+def test_oracle_seeing_beyond_the_grid_is_censored(truth):
+    (result,) = recl(oracle_table(truth, 5000)[None], DEFAULT_GRID, ["far"], r=0.1)
+    assert (result.recl, result.censored, result.label) == (1000, True, ">= 1000")
+    assert min(result.gains) > 0.5  # copies are spread over every distance up to 1000
+
+
+def test_hand_made_toy_oracle():
+    # Position t needs need[t] tokens: loss 5 without them, 1 with them.
+    need = np.array([1, 3, 5, 7, 9, 2, 4, 6, 8, 10])
+    grid = (2, 4, 6, 8, 10)
+
+    def sees(w):
+        return np.stack([np.where(min(c, w) >= need, 1.0, 5.0) for c in grid])  # [G, T]
+
+    windows = (1, 3, 5, 8, 10)
+    results = recl(np.stack([sees(w) for w in windows]), grid, [str(w) for w in windows], r=0.5)
+    assert [(res.recl, res.censored) for res in results] == [(2, False), (4, False), (6, False), (8, False), (10, True)]
+
+
+def _key(results):
+    return {(res.model, res.r): (res.recl, res.censored) for res in results}
+
+
+def test_duplicates_dominated_models_permutations_and_constants_change_nothing(truth):
+    names = ["a", "b", "c"]
+    group = np.stack([oracle_table(truth, w) for w in (250, 420, 730)])
+    reference = _key(recl_table(group, DEFAULT_GRID, names))
+    assert reference[("a", 0.1)] == (300, False)
+
+    duplicated = recl_table(np.concatenate([group, group[:1]]), DEFAULT_GRID, names + ["a_again"])
+    assert {k: v for k, v in _key(duplicated).items() if k[0] != "a_again"} == reference
+    assert _key(duplicated)[("a_again", 0.5)] == reference[("a", 0.5)]
+
+    dominated = group.max(axis=0, keepdims=True) + 0.5  # never the best anywhere
+    with_dominated = recl_table(np.concatenate([group, dominated]), DEFAULT_GRID, names + ["weak"])
+    assert {k: v for k, v in _key(with_dominated).items() if k[0] != "weak"} == reference
+
+    order = [2, 0, 1]
+    assert _key(recl_table(group[order], DEFAULT_GRID, [names[i] for i in order])) == reference
+    assert _key(recl_table(group + 3.0, DEFAULT_GRID, names)) == reference
+
+
+def test_a_context_blind_model_gets_c0(truth):
+    blind = np.repeat(oracle_table(truth, 5000)[:1], len(DEFAULT_GRID), axis=0)  # l(c, t) = l(100, t)
+    group = np.stack([oracle_table(truth, 420), blind])
+    results = recl(group, DEFAULT_GRID, ["oracle", "blind"], r=0.1)
+    assert [(res.recl, res.censored) for res in results] == [(500, False), (100, False)]
+    assert results[1].gains == (0.0,) * (len(DEFAULT_GRID) - 1)
+
+
+def test_a_capped_model_gets_its_cap(truth):
+    # The collector's table for a model with max_context 128 (not a grid value): every column c > 128
+    # holds l(128, t). The walk stops at 200 (no gain from 200 to 300), reported as min(200, 128).
+    vanilla = np.stack([truth.oracle_loss(min(c, 128))[TARGETS] for c in DEFAULT_GRID])
+    group = np.stack([oracle_table(truth, 730), vanilla])
+    for r in (0.1, 0.5, 1.0):
+        xl, capped = recl(group, DEFAULT_GRID, ["xl", "vanilla"], r, caps={"vanilla": 128, "xl": None})
+        assert (xl.recl, capped.recl, capped.censored) == (800, 128, False)
+    # A cap that is a grid value caps a raw (uncapped) table exactly: the same as seeing w = 400.
+    raw_far = oracle_table(truth, 5000)
+    (capped_raw,) = recl(raw_far[None], DEFAULT_GRID, ["m"], 0.1, caps={"m": 400})
+    (window_400,) = recl(oracle_table(truth, 400)[None], DEFAULT_GRID, ["m"], 0.1)
+    assert (capped_raw.recl, capped_raw.censored) == (window_400.recl, False) == (400, False)
+    # A censored walk beyond a smaller cap is exact: the model cannot use more than its cap.
+    (beyond,) = recl(raw_far[None], DEFAULT_GRID, ["m"], 0.1, caps={"m": 950})
+    assert (beyond.recl, beyond.censored) == (950, False)
+
+
+def test_cap_losses_refuses_a_table_it_cannot_cap():
+    grid = (10, 20, 30)
+    table = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(cap_losses(table, grid, 20), [[1, 2], [3, 4], [3, 4]])
+    np.testing.assert_array_equal(cap_losses(table, grid, 30), table)
+    with pytest.raises(TxlabError, match="not in the grid"):
+        cap_losses(table, grid, 15)  # columns 20 and 30 differ: no column holds l(15, t)
+    already = np.array([[1.0, 2.0], [3.0, 4.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(cap_losses(already, grid, 15), already)
+
+
+# --- bootstrap -----------------------------------------------------------------------------------
+
+
+def test_bootstrap_contains_the_oracle_point_estimate(truth):
+    group = np.stack([oracle_table(truth, w) for w in (250, 730)])
+    intervals = bootstrap_recl(group, DEFAULT_GRID, ["a", "b"], r=0.1, block_size=1950, n_boot=20, seed=3)
+    for interval, want in zip(intervals, (300, 800)):
+        assert interval.recl == want
+        assert interval.low <= want <= interval.high
+        assert interval.censored_fraction == 0.0
+    again = bootstrap_recl(group, DEFAULT_GRID, ["a", "b"], r=0.1, block_size=1950, n_boot=20, seed=3)
+    assert again == intervals
+
+
+def test_bootstrap_has_zero_width_when_every_block_is_identical():
+    rng = np.random.default_rng(0)
+    block = rng.integers(0, 6, size=(2, 4, 5)).astype(float)  # [M, G, block]
+    table = np.tile(block, (1, 1, 8))  # 8 identical blocks
+    intervals = bootstrap_recl(table, (1, 2, 3, 4), ["a", "b"], r=0.5, block_size=5, n_boot=30)
+    point = recl(table, (1, 2, 3, 4), ["a", "b"], r=0.5)
+    assert [(i.low, i.recl, i.high) for i in intervals] == [(p.recl,) * 3 for p in point]
+
+
+def test_bootstrap_needs_whole_blocks():
+    with pytest.raises(TxlabError, match="do not split into blocks"):
+        bootstrap_recl(np.zeros((1, 2, 10)), (1, 2), ["m"], r=1.0, block_size=3)
+
+
+# --- placebo, rows, errors -----------------------------------------------------------------------
+
+
+def test_placebo_gain_golden():
+    # The placebo replaces l(c', t): the same formula as relative_gain at c -> c'.
+    losses_c = GOLDEN[:, 0]
+    assert placebo_gain(losses_c, losses_c, r=1.0).tolist() == [0.0, 0.0]  # extra context useless: no gain
+    np.testing.assert_array_equal(placebo_gain(losses_c, GOLDEN[:, 1], r=2 / 3), relative_gain(baseline(losses_c), GOLDEN[:, 1], np.array([0, 2])))
+
+
+def test_recl_rows_for_a_command(truth):
+    group = np.stack([oracle_table(truth, 250), oracle_table(truth, 5000)])
+    rows = recl_rows(group, DEFAULT_GRID, ["short", "far"], rs=(0.1,), block_size=3900, n_boot=5)
+    assert [(row["model"], row["recl"], row["label"], row["ci_low"], row["ci_high"]) for row in rows] == [
+        ("short", 300, "300", 300, 300),
+        ("far", 1000, ">= 1000", 1000, 1000),
+    ]
+    assert rows[1]["censored_fraction"] == 1.0
+
+
+def test_bad_tables_are_refused():
+    with pytest.raises(TxlabError, match=r"\[models, grid, targets\]"):
+        recl(np.zeros((2, 3, 4)), (1, 2), ["a", "b"], r=0.5)
+    with pytest.raises(TxlabError, match="strictly ascending"):
+        recl(np.zeros((1, 2, 4)), (2, 1), ["a"], r=0.5)
+    with pytest.raises(TxlabError, match="NaN"):
+        recl(np.full((1, 2, 4), np.nan), (1, 2), ["a"], r=0.5)
+    with pytest.raises(TxlabError, match="unique"):
+        recl(np.zeros((2, 2, 4)), (1, 2), ["a", "a"], r=0.5)
+    with pytest.raises(TxlabError, match="c0=3"):
+        recl(np.zeros((1, 2, 4)), (1, 2), ["a"], r=0.5, c0=3)
+    with pytest.raises(TxlabError, match="not in the group"):
+        recl(np.zeros((1, 2, 4)), (1, 2), ["a"], r=0.5, caps={"b": 1})

@@ -1,0 +1,361 @@
+"""Relative effective context length (RECL, Dai et al. 2019, Appendix C) and its figures: pure numpy.
+
+Everything here is a pure function of a loss table, so it runs without torch (it is not imported)
+and is checked against hand-computed numbers in tests/test_recl.py.
+
+The loss table
+--------------
+``losses[i, j, t]`` = l_i(c_j, t) = -ln P_i(x_t | the c_j tokens before x_t, fresh state), in nats,
+for model i of a group (``models[i]``), context length c_j = ``grid[j]`` (ascending) and target
+position t (ascending positions in the token stream; txlab.losses collects such tables). All models
+of a group must be scored on the same targets of the same token stream.
+
+Definitions (DESIGN.md section 2; r is the fraction of hardest positions kept)
+-----------------------------------------------------------------------------
+- Baseline: b(c, t) = min_i l_i(c, t), the best loss of the group at context c.
+- T(c): the ceil(r * n) positions with the largest b(c, t). Ties are broken by position, lower
+  position first (a stable sort), so T(c) is a deterministic function of the table. The same T(c)
+  serves f(c, c), f_i(c, c') and every model.
+- Relative loss: f_i(c, c') = mean over T(c) of min(b(c, t), l_i(c', t)). Since min(b, l_i(c, t)) = b,
+  f_i(c, c) = f(c, c) = mean of b over T(c) for every model.
+- Relative gain: g_i(c, c') = (exp f(c, c) - exp f_i(c, c')) / exp f(c, c) >= 0.
+- Walk: from c = c0 (the first grid value unless given), step to the next grid value c'; stop at the
+  first step with g_i(c, c') < threshold (0.01) and return c. If the grid ends first, return the
+  last grid value flagged as censored (shown ">= c_max").
+
+Models with a hard maximum context L_max (the vanilla Transformer): l(c, t) = l(min(c, L_max), t),
+and the reported RECL is min(RECL, L_max) -- this is how the paper's 128 arises. See
+:func:`cap_losses` for how a table is made to honour the cap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from txlab.errors import TxlabError
+
+DEFAULT_GRID: tuple[int, ...] = tuple(range(100, 1001, 100))
+"""The paper's context lengths: c0 = 100, step 100, up to 1000."""
+DEFAULT_THRESHOLD = 0.01
+"""A step whose relative gain is below this ends the walk (the paper's 1%)."""
+DEFAULT_RS: tuple[float, ...] = (0.1, 0.5, 1.0)
+"""The fractions of hardest positions of the paper's Table 8."""
+
+
+@dataclass(frozen=True)
+class ReclResult:
+    """RECL of one model of a group at one r."""
+
+    model: str
+    r: float
+    recl: int
+    """The context where the walk stopped, capped at the model's maximum context."""
+    censored: bool
+    """True when the walk ran off the end of the grid: the RECL is at least ``recl``."""
+    gains: tuple[float, ...]
+    """Relative gain g(c_j, c_{j+1}) of every grid step (walked or not), in grid order."""
+
+    @property
+    def label(self) -> str:
+        return recl_label(self.recl, self.censored)
+
+
+@dataclass(frozen=True)
+class ReclInterval:
+    """A block-bootstrap confidence interval around a RECL point estimate."""
+
+    model: str
+    r: float
+    recl: int
+    censored: bool
+    low: int
+    high: int
+    censored_fraction: float
+    """Share of resamples whose walk ran off the grid (then ``high`` is only a lower bound)."""
+
+
+def recl_label(recl: int, censored: bool) -> str:
+    """How a table shows a RECL: '900', or '>= 1000' when the walk ran off the grid."""
+    return f">= {recl}" if censored else str(recl)
+
+
+# --------------------------------------------------------------------------------------------------
+# The metric, piece by piece
+
+
+def baseline(losses: np.ndarray) -> np.ndarray:
+    """b = min over models (axis 0): [M, ...] -> [...]."""
+    return np.min(losses, axis=0)
+
+
+def n_selected(r: float, n: int) -> int:
+    """ceil(r * n) for 0 < r <= 1, without float surprises (0.1 * 30 is 3.0000000000000004)."""
+    if not 0 < r <= 1:
+        raise TxlabError(f"r must lie in (0, 1], got {r}")
+    return max(1, math.ceil(round(r * n, 9)))
+
+
+def top_r_positions(baseline_c: np.ndarray, r: float) -> np.ndarray:
+    """Indices (ascending) of the ceil(r * n) largest values of baseline_c [n]; ties: lower index first."""
+    k = n_selected(r, baseline_c.shape[-1])
+    hardest_first = np.argsort(-baseline_c, kind="stable")  # stable: equal values keep position order
+    return np.sort(hardest_first[:k])
+
+
+def relative_loss(baseline_c: np.ndarray, losses_c2: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """f(c, c') = mean over ``positions`` of min(b(c, t), l(c', t)): b [T], l [..., T] -> [...]."""
+    return np.minimum(baseline_c[positions], losses_c2[..., positions]).mean(axis=-1)
+
+
+def relative_gain(baseline_c: np.ndarray, losses_c2: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """g(c, c') = (exp f(c, c) - exp f(c, c')) / exp f(c, c): b [T], l [..., T] -> [...], in [0, 1)."""
+    f_cc = baseline_c[positions].mean()
+    f_cc2 = relative_loss(baseline_c, losses_c2, positions)
+    return 0.0 - np.expm1(f_cc2 - f_cc)  # = 1 - exp(f(c,c') - f(c,c)), accurate for small gains; 0.0 - keeps +0
+
+
+def step_gains(losses: np.ndarray, r: float) -> np.ndarray:
+    """Relative gain of every model at every grid step c_j -> c_{j+1}: [M, G, T] -> [M, G-1]."""
+    n_models, n_grid, _ = losses.shape
+    gains = np.empty((n_models, n_grid - 1))
+    for j in range(n_grid - 1):
+        b = baseline(losses[:, j])  # [T]
+        gains[:, j] = relative_gain(b, losses[:, j + 1], top_r_positions(b, r))
+    return gains
+
+
+def walk(gains: Sequence[float], grid: Sequence[int], threshold: float = DEFAULT_THRESHOLD, start: int = 0) -> tuple[int, bool]:
+    """(c, censored): the first grid value from ``grid[start]`` whose step gain is below threshold."""
+    for j in range(start, len(grid) - 1):
+        if gains[j] < threshold:
+            return int(grid[j]), False
+    return int(grid[-1]), True
+
+
+def cap_losses(losses_i: np.ndarray, grid: Sequence[int], cap: int) -> np.ndarray:
+    """The [G, T] table of a model that can use at most ``cap`` tokens: column c holds l(min(c, cap), t).
+
+    - ``cap`` in the grid: every column c > cap becomes a copy of column ``cap`` (exact for any table).
+    - ``cap`` not in the grid: no column holds l(cap, t), so the table must already carry it in every
+      column c > cap, as txlab.losses stores it for a model with ``max_context``; the table is
+      returned unchanged, and one whose columns beyond the cap differ is refused. (Substituting the
+      largest grid value below the cap would turn the paper's 128 into 100.)
+    """
+    grid = np.asarray(grid)
+    beyond = np.flatnonzero(grid > cap)
+    if len(beyond) == 0:
+        return losses_i
+    if cap in grid:
+        capped = losses_i.copy()
+        capped[beyond] = losses_i[int(np.flatnonzero(grid == cap)[0])]
+        return capped
+    if not all(np.array_equal(losses_i[beyond[0]], losses_i[j]) for j in beyond[1:]):
+        raise TxlabError(
+            f"the model's maximum context {cap} is not in the grid and its losses beyond it differ between "
+            f"context lengths: put {cap} in the grid, or collect the losses with txlab.losses (which stores "
+            f"l(min(c, {cap}), t) in every column)"
+        )
+    return losses_i
+
+
+# --------------------------------------------------------------------------------------------------
+# RECL of a group
+
+
+def _check_grid(grid: Sequence[int]) -> tuple[int, ...]:
+    grid = tuple(int(c) for c in grid)
+    if len(grid) < 2 or grid[0] < 1 or any(b <= a for a, b in zip(grid, grid[1:])):
+        raise TxlabError(f"the context grid must hold at least two strictly ascending positive lengths, got {list(grid)}")
+    return grid
+
+
+def prepare_table(losses: np.ndarray, grid: Sequence[int], models: Sequence[str], caps: Mapping[str, int | None] | None = None) -> np.ndarray:
+    """Check a loss table [M, G, T] against ``grid`` and ``models`` and apply the caps; float64 copy."""
+    grid = _check_grid(grid)
+    table = np.array(losses, dtype=np.float64)
+    expected = (len(models), len(grid))
+    if table.ndim != 3 or table.shape[:2] != expected or table.shape[2] == 0:
+        raise TxlabError(f"a loss table must be [models, grid, targets] = [{expected[0]}, {expected[1]}, T > 0], got {list(table.shape)}")
+    if len(set(models)) != len(models):
+        raise TxlabError(f"model names must be unique, got {list(models)}")
+    if not np.isfinite(table).all():
+        raise TxlabError("the loss table holds NaN or infinite values")
+    unknown = set(caps or {}) - set(models)
+    if unknown:
+        raise TxlabError(f"caps given for models not in the group: {sorted(unknown)}")
+    for i, name in enumerate(models):
+        cap = (caps or {}).get(name)
+        if cap is not None:
+            table[i] = cap_losses(table[i], grid, cap)
+    return table
+
+
+def _start_index(grid: tuple[int, ...], c0: int | None) -> int:
+    if c0 is None:
+        return 0
+    if c0 not in grid[:-1]:
+        raise TxlabError(f"c0={c0} must be a grid value with a next one; grid is {list(grid)}")
+    return grid.index(c0)
+
+
+def _walk_models(table, grid, models, r, threshold, caps, start) -> list[ReclResult]:
+    gains = step_gains(table, r)  # [M, G-1]
+    results = []
+    for i, name in enumerate(models):
+        c, censored = walk(gains[i], grid, threshold, start)
+        cap = (caps or {}).get(name)
+        if cap is not None and cap < c:  # the model cannot use more than its cap: RECL = min(RECL, L_max), exact
+            c, censored = cap, False
+        results.append(ReclResult(name, r, c, censored, tuple(float(g) for g in gains[i])))
+    return results
+
+
+def recl(
+    losses: np.ndarray,
+    grid: Sequence[int],
+    models: Sequence[str],
+    r: float,
+    threshold: float = DEFAULT_THRESHOLD,
+    caps: Mapping[str, int | None] | None = None,
+    c0: int | None = None,
+) -> list[ReclResult]:
+    """RECL of every model of the group (losses [M, G, T]) at one r, in ``models`` order.
+
+    ``caps``: model name -> maximum context (None or absent = unbounded); see :func:`cap_losses`.
+    ``c0``: where the walk starts (default the first grid value).
+    """
+    grid = _check_grid(grid)
+    table = prepare_table(losses, grid, models, caps)
+    return _walk_models(table, grid, list(models), r, threshold, caps, _start_index(grid, c0))
+
+
+def recl_table(
+    losses: np.ndarray,
+    grid: Sequence[int],
+    models: Sequence[str],
+    rs: Sequence[float] = DEFAULT_RS,
+    threshold: float = DEFAULT_THRESHOLD,
+    caps: Mapping[str, int | None] | None = None,
+    c0: int | None = None,
+) -> list[ReclResult]:
+    """:func:`recl` for each r (the paper's Table 8 rows): r-major, then ``models`` order."""
+    return [result for r in rs for result in recl(losses, grid, models, r, threshold, caps, c0)]
+
+
+def bootstrap_recl(
+    losses: np.ndarray,
+    grid: Sequence[int],
+    models: Sequence[str],
+    r: float,
+    block_size: int,
+    n_boot: int = 200,
+    seed: int = 0,
+    ci: float = 0.95,
+    threshold: float = DEFAULT_THRESHOLD,
+    caps: Mapping[str, int | None] | None = None,
+    c0: int | None = None,
+) -> list[ReclInterval]:
+    """Block-bootstrap confidence interval of every model's RECL at one r.
+
+    The targets are cut into contiguous blocks of ``block_size`` positions (the collection's target
+    blocks: neighbouring losses are correlated, so resampling single positions would understate the
+    spread). Each resample draws as many blocks with replacement, recomputes the whole group's RECL
+    (baseline and T(c) included) and the interval is the (1-ci)/2 and (1+ci)/2 quantiles, taken as
+    grid values on the conservative side (lower for the low end, higher for the high end).
+    """
+    grid = _check_grid(grid)
+    models = list(models)
+    table = prepare_table(losses, grid, models, caps)
+    n_models, n_grid, n_targets = table.shape
+    if block_size < 1 or n_targets % block_size:
+        raise TxlabError(f"{n_targets} targets do not split into blocks of {block_size}")
+    if not 0 < ci < 1 or n_boot < 1:
+        raise TxlabError(f"need 0 < ci < 1 and n_boot >= 1, got ci={ci}, n_boot={n_boot}")
+    start = _start_index(grid, c0)
+    n_blocks = n_targets // block_size
+    blocks = table.reshape(n_models, n_grid, n_blocks, block_size)  # [M, G, blocks, block_size]
+    rng = np.random.default_rng(seed)
+    samples = np.empty((n_boot, n_models), dtype=np.int64)
+    censored = np.zeros((n_boot, n_models), dtype=bool)
+    for k in range(n_boot):
+        picked = blocks[:, :, rng.integers(0, n_blocks, n_blocks)].reshape(n_models, n_grid, n_targets)  # [M, G, T]
+        for i, result in enumerate(_walk_models(picked, grid, models, r, threshold, caps, start)):
+            samples[k, i], censored[k, i] = result.recl, result.censored
+    alpha = (1 - ci) / 2
+    low = np.quantile(samples, alpha, axis=0, method="lower")
+    high = np.quantile(samples, 1 - alpha, axis=0, method="higher")
+    point = _walk_models(table, grid, models, r, threshold, caps, start)
+    return [
+        ReclInterval(p.model, r, p.recl, p.censored, int(low[i]), int(high[i]), float(censored[:, i].mean()))
+        for i, p in enumerate(point)
+    ]
+
+
+def placebo_gain(losses_c: np.ndarray, placebo_c2: np.ndarray, r: float) -> np.ndarray:
+    """The relative gain of a step c -> c' whose extra context was replaced by a distant span: [M].
+
+    losses_c [M, T]: the group's true losses at c (they fix b(c, t) and T(c)); placebo_c2 [M, T]:
+    each model's loss at c' with x_{t-c'} .. x_{t-c-1} swapped for unrelated tokens (see
+    txlab.losses). The extra tokens carry no information about x_t, so a gain well above 0 is noise
+    turned into "gain" by the min(), or a model rewarding sheer length.
+    """
+    b = baseline(losses_c)  # [T]
+    return relative_gain(b, placebo_c2, top_r_positions(b, r))
+
+
+# --------------------------------------------------------------------------------------------------
+# Figures
+
+
+def figure3_gains(
+    losses: np.ndarray, grid: Sequence[int], models: Sequence[str], r: float = 0.1, caps: Mapping[str, int | None] | None = None
+) -> np.ndarray:
+    """Figure 3: the unnormalised gain exp f(c, c) - exp f_i(c, c') of each grid step: [M, G-1]."""
+    table = prepare_table(losses, grid, models, caps)
+    gains = np.empty((table.shape[0], table.shape[1] - 1))
+    for j in range(table.shape[1] - 1):
+        b = baseline(table[:, j])  # [T]
+        positions = top_r_positions(b, r)
+        gains[:, j] = np.exp(b[positions].mean()) - np.exp(relative_loss(b, table[:, j + 1], positions))
+    return gains
+
+
+def perplexity_by_context(
+    losses: np.ndarray, grid: Sequence[int], models: Sequence[str], caps: Mapping[str, int | None] | None = None
+) -> np.ndarray:
+    """Figure 4: ordinary perplexity exp(mean_t l_i(c, t)) over all targets: [M, G]."""
+    return np.exp(prepare_table(losses, grid, models, caps).mean(axis=-1))
+
+
+def recl_rows(
+    losses: np.ndarray,
+    grid: Sequence[int],
+    models: Sequence[str],
+    rs: Sequence[float] = DEFAULT_RS,
+    threshold: float = DEFAULT_THRESHOLD,
+    caps: Mapping[str, int | None] | None = None,
+    c0: int | None = None,
+    block_size: int | None = None,
+    n_boot: int = 200,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> list[dict]:
+    """The RECL table as tidy rows (model, r, recl, censored, label, and ci_low / ci_high when
+    ``block_size`` is given): what a command prints and saves."""
+    rows = []
+    for r in rs:
+        if block_size:
+            results = bootstrap_recl(losses, grid, models, r, block_size, n_boot, seed, ci, threshold, caps, c0)
+        else:
+            results = recl(losses, grid, models, r, threshold, caps, c0)
+        for res in results:
+            row = {"model": res.model, "r": r, "recl": res.recl, "censored": res.censored,
+                   "label": recl_label(res.recl, res.censored)}
+            if block_size:
+                row.update(ci_low=res.low, ci_high=res.high, ci=ci, censored_fraction=res.censored_fraction)
+            rows.append(row)
+    return rows
