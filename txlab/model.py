@@ -391,21 +391,10 @@ class TransformerXL(LanguageModel):
         )
 
     def _flops_io(self) -> int:
-        """Input projection (head cluster) and the output layer over the whole vocabulary.
-
-        For an adaptive softmax this counts the head and every tail cluster, an upper bound (a tail
-        is evaluated only for the tokens that fall into it).
-        """
-        total = 0
+        """Input projection of the head cluster, and the output layer over the whole vocabulary
+        (an upper bound for an adaptive softmax, which evaluates a tail only for its own tokens)."""
         emb_projs = [p for p in self.word_emb.emb_projs if p is not None]
-        if emb_projs:
-            total += 2 * emb_projs[0].numel()
-        for i, layer in enumerate(self.crit.out_layers):
-            proj = self.crit.out_projs[i]
-            d_i = layer.weight.size(1)
-            n_out = layer.weight.size(0) + (self.crit.n_tail if i == 0 else 0)
-            total += (2 * proj.numel() if proj is not None else 0) + 2 * d_i * n_out
-        return total
+        return (2 * emb_projs[0].numel() if emb_projs else 0) + self.crit.flops_per_token()
 
     def flops_per_token(self, n_keys: int) -> float:
         """Forward FLOPs per predicted token whose queries see ``n_keys`` keys (dense score rows).
