@@ -1,0 +1,308 @@
+"""Loss collection: the window method against the literal definition, storage, resume, groups."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from txlab import losses as losses_mod
+from txlab.build import build_model
+from txlab.checkpoint import save_checkpoint
+from txlab.config import DataConfig, ModelConfig, RunConfig
+from txlab.data import load_corpus
+from txlab.errors import TxlabError
+from txlab.lm import Context
+from txlab.losses import (
+    benchmark_collection,
+    collect_group_losses,
+    collect_losses,
+    collect_placebo_losses,
+    collect_run_losses,
+    context_lengths,
+    is_prefix_causal,
+    load_group_losses,
+    sample_blocks,
+)
+from txlab.recl import recl
+
+N_TOKEN = 37
+GRID = (2, 4, 6, 8)
+BLOCK_STARTS, BLOCK_LEN = (8, 30), 5  # two blocks: targets 8..12 and 30..34
+TGT_LEN = 3  # chunks of 3 cut every context of 4..8 tokens differently
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: a second thread only adds synchronisation (100x slower on a busy 2-core machine)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def tiny_model(**overrides):
+    """A tiny random model whose predictions depend strongly on context (N(0, 0.5) parameters;
+    the usual N(0, 0.02) initialisation leaves context effects near 1e-4 nats, too close to the tolerance)."""
+    fields = dict(n_token=N_TOKEN, n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=24, tgt_len=TGT_LEN, mem_len=4, dropout=0.0)
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**{**fields, **overrides})).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.5)
+    return model
+
+
+def token_stream(n: int = 60, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, N_TOKEN, n).astype(np.uint16)  # the corpus dtype
+
+
+def targets_of(block_starts, block_len) -> np.ndarray:
+    return (np.asarray(block_starts)[:, None] + np.arange(block_len)).reshape(-1)
+
+
+@torch.no_grad()
+def reference_losses(model, tokens, grid, targets, segment) -> np.ndarray:
+    """The definition, literally: for each (c, t) read x_{t-n} .. x_{t-1}, n = min(c, max_context),
+    from a fresh state in chunks of ``segment(n)`` tokens starting at x_{t-n}, and take the nll the
+    model's forward gives for x_t."""
+    out = np.empty((len(grid), len(targets)))
+    for j, c in enumerate(grid):
+        n = min(c, model.max_context or c)
+        for i, t in enumerate(targets):
+            x = torch.as_tensor(tokens[t - n : t + 1].astype(np.int64))[None]  # [1, n+1]: context and target
+            state, step = model.init_state(1), segment(n)
+            for a in range(0, n, step):
+                b = min(a + step, n)
+                out_ = model(x[:, a:b], state, x[:, a + 1 : b + 1])
+                state = out_.state
+            out[j, i] = out_.nll[0, -1].item()
+    return out
+
+
+CASES = {
+    # name: (model overrides, evaluation context, the definition's segment length for n context tokens)
+    "xl-memory": (dict(), Context(mem_len=4, same_length=True, clamp_len=3), lambda n: TGT_LEN),
+    "xl-memory-full-length": (dict(pos_enc="shaw"), Context(mem_len=4, same_length=False), lambda n: TGT_LEN),
+    "xl-no-recurrence": (dict(), Context(mem_len=0), lambda n: n),
+    "vanilla-capped": (dict(family="vanilla", pos_enc="alrfou", max_len=5, tgt_len=5), Context(mem_len=0), lambda n: n),
+    "lstm": (dict(family="lstm", n_layer=2, d_inner=12), Context(mem_len=0), lambda n: 1),
+    "qrnn": (dict(family="qrnn", n_layer=2, d_inner=12, qrnn_window=2), Context(mem_len=0), lambda n: 1),
+    # Absolute positions counted from the chunk's end: not prefix-causal, so collected per (c, t).
+    "xl-absolute-memory": (dict(pos_enc="vaswani"), Context(mem_len=4), lambda n: TGT_LEN),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_collected_losses_equal_the_literal_definition(case):
+    overrides, context, segment = CASES[case]
+    model = tiny_model(**overrides)
+    tokens = token_stream()
+    got = collect_losses(model, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=TGT_LEN, context=context, batch_size=3)
+    model.set_context(context)
+    want = reference_losses(model, tokens, GRID, targets_of(BLOCK_STARTS, BLOCK_LEN), segment)
+    assert got.dtype == np.float32 and got.shape == (len(GRID), 2 * BLOCK_LEN)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    assert np.ptp(want, axis=0).min() > 1e-3  # context length matters for every target: the check has teeth
+
+
+def test_chunk_length_matters_only_without_same_length():
+    tokens = token_stream()
+
+    def collect(context, tgt_len):
+        return collect_losses(tiny_model(), tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=tgt_len, context=context)
+
+    same = Context(mem_len=4, same_length=True)
+    np.testing.assert_allclose(collect(same, 4), collect(same, TGT_LEN), atol=1e-5)  # every query sees its last 4 keys
+    full = Context(mem_len=4, same_length=False)
+    assert np.abs(collect(full, 4) - collect(full, TGT_LEN)).max() > 1e-3  # keys seen depend on the chunk grid
+
+
+def test_a_capped_model_stores_its_cap_loss_beyond_the_cap():
+    model = tiny_model(**CASES["vanilla-capped"][0])
+    assert context_lengths(GRID, model.max_context)[0].tolist() == [2, 4, 5]
+    got = collect_losses(model, token_stream(), GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0))
+    np.testing.assert_array_equal(got[2], got[3])  # l(6, t) = l(8, t) = l(5, t), computed once
+
+
+def test_prefix_causality_probe():
+    tokens = token_stream()
+    for case in ("xl-memory", "vanilla-capped", "lstm", "qrnn"):
+        overrides, context, _ = CASES[case]
+        model = tiny_model(**overrides)
+        model.set_context(context)
+        assert is_prefix_causal(model, tokens, 8, TGT_LEN if context.mem_len else None), case
+    absolute = tiny_model(pos_enc="vaswani")
+    assert not is_prefix_causal(absolute, tokens, 8, TGT_LEN)
+
+
+def test_forcing_the_window_method_on_an_absolute_xl_is_not_exact():
+    overrides, context, segment = CASES["xl-absolute-memory"]
+    model = tiny_model(**overrides)
+    tokens = token_stream()
+    forced = collect_losses(model, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=TGT_LEN, context=context, method="window")
+    model.set_context(context)
+    want = reference_losses(model, tokens, GRID, targets_of(BLOCK_STARTS, BLOCK_LEN), segment)
+    assert np.abs(forced - want).max() > 1e-3  # why 'auto' probes the model first
+
+
+def test_placebo_replaces_the_extra_context_with_a_distant_span():
+    model = tiny_model()
+    context = Context(mem_len=4, same_length=True, clamp_len=3)
+    tokens = token_stream()
+    n, offset = len(tokens), 40
+    got = collect_placebo_losses(model, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=TGT_LEN, context=context, batch_size=4, offset=offset)
+    assert got.shape == (len(GRID) - 1, 2 * BLOCK_LEN)
+    model.set_context(context)
+    for j, (c, c2) in enumerate(zip(GRID, GRID[1:])):
+        for i, t in enumerate(targets_of(BLOCK_STARTS, BLOCK_LEN)):
+            far = (t - c2 + offset) % (n - (c2 - c))
+            spliced = np.concatenate([tokens[far : far + c2 - c], tokens[t - c : t + 1]])  # [c2 + 1]: context, target
+            want = reference_losses(model, spliced, (c2,), [c2], lambda n: TGT_LEN)[0, 0]
+            assert got[j, i] == pytest.approx(want, abs=1e-5)
+    # A model that sees only its last 5 tokens cannot tell the placebo from the truth beyond c = 5.
+    vanilla = tiny_model(**CASES["vanilla-capped"][0])
+    placebo = collect_placebo_losses(vanilla, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0), offset=offset)
+    true = collect_losses(vanilla, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0))
+    np.testing.assert_allclose(placebo[2], true[3], atol=1e-6)
+
+
+def test_low_precision_and_bad_targets_are_refused():
+    tokens = token_stream()
+    with pytest.raises(TxlabError, match="float32 or better"):
+        collect_losses(tiny_model().half(), tokens, GRID, [8], 2, tgt_len=TGT_LEN, context=Context(4))
+    with pytest.raises(TxlabError, match="must lie in"):
+        collect_losses(tiny_model(), tokens, GRID, [7], 2, tgt_len=TGT_LEN, context=Context(4))  # 7 - 8 < 0
+    with pytest.raises(TxlabError, match="overlap"):
+        collect_losses(tiny_model(), tokens, GRID, [8, 10], 5, tgt_len=TGT_LEN, context=Context(4))
+
+
+def test_sample_blocks_is_deterministic_contiguous_and_in_range():
+    starts = sample_blocks(10_000, 6, 100, min_start=1000, seed=1)
+    assert starts.tolist() == sample_blocks(10_000, 6, 100, min_start=1000, seed=1).tolist()
+    assert starts.tolist() != sample_blocks(10_000, 6, 100, min_start=1000, seed=2).tolist()
+    assert starts.min() >= 1000 and starts.max() + 100 <= 10_000
+    assert (np.diff(starts) >= 100).all() and ((starts - 1000) % 100 == 0).all()
+    with pytest.raises(TxlabError, match="room for only 90 blocks"):
+        sample_blocks(10_000, 91, 100, min_start=1000)
+
+
+def test_benchmark_reports_numbers():
+    model = tiny_model()
+    bench = benchmark_collection(model, token_stream(), GRID, 10, tgt_len=TGT_LEN, context=Context(4), batch_size=4, repeats=1)
+    assert bench["max_abs_diff"] < 1e-5
+    assert bench["naive_token_steps"] == 10 * sum(GRID)
+    assert bench["window_token_steps"] < bench["naive_token_steps"]
+    assert bench["window_s"] > 0 and bench["naive_s"] > 0
+
+
+# --- run directories ---------------------------------------------------------------------------
+
+
+def make_run(run_dir, family="lstm", seed=0):
+    """An untrained run directory: a checkpoint of a tiny model on a small synthetic corpus."""
+    data = DataConfig(corpus="synthetic-local", synthetic_tokens=600, synthetic_eval_tokens=600, synthetic_seed=seed)
+    corpus = load_corpus(data, progress=False)
+    model_cfg = ModelConfig(family=family, n_token=corpus.n_token, n_layer=2, d_model=8, n_head=2, d_head=4, d_inner=12,
+                            tgt_len=TGT_LEN, mem_len=4, dropout=0.0)
+    cfg = RunConfig(model=model_cfg, data=data)
+    torch.manual_seed(0)
+    save_checkpoint(run_dir, build_model(model_cfg), cfg, step=0, vocab_hash=corpus.vocab.sha256)
+    return run_dir
+
+
+@pytest.fixture
+def scored_rows(monkeypatch):
+    """Counts the (c, t) cells whose loss is computed (every scored row goes through target_nll)."""
+    calls = {"rows": 0}
+    original = losses_mod.target_nll
+
+    def counting(model, hidden, targets):
+        calls["rows"] += len(targets)
+        return original(model, hidden, targets)
+
+    monkeypatch.setattr(losses_mod, "target_nll", counting)
+    return calls
+
+
+RUN_ARGS = dict(split="valid", grid=GRID, n_blocks=3, block_len=4, seed=0, progress=False)
+
+
+def test_run_losses_are_computed_once_and_resume_block_by_block(tmp_path, scored_rows):
+    run = make_run(tmp_path / "lstm")
+    table = collect_run_losses(run, **RUN_ARGS)
+    assert scored_rows["rows"] == len(GRID) * 3 * 4  # every (c, t) exactly once
+    assert table.losses.shape == (len(GRID), 12) and table.targets.shape == (12,)
+    assert np.array_equal(np.diff(table.targets.reshape(3, 4), axis=1), np.ones((3, 3)))  # contiguous blocks
+    assert table.path.parent == run / "losses" and table.path.name.startswith("valid-")
+    meta = json.loads((table.path / "meta.json").read_text())
+    assert meta["grid"] == list(GRID) and meta["method"] == "window" and meta["model_step"] == 0
+    assert meta["token_stream_sha256"] == load_corpus(DataConfig(corpus="synthetic-local", synthetic_tokens=600,
+                                                                 synthetic_eval_tokens=600), progress=False).token_stream_hash("valid")
+
+    scored_rows["rows"] = 0
+    assert np.array_equal(collect_run_losses(run, **RUN_ARGS).losses, table.losses)
+    assert scored_rows["rows"] == 0  # nothing recomputed
+
+    (table.path / "block-00001.npy").unlink()
+    assert np.array_equal(collect_run_losses(run, **RUN_ARGS).losses, table.losses)
+    assert scored_rows["rows"] == len(GRID) * 4  # only the missing block
+
+
+def test_an_interrupted_collection_leaves_whole_blocks_and_resumes(tmp_path, monkeypatch):
+    run = make_run(tmp_path / "lstm")
+    original, calls = losses_mod.block_losses, {"n": 0}
+
+    def dies_on_the_second_block(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(losses_mod, "block_losses", dies_on_the_second_block)
+    with pytest.raises(KeyboardInterrupt):
+        collect_run_losses(run, **RUN_ARGS)
+    (directory,) = (run / "losses").iterdir()
+    assert sorted(p.name for p in directory.iterdir()) == ["block-00000.npy", "meta.json"]  # no partial files
+    with pytest.raises(TxlabError, match="incomplete"):
+        load_group_losses([run])
+    table = collect_run_losses(run, **RUN_ARGS)
+    assert calls["n"] == 4  # blocks 1 and 2 only, on the rerun
+    assert np.isfinite(table.losses).all()
+
+
+def test_a_group_loads_for_recl_and_keeps_placebo(tmp_path):
+    runs = [make_run(tmp_path / "xl", "xl"), make_run(tmp_path / "lstm", "lstm")]
+    group = collect_group_losses(runs, **RUN_ARGS, placebo=True)
+    assert group.models == ["xl", "lstm"] and group.losses.shape == (2, len(GRID), 12)
+    assert group.placebo.shape == (2, len(GRID) - 1, 12)
+    assert group.caps == {"xl": None, "lstm": None}
+    results = recl(group.losses, group.grid, group.models, r=1.0, caps=group.caps)
+    assert [res.model for res in results] == ["xl", "lstm"]
+    again = load_group_losses(runs)
+    assert np.array_equal(again.losses, group.losses)
+
+
+def test_a_group_that_saw_different_token_streams_is_refused(tmp_path, scored_rows):
+    same = make_run(tmp_path / "a")
+    other = make_run(tmp_path / "b", seed=1)  # another synthetic sample: another valid stream
+    collect_run_losses(same, **RUN_ARGS)
+    collect_run_losses(other, **RUN_ARGS)
+    with pytest.raises(TxlabError, match=r"b was scored on another token stream"):
+        load_group_losses([same, other])
+    scored_rows["rows"] = 0
+    with pytest.raises(TxlabError, match=r"b reads another valid token stream"):
+        collect_group_losses([same, other], **{**RUN_ARGS, "seed": 5})
+    assert scored_rows["rows"] == 0  # refused before running any model
+
+
+def test_changed_settings_are_not_mixed_into_a_collection(tmp_path):
+    run = make_run(tmp_path / "lstm")
+    table = collect_run_losses(run, **RUN_ARGS)
+    meta = json.loads((table.path / "meta.json").read_text())
+    meta["model_step"] = 7
+    (table.path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(TxlabError, match="model_step"):
+        collect_run_losses(run, **RUN_ARGS)
