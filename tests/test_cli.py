@@ -51,3 +51,15 @@ def test_user_errors_exit_2_without_traceback(tmp_path):
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         assert message in result.output and "Traceback" not in result.output
+
+
+def test_bench_model_json_rows():
+    result = runner.invoke(app, ["bench", "model", "--config", "tiny", "--preset", "qrnn", "--size", "tiny", "--mode", "train",
+                                 "--mode", "eval_mem32", "--repeats", "1", "--warmup", "0", "--batch-size", "2", "--seg-len", "16", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = last_json(result.output)
+    assert [(r["config"], r["mode"]) for r in doc["rows"]] == [("tiny", "train"), ("tiny", "eval_mem32"), ("qrnn-tiny", "train"), ("qrnn-tiny", "eval_mem32")]
+    assert all(r["tokens_per_s"] > 0 and r["gflops"] > 0 for r in doc["rows"])
+    assert doc["matmul_peak_gflops"] > 0
+    result = runner.invoke(app, ["bench", "model", "--mode", "fast"])
+    assert result.exit_code == 2 and "unknown bench mode" in result.output

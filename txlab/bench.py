@@ -19,6 +19,7 @@ every parallel region, so rerun rows whose ``others_cpu`` is above a few percent
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -33,7 +34,7 @@ import torch
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
-from txlab.model import build_transformer
+from txlab.build import build_model
 
 BENCH_CONFIGS: dict[str, dict[str, Any]] = {
     "tiny": {"n_layer": 4, "d_model": 128, "n_head": 4, "d_head": 32, "d_inner": 512, "n_token": 256},
@@ -81,6 +82,33 @@ def _others_cpu(start: tuple[float, float, float] | None) -> float | None:
     return max(0.0, others / (wall * (os.cpu_count() or 1)))
 
 
+def matmul_peak_gflops(threads: int = 2, size: int = 2048, repeats: int = 7) -> float:
+    """Achieved GFLOP/s of a large fp32 matmul: the machine's practical ceiling for the rows."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = torch.randn(size, size), torch.randn(size, size)
+        seconds = _timed(lambda: a @ b, 2, repeats)
+    finally:
+        torch.set_num_threads(previous)
+    return 2 * size**3 / seconds / 1e9
+
+
+def preset_configs(names: Sequence[str], size: str = "cpu") -> dict[str, dict[str, Any]]:
+    """ModelConfig fields of presets at ``size`` (vocabulary of their default corpus), for :func:`bench_model`."""
+    from txlab.presets import resolve_preset
+    from txlab.zoo import known_vocab_size
+
+    configs = {}
+    for name in names:
+        cfg = resolve_preset(name, size)
+        n_token = known_vocab_size(cfg.data.corpus)
+        if n_token is None:
+            raise TxlabError(f"preset {name!r} at size {size!r} trains on {cfg.data.corpus}, whose vocabulary size is unknown without its data")
+        configs[f"{name}-{size}"] = {**dataclasses.asdict(cfg.model), "n_token": n_token}
+    return configs
+
+
 def _timed(step, warmup: int, repeats: int) -> float:
     """Median wall time of ``step()`` over ``repeats`` calls after ``warmup`` calls."""
     for _ in range(warmup):
@@ -95,7 +123,7 @@ def _timed(step, warmup: int, repeats: int) -> float:
 
 def _bench_train(cfg: ModelConfig, batch_size: int, seg_len: int, warmup: int, repeats: int) -> tuple[float, float, int]:
     cfg = replace(cfg, tgt_len=seg_len, mem_len=seg_len, dropout=0.1)
-    model = build_transformer(cfg).train()
+    model = build_model(cfg).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=2.5e-4)
     tokens = torch.randint(0, cfg.n_token, (batch_size, seg_len + 1))
     state = [model.init_state(batch_size)]
@@ -115,7 +143,7 @@ def _bench_train(cfg: ModelConfig, batch_size: int, seg_len: int, warmup: int, r
 
 def _bench_eval(cfg: ModelConfig, batch_size: int, seg_len: int, mem_len: int, warmup: int, repeats: int) -> tuple[float, float, int]:
     cfg = replace(cfg, tgt_len=seg_len, mem_len=mem_len)
-    model = build_transformer(cfg).eval()
+    model = build_model(cfg).eval()
     tokens = torch.randint(0, cfg.n_token, (batch_size, seg_len + 1))
     with torch.inference_mode():
         state = [model.init_state(batch_size)]
@@ -130,7 +158,7 @@ def _bench_eval(cfg: ModelConfig, batch_size: int, seg_len: int, mem_len: int, w
 
 def _bench_vanilla(cfg: ModelConfig, batch_size: int, window: int, warmup: int, repeats: int) -> tuple[float, float, int]:
     cfg = replace(cfg, family="vanilla", pos_enc="alrfou", tgt_len=window, mem_len=0, max_len=window)
-    model = build_transformer(cfg).eval()
+    model = build_model(cfg).eval()
     windows = torch.randint(0, cfg.n_token, (batch_size, window))
     targets = torch.randint(0, cfg.n_token, (batch_size,))
     with torch.inference_mode():
@@ -190,6 +218,7 @@ def bench_model(
                 reference = REFERENCE_TOKENS_PER_S.get((name, mode)) if batch_size == 8 and seg_len == 128 else None
                 rows.append({
                     "config": name,
+                    "family": cfg.family,
                     "mode": mode,
                     "context": context,
                     "batch_size": batch_size,

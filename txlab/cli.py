@@ -265,6 +265,44 @@ def curves(
         typer.echo(f"written {path}")
 
 
+bench_app = typer.Typer(help="Benchmarks (tokens/s and achieved GFLOP/s; medians after warm-up).", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("model")
+def bench_model_command(
+    config: list[str] = typer.Option([], "--config", help="Benchmark shapes of DESIGN.md section 5: tiny, small (repeatable) [default: both, unless --preset is given]."),
+    preset: list[str] = typer.Option([], "--preset", help="Also benchmark these presets at --size (repeatable), e.g. --preset qrnn --preset lstm."),
+    size: str = typer.Option("cpu", "--size", help="Size of the --preset models."),
+    mode: list[str] = typer.Option([], "--mode", help="train, eval_mem<M>, vanilla_win<L> (repeatable) [default: train, eval_mem128, eval_mem512, and vanilla_win512 for --config shapes]."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Streams (or windows) per step."),
+    seg_len: int = typer.Option(128, "--seg-len", help="Segment length."),
+    threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
+    repeats: int = typer.Option(5, "--repeats", help="Timed runs per row (the median is reported)."),
+    warmup: int = typer.Option(2, "--warmup", help="Untimed runs before timing."),
+    json_output: bool = _JSON,
+) -> None:
+    """Training and evaluation throughput of the models, against the machine's matmul ceiling.
+
+    Rows also carry the load average and the CPU share other processes took while they ran: with 2
+    threads on 2 cores any competitor distorts the numbers, so rerun rows where it is above a few percent.
+    """
+    from txlab.bench import DEFAULT_MODES, bench_model, format_table, matmul_peak_gflops, preset_configs
+
+    shapes = config or ([] if preset else ["tiny", "small"])
+    rows = []
+    if shapes:
+        rows += bench_model(shapes, mode or DEFAULT_MODES, batch_size, seg_len, threads, repeats, warmup)
+    if preset:
+        rows += bench_model(preset_configs(preset, size), mode or ("train", "eval_mem128", "eval_mem512"),
+                            batch_size, seg_len, threads, repeats, warmup)
+    peak = matmul_peak_gflops(threads)
+    typer.echo(f"machine: {threads} threads, fp32 matmul 2048^3 reaches {peak:.1f} GFLOP/s (the practical ceiling)")
+    typer.echo(format_table(rows))
+    if json_output:
+        _print_json({"matmul_peak_gflops": peak, "rows": rows})
+
+
 def main() -> None:
     app()
 
