@@ -26,7 +26,7 @@ from txlab.losses import (
     load_group_losses,
     sample_blocks,
 )
-from txlab.recl import recl
+from txlab.recl import DEFAULT_GRID, recl
 
 N_TOKEN = 37
 GRID = (2, 4, 6, 8)
@@ -177,6 +177,10 @@ def test_low_precision_and_bad_targets_are_refused():
         collect_losses(tiny_model(), tokens, GRID, [7], 2, tgt_len=TGT_LEN, context=Context(4))  # 7 - 8 < 0
     with pytest.raises(TxlabError, match="overlap"):
         collect_losses(tiny_model(), tokens, GRID, [8, 10], 5, tgt_len=TGT_LEN, context=Context(4))
+
+
+def test_the_default_grid_is_the_papers():
+    assert losses_mod.DEFAULT_GRID == DEFAULT_GRID == (100, 200, 300, 400, 500, 600, 700, 800, 900, 1000)
 
 
 def test_sample_blocks_is_deterministic_contiguous_and_in_range():

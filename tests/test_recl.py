@@ -20,6 +20,7 @@ from txlab.recl import (
     n_selected,
     perplexity_by_context,
     placebo_gain,
+    placebo_step_gains,
     recl,
     recl_rows,
     recl_table,
@@ -252,6 +253,15 @@ def test_placebo_gain_golden():
     losses_c = GOLDEN[:, 0]
     assert placebo_gain(losses_c, losses_c, r=1.0).tolist() == [0.0, 0.0]  # extra context useless: no gain
     np.testing.assert_array_equal(placebo_gain(losses_c, GOLDEN[:, 1], r=2 / 3), relative_gain(baseline(losses_c), GOLDEN[:, 1], np.array([0, 2])))
+
+
+def test_placebo_step_gains_with_the_true_losses_are_the_step_gains(truth):
+    group = np.stack([oracle_table(truth, w) for w in (250, 730)])
+    np.testing.assert_array_equal(placebo_step_gains(group, group[:, 1:], r=0.1), step_gains(group, r=0.1))
+    # Context made useless (the placebo repeats l(c, t)): no gain anywhere.
+    assert (placebo_step_gains(group, group[:, :-1], r=0.1) == 0).all()
+    with pytest.raises(TxlabError, match="placebo losses must be"):
+        placebo_step_gains(group, group, r=0.1)
 
 
 def test_recl_rows_for_a_command(truth):

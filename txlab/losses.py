@@ -192,7 +192,7 @@ def window_block_losses(
         targets = starts[:, None] + lengths[None, :]  # [B, C]: x_t predicted after reading c tokens
         b_idx, c_idx = np.nonzero((targets >= start) & (targets < stop))
         t = targets[b_idx, c_idx]
-        rows = hidden[torch.as_tensor(b_idx), torch.as_tensor(lengths[c_idx] - 1)]  # [N, d]
+        rows = hidden[torch.as_tensor(b_idx, device=hidden.device), torch.as_tensor(lengths[c_idx] - 1, device=hidden.device)]  # [N, d]
         cells = (c_idx, t - start)
         assert np.isnan(out[cells]).all(), "a (c, t) cell was scored twice"
         out[cells] = target_nll(model, rows, tokens[t])

@@ -107,15 +107,22 @@ def top_r_positions(baseline_c: np.ndarray, r: float) -> np.ndarray:
 
 
 def relative_loss(baseline_c: np.ndarray, losses_c2: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """f(c, c') = mean over ``positions`` of min(b(c, t), l(c', t)): b [T], l [..., T] -> [...]."""
-    return np.minimum(baseline_c[positions], losses_c2[..., positions]).mean(axis=-1)
+    """f(c, c') = mean over ``positions`` of min(b(c, t), l(c', t)): b [T], l [..., T] -> [...] (float64)."""
+    b = np.asarray(baseline_c[positions], dtype=np.float64)
+    return np.minimum(b, np.asarray(losses_c2[..., positions], dtype=np.float64)).mean(axis=-1)
 
 
 def relative_gain(baseline_c: np.ndarray, losses_c2: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """g(c, c') = (exp f(c, c) - exp f(c, c')) / exp f(c, c): b [T], l [..., T] -> [...], in [0, 1)."""
-    f_cc = baseline_c[positions].mean()
-    f_cc2 = relative_loss(baseline_c, losses_c2, positions)
-    return 0.0 - np.expm1(f_cc2 - f_cc)  # = 1 - exp(f(c,c') - f(c,c)), accurate for small gains; 0.0 - keeps +0
+    """g(c, c') = (exp f(c, c) - exp f(c, c')) / exp f(c, c): b [T], l [..., T] -> [...], in [0, 1).
+
+    Computed as 1 - exp(f(c, c') - f(c, c)) with f(c, c') - f(c, c) = mean of min(l(c', t) - b(c, t), 0)
+    in float64: every term is <= 0, so g is never negative and is exactly 0 when no position of T(c)
+    improves (two separate float32 means of 10^4 losses would differ by ~1e-4 on their own).
+    """
+    b = np.asarray(baseline_c[positions], dtype=np.float64)
+    l = np.asarray(losses_c2[..., positions], dtype=np.float64)
+    deficit = np.minimum(l - b, 0.0).mean(axis=-1)  # f(c, c') - f(c, c) <= 0
+    return 0.0 - np.expm1(deficit)  # accurate for small gains; "0.0 -" turns -0.0 into 0.0
 
 
 def step_gains(losses: np.ndarray, r: float) -> np.ndarray:
@@ -307,6 +314,16 @@ def placebo_gain(losses_c: np.ndarray, placebo_c2: np.ndarray, r: float) -> np.n
     return relative_gain(b, placebo_c2, top_r_positions(b, r))
 
 
+def placebo_step_gains(losses: np.ndarray, placebo: np.ndarray, r: float) -> np.ndarray:
+    """:func:`placebo_gain` of every grid step: losses [M, G, T], placebo [M, G-1, T] -> [M, G-1].
+
+    Compare with :func:`step_gains`: a real gain stands well above its placebo.
+    """
+    if placebo.shape != (losses.shape[0], losses.shape[1] - 1, losses.shape[2]):
+        raise TxlabError(f"placebo losses must be [models, grid steps, targets] = {[losses.shape[0], losses.shape[1] - 1, losses.shape[2]]}, got {list(placebo.shape)}")
+    return np.stack([placebo_gain(losses[:, j], placebo[:, j], r) for j in range(placebo.shape[1])], axis=1)
+
+
 # --------------------------------------------------------------------------------------------------
 # Figures
 
@@ -320,7 +337,8 @@ def figure3_gains(
     for j in range(table.shape[1] - 1):
         b = baseline(table[:, j])  # [T]
         positions = top_r_positions(b, r)
-        gains[:, j] = np.exp(b[positions].mean()) - np.exp(relative_loss(b, table[:, j + 1], positions))
+        # exp f(c,c) - exp f_i(c,c') = exp f(c,c) * g_i(c,c'): the same numbers as the walk uses
+        gains[:, j] = np.exp(b[positions].mean()) * relative_gain(b, table[:, j + 1], positions)
     return gains
 
 
