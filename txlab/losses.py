@@ -182,7 +182,7 @@ def window_block_losses(
     the window method: one fresh window per start s, each serving every (c, s + c) in the block."""
     c_lo, c_hi = int(lengths[0]), int(lengths[-1])
     out = np.full((len(lengths), stop - start), np.nan, dtype=np.float32)
-    last_start = stop - c_lo  # exclusive: the last window whose shortest context still hits the block
+    last_start = stop - c_lo  # one past the last window whose shortest context still reaches the block
     for s0 in range(start - c_hi, last_start, batch_size):
         starts = np.arange(s0, min(s0 + batch_size, last_start))  # [B]
         n_read = min(c_hi, stop - 1 - s0)  # the longest context any target of this batch needs
