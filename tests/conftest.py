@@ -1,6 +1,21 @@
-"""Shared test setup: no test reads or writes the user's real corpus or cache directories."""
+"""Shared test setup.
+
+- No test reads or writes the user's real corpus or cache directories.
+- Tests run torch on one thread: their models are tiny, where a second thread buys nothing, and on a
+  2-core machine shared with any other work, two-thread parallel regions stall (measured: a tiny
+  LSTM step went from 2 ms to 100 ms), which made the suite's run time erratic.
+"""
 
 import pytest
+import torch
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(autouse=True)

@@ -34,13 +34,6 @@ BLOCK_STARTS, BLOCK_LEN = (8, 30), 5  # two blocks: targets 8..12 and 30..34
 TGT_LEN = 3  # chunks of 3 cut every context of 4..8 tokens differently
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: a second thread only adds synchronisation (100x slower on a busy 2-core machine)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def tiny_model(**overrides):

@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError

@@ -74,7 +74,7 @@ def _final_state(run_dir):
 
 RESUME_ARGS = [
     "data.synthetic_tokens=20000", "data.synthetic_eval_tokens=500", "model.dropout=0.1",
-    "train.max_steps=150", "train.eval_interval=10", "train.log_interval=5", "train.eval_tokens=200",
+    "train.max_steps=150", "train.eval_interval=10", "train.log_interval=5", "train.eval_tokens=200", "train.threads=1",
 ]
 
 
