@@ -303,6 +303,55 @@ def bench_model_command(
         _print_json({"matmul_peak_gflops": peak, "rows": rows})
 
 
+@app.command()
+def speed(
+    attn_len: list[int] = typer.Option([], "--attn-len", help="Attention length (repeatable) [default: the study's, else the paper's 800 1800 2800 3800]."),
+    size: str = typer.Option(None, "--size", help="Shape of the xl-enwik8-12l preset: paper, cpu or tiny [default: paper]."),
+    run: str = typer.Option(None, "--run", help="Time this trained run directory (XL or vanilla) instead of the preset shape."),
+    device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... [default: cpu]."),
+    batch_size: int = typer.Option(None, "--batch-size", help="XL streams and vanilla windows per call [default: 1 on CPU, 10 on a GPU]."),
+    tgt_len: int = typer.Option(None, "--tgt-len", help="XL segment length [default: the model's evaluation segment, 80 at paper size]."),
+    budget_s: float = typer.Option(None, "--budget-s", help="Seconds of timed vanilla calls per attention length (at least 3 calls) [default: 30]."),
+    repeats: int = typer.Option(None, "--repeats", help="Timed XL segments per attention length [default: 5]."),
+    warmup: int = typer.Option(None, "--warmup", help="Untimed calls before timing each model [default: 1]."),
+    threads: int = typer.Option(None, "--threads", help="torch CPU threads [default: 2]."),
+    study: Path = typer.Option(None, "--study", help="A speed study YAML (e.g. studies/table9.yaml); its profile sets the defaults."),
+    profile: str = typer.Option("cpu", "--profile", help="The study profile to use (with --study)."),
+    name: str = typer.Option(None, "--name", help="Output file stem [default: <study name>-<profile> with --study, else table9]."),
+    out_dir: Path = typer.Option(Path("results/speed"), "--out-dir", help="Where the table (.csv, .md) goes."),
+    fig_dir: Path = typer.Option(Path("figures/speed"), "--fig-dir", help="Where the figure (.png, .pdf) goes."),
+    json_output: bool = _JSON,
+    quiet: bool = _QUIET,
+) -> None:
+    """Evaluation speed of the vanilla Transformer vs Transformer-XL at equal attention length (the paper's Table 9).
+
+    Vanilla predicts each token from a sliding window of the previous attn_len tokens, recomputed
+    whole; Transformer-XL reads segments with a memory of attn_len, every query attending exactly
+    attn_len keys. Both run the same shape, batched, in inference mode with fused attention.
+    """
+    from dataclasses import asdict
+
+    from txlab.report import table9_figure
+    from txlab.speed import format_table, resolve_study, speed_table
+
+    chosen = resolve_study(study, profile, attn_len, size=size, run=run, device=device, batch_size=batch_size, tgt_len=tgt_len,
+                           budget_s=budget_s, repeats=repeats, warmup=warmup, threads=threads)
+    stem = name or chosen.name
+    typer.echo(f"profile: {f'{chosen.profile} ({study})' if study else 'defaults'} | attn_len {' '.join(map(str, chosen.attn_lens))} | "
+               + " ".join(f"{k} {v}" for k, v in asdict(chosen.settings).items() if v != ""))
+    say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
+    result = speed_table(chosen.attn_lens, chosen.settings, out_dir=out_dir, name=stem, profile=chosen.profile, echo=say)
+    figures = table9_figure(Path(result["table"]), fig_dir / f"{stem}.png")
+    m = result["machine"]
+    typer.echo(f"{result['model']} ({result['size']}, {result['params'] / 1e6:.1f}M parameters) on {m['device']} ({m['device_name']}), "
+               f"{m['threads']} threads, torch {m['torch']}; fp32 matmul ceiling {m['matmul_peak_gflops']:,.0f} GFLOP/s")
+    typer.echo(format_table(result["rows"]))
+    for path in [result["table"], result["markdown"], *figures]:
+        typer.echo(f"written {path}")
+    if json_output:
+        _print_json({k: result[k] for k in ("name", "profile", "command", "model", "size", "params", "settings", "machine", "rows")})
+
+
 def main() -> None:
     app()
 

@@ -89,3 +89,31 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
     csv = Path(out).with_suffix(".csv")
     write_text_atomic(csv, points.to_csv(index=False))
     return {"figures": written, "table": csv}
+
+
+def table9_figure(table: Path, out: Path) -> list[Path]:
+    """Table 9 as a figure, from the CSV `txlab speed` wrote: slowdown against attention length
+    (ours beside the paper's, log scale) and each model's tokens/s. Writes ``out`` (.png and .pdf)."""
+    path = Path(table)
+    if not path.is_file():
+        raise TxlabError(f"no speed table at {path}: run `txlab speed` first")
+    rows = pd.read_csv(path).sort_values("attn_len")
+    first = rows.iloc[0]
+    label = f"{first['model']} ({first['size']}) on {first['device_name']}"
+    fig, (slow, rate) = plt.subplots(1, 2, figsize=(11, 4))
+    slow.plot(rows["attn_len"], rows["slowdown"], marker="o", label=f"txlab: {label}")
+    paper = rows.dropna(subset=["paper_slowdown"])
+    if not paper.empty:
+        slow.plot(paper["attn_len"], paper["paper_slowdown"], marker="s", ls="--", color="gray", label="Dai et al. (2019), one GPU")
+    for x, y in zip(rows["attn_len"], rows["slowdown"]):
+        slow.annotate(f"{y:,.0f}x", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+    slow.set(xlabel="attention length", ylabel="vanilla slowdown (XL tokens/s / vanilla tokens/s)", yscale="log")
+    slow.legend(fontsize=8)
+    rate.plot(rows["attn_len"], rows["xl_tokens_per_s"], marker="o", label="Transformer-XL")
+    rate.plot(rows["attn_len"], rows["vanilla_tokens_per_s"], marker="o", label="vanilla (sliding window)")
+    rate.set(xlabel="attention length", ylabel="evaluation tokens/s", yscale="log")
+    rate.legend(fontsize=8)
+    for ax in (slow, rate):
+        ax.grid(alpha=0.3, which="both")
+    fig.suptitle(f"Evaluation speed, vanilla vs Transformer-XL ({first['device']}, {int(first['threads'])} threads, batch {int(first['batch_size'])})")
+    return save_figure(fig, out)

@@ -1,0 +1,220 @@
+"""txlab speed: the two evaluation procedures against their definitions, FLOP counts, the CLI (no wall-time assertions)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from txlab.build import build_model
+from txlab.checkpoint import save_checkpoint
+from txlab.cli import app
+from txlab.config import ModelConfig, RunConfig
+from txlab.errors import TxlabError
+from txlab.lm import Context
+from txlab.model import attention_mask
+from txlab.speed import (
+    SpeedSettings,
+    load_study,
+    speed_table,
+    time_vanilla,
+    time_xl,
+    vanilla_nll,
+    xl_context,
+    xl_fill,
+    xl_segment,
+)
+
+runner = CliRunner()
+SHAPE = ModelConfig(family="xl", n_token=10, n_layer=2, d_model=8, n_head=2, d_head=4, d_inner=16, tgt_len=4, mem_len=4)
+FAST = ["--size", "tiny", "--threads", "1", "--budget-s", "0", "--repeats", "2", "--warmup", "1"]
+
+
+@pytest.fixture(autouse=True)
+def _no_matmul_ceiling(monkeypatch):
+    """The machine's matmul ceiling takes seconds to measure on a busy CPU; the tests do not need it."""
+    monkeypatch.setattr("txlab.speed._matmul_peak", lambda device, threads: 100.0)
+
+
+def xl_model(**changes) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_model(replace(SHAPE, **changes)).eval()
+
+
+def vanilla_model(window: int) -> torch.nn.Module:
+    torch.manual_seed(1)
+    return build_model(replace(SHAPE, family="vanilla", pos_enc="alrfou", mem_len=0, max_len=window, tgt_len=window)).eval()
+
+
+def stream(batch: int, length: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, SHAPE.n_token, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+@torch.inference_mode()
+def test_vanilla_predicts_each_position_from_exactly_attn_len_previous_tokens():
+    attn_len, tokens = 6, stream(2, 30)
+    model = vanilla_model(attn_len)
+    rows, ends = torch.tensor([0, 1, 1, 0]), torch.tensor([6, 29, 17, 20])
+    nll = vanilla_nll(model, tokens, rows, ends, attn_len)
+    for i, (b, t) in enumerate(zip(rows.tolist(), ends.tolist())):
+        window = tokens[b, t - attn_len : t][None]  # x_{t-L} .. x_{t-1}
+        targets = tokens[b, t - attn_len + 1 : t + 1][None]  # the last one is x_t
+        expected = model(window, model.init_state(1), targets).nll[0, -1]
+        torch.testing.assert_close(nll[i], expected)
+
+
+@torch.inference_mode()
+def test_xl_fill_in_one_chunk_equals_streaming_segment_by_segment():
+    attn_len, tgt_len, tokens = 9, 3, stream(2, 9 + 4 * 3 + 1)  # 21 predictions: whole segments either way
+    model = xl_model()
+    model.set_context(xl_context(model, attn_len))
+    fill_nll, state = xl_fill(model, tokens, attn_len)
+    fast = [fill_nll]
+    for start in range(attn_len, tokens.size(1) - 1, tgt_len):
+        nll, state = xl_segment(model, tokens, state, start, tgt_len)
+        fast.append(nll)
+    slow, state = [], model.init_state(2)
+    for start in range(0, tokens.size(1) - 1, tgt_len):
+        nll, state = xl_segment(model, tokens, state, start, tgt_len)
+        slow.append(nll)
+    torch.testing.assert_close(torch.cat(fast, 1), torch.cat(slow, 1), rtol=1e-5, atol=1e-5)
+
+
+@torch.inference_mode()
+def test_xl_attends_exactly_attn_len_keys():
+    attn_len, tgt_len = 5, 3
+    model = xl_model(n_layer=1)  # one layer: its keys are the whole dependency (more layers reach further back)
+    with torch.no_grad():
+        for p in model.parameters():  # weights far from the tiny initial ones, so every attended key matters visibly
+            p.normal_(0, 0.5)
+    model.set_context(xl_context(model, attn_len))
+    assert model.context == Context(mem_len=attn_len, same_length=True, clamp_len=0)
+    # with a full memory, every query of a segment sees exactly attn_len keys (itself and attn_len - 1 before it)
+    allowed = attention_mask(tgt_len, attn_len, attn_len, torch.float32) == 0
+    assert allowed.sum(1).tolist() == [attn_len] * tgt_len
+
+    def loss_at(tokens: torch.Tensor, t: int) -> torch.Tensor:
+        """NLL of x_t from the timed segments' stream: fill, then segments."""
+        nll, state = xl_fill(model, tokens, attn_len)
+        losses = [nll]
+        for start in range(attn_len, tokens.size(1) - 1, tgt_len):
+            nll, state = xl_segment(model, tokens, state, start, tgt_len)
+            losses.append(nll)
+        return torch.cat(losses, 1)[0, t - 1]
+
+    tokens, t = stream(1, 5 + 3 * 3 + 1), 12
+    base = loss_at(tokens, t)
+    older = tokens.clone()
+    older[0, : t - attn_len] = (older[0, : t - attn_len] + 1) % SHAPE.n_token  # everything before x_{t-L}
+    assert torch.equal(loss_at(older, t), base)
+    oldest_seen = tokens.clone()
+    oldest_seen[0, t - attn_len] = (oldest_seen[0, t - attn_len] + 1) % SHAPE.n_token  # x_{t-L}, the oldest key
+    assert (loss_at(oldest_seen, t) - base).abs() > 1e-3
+
+
+@torch.inference_mode()
+def test_both_paths_score_the_same_stream_with_finite_losses():
+    attn_len, tgt_len, tokens = 6, 4, stream(2, 6 + 3 * 4 + 1)
+    seconds, xl_nll = time_xl(xl_model(), tokens, attn_len, tgt_len, warmup=1, repeats=2, sync=lambda: None)
+    assert seconds > 0 and xl_nll.shape == (2, 2 * tgt_len) and torch.isfinite(xl_nll).all()
+    seconds, positions, van_nll = time_vanilla(vanilla_model(attn_len), tokens, attn_len, n_windows=2, warmup=1, budget_s=0,
+                                               sync=lambda: None, generator=torch.Generator().manual_seed(0))
+    assert seconds > 0 and positions == 3 * 2 and van_nll.shape == (positions,) and torch.isfinite(van_nll).all()
+
+
+def test_flop_counts_match_a_hand_calculation():
+    # d 8, 2 heads of 4 (inner 8), d_inner 16, vocabulary 10, 2 layers, attention length 6
+    kv = 2 * 8 * 2 * 8  # key and value projections of one token
+    io = 2 * 8 * 10  # output layer (no input projection: d_embed = d_model)
+
+    def query(n_keys: int, score_terms: int) -> int:
+        return 2 * 8 * 8 * 2 + score_terms * 2 * 8 * n_keys + 2 * 8 * n_keys + 2 * 2 * 8 * 16  # q,o + scores + p.v + FF
+
+    assert xl_model().flops_per_token(6) == 2 * (kv + query(6, 2)) + io == 2784  # (a)+(c) and (b)+(d) score terms
+    # the window: keys and values of 6 rows in both layers, 6 queries in layer 1 and only the last in layer 2
+    assert vanilla_model(6).window_flops(6) == 2 * 6 * kv + (6 + 1) * query(6, 1) + io == 9952
+
+
+def test_speed_table_rows_and_files(tmp_path):
+    settings = SpeedSettings(size="tiny", threads=1, budget_s=0, repeats=2, batch_size=2, tgt_len=8)
+    result = speed_table([8, 20], settings, out_dir=tmp_path, name="t9")
+    for row in result["rows"]:
+        assert row["slowdown"] == pytest.approx(row["xl_tokens_per_s"] / row["vanilla_tokens_per_s"])
+        assert row["xl_gflops"] == pytest.approx(row["xl_tokens_per_s"] * row["xl_flops_per_token"] / 1e9)
+        assert row["vanilla_gflops"] == pytest.approx(row["vanilla_tokens_per_s"] * row["vanilla_flops_per_token"] / 1e9)
+        assert row["xl_tokens"] == 2 * 8 * 2 and row["vanilla_positions"] == 2 * 3 and row["tgt_len"] == 8
+    assert (tmp_path / "t9.csv").read_text().count("\n") == 3
+    markdown = (tmp_path / "t9.md").read_text()
+    assert result["command"] in markdown and result["machine"]["device_name"] in markdown and torch.__version__ in markdown
+
+
+def test_cli_end_to_end_json_and_figure(tmp_path):
+    result = runner.invoke(app, ["speed", "--attn-len", "16", "--attn-len", "24", *FAST, "--out-dir", str(tmp_path / "r"),
+                                 "--fig-dir", str(tmp_path / "f"), "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("profile: defaults")
+    doc = json.loads(result.output.strip().splitlines()[-1])
+    assert [r["attn_len"] for r in doc["rows"]] == [16, 24]
+    for row in doc["rows"]:
+        assert {"attn_len", "vanilla_tokens_per_s", "xl_tokens_per_s", "slowdown", "vanilla_gflops", "xl_gflops"} <= set(row)
+        assert row["slowdown"] == pytest.approx(row["xl_tokens_per_s"] / row["vanilla_tokens_per_s"])
+    assert doc["machine"]["torch"] == torch.__version__ and doc["machine"]["threads"] == 1
+    for path in ("r/table9.csv", "r/table9.md", "f/table9.png", "f/table9.pdf"):
+        assert (tmp_path / path).is_file(), path
+
+
+def test_cli_runs_a_study_profile(tmp_path):
+    study = tmp_path / "s.yaml"
+    study.write_text("name: t9\nattn_lens: [12]\nprofiles:\n  quick: {size: tiny, threads: 1, budget_s: 0, repeats: 1}\n")
+    result = runner.invoke(app, ["speed", "--study", str(study), "--profile", "quick", "--out-dir", str(tmp_path), "--fig-dir",
+                                 str(tmp_path), "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0].startswith(f"profile: quick ({study})")
+    doc = json.loads(result.output.strip().splitlines()[-1])
+    assert doc["profile"] == "quick" and doc["settings"]["size"] == "tiny" and [r["attn_len"] for r in doc["rows"]] == [12]
+    assert (tmp_path / "t9-quick.csv").is_file()
+
+
+def test_repository_study_has_the_paper_lengths_and_both_profiles():
+    for profile, size in (("paper", "paper"), ("cpu", "cpu")):
+        study = load_study("studies/table9.yaml", profile)
+        assert study.attn_lens == [800, 1800, 2800, 3800] and study.settings.size == size and study.name == f"table9-{profile}"
+    assert load_study("studies/table9.yaml", "paper").settings.device == "cuda"
+
+
+def test_a_trained_xl_run_is_timed_with_its_weights(tmp_path):
+    cfg = RunConfig(model=replace(SHAPE, family="xl"))
+    model = build_model(cfg.model)
+    save_checkpoint(tmp_path / "run", model, cfg, step=0, vocab_hash="0" * 64)
+    result = speed_table([6], SpeedSettings(run=str(tmp_path / "run"), threads=1, budget_s=0, repeats=1), out_dir=tmp_path)
+    assert result["size"] == "run" and result["params"] == model.num_parameters() and result["rows"][0]["tgt_len"] == SHAPE.tgt_len
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--attn-len", "0"], "attention length must be >= 1"),
+        (["--size", "huge"], "unknown size 'huge'"),
+        (["--study", "studies/table9.yaml", "--profile", "cpuu"], "Did you mean 'cpu'"),
+    ],
+)
+def test_user_errors_exit_2(tmp_path, args, message):
+    result = runner.invoke(app, ["speed", *args, "--out-dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_a_user_error(tmp_path):
+    result = runner.invoke(app, ["speed", "--device", "cuda", *FAST, "--out-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "sees no CUDA device" in result.output
+
+
+def test_a_recurrent_run_is_refused(tmp_path):
+    cfg = RunConfig(model=ModelConfig(family="qrnn", n_token=10, n_layer=1, d_model=8, d_inner=8))
+    save_checkpoint(tmp_path / "qrnn", build_model(cfg.model), cfg, step=0, vocab_hash="0" * 64)
+    with pytest.raises(TxlabError, match="holds a qrnn model"):
+        speed_table([8], SpeedSettings(run=str(tmp_path / "qrnn")), out_dir=tmp_path)

@@ -1,0 +1,486 @@
+"""Evaluation speed, vanilla Transformer vs Transformer-XL: the paper's Table 9.
+
+Both models have the same shape (by default the enwik8 12-layer model, ``xl-enwik8-12l``) and are
+timed at the same *attention length* L on the same random token stream, in inference mode with the
+fused attention kernel of :func:`txlab.model.attend`:
+
+- **Vanilla** (Al-Rfou et al.): to predict token x_t it reads the window x_{t-L} .. x_{t-1}, exactly
+  L tokens of context, from nothing; the window slides one position per prediction and is recomputed
+  whole, and only its last position is scored (:meth:`~txlab.model.TransformerXL.window_last_nll`).
+  ``batch_size`` windows, at sampled positions, go through the model at once.
+- **Transformer-XL**: ``batch_size`` streams are read in segments of ``tgt_len`` tokens (the model's
+  evaluation segment, 80 for the paper's enwik8 model) with mem_len = L and same_length on, so every
+  query attends exactly L keys, its own position and the L-1 before it, in every layer (the last
+  layer's query for x_t sees x_{t-L} .. x_{t-1}, as the vanilla window does; lower layers reach
+  further back through the memory, as recurrence intends). The memory is filled by one chunk of L
+  tokens first, which gives the same states as streaming those L tokens segment by segment (a query
+  never needs a key more than L-1 back), and segments are timed only once it is full.
+
+Timing: ``warmup`` untimed calls, then the median wall time of the timed calls (synchronised on a
+GPU). XL times ``repeats`` segments; vanilla times calls until ``budget_s`` seconds have passed (at
+least :data:`MIN_VANILLA_CALLS`), and the number of positions it scored is reported. Per-token time is
+the median call time divided by the tokens predicted in a call, and slowdown = XL tokens/s over
+vanilla tokens/s.
+
+Achieved GFLOP/s are counted against the analytic forward FLOPs of the useful work: vanilla
+``window_flops(L)`` per prediction (it executes exactly that: L queries of L keys in every layer
+but the last), XL ``flops_per_token(L)`` (one query of L keys per layer). The XL implementation
+executes more than that per token: the fused kernel computes the masked score columns too (L + tgt_len
+keys per query), and every segment re-projects the memory's keys and values (L / tgt_len times the
+key/value work per token) and the relative positions, as the authors' code does. Its GFLOP/s is
+therefore a lower bound on the hardware rate, and the slowdown a conservative one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from txlab.bench import _cpu_snapshot, _others_cpu, _timed, matmul_peak_gflops
+from txlab.build import build_model
+from txlab.checkpoint import load_checkpoint
+from txlab.config import RunConfig, read_yaml, update_dataclass
+from txlab.errors import TxlabError, did_you_mean
+from txlab.fileio import write_text_atomic
+from txlab.lm import Context
+from txlab.model import TransformerXL
+from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
+from txlab.train import evaluation_context
+
+PAPER_ATTN_LENS = (800, 1800, 2800, 3800)
+PAPER_SLOWDOWN = {800: 363.0, 1800: 773.0, 2800: 1409.0, 3800: 1874.0}
+"""Table 9 of Dai et al. (2019): how many times slower vanilla evaluation is, per attention length (one GPU)."""
+
+PRESET = "xl-enwik8-12l"
+"""The paper's speed-table model (12 layers, d_model 512, 8 heads of 64, d_inner 2048, 204 symbols)."""
+
+MIN_VANILLA_CALLS = 3
+"""Timed vanilla calls even when one call outlasts the budget (a median needs several)."""
+
+DEFAULT_GPU_BATCH = 10
+"""Streams / windows per call on a GPU when ``batch_size`` is 0: the reference eval.py's batch size."""
+
+
+@dataclass
+class SpeedSettings:
+    """How `txlab speed` measures; a study profile (YAML) sets any of these, command-line options win."""
+
+    size: str = field(default="paper", metadata={"choices": SIZES})
+    """Shape of the xl-enwik8-12l preset: paper (12/512/8x64/2048), cpu (4/128/4x32/512) or tiny."""
+    run: str = ""
+    """A trained run directory to time instead of the preset (its shape, weights and evaluation settings)."""
+    device: str = "cpu"
+    """cpu, cuda, cuda:1, ..."""
+    batch_size: int = 0
+    """XL streams and vanilla windows per call; 0 = 1 on CPU (one window keeps 2 cores busy) and 10 on a GPU."""
+    tgt_len: int = 0
+    """XL evaluation segment length; 0 = the model's (80 for the paper's enwik8 model)."""
+    budget_s: float = 30.0
+    """Seconds of timed vanilla calls per attention length (at least MIN_VANILLA_CALLS calls)."""
+    repeats: int = 5
+    """Timed XL segments per attention length (after the memory is full)."""
+    warmup: int = 1
+    """Untimed calls before timing, for each model and attention length."""
+    threads: int = 2
+    """torch CPU threads."""
+    seed: int = 0
+    """Seed of the random weights, tokens and sampled vanilla positions."""
+
+    def check(self) -> None:
+        if self.size not in SIZES:
+            raise did_you_mean(self.size, SIZES, "size")
+        for name in ("batch_size", "tgt_len"):
+            if getattr(self, name) < 0:
+                raise TxlabError(f"{name} must be >= 0 (0 = the default), got {getattr(self, name)}")
+        if self.repeats < 1 or self.threads < 1 or self.warmup < 0 or self.budget_s < 0:
+            raise TxlabError("repeats and threads must be >= 1, warmup and budget_s >= 0")
+
+
+@dataclass(frozen=True)
+class Study:
+    """What one `txlab speed` invocation measures: output file stem, attention lengths, profile, settings."""
+
+    name: str
+    attn_lens: list[int]
+    profile: str
+    settings: SpeedSettings
+
+
+def load_study(path: str | Path, profile: str) -> Study:
+    """Read a speed study (see studies/table9.yaml for the format) and pick one profile.
+
+    The study's name is ``<name in the file>-<profile>``, the stem of the files it writes.
+    """
+    data = read_yaml(path)
+    unknown = set(data) - {"name", "attn_lens", "profiles"}
+    if unknown:
+        raise TxlabError(f"{path}: unknown key {sorted(unknown)[0]!r}; valid: name, attn_lens, profiles")
+    profiles = data.get("profiles") or {}
+    if not isinstance(profiles, dict) or not profiles:
+        raise TxlabError(f"{path}: 'profiles' must map profile names to settings")
+    if profile not in profiles:
+        raise did_you_mean(profile, profiles, f"profile in {path}")
+    settings = update_dataclass(SpeedSettings(), profiles[profile] or {}, prefix=f"profiles.{profile}.")
+    lens = data.get("attn_lens", list(PAPER_ATTN_LENS))
+    if not isinstance(lens, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in lens):
+        raise TxlabError(f"{path}: 'attn_lens' must be a list of integers, got {lens!r}")
+    return Study(f"{data.get('name') or Path(path).stem}-{profile}", lens, profile, settings)
+
+
+def resolve_study(path: str | Path | None, profile: str, attn_lens: Sequence[int], **given: Any) -> Study:
+    """A study file's profile (or the defaults: table9, the paper's lengths), then the command line's values.
+
+    ``given``: SpeedSettings fields; None means 'not given'. Empty ``attn_lens`` keeps the study's.
+    """
+    study = load_study(path, profile) if path else Study("table9", list(PAPER_ATTN_LENS), "", SpeedSettings())
+    settings = replace(study.settings, **{k: v for k, v in given.items() if v is not None})
+    return Study(study.name, list(attn_lens) or study.attn_lens, study.profile, settings)
+
+
+def command_line(attn_lens: Sequence[int], settings: SpeedSettings, name: str) -> str:
+    """The `txlab speed` command that reproduces a measurement (non-default settings only)."""
+    parts = ["txlab speed", *(f"--attn-len {n}" for n in attn_lens)]
+    default = SpeedSettings()
+    for f in fields(SpeedSettings):
+        value = getattr(settings, f.name)
+        if value != getattr(default, f.name):
+            parts.append(f"--{f.name.replace('_', '-')} {value}")
+    if name != "table9":
+        parts.append(f"--name {name}")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# The two evaluation procedures (no timing here; tests check them against the model's forward)
+
+
+def xl_fill(model: TransformerXL, tokens: torch.Tensor, attn_len: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Read tokens[:, :attn_len] in one chunk: (NLL [B, attn_len] of tokens[:, 1:attn_len+1], full memory).
+
+    The model's context must already have mem_len = attn_len and same_length on (:func:`xl_context`).
+    """
+    out = model(tokens[:, :attn_len], model.init_state(tokens.size(0)), tokens[:, 1 : attn_len + 1])
+    return out.nll, out.state
+
+
+def xl_segment(model: TransformerXL, tokens: torch.Tensor, state: list[torch.Tensor], start: int, tgt_len: int):
+    """Read tokens[:, start:start+tgt_len] with the memory ``state``: (NLL [B, tgt_len] of the next tokens, new state)."""
+    out = model(tokens[:, start : start + tgt_len], state, tokens[:, start + 1 : start + tgt_len + 1])
+    return out.nll, out.state
+
+
+def xl_context(model: TransformerXL, attn_len: int) -> Context:
+    """Every query attends exactly ``attn_len`` keys: memory attn_len, same_length, the model's clamp_len."""
+    return Context(mem_len=attn_len, same_length=True, clamp_len=model.context.clamp_len)
+
+
+def vanilla_nll(model: TransformerXL, tokens: torch.Tensor, rows: torch.Tensor, ends: torch.Tensor, attn_len: int) -> torch.Tensor:
+    """NLL [N] of tokens[rows, ends], each predicted from the window tokens[rows, ends-attn_len : ends]."""
+    offsets = torch.arange(-attn_len, 0, device=tokens.device)  # [L]
+    windows = tokens[rows[:, None], ends[:, None] + offsets]  # [N, L]
+    return model.window_last_nll(windows, tokens[rows, ends])
+
+
+# --------------------------------------------------------------------------------------------------
+# Models, device and machine
+
+
+def _device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise TxlabError(f"unknown device {name!r}; use cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise TxlabError(f"--device {name} asks for a GPU, but torch {torch.__version__} sees no CUDA device here; use --device cpu")
+    if device.type not in ("cpu", "cuda"):
+        raise TxlabError(f"txlab speed runs on cpu or cuda, not {device.type!r}")
+    return device
+
+
+def _sync(device: torch.device) -> Callable[[], None]:
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+
+
+class _Models:
+    """The XL model (trained or random) and a vanilla model of the same shape per attention length."""
+
+    def __init__(self, settings: SpeedSettings, device: torch.device):
+        if settings.run:
+            ckpt = load_checkpoint(Path(settings.run), map_location=device)
+            cfg, trained = ckpt.config, ckpt.model
+            if cfg.model.family not in ("xl", "vanilla"):
+                raise TxlabError(
+                    f"{settings.run} holds a {cfg.model.family} model; txlab speed times Transformer-XL against the vanilla "
+                    "Transformer, so it needs a run of family xl or vanilla"
+                )
+        else:
+            cfg = update_dataclass(resolve_preset(PRESET, settings.size), {"model": {"n_token": PAPER_VOCAB["enwik8"]}})
+            trained = None
+        self.cfg: RunConfig = cfg
+        shape = replace(cfg.model, dropout=0.0, dropatt=0.0)
+        if trained is not None and cfg.model.family == "xl":
+            self.xl = trained
+        else:  # the paper's relative encoding on a vanilla run's shape, or a random model
+            self.xl = build_model(replace(shape, family="xl", pos_enc="ours", max_len=0)).to(device)
+        self.trained_vanilla = trained if trained is not None and cfg.model.family == "vanilla" else None
+        self.shape, self.device = shape, device
+        eval_len, context = evaluation_context(cfg.model, cfg.eval)
+        self.tgt_len = settings.tgt_len or eval_len
+        self.xl.set_context(context)  # keeps the evaluation clamp_len; mem_len is set per attention length
+        self.xl.eval()
+
+    def vanilla(self, attn_len: int) -> TransformerXL:
+        """Al-Rfou et al.'s model (learned positions at every layer) with a window of ``attn_len``."""
+        if self.trained_vanilla is not None:
+            if attn_len > self.trained_vanilla.max_context:
+                raise TxlabError(f"the vanilla model of this run reads at most {self.trained_vanilla.max_context} tokens; attention length {attn_len} is longer")
+            return self.trained_vanilla.eval()
+        cfg = replace(self.shape, family="vanilla", pos_enc="alrfou", mem_len=0, same_length=False, max_len=attn_len, tgt_len=attn_len)
+        return build_model(cfg).to(self.device).eval()
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _matmul_peak(device: torch.device, threads: int) -> float:
+    """Achieved fp32 GFLOP/s of a large matmul on ``device`` (the practical ceiling)."""
+    if device.type == "cpu":
+        return matmul_peak_gflops(threads)
+    n = 8192
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    sync = _sync(device)
+    seconds = _timed(lambda: (a @ b, sync()), 3, 10)
+    return 2 * n**3 / seconds / 1e9
+
+
+def machine(device: torch.device, threads: int) -> dict[str, Any]:
+    """What the numbers were measured on."""
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    return {
+        "device": device.type,
+        "device_name": gpu or _cpu_model(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "threads": threads,
+        "torch": torch.__version__,
+        "matmul_peak_gflops": _matmul_peak(device, threads),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Timing
+
+
+def _timed_within(step: Callable[[], None], warmup: int, budget_s: float, min_calls: int) -> list[float]:
+    """Wall times of ``step()`` calls after ``warmup`` untimed ones, until ``budget_s`` has passed (>= min_calls)."""
+    for _ in range(warmup):
+        step()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_calls or time.perf_counter() - start < budget_s:
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def time_xl(model: TransformerXL, tokens: torch.Tensor, attn_len: int, tgt_len: int, warmup: int, repeats: int,
+            sync: Callable[[], None]) -> tuple[float, torch.Tensor]:
+    """Median seconds per segment with a full memory, and the NLL [B, repeats*tgt_len] of the timed segments.
+
+    ``tokens`` [B, attn_len + (warmup + repeats) * tgt_len + 1].
+    """
+    model.set_context(xl_context(model, attn_len))
+    _, state = xl_fill(model, tokens, attn_len)
+    starts = iter(range(attn_len, tokens.size(1) - 1, tgt_len))
+    memory, losses = [state], []
+
+    def step() -> None:
+        nll, memory[0] = xl_segment(model, tokens, memory[0], next(starts), tgt_len)
+        losses.append(nll)
+        sync()
+
+    seconds = _timed(step, warmup, repeats)
+    return seconds, torch.cat(losses[warmup:], dim=1)
+
+
+def time_vanilla(model: TransformerXL, tokens: torch.Tensor, attn_len: int, n_windows: int, warmup: int, budget_s: float,
+                 sync: Callable[[], None], generator: torch.Generator) -> tuple[float, int, torch.Tensor]:
+    """Median seconds per call of ``n_windows`` windows, positions scored in timed calls, and their NLL.
+
+    Targets are drawn from tokens[:, attn_len+1:], the positions the XL segments predict.
+    """
+    batch, length = tokens.shape
+    losses = []
+
+    def step() -> None:
+        rows = torch.randint(0, batch, (n_windows,), generator=generator).to(tokens.device)
+        ends = torch.randint(attn_len + 1, length, (n_windows,), generator=generator).to(tokens.device)
+        losses.append(vanilla_nll(model, tokens, rows, ends, attn_len))
+        sync()
+
+    times = _timed_within(step, warmup, budget_s, MIN_VANILLA_CALLS)
+    return statistics.median(times), len(times) * n_windows, torch.cat(losses[warmup:])
+
+
+def measure(models: _Models, attn_len: int, settings: SpeedSettings, device: torch.device) -> dict[str, Any]:
+    """One row of Table 9: both models at ``attn_len`` on the same token stream."""
+    batch = settings.batch_size or (DEFAULT_GPU_BATCH if device.type == "cuda" else 1)
+    tgt_len, sync = models.tgt_len, _sync(device)
+    generator = torch.Generator().manual_seed(settings.seed + attn_len)
+    n_stream = attn_len + (settings.warmup + settings.repeats) * tgt_len + 1
+    tokens = torch.randint(0, models.shape.n_token, (batch, n_stream), generator=generator).to(device)
+    vanilla = models.vanilla(attn_len)
+    load, snapshot, start = os.getloadavg()[0], _cpu_snapshot(), time.perf_counter()
+    with torch.inference_mode():
+        xl_s, xl_nll = time_xl(models.xl, tokens, attn_len, tgt_len, settings.warmup, settings.repeats, sync)
+        van_s, positions, van_nll = time_vanilla(vanilla, tokens, attn_len, batch, settings.warmup, settings.budget_s, sync, generator)
+    xl_tok_s, van_tok_s = batch * tgt_len / xl_s, batch / van_s
+    xl_flops, van_flops = models.xl.flops_per_token(attn_len), vanilla.window_flops(attn_len)
+    return {
+        "attn_len": attn_len,
+        "vanilla_tokens_per_s": van_tok_s,
+        "xl_tokens_per_s": xl_tok_s,
+        "slowdown": xl_tok_s / van_tok_s,
+        "paper_slowdown": PAPER_SLOWDOWN.get(attn_len),
+        "vanilla_gflops": van_tok_s * van_flops / 1e9,
+        "xl_gflops": xl_tok_s * xl_flops / 1e9,
+        "flop_ratio": van_flops / xl_flops,
+        "vanilla_flops_per_token": van_flops,
+        "xl_flops_per_token": xl_flops,
+        "vanilla_positions": positions,
+        "xl_tokens": batch * tgt_len * settings.repeats,
+        "batch_size": batch,
+        "tgt_len": tgt_len,
+        "vanilla_nll": van_nll.float().mean().item(),
+        "xl_nll": xl_nll.float().mean().item(),
+        "seconds": time.perf_counter() - start,
+        "load_avg_1m": load,
+        "others_cpu": _others_cpu(snapshot),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# The table
+
+
+def speed_table(
+    attn_lens: Sequence[int] = PAPER_ATTN_LENS,
+    settings: SpeedSettings | None = None,
+    *,
+    out_dir: str | Path = "results/speed",
+    name: str = "table9",
+    profile: str = "",
+    echo: Callable[[str], None] = lambda msg: None,
+) -> dict[str, Any]:
+    """Measure Table 9 at each attention length and write ``out_dir/<name>.csv`` and ``.md``.
+
+    Returns the settings, the machine, one row per attention length and the paths written.
+    """
+    settings = settings or SpeedSettings()
+    settings.check()
+    if not attn_lens:
+        raise TxlabError("give at least one attention length")
+    for n in attn_lens:
+        if n < 1:
+            raise TxlabError(f"attention length must be >= 1, got {n}")
+    device = _device(settings.device)
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(settings.threads)
+    try:
+        torch.manual_seed(settings.seed)
+        models = _Models(settings, device)
+        host = machine(device, settings.threads)
+        rows = []
+        for n in attn_lens:
+            echo(f"attention length {n}: filling the XL memory, timing {settings.repeats} XL segments, then vanilla windows for {settings.budget_s:g} s")
+            rows.append(measure(models, n, settings, device))
+            echo(format_table(rows[-1:]).splitlines()[-1])
+    finally:
+        torch.set_num_threads(previous_threads)
+    result = {
+        "name": name,
+        "profile": profile,
+        "command": command_line(attn_lens, settings, name),
+        "model": models.cfg.preset or settings.run,
+        "size": settings.size if not settings.run else "run",
+        "params": models.xl.num_parameters(),
+        "settings": asdict(settings),
+        "machine": host,
+        "rows": rows,
+    }
+    result["table"] = str(_write_csv(Path(out_dir) / f"{name}.csv", result))
+    result["markdown"] = str(write_text_atomic(Path(out_dir) / f"{name}.md", format_markdown(result)))
+    return result
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows as the paper's Table 9, with the achieved rates and the sample sizes beside it."""
+    lines = [
+        "| attn len | vanilla tok/s | XL tok/s | slowdown | paper | vanilla GFLOP/s | XL GFLOP/s | FLOP ratio | vanilla positions | XL tokens | others' CPU |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        paper = f"{r['paper_slowdown']:,.0f}x" if r["paper_slowdown"] else "-"
+        others = f"{r['others_cpu']:.0%}" if r["others_cpu"] is not None else "-"
+        lines.append(
+            f"| {r['attn_len']} | {r['vanilla_tokens_per_s']:,.3g} | {r['xl_tokens_per_s']:,.0f} | {r['slowdown']:,.0f}x | {paper} "
+            f"| {r['vanilla_gflops']:,.1f} | {r['xl_gflops']:,.1f} | {r['flop_ratio']:,.0f} | {r['vanilla_positions']:,} "
+            f"| {r['xl_tokens']:,} | {others} |"
+        )
+    return "\n".join(lines)
+
+
+def format_markdown(result: dict[str, Any]) -> str:
+    m, s, rows = result["machine"], result["settings"], result["rows"]
+    profile = f"profile `{result['profile']}`, " if result["profile"] else ""
+    return f"""# Table 9: evaluation speed, vanilla Transformer vs Transformer-XL
+
+Produced by `{result['command']}` ({profile}model {result['model']}, size {result['size']}, {result['params'] / 1e6:.1f}M parameters).
+
+Machine: {m['device']} ({m['device_name']}), CPU {m['cpu']} with {m['cpu_count']} cores, {m['threads']} torch threads,
+torch {m['torch']}; a large fp32 matmul reaches {m['matmul_peak_gflops']:,.0f} GFLOP/s there.
+
+{format_table(rows)}
+
+- Attention length L: the vanilla model predicts each token from a window of exactly the L tokens before
+  it (recomputed for every prediction, {rows[0]['batch_size']} window(s) per call, at sampled positions);
+  Transformer-XL reads {rows[0]['batch_size']} stream(s) in segments of {rows[0]['tgt_len']} with memory L and same_length,
+  so every query attends exactly L keys in every layer.
+- tokens/s: predictions per second, from the median of the timed calls after {s['warmup']} warm-up call(s): XL
+  {s['repeats']} segments with a full memory, vanilla calls for {s['budget_s']:g} s (at least {MIN_VANILLA_CALLS}); slowdown = XL / vanilla.
+- GFLOP/s against the analytic forward FLOPs of the useful work: vanilla `window_flops(L)` per prediction,
+  XL `flops_per_token(L)`; the FLOP ratio is their quotient, the slowdown arithmetic alone predicts.
+  XL also re-projects the memory's keys and values every segment (not counted), so its rate is a lower bound.
+- others' CPU: the share of all cores other processes used during the row (timings on a shared machine).
+"""
+
+
+def _write_csv(path: Path, result: dict[str, Any]) -> Path:
+    """Tidy CSV: one line per attention length, with the machine and settings on every line."""
+    context = {"name": result["name"], "profile": result["profile"], "model": result["model"], "size": result["size"],
+               **result["machine"], "command": result["command"]}
+    lines = [{**row, **context} for row in result["rows"]]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(lines[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(lines)
+    return write_text_atomic(path, buffer.getvalue())
