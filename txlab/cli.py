@@ -352,6 +352,59 @@ def speed(
         _print_json({k: result[k] for k in ("name", "profile", "command", "model", "size", "params", "settings", "machine", "rows")})
 
 
+@app.command()
+def recl(
+    members: list[str] = typer.Argument(None, help="More group members (presets or run directories), after --group's first one.", show_default=False),
+    group: list[str] = typer.Option([], "--group", "-g", help="Group members: preset names (trained or found in --models-root) or run directories, "
+                                    "space-separated: --group xl151m qrnn lstm. With --study: the study's groups to run [default: all]."),
+    r: list[str] = typer.Option([], "--r", help="Fraction of hardest targets, repeatable or comma-separated: --r 0.1 --r 0.5 [default: the study's, else 0.1 0.5 1.0]."),
+    size: str = typer.Option(None, "--size", help="Size of preset members: paper, cpu or tiny [default: the study's, else cpu]."),
+    data: str = typer.Option(None, "--data", help="Corpus of preset members [default: each preset's own]."),
+    overrides: list[str] = typer.Option([], "--set", help="Config override for preset members (where they live, how missing ones train), repeatable."),
+    grid: str = typer.Option(None, "--grid", help="Context lengths, start:stop:step (stop included) or a comma list [default: 100:1000:100]."),
+    blocks: int = typer.Option(None, "--blocks", help="Contiguous target blocks [default: 20]."),
+    block_len: int = typer.Option(None, "--block-len", help="Targets per block, also the bootstrap block [default: 500]."),
+    split: str = typer.Option(None, "--split", help="train, valid or test [default: valid]."),
+    seed: int = typer.Option(None, "--seed", help="Seed of the target blocks and the bootstrap [default: 0]."),
+    n_boot: int = typer.Option(None, "--boot", help="Bootstrap resamples for the confidence intervals, 0 for none [default: 200]."),
+    placebo: bool = typer.Option(None, "--placebo/--no-placebo", help="Also collect placebo losses (extra context from far away) and report their gains."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Windows per forward pass [default: 16]."),
+    device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... [default: cpu]."),
+    train_missing: bool = typer.Option(None, "--train/--no-train", help="Train presets that have no run yet [default: --train]; --no-train refuses instead."),
+    study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
+    profile: str = typer.Option("cpu", "--profile", help="The study profile (with --study)."),
+    name: str = typer.Option(None, "--name", help="Group name for the output folders [default: members joined by '+', then size and corpus]."),
+    models_root: Path = typer.Option(Path("results/models"), "--models-root", help="Where preset runs live (<root>/<preset>-<size>-<corpus>/)."),
+    out_dir: Path = typer.Option(Path("results/recl"), "--out-dir", help="Tables go to <out-dir>/<group>/."),
+    fig_dir: Path = typer.Option(Path("figures/recl"), "--fig-dir", help="Figures go to <fig-dir>/<group>/."),
+    json_output: bool = _JSON,
+    quiet: bool = _QUIET,
+) -> None:
+    """Relative effective context length of a group of models (the paper's Table 8, Figures 3 and 4).
+
+    Trains the presets that are missing (or refuses with --no-train), collects per-token losses at
+    each context length of --grid on one shared set of target blocks (resumable), and prints each
+    model's RECL at each r with a bootstrap interval ('>= c' when it ran off the grid). Example:
+    txlab recl --group xl151m qrnn lstm --r 0.1
+    """
+    from txlab.group import parse_rs, recl_groups, summary
+
+    say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
+    results = recl_groups(
+        [*group, *(members or [])], study, profile, name, models_root=models_root, out_dir=out_dir, fig_dir=fig_dir,
+        announce=typer.echo, echo=say, progress=not quiet, size=size, data=data, sets=overrides, rs=parse_rs(r), grid=grid, blocks=blocks,
+        block_len=block_len, split=split, seed=seed, n_boot=n_boot, placebo=placebo, batch_size=batch_size, device=device,
+        train_missing=train_missing,
+    )
+    for result in results:
+        typer.echo(f"RECL of {result['group']} ({result['n_targets']:,} targets; '>= c': ran off the grid):")
+        typer.echo(result["markdown"].rstrip())
+        for path in result["files"]:
+            typer.echo(f"written {path}")
+    if json_output:
+        _print_json(summary(results))
+
+
 def main() -> None:
     app()
 

@@ -117,3 +117,99 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
         ax.grid(alpha=0.3, which="both")
     fig.suptitle(f"Evaluation speed, vanilla vs Transformer-XL ({first['device']}, {int(first['threads'])} threads, batch {int(first['batch_size'])})")
     return save_figure(fig, out)
+
+
+# --------------------------------------------------------------------------------------------------
+# RECL (`txlab recl`): Table 8, Figure 3, Figure 4
+
+
+def _r_label(r: float) -> str:
+    return f"r = {r:g}"
+
+
+def table8_markdown(rows: list[dict]) -> str:
+    """The paper's Table 8 layout from txlab.recl.recl_rows rows: one line per model, one column per r.
+
+    A cell is the RECL ('>= c' when the walk ran off the grid) and, when the rows carry one, the
+    bootstrap interval in brackets, e.g. '180 [140, 200]'.
+    """
+    if not rows:
+        raise TxlabError("no RECL rows to tabulate")
+    rs = list(dict.fromkeys(row["r"] for row in rows))
+    cells: dict[str, dict[float, str]] = {}
+    for row in rows:
+        cell = row["label"]
+        if "ci_low" in row:
+            # more censored resamples than the upper tail holds: the high end ran off the grid too
+            high_censored = row["censored_fraction"] > (1 - row["ci"]) / 2
+            cell += f" [{row['ci_low']}, {'>= ' if high_censored else ''}{row['ci_high']}]"
+        cells.setdefault(row["model"], {})[row["r"]] = cell
+    lines = ["| model | " + " | ".join(_r_label(r) for r in rs) + " |", "|---|" + "---|" * len(rs)]
+    lines += [f"| {model} | " + " | ".join(by_r.get(r, "-") for r in rs) + " |" for model, by_r in cells.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_table8(rows: list[dict], stem: Path) -> list[Path]:
+    """Table 8 as ``stem``.csv (tidy: one row per model and r) and ``stem``.md (:func:`table8_markdown`)."""
+    stem = Path(stem)
+    csv, md = stem.with_suffix(".csv"), stem.with_suffix(".md")
+    write_text_atomic(csv, pd.DataFrame.from_records(rows).to_csv(index=False))
+    write_text_atomic(md, table8_markdown(rows))
+    return [csv, md]
+
+
+def write_context_curves(gains, perplexity, grid, models, out_dir: Path, placebo: dict | None = None) -> list[Path]:
+    """The points of Figures 3 and 4 as CSV in ``out_dir``: figure3.csv (model, c, c_next, gain: the
+    unnormalised gain exp f(c,c) - exp f_i(c,c')), figure4.csv (model, c, ppl) and, with placebo
+    gains ({r: [M, G-1]}), placebo.csv (model, r, c, c_next, placebo_gain: relative)."""
+    out_dir = Path(out_dir)
+    steps = list(zip(grid[:-1], grid[1:]))
+    fig3 = pd.DataFrame([{"model": m, "c": c, "c_next": c2, "gain": float(gains[i][j])}
+                         for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)])
+    fig4 = pd.DataFrame([{"model": m, "c": c, "ppl": float(perplexity[i][j])} for i, m in enumerate(models) for j, c in enumerate(grid)])
+    written = []
+    for name, frame in (("figure3.csv", fig3), ("figure4.csv", fig4)):
+        write_text_atomic(out_dir / name, frame.to_csv(index=False))
+        written.append(out_dir / name)
+    if placebo:
+        rows = [{"model": m, "r": r, "c": c, "c_next": c2, "placebo_gain": float(table[i][j])}
+                for r, table in placebo.items() for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)]
+        write_text_atomic(out_dir / "placebo.csv", pd.DataFrame(rows).to_csv(index=False))
+        written.append(out_dir / "placebo.csv")
+    return written
+
+
+def _read_points(table: Path, what: str) -> pd.DataFrame:
+    if not Path(table).is_file():
+        raise TxlabError(f"no {what} points at {table}: run `txlab recl` first")
+    return pd.read_csv(table)
+
+
+def figure3(table: Path, out: Path, title: str = "") -> list[Path]:
+    """Figure 3 from figure3.csv: the unnormalised gain exp f(c,c) - exp f_i(c,c') of each step c -> c',
+    plotted at c', one line per model. Writes ``out`` (.png and .pdf)."""
+    points = _read_points(table, "Figure 3")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model, rows in points.groupby("model", sort=False):
+        ax.plot(rows["c_next"], rows["gain"], marker="o", ms=3, label=model)
+    ax.set(xlabel="context length c' (step c -> c')", ylabel="gain exp f(c,c) - exp f(c,c')")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return save_figure(fig, out)
+
+
+def figure4(table: Path, out: Path, title: str = "") -> list[Path]:
+    """Figure 4 from figure4.csv: perplexity on the shared targets against context length, one line
+    per model. Writes ``out`` (.png and .pdf)."""
+    points = _read_points(table, "Figure 4")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model, rows in points.groupby("model", sort=False):
+        ax.plot(rows["c"], rows["ppl"], marker="o", ms=3, label=model)
+    ax.set(xlabel="context length c", ylabel="perplexity exp(mean l(c, t))")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return save_figure(fig, out)

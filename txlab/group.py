@@ -1,0 +1,325 @@
+"""`txlab recl`: RECL of a group of models, from presets (trained when missing) or run directories.
+
+One call of :func:`recl_groups` does what the command does, for each group:
+
+1. resolve the members: an existing directory is a run used as-is; anything else is a preset name,
+   resolved at the size and corpus asked for to ``<models root>/<preset>-<size>-<corpus>/``;
+2. train the presets that have no checkpoint there (unless told not to: then it is an error that
+   names the missing runs and the command that trains them);
+3. collect per-token losses at the grid of context lengths on one shared set of target blocks
+   (txlab.losses: resumable, refused when the members read different token streams);
+4. compute every member's RECL at each r with a block-bootstrap interval (txlab.recl), and on a
+   synthetic corpus the RECL of the ideal model that sees exactly c tokens (the ground truth);
+5. write the Table 8 table (CSV, Markdown), the Figure 3 and Figure 4 points (CSV) under
+   ``<out_dir>/<group>/`` and the figures (PNG, PDF) under ``<fig_dir>/<group>/``.
+
+A study file (studies/table8.yaml) names groups and profiles of settings; command-line values
+override the profile's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from txlab import recl, report
+from txlab.checkpoint import has_checkpoint, read_meta
+from txlab.config import RunConfig, read_yaml, update_dataclass
+from txlab.data import load_corpus
+from txlab.errors import TxlabError, did_you_mean
+from txlab.fileio import write_text_atomic
+from txlab.losses import collect_group_losses
+from txlab.presets import PRESETS
+from txlab.train import train
+from txlab.zoo import MODELS_ROOT, run_config, run_dir
+
+FIGURE3_R = 0.1
+"""The paper's Figure 3 shows the gains at r = 0.1."""
+
+
+@dataclass(frozen=True)
+class ReclSettings:
+    """Everything a RECL run depends on besides its members (the study profile's keys)."""
+
+    size: str = "cpu"
+    """Size of preset members: paper, cpu or tiny."""
+    data: str = ""
+    """Corpus of preset members (empty: each preset's own)."""
+    sets: list[str] = field(default_factory=list)
+    """Config overrides (``key=value``) for preset members: where their runs live and how missing ones train."""
+    rs: list[float] = field(default_factory=lambda: list(recl.DEFAULT_RS))
+    grid: str = "100:1000:100"
+    """Context lengths: ``start:stop:step`` (stop included) or a comma-separated list."""
+    blocks: int = 20
+    """Contiguous target blocks drawn from the split."""
+    block_len: int = 500
+    """Targets per block (also the bootstrap's block)."""
+    split: str = "valid"
+    seed: int = 0
+    """Draws the target blocks and the bootstrap resamples."""
+    n_boot: int = 200
+    """Bootstrap resamples for the confidence intervals (0: none)."""
+    placebo: bool = False
+    """Also collect placebo losses and report each step's placebo gain."""
+    batch_size: int = 16
+    device: str = "cpu"
+    train_missing: bool = True
+    """Train preset members that have no checkpoint (else refuse)."""
+
+    def context_grid(self) -> tuple[int, ...]:
+        return parse_grid(self.grid)
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    members: list[str]
+    settings: ReclSettings
+
+
+@dataclass(frozen=True)
+class Member:
+    label: str
+    """How tables and figures name it: the preset name, or the run directory's name."""
+    run_dir: Path
+    config: RunConfig | None
+    """The run configuration for a preset member (None for a run directory given as-is)."""
+
+
+def parse_grid(spec: str) -> tuple[int, ...]:
+    """'100:1000:100' -> (100, 200, ..., 1000); '16,32,64' -> (16, 32, 64)."""
+    try:
+        if ":" in spec:
+            start, stop, step = (int(x) for x in spec.split(":"))
+            if step < 1:
+                raise ValueError
+            grid = tuple(range(start, stop + 1, step))
+        else:
+            grid = tuple(int(x) for x in spec.split(","))
+    except ValueError:
+        raise TxlabError(f"a grid is start:stop:step (stop included) or a comma-separated list of lengths, got {spec!r}") from None
+    if len(grid) < 2 or grid[0] < 1 or any(b <= a for a, b in zip(grid, grid[1:])):
+        raise TxlabError(f"the grid {spec!r} must give at least two strictly ascending positive lengths, got {list(grid)}")
+    return grid
+
+
+def parse_rs(items: Sequence[str]) -> list[float] | None:
+    """['0.1', '0.5,1'] -> [0.1, 0.5, 1.0]; None when none are given."""
+    try:
+        rs = [float(x) for item in items for x in item.split(",") if x.strip()]
+    except ValueError:
+        raise TxlabError(f"r must be numbers in (0, 1], e.g. --r 0.1 --r 0.5 or --r 0.1,0.5; got {list(items)}") from None
+    bad = [r for r in rs if not 0 < r <= 1]
+    if bad:
+        raise TxlabError(f"r must lie in (0, 1], got {bad[0]}")
+    return rs or None
+
+
+def load_study(path: str | Path, profile: str) -> tuple[str, dict[str, list[str]], ReclSettings]:
+    """(study name, group name -> members, the profile's settings) of a RECL study file (see studies/table8.yaml)."""
+    data = read_yaml(path)
+    unknown = set(data) - {"name", "groups", "profiles"}
+    if unknown:
+        raise TxlabError(f"{path}: unknown key {sorted(unknown)[0]!r}; valid: name, groups, profiles")
+    groups = data.get("groups") or {}
+    if not isinstance(groups, dict) or not groups or not all(isinstance(m, list) and m for m in groups.values()):
+        raise TxlabError(f"{path}: 'groups' must map group names to lists of presets or run directories")
+    profiles = data.get("profiles") or {}
+    if not isinstance(profiles, dict) or not profiles:
+        raise TxlabError(f"{path}: 'profiles' must map profile names to settings")
+    if profile not in profiles:
+        raise did_you_mean(profile, profiles, f"profile in {path}")
+    settings = update_dataclass(ReclSettings(), profiles[profile] or {}, prefix=f"profiles.{profile}.")
+    return data.get("name") or Path(path).stem, {str(k): [str(m) for m in v] for k, v in groups.items()}, settings
+
+
+def resolve_groups(members: Sequence[str], study: str | Path | None, profile: str, name: str | None, **given: Any) -> list[Group]:
+    """The groups one command runs: the study's (all, or those ``members`` name) or ``members`` as one group.
+
+    ``given``: ReclSettings fields from the command line; None (or an empty list) means 'not given'.
+    """
+    given = {k: v for k, v in given.items() if v is not None and v != []}
+    if study is None:
+        if not members:
+            raise TxlabError("name the group's members (presets or run directories), e.g. `txlab recl --group xl151m qrnn lstm`, or give --study")
+        numbers = [m for m in members if _is_number(m)]
+        if numbers:
+            raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
+        settings = replace(ReclSettings(), **given)
+        return [Group(name or default_group_name(members, settings), list(members), settings)]
+    study_name, groups, settings = load_study(study, profile)
+    settings = replace(settings, **given)
+    chosen = list(members) or list(groups)
+    for group in chosen:
+        if group not in groups:
+            raise did_you_mean(group, groups, f"group in {study}")
+    return [Group(f"{study_name}-{group}-{corpus_tag(settings)}", groups[group], settings) for group in chosen]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def corpus_tag(settings: ReclSettings) -> str:
+    """'<size>-<corpus>' (or just the size when each preset keeps its own corpus)."""
+    return f"{settings.size}-{settings.data}" if settings.data else settings.size
+
+
+def default_group_name(members: Sequence[str], settings: ReclSettings) -> str:
+    """Members joined by '+', then size and corpus: 'xl151m+qrnn+lstm-cpu-synthetic-short'."""
+    return "+".join(Path(m).name for m in members) + f"-{corpus_tag(settings)}"
+
+
+def resolve_member(member: str, settings: ReclSettings, models_root: Path) -> Member:
+    """An existing directory is a run used as-is; a preset name resolves to its zoo directory."""
+    path = Path(member)
+    if path.is_dir():
+        if not has_checkpoint(path):
+            raise TxlabError(f"{path} holds no checkpoint: is it a run directory made by `txlab train`?")
+        return Member(path.name, path, None)
+    if member not in PRESETS:
+        if "/" in member or member.startswith("."):
+            raise TxlabError(f"no run directory {member}")
+        raise did_you_mean(member, PRESETS, "preset (or an existing run directory)")
+    cfg = run_config(member, settings.size, settings.data or None, overrides=list(settings.sets))
+    return Member(member, run_dir(cfg, models_root), cfg)
+
+
+def training_plan(cfg: RunConfig) -> str:
+    t, m = cfg.train, cfg.model
+    return f"{t.max_steps} steps x {t.batch_size} streams x {m.tgt_len} tokens = {t.max_steps * t.batch_size * m.tgt_len / 1e6:.1f}M training tokens"
+
+
+def collection_cost(settings: ReclSettings) -> int:
+    """Token-steps of the window method per model: blocks * (block_len + c_max - c_min) * c_max."""
+    grid = settings.context_grid()
+    return settings.blocks * (settings.block_len + grid[-1] - grid[0]) * grid[-1]
+
+
+def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None], progress: bool) -> None:
+    """Train the preset members without a checkpoint, or refuse when ``settings.train_missing`` is off."""
+    missing = [m for m in members if m.config is not None and not has_checkpoint(m.run_dir)]
+    if not missing:
+        return
+    if not settings.train_missing:
+        commands = "; ".join(
+            f"txlab train {m.label} --size {settings.size}" + (f" --data {settings.data}" if settings.data else "")
+            + "".join(f" --set {s}" for s in settings.sets) for m in missing
+        )
+        raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (--no-train given). Train them with: {commands}")
+    for m in missing:
+        echo(f"will train {m.label} into {m.run_dir}: {training_plan(m.config)}")
+    for m in missing:
+        echo(f"training {m.label} ...")
+        result = train(m.config, m.run_dir, resume=True, progress=progress, echo=echo)
+        echo(f"trained {m.label} to step {result.step}: valid loss {result.valid.get('loss', float('nan')):.4f}")
+
+
+def oracle_rows(run_dir: Path, targets: np.ndarray, settings: ReclSettings) -> list[dict]:
+    """RECL rows of the ideal model (it sees exactly c tokens) on a synthetic corpus, alone in its group; [] otherwise."""
+    data_cfg = update_dataclass(RunConfig(), read_meta(run_dir)["config"]).data
+    corpus = load_corpus(data_cfg, progress=False)
+    if corpus.truth is None:
+        return []
+    truth = corpus.truth[settings.split]
+    grid = settings.context_grid()
+    table = np.stack([truth.oracle_loss(c)[targets] for c in grid])[None]  # [1, G, T]
+    rows = recl.recl_rows(table, grid, ["oracle (ground truth)"], settings.rs)
+    return [{**row, "ground_truth": True} for row in rows]
+
+
+def run_group(group: Group, models_root: Path, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> dict[str, Any]:
+    """Train what is missing, collect the losses, compute RECL, write the tables and figures of one group."""
+    settings = group.settings
+    grid = settings.context_grid()
+    members = [resolve_member(m, settings, models_root) for m in group.members]
+    labels = [m.label for m in members]
+    if len(set(labels)) != len(labels):
+        raise TxlabError(f"the group names a model twice: {labels}")
+    ensure_trained(members, settings, echo, progress)
+    echo(f"collecting losses of {len(members)} models: {collection_cost(settings) / 1e6:.1f}M token-steps each "
+         f"({settings.blocks} blocks x {settings.block_len} targets, contexts {grid[0]}..{grid[-1]})")
+    losses = collect_group_losses(
+        [m.run_dir for m in members], settings.split, grid, settings.blocks, settings.block_len, settings.seed,
+        placebo=settings.placebo, batch_size=settings.batch_size, device=settings.device, progress=progress,
+    )
+    caps = {label: losses.caps[name] for label, name in zip(labels, losses.models)}
+    rows = recl.recl_rows(losses.losses, grid, labels, settings.rs, caps=caps, block_size=settings.block_len if settings.n_boot else None,
+                          n_boot=settings.n_boot, seed=settings.seed)
+    rows += oracle_rows(members[0].run_dir, losses.targets, settings)
+    gains = recl.figure3_gains(losses.losses, grid, labels, FIGURE3_R, caps)
+    perplexity = recl.perplexity_by_context(losses.losses, grid, labels, caps)
+    placebo = {}
+    if losses.placebo is not None:
+        table = recl.prepare_table(losses.losses, grid, labels, caps)
+        placebo = {r: recl.placebo_step_gains(table, losses.placebo, r) for r in settings.rs}
+
+    table_dir, figure_dir = Path(out_dir) / group.name, Path(fig_dir) / group.name
+    files = report.write_table8(rows, table_dir / "table8")
+    files += report.write_context_curves(gains, perplexity, grid, labels, table_dir, placebo)
+    files += report.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"{group.name}: gains at r = {FIGURE3_R}")
+    files += report.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", title=f"{group.name}: perplexity by context")
+    record = {
+        "group": group.name, "members": group.members, "run_dirs": [str(m.run_dir) for m in members],
+        "settings": asdict(settings), "grid": list(grid), "n_targets": int(len(losses.targets)),
+        "token_stream_sha256": losses.token_stream_sha256, "rows": rows,
+    }
+    settings_file = table_dir / "recl.json"
+    write_text_atomic(settings_file, json.dumps(record, indent=1) + "\n")
+    return {**record, "markdown": report.table8_markdown(rows), "files": [settings_file, *files]}
+
+
+def recl_groups(
+    members: Sequence[str],
+    study: str | Path | None = None,
+    profile: str = "cpu",
+    name: str | None = None,
+    *,
+    models_root: Path = MODELS_ROOT,
+    out_dir: Path = Path("results/recl"),
+    fig_dir: Path = Path("figures/recl"),
+    announce: Callable[[str], None] = print,
+    echo: Callable[[str], None] = print,
+    progress: bool = True,
+    **given: Any,
+) -> list[dict[str, Any]]:
+    """What `txlab recl` does: resolve the groups (see :func:`resolve_groups`), then :func:`run_group` each.
+
+    ``announce`` gets the settings of each group before it runs; ``echo`` gets the progress messages.
+    """
+    groups = resolve_groups(members, study, profile, name, **given)
+    for group in groups:  # every group's members resolve before any model trains
+        for member in group.members:
+            resolve_member(member, group.settings, models_root)
+    results = []
+    for group in groups:
+        s = group.settings
+        announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
+                 f"size {s.size} | corpus {s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
+                 f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | device {s.device}")
+        results.append(run_group(group, models_root, out_dir, fig_dir, echo, progress))
+    return results
+
+
+def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The --json document: per group, model and r, the RECL, its interval and whether it is censored."""
+    groups = []
+    for result in results:
+        per_model: dict[str, dict[str, Any]] = {}
+        for row in result["rows"]:
+            per_model.setdefault(row["model"], {})[str(row["r"])] = {
+                k: row[k] for k in ("recl", "ci_low", "ci_high", "censored", "label") if k in row
+            }
+        groups.append({"group": result["group"], "members": result["members"], "run_dirs": result["run_dirs"],
+                       "grid": result["grid"], "n_targets": result["n_targets"], "recl": per_model,
+                       "files": [str(f) for f in result["files"]]})
+    return {"groups": groups}
