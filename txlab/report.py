@@ -92,23 +92,25 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
 
 
 def table9_figure(table: Path, out: Path) -> list[Path]:
-    """Table 9 as a figure, from the CSV `txlab speed` wrote: slowdown against attention length
-    (ours beside the paper's, log scale) and each model's tokens/s. Writes ``out`` (.png and .pdf)."""
+    """Table 9 as a figure, from the CSV `txlab speed` wrote: the slowdown against attention length
+    (ours, the paper's, and the FLOP ratio that equal GFLOP/s on both sides would give; log scale)
+    and each model's tokens/s. Writes ``out`` (.png and .pdf)."""
     path = Path(table)
     if not path.is_file():
         raise TxlabError(f"no speed table at {path}: run `txlab speed` first")
     rows = pd.read_csv(path).sort_values("attn_len")
     first = rows.iloc[0]
-    label = f"{first['model']} ({first['size']}) on {first['device_name']}"
     fig, (slow, rate) = plt.subplots(1, 2, figsize=(11, 4))
-    slow.plot(rows["attn_len"], rows["slowdown"], marker="o", label=f"txlab: {label}")
+    slow.plot(rows["attn_len"], rows["flop_ratio"], ls=":", color="gray", label="FLOP ratio (equal GFLOP/s on both sides)")
     paper = rows.dropna(subset=["paper_slowdown"])
     if not paper.empty:
         slow.plot(paper["attn_len"], paper["paper_slowdown"], marker="s", ls="--", color="gray", label="Dai et al. (2019), one GPU")
-    for x, y in zip(rows["attn_len"], rows["slowdown"]):
-        slow.annotate(f"{y:,.0f}x", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+    slow.plot(rows["attn_len"], rows["slowdown"], marker="o", label=f"txlab: {first['model']} ({first['size']}) on {first['device_name']}")
+    for series, below in ((rows["slowdown"], True), (paper["paper_slowdown"], False)):
+        for x, y in zip(rows.loc[series.index, "attn_len"], series):
+            slow.annotate(f"{y:,.0f}x", (x, y), textcoords="offset points", xytext=(0, -12 if below else 6), ha="center", fontsize=8)
     slow.set(xlabel="attention length", ylabel="vanilla slowdown (XL tokens/s / vanilla tokens/s)", yscale="log")
-    slow.legend(fontsize=8)
+    slow.legend(fontsize=7, loc="upper left")
     rate.plot(rows["attn_len"], rows["xl_tokens_per_s"], marker="o", label="Transformer-XL")
     rate.plot(rows["attn_len"], rows["vanilla_tokens_per_s"], marker="o", label="vanilla (sliding window)")
     rate.set(xlabel="attention length", ylabel="evaluation tokens/s", yscale="log")
