@@ -263,7 +263,7 @@ def _cpu_model() -> str:
 def _matmul_peak(device: torch.device, threads: int) -> float:
     """Achieved fp32 GFLOP/s of a large matmul on ``device`` (the practical ceiling)."""
     if device.type == "cpu":
-        return matmul_peak_gflops(threads)
+        return matmul_peak_gflops(threads, repeats=3)
     n = 8192
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     sync = _sync(device)
