@@ -218,3 +218,12 @@ def test_a_recurrent_run_is_refused(tmp_path):
     save_checkpoint(tmp_path / "qrnn", build_model(cfg.model), cfg, step=0, vocab_hash="0" * 64)
     with pytest.raises(TxlabError, match="holds a qrnn model"):
         speed_table([8], SpeedSettings(run=str(tmp_path / "qrnn")), out_dir=tmp_path)
+
+
+def test_a_trained_vanilla_run_is_timed_up_to_its_window(tmp_path):
+    cfg = RunConfig(model=replace(SHAPE, family="vanilla", pos_enc="alrfou", mem_len=0, max_len=8, tgt_len=8))
+    save_checkpoint(tmp_path / "vanilla", build_model(cfg.model), cfg, step=0, vocab_hash="0" * 64)
+    settings = SpeedSettings(run=str(tmp_path / "vanilla"), threads=1, budget_s=0, repeats=1, tgt_len=4)
+    assert speed_table([8], settings, out_dir=tmp_path)["rows"][0]["vanilla_positions"] == 3
+    with pytest.raises(TxlabError, match="reads at most 8 tokens"):
+        speed_table([12], settings, out_dir=tmp_path)
