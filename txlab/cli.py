@@ -305,19 +305,19 @@ def bench_model_command(
 
 @app.command()
 def speed(
-    attn_len: list[int] = typer.Option([], "--attn-len", help="Attention length (repeatable) [default: the study's, else the paper's 800 1800 2800 3800]."),
-    size: str = typer.Option(None, "--size", help="Shape of the xl-enwik8-12l preset: paper, cpu or tiny [default: paper]."),
+    attn_len: list[int] = typer.Option([], "--attn-len", help="Attention length (repeatable) \\[default: the study's, else the paper's 800 1800 2800 3800]."),
+    size: str = typer.Option(None, "--size", help="Shape of the xl-enwik8-12l preset: paper, cpu or tiny \\[default: paper]."),
     run: str = typer.Option(None, "--run", help="Time this trained run directory (XL or vanilla) instead of the preset shape."),
-    device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... [default: cpu]."),
-    batch_size: int = typer.Option(None, "--batch-size", help="XL streams and vanilla windows per call [default: 1 on CPU, 10 on a GPU]."),
-    tgt_len: int = typer.Option(None, "--tgt-len", help="XL segment length [default: the model's evaluation segment, 80 at paper size]."),
-    budget_s: float = typer.Option(None, "--budget-s", help="Seconds of timed vanilla calls per attention length (at least 3 calls) [default: 30]."),
-    repeats: int = typer.Option(None, "--repeats", help="Timed XL segments per attention length [default: 5]."),
-    warmup: int = typer.Option(None, "--warmup", help="Untimed calls before timing each model [default: 1]."),
-    threads: int = typer.Option(None, "--threads", help="torch CPU threads [default: 2]."),
+    device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: cpu]."),
+    batch_size: int = typer.Option(None, "--batch-size", help="XL streams and vanilla windows per call \\[default: 1 on CPU, 10 on a GPU]."),
+    tgt_len: int = typer.Option(None, "--tgt-len", help="XL segment length \\[default: the model's evaluation segment, 80 at paper size]."),
+    budget_s: float = typer.Option(None, "--budget-s", help="Seconds of timed vanilla calls per attention length (at least 3 calls) \\[default: 30]."),
+    repeats: int = typer.Option(None, "--repeats", help="Timed XL segments per attention length \\[default: 5]."),
+    warmup: int = typer.Option(None, "--warmup", help="Untimed calls before timing each model \\[default: 1]."),
+    threads: int = typer.Option(None, "--threads", help="torch CPU threads \\[default: 2]."),
     study: Path = typer.Option(None, "--study", help="A speed study YAML (e.g. studies/table9.yaml); its profile sets the defaults."),
     profile: str = typer.Option("cpu", "--profile", help="The study profile to use (with --study)."),
-    name: str = typer.Option(None, "--name", help="Output file stem [default: <study name>-<profile> with --study, else table9]."),
+    name: str = typer.Option(None, "--name", help="Output file stem \\[default: <study name>-<profile> with --study, else table9]."),
     out_dir: Path = typer.Option(Path("results/speed"), "--out-dir", help="Where the table (.csv, .md) goes."),
     fig_dir: Path = typer.Option(Path("figures/speed"), "--fig-dir", help="Where the figure (.png, .pdf) goes."),
     json_output: bool = _JSON,
@@ -325,9 +325,9 @@ def speed(
 ) -> None:
     """Evaluation speed of the vanilla Transformer vs Transformer-XL at equal attention length (the paper's Table 9).
 
-    Vanilla predicts each token from a sliding window of the previous attn_len tokens, recomputed
-    whole; Transformer-XL reads segments with a memory of attn_len, every query attending exactly
-    attn_len keys. Both run the same shape, batched, in inference mode with fused attention.
+    Vanilla predicts each token from a window of the attn_len tokens before it, recomputed for every prediction; Transformer-XL reads segments with a memory of attn_len, so every query attends exactly attn_len keys.
+
+    Both run the same shape, batched, in inference mode with fused attention. The table goes to --out-dir (CSV, Markdown), the figure to --fig-dir.
     """
     from dataclasses import asdict
 
