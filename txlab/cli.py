@@ -374,7 +374,7 @@ def recl(
     study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
     profile: str = typer.Option("cpu", "--profile", help="The study profile (with --study)."),
     name: str = typer.Option(None, "--name", help="Group name for the output folders \\[default: members joined by '+', then size and corpus]."),
-    models_root: Path = typer.Option(Path("results/models"), "--models-root", help="Where preset runs live (<root>/<preset>-<size>-<corpus>/)."),
+    models_root: str = typer.Option(None, "--models-root", help="Where preset runs live (<root>/<preset>-<size>-<corpus>/) \\[default: the study's, else results/models]."),
     out_dir: Path = typer.Option(Path("results/recl"), "--out-dir", help="Tables go to <out-dir>/<group>/."),
     fig_dir: Path = typer.Option(Path("figures/recl"), "--fig-dir", help="Figures go to <fig-dir>/<group>/."),
     json_output: bool = _JSON,
@@ -391,10 +391,10 @@ def recl(
 
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     results = recl_groups(
-        [*group, *(members or [])], study, profile, name, models_root=models_root, out_dir=out_dir, fig_dir=fig_dir,
+        [*group, *(members or [])], study, profile, name, out_dir=out_dir, fig_dir=fig_dir,
         announce=typer.echo, echo=say, progress=not quiet, size=size, data=data, sets=overrides, rs=parse_rs(r), grid=grid, blocks=blocks,
         block_len=block_len, split=split, seed=seed, n_boot=n_boot, placebo=placebo, batch_size=batch_size, device=device,
-        train_missing=train_missing,
+        train_missing=train_missing, models_root=models_root,
     )
     for result in results:
         typer.echo(f"RECL of {result['group']} ({result['n_targets']:,} targets; '>= c': ran off the grid):")

@@ -70,6 +70,8 @@ class ReclSettings:
     device: str = "cpu"
     train_missing: bool = True
     """Train preset members that have no checkpoint (else refuse)."""
+    models_root: str = str(MODELS_ROOT)
+    """Where preset members live: ``<models_root>/<preset>-<size>-<corpus>/``."""
 
     def context_grid(self) -> tuple[int, ...]:
         return parse_grid(self.grid)
@@ -158,7 +160,8 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
     for group in chosen:
         if group not in groups:
             raise did_you_mean(group, groups, f"group in {study}")
-    return [Group(f"{study_name}-{group}-{corpus_tag(settings)}", groups[group], settings) for group in chosen]
+    corpus = f"-{settings.data}" if settings.data else ""
+    return [Group(f"{study_name}-{group}-{profile}{corpus}", groups[group], settings) for group in chosen]
 
 
 def _is_number(text: str) -> bool:
@@ -179,7 +182,7 @@ def default_group_name(members: Sequence[str], settings: ReclSettings) -> str:
     return "+".join(Path(m).name for m in members) + f"-{corpus_tag(settings)}"
 
 
-def resolve_member(member: str, settings: ReclSettings, models_root: Path) -> Member:
+def resolve_member(member: str, settings: ReclSettings) -> Member:
     """An existing directory is a run used as-is; a preset name resolves to its zoo directory."""
     path = Path(member)
     if path.is_dir():
@@ -191,7 +194,7 @@ def resolve_member(member: str, settings: ReclSettings, models_root: Path) -> Me
             raise TxlabError(f"no run directory {member}")
         raise did_you_mean(member, PRESETS, "preset (or an existing run directory)")
     cfg = run_config(member, settings.size, settings.data or None, overrides=list(settings.sets))
-    return Member(member, run_dir(cfg, models_root), cfg)
+    return Member(member, run_dir(cfg, Path(settings.models_root)), cfg)
 
 
 def training_plan(cfg: RunConfig) -> str:
@@ -237,11 +240,11 @@ def oracle_rows(run_dir: Path, targets: np.ndarray, settings: ReclSettings) -> l
     return [{**row, "ground_truth": True} for row in rows]
 
 
-def run_group(group: Group, models_root: Path, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> dict[str, Any]:
+def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> dict[str, Any]:
     """Train what is missing, collect the losses, compute RECL, write the tables and figures of one group."""
     settings = group.settings
     grid = settings.context_grid()
-    members = [resolve_member(m, settings, models_root) for m in group.members]
+    members = [resolve_member(m, settings) for m in group.members]
     labels = [m.label for m in members]
     if len(set(labels)) != len(labels):
         raise TxlabError(f"the group names a model twice: {labels}")
@@ -284,7 +287,6 @@ def recl_groups(
     profile: str = "cpu",
     name: str | None = None,
     *,
-    models_root: Path = MODELS_ROOT,
     out_dir: Path = Path("results/recl"),
     fig_dir: Path = Path("figures/recl"),
     announce: Callable[[str], None] = print,
@@ -299,14 +301,14 @@ def recl_groups(
     groups = resolve_groups(members, study, profile, name, **given)
     for group in groups:  # every group's members resolve before any model trains
         for member in group.members:
-            resolve_member(member, group.settings, models_root)
+            resolve_member(member, group.settings)
     results = []
     for group in groups:
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
                  f"size {s.size} | corpus {s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | device {s.device}")
-        results.append(run_group(group, models_root, out_dir, fig_dir, echo, progress))
+        results.append(run_group(group, out_dir, fig_dir, echo, progress))
     return results
 
 
