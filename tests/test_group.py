@@ -28,7 +28,7 @@ def zoo(tmp_path_factory):
 
 def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo):
     args = ["recl", "--group", "xl151m", "qrnn", "lstm", "--r", "0.1", "--r", "0.5,1", *TINY_COLLECTION, *TINY_TRAINING,
-            "--models-root", str(zoo / "models"), "--out-dir", str(zoo / "results"), "--fig-dir", str(zoo / "figures"), "--json", "--quiet"]
+            "--models-root", str(zoo / "models"), "--out-dir", str(zoo / "results"), "--fig-dir", str(zoo / "figures"), "--placebo", "--json", "--quiet"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert result.output.startswith("profile: command line | group xl151m+qrnn+lstm-tiny")
@@ -42,7 +42,7 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo):
             assert cell["recl"] in (2, 4, 6, 8) and cell["ci_low"] <= cell["recl"] <= cell["ci_high"]
     assert "oracle (ground truth)" in group["recl"]  # synthetic corpus: the ideal model's RECL beside the models'
     name = "xl151m+qrnn+lstm-tiny"
-    for path in ("table8.csv", "table8.md", "figure3.csv", "figure4.csv", "recl.json"):
+    for path in ("table8.csv", "table8.md", "figure3.csv", "figure4.csv", "placebo.csv", "recl.json"):
         assert (zoo / "results" / name / path).is_file(), path
     for path in ("figure3.png", "figure3.pdf", "figure4.png", "figure4.pdf"):
         assert (zoo / "figures" / name / path).is_file(), path

@@ -264,7 +264,7 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
     placebo = {}
     if losses.placebo is not None:
         table = recl.prepare_table(losses.losses, grid, labels, caps)
-        placebo = {r: recl.placebo_step_gains(table, losses.placebo, r) for r in settings.rs}
+        placebo = {r: (recl.step_gains(table, r), recl.placebo_step_gains(table, losses.placebo, r)) for r in settings.rs}
 
     table_dir, figure_dir = Path(out_dir) / group.name, Path(fig_dir) / group.name
     files = report.write_table8(rows, table_dir / "table8")

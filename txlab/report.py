@@ -163,7 +163,8 @@ def write_table8(rows: list[dict], stem: Path) -> list[Path]:
 def write_context_curves(gains, perplexity, grid, models, out_dir: Path, placebo: dict | None = None) -> list[Path]:
     """The points of Figures 3 and 4 as CSV in ``out_dir``: figure3.csv (model, c, c_next, gain: the
     unnormalised gain exp f(c,c) - exp f_i(c,c')), figure4.csv (model, c, ppl) and, with placebo
-    gains ({r: [M, G-1]}), placebo.csv (model, r, c, c_next, placebo_gain: relative)."""
+    gains ({r: (relative step gains [M, G-1], placebo gains [M, G-1])}), placebo.csv (model, r, c,
+    c_next, gain, placebo_gain: a real gain stands well above its placebo)."""
     out_dir = Path(out_dir)
     steps = list(zip(grid[:-1], grid[1:]))
     fig3 = pd.DataFrame([{"model": m, "c": c, "c_next": c2, "gain": float(gains[i][j])}
@@ -174,8 +175,8 @@ def write_context_curves(gains, perplexity, grid, models, out_dir: Path, placebo
         write_text_atomic(out_dir / name, frame.to_csv(index=False))
         written.append(out_dir / name)
     if placebo:
-        rows = [{"model": m, "r": r, "c": c, "c_next": c2, "placebo_gain": float(table[i][j])}
-                for r, table in placebo.items() for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)]
+        rows = [{"model": m, "r": r, "c": c, "c_next": c2, "gain": float(real[i][j]), "placebo_gain": float(fake[i][j])}
+                for r, (real, fake) in placebo.items() for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)]
         write_text_atomic(out_dir / "placebo.csv", pd.DataFrame(rows).to_csv(index=False))
         written.append(out_dir / "placebo.csv")
     return written
