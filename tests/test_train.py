@@ -197,3 +197,11 @@ def test_two_gloo_processes_equal_one_process(tmp_path):
     a, b = _final_state(single.run_dir), _final_state(tmp_path / "two")
     for key in a:
         torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-4)
+
+
+def test_tensorboard_logging_when_installed(tmp_path):
+    pytest.importorskip("tensorboard")
+    train(tiny("xl151m", "train.max_steps=2", "train.log_interval=1", "train.tensorboard=true"), tmp_path / "run",
+          progress=False, echo=lambda _: None)
+    events = list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 0

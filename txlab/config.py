@@ -119,6 +119,7 @@ class TrainConfig:
     seed: int = _field(0, "Seed for parameters, dropout and data order.")
     device: str = _field("cpu", "Torch device ('cpu', 'cuda', 'cuda:1', ...).")
     threads: int = _field(0, "CPU threads for torch; 0 leaves torch's default.")
+    tensorboard: bool = _field(False, "Also log metrics for TensorBoard under <run>/tensorboard (needs `pip install tensorboard`).")
 
 
 @dataclass

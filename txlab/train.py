@@ -211,6 +211,15 @@ class _StopRequest:
             signal.signal(sig, handler)
 
 
+def tensorboard_writer(run_dir: Path) -> Any:
+    """A TensorBoard SummaryWriter for the run (optional dependency)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise TxlabError("train.tensorboard=true needs TensorBoard: pip install tensorboard") from None
+    return SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+
+
 class TrainingInterrupted(TxlabError):
     """Raised after a SIGTERM/SIGINT once the checkpoint is safely written."""
 
@@ -328,10 +337,16 @@ def train(
         result = evaluate(model, valid_tokens, eval_tgt_len, eval_context, cfg.eval.batch_size, t.eval_tokens, progress=False)
         return {**metric_summary(result["loss"], corpus.level), "tokens": result["tokens"]}
 
+    board = tensorboard_writer(run_dir) if t.tensorboard and ddp.is_main else None
+
     def log(record: dict[str, Any]) -> None:
         if ddp.is_main:
             with metrics_file.open("a") as fh:
                 fh.write(json.dumps(record) + "\n")
+        if board is not None:
+            for key, value in record.items():
+                if key not in ("step", "split") and isinstance(value, (int, float)):
+                    board.add_scalar(f"{record['split']}/{key}", value, record["step"])
 
     def checkpoint(valid: dict[str, float]) -> None:
         recurrent = gather_objects(_cpu_tensors(states), ddp)
@@ -405,6 +420,8 @@ def train(
                 bar.close()
                 raise TrainingInterrupted(f"stopped by signal {stop.signal} at step {step}; checkpoint saved in {run_dir}; rerun the same command to resume")
     bar.close()
+    if board is not None:
+        board.close()
     if ddp.world > 1:
         dist.barrier()
     return TrainResult(run_dir, step, resumed_from, valid, metrics_file)
