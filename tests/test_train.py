@@ -205,3 +205,23 @@ def test_tensorboard_logging_when_installed(tmp_path):
           progress=False, echo=lambda _: None)
     events = list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
     assert events and events[0].stat().st_size > 0
+
+
+def test_checkpoint_saves_weights_that_are_views_of_one_buffer(tmp_path):
+    # cuDNN keeps an LSTM's weights as views of one flat buffer; safetensors refuses shared storage
+    from txlab.build import build_model
+    from txlab.checkpoint import save_checkpoint
+
+    cfg = update_dataclass(resolve_preset("lstm", "tiny"), {"model": {"n_token": 50}})
+    model = build_model(cfg.model)
+    layer = model.stack.layers[0]
+    flat = torch.randn(layer.weight_ih_l0.numel() + layer.weight_hh_l0.numel())
+    layer.weight_ih_l0.data = flat[: layer.weight_ih_l0.numel()].view_as(layer.weight_ih_l0)
+    layer.weight_hh_l0.data = flat[layer.weight_ih_l0.numel() :].view_as(layer.weight_hh_l0)
+    save_checkpoint(tmp_path, model, cfg, step=1, vocab_hash="h")
+    loaded = load_checkpoint(tmp_path).model.state_dict()
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
+    # tied weights are stored once and still tied after loading
+    reloaded = load_checkpoint(tmp_path).model
+    assert reloaded.softmax.out_layers[0].weight is reloaded.embedding.emb_layers[0].weight

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, save_file
 
 import txlab
 from txlab.build import build_model
@@ -38,6 +38,22 @@ WEIGHTS, META, TRAIN_STATE = "model.safetensors", "meta.json", "train_state.pt"
 
 def versions() -> dict[str, str]:
     return {"txlab": txlab.__version__, "torch": torch.__version__, "python": platform.python_version()}
+
+
+def unique_tensors(model: LanguageModel) -> dict[str, torch.Tensor]:
+    """Every saved tensor once (tied weights under their first name), as CPU tensors with their own storage.
+
+    Own storage matters: cuDNN keeps an LSTM's weights as views of one flat buffer, which
+    safetensors refuses to save as separate tensors.
+    """
+    return {name: t.detach().to("cpu", copy=True).contiguous() for name, t in _unique_named_tensors(model).items()}
+
+
+def _unique_named_tensors(model: LanguageModel) -> dict[str, torch.Tensor]:
+    """The state dict's tensors with each tied tensor once, under its first name."""
+    saved = set(model.state_dict())
+    named = {**dict(model.named_parameters()), **dict(model.named_buffers())}  # tied parameters appear once
+    return {name: t for name, t in named.items() if name in saved}
 
 
 def save_checkpoint(
@@ -56,7 +72,7 @@ def save_checkpoint(
     final = run_dir / CHECKPOINT_DIR
     tmp = Path(tempfile.mkdtemp(dir=run_dir, prefix=f".{CHECKPOINT_DIR}."))
     try:
-        save_model(model, str(tmp / WEIGHTS))
+        save_file(unique_tensors(model), str(tmp / WEIGHTS))
         if train_state is not None:
             torch.save(train_state, tmp / TRAIN_STATE)
         meta = {
@@ -157,9 +173,15 @@ def load_checkpoint(
         )
     model = build_model(cfg.model)
     try:
-        missing, unexpected = load_model(model, str(directory / WEIGHTS), strict=False, device=str(map_location))
-    except (SafetensorError, OSError, RuntimeError) as err:
+        tensors = load_file(str(directory / WEIGHTS))
+    except (SafetensorError, OSError) as err:
         raise TxlabError(f"checkpoint weights {directory / WEIGHTS} are corrupt or truncated: {err}") from None
+    tied_aliases = set(model.state_dict()) - set(_unique_named_tensors(model))
+    try:
+        result = model.load_state_dict(tensors, strict=False)
+    except RuntimeError as err:  # a shape mismatch
+        raise TxlabError(f"checkpoint weights {directory / WEIGHTS} do not fit the model: {err}") from None
+    missing, unexpected = set(result.missing_keys) - tied_aliases, result.unexpected_keys
     if missing or unexpected:
         raise TxlabError(f"checkpoint weights {directory / WEIGHTS} do not fit the model: missing {missing}, unexpected {unexpected}")
     train_state = None
