@@ -110,7 +110,7 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
         for x, y in zip(rows.loc[series.index, "attn_len"], series):
             slow.annotate(f"{y:,.0f}x", (x, y), textcoords="offset points", xytext=(0, -12 if below else 6), ha="center", fontsize=8)
     slow.set(xlabel="attention length", ylabel="vanilla slowdown (XL tokens/s / vanilla tokens/s)", yscale="log")
-    slow.legend(fontsize=7, loc="upper left")
+    slow.legend(fontsize=7, loc="lower right")
     rate.plot(rows["attn_len"], rows["xl_tokens_per_s"], marker="o", label="Transformer-XL")
     rate.plot(rows["attn_len"], rows["vanilla_tokens_per_s"], marker="o", label="vanilla (sliding window)")
     rate.set(xlabel="attention length", ylabel="evaluation tokens/s", yscale="log")
