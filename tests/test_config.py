@@ -89,3 +89,12 @@ def test_saved_config_round_trips(tmp_path):
     assert yaml.safe_load(path.read_text()) == to_dict(cfg)
     assert load_config(path) == cfg
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_saved_files_are_readable_by_everyone_the_umask_allows(tmp_path):
+    import os
+
+    path = save_config(RunConfig(), tmp_path / "config.yaml")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask

@@ -62,3 +62,12 @@ def test_list_models_covers_every_preset_and_size(tmp_path):
     rows = list_models(root=tmp_path)
     assert {(r["name"], r["size"]) for r in rows} == {(n, s) for n in PRESETS for s in SIZES}
     assert not any(r["trained"] for r in rows)
+
+
+@pytest.mark.parametrize("name", ["xl151m", "lstm", "qrnn", "transformer128m"])
+def test_targets_of_another_shape_are_refused(name):
+    cfg = resolve_preset(name, "tiny")
+    model = build_model(update_dataclass(cfg.model, {"n_token": 50}))
+    tokens = torch.randint(0, 50, (2, 4))
+    with pytest.raises(TxlabError, match="must have the shape of tokens"):
+        model(tokens, model.init_state(2), tokens[:, :3])

@@ -14,11 +14,21 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> Path:
     """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes files private (0600); results are for everyone
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)

@@ -23,6 +23,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from txlab.errors import TxlabError
+
 State = Any
 """Opaque per-family recurrent state (XL: per-layer memories; RNN: hidden/cell tensors)."""
 
@@ -46,6 +48,12 @@ class LMOutput(NamedTuple):
     """[B, T, d] final hidden states, the softmax input (use ``model.log_prob`` for distributions)."""
     state: State
     """The state after the last token, detached, to pass with the next chunk."""
+
+
+def check_target_shape(tokens: torch.Tensor, targets: torch.Tensor | None) -> None:
+    """Targets must pair one-to-one with the tokens (a mismatch would score the wrong pairs silently)."""
+    if targets is not None and targets.shape != tokens.shape:
+        raise TxlabError(f"targets {tuple(targets.shape)} must have the shape of tokens {tuple(tokens.shape)}")
 
 
 class LanguageModel(nn.Module):

@@ -45,7 +45,7 @@ from torch import nn
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
-from txlab.lm import Context, LanguageModel, LMOutput
+from txlab.lm import Context, LanguageModel, LMOutput, check_target_shape
 from txlab.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax
 
 Memory = list[torch.Tensor]
@@ -352,6 +352,7 @@ class TransformerXL(LanguageModel):
         return [p.new_zeros(batch_size, 0, self.cfg.d_model) for _ in self.blocks]
 
     def forward(self, tokens: torch.Tensor, state: Memory, targets: torch.Tensor | None = None) -> LMOutput:
+        check_target_shape(tokens, targets)
         hidden, new_state = self._hidden(tokens, state, keep=self.context.mem_len, last_only=False)
         nll = None
         if targets is not None:

@@ -35,7 +35,7 @@ from torch.autograd.function import once_differentiable
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
-from txlab.lm import LanguageModel, LMOutput, State
+from txlab.lm import LanguageModel, LMOutput, State, check_target_shape
 from txlab.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax
 
 
@@ -196,6 +196,7 @@ class RNNLanguageModel(LanguageModel):
         return self.stack.init_state(batch_size, like=self.embedding.emb_layers[0].weight)
 
     def forward(self, tokens: torch.Tensor, state: State, targets: torch.Tensor | None = None) -> LMOutput:
+        check_target_shape(tokens, targets)
         B, T = tokens.shape
         x = self.drop(self.embedding(tokens.t()))  # [T, B, E]
         x, state = self.stack(x, state)  # [T, B, E]
