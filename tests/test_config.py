@@ -98,3 +98,27 @@ def test_saved_files_are_readable_by_everyone_the_umask_allows(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_read_study_checks_keys_and_applies_the_profile_strictly(tmp_path):
+    import dataclasses as dc
+
+    from txlab.config import read_study
+
+    @dc.dataclass
+    class Settings:
+        size: str = "cpu"
+        blocks: int = 8
+
+    path = tmp_path / "study.yaml"
+    path.write_text("name: demo\nprofiles:\n  cpu: {blocks: 4}\n  paper: {size: paper}\n")
+    data, settings = read_study(path, ("name",), "cpu", Settings())
+    assert data["name"] == "demo" and settings == Settings(blocks=4)
+    with pytest.raises(TxlabError, match="Did you mean 'paper'"):
+        read_study(path, ("name",), "papr", Settings())
+    path.write_text("name: demo\nextra: 1\nprofiles:\n  cpu: {}\n")
+    with pytest.raises(TxlabError, match="unknown key 'extra'; valid: name, profiles"):
+        read_study(path, ("name",), "cpu", Settings())
+    path.write_text("profiles:\n  cpu: {blocs: 4}\n")
+    with pytest.raises(TxlabError, match="profiles.cpu.blocs"):
+        read_study(path, (), "cpu", Settings())

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from txlab.errors import TxlabError
+from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
 
 FAMILIES = ("xl", "vanilla", "lstm", "qrnn")
@@ -265,6 +265,22 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise TxlabError(f"{path} must hold a YAML mapping at the top level")
     return data
+
+
+def read_study(path: str | Path, keys: tuple[str, ...], profile: str, settings: Any) -> tuple[dict[str, Any], Any]:
+    """A study file's top-level mapping (only ``keys`` plus ``profiles`` allowed) and ``settings``
+    (a dataclass of defaults) updated strictly with the chosen profile's values."""
+    data = read_yaml(path)
+    valid = (*keys, "profiles")
+    unknown = set(data) - set(valid)
+    if unknown:
+        raise TxlabError(f"{path}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(valid)}")
+    profiles = data.get("profiles") or {}
+    if not isinstance(profiles, dict) or not profiles:
+        raise TxlabError(f"{path}: 'profiles' must map profile names to settings")
+    if profile not in profiles:
+        raise did_you_mean(profile, profiles, f"profile in {path}")
+    return data, update_dataclass(settings, profiles[profile] or {}, prefix=f"profiles.{profile}.")
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: RunConfig | None = None) -> RunConfig:

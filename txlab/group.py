@@ -29,7 +29,7 @@ import numpy as np
 
 from txlab import recl, report
 from txlab.checkpoint import has_checkpoint, read_meta
-from txlab.config import RunConfig, read_yaml, update_dataclass
+from txlab.config import RunConfig, read_study, update_dataclass
 from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
@@ -124,19 +124,10 @@ def parse_rs(items: Sequence[str]) -> list[float] | None:
 
 def load_study(path: str | Path, profile: str) -> tuple[str, dict[str, list[str]], ReclSettings]:
     """(study name, group name -> members, the profile's settings) of a RECL study file (see studies/table8.yaml)."""
-    data = read_yaml(path)
-    unknown = set(data) - {"name", "groups", "profiles"}
-    if unknown:
-        raise TxlabError(f"{path}: unknown key {sorted(unknown)[0]!r}; valid: name, groups, profiles")
+    data, settings = read_study(path, ("name", "groups"), profile, ReclSettings())
     groups = data.get("groups") or {}
     if not isinstance(groups, dict) or not groups or not all(isinstance(m, list) and m for m in groups.values()):
         raise TxlabError(f"{path}: 'groups' must map group names to lists of presets or run directories")
-    profiles = data.get("profiles") or {}
-    if not isinstance(profiles, dict) or not profiles:
-        raise TxlabError(f"{path}: 'profiles' must map profile names to settings")
-    if profile not in profiles:
-        raise did_you_mean(profile, profiles, f"profile in {path}")
-    settings = update_dataclass(ReclSettings(), profiles[profile] or {}, prefix=f"profiles.{profile}.")
     return data.get("name") or Path(path).stem, {str(k): [str(m) for m in v] for k, v in groups.items()}, settings
 
 

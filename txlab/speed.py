@@ -49,7 +49,7 @@ import torch
 from txlab.bench import _cpu_snapshot, _others_cpu, _timed, matmul_peak_gflops
 from txlab.build import build_model
 from txlab.checkpoint import load_checkpoint
-from txlab.config import RunConfig, read_yaml, update_dataclass
+from txlab.config import RunConfig, read_study, update_dataclass
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
 from txlab.lm import Context
@@ -121,16 +121,7 @@ def load_study(path: str | Path, profile: str) -> Study:
 
     The study's name is ``<name in the file>-<profile>``, the stem of the files it writes.
     """
-    data = read_yaml(path)
-    unknown = set(data) - {"name", "attn_lens", "profiles"}
-    if unknown:
-        raise TxlabError(f"{path}: unknown key {sorted(unknown)[0]!r}; valid: name, attn_lens, profiles")
-    profiles = data.get("profiles") or {}
-    if not isinstance(profiles, dict) or not profiles:
-        raise TxlabError(f"{path}: 'profiles' must map profile names to settings")
-    if profile not in profiles:
-        raise did_you_mean(profile, profiles, f"profile in {path}")
-    settings = update_dataclass(SpeedSettings(), profiles[profile] or {}, prefix=f"profiles.{profile}.")
+    data, settings = read_study(path, ("name", "attn_lens"), profile, SpeedSettings())
     lens = data.get("attn_lens", list(PAPER_ATTN_LENS))
     if not isinstance(lens, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in lens):
         raise TxlabError(f"{path}: 'attn_lens' must be a list of integers, got {lens!r}")
