@@ -192,25 +192,22 @@ def figure3(table: Path, out: Path, title: str = "") -> list[Path]:
     """Figure 3 from figure3.csv: the unnormalised gain exp f(c,c) - exp f_i(c,c') of each step c -> c',
     plotted at c', one line per model. Writes ``out`` (.png and .pdf)."""
     points = _read_points(table, "Figure 3")
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for model, rows in points.groupby("model", sort=False):
-        ax.plot(rows["c_next"], rows["gain"], marker="o", ms=3, label=model)
-    ax.set(xlabel="context length c' (step c -> c')", ylabel="gain exp f(c,c) - exp f(c,c')")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=9)
-    return save_figure(fig, out)
+    return _lines_by_model(points, "c_next", "gain", "context length c' (step c -> c')", "gain exp f(c,c) - exp f(c,c')", out, title)
 
 
 def figure4(table: Path, out: Path, title: str = "") -> list[Path]:
     """Figure 4 from figure4.csv: perplexity on the shared targets against context length, one line
     per model. Writes ``out`` (.png and .pdf)."""
     points = _read_points(table, "Figure 4")
+    return _lines_by_model(points, "c", "ppl", "context length c", "perplexity exp(mean l(c, t))", out, title)
+
+
+def _lines_by_model(points: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, out: Path, title: str) -> list[Path]:
+    """One line per model of ``points[y]`` against ``points[x]``, written as ``out`` (.png and .pdf)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     for model, rows in points.groupby("model", sort=False):
-        ax.plot(rows["c"], rows["ppl"], marker="o", ms=3, label=model)
-    ax.set(xlabel="context length c", ylabel="perplexity exp(mean l(c, t))")
+        ax.plot(rows[x], rows[y], marker="o", ms=3, label=model)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     if title:
