@@ -621,7 +621,7 @@ def _encode_into(spec: CorpusSpec, sources: _Sources, vocab: Vocab, lengths: dic
     for split, out in outputs.items():
         assert filled[split] == len(out), f"{split}: counted {len(out)} tokens, encoded {filled[split]}"
         out.flush()
-    del outputs
+    outputs.clear()  # drop the memmaps so the files are closed before they are renamed
 
 
 def _build_cache(spec: CorpusSpec, sources: _Sources, entry: Path, options: dict, progress: bool) -> dict:
