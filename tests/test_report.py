@@ -4,6 +4,7 @@ import sys
 
 import pandas as pd
 import pytest
+import yaml
 
 from txlab.errors import TxlabError
 from txlab.report import learning_curves, run_label
@@ -40,3 +41,67 @@ def test_learning_curves_refuse_non_runs(tmp_path):
 def test_report_does_not_import_torch():
     code = "import sys, txlab.report; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+# --------------------------------------------------------------------------------------------------
+# Ablation tables (txlab ablate)
+
+from txlab.report import ablation_latex, ablation_markdown, init_best, write_ablation_report  # noqa: E402
+
+
+def test_init_best_takes_the_training_length_the_minimum_and_its_shortest_length():
+    assert init_best([64, 128, 256, 512], [30.0, 28.0, 27.0, 27.0], 128) == (28.0, 27.0, 256)
+    assert init_best([128, 256], [31.0, 31.5], 128) == (31.0, 31.0, 128)
+    with pytest.raises(TxlabError, match="training length 100 was not evaluated"):
+        init_best([64, 128], [1.0, 2.0], 100)
+
+
+def fake_ablation_run(root, run_id, row_id, seed, curve, *, remark="", mem_len=16, pos_enc="ours", loss="full", init_len=32, metric="ppl"):
+    run = root / "runs" / run_id
+    (run / "ablate").mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump({
+        "model": {"family": "xl", "mem_len": mem_len, "pos_enc": pos_enc, "tgt_len": 16}, "train": {"loss": loss}}))
+    (run / "ablate" / "row.json").write_text(json.dumps({
+        "run_id": run_id, "row_id": row_id, "remark": remark, "seed": seed, "init_len": init_len, "eval_lens": sorted(curve),
+        "split": "valid", "eval_tokens": 100, "params": 1_500_000}))
+    for length, value in curve.items():
+        (run / "ablate" / f"attn{length}-valid-n100.json").write_text(json.dumps({metric: value, "loss": 1.0, "tokens": 100}))
+
+
+def test_ablation_report_from_fixture_run_directories(tmp_path):
+    out = tmp_path / "results"
+    fake_ablation_run(out, "xl-s0", "xl", 0, {16: 30.0, 32: 28.0, 64: 26.0, 128: 26.0}, remark="Transformer-XL")
+    fake_ablation_run(out, "xl-s1", "xl", 1, {16: 32.0, 32: 30.0, 64: 27.0, 128: 25.0}, remark="Transformer-XL")
+    fake_ablation_run(out, "shaw-s0", "shaw", 0, {16: 31.0, 32: 29.0, 64: 29.5}, mem_len=0, pos_enc="shaw", loss="half", init_len=32)
+    columns = [("remark", "Remark"), ("recurrence", "Recurrence"), ("encoding", "Encoding"), ("loss", "Loss"),
+               ("ppl_init", "PPL init"), ("ppl_best", "PPL best"), ("attn_len", "Attn Len")]
+    result = write_ablation_report(out, tmp_path / "figures", columns, ["xl-s0", "xl-s1", "shaw-s0", "missing-s0"], title="demo")
+    xl, shaw = result["rows"]
+    # mean curve over seeds: 31, 29, 26.5, 25.5 -> init (at 32) 29, best 25.5 at 128; spreads over seeds
+    assert (xl["ppl_init"], xl["ppl_best"], xl["attn_len"], xl["seeds"]) == (29.0, 25.5, 128, 2)
+    assert xl["ppl_init_std"] == pytest.approx(2 ** 0.5) and xl["ppl_best_std"] == pytest.approx(0.5 ** 0.5)
+    assert (shaw["ppl_init"], shaw["ppl_best"], shaw["attn_len"], shaw["ppl_init_std"]) == (29.0, 29.0, 32, None)
+    assert result["markdown"] == (
+        "| Remark | Recurrence | Encoding | Loss | PPL init | PPL best | Attn Len |\n"
+        "|---|---|---|---|---|---|---|\n"
+        "| Transformer-XL | ✓ | Ours | Full | 29.00 ± 1.41 | 25.50 ± 0.71 | 128 |\n"
+        "|  | ✗ | Shaw et al. (2018) | Half | 29.00 | 29.00 | 32 |\n"
+    )
+    tex = (out / "table.tex").read_text()
+    assert "\\toprule" in tex and "Transformer-XL & $\\checkmark$ & Ours & Full & 29.00 $\\pm$ 1.41 & 25.50 $\\pm$ 0.71 & 128 \\\\" in tex
+    table = pd.read_csv(out / "table.csv")
+    assert list(table["row_id"]) == ["xl", "shaw"] and table.loc[0, "params"] == 1_500_000
+    assert len(pd.read_csv(out / "curves.csv")) == 11
+    assert (tmp_path / "figures" / "ppl-vs-attn-len.png").stat().st_size > 1000
+
+
+def test_ablation_tables_say_bpc_on_character_corpora_and_latex_escapes():
+    rows = [{"remark": "a_b & c", "ppl_init": 1.23456, "ppl_best": 1.2, "metric": "bpc", "ppl_init_std": None, "ppl_best_std": None}]
+    columns = [("remark", "Remark"), ("ppl_init", "PPL init"), ("ppl_best", "PPL")]
+    assert ablation_markdown(rows, columns).splitlines()[0] == "| Remark | bpc init | bpc |"
+    assert "a\\_b \\& c & 1.235 & 1.200 \\\\" in ablation_latex(rows, columns)
+
+
+def test_ablation_report_without_runs_says_what_to_do(tmp_path):
+    with pytest.raises(TxlabError, match="run the study first"):
+        write_ablation_report(tmp_path, tmp_path, [("remark", "Remark")], ["a-s0"])

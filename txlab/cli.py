@@ -405,6 +405,35 @@ def recl(
         _print_json(summary(results))
 
 
+@app.command()
+def ablate(
+    study: Path = typer.Argument(..., help="A study YAML (studies/table6.yaml, table7.yaml, table10.yaml).", show_default=False),
+    profile: str = typer.Option("cpu", "--profile", "-p", help="The study's profile: paper (GPUs, the paper's settings) or cpu (2 cores, minutes)."),
+    shard: str = typer.Option(None, "--shard", help="Run only shard i of N (i/N, e.g. 2/4: every 4th run from the 2nd), for one machine or array task each."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the runs with parameters, evaluation lengths, estimated time and status; run nothing."),
+    report_only: bool = typer.Option(False, "--report", help="Only rebuild the table and figure from the runs present (e.g. after merging shards)."),
+    json_output: bool = _JSON,
+    quiet: bool = _QUIET,
+) -> None:
+    """Ablation grid: train every configuration of a study (or find it trained), score each at the
+    study's evaluation attention lengths, and write the paper's Table 6 layout (Remark, Recurrence,
+    Encoding, Loss, PPL init, PPL best, Attn Len) plus a figure of perplexity against attention length.
+
+    Stages leave files behind, so rerunning resumes an interrupted study. Example:
+    txlab ablate studies/table6.yaml --profile cpu
+    """
+    from txlab.study import run_study
+
+    say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
+    result = run_study(study, profile, shard=shard, dry_run=dry_run, report_only=report_only, progress=not quiet, announce=typer.echo, echo=say)
+    if not dry_run:
+        typer.echo(result["markdown"].rstrip())
+        for path in result["files"]:
+            typer.echo(f"written {path}")
+    if json_output:
+        _print_json({k: result[k] for k in ("study", "profile", "shard", "out_dir", "rows", "plan") if k in result})
+
+
 def main() -> None:
     app()
 

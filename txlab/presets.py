@@ -25,6 +25,12 @@ SIZES = ("paper", "cpu", "tiny")
 # Vocabulary sizes of the paper corpora, so paper-size parameter counts need no data on disk.
 PAPER_VOCAB = {"wikitext-103": 267_735, "enwik8": 204}
 
+# Tokens in the splits of the paper corpora, for cost estimates without data on disk.
+PAPER_SPLIT_TOKENS = {
+    "wikitext-103": {"train": 103_227_021, "valid": 217_646, "test": 245_569},
+    "enwik8": {"train": 90_000_000, "valid": 5_000_000, "test": 5_000_000},
+}
+
 # --- building blocks shared by several presets -------------------------------------------------
 
 _WT103_ADAPTIVE = {"adaptive": True, "cutoffs": [20_000, 40_000, 200_000], "div_val": 1}

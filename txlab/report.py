@@ -7,6 +7,7 @@ tables and PNG/PDF figures, so reports can be rebuilt anywhere without a model o
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import matplotlib
@@ -213,3 +214,199 @@ def _lines_by_model(points: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: s
     if title:
         ax.set_title(title, fontsize=9)
     return save_figure(fig, out)
+
+
+# --------------------------------------------------------------------------------------------------
+# Ablations (`txlab ablate`): Tables 6, 7 and 10, perplexity against evaluation attention length
+
+ABLATION_COLUMNS = {
+    "remark": "Remark",
+    "row": "Row",
+    "recurrence": "Recurrence",
+    "encoding": "Encoding",
+    "loss": "Loss",
+    "backprop_len": "Backprop Len",
+    "mem_len": "Mem Len",
+    "params": "Params",
+    "train_memory": "Train memory (MiB)",
+    "ppl_init": "PPL init",
+    "ppl_best": "PPL best",
+    "attn_len": "Attn Len",
+    "seeds": "Seeds",
+}
+"""Columns an ablation table can show, with their default headers ("PPL" reads "bpc" on character corpora)."""
+
+TABLE6_COLUMNS = ("remark", "recurrence", "encoding", "loss", "ppl_init", "ppl_best", "attn_len")
+
+ENCODING_NAMES = {"ours": "Ours", "shaw": "Shaw et al. (2018)", "vaswani": "Vaswani et al. (2017)", "alrfou": "Al-Rfou et al. (2018)"}
+
+
+def ablation_eval_name(length: int, split: str, tokens: int) -> str:
+    """File name of a run's score at one evaluation attention length."""
+    return f"attn{length}-{split}-n{tokens or 'all'}.json"
+
+
+def init_best(lengths: list[int], values: list[float], init_len: int) -> tuple[float, float, int]:
+    """(value at the training length, best value, shortest length reaching the best) of one curve.
+
+    Lower is better (perplexity, bpc); ``init_len`` must be one of ``lengths``.
+    """
+    if len(lengths) != len(values) or not lengths:
+        raise TxlabError("init_best needs one value per length")
+    by_length = dict(zip(lengths, values))
+    if init_len not in by_length:
+        raise TxlabError(f"the training length {init_len} was not evaluated (lengths: {sorted(by_length)})")
+    best = min(by_length.values())
+    return by_length[init_len], best, min(a for a, v in by_length.items() if v == best)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise TxlabError(f"{path} is corrupt: {err}") from None
+
+
+def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs, curves) of the study runs present under ``out_dir/runs``: one row per run with what the
+    table needs from its config, and one row per (run, evaluation length) that has been scored."""
+    runs, points = [], []
+    for run_id in run_ids:
+        run_dir = Path(out_dir) / "runs" / run_id
+        row_file = run_dir / "ablate" / "row.json"
+        if not row_file.is_file() or not (run_dir / "config.yaml").is_file():
+            continue
+        row = _read_json(row_file)
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+        model = cfg["model"]
+        fit_file = run_dir / "fit.json"
+        fit = _read_json(fit_file) if fit_file.is_file() else {}
+        runs.append({
+            "run_id": run_id, "row_id": row["row_id"], "remark": row["remark"], "seed": row["seed"], "init_len": row["init_len"],
+            "recurrence": model["mem_len"] > 0, "encoding": ENCODING_NAMES.get(model["pos_enc"], model["pos_enc"]) if model["family"] in ("xl", "vanilla") else model["family"].upper(),
+            "loss": cfg["train"]["loss"].capitalize(), "backprop_len": model["tgt_len"], "mem_len": model["mem_len"], "params": row.get("params"),
+            "train_memory": fit["bytes"] / 2**20 if fit else None,
+        })
+        for length in row["eval_lens"]:
+            path = run_dir / "ablate" / ablation_eval_name(length, row["split"], row["eval_tokens"])
+            if path.is_file():
+                record = _read_json(path)
+                metric = "ppl" if "ppl" in record else "bpc"
+                points.append({"run_id": run_id, "row_id": row["row_id"], "seed": row["seed"], "attn_len": length,
+                               "metric": metric, "value": record[metric], "loss": record["loss"], "tokens": record["tokens"]})
+    return pd.DataFrame(runs), pd.DataFrame(points)
+
+
+def ablation_rows(runs: pd.DataFrame, curves: pd.DataFrame) -> list[dict]:
+    """One table row per study row: its settings and, over its finished seeds, the mean (and spread)
+    of the value at the training length and of the best value, and the length of the best mean."""
+    rows = []
+    for row_id, members in runs.groupby("row_id", sort=False):
+        first = members.iloc[0]
+        out = {k: (v.item() if hasattr(v, "item") else v) for k, v in first.items() if k not in ("run_id", "seed")}
+        out.update(row=row_id, seeds=0, metric=None, ppl_init=None, ppl_best=None, attn_len=None, ppl_init_std=None, ppl_best_std=None)
+        points = curves[curves["row_id"] == row_id] if not curves.empty else curves
+        expected = members["init_len"].iloc[0]
+        complete = [s for s, p in points.groupby("seed")] if not points.empty else []
+        if complete:
+            # a seed counts once every length it was asked for is scored
+            n_lengths = points.groupby("seed")["attn_len"].nunique()
+            complete = [s for s in complete if n_lengths[s] == n_lengths.max()]
+            points = points[points["seed"].isin(complete)]
+            mean = points.groupby("attn_len")["value"].mean()
+            if expected in mean.index:
+                init, best, attn = init_best(list(mean.index), list(mean.values), int(expected))
+                per_seed = [init_best(list(p["attn_len"]), list(p["value"]), int(expected)) for _, p in points.groupby("seed")]
+                spread = lambda xs: float(pd.Series(xs).std()) if len(xs) > 1 else None  # noqa: E731
+                out.update(seeds=len(complete), metric=points["metric"].iloc[0], ppl_init=float(init), ppl_best=float(best), attn_len=int(attn),
+                           ppl_init_std=spread([s[0] for s in per_seed]), ppl_best_std=spread([s[1] for s in per_seed]))
+        rows.append(out)
+    return rows
+
+
+def _cell(row: dict, key: str, latex: bool) -> str:
+    value = row.get(key)
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "-"
+    if key == "recurrence":
+        return ("$\\checkmark$" if value else "$\\times$") if latex else ("✓" if value else "✗")
+    if key == "params":
+        return f"{value / 1e6:.2f}M"
+    if key == "train_memory":
+        return f"{value:.1f}"
+    if key in ("ppl_init", "ppl_best"):
+        digits = 3 if row.get("metric") == "bpc" else 2
+        spread = row.get(f"{key}_std")
+        pm = " $\\pm$ " if latex else " ± "
+        return f"{value:.{digits}f}" + (f"{pm}{spread:.{digits}f}" if spread is not None else "")
+    return str(value)
+
+
+def _headers(columns: list[tuple[str, str]], rows: list[dict]) -> list[str]:
+    bpc = any(r.get("metric") == "bpc" for r in rows)
+    return [h.replace("PPL", "bpc") if bpc else h for _, h in columns]
+
+
+def ablation_markdown(rows: list[dict], columns: list[tuple[str, str]]) -> str:
+    headers = _headers(columns, rows)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(r, k, False) for k, _ in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _latex_escape(text: str) -> str:
+    return re.sub(r"([&%_#$])", r"\\\1", text) if "$" not in text else text
+
+
+def ablation_latex(rows: list[dict], columns: list[tuple[str, str]], caption: str = "") -> str:
+    """A booktabs table for a paper (needs \\usepackage{booktabs, amssymb})."""
+    headers = [_latex_escape(h) for h in _headers(columns, rows)]
+    lines = ["\\begin{table}[t]", "\\centering", f"\\begin{{tabular}}{{{'l' * len(columns)}}}", "\\toprule", " & ".join(headers) + " \\\\", "\\midrule"]
+    lines += [" & ".join(_latex_escape(_cell(r, k, True)) for k, _ in columns) + " \\\\" for r in rows]
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    if caption:
+        lines.append(f"\\caption{{{_latex_escape(caption)}}}")
+    lines.append("\\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: str = "") -> list[Path]:
+    """Perplexity (or bpc) against evaluation attention length, one line per study row (mean over
+    seeds, with their range), the training length marked with an open circle."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, (row_id, points) in enumerate(curves.groupby("row_id", sort=False)):
+        stats = points.groupby("attn_len")["value"].agg(["mean", "min", "max"])
+        remark = runs.loc[runs["row_id"] == row_id, "remark"].iloc[0]
+        line, = ax.plot(stats.index, stats["mean"], marker="o", ms=3, lw=1.2, label=f"{row_id}" + (f" ({remark})" if remark else ""),
+                        ls="-" if i < 10 else "--")
+        if points["seed"].nunique() > 1:
+            ax.fill_between(stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.15, lw=0)
+        init = int(runs.loc[runs["row_id"] == row_id, "init_len"].iloc[0])
+        if init in stats.index:
+            ax.plot([init], [stats.loc[init, "mean"]], marker="o", ms=8, mfc="none", color=line.get_color())
+    metric = curves["metric"].iloc[0]
+    ax.set(xlabel="evaluation attention length", ylabel="perplexity" if metric == "ppl" else "bits per character")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title((title + "\n" if title else "") + "open circle: the training attention length (PPL init)", fontsize=9)
+    return save_figure(fig, out)
+
+
+def write_ablation_report(out_dir: Path, fig_dir: Path, columns: list[tuple[str, str]], run_ids: list[str], title: str = "") -> dict:
+    """The study's table (table.csv with every number, table.md, table.tex), the curves behind it
+    (curves.csv) and the figure (ppl-vs-attn-len.png/.pdf), from the run directories present."""
+    out_dir, fig_dir = Path(out_dir), Path(fig_dir)
+    runs, curves = ablation_curves(out_dir, run_ids)
+    if runs.empty:
+        raise TxlabError(f"no runs of the study under {out_dir / 'runs'} yet: run the study first")
+    rows = ablation_rows(runs, curves)
+    markdown = ablation_markdown(rows, columns)
+    files = []
+    for name, text in (("table.csv", pd.DataFrame.from_records(rows).to_csv(index=False)), ("table.md", markdown),
+                       ("table.tex", ablation_latex(rows, columns, title)), ("curves.csv", curves.to_csv(index=False))):
+        files.append(write_text_atomic(out_dir / name, text))
+    if not curves.empty:
+        files += ablation_figure(curves, runs, fig_dir / "ppl-vs-attn-len", title)
+    finished = sum(r["seeds"] > 0 for r in rows)
+    return {"rows": rows, "markdown": markdown, "files": [str(f) for f in files], "finished_runs": len(curves.groupby("run_id")) if not curves.empty else 0,
+            "rows_finished": finished}

@@ -437,15 +437,18 @@ def evaluate_run(
     same_length: bool | None = None,
     attn_len: int | None = None,
     batch_size: int | None = None,
+    max_tokens: int = 0,
     device: str = "cpu",
     progress: bool = True,
+    record_path: Path | None = None,
 ) -> dict[str, Any]:
     """Score a trained run on a split with the paper's protocol and record it in the run directory.
 
     Unset options take the run's evaluation settings. ``attn_len`` is the paper's "attention length":
     every query attends exactly that many keys (mem_len = attn_len with same_length on).
+    ``max_tokens`` > 0 scores only the split's first ``max_tokens`` targets.
     Returns loss, ppl (word level) or bpc (character level), tokens scored and the settings used,
-    and writes them to ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same].json``.
+    and writes them to ``record_path``, by default ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same][-n<N>].json``.
     """
     ckpt = load_checkpoint(run_dir, map_location=device)
     cfg = ckpt.config
@@ -462,12 +465,14 @@ def evaluate_run(
     seg_len, context = evaluation_context(cfg.model, eval_cfg)
     if ckpt.model.max_context is not None and seg_len > ckpt.model.max_context:
         raise TxlabError(f"this model reads at most {ckpt.model.max_context} tokens at once; --tgt-len {seg_len} is too long")
-    result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, progress=progress)
+    result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress)
     record = {
         **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "step": ckpt.meta["step"],
         "tgt_len": seg_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
         "token_stream_sha256": corpus.token_stream_hash(split),
     }
-    name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}.json"
-    record["path"] = str(write_json_atomic(Path(run_dir) / "eval" / name, record))
+    if record_path is None:
+        name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}"
+        record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}.json"
+    record["path"] = str(write_json_atomic(record_path, record))
     return record

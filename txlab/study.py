@@ -1,0 +1,646 @@
+"""Ablation studies from YAML: expand rows and grids into runs, run them stage by stage, report.
+
+A study file (see ``studies/table6.yaml``) holds:
+
+    name         prefix of the output folders
+    description  one line for the report
+    base         what every run starts from: ``preset`` and ``set`` (config overrides)
+    rows         explicit variants (Table 6 is a list, not a product); each may give
+                 id, remark, preset, recurrence, encoding, loss, set, eval_lens, fit
+    grid         axes crossed with every row: key -> values (key: recurrence, encoding, loss or a
+                 dotted config key such as train.lr)
+    seeds        training seeds of every variant (the table shows mean and spread)
+    columns      the table's columns (see txlab.report.ABLATION_COLUMNS), optionally renamed
+    memory_budget  for rows with ``fit``: the id of the row whose training memory is the budget,
+                 or a number of MiB
+    profiles     profile name -> settings (:class:`AblationSettings`): size, corpus, overrides,
+                 evaluation lengths, ...
+
+Every run lives in ``<out>/<name>-<profile>/runs/<run id>/`` and goes through stages that each
+leave a file behind, so a rerun skips what is done and an interrupted study resumes:
+
+    fit    (rows with ``fit`` only) fit.json: the config value that fits the memory budget
+    train  checkpoint/ at train.max_steps (an interrupted training resumes from its checkpoint)
+    eval   ablate/attn<A>-<split>-n<tokens>.json for every evaluation attention length A
+
+``--shard i/N`` runs every N-th run starting at the i-th, so N machines split a study; copying
+their ``runs/`` folders together merges them (run ids are stable), and ``--report`` rebuilds the
+table from whatever runs are present.
+
+Attention length: with memory, evaluation at length A keeps A tokens of memory with
+``same_length`` on, so every query attends exactly A keys (its own and the A-1 before it).
+A model with a fixed window (the vanilla Transformer) is scored on segments of A tokens without
+memory, as it was trained, and cannot take A beyond its window. The training attention length
+("PPL init") is the longest span a query sees in training, ``tgt_len + mem_len``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from txlab import report
+from txlab.bench import matmul_peak_gflops
+from txlab.build import build_model
+from txlab.checkpoint import config_differences, has_checkpoint, read_meta
+from txlab.config import RunConfig, apply_overrides, read_study, to_dict, update_dataclass
+from txlab.data import load_corpus
+from txlab.errors import TxlabError, did_you_mean
+from txlab.fileio import write_json_atomic, write_text_atomic
+from txlab.footprint import MIB, fit_length, training_memory
+from txlab.presets import PAPER_SPLIT_TOKENS, PRESETS, resolve_preset
+from txlab.train import evaluate_run, train
+from txlab.zoo import known_vocab_size
+
+STUDY_KEYS = ("name", "description", "base", "rows", "grid", "seeds", "columns", "memory_budget")
+ROW_KEYS = ("id", "remark", "preset", "recurrence", "encoding", "loss", "set", "eval_lens", "fit")
+SEMANTIC_KEYS = {"recurrence": "model.mem_len", "encoding": "model.pos_enc", "loss": "train.loss"}
+"""Row keys named as the paper's table columns, and the config key each one sets."""
+
+COMPUTE_EFFICIENCY = 0.5
+"""Share of the measured matmul ceiling a training or evaluation step achieves: `txlab bench model`
+measures 37-58% for the cpu-size models on CPU. Used only for the time estimate."""
+
+
+@dataclass(frozen=True)
+class AblationSettings:
+    """One profile of a study: everything besides the rows (the study profile's keys)."""
+
+    size: str = "cpu"
+    """Preset size of every run: paper, cpu or tiny."""
+    data: str = ""
+    """Corpus of every run (empty: the preset's own)."""
+    sets: list[str] = field(default_factory=list)
+    """Config overrides (``key=value``) applied to every run, before the rows' own changes."""
+    row_sets: list[str] = field(default_factory=list)
+    """Overrides for single rows of this profile: ``<row id>:<key>=<value>`` (e.g. a larger cpu model for one row)."""
+    seeds: list[int] = field(default_factory=list)
+    """Training seeds (empty: the study's ``seeds``, else [0])."""
+    eval_lens: list[int] = field(default_factory=list)
+    """Evaluation attention lengths; each run is also scored at its training length (PPL init)."""
+    eval_tokens: int = 0
+    """Targets scored at each length from the start of the split (0: the whole split)."""
+    eval_batch_size: int = 0
+    """Evaluation streams (0: each run's eval.batch_size)."""
+    split: str = "valid"
+    device: str = "cpu"
+    threads: int = 0
+    """CPU threads for torch (0: torch's default)."""
+    fit_step: int = 8
+    """Granularity of the length that ``fit`` searches."""
+    out: str = "results/ablate"
+    """Runs and tables go to ``<out>/<name>-<profile>/``."""
+    figures: str = "figures/ablate"
+    """Figures go to ``<figures>/<name>-<profile>/``."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One variant of the study (an explicit row, crossed with one point of the grid)."""
+
+    id: str
+    remark: str
+    preset: str
+    changes: dict[str, Any]
+    """Semantic keys (recurrence, encoding, loss) and dotted config keys with their values."""
+    eval_lens: tuple[int, ...] | None
+    fit: str
+    """Config key to fit under the memory budget ('' for none)."""
+    where: str
+    """Where the row is defined (file:line), for error messages."""
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One training run of the study and how it is scored."""
+
+    run_id: str
+    row: Row
+    seed: int
+    config: RunConfig
+    """Resolved configuration (before any ``fit``; ``model.n_token`` 0 = from the corpus)."""
+    eval_lens: tuple[int, ...]
+    """Evaluation attention lengths, ascending, the training length included."""
+    init_len: int
+    """The training attention length, tgt_len + mem_len (the paper's "PPL init")."""
+    directory: Path
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    description: str
+    profile: str
+    settings: AblationSettings
+    runs: list[PlannedRun]
+    columns: list[tuple[str, str]]
+    """(column key, header) pairs of the table."""
+    memory_budget: str | float | None
+    path: Path
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.settings.out) / f"{self.name}-{self.profile}"
+
+    @property
+    def fig_dir(self) -> Path:
+        return Path(self.settings.figures) / f"{self.name}-{self.profile}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading and expanding a study file
+
+
+def _row_lines(path: Path) -> list[int]:
+    """1-based line of every item of the file's ``rows`` list (for error messages)."""
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return []
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    for key, value in root.value:
+        if key.value == "rows" and isinstance(value, yaml.SequenceNode):
+            return [item.start_mark.line + 1 for item in value.value]
+    return []
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9._]+", "-", text.lower()).strip("-")
+
+
+def _part(key: str, value: Any) -> str:
+    """Readable id fragment of one change: 'norecur', 'shaw', 'half', 'tgt_len176'."""
+    if key == "recurrence":
+        return "recur" if value else "norecur"
+    if key in ("loss", "encoding"):
+        return str(value)
+    return f"{key.rsplit('.', 1)[-1]}{value}"
+
+
+def _as_changes(raw: Any, where: str) -> dict[str, Any]:
+    """A row's ``set``: a mapping of dotted keys, or a list of ``key=value`` strings."""
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return {str(k): v for k, v in raw.items()}
+    if isinstance(raw, list) and all(isinstance(item, str) for item in raw):
+        changes = {}
+        for item in raw:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise TxlabError(f"{where}: override {item!r} must look like section.key=value")
+            changes[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        return changes
+    raise TxlabError(f"{where}: 'set' must map config keys to values (or list key=value strings)")
+
+
+def _lengths(raw: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(raw, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in raw):
+        raise TxlabError(f"{where}: eval_lens must be a list of integers, got {raw!r}")
+    if any(x < 1 for x in raw):
+        raise TxlabError(f"{where}: evaluation attention lengths must be >= 1, got {sorted(raw)}")
+    return tuple(sorted(set(raw)))
+
+
+def _read_row(raw: Any, index: int, base_preset: str, where: str) -> Row:
+    if not isinstance(raw, dict):
+        raise TxlabError(f"{where}: a row must be a mapping with keys among {', '.join(ROW_KEYS)}")
+    unknown = [k for k in raw if k not in ROW_KEYS]
+    if unknown:
+        raise did_you_mean(str(unknown[0]), ROW_KEYS, f"row key at {where}")
+    changes = {k: raw[k] for k in SEMANTIC_KEYS if k in raw}
+    if "recurrence" in changes and not isinstance(changes["recurrence"], bool):
+        raise TxlabError(f"{where}: recurrence must be true or false, got {changes['recurrence']!r}")
+    for key, value in _as_changes(raw.get("set"), where).items():
+        semantic = next((s for s, dotted in SEMANTIC_KEYS.items() if dotted == key), None)
+        if semantic in changes and semantic != "recurrence" and changes[semantic] != value:
+            raise TxlabError(f"{where}: {semantic}: {changes[semantic]!r} contradicts set {key}={value!r}")
+        if semantic == "recurrence" and changes.get("recurrence") is False and value != 0:
+            raise TxlabError(f"{where}: recurrence: false contradicts set {key}={value!r} (no recurrence means mem_len 0)")
+        changes[key] = value
+    preset = str(raw.get("preset") or base_preset)
+    if preset not in PRESETS:
+        raise did_you_mean(preset, PRESETS, f"preset at {where}")
+    row_id = raw.get("id")
+    if row_id is None:
+        parts = ([preset] if preset != base_preset else []) + [_part(k, v) for k, v in changes.items()]
+        row_id = "-".join(parts) or "base"
+    row_id = _slug(str(row_id))
+    if not row_id:
+        raise TxlabError(f"{where}: the row id must hold letters or digits")
+    fit = raw.get("fit") or ""
+    if fit and not isinstance(fit, str):
+        raise TxlabError(f"{where}: fit names one config key (e.g. model.tgt_len), got {fit!r}")
+    eval_lens = _lengths(raw["eval_lens"], where) if raw.get("eval_lens") is not None else None
+    return Row(row_id, str(raw.get("remark") or ""), preset, changes, eval_lens, fit, where)
+
+
+def _grid_points(grid: Any, path: Path) -> list[dict[str, Any]]:
+    """Every point of the grid's cartesian product, in file order (one empty point without a grid)."""
+    if not grid:
+        return [{}]
+    if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
+        raise TxlabError(f"{path}: 'grid' must map keys (recurrence, encoding, loss or config keys) to non-empty lists of values")
+    keys = [str(k) for k in grid]
+    return [dict(zip(keys, values)) for values in itertools.product(*grid.values())]
+
+
+def _apply_changes(cfg: RunConfig, changes: dict[str, Any], where: str) -> RunConfig:
+    for key, value in changes.items():
+        if key == "recurrence":
+            if value is False:
+                cfg = update_dataclass(cfg, {"model": {"mem_len": 0}, "eval": {"mem_len": 0}})
+            continue
+        dotted = SEMANTIC_KEYS.get(key, key)
+        nested: Any = value
+        for part in reversed(dotted.split(".")):
+            nested = {part: nested}
+        try:
+            cfg = update_dataclass(cfg, nested)
+        except TxlabError as err:
+            raise TxlabError(f"{where}: {err}") from None
+    if changes.get("recurrence") is True and cfg.model.mem_len == 0:
+        raise TxlabError(f"{where}: recurrence: true, but model.mem_len is 0 in the resolved configuration (set model.mem_len)")
+    return cfg
+
+
+def _row_sets(settings: AblationSettings, row_ids: set[str], profile: str) -> dict[str, list[str]]:
+    by_row: dict[str, list[str]] = {}
+    for item in settings.row_sets:
+        row_id, sep, override = item.partition(":")
+        if not sep or "=" not in override:
+            raise TxlabError(f"profiles.{profile}.row_sets: {item!r} must look like <row id>:<key>=<value>")
+        if row_id not in row_ids:
+            raise did_you_mean(row_id, sorted(row_ids), f"row id in profiles.{profile}.row_sets")
+        by_row.setdefault(row_id, []).append(override)
+    return by_row
+
+
+def _meta_model(cfg: RunConfig, n_token: int | None = None):
+    """The configured model on the meta device (no memory): for its shape, window and FLOPs."""
+    n_token = n_token or cfg.model.n_token or known_vocab_size(cfg.data.corpus) or 2
+    with torch.device("meta"):
+        return build_model(replace(cfg.model, n_token=n_token))
+
+
+def model_window(cfg: RunConfig) -> int | None:
+    """The longest context the configured model can use at all (a fixed window), or None."""
+    return _meta_model(cfg).max_context
+
+
+def _columns(raw: Any, path: Path) -> list[tuple[str, str]]:
+    if raw is None:
+        raw = list(report.TABLE6_COLUMNS)
+    if not isinstance(raw, list):
+        raise TxlabError(f"{path}: 'columns' must be a list of column names (or one-key mappings name: header)")
+    columns = []
+    for item in raw:
+        key, header = (next(iter(item.items())) if isinstance(item, dict) and len(item) == 1 else (item, None))
+        if key not in report.ABLATION_COLUMNS:
+            raise did_you_mean(str(key), report.ABLATION_COLUMNS, f"column in {path}")
+        columns.append((key, str(header) if header else report.ABLATION_COLUMNS[key]))
+    return columns
+
+
+def load_study(path: str | Path, profile: str = "cpu") -> Study:
+    """Read, expand and check a study: every problem is reported before any run starts."""
+    path = Path(path)
+    data, settings = read_study(path, STUDY_KEYS, profile, AblationSettings())
+    name = _slug(str(data.get("name") or path.stem))
+    base = data.get("base") or {}
+    if not isinstance(base, dict) or set(base) - {"preset", "set"}:
+        raise TxlabError(f"{path}: 'base' takes the keys preset and set")
+    base_preset = str(base.get("preset") or "")
+    if base_preset not in PRESETS:
+        raise did_you_mean(base_preset, PRESETS, f"base preset in {path}")
+    base_changes = _as_changes(base.get("set"), f"{path}: base")
+
+    raw_rows = data.get("rows") or [{}]
+    if not isinstance(raw_rows, list):
+        raise TxlabError(f"{path}: 'rows' must be a list of mappings")
+    lines = _row_lines(path)
+    rows = [_read_row(raw, i, base_preset, f"{path}:{lines[i]}" if i < len(lines) else f"{path}: row {i + 1}") for i, raw in enumerate(raw_rows)]
+    expanded = []
+    for row in rows:
+        for point in _grid_points(data.get("grid"), path):
+            for key in point:
+                if key in row.changes:
+                    raise TxlabError(f"{row.where}: the row sets {key!r}, which is also a grid axis")
+            suffix = "-".join(_part(k, v) for k, v in point.items())
+            row_id = f"{row.id}-{_slug(suffix)}" if suffix else row.id
+            expanded.append(replace(row, id=row_id, changes={**row.changes, **point}))
+    ids = [row.id for row in expanded]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise TxlabError(f"{path}: rows with the same id {duplicates[0]!r}: give them distinct 'id' values")
+
+    seeds = settings.seeds or data.get("seeds") or [0]
+    if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) or len(set(seeds)) != len(seeds):
+        raise TxlabError(f"{path}: seeds must be a list of distinct integers, got {seeds!r}")
+    per_row = _row_sets(settings, set(ids), profile)
+    out_dir = Path(settings.out) / f"{name}-{profile}"
+
+    runs = []
+    for row in expanded:
+        cfg = resolve_preset(row.preset, settings.size)
+        if settings.data:
+            cfg = update_dataclass(cfg, {"data": {"corpus": settings.data}})
+        cfg = _apply_changes(cfg, base_changes, f"{path}: base")
+        try:
+            cfg = apply_overrides(cfg, settings.sets)
+        except TxlabError as err:
+            raise TxlabError(f"profiles.{profile}.sets: {err}") from None
+        cfg = _apply_changes(cfg, row.changes, row.where)
+        try:
+            cfg = apply_overrides(cfg, per_row.get(row.id, []))
+        except TxlabError as err:
+            raise TxlabError(f"profiles.{profile}.row_sets ({row.id}): {err}") from None
+        train_updates: dict[str, Any] = {"device": settings.device}
+        if settings.threads:
+            train_updates["threads"] = settings.threads
+        cfg = update_dataclass(cfg, {"train": train_updates})
+        if row.fit and data.get("memory_budget") is None:
+            raise TxlabError(f"{row.where}: fit needs the study's memory_budget (a row id or a number of MiB)")
+        init_len = cfg.model.tgt_len + cfg.model.mem_len
+        asked = row.eval_lens if row.eval_lens is not None else tuple(settings.eval_lens)
+        window = model_window(cfg)
+        if window is not None:
+            too_long = [a for a in asked if a > window]
+            if too_long:
+                raise TxlabError(
+                    f"{row.where}: row {row.id!r} is a fixed-window model ({window} tokens) and cannot be evaluated at "
+                    f"attention length {too_long[0]}; give the row its own eval_lens (at most {window})"
+                )
+            init_len = min(init_len, window)
+        eval_lens = tuple(sorted({*asked, init_len}))
+        for seed in seeds:
+            run_id = f"{row.id}-s{seed}"
+            run_cfg = update_dataclass(cfg, {"name": run_id, "train": {"seed": seed}})
+            runs.append(PlannedRun(run_id, row, seed, run_cfg, eval_lens, init_len, out_dir / "runs" / run_id))
+
+    budget = data.get("memory_budget")
+    if budget is not None:
+        if isinstance(budget, str):
+            if budget not in ids:
+                raise did_you_mean(budget, ids, f"memory_budget row in {path}")
+        elif not isinstance(budget, (int, float)) or budget <= 0:
+            raise TxlabError(f"{path}: memory_budget must be a row id or a positive number of MiB, got {budget!r}")
+    return Study(name, str(data.get("description") or ""), profile, settings, runs, _columns(data.get("columns"), path), budget, path)
+
+
+def parse_shard(spec: str | None) -> tuple[int, int]:
+    """'2/4' -> (2, 4): the second of four shards (1-based); None -> (1, 1)."""
+    if not spec:
+        return 1, 1
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", spec)
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise TxlabError(f"--shard takes i/N with 1 <= i <= N (e.g. 1/4), got {spec!r}")
+    return int(match[1]), int(match[2])
+
+
+def shard_runs(runs: Sequence[PlannedRun], index: int, count: int) -> list[PlannedRun]:
+    """The runs of shard ``index`` of ``count``: every count-th run, starting at the index-th."""
+    return [run for i, run in enumerate(runs) if i % count == index - 1]
+
+
+# --------------------------------------------------------------------------------------------------
+# Cost estimate
+
+
+def _split_tokens(cfg: RunConfig, split: str) -> int | None:
+    corpus = cfg.data.corpus
+    if corpus in PAPER_SPLIT_TOKENS:
+        return PAPER_SPLIT_TOKENS[corpus].get(split)
+    if known_vocab_size(corpus) is not None:  # synthetic: generated at the configured size
+        return cfg.data.synthetic_tokens if split == "train" else cfg.data.synthetic_eval_tokens
+    return None
+
+
+def run_cost(run: PlannedRun, settings: AblationSettings) -> dict[str, Any]:
+    """Parameters and forward+backward FLOPs of a run's training and evaluation (analytic)."""
+    cfg = run.config
+    n_token = cfg.model.n_token or known_vocab_size(cfg.data.corpus)
+    row: dict[str, Any] = {"run_id": run.run_id, "params": None, "train_flops": None, "eval_flops": None}
+    if n_token is None:
+        return row
+    model = _meta_model(cfg, n_token)
+    t = cfg.train
+    train_tokens = t.max_steps * t.batch_size * cfg.model.tgt_len
+    mean_keys = cfg.model.mem_len + (cfg.model.tgt_len + 1) / 2
+    row["params"] = model.num_parameters()
+    row["train_flops"] = 3 * train_tokens * model.flops_per_token(int(mean_keys))
+    eval_tokens = settings.eval_tokens or _split_tokens(cfg, settings.split)
+    if eval_tokens is not None:
+        row["eval_flops"] = sum(eval_tokens * model.flops_per_token(length) for length in run.eval_lens)
+    return row
+
+
+def machine_gflops(device: str, threads: int) -> float | None:
+    """Measured matmul ceiling of the study's device (None when the device is absent here)."""
+    if torch.device(device).type != "cpu":
+        return None
+    return matmul_peak_gflops(threads=threads or torch.get_num_threads(), size=1024, repeats=3)
+
+
+def estimate(study: Study, runs: Sequence[PlannedRun], gflops: float | None) -> dict[str, Any]:
+    """Per-run costs and the study's estimated time at ``COMPUTE_EFFICIENCY`` x ``gflops``."""
+    rows = [run_cost(run, study.settings) for run in runs]
+    flops = [r[k] for r in rows for k in ("train_flops", "eval_flops")]
+    known = None if any(f is None for f in flops) else sum(flops)
+    seconds = known / (gflops * 1e9 * COMPUTE_EFFICIENCY) if known is not None and gflops else None
+    for r in rows:
+        r["seconds"] = (r["train_flops"] + r["eval_flops"]) / (gflops * 1e9 * COMPUTE_EFFICIENCY) if gflops and r["train_flops"] is not None and r["eval_flops"] is not None else None
+    return {"runs": rows, "total_flops": known, "gflops": gflops, "seconds": seconds}
+
+
+def _fmt_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def describe_plan(study: Study, runs: Sequence[PlannedRun], cost: dict[str, Any]) -> str:
+    """The runs to do, one line each, with parameters, evaluation lengths, estimated time and status."""
+    lines = [f"{'run':<34} {'params':>8} {'tgt/mem':>9} {'loss':>5} {'eval lengths':<28} {'est.':>7}  status"]
+    by_id = {r["run_id"]: r for r in cost["runs"]}
+    for run in runs:
+        c, est = run.config, by_id[run.run_id]
+        params = f"{est['params'] / 1e6:.2f}M" if est["params"] else "-"
+        shape = f"{'fit' if run.row.fit == 'model.tgt_len' else c.model.tgt_len}/{c.model.mem_len}"
+        lens = ",".join(map(str, run.eval_lens))
+        lines.append(f"{run.run_id:<34} {params:>8} {shape:>9} {c.train.loss:>5} {lens:<28} {_fmt_seconds(est['seconds']):>7}  {run_status(run, study.settings)}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# Running
+
+
+def _eval_record_path(run: PlannedRun, length: int, settings: AblationSettings) -> Path:
+    return run.directory / "ablate" / report.ablation_eval_name(length, settings.split, settings.eval_tokens)
+
+
+def _is_trained(run: PlannedRun, config: RunConfig) -> bool:
+    if not has_checkpoint(run.directory):
+        return False
+    return read_meta(run.directory)["step"] >= config.train.max_steps
+
+
+def run_status(run: PlannedRun, settings: AblationSettings) -> str:
+    """'done', 'trained, k/n lengths scored', 'training from step s' or 'new'."""
+    scored = sum(_eval_record_path(run, a, settings).is_file() for a in run.eval_lens)
+    if has_checkpoint(run.directory):
+        step = read_meta(run.directory)["step"]
+        if step >= run.config.train.max_steps:
+            return "done" if scored == len(run.eval_lens) else f"trained, {scored}/{len(run.eval_lens)} lengths scored"
+        return f"resumes at step {step}"
+    return "new"
+
+
+def _check_same_config(run: PlannedRun, config: RunConfig) -> None:
+    saved = run.directory / "config.yaml"
+    if not saved.is_file():
+        return
+    differences = config_differences(yaml.safe_load(saved.read_text()), to_dict(config))
+    differences = [d for d in differences if not d.startswith(("model.n_token", "train.device", "train.threads"))]
+    if differences:
+        raise TxlabError(
+            f"{run.directory} was made with another configuration ({'; '.join(differences[:3])}); "
+            "move it away to rerun, or restore the study as it was"
+        )
+
+
+def _n_token(cfg: RunConfig) -> int:
+    return cfg.model.n_token or known_vocab_size(cfg.data.corpus) or load_corpus(cfg.data, progress=False).n_token
+
+
+def _fit_run(run: PlannedRun, study: Study, budget_bytes: Callable[[], int], echo: Callable[[str], None]) -> RunConfig:
+    """The run's configuration with its ``fit`` key set to the largest value within the budget (cached in fit.json)."""
+    if not run.row.fit:
+        return run.config
+    record_path = run.directory / "fit.json"
+    if record_path.is_file():
+        record = json.loads(record_path.read_text())
+    else:
+        n_token = _n_token(run.config)
+        budget = budget_bytes()
+        value, used = fit_length(
+            run.config, run.row.fit, budget, lambda cfg: training_memory(cfg, n_token, study.settings.device), step=study.settings.fit_step
+        )
+        record = {"key": run.row.fit, "value": value, "bytes": used, "budget_bytes": budget, "device": study.settings.device}
+        write_json_atomic(record_path, record)
+        echo(f"{run.run_id}: {run.row.fit} = {value} fits the memory budget ({used / MIB:.1f} of {budget / MIB:.1f} MiB)")
+    section, _, key = record["key"].partition(".")
+    return update_dataclass(run.config, {section: {key: record["value"]}})
+
+
+def _budget(study: Study) -> Callable[[], int]:
+    """The memory budget in bytes, measured once on first use."""
+    cache: list[int] = []
+
+    def measure() -> int:
+        if not cache:
+            budget = study.memory_budget
+            if isinstance(budget, str):
+                row_run = next(run for run in study.runs if run.row.id == budget)
+                cache.append(training_memory(row_run.config, _n_token(row_run.config), study.settings.device))
+            else:
+                cache.append(int(float(budget) * MIB))
+        return cache[0]
+
+    return measure
+
+
+def _evaluate(run: PlannedRun, config: RunConfig, settings: AblationSettings, window: int | None, progress: bool, echo: Callable[[str], None]) -> None:
+    for length in run.eval_lens:
+        record_path = _eval_record_path(run, length, settings)
+        if record_path.is_file():
+            continue
+        if window is None:  # memory of `length` tokens, every query attending exactly `length` keys
+            scoring = {"tgt_len": config.eval.tgt_len if config.eval.tgt_len > 0 else config.model.tgt_len, "attn_len": length}
+        else:  # a fixed window: segments of `length` tokens without memory, as in training
+            scoring = {"tgt_len": length, "mem_len": 0}
+        record = evaluate_run(
+            run.directory, split=settings.split, batch_size=settings.eval_batch_size or None, max_tokens=settings.eval_tokens,
+            device=settings.device, progress=progress, record_path=record_path, **scoring,
+        )
+        metric = "ppl" if "ppl" in record else "bpc"
+        echo(f"{run.run_id}: attention length {length}: {metric} {record[metric]:.3f}")
+
+
+def run_one(run: PlannedRun, config: RunConfig, study: Study, progress: bool, echo: Callable[[str], None]) -> None:
+    """The missing stages of one run after ``fit`` (``config`` holds the fitted value): train, evaluate."""
+    write_json_atomic(run.directory / "ablate" / "row.json", {
+        "params": _meta_model(config, _n_token(config)).num_parameters(), "run_id": run.run_id, "row_id": run.row.id, "remark": run.row.remark, "seed": run.seed, "init_len": run.init_len,
+        "eval_lens": list(run.eval_lens), "split": study.settings.split, "eval_tokens": study.settings.eval_tokens,
+        "study": study.name, "profile": study.profile,
+    })
+    if not _is_trained(run, config):
+        echo(f"{run.run_id}: training ({config.train.max_steps} steps)")
+        train(config, run.directory, progress=progress, echo=echo)
+    _evaluate(run, config, study.settings, model_window(config), progress, echo)
+
+
+def run_study(
+    path: str | Path,
+    profile: str = "cpu",
+    *,
+    shard: str | None = None,
+    dry_run: bool = False,
+    report_only: bool = False,
+    progress: bool = True,
+    announce: Callable[[str], None] = print,
+    echo: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """What ``txlab ablate`` does: plan, (run the missing stages of this shard's runs), report.
+
+    Returns the plan and, unless ``dry_run``, the table's rows and the files written.
+    """
+    study = load_study(path, profile)
+    index, count = parse_shard(shard)
+    runs = shard_runs(study.runs, index, count)
+    settings = study.settings
+    gflops = None if report_only else machine_gflops(settings.device, settings.threads)
+    cost = estimate(study, runs, gflops)
+    shard_note = f", shard {index}/{count}" if count > 1 else ""
+    announce(
+        f"study {study.name} ({study.path}), profile {profile!r}: size {settings.size}, corpus {settings.data or 'per preset'}, "
+        f"device {settings.device}; {len(runs)} of {len(study.runs)} runs{shard_note}"
+    )
+    if gflops:
+        announce(f"estimated time {_fmt_seconds(cost['seconds'])} for all of them from scratch "
+                 f"({cost['total_flops'] / 1e12:.1f} TFLOP at {COMPUTE_EFFICIENCY:.0%} of the measured {gflops:.0f} GFLOP/s matmul ceiling)")
+    result: dict[str, Any] = {"study": study.name, "profile": profile, "shard": [index, count], "plan": cost, "out_dir": str(study.out_dir)}
+    if dry_run:
+        announce(describe_plan(study, runs, cost))
+        return result
+    if not report_only:
+        write_text_atomic(study.out_dir / "study.yaml", yaml.safe_dump(
+            {"study": str(study.path), "profile": profile, "settings": asdict(study.settings),
+             "runs": [run.run_id for run in study.runs]}, sort_keys=False))
+        budget_bytes = _budget(study)
+        started = time.perf_counter()
+        for i, run in enumerate(runs, 1):
+            config = _fit_run(run, study, budget_bytes, echo)
+            _check_same_config(run, config)  # a finished run of another configuration is not this study's result
+            status = run_status(run, settings)
+            echo(f"[{i}/{len(runs)}] {run.run_id}: {status}")
+            if status != "done":
+                run_one(run, config, study, progress, echo)
+        result["elapsed_s"] = time.perf_counter() - started
+    result.update(report.write_ablation_report(
+        study.out_dir, study.fig_dir, [(key, header) for key, header in study.columns],
+        [run.run_id for run in study.runs], title=f"{study.name} ({profile})",
+    ))
+    return result
+
