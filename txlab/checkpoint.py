@@ -4,6 +4,8 @@ A run directory holds ``checkpoint/`` with:
 
 - ``model.safetensors``: the weights (tied tensors stored once), loadable without pickle;
 - ``meta.json``: resolved config, vocabulary hash, step, metrics, parameter count, versions;
+- ``vocab.json`` (optional): the model's own vocabulary, for a model whose ids are not the ones its
+  corpus gets from txlab (an imported checkpoint, see txlab.convert);
 - ``train_state.pt`` (optional): optimizer, step, RNG states, data position and recurrent state,
   saved with plain tensors/containers so ``torch.load(weights_only=True)`` reads it.
 
@@ -28,12 +30,13 @@ from safetensors.torch import load_file, save_file
 import txlab
 from txlab.build import build_model
 from txlab.config import RunConfig, to_dict, update_dataclass
+from txlab.data import Vocab
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
 from txlab.lm import LanguageModel
 
 CHECKPOINT_DIR = "checkpoint"
-WEIGHTS, META, TRAIN_STATE = "model.safetensors", "meta.json", "train_state.pt"
+WEIGHTS, META, TRAIN_STATE, VOCAB = "model.safetensors", "meta.json", "train_state.pt", "vocab.json"
 
 
 def versions() -> dict[str, str]:
@@ -65,8 +68,14 @@ def save_checkpoint(
     vocab_hash: str,
     metrics: dict[str, Any] | None = None,
     train_state: dict[str, Any] | None = None,
+    vocab: Vocab | None = None,
 ) -> Path:
-    """Write ``run_dir/checkpoint`` atomically (replacing any previous one)."""
+    """Write ``run_dir/checkpoint`` atomically (replacing any previous one).
+
+    ``vocab``: the model's own vocabulary, saved beside the weights; its hash must be ``vocab_hash``.
+    """
+    if vocab is not None and vocab.sha256 != vocab_hash:
+        raise ValueError("the vocabulary saved with a checkpoint must be the one its vocab_hash names")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / CHECKPOINT_DIR
@@ -75,6 +84,8 @@ def save_checkpoint(
         save_file(unique_tensors(model), str(tmp / WEIGHTS))
         if train_state is not None:
             torch.save(train_state, tmp / TRAIN_STATE)
+        if vocab is not None:
+            vocab.save(tmp / VOCAB)
         meta = {
             "config": to_dict(cfg),
             "step": step,
@@ -132,6 +143,8 @@ class Checkpoint:
     config: RunConfig
     meta: dict[str, Any]
     train_state: dict[str, Any] | None
+    vocab: Vocab | None = None
+    """The model's own vocabulary when the checkpoint carries one (see :func:`save_checkpoint`)."""
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
@@ -190,4 +203,5 @@ def load_checkpoint(
             train_state = torch.load(directory / TRAIN_STATE, map_location=map_location, weights_only=True)
         except Exception as err:  # torch raises several types for a damaged zip/pickle stream
             raise TxlabError(f"training state {directory / TRAIN_STATE} is corrupt or truncated: {err}") from None
-    return Checkpoint(model.to(map_location), cfg, meta, train_state)
+    vocab = Vocab.load(directory / VOCAB) if (directory / VOCAB).is_file() else None
+    return Checkpoint(model.to(map_location), cfg, meta, train_state, vocab)

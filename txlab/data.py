@@ -705,10 +705,31 @@ class Corpus:
         raise did_you_mean(name, self.splits, "split")
 
     def token_stream_hash(self, split: str) -> str:
-        """sha256 of the split's ids as little-endian int32: equal hashes mean identical token streams."""
+        """sha256 of the split's ids as little-endian int32: equal hashes mean identical token streams.
+
+        A relabelled corpus (:meth:`relabel`) keeps the hash of the ids it was read with: the tokens
+        are the same, only their numbering differs.
+        """
         if split not in self._hashes:
             self._hashes[split] = _ids_sha256(self.split(split))
         return self._hashes[split]
+
+    def relabel(self, vocab: Vocab, splits: Sequence[str]) -> Corpus:
+        """This corpus with ``splits`` (only those) numbered by ``vocab``'s ids instead of its own.
+
+        For a model that brings its own vocabulary (an imported checkpoint): its symbols may be the
+        corpus's in another order (ties in frequency broken differently), or miss some, which then
+        become ``vocab.unk``.
+        """
+        try:
+            lookup = vocab.encode(self.vocab.symbols)  # [corpus vocab size]: corpus id -> vocab id
+        except TxlabError as err:
+            raise TxlabError(f"corpus {self.name} has symbols the model's vocabulary lacks: {err}") from None
+        dtype = _id_dtype(len(vocab))
+        return dataclasses.replace(
+            self, vocab=vocab, splits={s: lookup[self.split(s)].astype(dtype) for s in splits},
+            _hashes={s: self.token_stream_hash(s) for s in splits},
+        )
 
     def to_text(self, ids: Iterable[int]) -> str:
         """Readable text of some ids (words joined by spaces; characters or bytes joined)."""
@@ -752,6 +773,21 @@ def load_corpus(cfg: DataConfig, progress: bool = True) -> Corpus:
     if cfg.corpus in synthetic.VARIANTS:
         return _load_synthetic(cfg)
     return _load_real(CORPORA[cfg.corpus], cfg, progress)
+
+
+def load_corpus_for_model(cfg: DataConfig, vocab_hash: str, vocab: Vocab | None, split: str, model: str, progress: bool = True) -> Corpus:
+    """The corpus a model reads, with ``split`` in the model's ids.
+
+    A model trained by txlab has its corpus's vocabulary (``vocab_hash`` is the corpus's) and gets
+    the corpus as it is. A model that carries its own vocabulary ``vocab`` with that hash (an
+    imported checkpoint) gets ``split`` relabelled into it. ``model`` names the model in errors.
+    """
+    corpus = load_corpus(cfg, progress=progress)
+    if corpus.vocab.sha256 == vocab_hash:
+        return corpus
+    if vocab is None or vocab.sha256 != vocab_hash:
+        raise TxlabError(f"{model} was trained on another vocabulary than corpus {corpus.name} has now")
+    return corpus.relabel(vocab, [split])
 
 
 # ----------------------------------------------------------------------------------------------------

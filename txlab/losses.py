@@ -81,7 +81,7 @@ from tqdm import tqdm
 
 from txlab.checkpoint import load_checkpoint, read_meta
 from txlab.config import RunConfig, update_dataclass
-from txlab.data import load_corpus
+from txlab.data import load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import write_atomic, write_json_atomic
 from txlab.lm import Context, LanguageModel
@@ -467,9 +467,7 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 def _open_run(run_dir: Path, split: str, device: str, progress: bool):
     """(checkpoint, corpus) of a run, checking the corpus still has the run's vocabulary."""
     ckpt = load_checkpoint(run_dir, map_location=device)
-    corpus = load_corpus(ckpt.config.data, progress=progress)
-    if corpus.vocab.sha256 != ckpt.meta["vocab_hash"]:
-        raise TxlabError(f"{run_dir} was trained on another vocabulary than corpus {corpus.name} has now")
+    corpus = load_corpus_for_model(ckpt.config.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
     corpus.split(split)  # a clear error for a missing split
     return ckpt, corpus
 

@@ -40,7 +40,7 @@ from tqdm import tqdm
 from txlab.build import build_model
 from txlab.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from txlab.config import EvalConfig, ModelConfig, RunConfig, TrainConfig, save_config, update_dataclass
-from txlab.data import Corpus, batchify, eval_segments, iter_segments, load_corpus
+from txlab.data import Corpus, batchify, eval_segments, iter_segments, load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
 from txlab.lm import Context, LanguageModel
@@ -452,9 +452,7 @@ def evaluate_run(
     """
     ckpt = load_checkpoint(run_dir, map_location=device)
     cfg = ckpt.config
-    corpus = load_corpus(cfg.data, progress=progress)
-    if corpus.vocab.sha256 != ckpt.meta["vocab_hash"]:
-        raise TxlabError(f"{run_dir} was trained on another vocabulary than corpus {corpus.name} has now")
+    corpus = load_corpus_for_model(cfg.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
     if attn_len is not None:
         if mem_len is not None and mem_len != attn_len:
             raise TxlabError("give either --attn-len or --mem-len, not both")
