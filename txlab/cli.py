@@ -434,6 +434,65 @@ def ablate(
         _print_json({k: result[k] for k in ("study", "profile", "shard", "out_dir", "rows", "plan") if k in result})
 
 
+# ---------------------------------------------------------------------------------------------------
+# txlab import: hf | reference
+
+import_app = typer.Typer(help="Import an existing Transformer-XL checkpoint into a txlab run directory.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+_IMPORT_OUT = typer.Option(..., "--out", help="Run directory to create, e.g. results/models/xl-wt103-hf.")
+_IMPORT_DATA = typer.Option(..., "--data", help="The txlab corpus the model reads (e.g. wikitext-103): what eval and recl score it on.")
+_IMPORT_FORCE = typer.Option(False, "--force", help="Replace an existing run directory at --out (deletes its evaluations and losses).")
+
+
+def _report_import(result) -> None:
+    typer.echo(f"imported {result.params:,} parameters and a {result.vocab_size:,}-symbol vocabulary into {result.run_dir}")
+    for note in result.notes:
+        typer.echo(f"  note: {note}")
+    typer.echo(f"next: txlab eval {result.run_dir}")
+
+
+@import_app.command("hf")
+def import_hf_command(
+    directory: Path = typer.Argument(..., help="A Hugging Face TransfoXLLMHeadModel directory: config.json and model.safetensors or pytorch_model.bin."),
+    out: Path = _IMPORT_OUT,
+    data: str = _IMPORT_DATA,
+    vocab: Path = typer.Option(None, "--vocab", help="Vocabulary: tokenizer pickle, or plain text with one symbol per line [default: DIR/vocab.pkl, vocab.bin or vocab.txt]."),
+    config: str = typer.Option("", "--config", help="YAML of run settings applied over those from config.json (e.g. eval lengths), before --set."),
+    overrides: list[str] = _SET,
+    force: bool = _IMPORT_FORCE,
+) -> None:
+    """Convert a Hugging Face TransfoXL checkpoint (e.g. transfo-xl-wt103): shape and memory settings from its config.json.
+
+    The tokenizer's pickled vocabulary is read without running code from it.
+    """
+    from txlab.convert import import_hf
+
+    _report_import(import_hf(directory, out, corpus=data, vocab_file=vocab, config_file=config or None, overrides=overrides, force=force))
+
+
+@import_app.command("reference")
+def import_reference_command(
+    state_dict: Path = typer.Argument(..., help="State dict of the authors' MemTransformerLM (torch.save of model.state_dict(), or .safetensors)."),
+    vocab: Path = typer.Option(..., "--vocab", help="Its vocabulary in id order: plain text (one symbol per line), a tokenizer pickle or a txlab vocab.json."),
+    out: Path = _IMPORT_OUT,
+    data: str = _IMPORT_DATA,
+    preset: str = typer.Option("", "--preset", help="Preset giving the hyper-parameters (e.g. xl151m for the WikiText-103 base model)."),
+    size: str = typer.Option("paper", "--size", help="Size of --preset."),
+    config: str = typer.Option("", "--config", help="YAML of hyper-parameters (model: {n_layer: ..., cutoffs: ...}), after --preset."),
+    overrides: list[str] = _SET,
+    force: bool = _IMPORT_FORCE,
+) -> None:
+    """Convert a state dict of the authors' reference PyTorch code; its hyper-parameters come from --preset, --config and --set.
+
+    model.n_token is the vocabulary's size; shared or per-layer biases and weight tying are read off the weights.
+    """
+    from txlab.convert import import_reference
+
+    _report_import(import_reference(state_dict, out, vocab_file=vocab, corpus=data, preset=preset or None, size=size,
+                                    config_file=config or None, overrides=overrides, force=force))
+
+
 def main() -> None:
     app()
 
