@@ -88,6 +88,12 @@ class LanguageModel(nn.Module):
         self.context = context
 
     @property
+    def carries_state(self) -> bool:
+        """Whether ``out.state`` brings the past into the next chunk (RNNs: always). A model without
+        it (the vanilla Transformer, Transformer-XL with mem_len 0) must re-read its context as one chunk."""
+        return True
+
+    @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
 

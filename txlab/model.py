@@ -17,6 +17,9 @@ Modules, bottom up: positional tables and the relative shift (functions), the th
 variants (one per positional scheme), the position-wise feed-forward, a layer (Block), and the
 language model that stacks them, handles memory and positions, and scores tokens.
 
+For analysis, :func:`capture_attention` makes every layer also record its attention probabilities
+and the paper's score terms (a)-(d) separately (:class:`AttentionRecord`); it is off by default.
+
 Positional schemes (``ModelConfig.pos_enc``):
 
 - ``ours``: the paper's four-term relative attention (Sec. 3.3) with the fixed sinusoid R of the
@@ -38,6 +41,9 @@ prediction does not depend on how many tokens follow it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -150,6 +156,24 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
 # --------------------------------------------------------------------------------------------------
 # Attention: one shared skeleton, three ways to add positional information
 
+SCORE_TERMS = {"a": "content-content", "b": "content-position", "c": "global content bias", "d": "global position bias"}
+"""The paper's four terms of the relative attention score (Sec. 3.3), by their letters."""
+
+
+class AttentionRecord(NamedTuple):
+    """What one attention layer computed for one chunk, recorded under :func:`capture_attention`."""
+
+    probs: torch.Tensor
+    """[B, H, T, K] attention probabilities over the window's keys (before attention dropout)."""
+    scores: torch.Tensor
+    """[B, H, T, K] the scores they are the softmax of, mask included (-inf at keys a query may not see)."""
+    terms: dict[str, torch.Tensor]
+    """The scheme's separate score terms (letters of :data:`SCORE_TERMS`), each [B, H, T, K], scaled like
+    the score and unmasked: the terms plus ``mask`` add up to ``scores`` (entries of masked keys are
+    meaningless). Empty for absolute positions, whose scores mix content and position in one product."""
+    mask: torch.Tensor
+    """[T, K] the additive mask: 0 where query i may attend key j, -inf elsewhere."""
+
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention of the current rows of a window over the whole window, plus residual.
@@ -159,6 +183,12 @@ class MultiHeadAttention(nn.Module):
     The scaled dot product, softmax, attention dropout and weighted sum run in :func:`attend`.
     Projections have no biases, as in the reference code.
     """
+
+    terms: tuple[str, ...] = ()
+    """Letters of :data:`SCORE_TERMS` that :meth:`score_terms` returns (none for absolute positions)."""
+
+    records: list[AttentionRecord] | None = None
+    """Set by :func:`capture_attention`: where each forward call appends its record; None records nothing."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -176,6 +206,10 @@ class MultiHeadAttention(nn.Module):
         """(query for the content term [B, T, H, Dh], additive score bias [T, K] or [B, H, T, K])."""
         return q, mask
 
+    def score_terms(self, q: torch.Tensor, k: torch.Tensor, **position) -> dict[str, torch.Tensor]:
+        """The score's terms separately (see :attr:`AttentionRecord.terms`) for q [B, T, H, Dh], k [B, K, H, Dh]."""
+        return {}
+
     def forward(self, window: torch.Tensor, n_query: int, mask: torch.Tensor, **position) -> torch.Tensor:
         batch, n_keys, _ = window.shape
         inner = self.n_head * self.d_head
@@ -187,6 +221,8 @@ class MultiHeadAttention(nn.Module):
         kv = F.linear(x, self.qkv_net.weight[inner:])  # [B, K, 2*H*Dh]
         k, v = kv.view(batch, n_keys, 2, self.n_head, self.d_head).unbind(2)  # [B, K, H, Dh] each
         content_q, bias = self.position_terms(q, mask, **position)
+        if self.records is not None:
+            self.records.append(self._record(q, k, content_q, bias, mask, position))
         attn = attend(
             content_q.transpose(1, 2),  # [B, H, T, Dh]
             k.transpose(1, 2),  # [B, H, K, Dh]
@@ -198,6 +234,14 @@ class MultiHeadAttention(nn.Module):
         attn = attn.transpose(1, 2).reshape(batch, n_query, inner)  # [B, T, H*Dh]
         out = self.drop(self.o_net(attn))
         return current + out if self.pre_lnorm else self.layer_norm(current + out)
+
+    @torch.no_grad()
+    def _record(self, q, k, content_q, bias, mask, position) -> AttentionRecord:
+        """The scores and probabilities :func:`attend` computes, recomputed beside it rather than taken
+        from it, so that recording leaves the fused kernel, and so every output, untouched."""
+        keys_t = k.permute(0, 2, 3, 1)  # [B, H, Dh, K]
+        scores = torch.matmul(content_q.transpose(1, 2), keys_t) * self.scale + bias  # [B, H, T, K]
+        return AttentionRecord(scores.softmax(-1), scores, self.score_terms(q, k, **position), mask)
 
 
 class AbsoluteAttention(MultiHeadAttention):
@@ -215,39 +259,76 @@ class RelativeSinusoidAttention(MultiHeadAttention):
     :func:`rel_shift`; term_ac goes to the fused kernel with the query q + u.
     """
 
+    terms = ("a", "b", "c", "d")
+
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.r_net = nn.Linear(cfg.d_model, cfg.n_head * cfg.d_head, bias=False)
 
+    def _position_keys(self, r: torch.Tensor) -> torch.Tensor:
+        """W_{k,R} R for every distance of r [K+1, d], laid out for a matmul: [H, Dh, K+1]."""
+        return self.r_net(r).view(-1, self.n_head, self.d_head).permute(1, 2, 0)  # [K+1, H, Dh] -> [H, Dh, K+1]
+
     def position_terms(self, q, mask, *, r: torch.Tensor, u: torch.Tensor, v: torch.Tensor):
         """r: sinusoids of :func:`relative_distances` [K+1, d]; u, v: global biases [H, Dh]."""
-        r_head = self.r_net(r).view(-1, self.n_head, self.d_head)  # [K+1, H, Dh]
         # Scaled here because the fused kernel scales only the content term (a)+(c).
         qv = ((q + v) * self.scale).transpose(1, 2)  # [B, H, T, Dh]
-        by_distance = torch.matmul(qv, r_head.permute(1, 2, 0))  # [B, H, T, Dh] @ [H, Dh, K+1] -> [B, H, T, K+1]
+        by_distance = torch.matmul(qv, self._position_keys(r))  # [B, H, T, Dh] @ [H, Dh, K+1] -> [B, H, T, K+1]
         term_bd = rel_shift(by_distance)  # [B, H, T, K]
         return q + u, mask + term_bd  # [B, T, H, Dh], [B, H, T, K]
+
+    def score_terms(self, q, k, *, r: torch.Tensor, u: torch.Tensor, v: torch.Tensor):
+        """(a) q.k, (b) q.W_{k,R}R, (c) u.k, (d) v.W_{k,R}R, each computed on its own."""
+        batch, n_query = q.shape[:2]
+        position_keys = self._position_keys(r)  # [H, Dh, K+1]
+        keys_t = k.permute(0, 2, 3, 1)  # [B, H, Dh, K]
+        q = q.transpose(1, 2) * self.scale  # [B, H, T, Dh]
+        u = (u * self.scale)[:, None, :]  # [H, 1, Dh]: the same for every query
+        # rel_shift re-indexes row by row, so (d) needs its (identical) row for every query.
+        v = (v * self.scale)[:, None, :].expand(-1, n_query, -1)  # [H, T, Dh]
+        term_a = torch.matmul(q, keys_t)  # [B, H, T, K]
+        shape = term_a.shape
+        return {
+            "a": term_a,
+            "b": rel_shift(torch.matmul(q, position_keys)),  # [B, H, T, K+1] -> [B, H, T, K]
+            "c": torch.matmul(u, keys_t).expand(shape),  # [B, H, 1, K] -> [B, H, T, K]
+            "d": rel_shift(torch.matmul(v, position_keys)).expand(shape),  # [H, T, K+1] -> [H, T, K] -> [B, H, T, K]
+        }
 
 
 class LearnedRelativeAttention(MultiHeadAttention):
     """Shaw et al. (2018): score = (a) q_i . k_j + (b) q_i . E_{i-j}, E learned per layer and head.
 
     E has one row per distance 0 .. n_dist-1; longer distances share the last row (and, at
-    evaluation, distances beyond clamp_len share the row of clamp_len).
+    evaluation, distances beyond clamp_len share the row of clamp_len). There are no global biases,
+    so the score has no terms (c) and (d).
     """
+
+    terms = ("a", "b")
 
     def __init__(self, cfg: ModelConfig, n_dist: int):
         super().__init__(cfg)
         self.rel_emb = nn.Parameter(torch.empty(n_dist, cfg.n_head, cfg.d_head))
         nn.init.normal_(self.rel_emb, std=0.02)
 
+    def _position_keys(self, distances: torch.Tensor) -> torch.Tensor:
+        """E for every distance [K+1], laid out for a matmul: [H, Dh, K+1]."""
+        rows = distances.clamp(0, self.rel_emb.size(0) - 1)  # [K+1]
+        return self.rel_emb[rows].permute(1, 2, 0)  # [K+1, H, Dh] (a gather of K+1 rows, not of K*T pairs) -> [H, Dh, K+1]
+
     def position_terms(self, q, mask, *, distances: torch.Tensor):
         """distances: :func:`relative_distances` [K+1] (clamped by clamp_len, not yet by the table)."""
-        rows = distances.clamp(0, self.rel_emb.size(0) - 1)  # [K+1]
-        e = self.rel_emb[rows]  # [K+1, H, Dh], a gather of K+1 rows, not of K*T pairs
         scaled_q = (q * self.scale).transpose(1, 2)  # [B, H, T, Dh]
-        by_distance = torch.matmul(scaled_q, e.permute(1, 2, 0))  # [B, H, T, K+1]
+        by_distance = torch.matmul(scaled_q, self._position_keys(distances))  # [B, H, T, K+1]
         return q, mask + rel_shift(by_distance)  # [B, T, H, Dh], [B, H, T, K]
+
+    def score_terms(self, q, k, *, distances: torch.Tensor):
+        """(a) q.k and (b) q.E, each computed on its own."""
+        scaled_q = (q * self.scale).transpose(1, 2)  # [B, H, T, Dh]
+        return {
+            "a": torch.matmul(scaled_q, k.permute(0, 2, 3, 1)),  # [B, H, T, Dh] @ [B, H, Dh, K] -> [B, H, T, K]
+            "b": rel_shift(torch.matmul(scaled_q, self._position_keys(distances))),  # [B, H, T, K+1] -> [B, H, T, K]
+        }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -373,6 +454,11 @@ class TransformerXL(LanguageModel):
         """
         hidden, _ = self._hidden(windows, self.init_state(windows.size(0)), keep=0, last_only=True)
         return self.crit.nll(hidden[:, -1], targets)
+
+    @property
+    def carries_state(self) -> bool:
+        """Only with memory: without it (mem_len 0, the vanilla Transformer) every chunk starts afresh."""
+        return self.context.mem_len > 0
 
     # -- FLOP counts -------------------------------------------------------------------------------
 
@@ -507,6 +593,26 @@ class VanillaTransformer(TransformerXL):
             raise TxlabError(
                 f"the vanilla Transformer reads at most max_len={self.n_pos} tokens at once, got a chunk of {tokens.size(1)}"
             )
+
+
+@contextmanager
+def capture_attention(model: TransformerXL) -> Iterator[list[list[AttentionRecord]]]:
+    """Record every layer's attention while the block runs: ``records[layer]`` (bottom layer first)
+    gets one :class:`AttentionRecord` per forward call; the caller may clear the lists as it goes.
+
+    The model's outputs are the same as without it, bit for bit: recording recomputes the scores
+    beside the fused attention instead of replacing it. Outside the block nothing is recorded and
+    nothing is computed beyond one attribute check per layer.
+    """
+    layers = [block.attn for block in model.blocks]
+    records: list[list[AttentionRecord]] = [[] for _ in layers]
+    for attn, layer_records in zip(layers, records):
+        attn.records = layer_records
+    try:
+        yield records
+    finally:
+        for attn in layers:
+            attn.records = None
 
 
 def build_transformer(cfg: ModelConfig) -> TransformerXL:
