@@ -435,6 +435,55 @@ def ablate(
 
 
 # ---------------------------------------------------------------------------------------------------
+# txlab attention | generate: looking inside a trained model (the paper's Appendices D and E)
+
+
+@app.command("attention")
+def attention_command(
+    run_dir: Path = typer.Argument(..., help="A Transformer-XL run directory made by `txlab train`."),
+    split: str = typer.Option("valid", "--split", help="train, valid or test."),
+    tokens: int = typer.Option(10_000, "--tokens", help="Queries to average over, at least (0 = the whole split)."),
+    tgt_len: int = typer.Option(None, "--tgt-len", help="Segment length \\[default: the run's eval.tgt_len]."),
+    mem_len: int = typer.Option(None, "--mem-len", help="Memory length \\[default: the run's eval.mem_len]."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Streams read in parallel \\[default: the run's eval.batch_size]."),
+    heads: int = typer.Option(3, "--heads", help="Widest-span heads shown in Figure 6."),
+    sample_rows: int = typer.Option(16, "--sample-rows", help="Queries (rows) of Figure 6's sample."),
+    terms: str = typer.Option(None, "--terms", help="Score terms of Figure 7, comma-separated letters from a,b,c,d \\[default: those of a,b,d the model has]."),
+    out_dir: Path = typer.Option(Path("figures/attention"), "--out-dir", help="Figures and tables go to <out-dir>/<run name>/."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    json_output: bool = _JSON,
+    quiet: bool = _QUIET,
+) -> None:
+    """Where a trained Transformer-XL attends: the paper's Appendix D figures.
+
+    Figure 5: average attention by relative distance for every head of every layer. Figure 6: the
+    widest-span heads at a sample position. Figure 7: the same averages for the score terms (a)
+    content-content, (b) content-position and (d) global position bias, each alone. Writes PNG, PDF
+    and the numbers as CSV to <out-dir>/<run name>/.
+    """
+    from txlab.attention import attention_analysis
+
+    chosen = [t.strip() for t in terms.split(",") if t.strip()] if terms else None
+    result = attention_analysis(run_dir, split=split, n_targets=tokens, tgt_len=tgt_len, mem_len=mem_len, batch_size=batch_size,
+                                heads=heads, sample_rows=sample_rows, terms=chosen, out_dir=out_dir, device=device, progress=not quiet)
+    typer.echo(f"{result['label']}: {result['split']}, {result['queries']:,} queries, segment {result['tgt_len']}, memory {result['mem_len']}")
+    n_head = max(h["head"] for h in result["heads"])
+    typer.echo("mean attended distance (tokens), by layer and head:")
+    typer.echo("layer " + "".join(f"{f'h{h}':>8}" for h in range(1, n_head + 1)))
+    for layer in sorted({h["layer"] for h in result["heads"]}):
+        typer.echo(f"{layer:>5} " + "".join(f"{h['mean_distance']:8.1f}" for h in result["heads"] if h["layer"] == layer))
+    typer.echo("widest: " + ", ".join(f"layer {h['layer']} head {h['head']}" for h in result["widest"]))
+    if result["term_mean_distance"]:
+        typer.echo("each term alone, mean distance over heads: " + ", ".join(f"({t}) {d:.1f}" for t, d in result["term_mean_distance"].items()))
+    for note in result["notes"]:
+        typer.echo(f"note: {note}")
+    for path in result["files"]:
+        typer.echo(f"written {path}")
+    if json_output:
+        _print_json({k: v for k, v in result.items() if k != "files"})
+
+
+# ---------------------------------------------------------------------------------------------------
 # txlab import: hf | reference
 
 import_app = typer.Typer(help="Import an existing Transformer-XL checkpoint into a txlab run directory.", no_args_is_help=True)
