@@ -483,6 +483,33 @@ def attention_command(
         _print_json({k: v for k, v in result.items() if k != "files"})
 
 
+@app.command("generate")
+def generate_command(
+    run_dir: Path = typer.Argument(..., help="A run directory made by `txlab train` (any model family)."),
+    prompt: str = typer.Option(None, "--prompt", help="The text to continue."),
+    prompt_file: Path = typer.Option(None, "--prompt-file", help="Read the text to continue from this UTF-8 file."),
+    tokens: int = typer.Option(100, "--tokens", help="Tokens to generate."),
+    top_k: int = typer.Option(40, "--top-k", help="Sample from the k most likely tokens, renormalised."),
+    temperature: float = typer.Option(1.0, "--temperature", help="Divide the log-probabilities by this before sampling."),
+    seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same text."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+) -> None:
+    """Continue a prompt by sampling with memory (the paper's Appendix E), streaming the text as it comes.
+
+    The prompt is read once, then each sampled token is fed back carrying the model's state. Unknown
+    words become <unk> (with a warning) where the vocabulary has it. Example:
+    txlab generate results/models/xl128m-cpu-tinyshakespeare --prompt "ROMEO:" --tokens 200 --seed 1
+    """
+    from txlab.generate import generate
+
+    result = generate(run_dir, prompt=prompt, prompt_file=prompt_file, n_tokens=tokens, top_k=top_k, temperature=temperature,
+                      seed=seed, device=device, on_text=lambda text: typer.echo(text, nl=False),
+                      warn=lambda message: typer.echo(f"warning: {message}", err=True))
+    typer.echo("")
+    typer.echo(f"generated {len(result['tokens'])} tokens after a {result['prompt_tokens']}-token prompt "
+               f"(top-k {top_k}, temperature {temperature:g}, seed {seed})", err=True)
+
+
 # ---------------------------------------------------------------------------------------------------
 # txlab import: hf | reference
 

@@ -1,0 +1,227 @@
+"""Text generation with memory: the sampling of the paper's Appendix E (top-k, renormalised).
+
+:func:`generate` reads a prompt once and then samples one token at a time, carrying the model's state
+from step to step, so a Transformer-XL attends its whole memory at the cost of one new token per
+step. Everything goes through the LanguageModel interface and works for every family:
+
+- models that carry state (Transformer-XL with memory, LSTM, QRNN) read each token exactly once;
+  Transformer-XL uses the run's evaluation memory settings (mem_len, same_length, clamp_len);
+- models that do not (the vanilla Transformer, Transformer-XL without memory) re-read their last
+  ``window`` tokens from a fresh state at every step: the vanilla Transformer's own window
+  (``model.max_context``), else the training segment length.
+
+Each step keeps the ``top_k`` most likely next tokens, renormalises their probabilities (after
+dividing the log-probabilities by ``temperature``) and draws one, from a generator seeded by ``seed``.
+
+Text follows the corpus's representation (:class:`Detokenizer`): word-level corpora split the prompt
+on whitespace and join tokens with spaces (a line end is ``<eos>`` where the vocabulary has it);
+character-level ones concatenate characters, or UTF-8 bytes for byte corpora (enwik8).
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from txlab import synthetic
+from txlab.checkpoint import Checkpoint, load_checkpoint
+from txlab.data import CORPORA, EOS, Vocab, load_corpus
+from txlab.errors import TxlabError
+from txlab.lm import LanguageModel
+from txlab.train import evaluation_context
+
+
+def sample_top_k(log_probs: torch.Tensor, top_k: int, temperature: float, generator: torch.Generator) -> torch.Tensor:
+    """One token id per row of ``log_probs`` [..., V]: drawn from the ``top_k`` most likely, renormalised -> [...]."""
+    k = min(top_k, log_probs.size(-1))
+    top, ids = (log_probs / temperature).topk(k, dim=-1)  # [..., k] each
+    choice = torch.multinomial(top.softmax(-1).reshape(-1, k), 1, generator=generator)  # [N, 1]
+    return ids.reshape(-1, k).gather(1, choice).view(log_probs.shape[:-1])  # [...]
+
+
+class ContextReader:
+    """Reads tokens into a model and returns the log-probabilities [V] of the token that follows.
+
+    With a state-carrying model, every token is read once: in chunks of ``chunk_len`` carrying
+    ``out.state``. Otherwise the last ``window`` tokens read so far are re-read from a fresh state.
+    """
+
+    def __init__(self, model: LanguageModel, chunk_len: int, window: int):
+        self.model, self.chunk_len, self.window = model, chunk_len, window
+        self.state = model.init_state(1)
+        self.history: list[int] = []
+
+    @torch.inference_mode()
+    def read(self, ids: Sequence[int]) -> torch.Tensor:
+        if not ids:
+            raise TxlabError("nothing to read: give at least one token")
+        if self.model.carries_state:
+            tokens = torch.tensor([list(ids)], device=self.model.device)  # [1, n]
+            for start in range(0, tokens.size(1), self.chunk_len):
+                out = self.model(tokens[:, start : start + self.chunk_len], self.state)
+                self.state = out.state
+        else:
+            self.history = (self.history + list(ids))[-self.window :]
+            out = self.model(torch.tensor([self.history], device=self.model.device), self.model.init_state(1))
+        return self.model.log_prob(out.hidden[0, -1]).float().cpu()  # [V]
+
+
+def sample_tokens(reader: ContextReader, prompt: Sequence[int], n_tokens: int, top_k: int, temperature: float, seed: int) -> Iterator[int]:
+    """Yield ``n_tokens`` sampled ids, each read back into the model before the next is drawn."""
+    generator = torch.Generator().manual_seed(seed)
+    log_probs = reader.read(prompt)
+    for step in range(n_tokens):
+        token = int(sample_top_k(log_probs, top_k, temperature, generator))
+        yield token
+        if step + 1 < n_tokens:
+            log_probs = reader.read([token])
+
+
+# --------------------------------------------------------------------------------------------------
+# Text <-> symbols, as the corpus represents text
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    """How a model's ids stand for text: its vocabulary and the corpus's kind of symbol."""
+
+    vocab: Vocab
+    level: str
+    """'word' or 'char'."""
+    byte_symbols: bool = False
+    """Character symbols are decimal byte values (enwik8), not characters."""
+    corpus: str = ""
+    """The corpus's name, for messages."""
+
+
+def run_text_format(ckpt: Checkpoint) -> TextFormat:
+    """The text format of a loaded run: the vocabulary the checkpoint carries (an imported model),
+    else its corpus's, which is then read; the kind of symbol comes from the corpus's name."""
+    data = ckpt.config.data
+    vocab = ckpt.vocab if ckpt.vocab is not None else load_corpus(data, progress=False).vocab
+    if vocab.sha256 != ckpt.meta["vocab_hash"]:
+        raise TxlabError(f"the checkpoint was trained on another vocabulary than corpus {data.corpus} has now")
+    if data.corpus in synthetic.VARIANTS:
+        return TextFormat(vocab, "word", False, data.corpus)
+    spec = CORPORA[data.corpus]
+    return TextFormat(vocab, spec.level, spec.byte_symbols, data.corpus)
+
+
+class Detokenizer:
+    """Symbols back to text piece by piece: words joined by spaces (``<eos>`` ends a line),
+    characters concatenated, bytes decoded as UTF-8 once each character is complete."""
+
+    def __init__(self, text: TextFormat):
+        self.words = text.level == "word"
+        self.bytes = codecs.getincrementaldecoder("utf-8")(errors="replace") if text.byte_symbols else None
+        self.line_start = True
+
+    def piece(self, symbol: str) -> str:
+        if self.bytes is not None:
+            return self.bytes.decode(bytes([int(symbol)]))
+        if not self.words:
+            return symbol
+        if symbol == EOS:
+            self.line_start = True
+            return "\n"
+        text = symbol if self.line_start else " " + symbol
+        self.line_start = False
+        return text
+
+
+def prompt_symbols(prompt: str, text: TextFormat) -> list[str]:
+    """The prompt as the corpus's symbols: words (a line end becomes ``<eos>`` where the vocabulary
+    has it), characters, or the decimal values of its UTF-8 bytes for byte corpora."""
+    if text.byte_symbols:
+        return [str(b) for b in prompt.encode("utf-8")]
+    if text.level != "word":
+        return list(prompt)
+    symbols: list[str] = []
+    for line in prompt.splitlines(keepends=True):
+        symbols += line.split()
+        if line.endswith(("\n", "\r")) and EOS in text.vocab:
+            symbols.append(EOS)
+    return symbols
+
+
+def encode_prompt(prompt: str, text: TextFormat, warn: Callable[[str], None]) -> list[int]:
+    """Token ids of the prompt; unknown symbols become the unknown-word symbol, with a warning."""
+    symbols = prompt_symbols(prompt, text)
+    if not symbols:
+        raise TxlabError("the prompt is empty: give at least one token of text")
+    vocab = text.vocab
+    unknown = list(dict.fromkeys(s for s in symbols if s not in vocab))
+    if unknown:
+        shown = ", ".join(repr(s) for s in unknown[:10]) + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
+        if vocab.unk is None:
+            raise TxlabError(f"the prompt has symbols that are not in the {text.corpus} vocabulary, which has no unknown-word "
+                             f"symbol: {shown} (known symbols look like {', '.join(repr(s) for s in vocab.symbols[:5])})")
+        warn(f"not in the {text.corpus} vocabulary, read as {vocab.unk}: {shown}")
+    return vocab.encode(symbols).tolist()
+
+
+# --------------------------------------------------------------------------------------------------
+# The command
+
+
+def generate(
+    run_dir: Path,
+    *,
+    prompt: str | None = None,
+    prompt_file: Path | None = None,
+    n_tokens: int = 100,
+    top_k: int = 40,
+    temperature: float = 1.0,
+    seed: int = 0,
+    device: str = "cpu",
+    on_text: Callable[[str], None] = lambda text: None,
+    warn: Callable[[str], None] = lambda message: None,
+) -> dict[str, Any]:
+    """Continue a prompt (text, or a UTF-8 file) with ``n_tokens`` sampled tokens from a trained run.
+
+    ``on_text`` receives the prompt as the model reads it (unknown words shown as the unknown-word
+    symbol), then each generated piece of text as soon as it is sampled. Returns the generated ids
+    and text with the settings used.
+    """
+    if (prompt is None) == (prompt_file is None):
+        raise TxlabError("give the prompt as text (--prompt) or as a file (--prompt-file), one of the two")
+    if n_tokens < 1:
+        raise TxlabError(f"--tokens must be at least 1, got {n_tokens}")
+    if top_k < 1:
+        raise TxlabError(f"--top-k must be at least 1, got {top_k}")
+    if not temperature > 0:
+        raise TxlabError(f"--temperature must be positive, got {temperature}")
+    if prompt_file is not None:
+        try:
+            prompt = Path(prompt_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise TxlabError(f"cannot read the prompt file {prompt_file}: {err}") from None
+    if not Path(run_dir).is_dir():
+        raise TxlabError(f"no run directory {run_dir}")
+
+    ckpt = load_checkpoint(run_dir, map_location=device)
+    text = run_text_format(ckpt)
+    prompt_ids = encode_prompt(prompt, text, warn)
+    model = ckpt.model.eval()
+    chunk_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
+    model.set_context(context)
+    window = model.max_context or ckpt.config.model.tgt_len
+    if not model.carries_state and len(prompt_ids) > window:
+        warn(f"this model has no memory: it sees only the last {window} tokens of the prompt")
+
+    detokenizer = Detokenizer(text)
+    on_text("".join(detokenizer.piece(s) for s in text.vocab.decode(prompt_ids)))
+    generated, pieces = [], []
+    for token in sample_tokens(ContextReader(model, chunk_len, window), prompt_ids, n_tokens, top_k, temperature, seed):
+        generated.append(token)
+        pieces.append(detokenizer.piece(text.vocab.symbols[token]))
+        on_text(pieces[-1])
+    return {
+        "run": str(run_dir), "prompt_tokens": len(prompt_ids), "tokens": generated, "text": "".join(pieces),
+        "top_k": top_k, "temperature": temperature, "seed": seed, "carries_state": model.carries_state,
+    }
