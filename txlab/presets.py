@@ -23,7 +23,8 @@ from txlab.errors import TxlabError, did_you_mean
 SIZES = ("paper", "cpu", "tiny")
 
 # Vocabulary sizes of the paper corpora, so paper-size parameter counts need no data on disk.
-PAPER_VOCAB = {"wikitext-103": 267_735, "enwik8": 204}
+# lm1b: the standard vocabulary, words seen at least 3 times in training (the reference's vocab file).
+PAPER_VOCAB = {"wikitext-103": 267_735, "enwik8": 204, "lm1b": 793_471}
 
 # Tokens in the splits of the paper corpora, for cost estimates without data on disk.
 PAPER_SPLIT_TOKENS = {

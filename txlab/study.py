@@ -617,6 +617,8 @@ def run_study(
         f"study {study.name} ({study.path}), profile {profile!r}: size {settings.size}, corpus {settings.data or 'per preset'}, "
         f"device {settings.device}; {len(runs)} of {len(study.runs)} runs{shard_note}"
     )
+    if not report_only and not gflops:
+        announce(f"no time estimate: device {settings.device} cannot be measured on this machine")
     if gflops:
         announce(f"estimated time {_fmt_seconds(cost['seconds'])} for all of them from scratch "
                  f"({cost['total_flops'] / 1e12:.1f} TFLOP at {COMPUTE_EFFICIENCY:.0%} of the measured {gflops:.0f} GFLOP/s matmul ceiling)")
