@@ -578,13 +578,18 @@ def _evaluate(run: PlannedRun, config: RunConfig, settings: AblationSettings, wi
         echo(f"{run.run_id}: attention length {length}: {metric} {record[metric]:.3f}")
 
 
-def run_one(run: PlannedRun, config: RunConfig, study: Study, progress: bool, echo: Callable[[str], None]) -> None:
-    """The missing stages of one run after ``fit`` (``config`` holds the fitted value): train, evaluate."""
+def _write_row_record(run: PlannedRun, config: RunConfig, study: Study) -> None:
+    """What the report needs to know of a run besides its config: its row, seed and how it is scored."""
     write_json_atomic(run.directory / "ablate" / "row.json", {
-        "params": _meta_model(config, _n_token(config)).num_parameters(), "run_id": run.run_id, "row_id": run.row.id, "remark": run.row.remark, "seed": run.seed, "init_len": run.init_len,
+        "params": _meta_model(config, _n_token(config)).num_parameters(), "run_id": run.run_id,
+        "row_id": run.row.id, "remark": run.row.remark, "seed": run.seed, "init_len": run.init_len,
         "eval_lens": list(run.eval_lens), "split": study.settings.split, "eval_tokens": study.settings.eval_tokens,
         "study": study.name, "profile": study.profile,
     })
+
+
+def run_one(run: PlannedRun, config: RunConfig, study: Study, progress: bool, echo: Callable[[str], None]) -> None:
+    """The missing stages of one run after ``fit`` (``config`` holds the fitted value): train, evaluate."""
     if not _is_trained(run, config):
         echo(f"{run.run_id}: training ({config.train.max_steps} steps)")
         train(config, run.directory, progress=progress, echo=echo)
@@ -635,6 +640,7 @@ def run_study(
         for i, run in enumerate(runs, 1):
             config = _fit_run(run, study, budget_bytes, echo)
             _check_same_config(run, config)  # a finished run of another configuration is not this study's result
+            _write_row_record(run, config, study)
             status = run_status(run, settings)
             echo(f"[{i}/{len(runs)}] {run.run_id}: {status}")
             if status != "done":
