@@ -385,6 +385,10 @@ def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: 
         if init in stats.index:
             ax.plot([init], [stats.loc[init, "mean"]], marker="o", ms=8, mfc="none", color=line.get_color())
     metric = curves["metric"].iloc[0]
+    lengths = sorted(curves["attn_len"].unique())
+    ax.set_xscale("log", base=2)  # the lengths roughly double; equal steps read as equal ratios
+    ax.set_xticks(lengths, [str(a) for a in lengths])
+    ax.minorticks_off()
     ax.set(xlabel="evaluation attention length", ylabel="perplexity" if metric == "ppl" else "bits per character")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
