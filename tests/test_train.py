@@ -225,3 +225,26 @@ def test_checkpoint_saves_weights_that_are_views_of_one_buffer(tmp_path):
     # tied weights are stored once and still tied after loading
     reloaded = load_checkpoint(tmp_path).model
     assert reloaded.softmax.out_layers[0].weight is reloaded.embedding.emb_layers[0].weight
+
+
+def test_a_tied_weight_saved_under_another_name_of_its_tie_still_loads(tmp_path):
+    # checkpoints written before a module moved carry the tied embedding under its softmax name
+    from safetensors.torch import load_file, save_file
+
+    from txlab.build import build_model
+    from txlab.checkpoint import save_checkpoint
+
+    cfg = update_dataclass(resolve_preset("xl128m", "tiny"), {"model": {"n_token": 50}})
+    torch.manual_seed(0)
+    model = build_model(cfg.model)
+    save_checkpoint(tmp_path, model, cfg, step=1, vocab_hash="h")
+    weights = tmp_path / "checkpoint" / "model.safetensors"
+    tensors = load_file(str(weights))
+    (embedding_name,) = [k for k in tensors if k.startswith("word_emb.") and k.endswith("0.weight")]
+    tied = model.state_dict()[embedding_name].data_ptr()
+    (softmax_name,) = [k for k, v in model.state_dict().items() if k != embedding_name and v.data_ptr() == tied]
+    tensors[softmax_name] = tensors.pop(embedding_name)
+    save_file(tensors, str(weights))
+    loaded = load_checkpoint(tmp_path).model
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[key], value, rtol=0, atol=0)

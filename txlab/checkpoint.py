@@ -159,6 +159,23 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any], prefix: s
     return diffs
 
 
+def _under_saved_names(model: LanguageModel, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``tensors`` with each tied tensor under the name :func:`unique_tensors` saves it as today.
+
+    A tied tensor is saved under its first name in module order; checkpoints written before a
+    module moved carry it under another name of the same tie, which must still load.
+    """
+    first_name: dict[int, str] = {}
+    aliases: dict[str, str] = {}
+    for name, t in model.state_dict(keep_vars=True).items():
+        aliases[name] = first_name.setdefault(t.data_ptr(), name) if t.numel() else name
+    renamed = {}
+    for name, t in tensors.items():
+        target = aliases.get(name, name)
+        renamed.setdefault(target, t)
+    return renamed
+
+
 def load_checkpoint(
     run_dir: Path,
     *,
@@ -189,6 +206,7 @@ def load_checkpoint(
         tensors = load_file(str(directory / WEIGHTS))
     except (SafetensorError, OSError) as err:
         raise TxlabError(f"checkpoint weights {directory / WEIGHTS} are corrupt or truncated: {err}") from None
+    tensors = _under_saved_names(model, tensors)
     tied_aliases = set(model.state_dict()) - set(_unique_named_tensors(model))
     try:
         result = model.load_state_dict(tensors, strict=False)
