@@ -312,6 +312,43 @@ def _columns(raw: Any, path: Path) -> list[tuple[str, str]]:
     return columns
 
 
+def _row_config(row: Row, settings: AblationSettings, base_changes: dict[str, Any], row_sets: list[str], base_where: str, profile: str) -> RunConfig:
+    """A row's configuration: preset at the profile's size < corpus < base < profile sets < the row < row_sets."""
+    cfg = resolve_preset(row.preset, settings.size)
+    if settings.data:
+        cfg = update_dataclass(cfg, {"data": {"corpus": settings.data}})
+    cfg = _apply_changes(cfg, base_changes, base_where)
+    try:
+        cfg = apply_overrides(cfg, settings.sets)
+    except TxlabError as err:
+        raise TxlabError(f"profiles.{profile}.sets: {err}") from None
+    cfg = _apply_changes(cfg, row.changes, row.where)
+    try:
+        cfg = apply_overrides(cfg, row_sets)
+    except TxlabError as err:
+        raise TxlabError(f"profiles.{profile}.row_sets ({row.id}): {err}") from None
+    train_updates: dict[str, Any] = {"device": settings.device}
+    if settings.threads:
+        train_updates["threads"] = settings.threads
+    return update_dataclass(cfg, {"train": train_updates})
+
+
+def _scoring_lengths(row: Row, cfg: RunConfig, settings: AblationSettings) -> tuple[tuple[int, ...], int]:
+    """(evaluation attention lengths, the training one among them) of a row; refuses lengths its model cannot take."""
+    init_len = cfg.model.tgt_len + cfg.model.mem_len
+    asked = row.eval_lens if row.eval_lens is not None else tuple(settings.eval_lens)
+    window = model_window(cfg)
+    if window is not None:
+        too_long = [a for a in asked if a > window]
+        if too_long:
+            raise TxlabError(
+                f"{row.where}: row {row.id!r} is a fixed-window model ({window} tokens) and cannot be evaluated at "
+                f"attention length {too_long[0]}; give the row its own eval_lens (at most {window})"
+            )
+        init_len = min(init_len, window)
+    return tuple(sorted({*asked, init_len})), init_len
+
+
 def load_study(path: str | Path, profile: str = "cpu") -> Study:
     """Read, expand and check a study: every problem is reported before any run starts."""
     path = Path(path)
@@ -352,37 +389,10 @@ def load_study(path: str | Path, profile: str = "cpu") -> Study:
 
     runs = []
     for row in expanded:
-        cfg = resolve_preset(row.preset, settings.size)
-        if settings.data:
-            cfg = update_dataclass(cfg, {"data": {"corpus": settings.data}})
-        cfg = _apply_changes(cfg, base_changes, f"{path}: base")
-        try:
-            cfg = apply_overrides(cfg, settings.sets)
-        except TxlabError as err:
-            raise TxlabError(f"profiles.{profile}.sets: {err}") from None
-        cfg = _apply_changes(cfg, row.changes, row.where)
-        try:
-            cfg = apply_overrides(cfg, per_row.get(row.id, []))
-        except TxlabError as err:
-            raise TxlabError(f"profiles.{profile}.row_sets ({row.id}): {err}") from None
-        train_updates: dict[str, Any] = {"device": settings.device}
-        if settings.threads:
-            train_updates["threads"] = settings.threads
-        cfg = update_dataclass(cfg, {"train": train_updates})
+        cfg = _row_config(row, settings, base_changes, per_row.get(row.id, []), f"{path}: base", profile)
         if row.fit and data.get("memory_budget") is None:
             raise TxlabError(f"{row.where}: fit needs the study's memory_budget (a row id or a number of MiB)")
-        init_len = cfg.model.tgt_len + cfg.model.mem_len
-        asked = row.eval_lens if row.eval_lens is not None else tuple(settings.eval_lens)
-        window = model_window(cfg)
-        if window is not None:
-            too_long = [a for a in asked if a > window]
-            if too_long:
-                raise TxlabError(
-                    f"{row.where}: row {row.id!r} is a fixed-window model ({window} tokens) and cannot be evaluated at "
-                    f"attention length {too_long[0]}; give the row its own eval_lens (at most {window})"
-                )
-            init_len = min(init_len, window)
-        eval_lens = tuple(sorted({*asked, init_len}))
+        eval_lens, init_len = _scoring_lengths(row, cfg, settings)
         for seed in seeds:
             run_id = f"{row.id}-s{seed}"
             run_cfg = update_dataclass(cfg, {"name": run_id, "train": {"seed": seed}})
@@ -648,7 +658,7 @@ def run_study(
         result["elapsed_s"] = time.perf_counter() - started
     result.update(report.write_ablation_report(
         study.out_dir, study.fig_dir, [(key, header) for key, header in study.columns],
-        [run.run_id for run in study.runs], title=f"{study.name} ({profile})",
+        [run.run_id for run in study.runs], title=f"{study.description or study.name} ({profile} profile)",
     ))
     return result
 
