@@ -226,3 +226,8 @@ def test_fit_rows_get_the_longest_segment_within_the_budget_row(tmp_path, monkey
     saved = yaml.safe_load((tmp_path / "results" / "budget-cpu" / "runs" / "norecur-s0" / "config.yaml").read_text())
     assert saved["model"]["tgt_len"] == fit["value"]
     assert [r["backprop_len"] for r in result["rows"]] == [16, fit["value"]]
+    # PPL init is at the fitted training length; the budget row shows the budget itself
+    row = json.loads((tmp_path / "results" / "budget-cpu" / "runs" / "norecur-s0" / "ablate" / "row.json").read_text())
+    assert row["init_len"] == 34 and row["eval_lens"] == [8, 34]
+    assert [r["init_len"] for r in result["rows"]] == [80, 34]
+    assert [r["train_memory"] * 2**20 for r in result["rows"]] == [1280, 34 * 34]

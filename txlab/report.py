@@ -279,13 +279,13 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
         row = _read_json(row_file)
         cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
         model = cfg["model"]
-        fit_file = run_dir / "fit.json"
-        fit = _read_json(fit_file) if fit_file.is_file() else {}
+        memory_file = next((f for f in (run_dir / "fit.json", run_dir / "memory.json") if f.is_file()), None)
+        memory = _read_json(memory_file) if memory_file else {}
         runs.append({
             "run_id": run_id, "row_id": row["row_id"], "remark": row["remark"], "seed": row["seed"], "init_len": row["init_len"],
             "recurrence": model["mem_len"] > 0, "encoding": ENCODING_NAMES.get(model["pos_enc"], model["pos_enc"]) if model["family"] in ("xl", "vanilla") else model["family"].upper(),
             "loss": cfg["train"]["loss"].capitalize(), "backprop_len": model["tgt_len"], "mem_len": model["mem_len"], "params": row.get("params"),
-            "train_memory": fit["bytes"] / 2**20 if fit else None,
+            "train_memory": memory["bytes"] / 2**20 if memory else None,
         })
         for length in row["eval_lens"]:
             path = run_dir / "ablate" / ablation_eval_name(length, row["split"], row["eval_tokens"])

@@ -562,8 +562,10 @@ def _budget(study: Study) -> Callable[[], int]:
         if not cache:
             budget = study.memory_budget
             if isinstance(budget, str):
-                row_run = next(run for run in study.runs if run.row.id == budget)
-                cache.append(training_memory(row_run.config, _n_token(row_run.config), study.settings.device))
+                row_runs = [run for run in study.runs if run.row.id == budget]
+                cache.append(training_memory(row_runs[0].config, _n_token(row_runs[0].config), study.settings.device))
+                for run in row_runs:  # the table shows the budget beside the fitted rows' memory
+                    write_json_atomic(run.directory / "memory.json", {"bytes": cache[0], "device": study.settings.device})
             else:
                 cache.append(int(float(budget) * MIB))
         return cache[0]
@@ -646,9 +648,14 @@ def run_study(
             {"study": str(study.path), "profile": profile, "settings": asdict(study.settings),
              "runs": [run.run_id for run in study.runs]}, sort_keys=False))
         budget_bytes = _budget(study)
+        if isinstance(study.memory_budget, str) and any(run.row.fit for run in runs):
+            budget_bytes()  # measured (and recorded beside the budget row) even when every fit is cached
         started = time.perf_counter()
         for i, run in enumerate(runs, 1):
             config = _fit_run(run, study, budget_bytes, echo)
+            if run.row.fit:  # a fitted segment length moves the training attention length (PPL init)
+                eval_lens, init_len = _scoring_lengths(run.row, config, settings)
+                run = replace(run, eval_lens=eval_lens, init_len=init_len)
             _check_same_config(run, config)  # a finished run of another configuration is not this study's result
             _write_row_record(run, config, study)
             status = run_status(run, settings)
