@@ -72,10 +72,12 @@ def test_ablation_report_from_fixture_run_directories(tmp_path):
     out = tmp_path / "results"
     fake_ablation_run(out, "xl-s0", "xl", 0, {16: 30.0, 32: 28.0, 64: 26.0, 128: 26.0}, remark="Transformer-XL")
     fake_ablation_run(out, "xl-s1", "xl", 1, {16: 32.0, 32: 30.0, 64: 27.0, 128: 25.0}, remark="Transformer-XL")
+    fake_ablation_run(out, "xl-s2", "xl", 2, {16: 90.0, 32: 90.0, 64: 90.0, 128: 90.0}, remark="Transformer-XL")
+    (out / "runs" / "xl-s2" / "ablate" / "attn128-valid-n100.json").unlink()  # still being scored: left out
     fake_ablation_run(out, "shaw-s0", "shaw", 0, {16: 31.0, 32: 29.0, 64: 29.5}, mem_len=0, pos_enc="shaw", loss="half", init_len=32)
     columns = [("remark", "Remark"), ("recurrence", "Recurrence"), ("encoding", "Encoding"), ("loss", "Loss"),
                ("ppl_init", "PPL init"), ("ppl_best", "PPL best"), ("attn_len", "Attn Len")]
-    result = write_ablation_report(out, tmp_path / "figures", columns, ["xl-s0", "xl-s1", "shaw-s0", "missing-s0"], title="demo")
+    result = write_ablation_report(out, tmp_path / "figures", columns, ["xl-s0", "xl-s1", "xl-s2", "shaw-s0", "missing-s0"], title="demo")
     xl, shaw = result["rows"]
     # mean curve over seeds: 31, 29, 26.5, 25.5 -> init (at 32) 29, best 25.5 at 128; spreads over seeds
     assert (xl["ppl_init"], xl["ppl_best"], xl["attn_len"], xl["seeds"]) == (29.0, 25.5, 128, 2)
@@ -91,15 +93,15 @@ def test_ablation_report_from_fixture_run_directories(tmp_path):
     assert "\\toprule" in tex and "Transformer-XL & $\\checkmark$ & Ours & Full & 29.00 $\\pm$ 1.41 & 25.50 $\\pm$ 0.71 & 128 \\\\" in tex
     table = pd.read_csv(out / "table.csv")
     assert list(table["row_id"]) == ["xl", "shaw"] and table.loc[0, "params"] == 1_500_000
-    assert len(pd.read_csv(out / "curves.csv")) == 11
+    assert len(pd.read_csv(out / "curves.csv")) == 14
     assert (tmp_path / "figures" / "ppl-vs-attn-len.png").stat().st_size > 1000
 
 
 def test_ablation_tables_say_bpc_on_character_corpora_and_latex_escapes():
-    rows = [{"remark": "a_b & c", "ppl_init": 1.23456, "ppl_best": 1.2, "metric": "bpc", "ppl_init_std": None, "ppl_best_std": None}]
+    rows = [{"remark": "a_b & c $5", "ppl_init": 1.23456, "ppl_best": 1.2, "metric": "bpc", "ppl_init_std": None, "ppl_best_std": None}]
     columns = [("remark", "Remark"), ("ppl_init", "PPL init"), ("ppl_best", "PPL")]
     assert ablation_markdown(rows, columns).splitlines()[0] == "| Remark | bpc init | bpc |"
-    assert "a\\_b \\& c & 1.235 & 1.200 \\\\" in ablation_latex(rows, columns)
+    assert "a\\_b \\& c \\$5 & 1.235 & 1.200 \\\\" in ablation_latex(rows, columns)
 
 
 def test_ablation_report_without_runs_says_what_to_do(tmp_path):

@@ -285,7 +285,7 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
             "run_id": run_id, "row_id": row["row_id"], "remark": row["remark"], "seed": row["seed"], "init_len": row["init_len"],
             "recurrence": model["mem_len"] > 0, "encoding": ENCODING_NAMES.get(model["pos_enc"], model["pos_enc"]) if model["family"] in ("xl", "vanilla") else model["family"].upper(),
             "loss": cfg["train"]["loss"].capitalize(), "backprop_len": model["tgt_len"], "mem_len": model["mem_len"], "params": row.get("params"),
-            "train_memory": memory["bytes"] / 2**20 if memory else None,
+            "train_memory": memory["bytes"] / 2**20 if memory else None, "n_lengths": len(row["eval_lens"]),
         })
         for length in row["eval_lens"]:
             path = run_dir / "ablate" / ablation_eval_name(length, row["split"], row["eval_tokens"])
@@ -303,29 +303,28 @@ def ablation_rows(runs: pd.DataFrame, curves: pd.DataFrame) -> list[dict]:
     rows = []
     for row_id, members in runs.groupby("row_id", sort=False):
         first = members.iloc[0]
-        out = {k: (v.item() if hasattr(v, "item") else v) for k, v in first.items() if k not in ("run_id", "seed")}
-        out.update(row=row_id, seeds=0, metric=None, ppl_init=None, ppl_best=None, attn_len=None, ppl_init_std=None, ppl_best_std=None)
+        out = {k: (v.item() if hasattr(v, "item") else v) for k, v in first.items() if k not in ("run_id", "seed", "n_lengths")}
+        out.update(seeds=0, metric=None, ppl_init=None, ppl_best=None, attn_len=None, ppl_init_std=None, ppl_best_std=None)
         points = curves[curves["row_id"] == row_id] if not curves.empty else curves
-        expected = members["init_len"].iloc[0]
-        complete = [s for s, p in points.groupby("seed")] if not points.empty else []
-        if complete:
-            # a seed counts once every length it was asked for is scored
-            n_lengths = points.groupby("seed")["attn_len"].nunique()
-            complete = [s for s in complete if n_lengths[s] == n_lengths.max()]
+        if not points.empty:
+            lengths_scored = points.groupby("seed")["attn_len"].nunique()
+            complete = lengths_scored.index[lengths_scored == first["n_lengths"]]  # seeds still being scored wait
             points = points[points["seed"].isin(complete)]
+        if not points.empty:
+            init_len = int(first["init_len"])
             mean = points.groupby("attn_len")["value"].mean()
-            if expected in mean.index:
-                init, best, attn = init_best(list(mean.index), list(mean.values), int(expected))
-                per_seed = [init_best(list(p["attn_len"]), list(p["value"]), int(expected)) for _, p in points.groupby("seed")]
-                spread = lambda xs: float(pd.Series(xs).std()) if len(xs) > 1 else None  # noqa: E731
-                out.update(seeds=len(complete), metric=points["metric"].iloc[0], ppl_init=float(init), ppl_best=float(best), attn_len=int(attn),
-                           ppl_init_std=spread([s[0] for s in per_seed]), ppl_best_std=spread([s[1] for s in per_seed]))
+            init, best, attn = init_best(list(mean.index), list(mean.values), init_len)
+            per_seed = [init_best(list(p["attn_len"]), list(p["value"]), init_len) for _, p in points.groupby("seed")]
+            spread = lambda xs: float(pd.Series(xs).std()) if len(xs) > 1 else None  # noqa: E731
+            out.update(seeds=len(complete), metric=points["metric"].iloc[0], ppl_init=float(init), ppl_best=float(best), attn_len=int(attn),
+                       ppl_init_std=spread([s[0] for s in per_seed]), ppl_best_std=spread([s[1] for s in per_seed]))
         rows.append(out)
     return rows
 
 
 def _cell(row: dict, key: str, latex: bool) -> str:
-    value = row.get(key)
+    """A table cell as Markdown text, or as LaTeX (plain text escaped, symbols in math mode)."""
+    value = row.get("row_id" if key == "row" else key)
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "-"
     if key == "recurrence":
@@ -339,7 +338,7 @@ def _cell(row: dict, key: str, latex: bool) -> str:
         spread = row.get(f"{key}_std")
         pm = " $\\pm$ " if latex else " ± "
         return f"{value:.{digits}f}" + (f"{pm}{spread:.{digits}f}" if spread is not None else "")
-    return str(value)
+    return _latex_escape(str(value)) if latex else str(value)
 
 
 def _headers(columns: list[tuple[str, str]], rows: list[dict]) -> list[str]:
@@ -355,14 +354,14 @@ def ablation_markdown(rows: list[dict], columns: list[tuple[str, str]]) -> str:
 
 
 def _latex_escape(text: str) -> str:
-    return re.sub(r"([&%_#$])", r"\\\1", text) if "$" not in text else text
+    return re.sub(r"([&%_#$])", r"\\\1", text)
 
 
 def ablation_latex(rows: list[dict], columns: list[tuple[str, str]], caption: str = "") -> str:
     """A booktabs table for a paper (needs \\usepackage{booktabs, amssymb})."""
     headers = [_latex_escape(h) for h in _headers(columns, rows)]
     lines = ["\\begin{table}[t]", "\\centering", f"\\begin{{tabular}}{{{'l' * len(columns)}}}", "\\toprule", " & ".join(headers) + " \\\\", "\\midrule"]
-    lines += [" & ".join(_latex_escape(_cell(r, k, True)) for k, _ in columns) + " \\\\" for r in rows]
+    lines += [" & ".join(_cell(r, k, True) for k, _ in columns) + " \\\\" for r in rows]
     lines += ["\\bottomrule", "\\end{tabular}"]
     if caption:
         lines.append(f"\\caption{{{_latex_escape(caption)}}}")

@@ -664,7 +664,7 @@ def run_study(
                 run_one(run, config, study, progress, echo)
         result["elapsed_s"] = time.perf_counter() - started
     result.update(report.write_ablation_report(
-        study.out_dir, study.fig_dir, [(key, header) for key, header in study.columns],
+        study.out_dir, study.fig_dir, study.columns,
         [run.run_id for run in study.runs], title=f"{study.description or study.name} ({profile} profile)",
     ))
     return result
