@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -20,7 +19,7 @@ from txlab.errors import TxlabError
 class _Group(TyperGroup):
     """Root group that reports TxlabError as a clean message with exit code 2."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except TxlabError as err:
