@@ -16,7 +16,7 @@ def test_bench_model_reports_every_mode():
     assert [(r["config"], r["mode"]) for r in rows] == [("micro", "train"), ("micro", "eval_mem16"), ("micro", "vanilla_win8")]
     for row in rows:
         assert row["tokens_per_s"] > 0 and row["gflops"] > 0 and row["peak_rss_mb"] > 0
-        assert row["reference_tokens_per_s"] is None  # only the DESIGN.md configurations have one
+        assert row["reference_tokens_per_s"] is None  # only the tiny and small shapes have one
     table = format_table(rows)
     assert table.count("\n") == 4 and "eval_mem16" in table
 

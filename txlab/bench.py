@@ -1,7 +1,7 @@
 """Throughput of the Transformer-XL implementation (a benchmark, not a test).
 
-``bench_model()`` times training steps and evaluation chunks of the two configurations of
-DESIGN.md section 5 and reports tokens/s, achieved GFLOP/s (from the model's analytic
+``bench_model()`` times training steps and evaluation chunks of two fixed shapes, ``tiny`` and ``small``
+(docs/performance.md), and reports tokens/s, achieved GFLOP/s (from the model's analytic
 ``flops_per_token``; a training step counts three forward passes) and peak memory, each the median
 of several timed runs after warm-up. Modes:
 
@@ -40,7 +40,7 @@ BENCH_CONFIGS: dict[str, dict[str, Any]] = {
     "tiny": {"n_layer": 4, "d_model": 128, "n_head": 4, "d_head": 32, "d_inner": 512, "n_token": 256},
     "small": {"n_layer": 6, "d_model": 256, "n_head": 8, "d_head": 32, "d_inner": 1024, "n_token": 10_000},
 }
-"""DESIGN.md section 5: plain softmax, batch 8, segments of 128."""
+"""The benchmark shapes: plain softmax, batch 8, segments of 128."""
 
 DEFAULT_MODES = ("train", "eval_mem128", "eval_mem512", "vanilla_win512")
 
@@ -54,7 +54,8 @@ REFERENCE_TOKENS_PER_S: dict[tuple[str, str], float] = {
     ("small", "eval_mem512"): 2121,
     ("small", "vanilla_win512"): 4.6,
 }
-"""The authors' reference code on the 2-core machine, 2 threads, batch 8, segments 128 (DESIGN.md)."""
+"""The authors' reference code measured once on a 2-core machine of this project's kind, 2 threads, batch 8,
+segments 128: a yardstick only; compare side by side in one run for a ratio you can quote."""
 
 _MODE = re.compile(r"^(train|eval_mem(\d+)|vanilla_win(\d+))$")
 

@@ -270,7 +270,7 @@ app.add_typer(bench_app, name="bench")
 
 @bench_app.command("model")
 def bench_model_command(
-    config: list[str] = typer.Option([], "--config", help="Benchmark shapes of DESIGN.md section 5: tiny, small (repeatable) [default: both, unless --preset is given]."),
+    config: list[str] = typer.Option([], "--config", help="Benchmark shapes (docs/performance.md): tiny, small (repeatable) [default: both, unless --preset is given]."),
     preset: list[str] = typer.Option([], "--preset", help="Also benchmark these presets at --size (repeatable), e.g. --preset qrnn --preset lstm."),
     size: str = typer.Option("cpu", "--size", help="Size of the --preset models."),
     mode: list[str] = typer.Option([], "--mode", help="train, eval_mem<M>, vanilla_win<L> (repeatable) [default: train, eval_mem128, eval_mem512, and vanilla_win512 for --config shapes]."),

@@ -4,7 +4,7 @@ What is measured
 ----------------
 l(c, t) = -ln P(x_t | x_{t-c} .. x_{t-1}), in nats, with exactly c tokens of context and a fresh
 state, for every c of a grid (default 100, 200, ..., 1000) and every target t of some contiguous
-blocks of a token stream. "Reading c tokens" follows DESIGN.md section 2 and uses only the
+blocks of a token stream. "Reading c tokens" follows docs/recl.md and uses only the
 LanguageModel interface, never the model family:
 
 - The c tokens are fed from ``model.init_state`` in chunks of the model's *evaluation* segment

@@ -10,8 +10,8 @@ for model i of a group (``models[i]``), context length c_j = ``grid[j]`` (ascend
 position t (ascending positions in the token stream; txlab.losses collects such tables). All models
 of a group must be scored on the same targets of the same token stream.
 
-Definitions (DESIGN.md section 2; r is the fraction of hardest positions kept)
------------------------------------------------------------------------------
+Definitions (docs/recl.md gives the reasons; r is the fraction of hardest positions kept)
+-----------------------------------------------------------------------------------------
 - Baseline: b(c, t) = min_i l_i(c, t), the best loss of the group at context c.
 - T(c): the ceil(r * n) positions with the largest b(c, t). Ties are broken by position, lower
   position first (a stable sort), so T(c) is a deterministic function of the table. The same T(c)
