@@ -28,6 +28,7 @@ from txlab.recl import (
     relative_loss,
     step_gains,
     top_r_positions,
+    walk,
 )
 
 
@@ -106,6 +107,43 @@ def test_walk_on_a_three_step_grid_golden():
     np.testing.assert_allclose(result.gains, gains[0], rtol=1e-15)
     (from_30,) = recl(table, (10, 20, 30, 40), ["m"], r=1.0, c0=30)
     assert (from_30.recl, from_30.censored) == (40, True)
+
+
+# --- the stopping rule, pinned at its boundary ----------------------------------------------------
+
+
+def test_a_gain_equal_to_the_threshold_carries_the_walk_on():
+    # The paper stops at the first step with g < 1%: a gain of exactly the threshold is still a gain.
+    grid = (10, 20, 30)
+    assert walk([0.01, 0.0], grid) == (20, False)
+    assert walk([0.01, 0.01], grid) == (30, True)
+    assert walk([np.nextafter(0.01, 0.0), 0.5], grid) == (10, False)
+    # The same through a loss table: one position of four drops 1 nat from c=10 to c=20, none after;
+    # with the threshold set to exactly that step's gain, the walk takes the step and stops at 20.
+    table = np.array([[[5, 1, 1, 1], [4, 1, 1, 1], [4, 1, 1, 1]]], dtype=float)
+    gain = step_gains(table, r=1.0)[0, 0]
+    assert gain == 0.0 - math.expm1(-1 / 4)
+    (at,) = recl(table, grid, ["m"], r=1.0, threshold=gain)
+    (above,) = recl(table, grid, ["m"], r=1.0, threshold=np.nextafter(gain, 1.0))
+    assert (at.recl, above.recl) == (20, 10)
+
+
+def test_the_default_threshold_is_one_percent_golden():
+    # One target of n drops 1 nat from c=1 to c=2 (r = 1, nothing after): g = 1 - exp(-1/n).
+    # n = 99: 1.005%, just above 1%, the walk goes on; n = 100: 0.995%, just below, it stops.
+    def one_gain_in(n):
+        table = np.ones((1, 3, n))
+        table[0, 1:, 0] = 0.0
+        return table
+
+    (above,) = recl(one_gain_in(99), (1, 2, 3), ["m"], r=1.0)
+    (below,) = recl(one_gain_in(100), (1, 2, 3), ["m"], r=1.0)
+    assert above.gains[0] == pytest.approx(0.0100502, abs=1e-7) and below.gains[0] == pytest.approx(0.0099502, abs=1e-7)
+    assert [(res.recl, res.censored) for res in (above, below)] == [(2, False), (1, False)]
+    rows = recl_rows(one_gain_in(99), (1, 2, 3), ["m"], rs=(1.0,))
+    assert rows[0]["recl"] == 2  # what the command uses has the same default
+    assert walk([0.0101, 0.0], (1, 2, 3)) == (2, False)
+    assert walk([0.0099, 0.5], (1, 2, 3)) == (1, False)
 
 
 # --- oracles: models that see exactly w tokens back ----------------------------------------------
@@ -206,6 +244,20 @@ def test_a_capped_model_gets_its_cap(truth):
     assert (beyond.recl, beyond.censored) == (950, False)
 
 
+def test_a_cap_never_raises_a_walk_that_stopped_below_it():
+    # Position t needs need[t] tokens. The model sees 3 tokens but may use up to 8: its walk stops at 4
+    # (nothing gained from 4 to 6), and min(4, 8) = 4. Only a walk that passes the cap is cut to it.
+    need = np.array([1, 3, 5, 7, 9, 2, 4, 6, 8, 10])
+    grid = (2, 4, 6, 8, 10)
+    sees_3 = np.stack([np.where(min(c, 3) >= need, 1.0, 5.0) for c in grid])[None]
+    (capped,) = recl(sees_3, grid, ["m"], r=0.5, caps={"m": 8})
+    assert (capped.recl, capped.censored) == (4, False)
+    sees_all = np.stack([np.where(c >= need, 1.0, 5.0) for c in grid])[None]
+    (cut,) = recl(sees_all, grid, ["m"], r=0.5, caps={"m": 8})
+    (off_grid,) = recl(sees_all, grid, ["m"], r=0.5, caps={"m": 10})
+    assert [(res.recl, res.censored) for res in (cut, off_grid)] == [(8, False), (10, False)]
+
+
 def test_cap_losses_refuses_a_table_it_cannot_cap():
     grid = (10, 20, 30)
     table = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
@@ -238,6 +290,32 @@ def test_bootstrap_has_zero_width_when_every_block_is_identical():
     intervals = bootstrap_recl(table, (1, 2, 3, 4), ["a", "b"], r=0.5, block_size=5, n_boot=30)
     point = recl(table, (1, 2, 3, 4), ["a", "b"], r=0.5)
     assert [(i.low, i.recl, i.high) for i in intervals] == [(p.recl,) * 3 for p in point]
+
+
+def block_correlated_table() -> np.ndarray:
+    """One model, 20 blocks of 50 targets, grid (1, 2, 3), r = 1: every target of blocks 0, 7 and 14
+    drops from 1 to 0.9 nats between c = 1 and c = 2, no other target gains anything.
+
+    With k such blocks in a resample the step gains 1 - exp(-0.1 * 50k / 1000): 1.49% for the table's
+    k = 3 (RECL 2), 0.995% for k = 2 (RECL 1). Resampled by blocks, k ~ Binomial(20, 0.15) is at most 2
+    in 40% of resamples; resampled by single targets, the gaining share ~ 0.15 +- 0.011 falls to the
+    0.1005 it needs to stop only 4.4 standard deviations down.
+    """
+    table = np.ones((1, 3, 1000))
+    for block in (0, 7, 14):
+        table[0, 1:, block * 50 : (block + 1) * 50] = 0.9
+    return table
+
+
+def test_bootstrap_resamples_whole_blocks_of_correlated_targets():
+    table = block_correlated_table()
+    (point,) = recl(table, (1, 2, 3), ["m"], r=1.0)
+    assert (point.recl, point.censored) == (2, False)
+    (by_block,) = bootstrap_recl(table, (1, 2, 3), ["m"], r=1.0, block_size=50, n_boot=200, seed=0)
+    (by_target,) = bootstrap_recl(table, (1, 2, 3), ["m"], r=1.0, block_size=1, n_boot=200, seed=0)
+    assert (by_block.low, by_block.recl, by_block.high) == (1, 2, 2)  # wide: the blocks move together
+    assert (by_target.low, by_target.recl, by_target.high) == (2, 2, 2)  # single targets: visibly narrower
+    assert by_block.censored_fraction == by_target.censored_fraction == 0.0
 
 
 def test_bootstrap_needs_whole_blocks():

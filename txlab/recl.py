@@ -215,8 +215,8 @@ def _walk_models(table, grid, models, r, threshold, caps, start) -> list[ReclRes
     for i, name in enumerate(models):
         c, censored = walk(gains[i], grid, threshold, start)
         cap = (caps or {}).get(name)
-        if cap is not None and cap < c:  # the model cannot use more than its cap: RECL = min(RECL, L_max), exact
-            c, censored = cap, False
+        if cap is not None and cap <= c:  # the model cannot use more than its cap: RECL = min(RECL, L_max), exact
+            c, censored = cap, False  # also a walk off the grid's end at the cap: it cannot have gone further
         results.append(ReclResult(name, r, c, censored, tuple(float(g) for g in gains[i])))
     return results
 
