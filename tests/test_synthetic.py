@@ -170,3 +170,17 @@ def test_write_wikitext_format_reads_back_as_words_plus_eos(tmp_path):
     read = [w for block in _text_blocks(path, tqdm(disable=True)) for w in _words(block, "eos")]
     assert [w for w in read if w != EOS] == expected_words
     assert read.count(EOS) == 11 and read[100] == EOS
+
+
+@pytest.mark.parametrize("name, horizon", [("synthetic-small", 500), ("synthetic-small-short", 200), ("synthetic-small-local", 32)])
+def test_small_language_keeps_the_process_with_fewer_symbols(name, horizon):
+    spec = VARIANTS[name]
+    assert (spec.n_keys, spec.n_values, spec.vocab_size) == (128, 512, 784)
+    t = generate(spec, 100_000, seed=0)
+    assert t.needed_context.max() == spec.max_context == horizon
+    np.testing.assert_array_equal(synthetic._language(spec), synthetic._language(SPEC))  # same background chain
+    # a copied value out of view (ln 512) still costs more than any other token (a source key: ln 128)
+    starved = (t.role == COPY_VALUE) & (t.needed_context > 16)
+    loss = t.oracle_loss(16)
+    assert np.allclose(loss[starved], math.log(512)) and loss[~starved].max() < math.log(512)
+    assert t.stats()["fraction_copy_value"] == pytest.approx(0.13, abs=0.003)

@@ -31,6 +31,13 @@ sampled with a seed. A text of n tokens is a *background* stream into which *fac
   therefore have a weak period-13 structure that only absolute-position models could exploit, and
   that the oracle below ignores.
 
+Variants
+--------
+``synthetic``, ``-short``, ``-long`` and ``-local`` speak one language (5,312 symbols) and differ in how
+far back copies reach. The ``synthetic-small*`` variants speak a smaller one (128 keys, 16 hints x 32
+values: 784 symbols; the same background chain) that the cpu-size models learn to copy in minutes;
+a copied value out of view costs ln 512 = 6.2 nats there.
+
 Ground truth (per target position t)
 ------------------------------------
 ``needed_context[t]`` is the smallest c such that x_{t-c} .. x_{t-1} holds what resolves x_t:
@@ -134,6 +141,10 @@ class SyntheticSpec:
             raise TxlabError(f"synthetic corpus {self.name!r}: copy_fraction must lie in [0, 0.25)")
 
 
+# Sizes of the small language (see VARIANTS): a copied value costs ln 512 = 6.2 nats without its
+# source, above a source key's ln 128 = 4.9, so context-starved copies stay the hardest tokens.
+_SMALL_LANGUAGE = {"n_keys": 128, "n_hints": 16, "values_per_hint": 32}
+
 VARIANTS: dict[str, SyntheticSpec] = {
     spec.name: spec
     for spec in (
@@ -141,6 +152,16 @@ VARIANTS: dict[str, SyntheticSpec] = {
         SyntheticSpec("synthetic-short", "copies up to 200 tokens back", 8, 199),
         SyntheticSpec("synthetic-long", "copies up to 3000 tokens back", 8, 2999),
         SyntheticSpec("synthetic-local", "copies at most 32 tokens back: no long-range dependency (Table 7 style)", 8, 31),
+        # The small language: the same process with 128 keys and 16 x 32 values (784 symbols), sized so
+        # that the cpu-size models (about 1M parameters, ~1M training tokens) learn to copy.
+        *(
+            SyntheticSpec(name, description, 8, max_distance, **_SMALL_LANGUAGE)
+            for name, description, max_distance in (
+                ("synthetic-small", "small language, copies up to 500 tokens back: beyond the cpu training segment (128) and span (256)", 499),
+                ("synthetic-small-short", "small language, copies up to 200 tokens back (the cpu RECL grid 20..240)", 199),
+                ("synthetic-small-local", "small language, copies at most 32 tokens back: no long-range dependency", 31),
+            )
+        ),
     )
 }
 
