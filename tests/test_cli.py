@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from txlab.cli import app
@@ -39,6 +40,17 @@ def test_train_then_eval_end_to_end(tmp_path):
     assert record["tokens"] == 599 and record["mem_len"] == 24 and record["same_length"] is True
     assert abs(record["ppl"] - 2.718281828 ** record["loss"]) < 1e-6 * record["ppl"]
     assert (run / "eval" / "test-tgt16-mem24-clamp0-same.json").is_file()
+    # by role: the roles partition the scored tokens, so their token-weighted mean is the loss
+    result = runner.invoke(app, ["eval", str(run), "--split", "test", "--by-role", "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    record = last_json(result.output)
+    groups = record["by_role"]["roles"].values()
+    assert sum(g["tokens"] for g in groups) == record["tokens"] == 599
+    assert sum(g["tokens"] * g["model"] for g in groups if g["tokens"]) / 599 == pytest.approx(record["loss"])
+    assert "copy distance" in result.output
+    result = runner.invoke(app, ["roles", str(run), str(run), "--out", str(tmp_path / "fig" / "roles.png"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in (tmp_path / "fig").iterdir()} == {"roles.png", "roles.pdf", "roles.csv"}
 
 
 def test_user_errors_exit_2_without_traceback(tmp_path):

@@ -57,6 +57,12 @@ def test_loss_falls_on_synthetic_corpus(tmp_path):
     train_losses = [r["loss"] for r in lines if r["split"] == "train"]
     assert train_losses[-1] < train_losses[0] - 1.0
     assert result.valid["loss"] < math.log(5312) - 1.0
+    # on a synthetic corpus every evaluation also splits the loss by role (txlab.diagnostics)
+    by_role = [r for r in lines if r["split"] == "valid_by_role"]
+    assert [r["step"] for r in by_role] == [60] and len(by_role[0]["copy_distance"]) == 12
+    roles = by_role[0]["roles"]
+    assert sum(g["tokens"] for g in roles.values()) == result.valid["tokens"]
+    assert result.valid["role_copy_value"] == roles["copy_value"]["model"]
     assert (tmp_path / "run" / "config.yaml").is_file()
 
 

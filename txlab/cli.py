@@ -230,6 +230,7 @@ def eval_command(
     attn_len: int = typer.Option(None, "--attn-len", help="The paper's attention length: every query attends exactly this many keys (sets mem_len, same_length)."),
     batch_size: int = typer.Option(None, "--batch-size", help="Evaluation streams [default: the run's eval.batch_size]."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: also the loss per token role and per copy distance, beside the ideal model's."),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -238,16 +239,45 @@ def eval_command(
     Reports perplexity for word-level corpora and bits per character for character-level ones,
     and writes the result to RUN_DIR/eval/.
     """
+    from txlab.diagnostics import format_summary
     from txlab.train import evaluate_run
 
     r = evaluate_run(run_dir, split=split, tgt_len=tgt_len, mem_len=mem_len, clamp_len=clamp_len, same_length=same_length,
-                     attn_len=attn_len, batch_size=batch_size, device=device, progress=not quiet)
+                     attn_len=attn_len, batch_size=batch_size, device=device, progress=not quiet, by_role=by_role)
     metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
     typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens "
                f"(tgt_len {r['tgt_len']}, mem_len {r['mem_len']}, clamp_len {r['clamp_len']}, same_length {r['same_length']})")
+    if by_role:
+        typer.echo(format_summary(r["by_role"]))
     typer.echo(f"written to {r['path']}")
     if json_output:
-        _print_json({k: r[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length") if k in r})
+        keys = ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "by_role")
+        _print_json({k: r[k] for k in keys if k in r})
+
+
+@app.command()
+def roles(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories trained on a synthetic corpus."),
+    out: Path = typer.Option(Path("figures/roles/roles.png"), "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it)."),
+    split: str = typer.Option("valid", "--split", help="train, valid or test."),
+    max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets [default: all]."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    title: str = typer.Option("", "--title", help="Figure title."),
+    quiet: bool = _QUIET,
+) -> None:
+    """What runs have learned: loss per token role and copied-value loss by distance, beside the ideal model.
+
+    Each run is scored with its evaluation settings (records in RUN/eval/); the figure shows how far
+    back each run copies from, against the ideal model with and without the source in view.
+    """
+    from txlab.diagnostics import format_summary
+    from txlab.roles import score_roles
+
+    result = score_roles(run_dirs, out, split=split, max_tokens=max_tokens, device=device, title=title, progress=not quiet)
+    for run in result["runs"]:
+        typer.echo(f"{run['label']} ({run['run_dir']}, step {run['step']}): loss {run['loss']:.4f}\n{format_summary(run['by_role'])}\n")
+    for path in [*result["figures"], result["table"]]:
+        typer.echo(f"written {path}")
 
 
 @app.command()

@@ -413,3 +413,61 @@ def write_ablation_report(out_dir: Path, fig_dir: Path, columns: list[tuple[str,
     finished = sum(r["seeds"] > 0 for r in rows)
     return {"rows": rows, "markdown": markdown, "files": [str(f) for f in files], "finished_runs": len(curves.groupby("run_id")) if not curves.empty else 0,
             "rows_finished": finished}
+
+
+def role_figure(runs: list[dict], out: Path, title: str = "") -> dict[str, list[Path] | Path]:
+    """Copied-value loss against copy distance (left) and loss per token role (right) for a group of runs.
+
+    ``runs`` are dicts with ``label``, ``train_span`` (the training attention span tgt_len + mem_len;
+    0 to leave it unmarked) and ``by_role`` (a :func:`txlab.diagnostics.role_summary`). The left panel
+    draws the ideal model with the source in view (0 nats) and without it (ln n_values): a model uses
+    context as far back as its curve stays near the first. Writes ``out`` (.png and .pdf) and a CSV of
+    every plotted number beside it.
+    """
+    if not runs:
+        raise TxlabError("role_figure needs at least one run")
+    rows = []
+    for i, run in enumerate(runs):
+        for bucket in run["by_role"]["copy_distance"]:
+            rows.append({"run": i, "label": run["label"], "group": "copy_distance", "lo": bucket["lo"], "hi": bucket["hi"],
+                         **{k: bucket[k] for k in ("tokens", "model", "ideal_with", "ideal_without")}})
+        for role, group in run["by_role"]["roles"].items():
+            rows.append({"run": i, "label": run["label"], "group": role, **{k: group[k] for k in ("tokens", "model", "ideal_with", "ideal_without")}})
+    points = pd.DataFrame.from_records(rows)
+
+    fig, (by_distance, by_role) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    copies = points[points["group"] == "copy_distance"].copy()
+    copies["mid"] = (copies["lo"] + copies["hi"] - 1) / 2
+    first = copies[copies["run"] == 0]
+    by_distance.step(first["mid"], first["ideal_without"], where="mid", color="gray", ls="--", label="ideal, source out of view")
+    by_distance.step(first["mid"], first["ideal_with"], where="mid", color="black", ls="--", label="ideal, source in view")
+    for i, run in enumerate(runs):
+        mine = copies[copies["run"] == i]
+        line, = by_distance.plot(mine["mid"], mine["model"], marker="o", ms=3, label=run["label"])
+        if run.get("train_span"):
+            by_distance.axvline(run["train_span"], color=line.get_color(), ls=":", lw=1)
+    by_distance.set(xlabel="copy distance D (tokens back to the source value; dotted: training span)",
+                    ylabel="copied-value loss (nats)")
+    by_distance.grid(alpha=0.3)
+    by_distance.legend(fontsize=7)
+
+    roles = [r for r in runs[0]["by_role"]["roles"] if runs[0]["by_role"]["roles"][r]["tokens"]]
+    width = 0.8 / (len(runs) + 1)
+    table = points[points["group"].isin(roles)]
+    for i, run in enumerate(runs):
+        mine = table[table["run"] == i].set_index("group").loc[roles]
+        by_role.bar([j + i * width for j in range(len(roles))], mine["model"], width, label=run["label"])
+    ideal = table[table["run"] == 0].set_index("group").loc[roles]
+    by_role.bar([j + len(runs) * width for j in range(len(roles))], ideal["ideal_with"], width, color="black", label="ideal (needed context)")
+    by_role.scatter([j + (len(runs) * width) / 2 for j in range(len(roles))], ideal["ideal_without"], marker="_", s=300,
+                    color="gray", label="ideal without it", zorder=3)
+    by_role.set_xticks([j + (len(runs) * width) / 2 for j in range(len(roles))], [r.replace("_", " ") for r in roles], rotation=30, fontsize=8)
+    by_role.set(ylabel="loss (nats)")
+    by_role.grid(alpha=0.3, axis="y")
+    by_role.legend(fontsize=6)
+    if title:
+        fig.suptitle(title)
+    written = save_figure(fig, out)
+    csv = Path(out).with_suffix(".csv")
+    write_text_atomic(csv, points.to_csv(index=False))
+    return {"figures": written, "table": csv}

@@ -41,6 +41,7 @@ from txlab.build import build_model
 from txlab.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from txlab.config import EvalConfig, ModelConfig, RunConfig, TrainConfig, save_config, update_dataclass
 from txlab.data import Corpus, batchify, eval_segments, iter_segments, load_corpus, load_corpus_for_model
+from txlab.diagnostics import flat_metrics, role_summary
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
 from txlab.lm import Context, LanguageModel
@@ -108,9 +109,14 @@ def evaluate(
     batch_size: int,
     max_tokens: int = 0,
     progress: bool = False,
-) -> dict[str, float]:
+    token_losses: bool = False,
+) -> dict[str, Any]:
     """Token-weighted mean NLL over ``tokens`` (the first ``max_tokens`` + 1 if > 0), every target
-    scored exactly once: the paper's protocol."""
+    scored exactly once: the paper's protocol.
+
+    With ``token_losses`` the result also holds ``nll``: [len(tokens)] float64 nats in text order,
+    NaN for the first token and any token past ``max_tokens`` (what txlab.diagnostics reads)."""
+    per_token = np.full(len(tokens), np.nan) if token_losses else None
     if max_tokens > 0:
         tokens = tokens[: max_tokens + 1]
     was_training = model.training
@@ -127,9 +133,14 @@ def evaluate(
                 state = out.state
                 total += out.nll.double()[mask].sum()
                 count += int(seg.mask.sum())
+                if per_token is not None:
+                    per_token[seg.target_index[seg.mask]] = out.nll.double()[mask].cpu().numpy()
     finally:
         model.train(was_training)
-    return {"loss": total.item() / count, "tokens": count}
+    result: dict[str, Any] = {"loss": total.item() / count, "tokens": count}
+    if per_token is not None:
+        result["nll"] = per_token
+    return result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -333,9 +344,17 @@ def train(
     eval_tgt_len, eval_context = evaluation_context(cfg.model, cfg.eval)
     valid_tokens = corpus.split("valid")
 
-    def run_eval() -> dict[str, float]:
-        result = evaluate(model, valid_tokens, eval_tgt_len, eval_context, cfg.eval.batch_size, t.eval_tokens, progress=False)
-        return {**metric_summary(result["loss"], corpus.level), "tokens": result["tokens"]}
+    valid_truth = corpus.truth["valid"] if corpus.truth is not None else None
+
+    def run_eval() -> tuple[dict[str, float], dict[str, Any] | None]:
+        """The validation metrics, and on synthetic corpora the per-role summary (txlab.diagnostics)."""
+        result = evaluate(model, valid_tokens, eval_tgt_len, eval_context, cfg.eval.batch_size, t.eval_tokens,
+                          progress=False, token_losses=valid_truth is not None)
+        metrics = {**metric_summary(result["loss"], corpus.level), "tokens": result["tokens"]}
+        if valid_truth is None:
+            return metrics, None
+        summary = role_summary(result["nll"], valid_truth)
+        return {**metrics, **flat_metrics(summary)}, summary
 
     board = tensorboard_writer(run_dir) if t.tensorboard and ddp.is_main else None
 
@@ -410,8 +429,10 @@ def train(
                 window_loss.zero_()
                 window_steps, window_tokens = 0, 0
                 if at_eval:
-                    valid = run_eval()
+                    valid, by_role = run_eval()
                     log({"step": step, "split": "valid", **valid, "tokens_seen": tokens_seen, "elapsed_s": elapsed})
+                    if by_role is not None:
+                        log({"step": step, "split": "valid_by_role", **by_role, "tokens_seen": tokens_seen, "elapsed_s": elapsed})
                     (bar.write if progress and ddp.is_main else echo)(f"step {step}: valid " + ", ".join(f"{k} {v:.4g}" for k, v in valid.items() if k != "tokens"))
                 if at_eval or stop.signal is not None:
                     checkpoint(valid)
@@ -441,6 +462,7 @@ def evaluate_run(
     device: str = "cpu",
     progress: bool = True,
     record_path: Path | None = None,
+    by_role: bool = False,
 ) -> dict[str, Any]:
     """Score a trained run on a split with the paper's protocol and record it in the run directory.
 
@@ -449,6 +471,8 @@ def evaluate_run(
     ``max_tokens`` > 0 scores only the split's first ``max_tokens`` targets.
     Returns loss, ppl (word level) or bpc (character level), tokens scored and the settings used,
     and writes them to ``record_path``, by default ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same][-n<N>].json``.
+    ``by_role`` (synthetic corpora only) adds ``by_role``: the loss per token role and per copy distance
+    beside the ideal model's (:func:`txlab.diagnostics.role_summary`).
     """
     ckpt = load_checkpoint(run_dir, map_location=device)
     cfg = ckpt.config
@@ -463,14 +487,19 @@ def evaluate_run(
     seg_len, context = evaluation_context(cfg.model, eval_cfg)
     if ckpt.model.max_context is not None and seg_len > ckpt.model.max_context:
         raise TxlabError(f"this model reads at most {ckpt.model.max_context} tokens at once; --tgt-len {seg_len} is too long")
-    result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress)
+    if by_role and corpus.truth is None:
+        raise TxlabError(f"--by-role needs a synthetic corpus (it knows each token's role); {corpus.name} is not one")
+    result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress,
+                      token_losses=by_role)
     record = {
         **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "step": ckpt.meta["step"],
         "tgt_len": seg_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
         "token_stream_sha256": corpus.token_stream_hash(split),
     }
+    if by_role:
+        record["by_role"] = role_summary(result["nll"], corpus.truth[split])
     if record_path is None:
         name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}"
-        record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}.json"
+        record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}{'-roles' if by_role else ''}.json"
     record["path"] = str(write_json_atomic(record_path, record))
     return record
