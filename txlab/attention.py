@@ -38,7 +38,6 @@ import pandas as pd
 import torch
 from matplotlib.colors import LogNorm, PowerNorm
 from matplotlib.ticker import MaxNLocator
-from tqdm import tqdm
 
 from txlab.checkpoint import Checkpoint, load_checkpoint
 from txlab.config import update_dataclass
@@ -46,6 +45,7 @@ from txlab.data import Corpus, batchify, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.model import SCORE_TERMS, AttentionRecord, TransformerXL, capture_attention
+from txlab.progress import Progress
 from txlab.report import run_label, save_figure
 from txlab.train import evaluation_context
 
@@ -140,7 +140,7 @@ def _collect(model: TransformerXL, streams: torch.Tensor, seg_len: int, warm: in
     sample = None
     starts = list(range(0, warm + n_segments * seg_len, seg_len))
     with torch.inference_mode(), capture_attention(model) as records:
-        for start in tqdm(starts, desc="attention", unit="seg", disable=not progress, leave=False):
+        for start in Progress(starts, desc="attention", unit="seg", disable=not progress, leave=False):
             state = model(streams[:, start : start + seg_len], state).state
             if start >= warm:
                 chunk = [layer.pop() for layer in records]

@@ -76,12 +76,12 @@ from typing import BinaryIO, NamedTuple
 
 import numpy as np
 import platformdirs
-from tqdm import tqdm
 
 from txlab import __version__, synthetic
 from txlab.config import DataConfig
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_atomic, write_json_atomic
+from txlab.progress import Progress
 
 SPLITS = ("train", "valid", "test")
 EOS = "<eos>"
@@ -388,7 +388,7 @@ def _check_not_empty(path: Path, size: int) -> None:
         raise TxlabError(f"{path} is empty")
 
 
-def _text_blocks(path: Path, bar: tqdm) -> Iterator[str]:
+def _text_blocks(path: Path, bar: Progress) -> Iterator[str]:
     """Blocks of about _BLOCK_CHARS characters, each ending at a line end (except a file's last)."""
     _check_not_empty(path, path.stat().st_size)
     try:
@@ -456,7 +456,7 @@ def _code_stream(spec: CorpusSpec, path: Path) -> Iterator[tuple[int, Iterator[n
         yield n, (np.frombuffer(t.encode("utf-32-le"), dtype="<u4") for t in iter(lambda: fh.read(_BLOCK_CHARS), ""))
 
 
-def _code_chunks(spec: CorpusSpec, path: Path, bar: tqdm, drop_newlines: bool) -> Iterator[tuple[str, np.ndarray]]:
+def _code_chunks(spec: CorpusSpec, path: Path, bar: Progress, drop_newlines: bool) -> Iterator[tuple[str, np.ndarray]]:
     """(split, codes) chunks of a single-file corpus, cut 90/5/5; newlines (code 10) dropped on request."""
     with _code_stream(spec, path) as (n, blocks):
         _check_not_empty(path, n)
@@ -556,7 +556,7 @@ def _count_and_measure(spec: CorpusSpec, sources: _Sources, drop_newlines: bool,
     """Pass 1: the vocabulary and the number of tokens of each split."""
     lengths = dict.fromkeys(sources.files if spec.reader == "lines" else SPLITS, 0)
     total = sum(p.stat().st_size for p in sources.unique_files())
-    with tqdm(total=total, desc=f"count {spec.name}", unit="B", unit_scale=True, disable=None if progress else True, file=sys.stderr) as bar:
+    with Progress(total=total, desc=f"count {spec.name}", unit="B", unit_scale=True, disable=not progress, file=sys.stderr) as bar:
         if spec.reader == "lines":
             counts: Counter[str] = Counter()
             for split, paths in sources.files.items():
@@ -606,7 +606,7 @@ def _encode_into(spec: CorpusSpec, sources: _Sources, vocab: Vocab, lengths: dic
         filled[split] += len(ids)
 
     total = sum(p.stat().st_size for p in sources.unique_files())
-    with tqdm(total=total, desc=f"encode {spec.name}", unit="B", unit_scale=True, disable=None if progress else True, file=sys.stderr) as bar:
+    with Progress(total=total, desc=f"encode {spec.name}", unit="B", unit_scale=True, disable=not progress, file=sys.stderr) as bar:
         if spec.reader == "lines":
             for split, paths in sources.files.items():
                 for path in paths:
@@ -930,8 +930,8 @@ def _fetch(url: str, part: Path, remote: RemoteFile, name: str, progress: bool) 
             have = 0
         length = response.headers.get("Content-Length")
         expected = have + int(length) if length is not None else remote.size
-        with open(part, "ab" if have else "wb") as fh, tqdm(
-            total=expected, initial=have, desc=remote.filename, unit="B", unit_scale=True, disable=None if progress else True, file=sys.stderr
+        with open(part, "ab" if have else "wb") as fh, Progress(
+            total=expected, initial=have, desc=remote.filename, unit="B", unit_scale=True, disable=not progress, file=sys.stderr
         ) as bar:
             while True:
                 try:

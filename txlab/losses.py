@@ -77,7 +77,6 @@ from typing import Any
 import numpy as np
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
-from tqdm import tqdm
 
 from txlab.checkpoint import load_checkpoint, read_meta
 from txlab.config import RunConfig, update_dataclass
@@ -85,6 +84,7 @@ from txlab.data import load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import write_atomic, write_json_atomic
 from txlab.lm import Context, LanguageModel
+from txlab.progress import Progress
 from txlab.train import evaluation_context, using_context
 
 DEFAULT_GRID: tuple[int, ...] = tuple(range(100, 1001, 100))
@@ -322,7 +322,7 @@ def collect_losses(
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(grid, model.max_context)
         method = choose_method(model, tokens, lengths, chunk_len, method)
-        with tqdm(total=len(block_starts) * block_len, desc="losses", unit="target", disable=not progress, leave=False) as bar:
+        with Progress(total=len(block_starts) * block_len, desc="losses", unit="target", disable=not progress, leave=False) as bar:
             tables = []
             for start in block_starts:
                 tables.append(block_losses(model, tokens, grid, start, block_len, chunk_len, batch_size, method))
@@ -519,7 +519,7 @@ def collect_run_losses(
                 if not _block_file(directory, kind, i).is_file()]
         windows = {"block": block_len + int(lengths[-1] - lengths[0]) if meta["method"] == "window" else block_len * len(lengths),
                    "placebo": block_len * (len(grid) - 1)}
-        with tqdm(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {run_dir.name}", unit="window",
+        with Progress(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {run_dir.name}", unit="window",
                   disable=not progress, leave=False) as bar:
             for kind, i in todo:
                 start = int(starts[i])

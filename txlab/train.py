@@ -35,7 +35,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from txlab.build import build_model
 from txlab.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
@@ -45,6 +44,7 @@ from txlab.diagnostics import flat_metrics, role_summary
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
 from txlab.lm import Context, LanguageModel
+from txlab.progress import Progress
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
@@ -127,7 +127,7 @@ def evaluate(
         with using_context(model, context):
             segments = list(eval_segments(tokens, batch_size, tgt_len))
             state = model.init_state(segments[0].inputs.shape[0])
-            for seg in tqdm(segments, desc="eval", unit="seg", disable=not progress, leave=False):
+            for seg in Progress(segments, desc="eval", unit="seg", disable=not progress, leave=False):
                 mask = torch.as_tensor(seg.mask, device=model.device)
                 out = model(torch.as_tensor(seg.inputs, device=model.device), state, torch.as_tensor(seg.targets, device=model.device))
                 state = out.state
@@ -380,7 +380,7 @@ def train(
 
     window_loss = torch.zeros((), dtype=torch.float64, device=device)
     window_steps, window_tokens, window_start = 0, 0, time.perf_counter()
-    bar = tqdm(total=t.max_steps, initial=step, desc="train", unit="step", disable=not (progress and ddp.is_main))
+    bar = Progress(total=t.max_steps, initial=step, desc="train", unit="step", disable=not (progress and ddp.is_main))
     model.train()
     with _StopRequest() as stop:
         while step < t.max_steps:
