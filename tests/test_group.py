@@ -1,13 +1,18 @@
 """`txlab recl` end to end on tiny models, its refusals, and the Table 8 writer."""
 
 import json
+import math
+from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from txlab import recl
 from txlab.cli import app
 from txlab.errors import TxlabError
-from txlab.group import parse_grid
+from txlab.group import ReclSettings, parse_grid, score_group
+from txlab.losses import GroupLosses, find_losses, load_losses
 from txlab.report import table8_markdown
 
 runner = CliRunner()
@@ -47,6 +52,16 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo):
     for path in ("figure3.png", "figure3.pdf", "figure4.png", "figure4.pdf"):
         assert (zoo / "figures" / name / path).is_file(), path
     assert "| xl151m |" in (zoo / "results" / name / "table8.md").read_text()
+
+    # recl.json holds what txlab.recl gives on the loss tables stored in the runs, placebo-aware RECL included.
+    record = json.loads((zoo / "results" / name / "recl.json").read_text())
+    tables = [load_losses(find_losses(run_dir)) for run_dir in record["run_dirs"]]
+    models = ["xl151m", "qrnn", "lstm"]
+    expected = recl.recl_rows(np.stack([t.losses for t in tables]), (2, 4, 6, 8), models, (0.1, 0.5, 1.0),
+                              caps={m: t.max_context for m, t in zip(models, tables)}, block_size=20, n_boot=10, seed=0,
+                              placebo=np.stack([t.placebo for t in tables]))
+    assert [row for row in record["rows"] if row["model"] in models] == expected
+    assert all("placebo_recl" in group["recl"][m]["0.1"] for m in models)
 
     # Everything is found now: --no-train is satisfied and the losses are read back, not collected again.
     again = runner.invoke(app, [*args[:-2], "--no-train", "--json", "--quiet"])
@@ -90,6 +105,61 @@ def test_grid_specs():
     assert parse_grid("16,32,64") == (16, 32, 64)
     with pytest.raises(TxlabError):
         parse_grid("a:b")
+
+
+def hand_built_group() -> GroupLosses:
+    """Two blocks of two targets, each block the same. Target 0 of a block is hard: model a drops 1 nat
+    at every step of the grid (1, 2, 3, 4), b never gains. Target 1 is easy (1 nat for both, always).
+    a's placebo gains nothing at 1 -> 2 but the whole real gain at 2 -> 3."""
+    a = [[3, 1], [2, 1], [1, 1], [0, 1]]
+    b = [[3, 1]] * 4
+    a_placebo = [[3, 1], [1, 1], [1, 1]]
+    b_placebo = [[3, 1]] * 3
+    losses = np.tile(np.array([a, b], dtype=np.float32), (1, 1, 2))  # [M, G, T]
+    placebo = np.tile(np.array([a_placebo, b_placebo], dtype=np.float32), (1, 1, 2))
+    return GroupLosses(["run-a", "run-b"], losses, (1, 2, 3, 4), np.arange(10, 14), 2, "0" * 64, {"run-a": None, "run-b": None},
+                       [Path("run-a"), Path("run-b")], placebo)
+
+
+def test_a_hand_built_group_scores_to_hand_computed_numbers():
+    settings = ReclSettings(rs=[0.5], n_boot=10)
+    scores = score_group(hand_built_group(), ["a", "b"], settings)
+    # r = 0.5: T(1) and T(2) are the two hard targets, where a gains 1 nat a step: 1 - exp(-1). At c = 3
+    # every target ties at 1 nat and T(3) is targets 0 and 1 (lower positions first): 1 - exp(-1/2).
+    # b gains nothing. a's walk runs off the grid; beside its placebo its step 2 -> 3 gains nothing, so
+    # its placebo-aware RECL is 2.
+    keys = ("model", "r", "recl", "censored", "ci_low", "ci_high", "censored_fraction", "placebo_recl", "placebo_censored",
+            "placebo_ci_low", "placebo_ci_high", "below_placebo")
+    assert [tuple(row[k] for k in keys) for row in scores.rows] == [
+        ("a", 0.5, 4, True, 4, 4, 1.0, 2, False, 2, 2, True),
+        ("b", 0.5, 1, False, 1, 1, 0.0, 1, False, 1, 1, False),
+    ]
+    gain, placebo_gain = scores.placebo_gains[0.5]
+    g = 1 - math.exp(-1)
+    np.testing.assert_allclose(gain, [[g, g, 1 - math.exp(-0.5)], [0, 0, 0]], rtol=1e-12)
+    np.testing.assert_allclose(placebo_gain, [[0, g, 0], [0, 0, 0]], rtol=1e-12)
+    # Figure 3 at r = 0.1: T(c) is target 0 alone (a tie with target 2, broken by position): exp(3 - j) - exp(2 - j).
+    np.testing.assert_allclose(scores.figure3_gains, [[math.exp(3) - math.exp(2), math.exp(2) - math.exp(1), math.exp(1) - 1], [0, 0, 0]], rtol=1e-6)
+    # Figure 4: exp of the mean loss over the four targets.
+    np.testing.assert_allclose(scores.perplexity, np.exp([[2, 1.5, 1, 0.5], [2, 2, 2, 2]]), rtol=1e-6)
+    assert table8_markdown(scores.rows) == (
+        "| model | r = 0.5 | r = 0.5, placebo-aware |\n"
+        "|---|---|---|\n"
+        "| a | >= 4 [4, >= 4] † | 2 [2, 2] |\n"
+        "| b | 1 [1, 1] | 1 [1, 1] |\n"
+        "\n"
+        "† a step this RECL rests on did not beat its placebo gain (extra context from far away) by the threshold; "
+        "the placebo-aware RECL stops at the first such step.\n"
+    )
+
+
+def test_a_hand_built_group_without_placebo_has_no_placebo_columns():
+    group = hand_built_group()
+    group.placebo = None
+    scores = score_group(group, ["a", "b"], ReclSettings(rs=[0.5], n_boot=0))
+    assert [(row["model"], row["label"]) for row in scores.rows] == [("a", ">= 4"), ("b", "1")]
+    assert "placebo_recl" not in scores.rows[0] and scores.placebo_gains == {}
+    assert table8_markdown(scores.rows) == "| model | r = 0.5 |\n|---|---|\n| a | >= 4 |\n| b | 1 |\n"
 
 
 def test_table8_markdown_golden():

@@ -342,6 +342,67 @@ def test_placebo_step_gains_with_the_true_losses_are_the_step_gains(truth):
         placebo_step_gains(group, group, r=0.1)
 
 
+# Model a gains 1 nat at every step on its one target; b never gains. a's placebo (the extra context
+# taken from far away) gains nothing at 1 -> 2 but as much as the real context at 2 -> 3.
+PLACEBO_GRID = (1, 2, 3, 4)
+PLACEBO_LOSSES = np.array([[[3.0], [2.0], [1.0], [0.0]], [[3.0], [3.0], [3.0], [3.0]]])  # [model, c, target]
+PLACEBO = np.array([[[3.0], [1.0], [1.0]], [[3.0], [3.0], [3.0]]])  # [model, step c_j -> c_j+1, target]
+
+
+def test_placebo_aware_recl_golden():
+    a, b = recl(PLACEBO_LOSSES, PLACEBO_GRID, ["a", "b"], r=1.0, placebo=PLACEBO)
+    g = 1 - math.exp(-1)
+    np.testing.assert_allclose(a.gains, [g, g, g], rtol=1e-15)
+    np.testing.assert_allclose(a.placebo_gains, [0.0, g, 0.0], rtol=1e-15)
+    # The paper's walk runs off the grid; beside its placebo, a's step 2 -> 3 gains nothing: 2.
+    assert (a.recl, a.censored, a.placebo_recl, a.placebo_censored, a.below_placebo) == (4, True, 2, False, True)
+    assert (b.recl, b.placebo_recl, b.below_placebo) == (1, 1, False)
+    (plain,) = recl(PLACEBO_LOSSES[:1], PLACEBO_GRID, ["a"], r=1.0)
+    assert (plain.placebo_recl, plain.below_placebo) == (None, None)
+    # The cap applies to both walks.
+    capped, _ = recl(PLACEBO_LOSSES, PLACEBO_GRID, ["a", "b"], r=1.0, placebo=PLACEBO, caps={"a": 3})
+    assert (capped.recl, capped.censored, capped.placebo_recl, capped.below_placebo) == (3, False, 2, True)
+
+
+def test_placebo_aware_recl_is_the_papers_when_the_placebo_gains_nothing(truth):
+    names = ["a", "b", "c"]
+    group = np.stack([oracle_table(truth, w) for w in (250, 420, 730)])
+    useless = group[:, :-1]  # the extra context changes nothing: l(c', t) = l(c, t) under the placebo
+    for res in recl_table(group, DEFAULT_GRID, names, placebo=useless):
+        assert (res.placebo_recl, res.placebo_censored, res.below_placebo) == (res.recl, res.censored, False)
+    with pytest.raises(TxlabError, match="placebo losses must be"):
+        recl(group, DEFAULT_GRID, names, r=0.1, placebo=group)
+
+
+def test_placebo_aware_recl_sees_through_noise(truth):
+    # 0.05 nats of independent noise on every loss: min() turns it into a ~3.7% "gain" at every step,
+    # so the paper's walk runs off the grid. The placebo (the true context up to c, noise drawn afresh)
+    # gains as much beyond the window, and the placebo-aware RECL is the window's again.
+    rng = np.random.default_rng(0)
+    clean = oracle_table(truth, 250)
+    noisy = (clean + rng.normal(0, 0.05, clean.shape))[None]
+    placebo = (clean[:-1] + rng.normal(0, 0.05, clean[:-1].shape))[None]
+    for r in (0.1, 0.5):
+        (res,) = recl(noisy, DEFAULT_GRID, ["m"], r, placebo=placebo)
+        assert (res.recl, res.censored, res.placebo_recl, res.placebo_censored, res.below_placebo) == (1000, True, 300, False, True)
+        assert min(res.gains[3:]) > 0.02 and max(np.subtract(res.gains, res.placebo_gains)[3:]) < 0.005
+
+
+def test_recl_rows_with_placebo_golden():
+    table = np.tile(PLACEBO_LOSSES, (1, 1, 4))  # 4 identical blocks of one target: the intervals have no width
+    placebo = np.tile(PLACEBO, (1, 1, 4))
+    rows = recl_rows(table, PLACEBO_GRID, ["a", "b"], rs=(1.0,), block_size=1, n_boot=10, placebo=placebo)
+    keys = ("model", "label", "ci_low", "ci_high", "placebo_recl", "placebo_label", "placebo_ci_low", "placebo_ci_high",
+            "placebo_censored_fraction", "below_placebo")
+    assert [tuple(row[k] for k in keys) for row in rows] == [
+        ("a", ">= 4", 4, 4, 2, "2", 2, 2, 0.0, True),
+        ("b", "1", 1, 1, 1, "1", 1, 1, 0.0, False),
+    ]
+    plain = recl_rows(table, PLACEBO_GRID, ["a", "b"], rs=(1.0,), placebo=placebo)
+    assert [(row["placebo_recl"], row["placebo_censored"], row["below_placebo"]) for row in plain] == [(2, False, True), (1, False, False)]
+    assert "placebo_recl" not in recl_rows(table, PLACEBO_GRID, ["a", "b"], rs=(1.0,))[0]
+
+
 def test_recl_rows_for_a_command(truth):
     group = np.stack([oracle_table(truth, 250), oracle_table(truth, 5000)])
     rows = recl_rows(group, DEFAULT_GRID, ["short", "far"], rs=(0.1,), block_size=3900, n_boot=5)

@@ -8,8 +8,9 @@ One call of :func:`recl_groups` does what the command does, for each group:
    names the missing runs and the command that trains them);
 3. collect per-token losses at the grid of context lengths on one shared set of target blocks
    (txlab.losses: resumable, refused when the members read different token streams);
-4. compute every member's RECL at each r with a block-bootstrap interval (txlab.recl), and on a
-   synthetic corpus the RECL of the ideal model that sees exactly c tokens (the ground truth);
+4. compute every member's RECL at each r with a block-bootstrap interval (txlab.recl), beside it the
+   placebo-aware RECL when placebo losses were collected, and on a synthetic corpus the RECL of the
+   ideal model that sees exactly c tokens (the ground truth);
 5. write the Table 8 table (CSV, Markdown), the Figure 3 and Figure 4 points (CSV) under
    ``<out_dir>/<group>/`` and the figures (PNG, PDF) under ``<fig_dir>/<group>/``.
 
@@ -33,7 +34,7 @@ from txlab.config import RunConfig, read_study, update_dataclass
 from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
-from txlab.losses import collect_group_losses
+from txlab.losses import GroupLosses, collect_group_losses
 from txlab.presets import PRESETS
 from txlab.train import train
 from txlab.zoo import MODELS_ROOT, run_config, run_dir
@@ -231,6 +232,34 @@ def oracle_rows(run_dir: Path, targets: np.ndarray, settings: ReclSettings) -> l
     return [{**row, "ground_truth": True} for row in rows]
 
 
+@dataclass(frozen=True)
+class GroupScores:
+    """What a group's loss table gives: Table 8's rows and the points of Figures 3 and 4."""
+
+    rows: list[dict]
+    """txlab.recl.recl_rows rows, with the placebo-aware RECL when placebo losses were collected."""
+    figure3_gains: np.ndarray
+    """[M, G-1] unnormalised gains at r = FIGURE3_R."""
+    perplexity: np.ndarray
+    """[M, G] perplexity at each context length."""
+    placebo_gains: dict[float, tuple[np.ndarray, np.ndarray]]
+    """r -> (step gains [M, G-1], placebo gains [M, G-1]); empty without placebo losses."""
+
+
+def score_group(losses: GroupLosses, labels: Sequence[str], settings: ReclSettings) -> GroupScores:
+    """RECL of every member at each r (bootstrap intervals unless ``settings.n_boot`` is 0) and the figures' points."""
+    grid = losses.grid
+    caps = {label: losses.caps[name] for label, name in zip(labels, losses.models)}
+    rows = recl.recl_rows(losses.losses, grid, labels, settings.rs, caps=caps, block_size=losses.block_len if settings.n_boot else None,
+                          n_boot=settings.n_boot, seed=settings.seed, placebo=losses.placebo)
+    placebo = {}
+    if losses.placebo is not None:
+        table = recl.prepare_table(losses.losses, grid, labels, caps)
+        placebo = {r: (recl.step_gains(table, r), recl.placebo_step_gains(table, losses.placebo, r)) for r in settings.rs}
+    return GroupScores(rows, recl.figure3_gains(losses.losses, grid, labels, FIGURE3_R, caps),
+                       recl.perplexity_by_context(losses.losses, grid, labels, caps), placebo)
+
+
 def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> dict[str, Any]:
     """Train what is missing, collect the losses, compute RECL, write the tables and figures of one group."""
     settings = group.settings
@@ -246,20 +275,12 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
         [m.run_dir for m in members], settings.split, grid, settings.blocks, settings.block_len, settings.seed,
         placebo=settings.placebo, batch_size=settings.batch_size, device=settings.device, progress=progress,
     )
-    caps = {label: losses.caps[name] for label, name in zip(labels, losses.models)}
-    rows = recl.recl_rows(losses.losses, grid, labels, settings.rs, caps=caps, block_size=settings.block_len if settings.n_boot else None,
-                          n_boot=settings.n_boot, seed=settings.seed)
-    rows += oracle_rows(members[0].run_dir, losses.targets, settings)
-    gains = recl.figure3_gains(losses.losses, grid, labels, FIGURE3_R, caps)
-    perplexity = recl.perplexity_by_context(losses.losses, grid, labels, caps)
-    placebo = {}
-    if losses.placebo is not None:
-        table = recl.prepare_table(losses.losses, grid, labels, caps)
-        placebo = {r: (recl.step_gains(table, r), recl.placebo_step_gains(table, losses.placebo, r)) for r in settings.rs}
+    scores = score_group(losses, labels, settings)
+    rows = scores.rows + oracle_rows(members[0].run_dir, losses.targets, settings)
 
     table_dir, figure_dir = Path(out_dir) / group.name, Path(fig_dir) / group.name
     files = report.write_table8(rows, table_dir / "table8")
-    files += report.write_context_curves(gains, perplexity, grid, labels, table_dir, placebo)
+    files += report.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains)
     files += report.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"{group.name}: gains at r = {FIGURE3_R}")
     files += report.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", title=f"{group.name}: perplexity by context")
     record = {
@@ -304,13 +325,15 @@ def recl_groups(
 
 
 def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The --json document: per group, model and r, the RECL, its interval and whether it is censored."""
+    """The --json document: per group, model and r, the RECL, its interval and whether it is censored (and,
+    with placebo losses, the placebo-aware RECL, its interval and whether the RECL is below its placebo)."""
     groups = []
     for result in results:
         per_model: dict[str, dict[str, Any]] = {}
         for row in result["rows"]:
             per_model.setdefault(row["model"], {})[str(row["r"])] = {
-                k: row[k] for k in ("recl", "ci_low", "ci_high", "censored", "label") if k in row
+                k: row[k] for k in ("recl", "ci_low", "ci_high", "censored", "label", "placebo_recl", "placebo_ci_low", "placebo_ci_high",
+                                    "placebo_censored", "placebo_label", "below_placebo") if k in row
             }
         groups.append({"group": result["group"], "members": result["members"], "run_dirs": result["run_dirs"],
                        "grid": result["grid"], "n_targets": result["n_targets"], "recl": per_model,

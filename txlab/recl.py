@@ -26,13 +26,22 @@ Definitions (docs/recl.md gives the reasons; r is the fraction of hardest positi
 Models with a hard maximum context L_max (the vanilla Transformer): l(c, t) = l(min(c, L_max), t),
 and the reported RECL is min(RECL, L_max) -- this is how the paper's 128 arises. See
 :func:`cap_losses` for how a table is made to honour the cap.
+
+Placebo-aware RECL (not the paper's; only when placebo losses are given)
+------------------------------------------------------------------------
+Each step's placebo gain p_i(c, c') (:func:`placebo_gain`) is what the min() makes of extra context
+that carries no information. The placebo-aware walk is the paper's walk on g_i(c, c') - p_i(c, c'):
+it stops at the first step whose gain does not beat its placebo gain by the threshold. With no
+placebo gain (p = 0) it is the paper's RECL exactly; otherwise it is never larger. A RECL is flagged
+``below_placebo`` when the placebo-aware one is smaller, i.e. when a step it rests on did not beat
+its placebo gain by the threshold.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -58,10 +67,20 @@ class ReclResult:
     """True when the walk ran off the end of the grid: the RECL is at least ``recl``."""
     gains: tuple[float, ...]
     """Relative gain g(c_j, c_{j+1}) of every grid step (walked or not), in grid order."""
+    placebo_recl: int | None = None
+    """The placebo-aware RECL (None without placebo losses)."""
+    placebo_censored: bool | None = None
+    placebo_gains: tuple[float, ...] | None = None
+    """Placebo gain p(c_j, c_{j+1}) of every grid step, in grid order."""
 
     @property
     def label(self) -> str:
         return recl_label(self.recl, self.censored)
+
+    @property
+    def below_placebo(self) -> bool | None:
+        """True when a step this RECL rests on did not beat its placebo gain by the threshold."""
+        return None if self.placebo_recl is None else self.placebo_recl < self.recl
 
 
 @dataclass(frozen=True)
@@ -76,6 +95,13 @@ class ReclInterval:
     high: int
     censored_fraction: float
     """Share of resamples whose walk ran off the grid (then ``high`` is only a lower bound)."""
+    placebo: ReclInterval | None = None
+    """The same for the placebo-aware RECL, when placebo losses are given."""
+
+    @property
+    def below_placebo(self) -> bool | None:
+        """True when a step the point estimate rests on did not beat its placebo gain by the threshold."""
+        return None if self.placebo is None else self.placebo.recl < self.recl
 
 
 def recl_label(recl: int, censored: bool) -> str:
@@ -209,15 +235,39 @@ def _start_index(grid: tuple[int, ...], c0: int | None) -> int:
     return grid.index(c0)
 
 
-def _walk_models(table, grid, models, r, threshold, caps, start) -> list[ReclResult]:
+def _check_placebo(placebo: np.ndarray | None, table: np.ndarray) -> np.ndarray | None:
+    """The placebo table [M, G-1, T] as float64, checked against the loss table [M, G, T]."""
+    if placebo is None:
+        return None
+    placebo = np.array(placebo, dtype=np.float64)
+    n_models, n_grid, n_targets = table.shape
+    if placebo.shape != (n_models, n_grid - 1, n_targets):
+        raise TxlabError(f"placebo losses must be [models, grid steps, targets] = {[n_models, n_grid - 1, n_targets]}, got {list(placebo.shape)}")
+    if not np.isfinite(placebo).all():
+        raise TxlabError("the placebo table holds NaN or infinite values")
+    return placebo
+
+
+def _capped_walk(gains, grid, threshold, start, cap: int | None) -> tuple[int, bool]:
+    c, censored = walk(gains, grid, threshold, start)
+    if cap is not None and cap <= c:  # the model cannot use more than its cap: RECL = min(RECL, L_max), exact
+        c, censored = cap, False  # also a walk off the grid's end at the cap: it cannot have gone further
+    return c, censored
+
+
+def _walk_models(table, grid, models, r, threshold, caps, start, placebo=None) -> list[ReclResult]:
     gains = step_gains(table, r)  # [M, G-1]
+    fake = None if placebo is None else placebo_step_gains(table, placebo, r)  # [M, G-1]
     results = []
     for i, name in enumerate(models):
-        c, censored = walk(gains[i], grid, threshold, start)
         cap = (caps or {}).get(name)
-        if cap is not None and cap <= c:  # the model cannot use more than its cap: RECL = min(RECL, L_max), exact
-            c, censored = cap, False  # also a walk off the grid's end at the cap: it cannot have gone further
-        results.append(ReclResult(name, r, c, censored, tuple(float(g) for g in gains[i])))
+        c, censored = _capped_walk(gains[i], grid, threshold, start, cap)
+        beyond_placebo = {}
+        if fake is not None:
+            placebo_c, placebo_censored = _capped_walk(gains[i] - fake[i], grid, threshold, start, cap)
+            beyond_placebo = {"placebo_recl": placebo_c, "placebo_censored": placebo_censored,
+                              "placebo_gains": tuple(float(g) for g in fake[i])}
+        results.append(ReclResult(name, r, c, censored, tuple(float(g) for g in gains[i]), **beyond_placebo))
     return results
 
 
@@ -229,15 +279,17 @@ def recl(
     threshold: float = DEFAULT_THRESHOLD,
     caps: Mapping[str, int | None] | None = None,
     c0: int | None = None,
+    placebo: np.ndarray | None = None,
 ) -> list[ReclResult]:
     """RECL of every model of the group (losses [M, G, T]) at one r, in ``models`` order.
 
     ``caps``: model name -> maximum context (None or absent = unbounded); see :func:`cap_losses`.
     ``c0``: where the walk starts (default the first grid value).
+    ``placebo``: placebo losses [M, G-1, T] (txlab.losses); adds the placebo-aware RECL.
     """
     grid = _check_grid(grid)
     table = prepare_table(losses, grid, models, caps)
-    return _walk_models(table, grid, list(models), r, threshold, caps, _start_index(grid, c0))
+    return _walk_models(table, grid, list(models), r, threshold, caps, _start_index(grid, c0), _check_placebo(placebo, table))
 
 
 def recl_table(
@@ -248,9 +300,10 @@ def recl_table(
     threshold: float = DEFAULT_THRESHOLD,
     caps: Mapping[str, int | None] | None = None,
     c0: int | None = None,
+    placebo: np.ndarray | None = None,
 ) -> list[ReclResult]:
     """:func:`recl` for each r (the paper's Table 8 rows): r-major, then ``models`` order."""
-    return [result for r in rs for result in recl(losses, grid, models, r, threshold, caps, c0)]
+    return [result for r in rs for result in recl(losses, grid, models, r, threshold, caps, c0, placebo)]
 
 
 def bootstrap_recl(
@@ -265,18 +318,21 @@ def bootstrap_recl(
     threshold: float = DEFAULT_THRESHOLD,
     caps: Mapping[str, int | None] | None = None,
     c0: int | None = None,
+    placebo: np.ndarray | None = None,
 ) -> list[ReclInterval]:
-    """Block-bootstrap confidence interval of every model's RECL at one r.
+    """Block-bootstrap confidence interval of every model's RECL (and placebo-aware RECL) at one r.
 
     The targets are cut into contiguous blocks of ``block_size`` positions (the collection's target
     blocks: neighbouring losses are correlated, so resampling single positions would understate the
     spread). Each resample draws as many blocks with replacement, recomputes the whole group's RECL
     (baseline and T(c) included) and the interval is the (1-ci)/2 and (1+ci)/2 quantiles, taken as
-    grid values on the conservative side (lower for the low end, higher for the high end).
+    grid values on the conservative side (lower for the low end, higher for the high end). Placebo
+    losses [M, G-1, T] are resampled with the same blocks.
     """
     grid = _check_grid(grid)
     models = list(models)
     table = prepare_table(losses, grid, models, caps)
+    placebo = _check_placebo(placebo, table)
     n_models, n_grid, n_targets = table.shape
     if block_size < 1 or n_targets % block_size:
         raise TxlabError(f"{n_targets} targets do not split into blocks of {block_size}")
@@ -285,21 +341,32 @@ def bootstrap_recl(
     start = _start_index(grid, c0)
     n_blocks = n_targets // block_size
     blocks = table.reshape(n_models, n_grid, n_blocks, block_size)  # [M, G, blocks, block_size]
+    placebo_blocks = None if placebo is None else placebo.reshape(n_models, n_grid - 1, n_blocks, block_size)
     rng = np.random.default_rng(seed)
-    samples = np.empty((n_boot, n_models), dtype=np.int64)
-    censored = np.zeros((n_boot, n_models), dtype=bool)
+    # [resample, model, paper / placebo-aware]
+    samples = np.zeros((n_boot, n_models, 2), dtype=np.int64)
+    censored = np.zeros((n_boot, n_models, 2), dtype=bool)
     for k in range(n_boot):
-        picked = blocks[:, :, rng.integers(0, n_blocks, n_blocks)].reshape(n_models, n_grid, n_targets)  # [M, G, T]
-        for i, result in enumerate(_walk_models(picked, grid, models, r, threshold, caps, start)):
-            samples[k, i], censored[k, i] = result.recl, result.censored
+        chosen = rng.integers(0, n_blocks, n_blocks)
+        picked = blocks[:, :, chosen].reshape(n_models, n_grid, n_targets)  # [M, G, T]
+        picked_placebo = None if placebo is None else placebo_blocks[:, :, chosen].reshape(n_models, n_grid - 1, n_targets)
+        for i, result in enumerate(_walk_models(picked, grid, models, r, threshold, caps, start, picked_placebo)):
+            samples[k, i, 0], censored[k, i, 0] = result.recl, result.censored
+            if placebo is not None:
+                samples[k, i, 1], censored[k, i, 1] = result.placebo_recl, result.placebo_censored
     alpha = (1 - ci) / 2
-    low = np.quantile(samples, alpha, axis=0, method="lower")
+    low = np.quantile(samples, alpha, axis=0, method="lower")  # [M, 2]
     high = np.quantile(samples, 1 - alpha, axis=0, method="higher")
-    point = _walk_models(table, grid, models, r, threshold, caps, start)
-    return [
-        ReclInterval(p.model, r, p.recl, p.censored, int(low[i]), int(high[i]), float(censored[:, i].mean()))
-        for i, p in enumerate(point)
-    ]
+    point = _walk_models(table, grid, models, r, threshold, caps, start, placebo)
+    intervals = []
+    for i, p in enumerate(point):
+        beyond_placebo = None
+        if placebo is not None:
+            beyond_placebo = ReclInterval(p.model, r, p.placebo_recl, p.placebo_censored, int(low[i, 1]), int(high[i, 1]),
+                                          float(censored[:, i, 1].mean()))
+        intervals.append(ReclInterval(p.model, r, p.recl, p.censored, int(low[i, 0]), int(high[i, 0]), float(censored[:, i, 0].mean()),
+                                      beyond_placebo))
+    return intervals
 
 
 def placebo_gain(losses_c: np.ndarray, placebo_c2: np.ndarray, r: float) -> np.ndarray:
@@ -319,8 +386,7 @@ def placebo_step_gains(losses: np.ndarray, placebo: np.ndarray, r: float) -> np.
 
     Compare with :func:`step_gains`: a real gain stands well above its placebo.
     """
-    if placebo.shape != (losses.shape[0], losses.shape[1] - 1, losses.shape[2]):
-        raise TxlabError(f"placebo losses must be [models, grid steps, targets] = {[losses.shape[0], losses.shape[1] - 1, losses.shape[2]]}, got {list(placebo.shape)}")
+    placebo = _check_placebo(placebo, losses)
     return np.stack([placebo_gain(losses[:, j], placebo[:, j], r) for j in range(placebo.shape[1])], axis=1)
 
 
@@ -361,19 +427,29 @@ def recl_rows(
     n_boot: int = 200,
     seed: int = 0,
     ci: float = 0.95,
+    placebo: np.ndarray | None = None,
 ) -> list[dict]:
     """The RECL table as tidy rows (model, r, recl, censored, label, and ci_low / ci_high when
-    ``block_size`` is given): what a command prints and saves."""
+    ``block_size`` is given): what a command prints and saves. With ``placebo`` losses each row also
+    holds the placebo-aware RECL (``placebo_`` + the same keys) and ``below_placebo``."""
     rows = []
     for r in rs:
         if block_size:
-            results = bootstrap_recl(losses, grid, models, r, block_size, n_boot, seed, ci, threshold, caps, c0)
+            results = bootstrap_recl(losses, grid, models, r, block_size, n_boot, seed, ci, threshold, caps, c0, placebo)
         else:
-            results = recl(losses, grid, models, r, threshold, caps, c0)
+            results = recl(losses, grid, models, r, threshold, caps, c0, placebo)
         for res in results:
-            row = {"model": res.model, "r": r, "recl": res.recl, "censored": res.censored,
-                   "label": recl_label(res.recl, res.censored)}
-            if block_size:
-                row.update(ci_low=res.low, ci_high=res.high, ci=ci, censored_fraction=res.censored_fraction)
+            row = {"model": res.model, "r": r, **_row_cells(res, ci if block_size else None)}
+            if placebo is not None:
+                beyond_placebo = res.placebo if block_size else replace(res, recl=res.placebo_recl, censored=res.placebo_censored)
+                row.update({f"placebo_{k}": v for k, v in _row_cells(beyond_placebo, ci if block_size else None).items()})
+                row["below_placebo"] = res.below_placebo
             rows.append(row)
     return rows
+
+
+def _row_cells(res: ReclResult | ReclInterval, ci: float | None) -> dict:
+    cells = {"recl": res.recl, "censored": res.censored, "label": recl_label(res.recl, res.censored)}
+    if ci is not None:
+        cells.update(ci_low=res.low, ci_high=res.high, ci=ci, censored_fraction=res.censored_fraction)
+    return cells

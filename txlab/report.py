@@ -134,22 +134,38 @@ def table8_markdown(rows: list[dict]) -> str:
     """The paper's Table 8 layout from txlab.recl.recl_rows rows: one line per model, one column per r.
 
     A cell is the RECL ('>= c' when the walk ran off the grid) and, when the rows carry one, the
-    bootstrap interval in brackets, e.g. '180 [140, 200]'.
+    bootstrap interval in brackets, e.g. '180 [140, 200]'. Rows with placebo losses add, beside each
+    r, the placebo-aware RECL, and mark with a dagger every RECL that rests on a step which did not
+    beat its placebo gain by the threshold (a note under the table says so).
     """
     if not rows:
         raise TxlabError("no RECL rows to tabulate")
     rs = list(dict.fromkeys(row["r"] for row in rows))
-    cells: dict[str, dict[float, str]] = {}
+    with_placebo = any("placebo_recl" in row for row in rows)
+    columns = [(r, prefix) for r in rs for prefix in ("", "placebo_")[: 1 + with_placebo]]
+    cells: dict[str, dict[tuple[float, str], str]] = {}
     for row in rows:
-        cell = row["label"]
-        if "ci_low" in row:
-            # more censored resamples than the upper tail holds: the high end ran off the grid too
-            high_censored = row["censored_fraction"] > (1 - row["ci"]) / 2
-            cell += f" [{row['ci_low']}, {'>= ' if high_censored else ''}{row['ci_high']}]"
-        cells.setdefault(row["model"], {})[row["r"]] = cell
-    lines = ["| model | " + " | ".join(_r_label(r) for r in rs) + " |", "|---|" + "---|" * len(rs)]
-    lines += [f"| {model} | " + " | ".join(by_r.get(r, "-") for r in rs) + " |" for model, by_r in cells.items()]
+        by_column = cells.setdefault(row["model"], {})
+        by_column[row["r"], ""] = _recl_cell(row) + (" †" if row.get("below_placebo") else "")
+        if "placebo_recl" in row:
+            by_column[row["r"], "placebo_"] = _recl_cell(row, "placebo_")
+    headers = [_r_label(r) + (", placebo-aware" if prefix else "") for r, prefix in columns]
+    lines = ["| model | " + " | ".join(headers) + " |", "|---|" + "---|" * len(columns)]
+    lines += [f"| {model} | " + " | ".join(by_column.get(column, "-") for column in columns) + " |" for model, by_column in cells.items()]
+    if any(row.get("below_placebo") for row in rows):
+        lines += ["", "† a step this RECL rests on did not beat its placebo gain (extra context from far away) by the threshold; "
+                      "the placebo-aware RECL stops at the first such step."]
     return "\n".join(lines) + "\n"
+
+
+def _recl_cell(row: dict, prefix: str = "") -> str:
+    """'180 [140, 200]': a RECL (``prefix`` + 'label') and, when the row has one, its bootstrap interval."""
+    cell = row[prefix + "label"]
+    if prefix + "ci_low" in row:
+        # more censored resamples than the upper tail holds: the high end ran off the grid too
+        high_censored = row[prefix + "censored_fraction"] > (1 - row["ci"]) / 2
+        cell += f" [{row[prefix + 'ci_low']}, {'>= ' if high_censored else ''}{row[prefix + 'ci_high']}]"
+    return cell
 
 
 def write_table8(rows: list[dict], stem: Path) -> list[Path]:
