@@ -79,6 +79,8 @@ def save_checkpoint(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / CHECKPOINT_DIR
+    old = run_dir / f".{CHECKPOINT_DIR}.old"
+    _remove_unfinished_saves(run_dir, keep=old)
     tmp = Path(tempfile.mkdtemp(dir=run_dir, prefix=f".{CHECKPOINT_DIR}."))
     try:
         save_file(unique_tensors(model), str(tmp / WEIGHTS))
@@ -95,10 +97,12 @@ def save_checkpoint(
             "versions": versions(),
         }
         write_json_atomic(tmp / META, meta)
-        old = run_dir / f".{CHECKPOINT_DIR}.old"
-        if old.exists():
-            shutil.rmtree(old)
+        # A complete checkpoint stays on disk at every moment, whenever a kill comes: `final` exists
+        # only as a complete copy, and `old` is removed only once `final` is there to replace it
+        # (if a kill left `old` alone, it is the only good copy until the new one is in place).
         if final.exists():
+            if old.exists():
+                shutil.rmtree(old)
             final.rename(old)
         tmp.rename(final)
         shutil.rmtree(old, ignore_errors=True)
@@ -106,6 +110,14 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+def _remove_unfinished_saves(run_dir: Path, keep: Path) -> None:
+    """Delete the temporary copies that saves killed before their rename left behind (one full-size
+    copy each). One process trains a run directory at a time, so no other save is being written."""
+    for stale in run_dir.glob(f".{CHECKPOINT_DIR}.*"):
+        if stale != keep and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _checkpoint_dir(run_dir: Path) -> Path:
