@@ -107,3 +107,19 @@ def test_ablation_tables_say_bpc_on_character_corpora_and_latex_escapes():
 def test_ablation_report_without_runs_says_what_to_do(tmp_path):
     with pytest.raises(TxlabError, match="run the study first"):
         write_ablation_report(tmp_path, tmp_path, [("remark", "Remark")], ["a-s0"])
+
+
+def test_ablation_report_tests_the_claims_seed_by_seed(tmp_path):
+    from txlab.claims import Claim
+
+    out = tmp_path / "results"
+    for seed, (ours, shaw) in enumerate([(25.0, 27.0), (26.0, 28.5), (24.0, 25.5)]):
+        fake_ablation_run(out, f"xl-s{seed}", "xl", seed, {32: ours + 1, 64: ours})
+        fake_ablation_run(out, f"shaw-s{seed}", "shaw", seed, {32: shaw, 64: shaw + 1}, pos_enc="shaw")
+    ids = [f"{row}-s{seed}" for row in ("xl", "shaw") for seed in range(3)]
+    result = write_ablation_report(out, tmp_path / "figures", [("remark", "Remark")], ids, claims=[Claim("ours beats Shaw", "xl", "shaw")])
+    [claim] = result["claims"]
+    # PPL best per seed: ours 25, 26, 24; Shaw (best at its training length 32) 27, 28.5, 25.5 -> differences 2, 2.5, 1.5
+    assert (claim["seeds"], claim["diff_mean"], claim["diff_std"], claim["verdict"]) == (3, 2.0, 0.5, "holds")
+    assert "ours beats Shaw" in (out / "claims.md").read_text()
+    assert list(pd.read_csv(out / "claims.csv")["verdict"]) == ["holds"]

@@ -457,10 +457,14 @@ def ablate(
     result = run_study(study, profile, shard=shard, dry_run=dry_run, report_only=report_only, progress=not quiet, announce=typer.echo, echo=say)
     if not dry_run:
         typer.echo(result["markdown"].rstrip())
+        if result["claims"]:
+            from txlab.claims import claims_markdown
+
+            typer.echo("\n" + claims_markdown(result["claims"]).rstrip())
         for path in result["files"]:
             typer.echo(f"written {path}")
     if json_output:
-        _print_json({k: result[k] for k in ("study", "profile", "shard", "out_dir", "rows", "plan") if k in result})
+        _print_json({k: result[k] for k in ("study", "profile", "shard", "out_dir", "rows", "claims", "plan") if k in result})
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
+from txlab.claims import Claim, claims_markdown, evaluate_claims  # noqa: E402
 from txlab.errors import TxlabError  # noqa: E402
 from txlab.fileio import write_atomic, write_text_atomic  # noqa: E402
 
@@ -313,6 +314,27 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
     return pd.DataFrame(runs), pd.DataFrame(points)
 
 
+def _complete_points(runs: pd.DataFrame, curves: pd.DataFrame, row_id: str) -> pd.DataFrame:
+    """The curve points of a row's seeds that are scored at every length (seeds still being scored wait)."""
+    points = curves[curves["row_id"] == row_id] if not curves.empty else curves
+    if points.empty:
+        return points
+    n_lengths = runs.loc[runs["row_id"] == row_id, "n_lengths"].iloc[0]
+    lengths_scored = points.groupby("seed")["attn_len"].nunique()
+    return points[points["seed"].isin(lengths_scored.index[lengths_scored == n_lengths])]
+
+
+def seed_scores(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    """One line per finished (row, seed): its PPL init, PPL best and the length of the best (what claims pair)."""
+    lines = []
+    for row_id, members in runs.groupby("row_id", sort=False):
+        init_len = int(members.iloc[0]["init_len"])
+        for seed, p in _complete_points(runs, curves, row_id).groupby("seed"):
+            init, best, attn = init_best(list(p["attn_len"]), list(p["value"]), init_len)
+            lines.append({"row_id": row_id, "seed": int(seed), "ppl_init": float(init), "ppl_best": float(best), "attn_len": int(attn)})
+    return pd.DataFrame(lines, columns=["row_id", "seed", "ppl_init", "ppl_best", "attn_len"])
+
+
 def ablation_rows(runs: pd.DataFrame, curves: pd.DataFrame) -> list[dict]:
     """One table row per study row: its settings and, over its finished seeds, the mean (and spread)
     of the value at the training length and of the best value, and the length of the best mean."""
@@ -321,11 +343,8 @@ def ablation_rows(runs: pd.DataFrame, curves: pd.DataFrame) -> list[dict]:
         first = members.iloc[0]
         out = {k: (v.item() if hasattr(v, "item") else v) for k, v in first.items() if k not in ("run_id", "seed", "n_lengths")}
         out.update(seeds=0, metric=None, ppl_init=None, ppl_best=None, attn_len=None, ppl_init_std=None, ppl_best_std=None)
-        points = curves[curves["row_id"] == row_id] if not curves.empty else curves
-        if not points.empty:
-            lengths_scored = points.groupby("seed")["attn_len"].nunique()
-            complete = lengths_scored.index[lengths_scored == first["n_lengths"]]  # seeds still being scored wait
-            points = points[points["seed"].isin(complete)]
+        points = _complete_points(runs, curves, row_id)
+        complete = points["seed"].unique() if not points.empty else []
         if not points.empty:
             init_len = int(first["init_len"])
             mean = points.groupby("attn_len")["value"].mean()
@@ -411,24 +430,31 @@ def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: 
     return save_figure(fig, out)
 
 
-def write_ablation_report(out_dir: Path, fig_dir: Path, columns: list[tuple[str, str]], run_ids: list[str], title: str = "") -> dict:
+def write_ablation_report(
+    out_dir: Path, fig_dir: Path, columns: list[tuple[str, str]], run_ids: list[str], title: str = "", claims: list[Claim] | None = None
+) -> dict:
     """The study's table (table.csv with every number, table.md, table.tex), the curves behind it
-    (curves.csv) and the figure (ppl-vs-attn-len.png/.pdf), from the run directories present."""
+    (curves.csv) and the figure (ppl-vs-attn-len.png/.pdf), from the run directories present; with
+    ``claims``, their paired tests over seeds (claims.csv, claims.md; :func:`txlab.claims.evaluate_claims`)."""
     out_dir, fig_dir = Path(out_dir), Path(fig_dir)
     runs, curves = ablation_curves(out_dir, run_ids)
     if runs.empty:
         raise TxlabError(f"no runs of the study under {out_dir / 'runs'} yet: run the study first")
     rows = ablation_rows(runs, curves)
     markdown = ablation_markdown(rows, columns)
+    outputs = [("table.csv", pd.DataFrame.from_records(rows).to_csv(index=False)), ("table.md", markdown),
+               ("table.tex", ablation_latex(rows, columns, title)), ("curves.csv", curves.to_csv(index=False))]
+    tested = evaluate_claims(seed_scores(runs, curves), claims) if claims else []
+    if tested:
+        outputs += [("claims.csv", pd.DataFrame.from_records(tested).to_csv(index=False)), ("claims.md", claims_markdown(tested))]
     files = []
-    for name, text in (("table.csv", pd.DataFrame.from_records(rows).to_csv(index=False)), ("table.md", markdown),
-                       ("table.tex", ablation_latex(rows, columns, title)), ("curves.csv", curves.to_csv(index=False))):
+    for name, text in outputs:
         files.append(write_text_atomic(out_dir / name, text))
     if not curves.empty:
         files += ablation_figure(curves, runs, fig_dir / "ppl-vs-attn-len", title)
     finished = sum(r["seeds"] > 0 for r in rows)
     return {"rows": rows, "markdown": markdown, "files": [str(f) for f in files], "finished_runs": len(curves.groupby("run_id")) if not curves.empty else 0,
-            "rows_finished": finished}
+            "rows_finished": finished, "claims": tested}
 
 
 def role_figure(runs: list[dict], out: Path, title: str = "") -> dict[str, list[Path] | Path]:

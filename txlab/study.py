@@ -13,6 +13,8 @@ A study file (see ``studies/table6.yaml``) holds:
     columns      the table's columns (see txlab.report.ABLATION_COLUMNS), optionally renamed
     memory_budget  for rows with ``fit``: the id of the row whose training memory is the budget,
                  or a number of MiB
+    claims       the paper's claims as {claim, better, worse, metric} (row ids; metric ppl_init or
+                 ppl_best), each tested seed by seed in the report (txlab.claims)
     profiles     profile name -> settings (:class:`AblationSettings`): size, corpus, overrides,
                  evaluation lengths, ...
 
@@ -52,6 +54,7 @@ from txlab import report
 from txlab.bench import matmul_peak_gflops
 from txlab.build import build_model
 from txlab.checkpoint import config_differences, has_checkpoint, read_meta
+from txlab.claims import Claim, read_claims
 from txlab.config import RunConfig, apply_overrides, read_study, to_dict, update_dataclass
 from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
@@ -61,7 +64,7 @@ from txlab.presets import PAPER_SPLIT_TOKENS, PRESETS, resolve_preset
 from txlab.train import evaluate_run, train
 from txlab.zoo import known_vocab_size
 
-STUDY_KEYS = ("name", "description", "base", "rows", "grid", "seeds", "columns", "memory_budget")
+STUDY_KEYS = ("name", "description", "base", "rows", "grid", "seeds", "columns", "memory_budget", "claims")
 ROW_KEYS = ("id", "remark", "preset", "recurrence", "encoding", "loss", "set", "eval_lens", "fit")
 SEMANTIC_KEYS = {"recurrence": "model.mem_len", "encoding": "model.pos_enc", "loss": "train.loss"}
 """Row keys named as the paper's table columns, and the config key each one sets."""
@@ -146,6 +149,8 @@ class Study:
     """(column key, header) pairs of the table."""
     memory_budget: str | float | None
     path: Path
+    claims: list[Claim] = field(default_factory=list)
+    """The paper's claims about the rows, tested over seeds in the report."""
 
     @property
     def out_dir(self) -> Path:
@@ -405,7 +410,8 @@ def load_study(path: str | Path, profile: str = "cpu") -> Study:
                 raise did_you_mean(budget, ids, f"memory_budget row in {path}")
         elif not isinstance(budget, (int, float)) or budget <= 0:
             raise TxlabError(f"{path}: memory_budget must be a row id or a positive number of MiB, got {budget!r}")
-    return Study(name, str(data.get("description") or ""), profile, settings, runs, _columns(data.get("columns"), path), budget, path)
+    claims = read_claims(data.get("claims"), ids, str(path))
+    return Study(name, str(data.get("description") or ""), profile, settings, runs, _columns(data.get("columns"), path), budget, path, claims)
 
 
 def parse_shard(spec: str | None) -> tuple[int, int]:
@@ -665,7 +671,7 @@ def run_study(
         result["elapsed_s"] = time.perf_counter() - started
     result.update(report.write_ablation_report(
         study.out_dir, study.fig_dir, study.columns,
-        [run.run_id for run in study.runs], title=f"{study.description or study.name} ({profile} profile)",
+        [run.run_id for run in study.runs], title=f"{study.description or study.name} ({profile} profile)", claims=study.claims,
     ))
     return result
 
