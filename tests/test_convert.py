@@ -9,6 +9,7 @@ mem_transformer.py's layout independently of txlab.convert.
 from __future__ import annotations
 
 import collections
+import copy
 import io
 import os
 import pickle
@@ -52,32 +53,35 @@ def perturbed_model(**kw):
     return model
 
 
-def reference_state_dict(model) -> dict[str, torch.Tensor]:
-    """The MemTransformerLM state dict computing the same function as a txlab model."""
+def reference_state_dict(model, of=lambda p: p) -> dict[str, torch.Tensor]:
+    """The MemTransformerLM state dict computing the same function as a txlab model.
+
+    ``of`` maps each parameter to what is laid out (``lambda p: p.grad`` gives the gradients)."""
     cfg, emb, crit = model.cfg, model.word_emb, model.crit
     sd = {}
     if cfg.div_val == 1:  # one table and one output layer over the whole vocabulary, one input projection
-        sd["word_emb.emb_layers.0.weight"] = torch.cat([layer.weight for layer in emb.emb_layers])
-        sd["crit.out_layers.0.weight"] = torch.cat([layer.weight for layer in crit.out_layers])
-        sd["crit.out_layers.0.bias"] = torch.cat([layer.bias for layer in crit.out_layers])
+        sd["word_emb.emb_layers.0.weight"] = torch.cat([of(layer.weight) for layer in emb.emb_layers])
+        sd["crit.out_layers.0.weight"] = torch.cat([of(layer.weight) for layer in crit.out_layers])
+        sd["crit.out_layers.0.bias"] = torch.cat([of(layer.bias) for layer in crit.out_layers])
         if emb.emb_projs[0] is not None:
-            assert all(torch.equal(p, emb.emb_projs[0]) for p in emb.emb_projs)
-            sd["word_emb.emb_projs.0"] = emb.emb_projs[0]
-            sd.update({f"crit.out_projs.{i}": p for i, p in enumerate(crit.out_projs)})
+            assert all(p is emb.emb_projs[0] for p in emb.emb_projs)
+            sd["word_emb.emb_projs.0"] = of(emb.emb_projs[0])
+            sd.update({f"crit.out_projs.{i}": of(p) for i, p in enumerate(crit.out_projs)})
     else:  # every cluster projected, with the identity where txlab has no projection
         for i, (layer, proj, out, out_proj) in enumerate(zip(emb.emb_layers, emb.emb_projs, crit.out_layers, crit.out_projs)):
             eye = torch.eye(cfg.d_model)
-            sd.update({f"word_emb.emb_layers.{i}.weight": layer.weight, f"word_emb.emb_projs.{i}": eye if proj is None else proj,
-                       f"crit.out_layers.{i}.weight": out.weight, f"crit.out_layers.{i}.bias": out.bias,
-                       f"crit.out_projs.{i}": eye if out_proj is None else out_proj})
+            sd.update({f"word_emb.emb_layers.{i}.weight": of(layer.weight), f"word_emb.emb_projs.{i}": eye if proj is None else of(proj),
+                       f"crit.out_layers.{i}.weight": of(out.weight), f"crit.out_layers.{i}.bias": of(out.bias),
+                       f"crit.out_projs.{i}": eye if out_proj is None else of(out_proj)})
     if crit.cluster_weight is not None:  # the reference reads tail cluster i at head column -i
-        sd["crit.cluster_weight"], sd["crit.cluster_bias"] = crit.cluster_weight.flip(0), crit.cluster_bias.flip(0)
+        sd["crit.cluster_weight"], sd["crit.cluster_bias"] = of(crit.cluster_weight).flip(0), of(crit.cluster_bias).flip(0)
+    params = dict(model.named_parameters())
     for layer in range(cfg.n_layer):
-        sd.update({f"layers.{layer}.{theirs}": model.state_dict()[f"blocks.{layer}.{ours}"] for theirs, ours in _LAYER_NAMES.items()})
+        sd.update({f"layers.{layer}.{theirs}": of(params[f"blocks.{layer}.{ours}"]) for theirs, ours in _LAYER_NAMES.items()})
         if cfg.untie_r:
-            sd[f"layers.{layer}.dec_attn.r_w_bias"], sd[f"layers.{layer}.dec_attn.r_r_bias"] = model.u[layer], model.v[layer]
+            sd[f"layers.{layer}.dec_attn.r_w_bias"], sd[f"layers.{layer}.dec_attn.r_r_bias"] = of(model.u)[layer], of(model.v)[layer]
     if not cfg.untie_r:
-        sd["r_w_bias"], sd["r_r_bias"] = model.u[0], model.v[0]
+        sd["r_w_bias"], sd["r_r_bias"] = of(model.u)[0], of(model.v)[0]
     sd["pos_emb.inv_freq"] = 1 / 10000 ** (torch.arange(0.0, cfg.d_model, 2.0) / cfg.d_model)
     return {k: v.detach().clone() for k, v in sd.items()}
 
@@ -113,11 +117,170 @@ def tokens_for(n_token: int, batch: int = 3, length: int = 13) -> torch.Tensor:
 # --- the reference layout (no optional dependency) -------------------------------------------------
 
 
+def random_reference_layout(cfg: ModelConfig, tie_weight: bool, tie_projs: list[bool]) -> dict[str, torch.Tensor]:
+    """A random MemTransformerLM state dict for ``cfg`` (shared u and v) whose tied entries are one tensor, as in the module.
+
+    The layout of mem_transformer.py: with div_val 1 one table and one output layer for the whole
+    vocabulary, one input projection (if d_embed != d_model) and an output projection per cluster;
+    with div_val > 1 a table, a projection and an output layer per cluster, the head included.
+    ``tie_weight`` ties every output layer, ``tie_projs[i]`` cluster i's output projection, to the input's.
+    """
+    gen = torch.Generator().manual_seed(3)
+
+    def rand(*shape):
+        return 0.2 * torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    d, d_embed = cfg.d_model, cfg.d_embed or cfg.d_model
+    bounds = [0, *cfg.cutoffs, cfg.n_token]
+    sd = {}
+    if cfg.div_val == 1:
+        sd["word_emb.emb_layers.0.weight"] = rand(cfg.n_token, d_embed)
+        sd["crit.out_layers.0.weight"] = sd["word_emb.emb_layers.0.weight"] if tie_weight else rand(cfg.n_token, d_embed)
+        sd["crit.out_layers.0.bias"] = rand(cfg.n_token)
+        if d_embed != d:
+            sd["word_emb.emb_projs.0"] = rand(d, d_embed)
+            sd.update({f"crit.out_projs.{i}": sd["word_emb.emb_projs.0"] if tied else rand(d, d_embed) for i, tied in enumerate(tie_projs)})
+    else:
+        for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+            dim = d_embed // cfg.div_val**i
+            table, proj = rand(hi - lo, dim), rand(d, dim)
+            sd.update({f"word_emb.emb_layers.{i}.weight": table, f"word_emb.emb_projs.{i}": proj,
+                       f"crit.out_layers.{i}.weight": table if tie_weight else rand(hi - lo, dim), f"crit.out_layers.{i}.bias": rand(hi - lo),
+                       f"crit.out_projs.{i}": proj if tie_projs[i] else rand(d, dim)})
+    if cfg.cutoffs:
+        sd["crit.cluster_weight"], sd["crit.cluster_bias"] = rand(len(cfg.cutoffs), d_embed), rand(len(cfg.cutoffs))
+    block_shapes = {k: v.shape for k, v in build_transformer(cfg).state_dict().items() if k.startswith("blocks.")}
+    for layer in range(cfg.n_layer):
+        for theirs, ours in _LAYER_NAMES.items():
+            value = rand(*block_shapes[f"blocks.{layer}.{ours}"])
+            sd[f"layers.{layer}.{theirs}"] = value + 1 if theirs.endswith("layer_norm.weight") else value
+    sd["r_w_bias"], sd["r_r_bias"] = rand(cfg.n_head, cfg.d_head), rand(cfg.n_head, cfg.d_head)
+    sd["pos_emb.inv_freq"] = 1 / 10000 ** (torch.arange(0.0, d, 2.0, dtype=torch.float64) / d)
+    return sd
+
+
+def reference_input(sd: dict[str, torch.Tensor], cfg: ModelConfig, tokens: torch.Tensor) -> torch.Tensor:
+    """The reference's adaptive input [B, T, d_model] from its state dict."""
+    if cfg.div_val == 1:
+        out = sd["word_emb.emb_layers.0.weight"][tokens]
+        if "word_emb.emb_projs.0" in sd:
+            out = out @ sd["word_emb.emb_projs.0"].t()
+    else:
+        out = 0
+        bounds = [0, *cfg.cutoffs, cfg.n_token]
+        for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+            in_cluster = ((tokens >= lo) & (tokens < hi)).unsqueeze(-1)
+            rows = sd[f"word_emb.emb_layers.{i}.weight"][(tokens - lo).clamp(0, hi - lo - 1)]
+            out = out + in_cluster * (rows @ sd[f"word_emb.emb_projs.{i}"].t())
+    return out * cfg.d_model**0.5
+
+
+def reference_log_probs(sd: dict[str, torch.Tensor], cfg: ModelConfig, hidden: torch.Tensor) -> torch.Tensor:
+    """The reference's adaptive softmax: log-probabilities [N, n_token] of hidden states [N, d_model]."""
+    bounds = [0, *cfg.cutoffs, cfg.n_token]
+
+    def log_softmax(i, weight, bias):
+        proj = sd.get(f"crit.out_projs.{i}")
+        h = hidden if proj is None else hidden @ proj
+        return torch.log_softmax(h @ weight.t() + bias, dim=-1)
+
+    def layer(i):
+        if cfg.div_val == 1:
+            lo, hi = bounds[i], bounds[i + 1]
+            return sd["crit.out_layers.0.weight"][lo:hi], sd["crit.out_layers.0.bias"][lo:hi]
+        return sd[f"crit.out_layers.{i}.weight"], sd[f"crit.out_layers.{i}.bias"]
+
+    weight, bias = layer(0)
+    if not cfg.cutoffs:
+        return log_softmax(0, weight, bias)
+    head = log_softmax(0, torch.cat([weight, sd["crit.cluster_weight"]]), torch.cat([bias, sd["crit.cluster_bias"]]))
+    parts = [head[:, : bounds[1]]]
+    for i in range(1, len(bounds) - 1):  # tail cluster i's probability sits at head column -i
+        parts.append(head[:, -i, None] + log_softmax(i, *layer(i)))
+    return torch.cat(parts, dim=1)
+
+
+class _ReferenceInput(torch.nn.Module):
+    def __init__(self, sd, cfg):
+        super().__init__()
+        self.sd, self.cfg = sd, cfg
+
+    def forward(self, tokens):
+        return reference_input(self.sd, self.cfg, tokens)
+
+
+def segment_nll(model, tokens: torch.Tensor, seg_len: int, state, log_probs=None) -> torch.Tensor:
+    """Per-token NLL [B, T-1] over segments from ``state``, memory carried, with gradients; ``log_probs`` replaces
+    the model's softmax."""
+    out = []
+    for start in range(0, tokens.size(1) - 1, seg_len):
+        chunk = tokens[:, start : start + seg_len + 1]
+        if log_probs is None:
+            result = model(chunk[:, :-1], state, chunk[:, 1:])
+            out.append(result.nll)
+        else:
+            result = model(chunk[:, :-1], state)
+            lp = log_probs(result.hidden.reshape(-1, result.hidden.size(-1)))  # [B * T, V]
+            out.append(-lp.gather(1, chunk[:, 1:].reshape(-1, 1)).view(chunk.size(0), -1))
+        state = result.state
+    return torch.cat(out, dim=1)
+
+
+@pytest.mark.parametrize(
+    "shape, tie_weight, tie_projs",
+    [
+        # the authors' WikiText-103 large model: div_val 4, a full-width head whose projections are not tied
+        (dict(d_model=64, cutoffs=[10, 20, 30], div_val=4), True, [False, True, True, True]),
+        # their WikiText-103 setup with a projected table (div_val 1, d_embed != d_model)
+        (dict(d_model=16, d_embed=12, cutoffs=[10, 30], div_val=1), True, [False, True, True]),
+        # their One Billion Word setup (no projection tied), here with untied output weights too
+        (dict(d_model=16, cutoffs=[10, 30], div_val=2), False, [False, False, False]),
+        # a plain softmax with a projection
+        (dict(d_model=16, d_embed=12), True, [True]),
+    ],
+)
+def test_imported_reference_models_keep_every_tie(tmp_path, shape, tie_weight, tie_projs):
+    """Same parameter count as the source, same losses, and with dropout 0 the same gradient for every source parameter."""
+    cfg = ModelConfig(n_token=50, n_layer=2, n_head=2, d_head=8, d_inner=24, tgt_len=6, mem_len=6, adaptive="cutoffs" in shape, **shape)
+    source = random_reference_layout(cfg, tie_weight, tie_projs)
+    torch.save(source, tmp_path / "state.pt")
+    result = import_reference(tmp_path / "state.pt", tmp_path / "run", vocab_file=write_vocab(tmp_path / "vocab.txt", 50),
+                              corpus="synthetic", config_file=write_model_yaml(tmp_path / "model.yaml", cfg))
+    unique = {id(t): t for key, t in source.items() if key != "pos_emb.inv_freq"}
+    assert result.params == sum(t.numel() for t in unique.values())
+    model = load_checkpoint(result.run_dir).model.double()
+    assert model.cfg.tie_weight == tie_weight and model.cfg.tie_projs == (tie_projs[0] if len(set(tie_projs)) == 1 else tie_projs)
+
+    leaves = {}  # the source's parameters as imported (rounded to float32), tied entries one leaf
+    ref = {k: leaves.setdefault(id(t), t.float().double().requires_grad_()) for k, t in source.items() if k != "pos_emb.inv_freq"}
+    ref_model = copy.deepcopy(model)
+    ref_model.word_emb = _ReferenceInput(ref, cfg)
+    tokens = torch.randperm(50, generator=torch.Generator().manual_seed(1))[:39].view(3, 13)
+    assert all(((tokens[:, 1:] >= lo) & (tokens[:, 1:] < hi)).any() for lo, hi in zip([0, *cfg.cutoffs], [*cfg.cutoffs, 50]))
+    state = model.init_state(3)
+    expected = segment_nll(ref_model, tokens, 6, state, lambda hidden: reference_log_probs(ref, cfg, hidden))
+    imported = segment_nll(model, tokens, 6, state)
+    torch.testing.assert_close(imported, expected, rtol=1e-10, atol=1e-10)
+    expected.sum().backward()
+    imported.sum().backward()
+    body = dict(ref_model.named_parameters())
+    expected_grads = {k: t.grad for k, t in ref.items() if not k.startswith("layers.") and not k.startswith("r_")}
+    expected_grads.update({f"layers.{layer}.{theirs}": body[f"blocks.{layer}.{ours}"].grad
+                           for layer in range(cfg.n_layer) for theirs, ours in _LAYER_NAMES.items()})
+    expected_grads["r_w_bias"], expected_grads["r_r_bias"] = ref_model.u.grad[0], ref_model.v.grad[0]
+    grads = reference_state_dict(model, of=lambda p: p.grad)
+    del grads["pos_emb.inv_freq"]
+    assert grads.keys() == expected_grads.keys()
+    for key, grad in expected_grads.items():
+        torch.testing.assert_close(grads[key], grad, rtol=1e-8, atol=1e-10, msg=key)
+
+
 @pytest.mark.parametrize(
     "kw",
     [
-        # two tail clusters (their order is reversed in the reference), div_val 2, shared u and v, tied
-        dict(adaptive=True, cutoffs=[10, 30], div_val=2),
+        # two tail clusters (their order is reversed in the reference), div_val 2 with the head projected, shared u and v,
+        # tied but for the head's projection
+        dict(adaptive=True, cutoffs=[10, 30], div_val=2, full_width_proj=True, tie_projs=[False, True, True]),
         # one table with a projection (div_val 1), per-layer u and v, untied output, pre-LN, same_length, clamp_len
         dict(adaptive=True, cutoffs=[20], div_val=1, d_embed=12, untie_r=True, tie_weight=False, pre_lnorm=True,
              same_length=True, clamp_len=3, mem_len=5),
@@ -125,15 +288,12 @@ def tokens_for(n_token: int, batch: int = 3, length: int = 13) -> torch.Tensor:
 )
 def test_reference_layout_round_trips_to_the_same_losses(tmp_path, kw):
     model = perturbed_model(**kw)
-    if model.cfg.div_val == 1:  # the reference has one input projection for all clusters
-        with torch.no_grad():
-            for proj in model.word_emb.emb_projs[1:]:
-                proj.copy_(model.word_emb.emb_projs[0])
     torch.save(reference_state_dict(model), tmp_path / "state.pt")
     result = import_reference(tmp_path / "state.pt", tmp_path / "run", vocab_file=write_vocab(tmp_path / "vocab.txt", 50),
                               corpus="synthetic", config_file=write_model_yaml(tmp_path / "model.yaml", model.cfg))
     ckpt = load_checkpoint(result.run_dir)
-    assert ckpt.config.model.untie_r == model.cfg.untie_r and ckpt.config.model.tie_weight == model.cfg.tie_weight
+    for key in ("untie_r", "tie_weight", "tie_projs", "full_width_proj"):
+        assert getattr(ckpt.config.model, key) == getattr(model.cfg, key), key
     assert ckpt.vocab.symbols[:2] == ["w0", "w1"] and ckpt.meta["vocab_hash"] == ckpt.vocab.sha256
     assert result.params == model.num_parameters()
     tokens = tokens_for(50)
@@ -314,7 +474,7 @@ def hf_nll(model, tokens: torch.Tensor, seg_len: int) -> torch.Tensor:
 @pytest.mark.parametrize(
     "kw, safe",
     [
-        # div_val 2 with a full-width head (its projections folded, input and output differ: tie_projs [F, T, T]),
+        # div_val 2 with a full-width head (its projections kept, input and output differ: tie_projs [F, T, T]),
         # per-layer u and v, safetensors (tied copies left out of the file)
         (dict(div_val=2, untie_r=True), True),
         # div_val 1 with a projection, shared u and v (also listed per layer), untied everything, pre-LN,
@@ -333,6 +493,7 @@ def test_hf_checkpoints_give_the_original_losses(tmp_path, kw, safe):
     m = ckpt.config.model
     assert (m.untie_r, m.same_length, m.clamp_len, m.mem_len, m.pre_lnorm) == (
         model.config.untie_r, model.config.same_length, model.config.clamp_len, model.config.mem_len, model.config.pre_lnorm)
+    assert result.params == model.num_parameters()  # every tie kept
     tokens = tokens_for(60)
     torch.testing.assert_close(txlab_nll(ckpt.model, tokens, seg_len=6), hf_nll(model, tokens, seg_len=6), rtol=0, atol=1e-5)
 

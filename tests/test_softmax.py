@@ -80,3 +80,48 @@ def test_bad_cutoffs_are_user_errors():
         AdaptiveEmbedding(50, 16, 8, [10, 50], 1)
     with pytest.raises(TxlabError, match="no embedding dimensions"):
         AdaptiveEmbedding(50, 4, 8, [10, 20, 30], 4)
+
+
+def _unique_count(*modules):
+    return sum(p.numel() for p in {id(p): p for m in modules for p in m.parameters()}.values())
+
+
+def test_ties_are_per_cluster():
+    emb, crit = _pair()  # clusters of 10, 20, 20 words and width 16, 8 (no projection), 4, projected to 8
+    crit.tie_to(emb, tie_weight=[True, False, True], tie_projs=[False, True, True])
+    assert [crit.out_layers[i].weight is emb.emb_layers[i].weight for i in range(3)] == [True, False, True]
+    assert crit.out_projs[0] is not emb.emb_projs[0] and crit.out_projs[1] is None and crit.out_projs[2] is emb.emb_projs[2]
+    untied = _unique_count(*_pair())
+    # shared: the weights of clusters 0 and 2, the projection of cluster 2
+    assert untied - _unique_count(emb, crit) == 10 * 16 + 20 * 4 + 8 * 4
+    with pytest.raises(TxlabError, match="tie_projs lists 2 flags but the adaptive softmax has 3 clusters"):
+        crit.tie_to(emb, tie_weight=True, tie_projs=[True, False])
+
+
+def test_a_full_width_projection_is_optional_and_changes_only_the_parameterisation():
+    torch.manual_seed(0)
+    args = (50, 8, 8, [10, 30], 2)  # the head is 8 wide, as wide as the model
+    plain_emb, plain_crit = AdaptiveEmbedding(*args).double(), AdaptiveLogSoftmax(*args).double()
+    emb = AdaptiveEmbedding(*args, full_width_proj=True).double()
+    crit = AdaptiveLogSoftmax(*args, full_width_proj=True).double()
+    assert plain_emb.emb_projs[0] is None and plain_crit.out_projs[0] is None
+    assert emb.emb_projs[0].shape == crit.out_projs[0].shape == (8, 8)
+    assert _unique_count(emb, crit) - _unique_count(plain_emb, plain_crit) == 2 * 8 * 8
+    # with identity head projections and the other parameters copied, the same function
+    emb.load_state_dict({**plain_emb.state_dict(), "emb_projs.0": torch.eye(8)})
+    crit.load_state_dict({**plain_crit.state_dict(), "out_projs.0": torch.eye(8)})
+    tokens, hidden = torch.tensor([[0, 12, 45, 9]]), torch.randn(4, 8, dtype=torch.float64)
+    torch.testing.assert_close(emb(tokens), plain_emb(tokens))
+    torch.testing.assert_close(crit.log_prob(hidden), plain_crit.log_prob(hidden))
+
+
+def test_div_val_1_has_one_input_projection_for_every_cluster():
+    emb, crit = _pair(d_embed=12, div_val=1)
+    assert all(p is emb.emb_projs[0] for p in emb.emb_projs) and emb.emb_projs[0].shape == (8, 12)
+    assert len({id(p) for p in crit.out_projs}) == 3  # the output side keeps one per cluster, as the reference
+    assert _unique_count(emb) == 50 * 12 + 8 * 12
+    crit.tie_to(emb, tie_weight=True, tie_projs=[False, True, True])
+    assert crit.out_projs[1] is crit.out_projs[2] is emb.emb_projs[0] and crit.out_projs[0] is not emb.emb_projs[0]
+    # one gradient for the shared projection, summed over every cluster that uses it
+    emb(torch.tensor([0, 15, 40])).sum().backward()
+    assert emb.emb_projs[0].grad is not None and emb.emb_projs[0].grad.abs().sum() > 0

@@ -254,3 +254,35 @@ def test_a_tied_weight_saved_under_another_name_of_its_tie_still_loads(tmp_path)
     loaded = load_checkpoint(tmp_path).model
     for key, value in model.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[key], value, rtol=0, atol=0)
+
+
+def test_checkpoints_from_before_per_cluster_ties_load_or_say_why(tmp_path):
+    """A checkpoint whose config predates full_width_proj loads (also where its model is expected); one whose
+    div_val-1 input projections were kept per cluster loads if they are equal and is refused if they drifted."""
+    from safetensors.torch import load_file, save_file
+
+    from txlab.build import build_model
+    from txlab.checkpoint import save_checkpoint
+
+    cfg = update_dataclass(resolve_preset("xl128m", "tiny"),
+                           {"model": {"n_token": 50, "adaptive": True, "cutoffs": [10, 30], "div_val": 1, "d_embed": 24}})
+    torch.manual_seed(0)
+    model = build_model(cfg.model)
+    save_checkpoint(tmp_path, model, cfg, step=1, vocab_hash="h")
+    meta_path = tmp_path / "checkpoint" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["config"]["model"]["full_width_proj"]
+    meta_path.write_text(json.dumps(meta))
+    assert load_checkpoint(tmp_path, expect_model=cfg).model.num_parameters() == model.num_parameters()
+
+    weights = tmp_path / "checkpoint" / "model.safetensors"
+    tensors = load_file(str(weights))
+    assert "word_emb.emb_projs.1" not in tensors  # saved once
+    tensors["word_emb.emb_projs.1"] = tensors["word_emb.emb_projs.0"].clone()  # as older versions wrote it, not yet drifted
+    save_file(tensors, str(weights))
+    loaded = load_checkpoint(tmp_path).model
+    torch.testing.assert_close(loaded.word_emb.emb_projs[2], model.word_emb.emb_projs[0], rtol=0, atol=0)
+    tensors["word_emb.emb_projs.1"] += 0.1  # drifted apart in training
+    save_file(tensors, str(weights))
+    with pytest.raises(TxlabError, match="different values for word_emb.emb_projs.0 and word_emb.emb_projs.1"):
+        load_checkpoint(tmp_path)

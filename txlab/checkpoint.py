@@ -171,19 +171,30 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any], prefix: s
     return diffs
 
 
-def _under_saved_names(model: LanguageModel, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _under_saved_names(model: LanguageModel, tensors: dict[str, torch.Tensor], where: Path) -> dict[str, torch.Tensor]:
     """``tensors`` with each tied tensor under the name :func:`unique_tensors` saves it as today.
 
     A tied tensor is saved under its first name in module order; checkpoints written before a
-    module moved carry it under another name of the same tie, which must still load.
+    module moved carry it under another name of the same tie, which must still load. Tensors the
+    checkpoint holds separately but the model ties must be equal: loading one would silently drop
+    the others.
     """
     first_name: dict[int, str] = {}
     aliases: dict[str, str] = {}
     for name, t in model.state_dict(keep_vars=True).items():
         aliases[name] = first_name.setdefault(t.data_ptr(), name) if t.numel() else name
-    renamed = {}
+    renamed: dict[str, torch.Tensor] = {}
+    taken_from: dict[str, str] = {}
     for name, t in tensors.items():
         target = aliases.get(name, name)
+        if target in renamed and not torch.equal(renamed[target], t):
+            raise TxlabError(
+                f"checkpoint weights {where} hold different values for {taken_from[target]} and {name}, which this model "
+                "shares as one tensor: an older txlab wrote it, which kept them apart (an adaptive input with div_val 1 used to "
+                "keep one projection per cluster; it now keeps one for all clusters, as the authors' code does). "
+                "It cannot be loaded exactly: retrain it, or import its source again"
+            )
+        taken_from.setdefault(target, name)
         renamed.setdefault(target, t)
     return renamed
 
@@ -205,7 +216,8 @@ def load_checkpoint(
     meta = read_meta(run_dir)
     cfg = update_dataclass(RunConfig(), meta["config"])
     if expect_model is not None:
-        diffs = config_differences(meta["config"]["model"], to_dict(expect_model.model), "model.")
+        # the resolved config, so keys added to txlab after the checkpoint compare as their defaults
+        diffs = config_differences(to_dict(cfg.model), to_dict(expect_model.model), "model.")
         if diffs:
             raise TxlabError(f"checkpoint in {run_dir} is for another model:\n  " + "\n  ".join(diffs))
     if expect_vocab_hash is not None and meta["vocab_hash"] != expect_vocab_hash:
@@ -218,7 +230,7 @@ def load_checkpoint(
         tensors = load_file(str(directory / WEIGHTS))
     except (SafetensorError, OSError) as err:
         raise TxlabError(f"checkpoint weights {directory / WEIGHTS} are corrupt or truncated: {err}") from None
-    tensors = _under_saved_names(model, tensors)
+    tensors = _under_saved_names(model, tensors, directory / WEIGHTS)
     tied_aliases = set(model.state_dict()) - set(_unique_named_tensors(model))
     try:
         result = model.load_state_dict(tensors, strict=False)

@@ -74,8 +74,19 @@ class ModelConfig:
     adaptive: bool = _field(False, "Adaptive input and adaptive softmax instead of a plain embedding and softmax.")
     cutoffs: list[int] = _field([], "Adaptive softmax cluster boundaries, ascending, each below n_token.")
     div_val: int = _field(1, "Each adaptive cluster's embedding is div_val times smaller than the previous one.")
-    tie_weight: bool = _field(True, "Share the output softmax weights with the input embedding.")
-    tie_projs: bool = _field(True, "Share the adaptive projections between input and output.")
+    full_width_proj: bool = _field(
+        False,
+        "Adaptive input and softmax: also project the clusters whose embedding is already d_model wide (the head "
+        "when div_val > 1), as the authors' code does; same functions, one more d_model x d_model matrix per side.",
+    )
+    tie_weight: bool | list[bool] = _field(
+        True, "Share the output softmax weights with the input embedding: true/false for every cluster, or one per cluster."
+    )
+    tie_projs: bool | list[bool] = _field(
+        True,
+        "Share the adaptive projections between input and output: true/false for every cluster, or one per cluster "
+        "(the authors' WikiText-103 models: [false, true, true, true]).",
+    )
     qrnn_window: int = _field(2, "QRNN only: convolution window of the first layer (later layers use 1).")
 
 
@@ -152,6 +163,13 @@ def field_doc(cls: type, name: str) -> str:
     return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}[name]
 
 
+def _type_name(typ: Any) -> str:
+    """How an error message names a config type."""
+    if typing.get_origin(typ) is list:
+        return f"a list of {_type_name(typing.get_args(typ)[0])}"
+    return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(typ, repr(typ))
+
+
 def _coerce(value: Any, typ: Any, key: str, choices: tuple[str, ...] | None) -> Any:
     """Check (and where lossless, convert) ``value`` against the annotation ``typ``."""
     origin = typing.get_origin(typ)
@@ -159,7 +177,14 @@ def _coerce(value: Any, typ: Any, key: str, choices: tuple[str, ...] | None) -> 
         args = [a for a in typing.get_args(typ) if a is not type(None)]
         if value is None:
             return None
-        return _coerce(value, args[0], key, choices)
+        if len(args) == 1:
+            return _coerce(value, args[0], key, choices)
+        for arg in args:  # the first alternative the value fits
+            try:
+                return _coerce(value, arg, key, choices)
+            except TxlabError:
+                pass
+        raise TxlabError(f"config key {key!r} expects {' or '.join(map(_type_name, args))}, got {value!r}")
     if origin is list:
         (item,) = typing.get_args(typ)
         if not isinstance(value, (list, tuple)):

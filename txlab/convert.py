@@ -32,12 +32,14 @@ mean the same in all three codes. What differs, and is handled here:
   and dropped.
 - **Tied weights appear twice** in a state dict (and Hugging Face safetensors files leave the tied
   copies out, to be restored from ``config.json``'s ``tie_word_embeddings`` and ``tie_projs``, as
-  ``from_pretrained`` does). txlab ties (``tie_weight``, ``tie_projs``) exactly where the imported
-  values are equal, so the imported model computes the same function either way.
-- **Projections txlab does not have.** With div_val > 1 both sources project every cluster, also
-  one as wide as the model (the head of the published WikiText-103 model). txlab has no
-  projection there, so it is multiplied into that cluster's embedding and output weights (exact
-  up to float rounding). If input and output projections differ, the output is imported untied.
+  ``from_pretrained`` does). txlab ties each cluster's output weight and projection to the input's
+  (per-cluster ``tie_weight``, ``tie_projs``) exactly where the imported values are equal, so the
+  imported model has the source's parameters, parameter count and gradients, not only its
+  function (the authors' WikiText-103 large model ties the tail projections but not the head's:
+  ``tie_projs`` [false, true, true, true]).
+- **Full-width projections.** With div_val > 1 both sources project every cluster, also one as
+  wide as the model (the head of the published WikiText-103 model); the import sets
+  ``full_width_proj`` so txlab keeps that projection too.
 - **Initial memory.** Hugging Face starts a stream from mem_len zero vectors when no memory is
   passed; the reference code and txlab start from an empty memory. Losses of the first mem_len
   tokens of a stream therefore differ slightly from what Hugging Face's own loop reports.
@@ -369,9 +371,18 @@ def _check_keys(tensors: dict[str, torch.Tensor], foreign: list[str], shapes: di
     raise TxlabError(f"{where} does not match a {layout.title} Transformer-XL with {shape}:\n  " + "\n  ".join(problems))
 
 
-def _fold(weight: torch.Tensor, proj: torch.Tensor) -> torch.Tensor:
-    """``weight`` [n, d_i] followed by the projection ``proj`` [d_model, d_i], as one [n, d_model] matrix."""
-    return (weight.double() @ proj.double().t()).float()
+def _ties(inputs: Sequence[torch.Tensor | None], outputs: Sequence[torch.Tensor | None]) -> bool | list[bool]:
+    """Whether each cluster's output tensor equals its input's, as a config value: one bool when
+    every cluster agrees, else one per cluster (clusters without the tensor have none: true)."""
+    flags = [a is None or torch.equal(a, b) for a, b in zip(inputs, outputs)]
+    return flags[0] if len(set(flags)) == 1 else flags
+
+
+def _untied_note(what: str, ties: bool | list[bool]) -> list[str]:
+    if ties is True:
+        return []
+    clusters = "every cluster" if ties is False else "cluster(s) " + ", ".join(str(i) for i, tied in enumerate(ties) if not tied)
+    return [f"{what} untied from the input's in {clusters} (their values differ)"]
 
 
 def _convert_state_dict(
@@ -379,8 +390,8 @@ def _convert_state_dict(
 ) -> tuple[ModelConfig, dict[str, torch.Tensor], list[str]]:
     """A source state dict as (txlab config, txlab state dict, notes on what was changed).
 
-    ``cfg`` gives the shape; ``untie_r``, ``tie_weight`` and ``tie_projs`` are read off the weights
-    and set in the returned config. ``hf_ties``: ties a Hugging Face config declares (their output
+    ``cfg`` gives the shape; ``untie_r``, ``tie_weight``, ``tie_projs`` and ``full_width_proj`` are
+    read off the weights and set in the returned config. ``hf_ties``: ties a Hugging Face config declares (their output
     copies are taken from the inputs, present or not). ``where`` names the source in errors.
     """
     if cfg.family != "xl" or cfg.pos_enc != "ours":
@@ -420,7 +431,7 @@ def _convert_state_dict(
         notes.append("cluster_weight/cluster_bias rows reversed (the reference stores the last tail cluster first)")
     emb, emb_proj, out_weight, out_bias, out_proj = [], [], [], [], []
     for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
-        if cfg.div_val == 1:
+        if cfg.div_val == 1:  # one table, one input projection: every cluster gets its slice and the projection
             emb.append(t["word_emb.emb_layers.0.weight"][lo:hi])
             emb_proj.append(t.get("word_emb.emb_projs.0"))
             out_weight.append(t["crit.out_layers.0.weight"][lo:hi])
@@ -431,19 +442,12 @@ def _convert_state_dict(
             out_weight.append(t[f"crit.out_layers.{i}.weight"])
             out_bias.append(t[f"crit.out_layers.{i}.bias"])
         out_proj.append(t.get(f"crit.out_projs.{i}"))
-        if dims[i] == cfg.d_model and emb_proj[i] is not None:  # txlab has no projection for this cluster
-            emb[i], emb_proj[i] = _fold(emb[i], emb_proj[i]), None
-            if i == 0 and n_tail:  # the head's cluster logits go through the head projection too
-                cluster_weight = _fold(cluster_weight, out_proj[i])
-            out_weight[i], out_proj[i] = _fold(out_weight[i], out_proj[i]), None
-            notes.append(f"cluster {i}'s projections multiplied into its embedding and output weights (txlab has none at full width)")
-
-    tie_weight = all(torch.equal(a, b) for a, b in zip(emb, out_weight))
-    tie_projs = all(torch.equal(a, b) for a, b in zip(emb_proj, out_proj) if a is not None)
-    if not tie_weight:
-        notes.append("output weights imported untied from the input embedding (their values differ)")
-    if not tie_projs:
-        notes.append("output projections imported untied from the input projections (their values differ)")
+    # with div_val > 1 the sources project every cluster, also one as wide as the model
+    full_width_proj = cfg.div_val > 1 and cfg.d_model in dims
+    if full_width_proj:
+        notes.append("full_width_proj set: the source projects a cluster that is already d_model wide")
+    tie_weight, tie_projs = _ties(emb, out_weight), _ties(emb_proj, out_proj)
+    notes += _untied_note("output weights", tie_weight) + _untied_note("output projections", tie_projs)
     out: dict[str, torch.Tensor] = {}
     for i in range(len(emb)):
         out[f"word_emb.emb_layers.{i}.weight"] = emb[i]
@@ -461,7 +465,8 @@ def _convert_state_dict(
         out["v"] = torch.stack([t[f"layers.{layer}.dec_attn.r_r_bias"] for layer in range(cfg.n_layer)])
     else:
         out["u"], out["v"] = t["r_w_bias"][None], t["r_r_bias"][None]
-    return dataclasses.replace(cfg, untie_r=untie_r, tie_weight=tie_weight, tie_projs=tie_projs), out, notes
+    ties = {"untie_r": untie_r, "tie_weight": tie_weight, "tie_projs": tie_projs, "full_width_proj": full_width_proj}
+    return dataclasses.replace(cfg, **ties), out, notes
 
 
 def _read_tensors(path: Path) -> dict[str, torch.Tensor]:

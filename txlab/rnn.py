@@ -178,14 +178,15 @@ class RNNLanguageModel(LanguageModel):
             raise TxlabError(f"model.qrnn_window must be at least 1, got {cfg.qrnn_window}")
         d_embed = cfg.d_embed or cfg.d_model
         cutoffs = cfg.cutoffs if cfg.adaptive else []
-        self.embedding = AdaptiveEmbedding(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val, scale=False)
+        self.embedding = AdaptiveEmbedding(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val, scale=False,
+                                           full_width_proj=cfg.full_width_proj)
         self.drop = LockedDropout(cfg.dropout)
         sizes = [cfg.d_model] + [cfg.d_inner] * (cfg.n_layer - 1) + [cfg.d_model]
         if cfg.family == "lstm":
             self.stack: LSTMStack | QRNNStack = LSTMStack(sizes, cfg.dropout_hidden)
         else:
             self.stack = QRNNStack(sizes, cfg.qrnn_window, cfg.dropout_hidden)
-        self.softmax = AdaptiveLogSoftmax(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val)
+        self.softmax = AdaptiveLogSoftmax(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val, full_width_proj=cfg.full_width_proj)
         # AWD-LSTM's initialisation: without the sqrt(d) input scale, N(0, 0.02) inputs would be
         # too small for the gates; uniform(+-0.1) is what both baselines were trained from.
         for layer in [*self.embedding.emb_layers, *self.softmax.out_layers]:

@@ -9,11 +9,24 @@ the log-probability of its cluster token plus its log-probability within the clu
 With ``cutoffs=[]`` both classes reduce to a plain embedding and a plain softmax (with an optional
 projection when ``d_embed != d_proj``), so one code path serves every vocabulary size.
 
+Parameterisation, as in the authors' code (kimiyoung/transformer-xl):
+
+- A cluster whose embedding is already ``d_proj`` wide has no projection unless
+  ``full_width_proj`` asks for one; the authors' code projects every cluster whenever div_val > 1,
+  which for their large models is a d_proj x d_proj matrix for the head on each side.
+- With div_val 1 every cluster has the same width and the input side has one projection shared by
+  all clusters (the authors keep one table for the whole vocabulary); the output side has one
+  projection per cluster.
+- Ties are per cluster: the output weights and projections of cluster i may each be the input's
+  (``tie_weight``, ``tie_projs``: one flag for every cluster, or one per cluster).
+
 Shapes: ``hidden`` is [N, d_proj] (callers flatten batch and time), ``target`` is [N].
 Per-token losses always come back in the order of ``target``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +53,25 @@ def cluster_dims(d_embed: int, n_clusters: int, div_val: int) -> list[int]:
     return dims
 
 
+def cluster_flags(flags: bool | Sequence[bool], n_clusters: int, name: str) -> list[bool]:
+    """One tie flag per cluster, from one flag for every cluster or a list of one per cluster."""
+    if isinstance(flags, bool):
+        return [flags] * n_clusters
+    if len(flags) != n_clusters:
+        raise TxlabError(f"model.{name} lists {len(flags)} flags but the adaptive softmax has {n_clusters} clusters (give one per cluster, or true/false for all)")
+    return list(flags)
+
+
+def _projections(dims: list[int], d_proj: int, full_width_proj: bool, shared: bool) -> nn.ParameterList:
+    """One [d_proj, d_i] projection per cluster (None where the cluster needs none); ``shared``: one
+    parameter for every cluster (they all have the same width)."""
+    needed = [d != d_proj or full_width_proj for d in dims]
+    if shared and any(needed):
+        proj = nn.Parameter(torch.empty(d_proj, dims[0]))
+        return nn.ParameterList([proj] * len(dims))
+    return nn.ParameterList(nn.Parameter(torch.empty(d_proj, d)) if need else None for d, need in zip(dims, needed))
+
+
 def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
     """log_softmax in at least fp32: losses feed RECL's min(), where low-precision noise becomes fake gain."""
     if logits.dtype not in (torch.float32, torch.float64):
@@ -51,18 +83,17 @@ class AdaptiveEmbedding(nn.Module):
     """Token ids [*] -> vectors [*, d_proj], scaled by sqrt(d_proj) as in the reference code.
 
     ``scale=False`` leaves the vectors unscaled, as the RNN baselines (AWD-LSTM, QRNN) do.
+    ``full_width_proj``: project clusters already ``d_proj`` wide too (see the module docstring).
     """
 
-    def __init__(self, n_token: int, d_embed: int, d_proj: int, cutoffs: list[int], div_val: int = 1, scale: bool = True):
+    def __init__(self, n_token: int, d_embed: int, d_proj: int, cutoffs: list[int], div_val: int = 1, scale: bool = True,
+                 full_width_proj: bool = False):
         super().__init__()
         self.n_token, self.d_proj = n_token, d_proj
         self.bounds = cluster_bounds(n_token, cutoffs)
         dims = cluster_dims(d_embed, len(self.bounds) - 1, div_val)
         self.emb_layers = nn.ModuleList(nn.Embedding(hi - lo, d) for lo, hi, d in zip(self.bounds, self.bounds[1:], dims))
-        # A projection exists wherever the cluster size differs from the model size.
-        self.emb_projs = nn.ParameterList(
-            nn.Parameter(torch.empty(d_proj, d)) if d != d_proj else None for d in dims
-        )
+        self.emb_projs = _projections(dims, d_proj, full_width_proj, shared=div_val == 1)
         self.scale = d_proj**0.5 if scale else 1.0
         for layer in self.emb_layers:
             nn.init.normal_(layer.weight, std=0.02)
@@ -90,16 +121,14 @@ class AdaptiveEmbedding(nn.Module):
 class AdaptiveLogSoftmax(nn.Module):
     """Hidden states [N, d_proj] -> per-token NLL [N] (or full log-probabilities [N, n_token])."""
 
-    def __init__(self, n_token: int, d_embed: int, d_proj: int, cutoffs: list[int], div_val: int = 1):
+    def __init__(self, n_token: int, d_embed: int, d_proj: int, cutoffs: list[int], div_val: int = 1, full_width_proj: bool = False):
         super().__init__()
         self.n_token = n_token
         self.bounds = cluster_bounds(n_token, cutoffs)
         self.n_tail = len(cutoffs)
         dims = cluster_dims(d_embed, len(self.bounds) - 1, div_val)
         self.out_layers = nn.ModuleList(nn.Linear(d, hi - lo) for lo, hi, d in zip(self.bounds, self.bounds[1:], dims))
-        self.out_projs = nn.ParameterList(
-            nn.Parameter(torch.empty(d_proj, d)) if d != d_proj else None for d in dims
-        )
+        self.out_projs = _projections(dims, d_proj, full_width_proj, shared=False)
         # One extra head logit per tail cluster ("the next word is in cluster i").
         # (absent without tail clusters: a zero-size parameter would never get a gradient, which DDP rejects)
         self.cluster_weight = nn.Parameter(torch.zeros(self.n_tail, dims[0])) if self.n_tail else None
@@ -111,12 +140,13 @@ class AdaptiveLogSoftmax(nn.Module):
             if proj is not None:
                 nn.init.normal_(proj, std=0.01)
 
-    def tie_to(self, embedding: AdaptiveEmbedding, tie_weight: bool, tie_projs: bool) -> None:
-        """Share output weights and/or projections with the input embedding."""
-        for i in range(len(self.out_layers)):
-            if tie_weight:
+    def tie_to(self, embedding: AdaptiveEmbedding, tie_weight: bool | Sequence[bool], tie_projs: bool | Sequence[bool]) -> None:
+        """Share output weights and/or projections with the input embedding, for every cluster or per cluster."""
+        n = len(self.out_layers)
+        for i, (weight, proj) in enumerate(zip(cluster_flags(tie_weight, n, "tie_weight"), cluster_flags(tie_projs, n, "tie_projs"))):
+            if weight:
                 self.out_layers[i].weight = embedding.emb_layers[i].weight
-            if tie_projs and self.out_projs[i] is not None:
+            if proj and self.out_projs[i] is not None:
                 self.out_projs[i] = embedding.emb_projs[i]
 
     def flops_per_token(self) -> int:
