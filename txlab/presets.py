@@ -38,6 +38,10 @@ _WT103_ADAPTIVE = {"adaptive": True, "cutoffs": [20_000, 40_000, 200_000], "div_
 
 _XL_TRAIN = {"optimizer": "adam", "lr": 2.5e-4, "scheduler": "cosine", "clip": 0.25}
 
+# The authors' train.py logs every 200 steps and validates every 4000; their eval.py reads 10 streams.
+_REFERENCE_INTERVALS = {"log_interval": 200, "eval_interval": 4000}
+_REFERENCE_EVAL_STREAMS = 10
+
 # cpu scale: 4 layers of width 128; train on 128-token segments with 128 memory, evaluate on
 # 64-token segments with a longer memory (as the paper evaluates with mem 640 after training on 150).
 _XL_CPU = {
@@ -103,8 +107,8 @@ _XL151M_PAPER = {
     "model": {"n_layer": 16, "d_model": 410, "n_head": 10, "d_head": 41, "d_inner": 2100, "dropout": 0.1,
               "dropatt": 0.0, "tgt_len": 150, "mem_len": 150, **_WT103_ADAPTIVE},
     "data": {"corpus": "wikitext-103"},
-    "train": {**_XL_TRAIN, "batch_size": 60, "max_steps": 200_000, "warmup_steps": 0},
-    "eval": {"tgt_len": 64, "mem_len": 640, "clamp_len": 400, "same_length": True},
+    "train": {**_XL_TRAIN, **_REFERENCE_INTERVALS, "batch_size": 60, "max_steps": 200_000, "warmup_steps": 0},
+    "eval": {"tgt_len": 64, "mem_len": 640, "clamp_len": 400, "same_length": True, "batch_size": _REFERENCE_EVAL_STREAMS},
 }
 
 # The paper's Table 6/8 ablations use a "128M" Transformer-XL without giving its shape. We keep the
@@ -155,10 +159,12 @@ PRESETS: dict[str, Preset] = {
             {
                 "model": {"n_layer": 18, "d_model": 1024, "n_head": 16, "d_head": 64, "d_inner": 4096,
                           "dropout": 0.2, "dropatt": 0.2, "tgt_len": 384, "mem_len": 384,
-                          **_WT103_ADAPTIVE, "div_val": 4},
+                          **_WT103_ADAPTIVE, "div_val": 4,
+                          # as run_wt103_large.sh: the head keeps a 1024x1024 projection on each side, untied
+                          "full_width_proj": True, "tie_projs": [False, True, True, True]},
                 "data": {"corpus": "wikitext-103"},
-                "train": {**_XL_TRAIN, "batch_size": 128, "max_steps": 4_000_000, "warmup_steps": 16_000},
-                "eval": {"tgt_len": 128, "mem_len": 1600, "clamp_len": 1000, "same_length": True},
+                "train": {**_XL_TRAIN, **_REFERENCE_INTERVALS, "batch_size": 128, "max_steps": 4_000_000, "warmup_steps": 16_000},
+                "eval": {"tgt_len": 128, "mem_len": 1600, "clamp_len": 1000, "same_length": True, "batch_size": _REFERENCE_EVAL_STREAMS},
             },
         ),
         _xl_variant(
@@ -168,8 +174,8 @@ PRESETS: dict[str, Preset] = {
                 "model": {"n_layer": 12, "d_model": 512, "n_head": 8, "d_head": 64, "d_inner": 2048,
                           "dropout": 0.1, "dropatt": 0.0, "tgt_len": 512, "mem_len": 512},
                 "data": {"corpus": "enwik8"},
-                "train": {**_XL_TRAIN, "batch_size": 22, "max_steps": 400_000, "warmup_steps": 0},
-                "eval": {"tgt_len": 80, "mem_len": 2100, "clamp_len": 820, "same_length": True},
+                "train": {**_XL_TRAIN, **_REFERENCE_INTERVALS, "batch_size": 22, "max_steps": 400_000, "warmup_steps": 0},
+                "eval": {"tgt_len": 80, "mem_len": 2100, "clamp_len": 820, "same_length": True, "batch_size": _REFERENCE_EVAL_STREAMS},
             },
         ),
         _xl_variant(
@@ -179,8 +185,8 @@ PRESETS: dict[str, Preset] = {
                 "model": {"n_layer": 24, "d_model": 1024, "n_head": 8, "d_head": 128, "d_inner": 3072,
                           "dropout": 0.15, "dropatt": 0.15, "tgt_len": 768, "mem_len": 768},
                 "data": {"corpus": "enwik8"},
-                "train": {**_XL_TRAIN, "batch_size": 22, "max_steps": 400_000, "warmup_steps": 4000},
-                "eval": {"tgt_len": 128, "mem_len": 3800, "clamp_len": 1000, "same_length": True},
+                "train": {**_XL_TRAIN, **_REFERENCE_INTERVALS, "batch_size": 64, "max_steps": 400_000, "warmup_steps": 4000},
+                "eval": {"tgt_len": 128, "mem_len": 3800, "clamp_len": 1000, "same_length": True, "batch_size": _REFERENCE_EVAL_STREAMS},
             },
         ),
         _xl_variant("xl128m", "Transformer-XL 128M: the Table 6/8 ablation model", _XL128M_PAPER),
