@@ -17,6 +17,11 @@ Modules, bottom up: positional tables and the relative shift (functions), the th
 variants (one per positional scheme), the position-wise feed-forward, a layer (Block), and the
 language model that stacks them, handles memory and positions, and scores tokens.
 
+In evaluation (eval mode, no autograd) the state is a :class:`CachedMemory`: the same per-layer memory,
+plus the keys and values each layer already projected from it, so that a chunk projects only its own
+rows and the position keys are computed once per layer, not once per chunk (:meth:`TransformerXL._hidden_cached`).
+Training, which changes the weights every step, re-projects the window every chunk as the paper does.
+
 For analysis, :func:`capture_attention` makes every layer also record its attention probabilities
 and the paper's score terms (a)-(d) separately (:class:`AttentionRecord`); it is off by default.
 
@@ -217,8 +222,16 @@ class MultiHeadAttention(nn.Module):
         x = self.layer_norm(window) if self.pre_lnorm else window
         # Queries only for the current rows; keys and values for the whole window.
         q = F.linear(x[:, n_keys - n_query :], self.qkv_net.weight[:inner])  # [B, T, H*Dh]
-        q = q.view(batch, n_query, self.n_head, self.d_head)  # [B, T, H, Dh]
         kv = F.linear(x, self.qkv_net.weight[inner:])  # [B, K, 2*H*Dh]
+        return self.attend_projected(current, q, kv, mask, **position)
+
+    def attend_projected(self, current: torch.Tensor, q: torch.Tensor, kv: torch.Tensor, mask: torch.Tensor, **position) -> torch.Tensor:
+        """The layer's output rows [B, T, d] from its residual rows ``current`` [B, T, d], their queries
+        ``q`` [B, T, H*Dh] and the keys and values of the whole window ``kv`` [B, K, 2*H*Dh] ([k | v])."""
+        batch, n_query, _ = current.shape
+        n_keys = kv.size(1)
+        inner = self.n_head * self.d_head
+        q = q.view(batch, n_query, self.n_head, self.d_head)  # [B, T, H, Dh]
         k, v = kv.view(batch, n_keys, 2, self.n_head, self.d_head).unbind(2)  # [B, K, H, Dh] each
         content_q, bias = self.position_terms(q, mask, **position)
         if self.records is not None:
@@ -269,18 +282,22 @@ class RelativeSinusoidAttention(MultiHeadAttention):
         """W_{k,R} R for every distance of r [K+1, d], laid out for a matmul: [H, Dh, K+1]."""
         return self.r_net(r).view(-1, self.n_head, self.d_head).permute(1, 2, 0)  # [K+1, H, Dh] -> [H, Dh, K+1]
 
-    def position_terms(self, q, mask, *, r: torch.Tensor, u: torch.Tensor, v: torch.Tensor):
-        """r: sinusoids of :func:`relative_distances` [K+1, d]; u, v: global biases [H, Dh]."""
+    def position_terms(self, q, mask, *, u: torch.Tensor, v: torch.Tensor, pos_keys: torch.Tensor | None = None,
+                       r: torch.Tensor | None = None):
+        """u, v: global biases [H, Dh]; pos_keys: :meth:`_position_keys` [H, Dh, K+1] of r, the sinusoids of
+        :func:`relative_distances` [K+1, d] (give either: the model passes position keys it computed or cached)."""
+        pos_keys = self._position_keys(r) if pos_keys is None else pos_keys
         # Scaled here because the fused kernel scales only the content term (a)+(c).
         qv = ((q + v) * self.scale).transpose(1, 2)  # [B, H, T, Dh]
-        by_distance = torch.matmul(qv, self._position_keys(r))  # [B, H, T, Dh] @ [H, Dh, K+1] -> [B, H, T, K+1]
+        by_distance = torch.matmul(qv, pos_keys)  # [B, H, T, Dh] @ [H, Dh, K+1] -> [B, H, T, K+1]
         term_bd = rel_shift(by_distance)  # [B, H, T, K]
         return q + u, mask + term_bd  # [B, T, H, Dh], [B, H, T, K]
 
-    def score_terms(self, q, k, *, r: torch.Tensor, u: torch.Tensor, v: torch.Tensor):
+    def score_terms(self, q, k, *, u: torch.Tensor, v: torch.Tensor, pos_keys: torch.Tensor | None = None,
+                    r: torch.Tensor | None = None):
         """(a) q.k, (b) q.W_{k,R}R, (c) u.k, (d) v.W_{k,R}R, each computed on its own."""
         batch, n_query = q.shape[:2]
-        position_keys = self._position_keys(r)  # [H, Dh, K+1]
+        position_keys = self._position_keys(r) if pos_keys is None else pos_keys  # [H, Dh, K+1]
         keys_t = k.permute(0, 2, 3, 1)  # [B, H, Dh, K]
         q = q.transpose(1, 2) * self.scale  # [B, H, T, Dh]
         u = (u * self.scale)[:, None, :]  # [H, 1, Dh]: the same for every query
@@ -316,18 +333,21 @@ class LearnedRelativeAttention(MultiHeadAttention):
         rows = distances.clamp(0, self.rel_emb.size(0) - 1)  # [K+1]
         return self.rel_emb[rows].permute(1, 2, 0)  # [K+1, H, Dh] (a gather of K+1 rows, not of K*T pairs) -> [H, Dh, K+1]
 
-    def position_terms(self, q, mask, *, distances: torch.Tensor):
-        """distances: :func:`relative_distances` [K+1] (clamped by clamp_len, not yet by the table)."""
+    def position_terms(self, q, mask, *, pos_keys: torch.Tensor | None = None, distances: torch.Tensor | None = None):
+        """pos_keys: :meth:`_position_keys` [H, Dh, K+1] of distances, those of :func:`relative_distances` [K+1]
+        (clamped by clamp_len, not yet by the table); give either."""
+        pos_keys = self._position_keys(distances) if pos_keys is None else pos_keys
         scaled_q = (q * self.scale).transpose(1, 2)  # [B, H, T, Dh]
-        by_distance = torch.matmul(scaled_q, self._position_keys(distances))  # [B, H, T, K+1]
+        by_distance = torch.matmul(scaled_q, pos_keys)  # [B, H, T, K+1]
         return q, mask + rel_shift(by_distance)  # [B, T, H, Dh], [B, H, T, K]
 
-    def score_terms(self, q, k, *, distances: torch.Tensor):
+    def score_terms(self, q, k, *, pos_keys: torch.Tensor | None = None, distances: torch.Tensor | None = None):
         """(a) q.k and (b) q.E, each computed on its own."""
+        pos_keys = self._position_keys(distances) if pos_keys is None else pos_keys
         scaled_q = (q * self.scale).transpose(1, 2)  # [B, H, T, Dh]
         return {
             "a": torch.matmul(scaled_q, k.permute(0, 2, 3, 1)),  # [B, H, T, Dh] @ [B, H, Dh, K] -> [B, H, T, K]
-            "b": rel_shift(torch.matmul(scaled_q, self._position_keys(distances))),  # [B, H, T, K+1] -> [B, H, T, K]
+            "b": rel_shift(torch.matmul(scaled_q, pos_keys)),  # [B, H, T, K+1] -> [B, H, T, K]
         }
 
 
@@ -366,6 +386,93 @@ class Block(nn.Module):
     def forward(self, window: torch.Tensor, n_query: int, mask: torch.Tensor, **position) -> torch.Tensor:
         """window [B, K, d] -> new states of its last ``n_query`` rows [B, T, d]."""
         return self.ff(self.attn(window, n_query, mask, **position))
+
+
+# --------------------------------------------------------------------------------------------------
+# The evaluation state: memory rows with their keys and values already projected
+
+
+class _RowStore:
+    """Preallocated storage [B, C, w] for the rows of one layer's successive windows (one tensor per
+    kind of row: the layer's inputs, and their keys and values when they are kept).
+
+    Successive evaluation states of a stream share it: a chunk writes its T new rows after the last
+    ones written (``fill``) and its window is a view, so a chunk copies T rows, not the M + T rows of
+    ``torch.cat([memory, new])``. Rows already written are never overwritten: a state whose rows are
+    not the last written (it was read twice, as when one state starts two continuations) and a full
+    store move to a new store instead, which copies the memory once.
+    """
+
+    __slots__ = ("tensors", "fill", "inference")
+
+    def __init__(self, tensors: list[torch.Tensor], fill: int):
+        self.tensors, self.fill = tensors, fill
+        self.inference = tensors[0].is_inference()
+
+    @property
+    def capacity(self) -> int:
+        return self.tensors[0].size(1)
+
+
+class _LayerRows:
+    """One layer's memory in a :class:`_RowStore`: rows ``start`` .. ``end`` of each of its tensors."""
+
+    __slots__ = ("store", "start", "end")
+
+    def __init__(self, store: _RowStore, start: int, end: int):
+        self.store, self.start, self.end = store, start, end
+
+    def views(self) -> list[torch.Tensor]:
+        return [t[:, self.start : self.end] for t in self.store.tensors]
+
+
+def _extend_rows(rows: _LayerRows | None, old: list[torch.Tensor], new: list[torch.Tensor], keep: int) -> tuple[list[torch.Tensor], _LayerRows]:
+    """The window [old ; new] of each kind of row, as views [B, M+T, w], and the layer's next memory:
+    the last ``keep`` rows of it. ``rows`` is where ``old`` lives (None: they are not in a store)."""
+    n_old, n_new = old[0].size(1), new[0].size(1)
+    total = n_old + n_new
+    store = rows.store if rows is not None else None
+    if (
+        store is not None
+        and store.fill == rows.end
+        and rows.end + n_new <= store.capacity
+        and store.inference == torch.is_inference_mode_enabled()  # inference tensors are written only in inference mode
+    ):
+        for tensor, rows_new in zip(store.tensors, new):
+            tensor[:, rows.end : rows.end + n_new].copy_(rows_new)
+        start = rows.start
+    else:
+        # Room for the next chunks: a memory of `keep` rows, then as many rows again (at least one
+        # chunk), so a stream moves its memory once every ~keep/T chunks (amortised: T rows a chunk).
+        capacity = total + max(keep, n_new)
+        tensors = []
+        for rows_old, rows_new in zip(old, new):
+            tensor = rows_new.new_empty(rows_new.size(0), capacity, rows_new.size(-1))
+            tensor[:, :n_old].copy_(rows_old)
+            tensor[:, n_old:total].copy_(rows_new)
+            tensors.append(tensor)
+        store, start = _RowStore(tensors, 0), 0
+    end = start + total
+    store.fill = end
+    return [t[:, start:end] for t in store.tensors], _LayerRows(store, max(start, end - keep), end)
+
+
+class CachedMemory(list):
+    """A Transformer-XL memory that also carries what evaluation already computed from it.
+
+    It *is* the :data:`Memory` (a list with one [B, M, d] tensor of inputs per layer) and can be
+    passed wherever one is, training included; in addition, for every layer it keeps the keys and
+    values [B, M, 2*H*Dh] the layer projected from those rows when they were new. In evaluation the
+    weights do not change from chunk to chunk, so those projections are the ones a chunk would
+    compute again: :class:`TransformerXL` reads them instead and projects only the chunk's own rows.
+    ``signature`` names the weights they were computed with; a state whose weights have changed
+    since (a training step, a load) is treated as a plain memory and projected afresh.
+    """
+
+    def __init__(self, layers: list[_LayerRows], signature: tuple):
+        super().__init__(rows.views()[0] for rows in layers)
+        self.layers = layers
+        self.signature = signature
 
 
 # --------------------------------------------------------------------------------------------------
@@ -500,6 +607,129 @@ class TransformerXL(LanguageModel):
         queries = ((n_layer - 1) * length + 1) * self._flops_per_query(length)
         return float(kv + queries + self._flops_io())
 
+    # -- evaluation with a cached state -------------------------------------------------------------
+
+    eval_cache: bool = True
+    """Evaluate with :class:`CachedMemory` (on by default; see :meth:`_hidden_cached`). Off, evaluation
+    runs the training path: every chunk re-projects the whole memory, as the authors' code does."""
+
+    def _uses_eval_cache(self, keep: int, last_only: bool) -> bool:
+        """The cached path runs in evaluation mode without autograd, with memory kept (not for window scoring)."""
+        return self.eval_cache and keep > 0 and not last_only and not self.training and not torch.is_grad_enabled()
+
+    def _weights_signature(self) -> tuple | None:
+        """Changes whenever a parameter is written (in place: its version counter) or replaced (its storage).
+
+        None when that cannot be told: parameters created in inference mode keep no version counter, so
+        nothing computed from them is reused from one call to the next (the results stay right, only slower).
+        """
+        params = list(self.parameters())
+        if any(p.is_inference() for p in params):
+            return None
+        return tuple((p.data_ptr(), p._version) for p in params)
+
+    def _eval_tables(self, signature: tuple | None) -> dict:
+        """Tables that depend only on the weights and the shapes (position keys, masks), kept while the weights are unchanged."""
+        cached = getattr(self, "_tables", None)
+        if cached is None or signature is None or cached[0] != signature:
+            cached = (signature, {})
+            self._tables = cached
+        return cached[1]
+
+    def _table_suffix(self, tables: dict, key: tuple, n_rows: int, room: int, build) -> torch.Tensor:
+        """The last ``n_rows`` rows of ``build(n)``, for tables whose rows for n are the last rows of those for any
+        larger n (keys by distance, or by distance from the newest row); built for ``max(n_rows, room)`` rows once."""
+        table = tables.get(key)
+        if table is None or table.size(0) < n_rows:
+            table = tables[key] = build(max(n_rows, room))
+        return table[table.size(0) - n_rows :]
+
+    def _hidden_cached(self, tokens: torch.Tensor, state: Memory, keep: int) -> tuple[torch.Tensor, CachedMemory]:
+        """:meth:`_hidden` in evaluation: the same hidden states and memory, reusing what earlier chunks computed.
+
+        - Keys and values of the memory rows come from the state (:class:`CachedMemory`); each chunk
+          projects only its own T rows (the training path re-projects all M + T, every chunk).
+        - Position keys (``r_net`` applied to the sinusoids, or Shaw's gathered table) depend on the
+          distance only: one table per layer serves every chunk, sliced to the chunk's K + 1 distances.
+        - With absolute positions the key of a memory row changes with its distance from the newest
+          row, so the rows' projections are kept without positions and the projected positions added:
+          W (x + p) = W x + W p. With pre-LN that does not hold (LN(x + p) is not linear) and the
+          layer re-projects its window, as the training path does.
+        - Windows are views of preallocated stores (:class:`_RowStore`): a chunk copies its own rows.
+        """
+        n_query, n_mem = tokens.size(1), state[0].size(1)
+        n_keys = n_mem + n_query
+        room = keep + n_query  # the window of a stream whose memory is full (tables are built that long)
+        signature = self._weights_signature()
+        tables = self._eval_tables(signature)
+        cached = isinstance(state, CachedMemory) and signature is not None and state.signature == signature
+        h = self.drop(self.word_emb(tokens))  # [B, T, d] (no dropout in evaluation)
+        dtype, device, d = h.dtype, h.device, h.size(-1)
+        ctx = self.context
+        window_len = ctx.mem_len if ctx.same_length and ctx.mem_len > 0 else 0
+        mask_key = ("mask", n_query, n_mem, window_len, dtype, device)
+        mask = tables.get(mask_key)
+        if mask is None:
+            for key in [k for k in tables if k[0] == "mask"][:-3]:  # a few shapes: filling, full, the last chunk
+                del tables[key]
+            mask = tables[mask_key] = attention_mask(n_query, n_mem, window_len, dtype, device)  # [T, K]
+
+        inner = self.cfg.n_head * self.cfg.d_head
+        layers: list[_LayerRows] = []
+        for i, (block, mem) in enumerate(zip(self.blocks, state)):
+            attn = block.attn
+            w_q, w_kv = attn.qkv_net.weight[:inner], attn.qkv_net.weight[inner:]
+            position: dict[str, torch.Tensor] = {}
+            pos_rows = None  # absolute positions added to this layer's window [K, d]
+            if self.pos_enc == "ours":
+                def build(n, attn=attn):
+                    distances = relative_distances(n - 1, ctx.clamp_len, device).to(dtype)  # [n]
+                    return attn.r_net(sinusoid(distances, d))  # [n, H*Dh]
+                keys = self._table_suffix(tables, ("r", i, ctx.clamp_len, dtype, device), n_keys + 1, room + 1, build)
+                bias = i if self.cfg.untie_r else 0
+                position.update(pos_keys=keys.view(-1, attn.n_head, attn.d_head).permute(1, 2, 0), u=self.u[bias], v=self.v[bias])
+            elif self.pos_enc == "shaw":
+                def build(n, attn=attn):
+                    return attn._position_keys(relative_distances(n - 1, ctx.clamp_len, device)).permute(2, 0, 1)  # [n, H, Dh]
+                keys = self._table_suffix(tables, ("shaw", i, ctx.clamp_len, device), n_keys + 1, room + 1, build)
+                position["pos_keys"] = keys.permute(1, 2, 0)  # [H, Dh, K+1]
+            elif (self.pos_enc == "vaswani" and i == 0) or self.pos_enc == "alrfou":
+                def pos_build(n, i=i):
+                    ids = self._absolute_position_ids(n)  # [n], n-1 .. 0: the rows for K are the last K
+                    if self.pos_enc == "vaswani":
+                        return sinusoid(ids.to(dtype), d)
+                    table = self.abs_pos_emb[i]
+                    return table[ids.clamp(max=table.size(0) - 1)]  # [n, d]
+                pos_rows = self._table_suffix(tables, ("pos", i, ctx.clamp_len, dtype, device), n_keys, room, pos_build)
+            keeps_kv = pos_rows is None or not attn.pre_lnorm  # whether the layer's keys and values are kept
+
+            current = h if pos_rows is None else h + pos_rows[n_mem:]  # [B, T, d] residual rows, positions added
+            x = attn.layer_norm(current) if attn.pre_lnorm else current
+            q = F.linear(x, w_q)  # [B, T, H*Dh]
+            new = [h]
+            if keeps_kv:
+                new.append(F.linear(x if pos_rows is None else h, w_kv))  # [B, T, 2*H*Dh], without positions
+            if cached:
+                rows, old = state.layers[i], state.layers[i].views()
+            else:
+                rows, old = None, [mem]
+                if keeps_kv:
+                    mem_in = attn.layer_norm(mem) if attn.pre_lnorm else mem
+                    old.append(F.linear(mem_in, w_kv))  # [B, M, 2*H*Dh]
+            windows, next_rows = _extend_rows(rows, old, new, keep)
+            layers.append(next_rows)
+            if not keeps_kv:  # pre-LN over positions: re-project the whole window
+                kv = F.linear(attn.layer_norm(windows[0] + pos_rows), w_kv)
+            elif pos_rows is not None:
+                pos_kv = self._table_suffix(tables, ("pos_kv", i, ctx.clamp_len, dtype, device), n_keys, room,
+                                            lambda n, w_kv=w_kv, pos_build=pos_build: F.linear(pos_build(n), w_kv))  # [K, 2*H*Dh]
+                kv = windows[1] + pos_kv  # [B, K, 2*H*Dh]
+            else:
+                kv = windows[1]
+            h = block.ff(attn.attend_projected(current, q, kv, mask, **position))  # [B, T, d]
+        return self.drop(h), CachedMemory(layers, signature)
+
+
     # -- the stack ---------------------------------------------------------------------------------
 
     def _absolute_position_ids(self, n_keys: int) -> torch.Tensor:
@@ -521,6 +751,8 @@ class TransformerXL(LanguageModel):
         ``keep``: memory rows kept per layer for the next chunk (0 = none).
         """
         self._check_chunk(tokens, state)
+        if self._uses_eval_cache(keep, last_only):
+            return self._hidden_cached(tokens, state, keep)
         n_query, n_mem = tokens.size(1), state[0].size(1)
         n_keys = n_mem + n_query
         h = self.drop(self.word_emb(tokens))  # [B, T, d]
@@ -531,9 +763,9 @@ class TransformerXL(LanguageModel):
         position: dict[str, torch.Tensor] = {}
         if self.pos_enc == "ours":
             distances = relative_distances(n_keys, ctx.clamp_len, h.device).to(h.dtype)
-            position["r"] = self.drop(sinusoid(distances, h.size(-1)))  # [K+1, d]
+            r = self.drop(sinusoid(distances, h.size(-1)))  # [K+1, d]
         elif self.pos_enc == "shaw":
-            position["distances"] = relative_distances(n_keys, ctx.clamp_len, h.device)  # [K+1]
+            distances = relative_distances(n_keys, ctx.clamp_len, h.device)  # [K+1]
         else:
             pos_ids = self._absolute_position_ids(n_keys)  # [K]
 
@@ -549,7 +781,9 @@ class TransformerXL(LanguageModel):
                 window = window + table[pos_ids.clamp(max=table.size(0) - 1)]  # [B, K, d]
             if self.pos_enc == "ours":
                 bias = i if self.cfg.untie_r else 0
-                position.update(u=self.u[bias], v=self.v[bias])
+                position.update(pos_keys=block.attn._position_keys(r), u=self.u[bias], v=self.v[bias])
+            elif self.pos_enc == "shaw":
+                position["pos_keys"] = block.attn._position_keys(distances)
             layer_queries = 1 if last_only and i == len(self.blocks) - 1 else n_query
             h = block(window, layer_queries, mask[n_query - layer_queries :], **position)  # [B, T', d]
         if not keep:
