@@ -85,6 +85,16 @@ def test_ties_are_broken_by_position_lower_first():
     assert relative_gain(b, later, top_r_positions(b, 1.0))[0] > 0
 
 
+def test_top_r_positions_are_a_stable_sorts_hardest():
+    # The selection is a linear-time partition; it must pick what a stable sort, hardest first, picks.
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        b = rng.integers(0, 4, int(rng.integers(1, 40))).astype(float)  # many ties
+        r = float(rng.choice([0.01, 0.1, 0.3, 0.5, 0.9, 1.0]))
+        stable = np.sort(np.argsort(-b, kind="stable")[: n_selected(r, len(b))])
+        np.testing.assert_array_equal(top_r_positions(b, r), stable)
+
+
 def test_n_selected_is_the_exact_ceiling():
     assert n_selected(0.1, 30) == 3  # 0.1 * 30 is 3.0000000000000004 in floating point
     assert n_selected(0.1, 31) == 4

@@ -127,9 +127,16 @@ def n_selected(r: float, n: int) -> int:
 
 def top_r_positions(baseline_c: np.ndarray, r: float) -> np.ndarray:
     """Indices (ascending) of the ceil(r * n) largest values of baseline_c [n]; ties: lower index first."""
-    k = n_selected(r, baseline_c.shape[-1])
-    hardest_first = np.argsort(-baseline_c, kind="stable")  # stable: equal values keep position order
-    return np.sort(hardest_first[:k])
+    n = baseline_c.shape[-1]
+    k = n_selected(r, n)
+    if k == n:
+        return np.arange(n)
+    # a partition finds the k-th largest value in linear time (a full stable sort took 90% of a bootstrap);
+    # everything above it is in, and of the values equal to it the lowest positions fill the remaining places
+    kth = np.partition(baseline_c, n - k)[n - k]
+    above = np.flatnonzero(baseline_c > kth)
+    ties = np.flatnonzero(baseline_c == kth)[: k - len(above)]
+    return np.sort(np.concatenate([above, ties]))
 
 
 def relative_loss(baseline_c: np.ndarray, losses_c2: np.ndarray, positions: np.ndarray) -> np.ndarray:
