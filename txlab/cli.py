@@ -396,7 +396,8 @@ def recl(
     split: str = typer.Option(None, "--split", help="train, valid or test \\[default: valid]."),
     seed: int = typer.Option(None, "--seed", help="Seed of the target blocks and the bootstrap \\[default: 0]."),
     n_boot: int = typer.Option(None, "--boot", help="Bootstrap resamples for the confidence intervals, 0 for none \\[default: 200]."),
-    placebo: bool = typer.Option(None, "--placebo/--no-placebo", help="Also collect placebo losses (extra context from far away) and report their gains."),
+    placebo: bool = typer.Option(None, "--placebo/--no-placebo", help="Also collect placebo losses (extra context from far away): the table adds a placebo-aware RECL beside the paper's "
+                                 "and marks each RECL resting on a step that does not beat its placebo \\[default: the study's, else off]."),
     batch_size: int = typer.Option(None, "--batch-size", help="Windows per forward pass \\[default: 16]."),
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: cpu]."),
     train_missing: bool = typer.Option(None, "--train/--no-train", help="Train presets that have no run yet \\[default: --train]; --no-train refuses instead."),
