@@ -21,6 +21,17 @@ def test_bench_model_reports_every_mode():
     assert table.count("\n") == 4 and "eval_mem16" in table
 
 
+def test_the_training_path_evaluation_is_the_cached_one_before_and_counts_what_it_repeats():
+    rows = bench_model(MICRO, modes=("eval_mem16", "eval_mem16_uncached"), batch_size=2, seg_len=8, threads=1, repeats=1, warmup=0)
+    cached, uncached = rows
+    assert cached["flops_per_token"] == uncached["flops_per_token"]  # the same useful work
+    # One layer re-projecting 16 memory rows (2 * 16 * 2 * 16 FLOPs each) per 8 tokens, and r_net over 25 distances per 16 tokens.
+    assert cached["avoided_flops_per_token"] == 16 * 2 * 16 * 2 * 16 / 8 + 2 * 16 * 16 * 25 / 16
+    assert uncached["avoided_flops_per_token"] == 0 and "training path" in uncached["context"]
+    table = format_table(rows, peak_gflops=100.0)
+    assert "of ceiling" in table and table.splitlines()[2].count("|") == table.splitlines()[0].count("|")
+
+
 def test_bench_model_rejects_unknown_names():
     with pytest.raises(TxlabError, match="bench config"):
         bench_model(("huge",))

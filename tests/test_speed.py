@@ -151,6 +151,21 @@ def test_speed_table_rows_and_files(tmp_path):
     assert result["command"] in markdown and result["machine"]["device_name"] in markdown and torch.__version__ in markdown
 
 
+def test_the_training_path_scores_the_same_and_counts_what_the_cache_avoids(tmp_path):
+    """--no-eval-cache times XL re-projecting its memory every segment (the authors' way): same losses, same useful FLOPs."""
+    settings = SpeedSettings(size="tiny", threads=1, budget_s=0, repeats=2, batch_size=2, tgt_len=8)
+    cached = speed_table([16], settings, out_dir=tmp_path, name="cached")
+    plain = speed_table([16], replace(settings, eval_cache=False), out_dir=tmp_path, name="plain")
+    (a,), (b,) = cached["rows"], plain["rows"]
+    assert a["xl_nll"] == pytest.approx(b["xl_nll"], abs=1e-5) and a["xl_flops_per_token"] == b["xl_flops_per_token"]
+    model = xl_model()
+    assert a["xl_avoided_flops_per_token"] == b["xl_repeated_flops_per_token"] > 0
+    assert a["xl_repeated_flops_per_token"] == b["xl_avoided_flops_per_token"] == 0
+    assert "--no-eval-cache" in plain["command"] and "eval-cache" not in cached["command"]
+    assert "training path" in (tmp_path / "plain.md").read_text() and "cached evaluation state" in (tmp_path / "cached.md").read_text()
+    assert model.recomputed_flops_per_token(16, 8, 2) > 0
+
+
 def test_cli_end_to_end_json_and_figure(tmp_path):
     result = runner.invoke(app, ["speed", "--attn-len", "16", "--attn-len", "24", *FAST, "--out-dir", str(tmp_path / "r"),
                                  "--fig-dir", str(tmp_path / "f"), "--json", "--quiet"])

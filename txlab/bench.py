@@ -7,7 +7,10 @@ of several timed runs after warm-up. Modes:
 
 - ``train``: forward + backward + gradient clipping + Adam step on ``seg_len`` tokens per stream,
   memory ``seg_len``, dropout 0.1 (the paper's base setting).
-- ``eval_memM``: a forward pass in inference mode on ``seg_len`` tokens with a full memory of M.
+- ``eval_memM``: a forward pass in inference mode on ``seg_len`` tokens with a full memory of M, with
+  the cached evaluation state (:class:`~txlab.model.CachedMemory`: each chunk projects only its own rows).
+- ``eval_memM_uncached``: the same through the training path, which re-projects the whole memory every
+  chunk as the authors' code does (the "before" of the cached state).
 - ``vanilla_winL``: the vanilla Transformer's sliding-window evaluation, one prediction per window
   of L tokens (``window_last_nll``), batch_size windows at a time.
 
@@ -57,7 +60,7 @@ REFERENCE_TOKENS_PER_S: dict[tuple[str, str], float] = {
 """The authors' reference code measured once on a 2-core machine of this project's kind, 2 threads, batch 8,
 segments 128: a yardstick only; compare side by side in one run for a ratio you can quote."""
 
-_MODE = re.compile(r"^(train|eval_mem(\d+)|vanilla_win(\d+))$")
+_MODE = re.compile(r"^(train|eval_mem(\d+)(_uncached)?|vanilla_win(\d+))$")
 
 
 def _cpu_snapshot() -> tuple[float, float, float] | None:
@@ -142,9 +145,12 @@ def _bench_train(cfg: ModelConfig, batch_size: int, seg_len: int, warmup: int, r
     return batch_size * seg_len / seconds, flops, model.num_parameters()
 
 
-def _bench_eval(cfg: ModelConfig, batch_size: int, seg_len: int, mem_len: int, warmup: int, repeats: int) -> tuple[float, float, int]:
+def _bench_eval(cfg: ModelConfig, batch_size: int, seg_len: int, mem_len: int, warmup: int, repeats: int,
+                cached: bool = True) -> tuple[float, float, int, float]:
     cfg = replace(cfg, tgt_len=seg_len, mem_len=mem_len)
     model = build_model(cfg).eval()
+    if hasattr(model, "eval_cache"):
+        model.eval_cache = cached
     tokens = torch.randint(0, cfg.n_token, (batch_size, seg_len + 1))
     with torch.inference_mode():
         state = [model.init_state(batch_size)]
@@ -154,7 +160,9 @@ def _bench_eval(cfg: ModelConfig, batch_size: int, seg_len: int, mem_len: int, w
 
         fill = math.ceil(mem_len / seg_len)  # chunks until the memory is full
         seconds = _timed(step, max(warmup, fill), repeats)
-    return batch_size * seg_len / seconds, model.flops_per_token(mem_len + seg_len), model.num_parameters()
+    recomputed = getattr(model, "recomputed_flops_per_token", None)
+    avoided = recomputed(mem_len, seg_len, batch_size) if recomputed and cached else 0.0
+    return batch_size * seg_len / seconds, model.flops_per_token(mem_len + seg_len), model.num_parameters(), avoided
 
 
 def _bench_vanilla(cfg: ModelConfig, batch_size: int, window: int, warmup: int, repeats: int) -> tuple[float, float, int]:
@@ -180,7 +188,10 @@ def bench_model(
     """One row per (config, mode): tokens/s and GFLOP/s (medians of ``repeats`` timed runs).
 
     ``configs``: names from :data:`BENCH_CONFIGS`, or a mapping name -> ModelConfig fields.
-    ``modes``: ``train``, ``eval_mem<M>``, ``vanilla_win<L>``.
+    ``modes``: ``train``, ``eval_mem<M>``, ``eval_mem<M>_uncached``, ``vanilla_win<L>``.
+
+    ``gflops`` counts useful FLOPs only (:meth:`~txlab.lm.LanguageModel.flops_per_token`); ``avoided_flops_per_token``
+    is the re-projection work the cached evaluation state skips (0 for the other modes).
     """
     if isinstance(configs, Mapping):
         named = {name: dict(fields) for name, fields in configs.items()}
@@ -193,7 +204,7 @@ def bench_model(
     for mode in modes:
         match = _MODE.match(mode)
         if match is None:
-            raise TxlabError(f"unknown bench mode {mode!r}; use train, eval_mem<M> or vanilla_win<L>")
+            raise TxlabError(f"unknown bench mode {mode!r}; use train, eval_mem<M>, eval_mem<M>_uncached or vanilla_win<L>")
         parsed[mode] = match
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -205,18 +216,20 @@ def bench_model(
                 torch.manual_seed(seed)
                 load = os.getloadavg()[0]
                 snapshot = _cpu_snapshot()
+                avoided = 0.0
                 if mode == "train":
                     tok_s, flops, params = _bench_train(cfg, batch_size, seg_len, warmup, repeats)
                     context = f"seg {seg_len} mem {seg_len}"
                 elif match.group(2):
                     mem_len = int(match.group(2))
-                    tok_s, flops, params = _bench_eval(cfg, batch_size, seg_len, mem_len, warmup, repeats)
-                    context = f"seg {seg_len} mem {mem_len}"
+                    cached = not match.group(3)
+                    tok_s, flops, params, avoided = _bench_eval(cfg, batch_size, seg_len, mem_len, warmup, repeats, cached)
+                    context = f"seg {seg_len} mem {mem_len}" + ("" if cached else ", training path")
                 else:
-                    window = int(match.group(3))
+                    window = int(match.group(4))
                     tok_s, flops, params = _bench_vanilla(cfg, batch_size, window, warmup, repeats)
                     context = f"window {window}"
-                reference = REFERENCE_TOKENS_PER_S.get((name, mode)) if batch_size == 8 and seg_len == 128 else None
+                reference = REFERENCE_TOKENS_PER_S.get((name, mode.removesuffix("_uncached"))) if batch_size == 8 and seg_len == 128 else None
                 rows.append({
                     "config": name,
                     "family": cfg.family,
@@ -228,6 +241,7 @@ def bench_model(
                     "tokens_per_s": tok_s,
                     "gflops": tok_s * flops / 1e9,
                     "flops_per_token": flops,
+                    "avoided_flops_per_token": avoided,
                     "reference_tokens_per_s": reference,
                     "speedup": tok_s / reference if reference else None,
                     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -239,18 +253,27 @@ def bench_model(
     return rows
 
 
-def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The rows as a Markdown table (peak RSS is the process's peak so far, hence non-decreasing)."""
+def format_table(rows: Sequence[Mapping[str, Any]], peak_gflops: float | None = None) -> str:
+    """The rows as a Markdown table (peak RSS is the process's peak so far, hence non-decreasing).
+
+    With ``peak_gflops`` (the matmul ceiling measured in the same run) a column gives each row's share of it.
+    "avoided" is the work the cached evaluation state skips, as a multiple of the useful FLOPs.
+    """
+    share = peak_gflops is not None
     lines = [
-        "| config | mode | context | tokens/s | reference tokens/s | speedup | GFLOP/s | peak RSS MB | load | others' CPU |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| config | mode | context | tokens/s | reference tokens/s | speedup | GFLOP/s |" + (" of ceiling |" if share else "")
+        + " avoided | peak RSS MB | load | others' CPU |",
+        "|---|---|---|---:|---:|---:|---:|" + ("---:|" if share else "") + "---:|---:|---:|---:|",
     ]
     for r in rows:
         ref = f"{r['reference_tokens_per_s']:,.1f}" if r["reference_tokens_per_s"] else "-"
         speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
         others = f"{r['others_cpu']:.0%}" if r["others_cpu"] is not None else "-"
+        avoided = r.get("avoided_flops_per_token") or 0.0
+        avoided_text = f"{avoided / r['flops_per_token']:.2f}x" if avoided else "-"
+        of_ceiling = f" {r['gflops'] / peak_gflops:.0%} |" if share else ""
         lines.append(
             f"| {r['config']} | {r['mode']} | {r['context']} | {r['tokens_per_s']:,.1f} | {ref} | {speedup} "
-            f"| {r['gflops']:.1f} | {r['peak_rss_mb']:.0f} | {r['load_avg_1m']:.2f} | {others} |"
+            f"| {r['gflops']:.1f} |{of_ceiling} {avoided_text} | {r['peak_rss_mb']:.0f} | {r['load_avg_1m']:.2f} | {others} |"
         )
     return "\n".join(lines)

@@ -596,9 +596,24 @@ class TransformerXL(LanguageModel):
         Each token's key/value projection is counted once: the recomputation of the memory's
         keys and values at every chunk is overhead of the streaming and is not counted, nor is
         ``r_net`` (applied once per chunk to K+1 distances and shared by every query of the batch).
+        :meth:`recomputed_flops_per_token` counts that overhead, which the cached evaluation path avoids.
         """
         per_layer = self._flops_kv_per_key() + self._flops_per_query(n_keys)
         return float(self.cfg.n_layer * per_layer + self._flops_io())
+
+    def recomputed_flops_per_token(self, n_mem: int, n_query: int, batch_size: int = 1) -> float:
+        """Forward FLOPs per predicted token that re-derive what an earlier chunk already computed, when a
+        chunk of ``n_query`` tokens per stream (``batch_size`` streams) reads a memory of ``n_mem`` rows.
+
+        The training path spends them in every chunk: each layer re-projects the keys and values of its
+        M memory rows, and (``ours``) applies ``r_net`` to all K + 1 sinusoids. The cached evaluation path
+        (:class:`CachedMemory`) does neither once the memory is full (it builds the position keys once per
+        layer), so this is the work it avoids; it is never part of :meth:`flops_per_token`.
+        """
+        c = self.cfg
+        memory_kv = n_mem * self._flops_kv_per_key() / n_query
+        position_keys = 2 * c.d_model * c.n_head * c.d_head * (n_mem + n_query + 1) / (n_query * batch_size) if self.pos_enc == "ours" else 0
+        return float(c.n_layer * (memory_kv + position_keys))
 
     def window_flops(self, length: int) -> float:
         """Forward FLOPs of one window of :meth:`window_last_nll` (all rows but one query in the last layer)."""
