@@ -436,3 +436,5 @@ def test_bad_tables_are_refused():
         recl(np.zeros((1, 2, 4)), (1, 2), ["a"], r=0.5, c0=3)
     with pytest.raises(TxlabError, match="not in the group"):
         recl(np.zeros((1, 2, 4)), (1, 2), ["a"], r=0.5, caps={"b": 1})
+    with pytest.raises(TxlabError, match="placebo table holds NaN"):
+        recl(np.zeros((1, 2, 4)), (1, 2), ["a"], r=0.5, placebo=np.full((1, 1, 4), np.inf))

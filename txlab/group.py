@@ -319,7 +319,7 @@ def recl_groups(
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
                  f"size {s.size} | corpus {s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
-                 f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | device {s.device}")
+                 f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}")
         results.append(run_group(group, out_dir, fig_dir, echo, progress))
     return results
 

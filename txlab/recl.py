@@ -264,16 +264,16 @@ def _capped_walk(gains, grid, threshold, start, cap: int | None) -> tuple[int, b
 
 def _walk_models(table, grid, models, r, threshold, caps, start, placebo=None) -> list[ReclResult]:
     gains = step_gains(table, r)  # [M, G-1]
-    fake = None if placebo is None else placebo_step_gains(table, placebo, r)  # [M, G-1]
+    placebo_gains = None if placebo is None else placebo_step_gains(table, placebo, r)  # [M, G-1]
     results = []
     for i, name in enumerate(models):
         cap = (caps or {}).get(name)
         c, censored = _capped_walk(gains[i], grid, threshold, start, cap)
         beyond_placebo = {}
-        if fake is not None:
-            placebo_c, placebo_censored = _capped_walk(gains[i] - fake[i], grid, threshold, start, cap)
+        if placebo_gains is not None:
+            placebo_c, placebo_censored = _capped_walk(gains[i] - placebo_gains[i], grid, threshold, start, cap)
             beyond_placebo = {"placebo_recl": placebo_c, "placebo_censored": placebo_censored,
-                              "placebo_gains": tuple(float(g) for g in fake[i])}
+                              "placebo_gains": tuple(float(g) for g in placebo_gains[i])}
         results.append(ReclResult(name, r, c, censored, tuple(float(g) for g in gains[i]), **beyond_placebo))
     return results
 
