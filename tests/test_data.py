@@ -389,3 +389,18 @@ def test_json_roundtrip_of_vocab_dict_is_stable():
     buf = io.StringIO()
     json.dump(vocab.to_dict(), buf)
     assert Vocab.from_dict(json.loads(buf.getvalue())) == vocab
+
+
+def test_reference_streams_score_what_the_authors_eval_scores():
+    # 11 tokens in 3 streams of 3 (the reference's batchify drops tokens 109 and 110); a stream's first token is only read
+    segs = list(eval_segments(np.arange(100, 111), batch_size=3, tgt_len=2, reference_streams=True))
+    assert len(segs) == 1
+    np.testing.assert_array_equal(segs[0].inputs, [[100, 101], [103, 104], [106, 107]])
+    np.testing.assert_array_equal(segs[0].targets, [[101, 102], [104, 105], [107, 108]])
+    assert segs[0].mask.all()
+    # with one stream both protocols score every target
+    exact, reference = (list(eval_segments(np.arange(50), 1, 8, r)) for r in (False, True))
+    for a, b in zip(exact, reference, strict=True):
+        np.testing.assert_array_equal(a.target_index, b.target_index)
+    with pytest.raises(TxlabError, match="streams of at least 2 tokens"):
+        list(eval_segments(np.arange(5), batch_size=4, tgt_len=2, reference_streams=True))

@@ -229,6 +229,8 @@ def eval_command(
     same_length: bool = typer.Option(None, "--same-length/--no-same-length", help="Every query attends the same number of keys [default: the run's]."),
     attn_len: int = typer.Option(None, "--attn-len", help="The paper's attention length: every query attends exactly this many keys (sets mem_len, same_length)."),
     batch_size: int = typer.Option(None, "--batch-size", help="Evaluation streams [default: the run's eval.batch_size]."),
+    streams: str = typer.Option(None, "--streams", help="exact: every target once; reference: the targets the authors' eval.py scores "
+                                "(each stream's first token and the len % batch tail left out) [default: the run's eval.streams]."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: also the loss per token role and per copy distance, beside the ideal model's."),
     json_output: bool = _JSON,
@@ -243,15 +245,16 @@ def eval_command(
     from txlab.train import evaluate_run
 
     r = evaluate_run(run_dir, split=split, tgt_len=tgt_len, mem_len=mem_len, clamp_len=clamp_len, same_length=same_length,
-                     attn_len=attn_len, batch_size=batch_size, device=device, progress=not quiet, by_role=by_role)
+                     attn_len=attn_len, batch_size=batch_size, streams=streams, device=device, progress=not quiet, by_role=by_role)
     metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
     typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens "
-               f"(tgt_len {r['tgt_len']}, mem_len {r['mem_len']}, clamp_len {r['clamp_len']}, same_length {r['same_length']})")
+               f"(tgt_len {r['tgt_len']}, mem_len {r['mem_len']}, clamp_len {r['clamp_len']}, same_length {r['same_length']}, "
+               f"{r['batch_size']} streams, {r['streams']})")
     if by_role:
         typer.echo(format_summary(r["by_role"]))
     typer.echo(f"written to {r['path']}")
     if json_output:
-        keys = ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "by_role")
+        keys = ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "by_role")
         _print_json({k: r[k] for k in keys if k in r})
 
 

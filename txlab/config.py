@@ -143,6 +143,13 @@ class EvalConfig:
     mem_len: int = _field(-1, "Evaluation memory length; -1 means the model's mem_len.")
     clamp_len: int = _field(-1, "Evaluation clamp_len; -1 means the model's clamp_len.")
     same_length: bool = _field(True, "Every query attends to the same number of keys.")
+    streams: str = _field(
+        "exact",
+        "How the split is cut into batch_size streams: 'exact' scores every target once (the remainder and the targets at "
+        "stream boundaries included); 'reference' as the authors' eval.py (len // batch_size tokens a stream, the rest "
+        "dropped, each stream's first token not scored).",
+        ("exact", "reference"),
+    )
 
 
 @dataclass

@@ -44,7 +44,8 @@ temporary directory and renamed into place, so a crash never leaves a half-writt
 
 Batching. :func:`batchify` and :func:`iter_segments` reproduce the reference's LMOrderedIterator (B
 contiguous streams, segments of tgt_len, optional variable length) with a resumable position;
-:func:`eval_segments` scores every token of a split exactly once, remainder included.
+:func:`eval_segments` scores every token of a split exactly once, remainder included (or, on request,
+exactly the targets the reference's evaluation scores).
 
 Downloads. :func:`fetch_corpus` downloads from the canonical sources (or ``$TXLAB_DATA_MIRROR``), resumes
 partial downloads (``.part`` files, HTTP Range), verifies sizes and sha256 checksums, and unpacks.
@@ -854,12 +855,16 @@ class EvalSegment(NamedTuple):
     """[B, T] int64: the position in the split of each target (-1 where padded)."""
 
 
-def eval_segments(data: np.ndarray, batch_size: int, tgt_len: int) -> Iterator[EvalSegment]:
+def eval_segments(data: np.ndarray, batch_size: int, tgt_len: int, reference_streams: bool = False) -> Iterator[EvalSegment]:
     """Segments that score every token of ``data`` except the first exactly once, remainder included.
 
     The len(data) - 1 targets are cut into B contiguous streams of ceil((len - 1) / B) targets; the
     last stream is shorter and padded at its end (padding comes after every real token of its stream,
     so causal models give the real tokens the same losses). Each stream starts from a fresh state.
+
+    ``reference_streams``: the streams of the authors' eval.py instead (:func:`batchify`): B streams
+    of len // B tokens, the last len % B tokens dropped, each stream's first token read but not
+    scored. That leaves B - 1 targets at the stream boundaries and the dropped tail unscored.
     """
     if tgt_len <= 0 or batch_size <= 0:
         raise TxlabError(f"batch size and segment length must be positive, got {batch_size} and {tgt_len}")
@@ -867,10 +872,16 @@ def eval_segments(data: np.ndarray, batch_size: int, tgt_len: int) -> Iterator[E
     if n_targets < 1:
         raise TxlabError(f"cannot evaluate a split of {len(data)} token(s)")
     batch = min(batch_size, n_targets)
-    per_stream = -(-n_targets // batch)
-    index = np.arange(batch)[:, None] * per_stream + np.arange(per_stream)  # [B, n] input positions
-    mask = index < n_targets
-    index = np.where(mask, index, 0)
+    if reference_streams:
+        stream_len = batchify(data, batch).shape[1]
+        index = np.arange(batch)[:, None] * stream_len + np.arange(stream_len - 1)  # [B, n - 1] input positions
+        mask = np.ones(index.shape, dtype=bool)
+    else:
+        per_stream = -(-n_targets // batch)
+        index = np.arange(batch)[:, None] * per_stream + np.arange(per_stream)  # [B, n] input positions
+        mask = index < n_targets
+        index = np.where(mask, index, 0)
+    per_stream = index.shape[1]
     for lo in range(0, per_stream, tgt_len):
         cols = slice(lo, min(lo + tgt_len, per_stream))
         where, real = index[:, cols], mask[:, cols]

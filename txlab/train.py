@@ -110,9 +110,11 @@ def evaluate(
     max_tokens: int = 0,
     progress: bool = False,
     token_losses: bool = False,
+    reference_streams: bool = False,
 ) -> dict[str, Any]:
     """Token-weighted mean NLL over ``tokens`` (the first ``max_tokens`` + 1 if > 0), every target
-    scored exactly once: the paper's protocol.
+    scored exactly once: the paper's protocol. ``reference_streams``: only the targets the authors'
+    eval.py scores (see :func:`txlab.data.eval_segments`).
 
     With ``token_losses`` the result also holds ``nll``: [len(tokens)] float64 nats in text order,
     NaN for the first token and any token past ``max_tokens`` (what txlab.diagnostics reads)."""
@@ -125,7 +127,7 @@ def evaluate(
     count = 0
     try:
         with using_context(model, context):
-            segments = list(eval_segments(tokens, batch_size, tgt_len))
+            segments = list(eval_segments(tokens, batch_size, tgt_len, reference_streams))
             state = model.init_state(segments[0].inputs.shape[0])
             for seg in Progress(segments, desc="eval", unit="seg", disable=not progress, leave=False):
                 mask = torch.as_tensor(seg.mask, device=model.device)
@@ -349,7 +351,7 @@ def train(
     def run_eval() -> tuple[dict[str, float], dict[str, Any] | None]:
         """The validation metrics, and on synthetic corpora the per-role summary (txlab.diagnostics)."""
         result = evaluate(model, valid_tokens, eval_tgt_len, eval_context, cfg.eval.batch_size, t.eval_tokens,
-                          progress=False, token_losses=valid_truth is not None)
+                          progress=False, token_losses=valid_truth is not None, reference_streams=cfg.eval.streams == "reference")
         metrics = {**metric_summary(result["loss"], corpus.level), "tokens": result["tokens"]}
         if valid_truth is None:
             return metrics, None
@@ -458,6 +460,7 @@ def evaluate_run(
     same_length: bool | None = None,
     attn_len: int | None = None,
     batch_size: int | None = None,
+    streams: str | None = None,
     max_tokens: int = 0,
     device: str = "cpu",
     progress: bool = True,
@@ -468,7 +471,8 @@ def evaluate_run(
 
     Unset options take the run's evaluation settings. ``attn_len`` is the paper's "attention length":
     every query attends exactly that many keys (mem_len = attn_len with same_length on).
-    ``max_tokens`` > 0 scores only the split's first ``max_tokens`` targets.
+    ``max_tokens`` > 0 scores only the split's first ``max_tokens`` targets. ``streams``: 'exact' or
+    'reference' (see ``EvalConfig.streams``).
     Returns loss, ppl (word level) or bpc (character level), tokens scored and the settings used,
     and writes them to ``record_path``, by default ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same][-n<N>].json``.
     ``by_role`` (synthetic corpora only) adds ``by_role``: the loss per token role and per copy distance
@@ -482,7 +486,8 @@ def evaluate_run(
             raise TxlabError("give either --attn-len or --mem-len, not both")
         mem_len, same_length = attn_len, True
     changes = {k: v for k, v in {"tgt_len": tgt_len, "mem_len": mem_len, "clamp_len": clamp_len,
-                                 "same_length": same_length, "batch_size": batch_size, "split": split}.items() if v is not None}
+                                 "same_length": same_length, "batch_size": batch_size, "streams": streams, "split": split}.items()
+               if v is not None}
     eval_cfg = update_dataclass(cfg.eval, changes)
     seg_len, context = evaluation_context(cfg.model, eval_cfg)
     if ckpt.model.max_context is not None and seg_len > ckpt.model.max_context:
@@ -490,16 +495,18 @@ def evaluate_run(
     if by_role and corpus.truth is None:
         raise TxlabError(f"--by-role needs a synthetic corpus (it knows each token's role); {corpus.name} is not one")
     result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress,
-                      token_losses=by_role)
+                      token_losses=by_role, reference_streams=eval_cfg.streams == "reference")
     record = {
         **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "step": ckpt.meta["step"],
         "tgt_len": seg_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
-        "token_stream_sha256": corpus.token_stream_hash(split),
+        "batch_size": eval_cfg.batch_size, "streams": eval_cfg.streams, "token_stream_sha256": corpus.token_stream_hash(split),
     }
     if by_role:
         record["by_role"] = role_summary(result["nll"], corpus.truth[split])
     if record_path is None:
         name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}"
+        if eval_cfg.streams == "reference":  # scores other targets: not the same number
+            name += f"-reference-b{eval_cfg.batch_size}"
         record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}{'-roles' if by_role else ''}.json"
     record["path"] = str(write_json_atomic(record_path, record))
     return record
