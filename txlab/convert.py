@@ -379,6 +379,7 @@ def _ties(inputs: Sequence[torch.Tensor | None], outputs: Sequence[torch.Tensor 
 
 
 def _untied_note(what: str, ties: bool | list[bool]) -> list[str]:
+    """The import note for ``ties`` (from :func:`_ties`) of ``what``, if anything is untied."""
     if ties is True:
         return []
     clusters = "every cluster" if ties is False else "cluster(s) " + ", ".join(str(i) for i, tied in enumerate(ties) if not tied)
@@ -391,8 +392,9 @@ def _convert_state_dict(
     """A source state dict as (txlab config, txlab state dict, notes on what was changed).
 
     ``cfg`` gives the shape; ``untie_r``, ``tie_weight``, ``tie_projs`` and ``full_width_proj`` are
-    read off the weights and set in the returned config. ``hf_ties``: ties a Hugging Face config declares (their output
-    copies are taken from the inputs, present or not). ``where`` names the source in errors.
+    read off the weights and set in the returned config. ``hf_ties``: ties a Hugging Face config
+    declares (their output copies are taken from the inputs, present or not). ``where`` names the
+    source in errors.
     """
     if cfg.family != "xl" or cfg.pos_enc != "ours":
         raise TxlabError("imported checkpoints are Transformer-XL with the paper's attention: model.family must be 'xl' and model.pos_enc 'ours'")
