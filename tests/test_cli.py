@@ -58,6 +58,11 @@ def test_train_then_eval_end_to_end(tmp_path):
     result = runner.invoke(app, ["roles", str(run), str(run), "--out", str(tmp_path / "fig" / "roles.png"), "--quiet"])
     assert result.exit_code == 0, result.output
     assert {p.name for p in (tmp_path / "fig").iterdir()} == {"roles.png", "roles.pdf", "roles.csv"}
+    # learning curves per role, from the per-role records of training's evaluations (steps 2 and 4)
+    result = runner.invoke(app, ["curves", str(run), "--by-role", "--out", str(tmp_path / "curves" / "roles.png")])
+    assert result.exit_code == 0, result.output
+    points = (tmp_path / "curves" / "roles.csv").read_text().splitlines()
+    assert len(points) == 1 + 2 * 6 and points[0].startswith("label,run,step,tokens_seen,elapsed_s,role,tokens,model")
 
 
 def test_user_errors_exit_2_without_traceback(tmp_path):

@@ -288,11 +288,13 @@ def curves(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories made by `txlab train`."),
     out: Path = typer.Option(Path("figures/train/learning_curves.png"), "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it)."),
     title: str = typer.Option("", "--title", help="Figure title."),
+    by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: one panel per token role, beside the ideal model's loss."),
 ) -> None:
-    """Plot learning curves: validation loss against training tokens and against wall time."""
-    from txlab.report import learning_curves
+    """Plot learning curves: validation loss against training tokens and against wall time
+    (with --by-role: each token role's validation loss against training tokens)."""
+    from txlab.report import learning_curves, role_curves
 
-    written = learning_curves(run_dirs, out, title)
+    written = (role_curves if by_role else learning_curves)(run_dirs, out, title)
     for path in [*written["figures"], written["table"]]:
         typer.echo(f"written {path}")
 

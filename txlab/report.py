@@ -513,3 +513,50 @@ def role_figure(runs: list[dict], out: Path, title: str = "") -> dict[str, list[
     csv = Path(out).with_suffix(".csv")
     write_text_atomic(csv, points.to_csv(index=False))
     return {"figures": written, "table": csv}
+
+
+def role_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[str, list[Path] | Path]:
+    """Learning curves per token role: the validation loss of each role against training tokens, one
+    panel per role, the ideal model with and without the needed context as dashed lines.
+
+    Reads the ``valid_by_role`` records that training writes on synthetic corpora. Writes ``out``
+    (.png and .pdf) and a CSV of the plotted points beside it.
+    """
+    if not run_dirs:
+        raise TxlabError("role_curves needs at least one run directory")
+    rows = []
+    for run_dir in run_dirs:
+        metrics = read_metrics(run_dir)
+        records = metrics[metrics["split"] == "valid_by_role"] if "split" in metrics else metrics.iloc[:0]
+        if records.empty:
+            raise TxlabError(f"{run_dir} has no per-role validation records: it was not trained on a synthetic corpus, or before txlab logged them")
+        label = run_label(run_dir)
+        for record in records.itertuples():
+            for role, group in record.roles.items():
+                if group["tokens"]:
+                    rows.append({"label": label, "run": Path(run_dir).name, "step": record.step, "tokens_seen": record.tokens_seen,
+                                 "elapsed_s": record.elapsed_s, "role": role, **group})
+    points = pd.DataFrame.from_records(rows)
+    roles = list(dict.fromkeys(points["role"]))
+    fig, axes = plt.subplots(2, (len(roles) + 1) // 2, figsize=(4 * ((len(roles) + 1) // 2), 6.5), sharex=True)
+    for ax, role in zip(axes.flat, roles):
+        mine = points[points["role"] == role]
+        for (label, run), group in mine.groupby(["label", "run"], sort=False):
+            ax.plot(group["tokens_seen"] / 1e6, group["model"], marker="o", ms=2.5, label=f"{run}")
+        ideal = mine.iloc[-1]
+        ax.axhline(ideal["ideal_with"], color="black", ls="--", lw=1)
+        ax.axhline(ideal["ideal_without"], color="gray", ls="--", lw=1)
+        ax.set_title(role.replace("_", " "), fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(roles):]:
+        ax.axis("off")
+    for ax in axes[-1]:
+        ax.set_xlabel("training tokens (millions)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("validation loss (nats)")
+    axes.flat[0].legend(fontsize=6)
+    fig.suptitle((title + "\n" if title else "") + "dashed: ideal model with (black) and without (gray) the needed context", fontsize=9)
+    written = save_figure(fig, out)
+    csv = Path(out).with_suffix(".csv")
+    write_text_atomic(csv, points.to_csv(index=False))
+    return {"figures": written, "table": csv}
