@@ -37,3 +37,10 @@ def test_bench_model_rejects_unknown_names():
         bench_model(("huge",))
     with pytest.raises(TxlabError, match="bench mode"):
         bench_model(MICRO, modes=("fast",))
+
+
+def test_generation_rows_time_one_token_a_step_on_both_paths():
+    rows = bench_model(MICRO, modes=("generate_mem16", "generate_mem16_uncached"), batch_size=4, seg_len=8, threads=1, repeats=1, warmup=0)
+    for row in rows:
+        assert row["tokens_per_s"] > 0 and row["batch_size"] == 1 and row["flops_per_token"] > 0
+    assert rows[0]["avoided_flops_per_token"] > 0 == rows[1]["avoided_flops_per_token"]

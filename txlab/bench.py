@@ -11,6 +11,9 @@ of several timed runs after warm-up. Modes:
   the cached evaluation state (:class:`~txlab.model.CachedMemory`: each chunk projects only its own rows).
 - ``eval_memM_uncached``: the same through the training path, which re-projects the whole memory every
   chunk as the authors' code does (the "before" of the cached state).
+- ``generate_memM`` (and ``generate_memM_uncached``): text generation as ``txlab generate`` runs it,
+  one stream, one token per step (read back into the model, then a top-40 sample), after a prompt
+  that fills a memory of M; tokens/s is generated tokens per second.
 - ``vanilla_winL``: the vanilla Transformer's sliding-window evaluation, one prediction per window
   of L tokens (``window_last_nll``), batch_size windows at a time.
 
@@ -60,7 +63,7 @@ REFERENCE_TOKENS_PER_S: dict[tuple[str, str], float] = {
 """The authors' reference code measured once on a 2-core machine of this project's kind, 2 threads, batch 8,
 segments 128: a yardstick only; compare side by side in one run for a ratio you can quote."""
 
-_MODE = re.compile(r"^(train|eval_mem(\d+)(_uncached)?|vanilla_win(\d+))$")
+_MODE = re.compile(r"^(train|eval_mem(\d+)(_uncached)?|vanilla_win(\d+)|generate_mem(\d+)(_uncached)?)$")
 
 
 def _cpu_snapshot() -> tuple[float, float, float] | None:
@@ -165,6 +168,31 @@ def _bench_eval(cfg: ModelConfig, batch_size: int, seg_len: int, mem_len: int, w
     return batch_size * seg_len / seconds, model.flops_per_token(mem_len + seg_len), model.num_parameters(), avoided
 
 
+def _bench_generate(cfg: ModelConfig, mem_len: int, warmup: int, repeats: int, cached: bool,
+                    n_tokens: int = 16) -> tuple[float, float, int, float]:
+    """Generated tokens/s: each timed run samples ``n_tokens`` tokens, one at a time, as txlab generate does."""
+    from txlab.generate import ContextReader, sample_top_k
+    from txlab.lm import Context
+
+    cfg = replace(cfg, tgt_len=mem_len, mem_len=mem_len)
+    model = build_model(cfg).eval()
+    if hasattr(model, "eval_cache"):
+        model.eval_cache = cached
+    model.set_context(Context(mem_len))
+    reader = ContextReader(model, chunk_len=mem_len, window=mem_len)
+    generator = torch.Generator().manual_seed(0)
+    log_probs = [reader.read(torch.randint(0, cfg.n_token, (mem_len,), generator=generator).tolist())]
+
+    def step() -> None:
+        for _ in range(n_tokens):
+            log_probs[0] = reader.read([int(sample_top_k(log_probs[0], 40, 1.0, generator))])
+
+    seconds = _timed(step, warmup, repeats)
+    recomputed = getattr(model, "recomputed_flops_per_token", None)
+    avoided = recomputed(mem_len, 1, 1) if recomputed and cached else 0.0
+    return n_tokens / seconds, model.flops_per_token(mem_len + 1), model.num_parameters(), avoided
+
+
 def _bench_vanilla(cfg: ModelConfig, batch_size: int, window: int, warmup: int, repeats: int) -> tuple[float, float, int]:
     cfg = replace(cfg, family="vanilla", pos_enc="alrfou", tgt_len=window, mem_len=0, max_len=window)
     model = build_model(cfg).eval()
@@ -188,7 +216,7 @@ def bench_model(
     """One row per (config, mode): tokens/s and GFLOP/s (medians of ``repeats`` timed runs).
 
     ``configs``: names from :data:`BENCH_CONFIGS`, or a mapping name -> ModelConfig fields.
-    ``modes``: ``train``, ``eval_mem<M>``, ``eval_mem<M>_uncached``, ``vanilla_win<L>``.
+    ``modes``: ``train``, ``eval_mem<M>``, ``eval_mem<M>_uncached``, ``generate_mem<M>``, ``generate_mem<M>_uncached``, ``vanilla_win<L>``.
 
     ``gflops`` counts useful FLOPs only (:meth:`~txlab.lm.LanguageModel.flops_per_token`); ``avoided_flops_per_token``
     is the re-projection work the cached evaluation state skips (0 for the other modes).
@@ -204,7 +232,8 @@ def bench_model(
     for mode in modes:
         match = _MODE.match(mode)
         if match is None:
-            raise TxlabError(f"unknown bench mode {mode!r}; use train, eval_mem<M>, eval_mem<M>_uncached or vanilla_win<L>")
+            raise TxlabError(f"unknown bench mode {mode!r}; use train, eval_mem<M>, eval_mem<M>_uncached, generate_mem<M>, "
+                             "generate_mem<M>_uncached or vanilla_win<L>")
         parsed[mode] = match
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -216,7 +245,7 @@ def bench_model(
                 torch.manual_seed(seed)
                 load = os.getloadavg()[0]
                 snapshot = _cpu_snapshot()
-                avoided = 0.0
+                avoided, rows_batch = 0.0, batch_size
                 if mode == "train":
                     tok_s, flops, params = _bench_train(cfg, batch_size, seg_len, warmup, repeats)
                     context = f"seg {seg_len} mem {seg_len}"
@@ -225,6 +254,11 @@ def bench_model(
                     cached = not match.group(3)
                     tok_s, flops, params, avoided = _bench_eval(cfg, batch_size, seg_len, mem_len, warmup, repeats, cached)
                     context = f"seg {seg_len} mem {mem_len}" + ("" if cached else ", training path")
+                elif match.group(5):
+                    mem_len, cached = int(match.group(5)), not match.group(6)
+                    tok_s, flops, params, avoided = _bench_generate(cfg, mem_len, warmup, repeats, cached)
+                    context = f"one token a step, mem {mem_len}" + ("" if cached else ", training path")
+                    rows_batch = 1
                 else:
                     window = int(match.group(4))
                     tok_s, flops, params = _bench_vanilla(cfg, batch_size, window, warmup, repeats)
@@ -235,7 +269,7 @@ def bench_model(
                     "family": cfg.family,
                     "mode": mode,
                     "context": context,
-                    "batch_size": batch_size,
+                    "batch_size": rows_batch,
                     "threads": threads,
                     "params": params,
                     "tokens_per_s": tok_s,
