@@ -195,7 +195,8 @@ def window_block_losses(
         rows = hidden[torch.as_tensor(b_idx, device=hidden.device), torch.as_tensor(lengths[c_idx] - 1, device=hidden.device)]  # [N, d]
         cells = (c_idx, t - start)
         assert np.isnan(out[cells]).all(), "a (c, t) cell was scored twice"
-        out[cells] = target_nll(model, rows, tokens[t])
+        if len(t):  # with a sparse grid a batch of windows may serve no target of the block
+            out[cells] = target_nll(model, rows, tokens[t])
         if on_batch:
             on_batch(len(starts))
     assert not np.isnan(out).any(), "a (c, t) cell was never scored"

@@ -12,6 +12,7 @@ results/recl/collection-benchmark-cpu.json under "eval_cache".
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -28,7 +29,7 @@ from txlab.presets import PAPER_VOCAB, resolve_preset
 from txlab.train import evaluation_context
 from txlab.zoo import known_vocab_size
 
-THREADS = 2
+THREADS = int(os.environ.get("THREADS", "2"))
 
 
 def one(size: str, grid: list[int], n_targets: int, batch_size: int, repeats: int) -> dict:
@@ -64,12 +65,12 @@ def main() -> None:
     peak = matmul_peak_gflops(THREADS)
     rows = [
         one("cpu", list(range(64, 513, 64)), 32 if quick else 128, 16, 1 if quick else 3),
-        one("paper", [64, 128, 256, 384, 512, 640], 8 if quick else 32, 8, 1),
+        one("paper", [64, 128, 192], 4 if quick else 16, 4, 1),
     ]
     result = {
         "what": "RECL window-method collection with the cached evaluation state against the training path (each chunk "
-                "re-projecting the memory), interleaved in one run, random weights, 2 threads",
-        "command": "python results/bench/recl_collection_eval_cache.py" + (" --quick" if quick else ""),
+                "re-projecting the memory), interleaved in one run, random weights",
+        "command": f"THREADS={THREADS} python results/bench/recl_collection_eval_cache.py" + (" --quick" if quick else ""),
         "matmul_peak_gflops": peak, "matmul_peak_gflops_after": matmul_peak_gflops(THREADS), "rows": rows,
     }
     path = Path("results/recl/collection-benchmark-cpu.json")
