@@ -32,4 +32,8 @@ def score_roles(
     for run_dir in run_dirs:
         record = evaluate_run(Path(run_dir), split=split, max_tokens=max_tokens, device=device, progress=progress, by_role=True)
         runs.append({"run_dir": str(run_dir), "label": run_label(run_dir), "train_span": training_span(Path(run_dir)), **record})
+    labels = [run["label"] for run in runs]
+    for run in runs:  # runs of one preset on one corpus are told apart by their directories
+        if labels.count(run["label"]) > 1:
+            run["label"] = f"{run['label']} [{Path(run['run_dir']).name}]"
     return {"runs": runs, **role_figure(runs, out, title)}
