@@ -101,6 +101,17 @@ def test_collected_losses_equal_the_literal_definition(case):
     assert np.ptp(want, axis=0).min() > 1e-3  # context length matters for every target: the check has teeth
 
 
+def test_a_sparse_grid_whose_middle_windows_serve_no_target_equals_the_definition():
+    # Windows starting between t0 - 40 + 3 and t0 - 2 reach the block with neither 2 nor 40 tokens:
+    # whole batches of them score nothing.
+    model, context = tiny_model(), Context(mem_len=4, same_length=True)
+    tokens, grid, blocks = token_stream(), (2, 40), (45,)
+    got = collect_losses(model, tokens, grid, blocks, BLOCK_LEN, tgt_len=TGT_LEN, context=context, batch_size=3)
+    model.set_context(context)
+    want = reference_losses(model, tokens, grid, targets_of(blocks, BLOCK_LEN), lambda n: TGT_LEN)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+
+
 def test_chunk_length_matters_only_without_same_length():
     tokens = token_stream()
 

@@ -121,7 +121,7 @@ def gather_windows(tokens: np.ndarray, first: int, count: int, length: int, end:
 def read_fresh(model: LanguageModel, windows: np.ndarray, chunk_len: int | None) -> torch.Tensor:
     """Final hidden states [B, L, d] after reading each window [B, L] from a fresh state, in chunks
     of ``chunk_len`` (None: the whole window as one segment), carrying the state between chunks."""
-    x = torch.as_tensor(np.ascontiguousarray(windows), device=model.device)
+    x = torch.tensor(windows, device=model.device)  # a copy: the windows are a read-only view
     step = chunk_len or x.size(1)
     state = model.init_state(x.size(0))
     hidden = []
