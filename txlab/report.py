@@ -47,6 +47,13 @@ def run_label(run_dir: Path) -> str:
     return f"{name} ({cfg.get('size') or 'custom'}) on {cfg['data']['corpus']}"
 
 
+def distinct_labels(run_dirs: list[Path]) -> list[str]:
+    """:func:`run_label` of each run, with the directory name added where runs share a label
+    (several runs of one preset on one corpus)."""
+    labels = [run_label(run_dir) for run_dir in run_dirs]
+    return [f"{label} [{Path(run_dir).name}]" if labels.count(label) > 1 else label for run_dir, label in zip(run_dirs, labels)]
+
+
 def save_figure(fig: plt.Figure, path: Path) -> list[Path]:
     """Write a figure as PNG (and PDF beside it), atomically."""
     path = Path(path).with_suffix(".png")
@@ -67,12 +74,13 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
     if not run_dirs:
         raise TxlabError("learning_curves needs at least one run directory")
     frames = []
-    for run_dir in run_dirs:
+    labels = distinct_labels(run_dirs)
+    for run_dir, label in zip(run_dirs, labels):
         metrics = read_metrics(run_dir)
         valid = metrics[metrics["split"] == "valid"].copy()
         if valid.empty:
             raise TxlabError(f"{run_dir} has no validation records yet")
-        valid["label"] = run_label(run_dir)
+        valid["label"] = label
         frames.append(valid)
     points = pd.concat(frames, ignore_index=True)[["label", "run", "step", "tokens_seen", "elapsed_s", "loss"]]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from txlab.config import load_config
-from txlab.report import role_figure, run_label
+from txlab.report import distinct_labels, role_figure
 from txlab.train import evaluate_run
 
 
@@ -29,11 +29,7 @@ def score_roles(
 ) -> dict[str, Any]:
     """Score every run by role (records written to each RUN/eval/) and draw the group's figure at ``out``."""
     runs = []
-    for run_dir in run_dirs:
+    for run_dir, label in zip(run_dirs, distinct_labels(run_dirs)):
         record = evaluate_run(Path(run_dir), split=split, max_tokens=max_tokens, device=device, progress=progress, by_role=True)
-        runs.append({"run_dir": str(run_dir), "label": run_label(run_dir), "train_span": training_span(Path(run_dir)), **record})
-    labels = [run["label"] for run in runs]
-    for run in runs:  # runs of one preset on one corpus are told apart by their directories
-        if labels.count(run["label"]) > 1:
-            run["label"] = f"{run['label']} [{Path(run['run_dir']).name}]"
+        runs.append({"run_dir": str(run_dir), "label": label, "train_span": training_span(Path(run_dir)), **record})
     return {"runs": runs, **role_figure(runs, out, title)}
