@@ -126,8 +126,8 @@ _XL128M_PAPER = _merge(
 )
 
 # The recurrent baselines share the XL cpu/tiny training protocol; at cpu size their recurrent widths
-# are chosen so that each has about the parameters of the XL cpu model on the synthetic corpus
-# (1.54M), as the paper compares models of equal budget.
+# are chosen so that each has about the parameters of the XL cpu model on the small synthetic
+# language (0.96M), as the paper compares models of equal budget.
 _RNN_CPU = _merge(_XL_CPU, {"model": {"mem_len": 0, "dropout_hidden": 0.0, "pre_lnorm": False}, "eval": {"mem_len": 0}})
 _RNN_TINY = _merge(_XL_TINY, {"model": {"mem_len": 0}, "eval": {"mem_len": 0}})
 
