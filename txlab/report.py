@@ -66,6 +66,16 @@ def save_figure(fig: plt.Figure, path: Path) -> list[Path]:
     return written
 
 
+def save_figure_with_points(fig: plt.Figure, out: Path, points: pd.DataFrame, title: str = "") -> dict[str, list[Path] | Path]:
+    """Write a figure (PNG and PDF) and the points it plots as a CSV beside it, titled if ``title``."""
+    if title:
+        fig.suptitle(title)
+    written = save_figure(fig, out)
+    csv = Path(out).with_suffix(".csv")
+    write_text_atomic(csv, points.to_csv(index=False))
+    return {"figures": written, "table": csv}
+
+
 def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[str, list[Path] | Path]:
     """Validation loss against training tokens and against wall-clock time, one line per run.
 
@@ -93,12 +103,7 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
     for ax in (by_tokens, by_time):
         ax.grid(alpha=0.3)
     by_time.legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    written = save_figure(fig, out)
-    csv = Path(out).with_suffix(".csv")
-    write_text_atomic(csv, points.to_csv(index=False))
-    return {"figures": written, "table": csv}
+    return save_figure_with_points(fig, out, points, title)
 
 
 def table9_figure(table: Path, out: Path) -> list[Path]:
@@ -515,12 +520,7 @@ def role_figure(runs: list[dict], out: Path, title: str = "") -> dict[str, list[
     by_role.set(ylabel="loss (nats)")
     by_role.grid(alpha=0.3, axis="y")
     by_role.legend(fontsize=6)
-    if title:
-        fig.suptitle(title)
-    written = save_figure(fig, out)
-    csv = Path(out).with_suffix(".csv")
-    write_text_atomic(csv, points.to_csv(index=False))
-    return {"figures": written, "table": csv}
+    return save_figure_with_points(fig, out, points, title)
 
 
 def role_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[str, list[Path] | Path]:
@@ -564,7 +564,4 @@ def role_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[str, l
         ax.set_ylabel("validation loss (nats)")
     axes.flat[0].legend(fontsize=6)
     fig.suptitle((title + "\n" if title else "") + "dashed: ideal model with (black) and without (gray) the needed context", fontsize=9)
-    written = save_figure(fig, out)
-    csv = Path(out).with_suffix(".csv")
-    write_text_atomic(csv, points.to_csv(index=False))
-    return {"figures": written, "table": csv}
+    return save_figure_with_points(fig, out, points)
