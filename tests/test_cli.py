@@ -19,6 +19,14 @@ def test_help_lists_the_commands():
         assert command in result.output
 
 
+@pytest.mark.parametrize("args", [["--version"], ["version"]])
+def test_version_as_option_and_command(args):
+    from txlab import __version__
+
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0 and result.output == f"{__version__}\n"
+
+
 def test_models_json():
     result = runner.invoke(app, ["models", "--size", "paper", "--json"])
     assert result.exit_code == 0, result.output

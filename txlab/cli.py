@@ -38,8 +38,16 @@ app = typer.Typer(
 )
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the txlab version and exit."),
+) -> None:
     """txlab: reproduce and extend the analyses of Transformer-XL (Dai et al., 2019)."""
 
 
