@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from txlab.config import RunConfig, update_dataclass
-from txlab.errors import TxlabError, did_you_mean
+from txlab.errors import did_you_mean
 
 SIZES = ("paper", "cpu", "tiny")
 
@@ -221,10 +221,6 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def preset_names() -> list[str]:
-    return list(PRESETS)
-
-
 def get_preset(name: str) -> Preset:
     if name not in PRESETS:
         raise did_you_mean(name, PRESETS, "preset")
@@ -236,10 +232,3 @@ def resolve_preset(name: str, size: str = "cpu") -> RunConfig:
     preset = get_preset(name)
     cfg = update_dataclass(RunConfig(), preset.overrides(size))
     return update_dataclass(cfg, {"preset": name, "size": size})
-
-
-def paper_vocab(cfg: RunConfig) -> int:
-    """Vocabulary size of the paper corpus a config names (for parameter counts without data)."""
-    if cfg.data.corpus not in PAPER_VOCAB:
-        raise TxlabError(f"no known vocabulary size for corpus {cfg.data.corpus!r}")
-    return PAPER_VOCAB[cfg.data.corpus]
