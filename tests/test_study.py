@@ -83,6 +83,20 @@ def test_row_sets_change_one_row_of_one_profile(tmp_path):
     assert [r.config.model.n_layer for r in study.runs] == [3, 2]
 
 
+def test_row_seeds_give_single_rows_of_one_profile_their_own_seeds(tmp_path):
+    profile = TINY_PROFILE.replace("eval_lens: [8, 48]", 'eval_lens: [8]\n    row_seeds: ["vanilla:0", "norecur-shaw-half:1,3"]')
+    study = load_study(write_study(tmp_path, TABLE, profile))
+    assert [r.run_id for r in study.runs] == [
+        "recur-ours-full-s0", "recur-ours-full-s1", "norecur-shaw-half-s1", "norecur-shaw-half-s3", "vanilla-s0",
+    ]
+    assert [r.config.train.seed for r in study.runs] == [0, 1, 1, 3, 0]
+    for bad, message in (('["vanilla"]', "must look like"), ('["vanilla:0,0"]', "distinct"), ('["vanila:0"]', "Did you mean 'vanilla'"),
+                         ('["vanilla:x"]', "must look like"), ('["vanilla:0", "vanilla:1"]', "listed twice")):
+        broken = TINY_PROFILE.replace("eval_lens: [8, 48]", f"eval_lens: [8]\n    row_seeds: {bad}")
+        with pytest.raises(TxlabError, match=message):
+            load_study(write_study(tmp_path, TABLE, broken))
+
+
 @pytest.mark.parametrize(
     "body, message",
     [
@@ -176,6 +190,25 @@ def test_tiny_study_end_to_end_then_resume_skips_every_finished_stage(tmp_path, 
     again = run_study(path, progress=False, announce=lambda m: None, echo=lambda m: None)
     assert calls == [("vanilla-s0", 128)]
     assert [r["ppl_best"] for r in again["rows"]] == pytest.approx([r["ppl_best"] for r in rows])
+
+    # committed results keep records, not checkpoints: a complete run without its checkpoint is
+    # still done, one with a length unscored trains again from scratch (its old scores are stale)
+    import shutil
+
+    for run_dir in (out / "runs").iterdir():
+        shutil.rmtree(run_dir / "checkpoint")
+    (out / "runs" / "vanilla-s1" / "ablate" / "attn8-valid-n400.json").unlink()
+    lines = []
+    run_study(path, dry_run=True, announce=lines.append, echo=lines.append)
+    status = {line.split()[0]: line.split()[-1] for line in "\n".join(lines).splitlines() if line.endswith(("done", "new"))}
+    assert status == {**{r: "done" for r in status if r != "vanilla-s1"}, "vanilla-s1": "new"} and len(status) == 6
+    from txlab.train import train as real_train
+
+    trained = []
+    monkeypatch.setattr(study_module, "train", lambda cfg, d, **kw: trained.append(cfg.name) or real_train(cfg, d, **kw))
+    calls.clear()
+    run_study(path, progress=False, announce=lambda m: None, echo=lambda m: None)
+    assert trained == ["vanilla-s1"] and sorted(calls) == [("vanilla-s1", 8), ("vanilla-s1", 128)]
 
 
 def test_interrupted_training_resumes_and_a_changed_study_is_refused(tmp_path, monkeypatch):

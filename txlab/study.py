@@ -22,7 +22,9 @@ Every run lives in ``<out>/<name>-<profile>/runs/<run id>/`` and goes through st
 leave a file behind, so a rerun skips what is done and an interrupted study resumes:
 
     fit    (rows with ``fit`` only) fit.json: the config value that fits the memory budget
-    train  checkpoint/ at train.max_steps (an interrupted training resumes from its checkpoint)
+    train  checkpoint/ at train.max_steps (an interrupted training resumes from its checkpoint;
+           a run whose checkpoint was not kept counts as trained when metrics.jsonl reached
+           max_steps and every length is scored, as for committed results)
     eval   ablate/attn<A>-<split>-n<tokens>.json for every evaluation attention length A
 
 ``--shard i/N`` runs every N-th run starting at the i-th, so N machines split a study; copying
@@ -88,6 +90,9 @@ class AblationSettings:
     """Overrides for single rows of this profile: ``<row id>:<key>=<value>`` (e.g. a larger cpu model for one row)."""
     seeds: list[int] = field(default_factory=list)
     """Training seeds (empty: the study's ``seeds``, else [0])."""
+    row_seeds: list[str] = field(default_factory=list)
+    """Seeds for single rows of this profile: ``<row id>:<seed>,<seed>...`` (rows that decide no
+    claim can take one seed where compute is short)."""
     eval_lens: list[int] = field(default_factory=list)
     """Evaluation attention lengths; each run is also scored at its training length (PPL init)."""
     eval_tokens: int = 0
@@ -291,6 +296,24 @@ def _row_sets(settings: AblationSettings, row_ids: set[str], profile: str) -> di
     return by_row
 
 
+def _row_seeds(settings: AblationSettings, row_ids: set[str], profile: str) -> dict[str, list[int]]:
+    by_row: dict[str, list[int]] = {}
+    for item in settings.row_seeds:
+        row_id, sep, listed = item.partition(":")
+        try:
+            seeds = [int(s) for s in listed.split(",")] if sep else []
+        except ValueError:
+            seeds = []
+        if not seeds or len(set(seeds)) != len(seeds):
+            raise TxlabError(f"profiles.{profile}.row_seeds: {item!r} must look like <row id>:<seed>,<seed>... (distinct integers)")
+        if row_id not in row_ids:
+            raise did_you_mean(row_id, sorted(row_ids), f"row id in profiles.{profile}.row_seeds")
+        if row_id in by_row:
+            raise TxlabError(f"profiles.{profile}.row_seeds: row {row_id!r} is listed twice")
+        by_row[row_id] = seeds
+    return by_row
+
+
 def _meta_model(cfg: RunConfig, n_token: int | None = None):
     """The configured model on the meta device (no memory): for its shape, window and FLOPs."""
     n_token = n_token or cfg.model.n_token or known_vocab_size(cfg.data.corpus) or 2
@@ -390,6 +413,7 @@ def load_study(path: str | Path, profile: str = "cpu") -> Study:
     if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) or len(set(seeds)) != len(seeds):
         raise TxlabError(f"{path}: seeds must be a list of distinct integers, got {seeds!r}")
     per_row = _row_sets(settings, set(ids), profile)
+    seeds_of_row = _row_seeds(settings, set(ids), profile)
     out_dir = Path(settings.out) / f"{name}-{profile}"
 
     runs = []
@@ -398,7 +422,7 @@ def load_study(path: str | Path, profile: str = "cpu") -> Study:
         if row.fit and data.get("memory_budget") is None:
             raise TxlabError(f"{row.where}: fit needs the study's memory_budget (a row id or a number of MiB)")
         eval_lens, init_len = _scoring_lengths(row, cfg, settings)
-        for seed in seeds:
+        for seed in seeds_of_row.get(row.id, seeds):
             run_id = f"{row.id}-s{seed}"
             run_cfg = update_dataclass(cfg, {"name": run_id, "train": {"seed": seed}})
             runs.append(PlannedRun(run_id, row, seed, run_cfg, eval_lens, init_len, out_dir / "runs" / run_id))
@@ -512,14 +536,35 @@ def _is_trained(run: PlannedRun, config: RunConfig) -> bool:
     return read_meta(run.directory)["step"] >= config.train.max_steps
 
 
+def _logged_training_step(directory: Path) -> int:
+    """The last training step metrics.jsonl records (0 if none): what a run whose checkpoint was not
+    kept (as in committed results) shows of its training."""
+    path = directory / "metrics.jsonl"
+    step = 0
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line of an interrupted run
+            if isinstance(record, dict) and record.get("split") == "train" and isinstance(record.get("step"), int):
+                step = max(step, record["step"])
+    return step
+
+
 def run_status(run: PlannedRun, settings: AblationSettings) -> str:
-    """'done', 'trained, k/n lengths scored', 'training from step s' or 'new'."""
+    """'done', 'trained, k/n lengths scored', 'resumes at step s' or 'new'.
+
+    A run whose checkpoint is gone (committed results keep records, not weights) is done when its
+    training reached max_steps and every length is scored; otherwise it has to train again."""
     scored = sum(_eval_record_path(run, a, settings).is_file() for a in run.eval_lens)
     if has_checkpoint(run.directory):
         step = read_meta(run.directory)["step"]
         if step >= run.config.train.max_steps:
             return "done" if scored == len(run.eval_lens) else f"trained, {scored}/{len(run.eval_lens)} lengths scored"
         return f"resumes at step {step}"
+    if scored == len(run.eval_lens) and _logged_training_step(run.directory) >= run.config.train.max_steps:
+        return "done"
     return "new"
 
 
@@ -609,6 +654,9 @@ def _write_row_record(run: PlannedRun, config: RunConfig, study: Study) -> None:
 def run_one(run: PlannedRun, config: RunConfig, study: Study, progress: bool, echo: Callable[[str], None]) -> None:
     """The missing stages of one run after ``fit`` (``config`` holds the fitted value): train, evaluate."""
     if not _is_trained(run, config):
+        if not has_checkpoint(run.directory):  # training from scratch: scores of an earlier model are stale
+            for stale in (run.directory / "ablate").glob("attn*.json"):
+                stale.unlink()
         echo(f"{run.run_id}: training ({config.train.max_steps} steps)")
         train(config, run.directory, progress=progress, echo=echo)
     _evaluate(run, config, study.settings, model_window(config), progress, echo)
