@@ -123,3 +123,43 @@ def test_ablation_report_tests_the_claims_seed_by_seed(tmp_path):
     assert (claim["seeds"], claim["diff_mean"], claim["diff_std"], claim["verdict"]) == (3, 2.0, 0.5, "holds")
     assert "ours beats Shaw" in (out / "claims.md").read_text()
     assert list(pd.read_csv(out / "claims.csv")["verdict"]) == ["holds"]
+
+
+def role_record(step, copy_value, buckets):
+    """A per-role validation record as training logs it: every role with the ideal model's two losses."""
+    ideal = {"background": (1.0, 4.8), "hint": (2.8, 2.8), "source_value": (3.5, 6.2), "copy_value": (0.0, 6.2)}
+    roles = {role: {"tokens": 10, "model": with_ + 1.0, "ideal_with": with_, "ideal_without": without} for role, (with_, without) in ideal.items()}
+    roles["copy_value"]["model"] = copy_value
+    return {"step": step, "split": "valid_by_role", "roles": roles, "tokens_seen": 100 * step, "elapsed_s": 1.0,
+            "copy_distance": [{"lo": lo, "hi": hi, "tokens": n, "model": m, "ideal_with": 0.0, "ideal_without": 6.2} for lo, hi, n, m in buckets]}
+
+
+def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(tmp_path):
+    out = tmp_path / "results"
+    # segment 16: the buckets from 16 on are the copies only memory can resolve
+    finals = {0: (2.0, [(8, 16, 30, 1.0), (16, 24, 10, 3.0), (24, 32, 30, 5.0)]), 1: (4.0, [(8, 16, 30, 2.0), (16, 24, 10, 6.0), (24, 32, 30, 6.0)])}
+    for seed, (copy_value, buckets) in finals.items():
+        fake_ablation_run(out, f"xl-s{seed}", "xl", seed, {32: 20.0})
+        records = [role_record(10, 9.0, [(8, 32, 70, 9.0)]), role_record(20, copy_value, buckets)]
+        (out / "runs" / f"xl-s{seed}" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    fake_ablation_run(out, "other-s0", "other", 0, {32: 20.0})  # no metrics.jsonl (not a synthetic run): left out
+    result = write_ablation_report(out, tmp_path / "figures", [("remark", "Remark")], ["xl-s0", "xl-s1", "other-s0"])
+    assert str(out / "learned.md") in result["files"]
+    # beyond the segment: seed 0 (3*10 + 5*30)/40 = 4.5, seed 1 (6*10 + 6*30)/40 = 6 -> mean 5.25, sd 1.06
+    assert (out / "learned.md").read_text().splitlines() == [
+        "| Row | Seeds | background | hint | source value | copied value | copied value, D >= segment |",
+        "|---|---|---|---|---|---|---|",
+        "| ideal model, needed context in view | | 1.00 | 2.80 | 3.50 | 0.00 | 0.00 |",
+        "| ideal model, without it | | 4.80 | 2.80 | 6.20 | 6.20 | 6.20 |",
+        "| xl | 2 | 2.00 ± 0.00 | 3.80 ± 0.00 | 4.50 ± 0.00 | 3.00 ± 1.41 | 5.25 ± 1.06 |",
+    ]
+    learned = pd.read_csv(out / "learned.csv")
+    assert set(learned["step"]) == {20} and list(learned[learned["what"] == "model"]["copy_beyond_segment"]) == [4.5, 6.0]
+
+
+def test_copies_beyond_a_distance_with_no_copy_that_far_is_nan():
+    from txlab.report import copies_beyond
+
+    record = role_record(1, 1.0, [(8, 16, 5, 1.0)])
+    assert copies_beyond(record, 16)["tokens"] == 0 and pd.isna(copies_beyond(record, 16)["model"])
+    assert copies_beyond(record, 8)["model"] == 1.0

@@ -443,12 +443,68 @@ def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: 
     return save_figure(fig, out)
 
 
+LEARNED_ROLES = {"background": "background", "hint": "hint", "source_value": "source value", "copy_value": "copied value"}
+"""The token roles of a synthetic corpus the learned-structure table shows, with their headers."""
+
+
+def _last_role_record(run_dir: Path) -> dict | None:
+    """The last per-role validation record of a run's training (None off synthetic corpora)."""
+    if not (Path(run_dir) / "metrics.jsonl").is_file():
+        return None
+    metrics = read_metrics(run_dir)
+    records = metrics[metrics["split"] == "valid_by_role"] if "split" in metrics else metrics.iloc[:0]
+    return None if records.empty else records.iloc[-1].to_dict()
+
+
+def copies_beyond(record: dict, distance: int) -> dict:
+    """Copied-value loss over the distance buckets that start at or beyond ``distance`` (tokens-weighted
+    means of the model and of the ideal model; NaN when no copy lies that far back)."""
+    buckets = [b for b in record["copy_distance"] if b["lo"] >= distance and b["tokens"]]
+    tokens = sum(b["tokens"] for b in buckets)
+    mean = lambda key: sum(b[key] * b["tokens"] for b in buckets) / tokens if tokens else float("nan")  # noqa: E731
+    return {"tokens": tokens, "model": mean("model"), "ideal_with": mean("ideal_with"), "ideal_without": mean("ideal_without")}
+
+
+def learned_rows(out_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
+    """What every run of a study learned on a synthetic corpus, from its last per-role validation in
+    training: one line per run with the loss of each role in LEARNED_ROLES and of the copies whose
+    source lies at or beyond the training segment (which only memory can resolve), and the ideal
+    model's losses with and without the needed context. Empty when no run has per-role records."""
+    lines = []
+    for run in runs.itertuples():
+        record = _last_role_record(Path(out_dir) / "runs" / run.run_id)
+        if record is None:
+            continue
+        groups = {role: record["roles"][role] for role in LEARNED_ROLES} | {"copy_beyond_segment": copies_beyond(record, int(run.backprop_len))}
+        for what in ("model", "ideal_with", "ideal_without"):
+            lines.append({"row_id": run.row_id, "seed": run.seed, "step": record["step"], "segment": int(run.backprop_len), "what": what,
+                          **{role: float(group[what]) for role, group in groups.items()}})
+    return pd.DataFrame(lines)
+
+
+def learned_markdown(learned: pd.DataFrame) -> str:
+    """The learned-structure table: the ideal model's two lines, then each study row's mean ± sd over seeds."""
+    roles = [*LEARNED_ROLES, "copy_beyond_segment"]
+    headers = ["Row", "Seeds", *LEARNED_ROLES.values(), "copied value, D >= segment"]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    first = learned[learned["row_id"] == learned["row_id"].iloc[0]]
+    for what, name in (("ideal_with", "ideal model, needed context in view"), ("ideal_without", "ideal model, without it")):
+        ideal = first[first["what"] == what].iloc[0]
+        lines.append(f"| {name} | | " + " | ".join(f"{ideal[r]:.2f}" for r in roles) + " |")
+    model = learned[learned["what"] == "model"]
+    for row_id, seeds in model.groupby("row_id", sort=False):
+        cells = [f"{seeds[r].mean():.2f}" + (f" ± {seeds[r].std():.2f}" if len(seeds) > 1 else "") for r in roles]
+        lines.append(f"| {row_id} | {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write_ablation_report(
     out_dir: Path, fig_dir: Path, columns: list[tuple[str, str]], run_ids: list[str], title: str = "", claims: list[Claim] | None = None
 ) -> dict:
     """The study's table (table.csv with every number, table.md, table.tex), the curves behind it
     (curves.csv) and the figure (ppl-vs-attn-len.png/.pdf), from the run directories present; with
-    ``claims``, their paired tests over seeds (claims.csv, claims.md; :func:`txlab.claims.evaluate_claims`)."""
+    ``claims``, their paired tests over seeds (claims.csv, claims.md; :func:`txlab.claims.evaluate_claims`);
+    on synthetic corpora, what the runs learned per token role (learned.csv, learned.md)."""
     out_dir, fig_dir = Path(out_dir), Path(fig_dir)
     runs, curves = ablation_curves(out_dir, run_ids)
     if runs.empty:
@@ -460,6 +516,9 @@ def write_ablation_report(
     tested = evaluate_claims(seed_scores(runs, curves), claims) if claims else []
     if tested:
         outputs += [("claims.csv", pd.DataFrame.from_records(tested).to_csv(index=False)), ("claims.md", claims_markdown(tested))]
+    learned = learned_rows(out_dir, runs)
+    if not learned.empty:
+        outputs += [("learned.csv", learned.to_csv(index=False)), ("learned.md", learned_markdown(learned))]
     files = []
     for name, text in outputs:
         files.append(write_text_atomic(out_dir / name, text))
