@@ -177,6 +177,7 @@ def data_info(
 _PRESET = typer.Argument(..., help="Preset name (see `txlab models`), e.g. xl151m, qrnn, lstm, xl128m-shaw.")
 _SIZE = typer.Option("cpu", "--size", help="paper (the paper's setting, for GPUs), cpu (minutes on a laptop) or tiny (a smoke test).")
 _SET = typer.Option([], "--set", help="Override a config value, e.g. --set model.n_layer=6 --set train.lr=1e-3 (repeatable).")
+_DRY_RUN = typer.Option(False, "--dry-run", help="Print the plan (what would run, an estimated time on this machine) and stop.")
 
 
 @app.command()
@@ -203,21 +204,29 @@ def train(
     overrides: list[str] = _SET,
     run_dir: str = typer.Option("", "--run-dir", help="Run directory [default: results/models/<preset>-<size>-<corpus>]."),
     restart: bool = typer.Option(False, "--restart", help="Ignore an existing checkpoint and train from scratch."),
+    dry_run: bool = _DRY_RUN,
     quiet: bool = _QUIET,
 ) -> None:
     """Train a preset (resuming its run directory if a checkpoint is there).
+
+    First prints the plan: the steps and tokens left to train and an estimated time on this machine.
 
     Rerunning the same command after an interruption continues from the last checkpoint; SIGTERM or
     Ctrl-C save one before exiting. Under torchrun (`torchrun --nproc_per_node N -m txlab train ...`)
     each process trains its share of the streams with DistributedDataParallel.
     """
     from txlab.config import to_yaml
+    from txlab.plan import training_plan
     from txlab.train import train as train_run
     from txlab.zoo import run_config, run_dir as default_run_dir
 
     cfg = run_config(preset, size, data or None, config or None, overrides)
     directory = Path(run_dir) if run_dir else default_run_dir(cfg)
     main_process = os.environ.get("RANK", "0") == "0"
+    if main_process:
+        typer.echo(training_plan(cfg, directory, resume=not restart).describe())
+    if dry_run:
+        return
     say = (lambda msg: None) if quiet or not main_process else (lambda msg: typer.echo(msg, err=True))
     say(f"profile: {size} | preset {preset} | corpus {cfg.data.corpus}\n--- resolved config ---\n{to_yaml(cfg)}---")
     result = train_run(cfg, directory, resume=not restart, progress=not quiet, echo=say)
@@ -364,6 +373,7 @@ def speed(
     study: Path = typer.Option(None, "--study", help="A speed study YAML (e.g. studies/table9.yaml); its profile sets the defaults."),
     profile: str = typer.Option("cpu", "--profile", help="The study profile to use (with --study)."),
     name: str = typer.Option(None, "--name", help="Output file stem \\[default: <study name>-<profile> with --study, else table9]."),
+    dry_run: bool = _DRY_RUN,
     out_dir: Path = typer.Option(Path("results/speed"), "--out-dir", help="Where the table (.csv, .md) goes."),
     fig_dir: Path = typer.Option(Path("figures/speed"), "--fig-dir", help="Where the figure (.png, .pdf) goes."),
     json_output: bool = _JSON,
@@ -374,17 +384,22 @@ def speed(
     Vanilla predicts each token from a window of the attn_len tokens before it, recomputed for every prediction; Transformer-XL reads segments with a memory of attn_len, so every query attends exactly attn_len keys.
 
     Both run the same shape, batched, in inference mode with fused attention. The table goes to --out-dir (CSV, Markdown), the figure to --fig-dir.
+
+    First prints the plan with an estimated time on this machine (--dry-run stops there).
     """
     from dataclasses import asdict
 
     from txlab.report import table9_figure
-    from txlab.speed import format_table, resolve_study, speed_table
+    from txlab.speed import format_table, resolve_study, speed_plan, speed_table
 
     chosen = resolve_study(study, profile, attn_len, size=size, run=run, device=device, batch_size=batch_size, tgt_len=tgt_len,
                            budget_s=budget_s, repeats=repeats, warmup=warmup, threads=threads, eval_cache=eval_cache)
     stem = name or chosen.name
     typer.echo(f"profile: {f'{chosen.profile} ({study})' if study else 'defaults'} | attn_len {' '.join(map(str, chosen.attn_lens))} | "
                + " ".join(f"{k} {v}" for k, v in asdict(chosen.settings).items() if v != ""))
+    typer.echo(speed_plan(chosen).describe())
+    if dry_run:
+        return
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     result = speed_table(chosen.attn_lens, chosen.settings, out_dir=out_dir, name=stem, profile=chosen.profile, echo=say)
     figures = table9_figure(Path(result["table"]), fig_dir / f"{stem}.png")
@@ -407,9 +422,10 @@ def recl(
     size: str = typer.Option(None, "--size", help="Size of preset members: paper, cpu or tiny \\[default: the study's, else cpu]."),
     data: str = typer.Option(None, "--data", help="Corpus of preset members \\[default: each preset's own]."),
     overrides: list[str] = typer.Option([], "--set", help="Config override for preset members (where they live, how missing ones train), repeatable."),
-    grid: str = typer.Option(None, "--grid", help="Context lengths, start:stop:step (stop included) or a comma list \\[default: 100:1000:100]."),
-    blocks: int = typer.Option(None, "--blocks", help="Contiguous target blocks \\[default: 20]."),
-    block_len: int = typer.Option(None, "--block-len", help="Targets per block, also the bootstrap block \\[default: 500]."),
+    grid: str = typer.Option(None, "--grid", help="Context lengths, start:stop:step (stop included) or a comma list \\[default: the study's; else 100:1000:100 at --size paper, "
+                             "about ten lengths up to the members' training span at smaller sizes (20:240:20 for the cpu presets)]."),
+    blocks: int = typer.Option(None, "--blocks", help="Contiguous target blocks \\[default: the study's; else 20 at --size paper, 8 otherwise]."),
+    block_len: int = typer.Option(None, "--block-len", help="Targets per block, also the bootstrap block \\[default: the study's; else 500 at --size paper, 250 otherwise]."),
     split: str = typer.Option(None, "--split", help="train, valid or test \\[default: valid]."),
     seed: int = typer.Option(None, "--seed", help="Seed of the target blocks and the bootstrap \\[default: 0]."),
     n_boot: int = typer.Option(None, "--boot", help="Bootstrap resamples for the confidence intervals, 0 for none \\[default: 200]."),
@@ -418,6 +434,7 @@ def recl(
     batch_size: int = typer.Option(None, "--batch-size", help="Windows per forward pass \\[default: 16]."),
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: cpu]."),
     train_missing: bool = typer.Option(None, "--train/--no-train", help="Train presets that have no run yet \\[default: --train]; --no-train refuses instead."),
+    dry_run: bool = _DRY_RUN,
     study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
     profile: str = typer.Option("cpu", "--profile", help="The study profile (with --study)."),
     name: str = typer.Option(None, "--name", help="Group name for the output folders \\[default: members joined by '+', then size and corpus]."),
@@ -429,6 +446,9 @@ def recl(
 ) -> None:
     """Relative effective context length of a group of models (the paper's Table 8, Figures 3 and 4).
 
+    First prints the plan (models to train, token-steps to collect, an estimated time on this machine;
+    --dry-run stops there). Without --study, --size paper scores the paper's grid 100..1000 and 20 x 500
+    targets, a smaller size a grid up to the models' training span and 8 x 250 targets.
     Trains the presets that are missing (or refuses with --no-train), collects per-token losses at
     each context length of --grid on one shared set of target blocks (resumable), and prints each
     model's RECL at each r with a bootstrap interval ('>= c' when it ran off the grid). Example:
@@ -441,7 +461,7 @@ def recl(
         [*group, *(members or [])], study, profile, name, out_dir=out_dir, fig_dir=fig_dir,
         announce=typer.echo, echo=say, progress=not quiet, size=size, data=data, sets=overrides, rs=parse_rs(r), grid=grid, blocks=blocks,
         block_len=block_len, split=split, seed=seed, n_boot=n_boot, placebo=placebo, batch_size=batch_size, device=device,
-        train_missing=train_missing, models_root=models_root,
+        train_missing=train_missing, models_root=models_root, dry_run=dry_run,
     )
     for result in results:
         typer.echo(f"RECL of {result['group']} ({result['n_targets']:,} targets; '>= c': ran off the grid):")

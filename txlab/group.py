@@ -35,6 +35,7 @@ from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
 from txlab.losses import GroupLosses, collect_group_losses
+from txlab.plan import Plan, add_training, evaluation_keys, is_long_on_cpu, machine_gflops, meta_model, quickest, smaller_sizes, vocab_size
 from txlab.presets import PRESETS
 from txlab.train import train
 from txlab.zoo import MODELS_ROOT, run_config, run_dir
@@ -145,6 +146,7 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
         if numbers:
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
         settings = replace(ReclSettings(), **given)
+        settings = collection_defaults(settings, members, given)
         return [Group(name or default_group_name(members, settings), list(members), settings)]
     study_name, groups, settings = load_study(study, profile)
     settings = replace(settings, **given)
@@ -189,15 +191,102 @@ def resolve_member(member: str, settings: ReclSettings) -> Member:
     return Member(member, run_dir(cfg, Path(settings.models_root)), cfg)
 
 
-def training_plan(cfg: RunConfig) -> str:
-    t, m = cfg.train, cfg.model
-    return f"{t.max_steps} steps x {t.batch_size} streams x {m.tgt_len} tokens = {t.max_steps * t.batch_size * m.tgt_len / 1e6:.1f}M training tokens"
-
-
 def collection_cost(settings: ReclSettings) -> int:
     """Token-steps of the window method per model: blocks * (block_len + c_max - c_min) * c_max."""
     grid = settings.context_grid()
     return settings.blocks * (settings.block_len + grid[-1] - grid[0]) * grid[-1]
+
+
+SMALL_COLLECTION = {"blocks": 8, "block_len": 250}
+"""Targets of smaller models, as in the cpu profile of studies/table8.yaml: 2,000 targets in 8 blocks."""
+
+
+def scaled_grid(span: int) -> str:
+    """About ten context lengths up to a training span: steps of a multiple of 10 (20:240:20 for 256)."""
+    step = 10 * max(1, span // 120) if span >= 120 else max(1, span // 12)
+    return f"{step}:{span // step * step}:{step}"
+
+
+def _member_config(member: Member) -> RunConfig:
+    return member.config or update_dataclass(RunConfig(), read_meta(member.run_dir)["config"])
+
+
+def training_span(member: Member) -> int:
+    """The longest context a member saw in training: segment plus memory."""
+    cfg = _member_config(member)
+    return cfg.model.tgt_len + cfg.model.mem_len
+
+
+def collection_defaults(settings: ReclSettings, members: Sequence[str], given: dict[str, Any]) -> ReclSettings:
+    """The grid and targets a command-line group is scored on where ``given`` has none: at size paper the
+    paper's grid and 20 x 500 targets (ReclSettings' defaults); at a smaller size a grid up to the members'
+    longest training span (a model cannot be expected to use more context than it ever saw) and the 2,000
+    targets of the cpu profile, minutes on a laptop."""
+    if settings.size == "paper":
+        return settings
+    chosen: dict[str, Any] = dict(SMALL_COLLECTION)
+    if "grid" not in given:
+        chosen["grid"] = scaled_grid(max(training_span(resolve_member(m, settings)) for m in members))
+    return replace(settings, **{k: v for k, v in chosen.items() if k not in given})
+
+
+def placebo_cost(settings: ReclSettings) -> int:
+    """Token-steps of the placebo losses per model: every target once per grid step c -> c', reading c' tokens."""
+    return settings.blocks * settings.block_len * sum(settings.context_grid()[1:]) if settings.placebo else 0
+
+
+def collection_flops(member: Member, settings: ReclSettings) -> float | None:
+    """Forward FLOPs of one member's loss collection: reading its token-steps (and the placebo's) at the
+    mean keys a query of a window attends (the evaluation memory and half a segment, at most half the
+    window), and the softmax of the one target each (context, target) pair scores."""
+    cfg = _member_config(member)
+    if not vocab_size(cfg):
+        return None
+    model, grid = meta_model(cfg), settings.context_grid()
+    output = model.output_flops_per_token()
+    reading = model.flops_per_token(min(evaluation_keys(cfg), grid[-1] // 2)) - output
+    targets = settings.blocks * settings.block_len
+    scored = targets * len(grid) + (targets * (len(grid) - 1) if settings.placebo else 0)
+    return (collection_cost(settings) + placebo_cost(settings)) * reading + scored * output
+
+
+def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
+    """What the groups will do: the members that train (steps, tokens), what is collected (token-steps), and the FLOPs."""
+    plan = Plan(gflops=gflops)
+    for group in groups:
+        s = group.settings
+        members = [resolve_member(m, s) for m in group.members]
+        plan.add(f"group {group.name}:")
+        for m in members:
+            if m.config is not None:
+                add_training(plan, m.label, m.config, m.run_dir)
+            else:
+                plan.add(f"  {m.label}: run directory {m.run_dir}, used as it is")
+        grid = s.context_grid()
+        placebo = f", {placebo_cost(s) / 1e6:.1f}M more for the placebo losses" if s.placebo else ""
+        flops = [collection_flops(m, s) for m in members]
+        plan.add(f"  collect losses of {len(members)} models on {s.blocks} blocks x {s.block_len} targets of {s.split} at contexts "
+                 f"{grid[0]}..{grid[-1]} ({len(grid)} lengths): {collection_cost(s) / 1e6:.1f}M token-steps each{placebo}, on {s.device} "
+                 "(blocks already collected are skipped)", None if None in flops else sum(flops))
+    return plan
+
+
+def plan_groups(groups: Sequence[Group], given: dict[str, Any] | None, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
+    """:func:`group_plan` at the device's measured ceiling. For a command-line group (``given``: its
+    options) that takes over an hour on a CPU, also the smaller size that would take minutes, with that
+    size's grid and targets where the options give none."""
+    device = groups[0].settings.device
+    plan = group_plan(groups, gflops(device, 0))
+    has_presets = any(resolve_member(m, g.settings).config is not None for g in groups for m in g.members)
+    if given is not None and is_long_on_cpu(plan, device) and has_presets:
+        given = {k: v for k, v in given.items() if v is not None and v != [] and k != "size"}
+        candidates = []
+        for size in smaller_sizes(groups[0].settings.size):
+            smaller = [replace(g, settings=collection_defaults(replace(g.settings, size=size), g.members, given)) for g in groups]
+            s = smaller[0].settings
+            candidates.append((f"--size {size} (grid {s.grid}, {s.blocks} x {s.block_len} targets)", group_plan(smaller, plan.gflops)))
+        plan.faster = quickest(candidates)
+    return plan
 
 
 def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None], progress: bool) -> None:
@@ -211,8 +300,6 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
             + "".join(f" --set {s}" for s in settings.sets) for m in missing
         )
         raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (--no-train given). Train them with: {commands}")
-    for m in missing:
-        echo(f"will train {m.label} into {m.run_dir}: {training_plan(m.config)}")
     for m in missing:
         echo(f"training {m.label} ...")
         result = train(m.config, m.run_dir, resume=True, progress=progress, echo=echo)
@@ -304,24 +391,27 @@ def recl_groups(
     announce: Callable[[str], None] = print,
     echo: Callable[[str], None] = print,
     progress: bool = True,
+    dry_run: bool = False,
     **given: Any,
 ) -> list[dict[str, Any]]:
-    """What `txlab recl` does: resolve the groups (see :func:`resolve_groups`), then :func:`run_group` each.
+    """What `txlab recl` does: resolve the groups (see :func:`resolve_groups`), print the plan, then
+    :func:`run_group` each (none with ``dry_run``).
 
-    ``announce`` gets the settings of each group before it runs; ``echo`` gets the progress messages.
+    ``announce`` gets the settings of each group and the plan before any runs; ``echo`` gets the progress messages.
     """
     groups = resolve_groups(members, study, profile, name, **given)
     for group in groups:  # every group's members resolve before any model trains
         for member in group.members:
             resolve_member(member, group.settings)
-    results = []
     for group in groups:
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
                  f"size {s.size} | corpus {s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}")
-        results.append(run_group(group, out_dir, fig_dir, echo, progress))
-    return results
+    announce(plan_groups(groups, None if study else given).describe())
+    if dry_run:
+        return []
+    return [run_group(group, out_dir, fig_dir, echo, progress) for group in groups]
 
 
 def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -83,6 +83,11 @@ class LanguageModel(nn.Module):
         """
         raise NotImplementedError
 
+    def output_flops_per_token(self) -> float:
+        """The part of :meth:`flops_per_token` spent on the softmax over the vocabulary: what scoring one
+        hidden state costs, beside what reading one token costs."""
+        raise NotImplementedError
+
     def set_context(self, context: Context) -> None:
         """Use these memory settings from now on (no-op for families without them)."""
         self.context = context

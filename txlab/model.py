@@ -665,6 +665,9 @@ class TransformerXL(LanguageModel):
         per_layer = self._flops_kv_per_key() + self._flops_per_query(n_keys)
         return float(self.cfg.n_layer * per_layer + self._flops_io())
 
+    def output_flops_per_token(self) -> float:
+        return float(self.crit.flops_per_token())
+
     def recomputed_flops_per_token(self, n_mem: int, n_query: int, batch_size: int = 1) -> float:
         """Forward FLOPs per predicted token that re-derive what an earlier chunk already computed, when a
         chunk of ``n_query`` tokens per stream (``batch_size`` streams) reads a memory of ``n_mem`` rows.

@@ -219,6 +219,9 @@ class RNNLanguageModel(LanguageModel):
         """
         return float(self.stack.flops_per_token() + self.softmax.flops_per_token())
 
+    def output_flops_per_token(self) -> float:
+        return float(self.softmax.flops_per_token())
+
 
 def build_rnn(cfg: ModelConfig) -> LanguageModel:
     """A freshly initialised LSTM or QRNN language model for ``cfg`` (family 'lstm' or 'qrnn')."""

@@ -51,12 +51,13 @@ import torch
 
 from txlab.bench import _cpu_snapshot, _others_cpu, _timed, matmul_peak_gflops
 from txlab.build import build_model
-from txlab.checkpoint import load_checkpoint
+from txlab.checkpoint import has_checkpoint, load_checkpoint, read_meta
 from txlab.config import RunConfig, read_study, update_dataclass
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
 from txlab.lm import Context
 from txlab.model import TransformerXL
+from txlab.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.train import evaluation_context
 
@@ -156,6 +157,63 @@ def command_line(attn_lens: Sequence[int], settings: SpeedSettings, name: str) -
     if name != "table9":
         parts.append(f"--name {name}")
     return " ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# The plan
+
+
+def check_request(attn_lens: Sequence[int], settings: SpeedSettings) -> None:
+    settings.check()
+    if not attn_lens:
+        raise TxlabError("give at least one attention length")
+    for n in attn_lens:
+        if n < 1:
+            raise TxlabError(f"attention length must be >= 1, got {n}")
+
+
+def _planned_config(settings: SpeedSettings) -> RunConfig:
+    """The configuration :class:`_Models` will time, read without loading weights."""
+    if settings.run:
+        if not has_checkpoint(Path(settings.run)):
+            raise TxlabError(f"{settings.run} holds no checkpoint: is it a run directory made by `txlab train`?")
+        return update_dataclass(RunConfig(), read_meta(Path(settings.run))["config"])
+    return update_dataclass(resolve_preset(PRESET, settings.size), {"model": {"n_token": PAPER_VOCAB["enwik8"]}})
+
+
+def _timing_plan(study: Study, gflops: float | None) -> Plan:
+    settings = study.settings
+    cfg = _planned_config(settings)
+    shape = replace(cfg.model, dropout=0.0, dropatt=0.0)
+    xl = meta_model(replace(cfg, model=replace(shape, family="xl", pos_enc="ours", max_len=0)))
+    tgt_len = settings.tgt_len or evaluation_context(cfg.model, cfg.eval)[0]
+    batch = settings.batch_size or (DEFAULT_GPU_BATCH if torch.device(settings.device).type == "cuda" else 1)
+    plan = Plan(gflops=gflops)
+    label = settings.run or f"{PRESET} at size {settings.size}"
+    plan.add(f"time {label} ({xl.num_parameters() / 1e6:.1f}M parameters) on {settings.device}, {settings.threads} threads, "
+             f"{batch} streams/windows per call:")
+    for n in study.attn_lens:
+        vanilla = meta_model(replace(cfg, model=replace(shape, family="vanilla", pos_enc="alrfou", mem_len=0, same_length=False, max_len=n, tgt_len=n)))
+        xl_flops = batch * (n * xl.flops_per_token(n // 2) + (settings.warmup + settings.repeats) * tgt_len * xl.flops_per_token(n))
+        call_s = seconds_for(batch * vanilla.window_flops(n), gflops) or 0.0
+        vanilla_s = max(settings.budget_s, MIN_VANILLA_CALLS * call_s) + settings.warmup * call_s
+        plan.add(f"  attention length {n}: XL fills {n} tokens of memory and times {settings.repeats} segments of {tgt_len}; "
+                 f"vanilla times windows of {n} for {settings.budget_s:g} s (at least {MIN_VANILLA_CALLS} calls, "
+                 f"about {format_seconds(call_s)} each here)", xl_flops, vanilla_s)
+    return plan
+
+
+def speed_plan(study: Study, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
+    """What `txlab speed` will time and how long it should take here; when that is over an hour on a
+    CPU, the smaller preset size that takes minutes."""
+    settings = study.settings
+    check_request(study.attn_lens, settings)
+    plan = _timing_plan(study, gflops(settings.device, settings.threads))
+    if is_long_on_cpu(plan, settings.device) and not settings.run:
+        candidates = [(f"--size {size}", _timing_plan(replace(study, settings=replace(settings, size=size)), plan.gflops))
+                      for size in smaller_sizes(settings.size)]
+        plan.faster = quickest(candidates)
+    return plan
 
 
 # --------------------------------------------------------------------------------------------------
@@ -399,12 +457,7 @@ def speed_table(
     Returns the settings, the machine, one row per attention length and the paths written.
     """
     settings = settings or SpeedSettings()
-    settings.check()
-    if not attn_lens:
-        raise TxlabError("give at least one attention length")
-    for n in attn_lens:
-        if n < 1:
-            raise TxlabError(f"attention length must be >= 1, got {n}")
+    check_request(attn_lens, settings)
     device = _device(settings.device)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(settings.threads)

@@ -49,12 +49,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
 from txlab import report
-from txlab.bench import matmul_peak_gflops
-from txlab.build import build_model
 from txlab.checkpoint import config_differences, has_checkpoint, read_meta
 from txlab.claims import Claim, read_claims
 from txlab.config import RunConfig, apply_overrides, read_study, to_dict, update_dataclass
@@ -62,7 +59,8 @@ from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.footprint import MIB, fit_length, training_memory
-from txlab.presets import PAPER_SPLIT_TOKENS, PRESETS, resolve_preset
+from txlab.plan import COMPUTE_EFFICIENCY, format_count, format_seconds, machine_gflops, meta_model, seconds_for, split_tokens, training_flops, vocab_size
+from txlab.presets import PRESETS, resolve_preset
 from txlab.train import evaluate_run, train
 from txlab.zoo import known_vocab_size
 
@@ -70,11 +68,6 @@ STUDY_KEYS = ("name", "description", "base", "rows", "grid", "seeds", "columns",
 ROW_KEYS = ("id", "remark", "preset", "recurrence", "encoding", "loss", "set", "eval_lens", "fit")
 SEMANTIC_KEYS = {"recurrence": "model.mem_len", "encoding": "model.pos_enc", "loss": "train.loss"}
 """Row keys named as the paper's table columns, and the config key each one sets."""
-
-COMPUTE_EFFICIENCY = 0.5
-"""Share of the measured matmul ceiling a training or evaluation step achieves: `txlab bench model`
-measures 37-58% for the cpu-size models on CPU. Used only for the time estimate."""
-
 
 @dataclass(frozen=True)
 class AblationSettings:
@@ -314,16 +307,9 @@ def _row_seeds(settings: AblationSettings, row_ids: set[str], profile: str) -> d
     return by_row
 
 
-def _meta_model(cfg: RunConfig, n_token: int | None = None):
-    """The configured model on the meta device (no memory): for its shape, window and FLOPs."""
-    n_token = n_token or cfg.model.n_token or known_vocab_size(cfg.data.corpus) or 2
-    with torch.device("meta"):
-        return build_model(replace(cfg.model, n_token=n_token))
-
-
 def model_window(cfg: RunConfig) -> int | None:
     """The longest context the configured model can use at all (a fixed window), or None."""
-    return _meta_model(cfg).max_context
+    return meta_model(cfg).max_context
 
 
 def _columns(raw: Any, path: Path) -> list[tuple[str, str]]:
@@ -457,56 +443,31 @@ def shard_runs(runs: Sequence[PlannedRun], index: int, count: int) -> list[Plann
 # Cost estimate
 
 
-def _split_tokens(cfg: RunConfig, split: str) -> int | None:
-    corpus = cfg.data.corpus
-    if corpus in PAPER_SPLIT_TOKENS:
-        return PAPER_SPLIT_TOKENS[corpus].get(split)
-    if known_vocab_size(corpus) is not None:  # synthetic: generated at the configured size
-        return cfg.data.synthetic_tokens if split == "train" else cfg.data.synthetic_eval_tokens
-    return None
-
-
 def run_cost(run: PlannedRun, settings: AblationSettings) -> dict[str, Any]:
-    """Parameters and forward+backward FLOPs of a run's training and evaluation (analytic)."""
+    """Parameters and FLOPs of a run's training (forward + backward) and evaluation (analytic)."""
     cfg = run.config
-    n_token = cfg.model.n_token or known_vocab_size(cfg.data.corpus)
+    n_token = vocab_size(cfg)
     row: dict[str, Any] = {"run_id": run.run_id, "params": None, "train_flops": None, "eval_flops": None}
     if n_token is None:
         return row
-    model = _meta_model(cfg, n_token)
-    t = cfg.train
-    train_tokens = t.max_steps * t.batch_size * cfg.model.tgt_len
-    mean_keys = cfg.model.mem_len + (cfg.model.tgt_len + 1) / 2
+    model = meta_model(cfg, n_token)
     row["params"] = model.num_parameters()
-    row["train_flops"] = 3 * train_tokens * model.flops_per_token(int(mean_keys))
-    eval_tokens = settings.eval_tokens or _split_tokens(cfg, settings.split)
+    row["train_flops"] = training_flops(cfg, model=model)
+    eval_tokens = settings.eval_tokens or split_tokens(cfg, settings.split)
     if eval_tokens is not None:
         row["eval_flops"] = sum(eval_tokens * model.flops_per_token(length) for length in run.eval_lens)
     return row
 
 
-def machine_gflops(device: str, threads: int) -> float | None:
-    """Measured matmul ceiling of the study's device (None when the device is absent here)."""
-    if torch.device(device).type != "cpu":
-        return None
-    return matmul_peak_gflops(threads=threads or torch.get_num_threads(), size=1024, repeats=3)
-
-
 def estimate(study: Study, runs: Sequence[PlannedRun], gflops: float | None) -> dict[str, Any]:
     """Per-run costs and the study's estimated time at ``COMPUTE_EFFICIENCY`` x ``gflops``."""
     rows = [run_cost(run, study.settings) for run in runs]
+    for r in rows:
+        known = r["train_flops"] is not None and r["eval_flops"] is not None
+        r["seconds"] = seconds_for(r["train_flops"] + r["eval_flops"], gflops) if known else None
     flops = [r[k] for r in rows for k in ("train_flops", "eval_flops")]
     known = None if any(f is None for f in flops) else sum(flops)
-    seconds = known / (gflops * 1e9 * COMPUTE_EFFICIENCY) if known is not None and gflops else None
-    for r in rows:
-        r["seconds"] = (r["train_flops"] + r["eval_flops"]) / (gflops * 1e9 * COMPUTE_EFFICIENCY) if gflops and r["train_flops"] is not None and r["eval_flops"] is not None else None
-    return {"runs": rows, "total_flops": known, "gflops": gflops, "seconds": seconds}
-
-
-def _fmt_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    return {"runs": rows, "total_flops": known, "gflops": gflops, "seconds": seconds_for(known, gflops)}
 
 
 def describe_plan(study: Study, runs: Sequence[PlannedRun], cost: dict[str, Any]) -> str:
@@ -518,7 +479,7 @@ def describe_plan(study: Study, runs: Sequence[PlannedRun], cost: dict[str, Any]
         params = f"{est['params'] / 1e6:.2f}M" if est["params"] else "-"
         shape = f"{'fit' if run.row.fit == 'model.tgt_len' else c.model.tgt_len}/{c.model.mem_len}"
         lens = ",".join(map(str, run.eval_lens))
-        lines.append(f"{run.run_id:<34} {params:>8} {shape:>9} {c.train.loss:>5} {lens:<28} {_fmt_seconds(est['seconds']):>7}  {run_status(run, study.settings)}")
+        lines.append(f"{run.run_id:<34} {params:>8} {shape:>9} {c.train.loss:>5} {lens:<28} {format_seconds(est['seconds']):>7}  {run_status(run, study.settings)}")
     return "\n".join(lines)
 
 
@@ -644,7 +605,7 @@ def _evaluate(run: PlannedRun, config: RunConfig, settings: AblationSettings, wi
 def _write_row_record(run: PlannedRun, config: RunConfig, study: Study) -> None:
     """What the report needs to know of a run besides its config: its row, seed and how it is scored."""
     write_json_atomic(run.directory / "ablate" / "row.json", {
-        "params": _meta_model(config, _n_token(config)).num_parameters(), "run_id": run.run_id,
+        "params": meta_model(config, _n_token(config)).num_parameters(), "run_id": run.run_id,
         "row_id": run.row.id, "remark": run.row.remark, "seed": run.seed, "init_len": run.init_len,
         "eval_lens": list(run.eval_lens), "split": study.settings.split, "eval_tokens": study.settings.eval_tokens,
         "study": study.name, "profile": study.profile,
@@ -691,8 +652,8 @@ def run_study(
     if not report_only and not gflops:
         announce(f"no time estimate: device {settings.device} cannot be measured on this machine")
     if gflops:
-        announce(f"estimated time {_fmt_seconds(cost['seconds'])} for all of them from scratch "
-                 f"({cost['total_flops'] / 1e12:.1f} TFLOP at {COMPUTE_EFFICIENCY:.0%} of the measured {gflops:.0f} GFLOP/s matmul ceiling)")
+        announce(f"estimated time {format_seconds(cost['seconds'])} for all of them from scratch "
+                 f"({format_count(cost['total_flops'])}FLOP at {COMPUTE_EFFICIENCY:.0%} of the measured {gflops:.0f} GFLOP/s matmul ceiling)")
     result: dict[str, Any] = {"study": study.name, "profile": profile, "shard": [index, count], "plan": cost, "out_dir": str(study.out_dir)}
     if dry_run:
         announce(describe_plan(study, runs, cost))
