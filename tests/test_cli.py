@@ -47,11 +47,11 @@ def test_train_then_eval_end_to_end(tmp_path):
     record = last_json(result.output)
     assert record["tokens"] == 599 and record["mem_len"] == 24 and record["same_length"] is True
     assert abs(record["ppl"] - 2.718281828 ** record["loss"]) < 1e-6 * record["ppl"]
-    assert (run / "eval" / "test-tgt16-mem24-clamp0-same.json").is_file()
+    assert (run / "eval" / "test-tgt16-mem24-clamp0-same-b8.json").is_file()
     # the reference's streams: 600 tokens in 4 streams of 150, each stream's first token not scored
     result = runner.invoke(app, ["eval", str(run), "--split", "test", "--streams", "reference", "--batch-size", "4", "--json", "--quiet"])
     assert result.exit_code == 0, result.output
-    assert last_json(result.output)["tokens"] == 4 * 149 and (run / "eval" / "test-tgt16-mem32-clamp0-same-reference-b4.json").is_file()
+    assert last_json(result.output)["tokens"] == 4 * 149 and (run / "eval" / "test-tgt16-mem32-clamp0-same-b4-reference.json").is_file()
     one_stream = [last_json(runner.invoke(app, ["eval", str(run), "--split", "test", "--streams", s, "--batch-size", "1", "--json", "--quiet"]).output)
                   for s in ("exact", "reference")]
     assert one_stream[0]["loss"] == one_stream[1]["loss"] and one_stream[0]["tokens"] == one_stream[1]["tokens"] == 599

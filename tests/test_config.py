@@ -4,6 +4,7 @@ import pytest
 import yaml
 
 from txlab.config import (
+    check_fields,
     ModelConfig,
     RunConfig,
     apply_overrides,
@@ -122,3 +123,154 @@ def test_read_study_checks_keys_and_applies_the_profile_strictly(tmp_path):
     path.write_text("profiles:\n  cpu: {blocs: 4}\n")
     with pytest.raises(TxlabError, match="profiles.cpu.blocs"):
         read_study(path, (), "cpu", Settings())
+
+
+# --------------------------------------------------------------------------------------------------
+# Declared ranges, and the property: any value resolves to a valid config or is a TxlabError
+
+
+def _leaf_fields(cls=RunConfig, prefix=""):
+    """(dotted key, field) of every value field of the config tree."""
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(f.default_factory() if callable(f.default_factory) else f.default):
+            yield from _leaf_fields(type(f.default_factory()), f"{prefix}{f.name}.")
+        else:
+            yield f"{prefix}{f.name}", f
+
+
+def _is_numeric(annotation) -> bool:
+    text = str(annotation)
+    return "int" in text or "float" in text
+
+
+def test_every_numeric_field_declares_its_range():
+    from txlab.group import ReclSettings
+    from txlab.speed import SpeedSettings
+    from txlab.study import AblationSettings
+
+    undeclared = [key for key, f in _leaf_fields() if _is_numeric(f.type) and f.metadata.get("range") is None]
+    for settings in (AblationSettings, ReclSettings, SpeedSettings):
+        undeclared += [f"{settings.__name__}.{f.name}" for f in dataclasses.fields(settings)
+                       if _is_numeric(f.type) and f.metadata.get("range") is None]
+    assert undeclared == []
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.eval_interval=0", r"train.eval_interval must be >= 1, got 0"),
+        ("train.log_interval=0", r"train.log_interval must be >= 1"),
+        ("train.max_steps=0", r"train.max_steps must be >= 1"),
+        ("model.n_head=0", r"model.n_head must be >= 1"),
+        ("model.dropout=2.0", r"model.dropout must be in \[0, 1\), got 2.0"),
+        ("model.dropatt=1", r"model.dropatt must be in \[0, 1\)"),
+        ("train.lr=.nan", r"train.lr must be > 0, got nan"),
+        ("train.clip=.inf", r"train.clip must be >= 0, got inf"),
+        ("eval.batch_size=0", r"eval.batch_size must be >= 1"),
+        ("eval.mem_len=-7", r"eval.mem_len must be >= 0, or -1, got -7"),
+        ("model.cutoffs=[10, 0]", r"model.cutoffs must be >= 1, got 0"),
+        ("train.seed=-1", r"train.seed must be in \[0, "),
+    ],
+)
+def test_out_of_range_values_name_their_key(override, message):
+    with pytest.raises(TxlabError, match=message):
+        apply_overrides(RunConfig(), [override])
+
+
+def test_special_values_stay_allowed():
+    cfg = apply_overrides(RunConfig(), ["eval.tgt_len=-1", "eval.mem_len=0", "model.mem_len=0", "train.clip=0"])
+    assert (cfg.eval.tgt_len, cfg.eval.mem_len, cfg.model.mem_len, cfg.train.clip) == (-1, 0, 0, 0.0)
+
+
+def test_study_settings_go_through_the_same_checks(tmp_path):
+    from txlab.group import resolve_groups
+    from txlab.speed import resolve_study
+    from txlab.study import load_study
+
+    with pytest.raises(TxlabError, match="n_boot must be >= 0, got -1"):
+        resolve_groups(["xl151m"], None, "cpu", None, n_boot=-1)
+    with pytest.raises(TxlabError, match="batch_size must be >= 1, got 0"):
+        resolve_groups(["xl151m"], None, "cpu", None, batch_size=0)
+    with pytest.raises(TxlabError, match="repeats must be >= 1"):
+        resolve_study(None, "", [100], repeats=0)
+    study = tmp_path / "s.yaml"
+    study.write_text("name: s\nrows: [{id: a, preset: xl151m}]\nprofiles: {cpu: {eval_tokens: -5}}\n")
+    with pytest.raises(TxlabError, match=r"profiles.cpu.eval_tokens must be >= 0, got -5"):
+        load_study(study, "cpu")
+
+
+_VALUES = [
+    -(10**12), -7, -1, 0, 1, 2, 3, 8, 17, 10**6, 10**15, 2**64,
+    float("nan"), float("inf"), float("-inf"), -0.5, 0.0, 1e-30, 0.3, 0.999, 1.0, 2.5, 1e300,
+    "", "x", "ours", "1e-3", "cpu", "full", True, False, None, [], [0], [1, 2], [4, 2], [3, 5], ["a"], [[1]], {"a": 1},
+]
+
+
+def _random_value(rng, f):
+    """Half the time any value at all, half the time one of the field's type near the tiny sizes."""
+    if rng.random() < 0.5:
+        return _VALUES[rng.integers(len(_VALUES))]
+    if f.metadata.get("choices"):
+        return str(rng.choice(f.metadata["choices"]))
+    text = str(f.type)
+    if "bool" in text:
+        return bool(rng.integers(2))
+    if "list" in text:
+        return sorted(int(x) for x in rng.integers(1, 40, size=rng.integers(0, 3)))
+    if "float" in text:
+        return float(rng.choice([0.0, rng.random(), 1e-3]))
+    if "int" in text:
+        return int(rng.integers(-1, 12))
+    return str(rng.choice(["", "x"]))
+
+
+def _exercise(cfg):
+    """Resolve ``cfg`` as training does (vocabulary from a corpus, the memory check), then, when it is
+    small, build it and run one training and one evaluation step: a valid config must work."""
+    import types
+
+    import torch
+
+    from txlab.build import build_model
+    from txlab.capacity import check_fits, parameter_count, step_bytes
+    from txlab.train import evaluation_context, resolve_for_corpus, segment_loss, training_context
+
+    cfg = resolve_for_corpus(cfg, types.SimpleNamespace(n_token=cfg.model.n_token or 40, name="synthetic"))
+    check_fields(cfg)
+    m, t = cfg.model, cfg.train
+    rows = t.batch_size // t.grad_accum
+    check_fits(m, rows, m.tgt_len, m.mem_len, training=True, device="cpu", what="training")
+    eval_len, context = evaluation_context(m, cfg.eval)
+    if parameter_count(m) > 3e5 or step_bytes(m, rows, m.tgt_len, m.mem_len, training=True) > 2e7 or max(m.tgt_len, eval_len) > 64 \
+            or max(m.mem_len, context.mem_len, m.max_len, m.clamp_len) > 256 or rows > 8:
+        return
+    model = build_model(m)
+    model.set_context(training_context(m))
+    tokens = torch.randint(m.n_token, (rows, m.tgt_len + 1))
+    out = model(tokens[:, :-1], model.init_state(rows), tokens[:, 1:])
+    segment_loss(out.nll, t.loss).backward()
+    model.eval()
+    model.set_context(context)
+    with torch.no_grad():
+        model(tokens[:, :eval_len], model.init_state(rows), tokens[:, 1 : eval_len + 1])
+
+
+@pytest.mark.parametrize("preset", ["xl151m", "transformer128m", "xl128m-shaw", "lstm", "qrnn"])
+def test_any_value_resolves_to_a_working_config_or_is_a_txlab_error(preset):
+    """The property, from a seeded generator: 1-3 random values for random keys of a tiny preset."""
+    import numpy as np
+
+    from txlab.presets import resolve_preset
+
+    rng = np.random.default_rng(20)
+    base = resolve_preset(preset, "tiny")
+    fields = [(key, f) for key, f in _leaf_fields() if not key.startswith("data.") and key not in ("train.device", "train.tensorboard")]
+    for trial in range(150):
+        changes = {fields[i][0]: _random_value(rng, fields[i][1]) for i in rng.choice(len(fields), size=rng.integers(1, 4), replace=False)}
+        overrides = [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}" for key, value in changes.items()]
+        try:
+            _exercise(load_config(None, overrides, base=base))
+        except TxlabError:
+            pass
+        except Exception as err:  # noqa: BLE001 - the property: nothing but TxlabError
+            raise AssertionError(f"trial {trial}: {overrides} raised {type(err).__name__}: {err}") from err

@@ -15,8 +15,9 @@ moment leaves either the previous checkpoint or the new one, never a mixture.
 
 from __future__ import annotations
 
-import json
+import os
 import platform
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from txlab.build import build_model
 from txlab.config import RunConfig, to_dict, update_dataclass
 from txlab.data import Vocab
 from txlab.errors import TxlabError
-from txlab.fileio import write_json_atomic
+from txlab.fileio import read_back, read_json, write_json_atomic
 from txlab.lm import LanguageModel
 
 CHECKPOINT_DIR = "checkpoint"
@@ -83,7 +84,7 @@ def save_checkpoint(
     _remove_unfinished_saves(run_dir, keep=old)
     tmp = Path(tempfile.mkdtemp(dir=run_dir, prefix=f".{CHECKPOINT_DIR}."))
     try:
-        save_file(unique_tensors(model), str(tmp / WEIGHTS))
+        _save_weights(unique_tensors(model), tmp / WEIGHTS)
         if train_state is not None:
             torch.save(train_state, tmp / TRAIN_STATE)
         if vocab is not None:
@@ -112,6 +113,18 @@ def save_checkpoint(
     return final
 
 
+def _save_weights(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """safetensors' save_file, with a disk error (full, read-only) raised as the OSError it is."""
+    try:
+        save_file(tensors, str(path))
+    except SafetensorError as err:
+        code = re.search(r"code: (\d+)", str(err))
+        if code is None:
+            raise
+        errno_ = int(code.group(1))
+        raise OSError(errno_, os.strerror(errno_), str(path)) from None
+
+
 def _remove_unfinished_saves(run_dir: Path, keep: Path) -> None:
     """Delete the temporary copies that saves killed before their rename left behind (one full-size
     copy each). One process trains a run directory at a time, so no other save is being written."""
@@ -137,16 +150,13 @@ def has_checkpoint(run_dir: Path) -> bool:
     return True
 
 
+def _remedy(directory: Path) -> str:
+    return f"delete {directory} and rerun `txlab train` (or `txlab import`) to rebuild it"
+
+
 def read_meta(run_dir: Path) -> dict[str, Any]:
-    path = _checkpoint_dir(run_dir) / META
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise TxlabError(f"checkpoint metadata {path} is corrupt: {err}") from None
-    for key in ("config", "step", "vocab_hash"):
-        if key not in meta:
-            raise TxlabError(f"checkpoint metadata {path} is incomplete: no {key!r}")
-    return meta
+    directory = _checkpoint_dir(run_dir)
+    return read_json(directory / META, _remedy(directory), keys={"config": dict, "step": int, "vocab_hash": str, "metrics": dict})
 
 
 @dataclass
@@ -157,6 +167,19 @@ class Checkpoint:
     train_state: dict[str, Any] | None
     vocab: Vocab | None = None
     """The model's own vocabulary when the checkpoint carries one (see :func:`save_checkpoint`)."""
+
+
+TRAIN_STATE_KEYS = ("optimizer", "step", "position", "epoch", "elapsed_s", "tokens_seen", "rng_torch", "recurrent")
+
+
+def _train_state(state: Any) -> dict[str, Any]:
+    """A loaded training state, checked for the entries the trainer resumes from."""
+    if not isinstance(state, dict):
+        raise ValueError(f"the top level is {type(state).__name__}, not a dict")
+    missing = [key for key in TRAIN_STATE_KEYS if key not in state]
+    if missing:
+        raise ValueError(f"no {', '.join(missing)}")
+    return state
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
@@ -214,7 +237,10 @@ def load_checkpoint(
     """
     directory = _checkpoint_dir(run_dir)
     meta = read_meta(run_dir)
-    cfg = update_dataclass(RunConfig(), meta["config"])
+    try:
+        cfg = update_dataclass(RunConfig(), meta["config"])
+    except TxlabError as err:
+        raise TxlabError(f"{directory / META} is damaged ({err}); {_remedy(directory)}") from None
     if expect_model is not None:
         # the resolved config, so keys added to txlab after the checkpoint compare as their defaults
         diffs = config_differences(to_dict(cfg.model), to_dict(expect_model.model), "model.")
@@ -226,10 +252,7 @@ def load_checkpoint(
             f"but this data has vocabulary {expect_vocab_hash[:12]}...: the corpora differ"
         )
     model = build_model(cfg.model)
-    try:
-        tensors = load_file(str(directory / WEIGHTS))
-    except (SafetensorError, OSError) as err:
-        raise TxlabError(f"checkpoint weights {directory / WEIGHTS} are corrupt or truncated: {err}") from None
+    tensors = read_back(directory / WEIGHTS, lambda p: load_file(str(p)), _remedy(directory))
     tensors = _under_saved_names(model, tensors, directory / WEIGHTS)
     tied_aliases = set(model.state_dict()) - set(_unique_named_tensors(model))
     try:
@@ -241,9 +264,7 @@ def load_checkpoint(
         raise TxlabError(f"checkpoint weights {directory / WEIGHTS} do not fit the model: missing {missing}, unexpected {unexpected}")
     train_state = None
     if with_train_state and (directory / TRAIN_STATE).is_file():
-        try:
-            train_state = torch.load(directory / TRAIN_STATE, map_location=map_location, weights_only=True)
-        except Exception as err:  # torch raises several types for a damaged zip/pickle stream
-            raise TxlabError(f"training state {directory / TRAIN_STATE} is corrupt or truncated: {err}") from None
+        train_state = read_back(directory / TRAIN_STATE, lambda p: _train_state(torch.load(p, map_location=map_location, weights_only=True)),
+                                _remedy(directory))
     vocab = Vocab.load(directory / VOCAB) if (directory / VOCAB).is_file() else None
     return Checkpoint(model.to(map_location), cfg, meta, train_state, vocab)

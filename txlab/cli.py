@@ -13,11 +13,11 @@ import typer
 from typer.core import TyperGroup
 
 from txlab import __version__
-from txlab.errors import TxlabError
+from txlab.errors import TxlabError, io_error_message
 
 
 class _Group(TyperGroup):
-    """Root group that reports TxlabError as a clean message with exit code 2."""
+    """Root group that reports TxlabError, and a full or read-only disk, as a clean message with exit code 2."""
 
     def invoke(self, ctx):
         try:
@@ -26,6 +26,12 @@ class _Group(TyperGroup):
             # typer.Exit rather than a click exception class: recent typer vendors its own click, and
             # only typer's public exceptions are handled the same way by every typer version.
             typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(code=2) from None
+        except OSError as err:
+            message = io_error_message(err)
+            if message is None:
+                raise
+            typer.echo(f"error: {message}", err=True)
             raise typer.Exit(code=2) from None
 
 

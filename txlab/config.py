@@ -5,13 +5,16 @@ A run is described by a :class:`RunConfig` holding a :class:`ModelConfig`, :clas
 ``field(metadata={"doc": ...})`` so that errors and ``txlab config`` can explain it.
 
 Resolution order: dataclass defaults < preset < YAML file < ``--set a.b=value`` overrides.
-Unknown keys are errors naming the key and the nearest valid ones; values are type-checked.
+Unknown keys are errors naming the key and the nearest valid ones; values are type-checked, and every
+numeric field declares its valid :class:`Range` next to its doc (``metadata["range"]``), which every
+value given to it must satisfy (:func:`check_fields` checks a whole dataclass, e.g. study settings).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -27,9 +30,68 @@ FAMILIES = ("xl", "vanilla", "lstm", "qrnn")
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
 
 
-def _field(default: Any, doc: str, choices: tuple[str, ...] | None = None) -> Any:
-    """A dataclass field with its documentation (and allowed values) attached."""
-    meta = {"doc": doc, "choices": choices}
+MAX_INT = 2**63 - 1
+"""The largest integer a setting can hold: torch and numpy take 64-bit integers."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric setting accepts: ``low <= value`` (``<`` when ``low_open``), likewise
+    ``high``, always finite; ``special`` values mean something else (e.g. -1: 'as in training')."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    special: tuple[float, ...] = ()
+
+    def contains(self, value: float) -> bool:
+        if value in self.special:
+            return True
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def describe(self) -> str:
+        """'>= 1', 'in [0, 1)', 'finite', with the special values: '>= 0, or -1'."""
+        if self.low is not None and self.high is not None:
+            text = f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+        elif self.low is not None:
+            text = f"{'>' if self.low_open else '>='} {self.low:g}"
+        elif self.high is not None:
+            text = f"{'<' if self.high_open else '<='} {self.high:g}"
+        else:
+            text = "a finite number"
+        return text + "".join(f", or {v:g}" for v in self.special)
+
+    def check(self, value: Any, key: str) -> None:
+        """Raise a TxlabError naming ``key`` unless ``value`` (a number, or a list of numbers) lies in the range."""
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, (int, float)) and not isinstance(item, bool) and not self.contains(item):
+                raise TxlabError(f"{key} must be {self.describe()}, got {item!r}")
+            if isinstance(item, int) and abs(item) > MAX_INT:  # what torch and numpy can hold
+                raise TxlabError(f"{key} must be at most {MAX_INT:,} (a 64-bit integer), got {item:,}")
+
+
+POSITIVE = Range(1)
+"""A count or length of at least 1."""
+NON_NEGATIVE = Range(0)
+"""0 or more (0 usually meaning 'off' or 'the default', as the field's doc says)."""
+POSITIVE_REAL = Range(0, low_open=True)
+"""A real number above 0."""
+PROBABILITY = Range(0, 1, high_open=True)
+"""A dropout probability: 0 (off) up to, but not including, 1."""
+FINITE = Range()
+"""Any finite number (no NaN or infinity)."""
+SEED = Range(0, MAX_INT)
+"""What torch and numpy accept as a seed."""
+
+
+def _field(default: Any, doc: str, choices: tuple[str, ...] | None = None, valid: Range | None = None) -> Any:
+    """A dataclass field with its documentation (and allowed values or range) attached."""
+    meta = {"doc": doc, "choices": choices, "range": valid}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -40,19 +102,20 @@ class ModelConfig:
     """The language model: family, shape, positional encoding, softmax."""
 
     family: str = _field("xl", "Model family: Transformer-XL, vanilla Transformer (Al-Rfou et al.), LSTM or QRNN.", FAMILIES)
-    n_token: int = _field(0, "Vocabulary size; 0 means 'take it from the corpus'.")
-    n_layer: int = _field(4, "Number of layers (Transformer blocks or recurrent layers).")
-    d_model: int = _field(128, "Transformer hidden size; for RNNs the embedding size.")
-    n_head: int = _field(4, "Attention heads.")
-    d_head: int = _field(32, "Size of each attention head.")
-    d_inner: int = _field(512, "Transformer feed-forward inner size; for RNNs the hidden size of each recurrent layer.")
-    d_embed: int = _field(0, "Embedding size before the projection to d_model; 0 means d_model.")
-    dropout: float = _field(0.0, "Dropout on embeddings, residual branches and outputs.")
-    dropatt: float = _field(0.0, "Dropout on attention probabilities.")
+    n_token: int = _field(0, "Vocabulary size; 0 means 'take it from the corpus'.", valid=NON_NEGATIVE)
+    n_layer: int = _field(4, "Number of layers (Transformer blocks or recurrent layers).", valid=POSITIVE)
+    d_model: int = _field(128, "Transformer hidden size; for RNNs the embedding size.", valid=POSITIVE)
+    n_head: int = _field(4, "Attention heads.", valid=POSITIVE)
+    d_head: int = _field(32, "Size of each attention head.", valid=POSITIVE)
+    d_inner: int = _field(512, "Transformer feed-forward inner size; for RNNs the hidden size of each recurrent layer.", valid=POSITIVE)
+    d_embed: int = _field(0, "Embedding size before the projection to d_model; 0 means d_model.", valid=NON_NEGATIVE)
+    dropout: float = _field(0.0, "Dropout on embeddings, residual branches and outputs.", valid=PROBABILITY)
+    dropatt: float = _field(0.0, "Dropout on attention probabilities.", valid=PROBABILITY)
     dropout_hidden: float = _field(
         0.0,
         "RNN only: dropout between recurrent layers. RNN dropouts are variational (one mask per sequence, "
         "as in AWD-LSTM); `dropout` applies the same way to the embeddings and the last layer's output.",
+        valid=PROBABILITY,
     )
     pos_enc: str = _field(
         "ours",
@@ -60,20 +123,21 @@ class ModelConfig:
         "terms a and b), 'vaswani' (absolute sinusoid at the input), 'alrfou' (learned absolute at every layer).",
         POS_ENCODINGS,
     )
-    tgt_len: int = _field(128, "Training segment length (tokens predicted per step and stream).")
-    mem_len: int = _field(128, "Training memory length per layer; 0 turns recurrence off.")
+    tgt_len: int = _field(128, "Training segment length (tokens predicted per step and stream).", valid=POSITIVE)
+    mem_len: int = _field(128, "Training memory length per layer; 0 turns recurrence off.", valid=NON_NEGATIVE)
     same_length: bool = _field(False, "Every query attends to the same number of keys (the paper uses it at evaluation).")
-    clamp_len: int = _field(0, "Relative distances beyond this share one embedding; 0 means no clamping.")
+    clamp_len: int = _field(0, "Relative distances beyond this share one embedding; 0 means no clamping.", valid=NON_NEGATIVE)
     max_len: int = _field(
         0,
         "Rows of the learned position tables: positions for 'alrfou', distances for 'shaw' (longer ones share the last row), "
         "and the vanilla Transformer's window (its longest chunk); 0 means tgt_len + mem_len (vanilla: tgt_len).",
+        valid=NON_NEGATIVE,
     )
     untie_r: bool = _field(False, "Per-layer global biases u and v instead of ones shared by all layers.")
     pre_lnorm: bool = _field(False, "Layer norm before each sub-layer instead of after (the paper uses post-LN).")
     adaptive: bool = _field(False, "Adaptive input and adaptive softmax instead of a plain embedding and softmax.")
-    cutoffs: list[int] = _field([], "Adaptive softmax cluster boundaries, ascending, each below n_token.")
-    div_val: int = _field(1, "Each adaptive cluster's embedding is div_val times smaller than the previous one.")
+    cutoffs: list[int] = _field([], "Adaptive softmax cluster boundaries, ascending, each below n_token.", valid=POSITIVE)
+    div_val: int = _field(1, "Each adaptive cluster's embedding is div_val times smaller than the previous one.", valid=POSITIVE)
     full_width_proj: bool = _field(
         False,
         "Adaptive input and softmax: also project the clusters whose embedding is already d_model wide (the head "
@@ -87,7 +151,7 @@ class ModelConfig:
         "Share the adaptive projections between input and output: true/false for every cluster, or one per cluster "
         "(the authors' WikiText-103 models: [false, true, true, true]).",
     )
-    qrnn_window: int = _field(2, "QRNN only: convolution window of the first layer (later layers use 1).")
+    qrnn_window: int = _field(2, "QRNN only: convolution window of the first layer (later layers use 1).", valid=POSITIVE)
 
 
 @dataclass
@@ -100,10 +164,10 @@ class DataConfig:
     cache_dir: str = _field(
         "", "Where encoded corpora are cached; empty means $TXLAB_CACHE_DIR, else <data_dir>/.encoded if writable, else the user cache."
     )
-    synthetic_tokens: int = _field(2_000_000, "Synthetic corpora only: number of training tokens generated.")
-    synthetic_eval_tokens: int = _field(200_000, "Synthetic corpora only: number of tokens in each of valid and test.")
-    synthetic_seed: int = _field(0, "Synthetic corpora only: sampling seed (the language itself is fixed; each split has its own stream).")
-    synthetic_max_context: int = _field(0, "Synthetic corpora only: move the longest dependency to this many tokens; 0 keeps the variant's.")
+    synthetic_tokens: int = _field(2_000_000, "Synthetic corpora only: number of training tokens generated.", valid=POSITIVE)
+    synthetic_eval_tokens: int = _field(200_000, "Synthetic corpora only: number of tokens in each of valid and test.", valid=POSITIVE)
+    synthetic_seed: int = _field(0, "Synthetic corpora only: sampling seed (the language itself is fixed; each split has its own stream).", valid=SEED)
+    synthetic_max_context: int = _field(0, "Synthetic corpora only: move the longest dependency to this many tokens; 0 keeps the variant's.", valid=NON_NEGATIVE)
     enwik8_drop_newlines: bool = _field(
         False, "enwik8/text8: drop newline bytes after the 90/5/5 split, as the reference preprocessing does (204 symbols); default keeps them."
     )
@@ -113,23 +177,23 @@ class DataConfig:
 class TrainConfig:
     """The optimisation protocol."""
 
-    batch_size: int = _field(8, "Number of contiguous streams trained in parallel.")
-    max_steps: int = _field(1000, "Optimizer steps.")
+    batch_size: int = _field(8, "Number of contiguous streams trained in parallel.", valid=POSITIVE)
+    max_steps: int = _field(1000, "Optimizer steps.", valid=POSITIVE)
     optimizer: str = _field("adam", "Optimizer.", ("adam", "adamw"))
-    lr: float = _field(2.5e-4, "Peak learning rate.")
-    weight_decay: float = _field(0.0, "Weight decay (decoupled for adamw).")
+    lr: float = _field(2.5e-4, "Peak learning rate.", valid=POSITIVE_REAL)
+    weight_decay: float = _field(0.0, "Weight decay (decoupled for adamw).", valid=NON_NEGATIVE)
     scheduler: str = _field("cosine", "Learning-rate schedule after warm-up.", ("cosine", "constant", "inv_sqrt"))
-    warmup_steps: int = _field(0, "Linear warm-up steps.")
-    lr_min: float = _field(0.0, "Final learning rate of the cosine schedule.")
-    clip: float = _field(0.25, "Gradient-norm clipping threshold; 0 disables.")
-    grad_accum: int = _field(1, "Micro-batches accumulated per optimizer step.")
+    warmup_steps: int = _field(0, "Linear warm-up steps.", valid=NON_NEGATIVE)
+    lr_min: float = _field(0.0, "Final learning rate of the cosine schedule.", valid=NON_NEGATIVE)
+    clip: float = _field(0.25, "Gradient-norm clipping threshold; 0 disables.", valid=NON_NEGATIVE)
+    grad_accum: int = _field(1, "Micro-batches accumulated per optimizer step.", valid=POSITIVE)
     loss: str = _field("full", "Cross entropy on every position ('full') or the most recent half of each segment ('half').", ("full", "half"))
-    eval_interval: int = _field(200, "Steps between validation evaluations.")
-    eval_tokens: int = _field(0, "Validation tokens scored at each periodic evaluation; 0 means the whole split.")
-    log_interval: int = _field(20, "Steps between metric lines.")
-    seed: int = _field(0, "Seed for parameters, dropout and data order.")
+    eval_interval: int = _field(200, "Steps between validation evaluations.", valid=POSITIVE)
+    eval_tokens: int = _field(0, "Validation tokens scored at each periodic evaluation; 0 means the whole split.", valid=NON_NEGATIVE)
+    log_interval: int = _field(20, "Steps between metric lines.", valid=POSITIVE)
+    seed: int = _field(0, "Seed for parameters, dropout and data order.", valid=SEED)
     device: str = _field("cpu", "Torch device ('cpu', 'cuda', 'cuda:1', ...).")
-    threads: int = _field(0, "CPU threads for torch; 0 leaves torch's default.")
+    threads: int = _field(0, "CPU threads for torch; 0 leaves torch's default.", valid=NON_NEGATIVE)
     tensorboard: bool = _field(False, "Also log metrics for TensorBoard under <run>/tensorboard (needs `pip install tensorboard`).")
 
 
@@ -138,10 +202,10 @@ class EvalConfig:
     """Evaluation settings; a length of -1 means 'the model's training value'."""
 
     split: str = _field("valid", "Split to score.", ("train", "valid", "test"))
-    batch_size: int = _field(8, "Number of contiguous evaluation streams.")
-    tgt_len: int = _field(-1, "Evaluation segment length; -1 means the model's tgt_len.")
-    mem_len: int = _field(-1, "Evaluation memory length; -1 means the model's mem_len.")
-    clamp_len: int = _field(-1, "Evaluation clamp_len; -1 means the model's clamp_len.")
+    batch_size: int = _field(8, "Number of contiguous evaluation streams.", valid=POSITIVE)
+    tgt_len: int = _field(-1, "Evaluation segment length; -1 means the model's tgt_len.", valid=Range(1, special=(-1,)))
+    mem_len: int = _field(-1, "Evaluation memory length; -1 means the model's mem_len.", valid=Range(0, special=(-1,)))
+    clamp_len: int = _field(-1, "Evaluation clamp_len; -1 means the model's clamp_len.", valid=Range(0, special=(-1,)))
     same_length: bool = _field(True, "Every query attends to the same number of keys.")
     streams: str = _field(
         "exact",
@@ -249,7 +313,31 @@ def update_dataclass(obj: Any, values: dict[str, Any], prefix: str = "") -> Any:
             raise TxlabError(f"config key {key!r} is a value, not a section (it has no keys {', '.join(map(repr, value))})")
         else:
             changes[name] = _coerce(value, hints[name], key, fields[name].metadata.get("choices"))
+            _check_range(fields[name], changes[name], key)
     return dataclasses.replace(obj, **changes)
+
+
+def _check_range(f: dataclasses.Field, value: Any, key: str) -> None:
+    valid = f.metadata.get("range")
+    if valid is not None:
+        valid.check(value, key)
+    elif isinstance(value, float) and not math.isfinite(value):  # no field means NaN or infinity
+        raise TxlabError(f"{key} must be a finite number, got {value!r}")
+
+
+def check_fields(obj: Any, prefix: str = "") -> Any:
+    """Check every field of dataclass ``obj`` (nested ones too) against its declared range and choices;
+    for settings built with ``dataclasses.replace`` (e.g. command-line values over a study profile)."""
+    for f in dataclasses.fields(obj):
+        value, key = getattr(obj, f.name), f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            check_fields(value, f"{key}.")
+            continue
+        choices = f.metadata.get("choices")
+        if choices and value not in choices:
+            raise did_you_mean(str(value), choices, key)
+        _check_range(f, value, key)
+    return obj
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

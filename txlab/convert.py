@@ -82,7 +82,7 @@ from txlab.checkpoint import has_checkpoint, save_checkpoint
 from txlab.config import DataConfig, ModelConfig, RunConfig, load_config, save_config, update_dataclass
 from txlab.data import Vocab
 from txlab.errors import TxlabError
-from txlab.fileio import write_json_atomic
+from txlab.fileio import read_back, write_json_atomic
 from txlab.softmax import cluster_bounds, cluster_dims
 from txlab.zoo import run_config
 
@@ -124,12 +124,20 @@ class _Inert:
         pass
 
 
+def _bounded_bytearray(source: Any = b"", *args: Any) -> bytearray:
+    """bytearray as a pickle rebuilds one, from its bytes; ``bytearray(n)`` would allocate n bytes the
+    file never held (a 100-byte pickle could ask for a petabyte)."""
+    if isinstance(source, int):
+        raise pickle.UnpicklingError(f"it asks for a bytearray of {source:,} bytes it does not hold")
+    return bytearray(source, *args)
+
+
 _CONSTRUCTORS: dict[tuple[str, str], Any] = {
     ("collections", "OrderedDict"): collections.OrderedDict,
     ("collections", "Counter"): collections.Counter,
     ("builtins", "set"): set,
     ("builtins", "frozenset"): frozenset,
-    ("builtins", "bytearray"): bytearray,
+    ("builtins", "bytearray"): _bounded_bytearray,
     ("_codecs", "encode"): codecs.encode,  # how protocol 2 writes bytes
 }
 """Globals a vocabulary pickle may call: they only build data."""
@@ -523,10 +531,12 @@ def _hf_config(path: Path) -> tuple[ModelConfig, _HfTies, bool]:
     """(model config, declared ties, same_length) from a Hugging Face TransfoXL config.json."""
     if not path.is_file():
         raise TxlabError(f"no {path.name} in {path.parent}: a Hugging Face model directory has config.json beside the weights")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise TxlabError(f"{path} is not valid JSON: {err}") from None
+    # a value of the wrong type (a string where a number belongs) names the file as damaged
+    return read_back(path, _parse_hf_config, "fix it, or download the model again")
+
+
+def _parse_hf_config(path: Path) -> tuple[ModelConfig, _HfTies, bool]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(raw, dict):
         raise TxlabError(f"{path} must hold a JSON object")
     if raw.get("model_type", "transfo-xl") != "transfo-xl":
@@ -542,13 +552,13 @@ def _hf_config(path: Path) -> tuple[ModelConfig, _HfTies, bool]:
     cutoffs = list(c["cutoffs"])
     tie_projs = c.get("tie_projs") or [False] + [bool(c["proj_share_all_but_first"])] * len(cutoffs)
     ties = _HfTies(bool(c.get("tie_word_embeddings", c.get("tie_weight", True))), tuple(bool(x) for x in tie_projs))
-    model = ModelConfig(
-        family="xl", pos_enc="ours", n_token=int(c["vocab_size"]), n_layer=c["n_layer"], d_model=c["d_model"],
+    model = update_dataclass(ModelConfig(), dict(  # checks every value's type and range
+        family="xl", pos_enc="ours", n_token=c["vocab_size"], n_layer=c["n_layer"], d_model=c["d_model"],
         n_head=c["n_head"], d_head=c["d_head"], d_inner=c["d_inner"], d_embed=c["d_embed"],
-        dropout=float(c["dropout"]), dropatt=float(c["dropatt"]), tgt_len=c.get("tgt_len", ModelConfig.tgt_len),
+        dropout=c["dropout"], dropatt=c["dropatt"], tgt_len=c.get("tgt_len", ModelConfig.tgt_len),
         mem_len=c["mem_len"], same_length=bool(c["same_length"]), clamp_len=max(0, c["clamp_len"]),
         pre_lnorm=bool(c["pre_lnorm"]), adaptive=bool(cutoffs), cutoffs=cutoffs, div_val=c["div_val"],
-    )
+    ), prefix=f"{path.name}: model.")
     return model, ties, bool(c["same_length"])
 
 

@@ -81,7 +81,7 @@ import platformdirs
 from txlab import __version__, synthetic
 from txlab.config import DataConfig
 from txlab.errors import TxlabError, did_you_mean
-from txlab.fileio import write_atomic, write_json_atomic
+from txlab.fileio import load_npy, read_back, read_json, write_atomic, write_json_atomic
 from txlab.progress import Progress
 
 SPLITS = ("train", "valid", "test")
@@ -173,25 +173,28 @@ class Vocab:
         return write_atomic(path, lambda fh: fh.write("\n".join([header, *self.symbols, ""]).encode("utf-8")))
 
     @classmethod
-    def load(cls, path: str | Path) -> Vocab:
+    def load(cls, path: str | Path, remedy: str = "delete it and rerun the command that wrote it") -> Vocab:
         path = Path(path)
         if not path.is_file():
             raise TxlabError(f"no vocabulary file {path}")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise TxlabError(f"{path} is not UTF-8 text") from None
+        return read_back(path, lambda p: cls._parse(p), remedy)
+
+    @classmethod
+    def _parse(cls, path: Path) -> Vocab:
+        text = path.read_text(encoding="utf-8")
         if path.suffix == ".json":
-            try:
-                return cls.from_dict(json.loads(text), where=str(path))
-            except json.JSONDecodeError as err:
-                raise TxlabError(f"{path} is not valid JSON: {err}") from None
-        header, _, body = text.partition("\n")
-        if not header.startswith("#txlab-vocab "):
-            raise TxlabError(f"{path} does not start with a '#txlab-vocab' header line")
-        meta = json.loads(header.removeprefix("#txlab-vocab "))
-        symbols = body.split("\n")[:-1] if body.endswith("\n") else body.split("\n")
-        return cls.from_dict({"format": "txlab-vocab", "symbols": symbols, **meta}, where=str(path))
+            data = json.loads(text)
+        else:
+            header, _, body = text.partition("\n")
+            if not header.startswith("#txlab-vocab "):
+                raise ValueError("it does not start with a '#txlab-vocab' header line")
+            symbols = body.split("\n")[:-1] if body.endswith("\n") else body.split("\n")
+            data = {**json.loads(header.removeprefix("#txlab-vocab ")), "format": "txlab-vocab", "symbols": symbols}
+        if not isinstance(data, dict) or data.get("format") != "txlab-vocab" or not isinstance(data.get("symbols"), list):
+            raise ValueError("not a txlab vocabulary")
+        if not all(isinstance(s, str) for s in data["symbols"]) or not isinstance(data.get("unk"), (str, type(None))):
+            raise ValueError("its symbols are not all strings")
+        return cls.from_dict(data, where=str(path))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -525,13 +528,20 @@ def _entry_dir(spec: CorpusSpec, directory: Path, options: dict, cfg: DataConfig
 
 
 def _cache_is_valid(entry: Path, sources: _Sources) -> dict | None:
-    """The entry's meta if it was built from exactly these (unchanged) files, else None."""
+    """The entry's meta if it was built from exactly these (unchanged) files, else None (a damaged
+    entry too: it is rebuilt)."""
     try:
-        meta = json.loads((entry / "meta.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        meta = read_json(entry / "meta.json", "", keys={"format": int, "sources": list, "splits": dict, "missing_splits": dict})
+    except (OSError, TxlabError):
         return None
-    recorded = meta.get("sources", [])
-    if meta.get("format") != CACHE_FORMAT or [r["path"] for r in recorded] != [str(p) for p in sources.unique_files()]:
+    recorded = meta["sources"]
+    source_keys = ("path", "size", "quick_sha256", "mtime_ns", "sha256")
+    if not all(isinstance(r, dict) and all(k in r for k in source_keys) for r in recorded) or not all(
+        isinstance(info, dict) and isinstance(info.get("tokens"), int) and isinstance(info.get("dtype"), str)
+        and isinstance(info.get("token_stream_sha256"), str) for info in meta["splits"].values()
+    ):
+        return None
+    if meta["format"] != CACHE_FORMAT or [r["path"] for r in recorded] != [str(p) for p in sources.unique_files()]:
         return None
     if not all((entry / name).is_file() for name in ("vocab.json", *(f"{s}.npy" for s in meta["splits"]))):
         return None
@@ -752,8 +762,13 @@ def _load_real(spec: CorpusSpec, cfg: DataConfig, progress: bool) -> Corpus:
     options = _options(spec, cfg)
     entry = _entry_dir(spec, directory, options, cfg)
     meta = _cache_is_valid(entry, sources) or _build_cache(spec, sources, entry, options, progress)
-    vocab = Vocab.load(entry / "vocab.json")
-    splits = {s: np.load(entry / f"{s}.npy", mmap_mode="r") if info["tokens"] else np.zeros(0, np.dtype(info["dtype"])) for s, info in meta["splits"].items()}
+    remedy = f"delete {entry} and rerun to encode the corpus again"
+    vocab = Vocab.load(entry / "vocab.json", remedy)
+    splits = {s: load_npy(entry / f"{s}.npy", remedy, mmap=True, ndim=1, dtype=info["dtype"]) if info["tokens"] else np.zeros(0, np.dtype(info["dtype"]))
+              for s, info in meta["splits"].items()}
+    for s, info in meta["splits"].items():
+        if len(splits[s]) != info["tokens"]:
+            raise TxlabError(f"{entry / f'{s}.npy'} is damaged ({len(splits[s])} tokens, its meta.json says {info['tokens']}); {remedy}")
     return Corpus(
         spec.name, spec.level, vocab, splits, str(directory), cache_dir=entry, missing=meta["missing_splits"],
         byte_symbols=spec.byte_symbols, _hashes={s: info["token_stream_sha256"] for s, info in meta["splits"].items()},

@@ -1,17 +1,38 @@
-"""Atomic file writes: a reader never sees a half-written result.
+"""Writing and reading back txlab's files: atomic writes, reads that name a damaged file, and the
+lock that keeps a second process out of a run directory.
 
 Each writer writes a temporary file in the destination directory and renames it over the target,
 so an interrupted write leaves either the old file or nothing.
+
+Every file txlab reads back (run metadata, configs, metric logs, checkpoints, loss and corpus caches,
+study outputs, imported files) goes through :func:`read_back` or a reader built on it, which turns a
+parse or shape error into one message: ``FILE is damaged (why); REMEDY`` (delete it, or the command
+that rebuilds it). A disk or permission error while reading or writing stays an OSError, which the
+command line reports as one line naming the path and the errno.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pickle
+import socket
+import sys
 import tempfile
-from collections.abc import Callable
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
+
+import numpy as np
+import yaml
+
+from txlab.errors import TxlabError
+
+T = TypeVar("T")
 
 
 def _current_umask() -> int:
@@ -51,3 +72,172 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
 def write_json_atomic(path: Path, obj: Any) -> Path:
     return write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading back
+
+
+class DamagedFile(TxlabError):
+    """A file txlab wrote (or was given) cannot be parsed, or holds the wrong shape of data."""
+
+    def __init__(self, path: Path | str, why: str, remedy: str) -> None:
+        super().__init__(f"{path} is damaged ({why}); {remedy}")
+        self.path = Path(path)
+
+
+_PARSE_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,  # json.JSONDecodeError, UnicodeDecodeError and numpy's bad headers are ValueErrors
+    TypeError,
+    KeyError,
+    IndexError,
+    EOFError,
+    yaml.YAMLError,
+    pickle.UnpicklingError,
+    zipfile.BadZipFile,
+)
+
+
+def _parse_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that mean 'this content is not what it should be', safetensors' and torch's included
+    (imported here, not at module level: fileio is imported by modules that need neither)."""
+    from safetensors import SafetensorError
+
+    return (*_PARSE_ERRORS, SafetensorError, RuntimeError)
+
+
+def read_back(path: Path | str, parse: Callable[[Path], T], remedy: str) -> T:
+    """``parse(path)``, with any parse or shape error (a ValueError from ``parse``'s own checks
+    included) reported as :class:`DamagedFile`. A missing file is damage too: callers that allow it
+    check first. OSErrors other than a missing file (permissions, a failing disk) propagate."""
+    path = Path(path)
+    try:
+        return parse(path)
+    except FileNotFoundError:
+        raise DamagedFile(path, "missing", remedy) from None
+    except TxlabError:
+        raise
+    except _parse_errors() as err:
+        why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DamagedFile(path, why[:300], remedy) from None
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ValueError(f"{what} is {type(value).__name__}, not {names}")
+    return value
+
+
+def read_json(path: Path | str, remedy: str, keys: dict[str, type | tuple[type, ...]] | None = None) -> dict[str, Any]:
+    """A JSON object from ``path``; ``keys``: entries it must hold, with their types."""
+
+    def parse(p: Path) -> dict[str, Any]:
+        obj = _expect(json.loads(p.read_text(encoding="utf-8")), dict, "the top level")
+        for key, kind in (keys or {}).items():
+            if key not in obj:
+                raise ValueError(f"no {key!r}")
+            _expect(obj[key], kind, repr(key))
+        return obj
+
+    return read_back(path, parse, remedy)
+
+
+def read_jsonl(path: Path | str, remedy: str, on_torn_last_line: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """The JSON objects of a one-object-per-line log. A last line that does not parse is what a
+    kill during an append leaves: with ``on_torn_last_line`` it is dropped (the callback gets a
+    warning to show); anywhere else a bad line is damage."""
+
+    def parse(p: Path) -> list[dict[str, Any]]:
+        lines = p.read_text(encoding="utf-8").splitlines()
+        records = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(_expect(json.loads(line), dict, f"line {number}"))
+            except ValueError as err:
+                if number == len(lines) and on_torn_last_line is not None:
+                    on_torn_last_line(f"{p}: dropped its last line, cut short by an interrupted write ({err})")
+                    continue
+                raise ValueError(f"line {number}: {err}") from None
+        return records
+
+    return read_back(path, parse, remedy)
+
+
+def read_yaml_mapping(path: Path | str, remedy: str) -> dict[str, Any]:
+    """A YAML mapping txlab wrote (a run's config.yaml)."""
+    return read_back(path, lambda p: _expect(yaml.safe_load(p.read_text(encoding="utf-8")), dict, "the top level"), remedy)
+
+
+def load_npy(path: Path | str, remedy: str, *, mmap: bool = False, ndim: int | None = None, dtype: Any = None) -> np.ndarray:
+    """A numpy array (never a pickle) from ``path``, checked for ``ndim`` and ``dtype``."""
+
+    def parse(p: Path) -> np.ndarray:
+        array = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+        if ndim is not None and array.ndim != ndim:
+            raise ValueError(f"{array.ndim} dimensions, expected {ndim}")
+        if dtype is not None and array.dtype != np.dtype(dtype):
+            raise ValueError(f"dtype {array.dtype}, expected {np.dtype(dtype)}")
+        return array
+
+    return read_back(path, parse, remedy)
+
+
+def read_metrics_log(path: Path | str, on_torn_last_line: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """A run's ``metrics.jsonl``: one record per logged step, each with an integer ``step``."""
+    remedy = f"delete the bad lines, or rerun `txlab train --restart` to train {Path(path).parent} again"
+    records = read_jsonl(path, remedy, on_torn_last_line)
+    for number, record in enumerate(records, 1):
+        if not isinstance(record.get("step"), int) or isinstance(record["step"], bool):
+            raise DamagedFile(path, f"record {number} has no integer 'step'", remedy)
+    return records
+
+
+# --------------------------------------------------------------------------------------------------
+# One process at a time in a directory
+
+LOCK_FILE = ".lock"
+
+
+@contextmanager
+def hold_directory(directory: Path | str, command: str) -> Iterator[Path]:
+    """Hold ``directory`` (created if needed) for this process until the block ends, or refuse.
+
+    The lock is the kernel's (``flock`` on ``directory/.lock``), so it ends with its process however
+    that ends (kill -9 included): the lock file of a dead process is simply taken over. The file
+    records the holder (pid, host, command, start) so that a refusal names it. A directory this
+    call created and that holds nothing else at the end is removed again, leaving nothing behind.
+    """
+    directory = Path(directory)
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise TxlabError(
+                f"{directory} is in use by {_lock_holder(path)}; wait for it to finish or stop it, then rerun `{command}`"
+            ) from None
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join([command, *sys.argv[2:]])[:500],
+                  "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+        yield directory
+    finally:
+        if created and [p.name for p in directory.iterdir()] == [LOCK_FILE]:
+            path.unlink()
+            directory.rmdir()
+        os.close(fd)  # releases the lock
+
+
+def _lock_holder(path: Path) -> str:
+    """'pid N on HOST (COMMAND, since TIME)' from a lock file, as far as it can be read."""
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+        return f"pid {holder['pid']} on {holder['host']} ({holder['command']}, since {holder['since']})"
+    except (OSError, ValueError, TypeError, KeyError):
+        return "another process (its lock file names no holder yet)"

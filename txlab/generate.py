@@ -30,10 +30,16 @@ import torch
 
 from txlab import synthetic
 from txlab.checkpoint import Checkpoint, load_checkpoint
+from txlab.config import POSITIVE, SEED, Range
 from txlab.data import CORPORA, EOS, Vocab, load_corpus
 from txlab.errors import TxlabError
 from txlab.lm import LanguageModel
 from txlab.train import evaluation_context
+
+
+TEMPERATURE = Range(0.01, 100)
+"""Temperatures sampling can use: below 0.01 the float32 probabilities underflow to the single most
+likely token (ask for that with --top-k 1), above 100 every token is about equally likely."""
 
 
 def sample_top_k(log_probs: torch.Tensor, top_k: int, temperature: float, generator: torch.Generator) -> torch.Tensor:
@@ -190,12 +196,10 @@ def generate(
     """
     if (prompt is None) == (prompt_file is None):
         raise TxlabError("give the prompt as text (--prompt) or as a file (--prompt-file), one of the two")
-    if n_tokens < 1:
-        raise TxlabError(f"--tokens must be at least 1, got {n_tokens}")
-    if top_k < 1:
-        raise TxlabError(f"--top-k must be at least 1, got {top_k}")
-    if not temperature > 0:
-        raise TxlabError(f"--temperature must be positive, got {temperature}")
+    POSITIVE.check(n_tokens, "--tokens")
+    POSITIVE.check(top_k, "--top-k")
+    TEMPERATURE.check(temperature, "--temperature")
+    SEED.check(seed, "--seed")
     if prompt_file is not None:
         try:
             prompt = Path(prompt_file).read_text(encoding="utf-8")

@@ -30,7 +30,7 @@ import numpy as np
 
 from txlab import recl, report
 from txlab.checkpoint import has_checkpoint, read_meta
-from txlab.config import RunConfig, read_study, update_dataclass
+from txlab.config import NON_NEGATIVE, POSITIVE, SEED, Range, RunConfig, check_fields, read_study, update_dataclass
 from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
@@ -54,21 +54,23 @@ class ReclSettings:
     """Corpus of preset members (empty: each preset's own)."""
     sets: list[str] = field(default_factory=list)
     """Config overrides (``key=value``) for preset members: where their runs live and how missing ones train."""
-    rs: list[float] = field(default_factory=lambda: list(recl.DEFAULT_RS))
+    rs: list[float] = field(default_factory=lambda: list(recl.DEFAULT_RS), metadata={"range": Range(0, 1, low_open=True)})
+    """Fractions of the hardest targets RECL is computed at."""
     grid: str = "100:1000:100"
     """Context lengths: ``start:stop:step`` (stop included) or a comma-separated list."""
-    blocks: int = 20
+    blocks: int = field(default=20, metadata={"range": POSITIVE})
     """Contiguous target blocks drawn from the split."""
-    block_len: int = 500
+    block_len: int = field(default=500, metadata={"range": POSITIVE})
     """Targets per block (also the bootstrap's block)."""
     split: str = "valid"
-    seed: int = 0
+    seed: int = field(default=0, metadata={"range": SEED})
     """Draws the target blocks and the bootstrap resamples."""
-    n_boot: int = 200
+    n_boot: int = field(default=200, metadata={"range": NON_NEGATIVE})
     """Bootstrap resamples for the confidence intervals (0: none)."""
     placebo: bool = False
     """Also collect placebo losses and report each step's placebo gain."""
-    batch_size: int = 16
+    batch_size: int = field(default=16, metadata={"range": POSITIVE})
+    """Windows per forward pass."""
     device: str = "cpu"
     train_missing: bool = True
     """Train preset members that have no checkpoint (else refuse)."""
@@ -145,11 +147,11 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
         numbers = [m for m in members if _is_number(m)]
         if numbers:
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
-        settings = replace(ReclSettings(), **given)
+        settings = check_fields(replace(ReclSettings(), **given))
         settings = collection_defaults(settings, members, given)
         return [Group(name or default_group_name(members, settings), list(members), settings)]
     study_name, groups, settings = load_study(study, profile)
-    settings = replace(settings, **given)
+    settings = check_fields(replace(settings, **given))
     chosen = list(members) or list(groups)
     for group in chosen:
         if group not in groups:
@@ -289,6 +291,21 @@ def plan_groups(groups: Sequence[Group], given: dict[str, Any] | None, gflops: C
     return plan
 
 
+def check_members(members: Sequence[Member]) -> None:
+    """Before any model runs: every member is another run (a symlink or a path spelled otherwise is the
+    same run), and all read one corpus (RECL compares models on one token stream)."""
+    seen: dict[Path, str] = {}
+    for m in members:
+        where = m.run_dir.resolve()
+        if where in seen:
+            raise TxlabError(f"the group names one run twice: {seen[where]} and {m.label} are both {where}")
+        seen[where] = m.label
+    corpora = {m.label: _member_config(m).data.corpus for m in members}
+    if len(set(corpora.values())) > 1:
+        listed = ", ".join(f"{label} on {corpus}" for label, corpus in corpora.items())
+        raise TxlabError(f"the group mixes corpora ({listed}): RECL compares models on one token stream; give --data to put every preset on one corpus")
+
+
 def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None], progress: bool) -> None:
     """Train the preset members without a checkpoint, or refuse when ``settings.train_missing`` is off."""
     missing = [m for m in members if m.config is not None and not has_checkpoint(m.run_dir)]
@@ -355,6 +372,7 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
     labels = [m.label for m in members]
     if len(set(labels)) != len(labels):
         raise TxlabError(f"the group names a model twice: {labels}")
+    check_members(members)
     ensure_trained(members, settings, echo, progress)
     echo(f"collecting losses of {len(members)} models: {collection_cost(settings) / 1e6:.1f}M token-steps each "
          f"({settings.blocks} blocks x {settings.block_len} targets, contexts {grid[0]}..{grid[-1]})")

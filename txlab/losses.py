@@ -82,7 +82,7 @@ from txlab.checkpoint import load_checkpoint, read_meta
 from txlab.config import RunConfig, update_dataclass
 from txlab.data import load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
-from txlab.fileio import write_atomic, write_json_atomic
+from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
 from txlab.lm import Context, LanguageModel
 from txlab.progress import Progress
 from txlab.train import evaluation_context, using_context
@@ -537,31 +537,47 @@ def _write_or_check_meta(directory: Path, meta: dict[str, Any]) -> None:
     if not path.is_file():
         write_json_atomic(path, meta)
         return
-    saved = json.loads(path.read_text())
+    saved = read_json(path, _remedy(directory))
     diffs = [f"{k}: stored {saved.get(k)!r}, now {v!r}" for k, v in meta.items() if saved.get(k) != v]
     if diffs:
         raise TxlabError(f"losses in {directory} were collected with other settings ({'; '.join(diffs)}): delete the directory to collect them again")
 
 
+def _remedy(directory: Path) -> str:
+    return f"delete it and rerun `txlab recl` to collect {directory} again"
+
+
+def _load_blocks(directory: Path, kind: str, n_blocks: int, shape: tuple[int, int]) -> np.ndarray:
+    """The ``kind`` blocks side by side, each checked for its [rows, block_len] shape."""
+    blocks = []
+    for i in range(n_blocks):
+        path = _block_file(directory, kind, i)
+        block = load_npy(path, _remedy(directory), ndim=2)
+        if block.shape != shape:
+            raise TxlabError(f"{path} is damaged (shape {block.shape}, its meta.json says {shape}); {_remedy(directory)}")
+        blocks.append(block)
+    return np.concatenate(blocks, axis=1)
+
+
 def load_losses(directory: str | Path) -> LossTable:
     """A complete loss table from its directory; an error says what is missing."""
     directory = Path(directory)
-    try:
-        meta = json.loads((directory / "meta.json").read_text())
-    except FileNotFoundError:
-        raise TxlabError(f"no loss collection in {directory} (meta.json missing)") from None
+    if not (directory / "meta.json").is_file():
+        raise TxlabError(f"no loss collection in {directory} (meta.json missing)")
+    meta = read_json(directory / "meta.json", _remedy(directory),
+                     keys={"block_starts": list, "block_len": int, "grid": list, "token_stream_sha256": str, "max_context": (int, type(None))})
     n_blocks, block_len = len(meta["block_starts"]), meta["block_len"]
+    grid = tuple(meta["grid"])
+    if not all(isinstance(x, int) for x in [*meta["block_starts"], *grid]) or len(grid) < 2:
+        raise TxlabError(f"{directory / 'meta.json'} is damaged (its grid or block starts are not integers); {_remedy(directory)}")
     missing = [i for i in range(n_blocks) if not _block_file(directory, "block", i).is_file()]
     if missing:
         raise TxlabError(f"the loss collection in {directory} is incomplete ({len(missing)} of {n_blocks} blocks missing): rerun the collection to finish it")
-    losses = np.concatenate([np.load(_block_file(directory, "block", i)) for i in range(n_blocks)], axis=1)  # [G, T]
+    losses = _load_blocks(directory, "block", n_blocks, (len(grid), block_len))  # [G, T]
     placebo = None
     if all(_block_file(directory, "placebo", i).is_file() for i in range(n_blocks)):
-        placebo = np.concatenate([np.load(_block_file(directory, "placebo", i)) for i in range(n_blocks)], axis=1)  # [G-1, T]
+        placebo = _load_blocks(directory, "placebo", n_blocks, (len(grid) - 1, block_len))  # [G-1, T]
     targets = (np.asarray(meta["block_starts"], dtype=np.int64)[:, None] + np.arange(block_len)).reshape(-1)  # [T]
-    grid = tuple(meta["grid"])
-    if losses.shape != (len(grid), len(targets)):
-        raise TxlabError(f"the loss blocks in {directory} do not match its meta.json (shape {losses.shape})")
     return LossTable(losses, grid, targets, block_len, meta["token_stream_sha256"], meta["max_context"], meta, directory, placebo)
 
 

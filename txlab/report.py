@@ -6,7 +6,6 @@ tables and PNG/PDF figures, so reports can be rebuilt anywhere without a model o
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -16,11 +15,10 @@ matplotlib.use("Agg")  # files only, never a window
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-import yaml  # noqa: E402
 
 from txlab.claims import Claim, claims_markdown, evaluate_claims  # noqa: E402
 from txlab.errors import TxlabError  # noqa: E402
-from txlab.fileio import write_atomic, write_text_atomic  # noqa: E402
+from txlab.fileio import read_json, read_metrics_log, read_yaml_mapping, write_atomic, write_text_atomic  # noqa: E402
 
 
 def read_metrics(run_dir: Path) -> pd.DataFrame:
@@ -28,10 +26,7 @@ def read_metrics(run_dir: Path) -> pd.DataFrame:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         raise TxlabError(f"{run_dir} has no metrics.jsonl: is it a run directory made by `txlab train`?")
-    try:
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except json.JSONDecodeError as err:
-        raise TxlabError(f"{path} is corrupt: {err}") from None
+    records = read_metrics_log(path, on_torn_last_line=lambda message: None)  # a run still training may be mid-line
     frame = pd.DataFrame.from_records(records)
     frame["run"] = Path(run_dir).name
     return frame
@@ -42,7 +37,7 @@ def run_label(run_dir: Path) -> str:
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         return Path(run_dir).name
-    cfg = yaml.safe_load(path.read_text())
+    cfg = read_yaml_mapping(path, "delete it and rerun `txlab train` to write it again")
     name = cfg.get("preset") or cfg.get("name") or Path(run_dir).name
     return f"{name} ({cfg.get('size') or 'custom'}) on {cfg['data']['corpus']}"
 
@@ -290,11 +285,11 @@ def init_best(lengths: list[int], values: list[float], init_len: int) -> tuple[f
     return by_length[init_len], best, min(a for a, v in by_length.items() if v == best)
 
 
+STUDY_REMEDY = "delete it and rerun `txlab ablate` to rebuild it"
+
+
 def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise TxlabError(f"{path} is corrupt: {err}") from None
+    return read_json(path, STUDY_REMEDY)
 
 
 def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -307,7 +302,7 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
         if not row_file.is_file() or not (run_dir / "config.yaml").is_file():
             continue
         row = _read_json(row_file)
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+        cfg = read_yaml_mapping(run_dir / "config.yaml", STUDY_REMEDY)
         model = cfg["model"]
         memory_file = next((f for f in (run_dir / "fit.json", run_dir / "memory.json") if f.is_file()), None)
         memory = _read_json(memory_file) if memory_file else {}

@@ -51,8 +51,9 @@ import torch
 
 from txlab.bench import _cpu_snapshot, _others_cpu, _timed, matmul_peak_gflops
 from txlab.build import build_model
+from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, read_meta
-from txlab.config import RunConfig, read_study, update_dataclass
+from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, check_fields, read_study, update_dataclass
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
 from txlab.lm import Context
@@ -85,19 +86,19 @@ class SpeedSettings:
     """A trained run directory to time instead of the preset (its shape, weights and evaluation settings)."""
     device: str = "cpu"
     """cpu, cuda, cuda:1, ..."""
-    batch_size: int = 0
+    batch_size: int = field(default=0, metadata={"range": NON_NEGATIVE})
     """XL streams and vanilla windows per call; 0 = 1 on CPU (one window keeps 2 cores busy) and 10 on a GPU."""
-    tgt_len: int = 0
+    tgt_len: int = field(default=0, metadata={"range": NON_NEGATIVE})
     """XL evaluation segment length; 0 = the model's (80 for the paper's enwik8 model)."""
-    budget_s: float = 30.0
+    budget_s: float = field(default=30.0, metadata={"range": NON_NEGATIVE})
     """Seconds of timed vanilla calls per attention length (at least MIN_VANILLA_CALLS calls)."""
-    repeats: int = 5
+    repeats: int = field(default=5, metadata={"range": POSITIVE})
     """Timed XL segments per attention length (after the memory is full)."""
-    warmup: int = 1
+    warmup: int = field(default=1, metadata={"range": NON_NEGATIVE})
     """Untimed calls before timing, for each model and attention length."""
-    threads: int = 2
+    threads: int = field(default=2, metadata={"range": POSITIVE})
     """torch CPU threads."""
-    seed: int = 0
+    seed: int = field(default=0, metadata={"range": SEED})
     """Seed of the random weights, tokens and sampled vanilla positions."""
     eval_cache: bool = True
     """XL with the cached evaluation state (each segment projects only its own rows); false: the training
@@ -106,11 +107,7 @@ class SpeedSettings:
     def check(self) -> None:
         if self.size not in SIZES:
             raise did_you_mean(self.size, SIZES, "size")
-        for name in ("batch_size", "tgt_len"):
-            if getattr(self, name) < 0:
-                raise TxlabError(f"{name} must be >= 0 (0 = the default), got {getattr(self, name)}")
-        if self.repeats < 1 or self.threads < 1 or self.warmup < 0 or self.budget_s < 0:
-            raise TxlabError("repeats and threads must be >= 1, warmup and budget_s >= 0")
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -141,7 +138,7 @@ def resolve_study(path: str | Path | None, profile: str, attn_lens: Sequence[int
     ``given``: SpeedSettings fields; None means 'not given'. Empty ``attn_lens`` keeps the study's.
     """
     study = load_study(path, profile) if path else Study("table9", list(PAPER_ATTN_LENS), "", SpeedSettings())
-    settings = replace(study.settings, **{k: v for k, v in given.items() if v is not None})
+    settings = check_fields(replace(study.settings, **{k: v for k, v in given.items() if v is not None}))
     return Study(study.name, list(attn_lens) or study.attn_lens, study.profile, settings)
 
 
@@ -464,6 +461,11 @@ def speed_table(
     try:
         torch.manual_seed(settings.seed)
         models = _Models(settings, device)
+        for attn_len in attn_lens:  # before any timing: the first chunk reads attn_len tokens at once, then segments attend attn_len keys
+            batch = settings.batch_size or (DEFAULT_GPU_BATCH if device.type == "cuda" else 1)
+            shape = replace(models.shape, pos_enc="ours")
+            for length, memory in ((attn_len, 0), (models.tgt_len, attn_len)):
+                check_fits(shape, batch, length, memory, training=False, device=device, what=f"attention length {attn_len:,} (--attn-len, --batch-size)")
         host = machine(device, settings.threads)
         rows = []
         for n in attn_lens:

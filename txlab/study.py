@@ -41,7 +41,6 @@ memory, as it was trained, and cannot take A beyond its window. The training att
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -54,10 +53,10 @@ import yaml
 from txlab import report
 from txlab.checkpoint import config_differences, has_checkpoint, read_meta
 from txlab.claims import Claim, read_claims
-from txlab.config import RunConfig, apply_overrides, read_study, to_dict, update_dataclass
+from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, read_study, to_dict, update_dataclass
 from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
-from txlab.fileio import write_json_atomic, write_text_atomic
+from txlab.fileio import read_json, read_metrics_log, read_yaml_mapping, write_json_atomic, write_text_atomic
 from txlab.footprint import MIB, fit_length, training_memory
 from txlab.plan import COMPUTE_EFFICIENCY, format_count, format_seconds, machine_gflops, meta_model, seconds_for, split_tokens, training_flops, vocab_size
 from txlab.presets import PRESETS, resolve_preset
@@ -81,22 +80,22 @@ class AblationSettings:
     """Config overrides (``key=value``) applied to every run, before the rows' own changes."""
     row_sets: list[str] = field(default_factory=list)
     """Overrides for single rows of this profile: ``<row id>:<key>=<value>`` (e.g. a larger cpu model for one row)."""
-    seeds: list[int] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list, metadata={"range": SEED})
     """Training seeds (empty: the study's ``seeds``, else [0])."""
     row_seeds: list[str] = field(default_factory=list)
     """Seeds for single rows of this profile: ``<row id>:<seed>,<seed>...`` (rows that decide no
     claim can take one seed where compute is short)."""
-    eval_lens: list[int] = field(default_factory=list)
+    eval_lens: list[int] = field(default_factory=list, metadata={"range": POSITIVE})
     """Evaluation attention lengths; each run is also scored at its training length (PPL init)."""
-    eval_tokens: int = 0
+    eval_tokens: int = field(default=0, metadata={"range": NON_NEGATIVE})
     """Targets scored at each length from the start of the split (0: the whole split)."""
-    eval_batch_size: int = 0
+    eval_batch_size: int = field(default=0, metadata={"range": NON_NEGATIVE})
     """Evaluation streams (0: each run's eval.batch_size)."""
     split: str = "valid"
     device: str = "cpu"
-    threads: int = 0
+    threads: int = field(default=0, metadata={"range": NON_NEGATIVE})
     """CPU threads for torch (0: torch's default)."""
-    fit_step: int = 8
+    fit_step: int = field(default=8, metadata={"range": POSITIVE})
     """Granularity of the length that ``fit`` searches."""
     out: str = "results/ablate"
     """Runs and tables go to ``<out>/<name>-<profile>/``."""
@@ -503,12 +502,8 @@ def _logged_training_step(directory: Path) -> int:
     path = directory / "metrics.jsonl"
     step = 0
     if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line of an interrupted run
-            if isinstance(record, dict) and record.get("split") == "train" and isinstance(record.get("step"), int):
+        for record in read_metrics_log(path, on_torn_last_line=lambda message: None):  # the resume drops it with a warning
+            if record.get("split") == "train":
                 step = max(step, record["step"])
     return step
 
@@ -533,7 +528,7 @@ def _check_same_config(run: PlannedRun, config: RunConfig) -> None:
     saved = run.directory / "config.yaml"
     if not saved.is_file():
         return
-    differences = config_differences(yaml.safe_load(saved.read_text()), to_dict(config))
+    differences = config_differences(read_yaml_mapping(saved, "delete it and rerun `txlab ablate` to write it again"), to_dict(config))
     differences = [d for d in differences if not d.startswith(("model.n_token", "train.device", "train.threads"))]
     if differences:
         raise TxlabError(
@@ -552,7 +547,7 @@ def _fit_run(run: PlannedRun, study: Study, budget_bytes: Callable[[], int], ech
         return run.config
     record_path = run.directory / "fit.json"
     if record_path.is_file():
-        record = json.loads(record_path.read_text())
+        record = read_json(record_path, "delete it and rerun `txlab ablate` to measure it again", keys={"key": str, "value": int})
     else:
         n_token = _n_token(run.config)
         budget = budget_bytes()

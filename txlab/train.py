@@ -37,12 +37,13 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from txlab.build import build_model
+from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
-from txlab.config import EvalConfig, ModelConfig, RunConfig, TrainConfig, save_config, update_dataclass
+from txlab.config import NON_NEGATIVE, EvalConfig, ModelConfig, RunConfig, TrainConfig, save_config, update_dataclass
 from txlab.data import Corpus, batchify, eval_segments, iter_segments, load_corpus, load_corpus_for_model
 from txlab.diagnostics import flat_metrics, role_summary
 from txlab.errors import TxlabError
-from txlab.fileio import write_json_atomic
+from txlab.fileio import hold_directory, read_metrics_log, write_json_atomic, write_text_atomic
 from txlab.lm import Context, LanguageModel
 from txlab.progress import Progress
 
@@ -263,12 +264,13 @@ def _to_device(obj: Any, device: torch.device) -> Any:
     return obj
 
 
-def _trim_metrics(path: Path, last_step: int) -> None:
-    """On resume, drop metric lines logged after the checkpoint (they will be logged again)."""
+def _trim_metrics(path: Path, last_step: int, warn: Callable[[str], None]) -> None:
+    """On resume, drop metric lines logged after the checkpoint (they will be logged again), and a
+    last line a kill cut short (with a warning)."""
     if not path.exists():
         return
-    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= last_step]
-    path.write_text("".join(f"{line}\n" for line in keep))
+    keep = [record for record in read_metrics_log(path, lambda message: warn(f"warning: {message}")) if record["step"] <= last_step]
+    write_text_atomic(path, "".join(json.dumps(record) + "\n" for record in keep))
 
 
 def train(
@@ -279,8 +281,17 @@ def train(
     progress: bool = True,
     echo: Callable[[str], None] = print,
 ) -> TrainResult:
-    """Train ``cfg`` into ``run_dir`` (resuming from its checkpoint if there is one and ``resume``)."""
-    run_dir = Path(run_dir)
+    """Train ``cfg`` into ``run_dir`` (resuming from its checkpoint if there is one and ``resume``).
+
+    The process holds ``run_dir`` while it trains (under torchrun, rank 0 for all): a second
+    training of the same directory is refused, naming the holder.
+    """
+    main_process = os.environ.get("RANK", "0") == "0"
+    with hold_directory(run_dir, "txlab train") if main_process else nullcontext():
+        return _train(cfg, Path(run_dir), resume=resume, progress=progress, echo=echo)
+
+
+def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo: Callable[[str], None]) -> TrainResult:
     t = cfg.train
     ddp = init_distributed(t.device)
     if t.threads > 0:
@@ -292,6 +303,11 @@ def train(
     vocab_hash = corpus.vocab.sha256
     if t.batch_size % (t.grad_accum * ddp.world):
         raise TxlabError(f"train.batch_size ({t.batch_size}) must divide evenly over {ddp.world} processes x {t.grad_accum} accumulation steps")
+    check_fits(cfg.model, t.batch_size // (t.grad_accum * ddp.world), cfg.model.tgt_len, cfg.model.mem_len, training=True, device=t.device,
+               what="training (model.tgt_len, model.mem_len, train.batch_size / train.grad_accum)")
+    eval_tgt_len, eval_context = evaluation_context(cfg.model, cfg.eval)
+    check_fits(cfg.model, cfg.eval.batch_size, eval_tgt_len, eval_context.mem_len, training=False, device=t.device,
+               what="the periodic evaluation (eval.tgt_len, eval.mem_len, eval.batch_size)")
 
     torch.manual_seed(t.seed)
     model = build_model(cfg.model).to(device)
@@ -336,14 +352,13 @@ def train(
     if ddp.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run_dir / "config.yaml")
-        _trim_metrics(metrics_file, step)
+        _trim_metrics(metrics_file, step, echo)
         echo(f"run {run_dir} | {model.num_parameters():,} parameters | corpus {corpus.name} ({corpus.n_token} symbols)")
 
     wrapped: Any = model
     if ddp.world > 1:
         wrapped = DistributedDataParallel(model)
 
-    eval_tgt_len, eval_context = evaluation_context(cfg.model, cfg.eval)
     valid_tokens = corpus.split("valid")
 
     valid_truth = corpus.truth["valid"] if corpus.truth is not None else None
@@ -474,7 +489,9 @@ def evaluate_run(
     ``max_tokens`` > 0 scores only the split's first ``max_tokens`` targets. ``streams``: 'exact' or
     'reference' (see ``EvalConfig.streams``).
     Returns loss, ppl (word level) or bpc (character level), tokens scored and the settings used,
-    and writes them to ``record_path``, by default ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same][-n<N>].json``.
+    and writes them to ``record_path``, by default ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same]-b<B>[-reference][-n<N>].json``:
+    every setting that changes the number is in the name (the batch size too: streams cut the split into
+    pieces that each start without context), so records of other settings never overwrite each other.
     ``by_role`` (synthetic corpora only) adds ``by_role``: the loss per token role and per copy distance
     beside the ideal model's (:func:`txlab.diagnostics.role_summary`).
     """
@@ -482,16 +499,25 @@ def evaluate_run(
     cfg = ckpt.config
     corpus = load_corpus_for_model(cfg.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
     if attn_len is not None:
+        NON_NEGATIVE.check(attn_len, "--attn-len")
         if mem_len is not None and mem_len != attn_len:
             raise TxlabError("give either --attn-len or --mem-len, not both")
         mem_len, same_length = attn_len, True
     changes = {k: v for k, v in {"tgt_len": tgt_len, "mem_len": mem_len, "clamp_len": clamp_len,
                                  "same_length": same_length, "batch_size": batch_size, "streams": streams, "split": split}.items()
                if v is not None}
-    eval_cfg = update_dataclass(cfg.eval, changes)
+    eval_cfg = update_dataclass(cfg.eval, changes, prefix="eval.")
     seg_len, context = evaluation_context(cfg.model, eval_cfg)
     if ckpt.model.max_context is not None and seg_len > ckpt.model.max_context:
         raise TxlabError(f"this model reads at most {ckpt.model.max_context} tokens at once; --tgt-len {seg_len} is too long")
+    n_targets = len(corpus.split(split)) - 1
+    n_targets = min(max_tokens, n_targets) if max_tokens > 0 else n_targets
+    if eval_cfg.batch_size > n_targets:
+        raise TxlabError(f"eval.batch_size {eval_cfg.batch_size:,} is more streams than the {n_targets:,} targets scored: "
+                         "every stream needs at least one target (and without context it scores them blind)")
+    stream_len = -(-n_targets // eval_cfg.batch_size)  # no segment or memory holds more than its stream
+    check_fits(cfg.model, eval_cfg.batch_size, min(seg_len, stream_len), min(context.mem_len, stream_len), training=False, device=device,
+               what="this evaluation (--batch-size, --tgt-len, --mem-len/--attn-len)")
     if by_role and corpus.truth is None:
         raise TxlabError(f"--by-role needs a synthetic corpus (it knows each token's role); {corpus.name} is not one")
     result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress,
@@ -499,14 +525,15 @@ def evaluate_run(
     record = {
         **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "step": ckpt.meta["step"],
         "tgt_len": seg_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
-        "batch_size": eval_cfg.batch_size, "streams": eval_cfg.streams, "token_stream_sha256": corpus.token_stream_hash(split),
+        "batch_size": eval_cfg.batch_size, "streams": eval_cfg.streams, "max_tokens": max_tokens,
+        "token_stream_sha256": corpus.token_stream_hash(split),
     }
     if by_role:
         record["by_role"] = role_summary(result["nll"], corpus.truth[split])
     if record_path is None:
-        name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}"
+        name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}-b{eval_cfg.batch_size}"
         if eval_cfg.streams == "reference":  # scores other targets: not the same number
-            name += f"-reference-b{eval_cfg.batch_size}"
+            name += "-reference"
         record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}{'-roles' if by_role else ''}.json"
     record["path"] = str(write_json_atomic(record_path, record))
     return record

@@ -1,0 +1,340 @@
+"""Hostile inputs and faults through the real CLI (issue 20's table), at tiny sizes: each ends in one
+`error: ...` line and exit 2 with nothing half-written, or (a torn metrics line) resumes with a warning."""
+
+import errno
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from txlab.checkpoint import load_checkpoint, read_meta
+from txlab.cli import app
+from txlab.config import RunConfig, update_dataclass
+from txlab.errors import TxlabError
+from txlab.fileio import DamagedFile, hold_directory, read_jsonl, write_text_atomic
+
+runner = CliRunner()
+
+SMALL = ["--set", "data.synthetic_tokens=5000", "--set", "data.synthetic_eval_tokens=600", "--set", "train.eval_interval=2"]
+
+
+def train_args(run_dir: Path, steps: int = 2, *extra: str) -> list[str]:
+    return ["train", "xl151m", "--size", "tiny", "--run-dir", str(run_dir), "--quiet", *SMALL, "--set", f"train.max_steps={steps}", *extra]
+
+
+def fails_cleanly(args: list[str], *fragments: str) -> str:
+    """Run the CLI; it must end with exit 2 and one `error:` line holding every fragment."""
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("faults") / "run"
+    result = runner.invoke(app, train_args(run))
+    assert result.exit_code == 0, result.output
+    return run
+
+
+@pytest.fixture
+def run_copy(trained, tmp_path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy)
+    return copy
+
+
+# --- settings ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("train.eval_interval=0", "train.eval_interval must be >= 1, got 0"),
+        ("train.log_interval=0", "train.log_interval must be >= 1, got 0"),
+        ("model.n_head=0", "model.n_head must be >= 1, got 0"),
+        ("model.dropout=2.0", "model.dropout must be in [0, 1), got 2.0"),
+        ("train.lr=.nan", "train.lr must be > 0, got nan"),
+        ("train.max_steps=0", "train.max_steps must be >= 1, got 0"),
+        ("eval.batch_size=0", "eval.batch_size must be >= 1, got 0"),
+    ],
+)
+def test_bad_settings_are_refused_before_anything_is_written(tmp_path, setting, message):
+    fails_cleanly(train_args(tmp_path / "run", 2, "--set", setting), message)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--mem-len", "-7"], "eval.mem_len must be >= 0, or -1, got -7"),
+        (["--attn-len", "-1"], "--attn-len must be >= 0, got -1"),
+        (["--batch-size", "0"], "eval.batch_size must be >= 1, got 0"),
+        (["--batch-size", "1000000"], "eval.batch_size 1,000,000 is more streams than the 599 targets"),
+    ],
+)
+def test_eval_options_out_of_range_or_beyond_memory(trained, options, message):
+    fails_cleanly(["eval", str(trained), "--split", "test", "--quiet", *options], message)
+
+
+def test_an_evaluation_beyond_memory_is_refused_with_the_estimate(trained, monkeypatch):
+    from txlab import capacity
+
+    monkeypatch.setattr(capacity, "machine_memory", lambda device: 2**20)  # a machine of 1 MiB
+    line = fails_cleanly(["eval", str(trained), "--split", "test", "--quiet", "--batch-size", "64"], "this evaluation", "needs at least")
+    assert "more than the 0.0 GiB this machine's cpu has" in line
+    assert not (trained / "eval").exists()
+
+
+def test_the_memory_bound_is_below_the_measured_footprint():
+    from txlab.capacity import step_bytes
+    from txlab.footprint import training_memory
+    from txlab.presets import resolve_preset
+
+    for preset in ("xl151m", "transformer128m", "lstm", "qrnn"):
+        cfg = update_dataclass(resolve_preset(preset, "tiny"), {"model": {"n_token": 300}})
+        bound = step_bytes(cfg.model, cfg.train.batch_size, cfg.model.tgt_len, cfg.model.mem_len, training=True)
+        assert 0.4 * training_memory(cfg, 300) < bound <= training_memory(cfg, 300), preset
+
+
+def test_speed_refuses_an_attention_length_beyond_memory_before_timing(tmp_path):
+    fails_cleanly(["speed", "--size", "tiny", "--attn-len", "10000000", "--out-dir", str(tmp_path / "o"), "--fig-dir", str(tmp_path / "f")],
+                  "attention length 10,000,000", "GiB")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("options, message", [(["--batch-size", "0"], "batch_size must be >= 1, got 0"), (["--boot", "-1"], "n_boot must be >= 0, got -1")])
+def test_recl_settings_are_refused_before_any_work(trained, tmp_path, options, message):
+    fails_cleanly(["recl", "--group", str(trained), "--no-train", "--out-dir", str(tmp_path / "o"), "--quiet", *options], message)
+    assert not (tmp_path / "o").exists()
+
+
+def test_generate_refuses_a_temperature_that_underflows(trained):
+    fails_cleanly(["generate", str(trained), "--prompt", "a", "--temperature", "1e-30"], "--temperature must be in [0.01, 100], got 1e-30")
+
+
+# --- damaged files ----------------------------------------------------------------------------------
+
+
+def test_meta_json_holding_a_number_names_itself_damaged(run_copy):
+    (run_copy / "checkpoint" / "meta.json").write_text("42\n")
+    fails_cleanly(["eval", str(run_copy), "--quiet"], "meta.json is damaged (the top level is int, not dict)", "rerun `txlab train`")
+
+
+def test_meta_json_with_a_damaged_config_names_itself(run_copy):
+    meta = json.loads((run_copy / "checkpoint" / "meta.json").read_text())
+    meta["config"]["model"]["n_head"] = "four"
+    (run_copy / "checkpoint" / "meta.json").write_text(json.dumps(meta))
+    fails_cleanly(["eval", str(run_copy), "--quiet"], "meta.json is damaged", "model.n_head")
+
+
+def test_a_truncated_training_state_names_itself_on_resume(run_copy):
+    state = run_copy / "checkpoint" / "train_state.pt"
+    state.write_bytes(state.read_bytes()[:100])
+    fails_cleanly(train_args(run_copy, 4), "train_state.pt is damaged")
+
+
+def test_a_torn_last_metrics_line_is_dropped_on_resume_with_a_warning(run_copy):
+    metrics = run_copy / "metrics.jsonl"
+    with metrics.open("a") as fh:
+        fh.write('{"step": 3, "split": "tra')
+    result = runner.invoke(app, [arg for arg in train_args(run_copy, 4) if arg != "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "warning:" in result.output and "dropped its last line" in result.output
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["step"] for r in records if r["split"] == "valid"] == [2, 4]
+
+
+def test_a_bad_metrics_line_before_the_end_is_damage(run_copy):
+    metrics = run_copy / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    metrics.write_text("\n".join([lines[0], "{torn", *lines[1:]]) + "\n")
+    fails_cleanly(train_args(run_copy, 4), "metrics.jsonl is damaged (line 2:")
+
+
+def test_jsonl_reader_keeps_complete_lines_and_reports_the_torn_one(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"step": 1}\n{"step": 2}\n{"ste')
+    warnings = []
+    assert read_jsonl(path, "rebuild it", warnings.append) == [{"step": 1}, {"step": 2}]
+    assert len(warnings) == 1
+    with pytest.raises(DamagedFile, match=r"log.jsonl is damaged \(line 3: .*\); rebuild it"):
+        read_jsonl(path, "rebuild it")
+
+
+@pytest.fixture(scope="module")
+def collected(trained, tmp_path_factory) -> Path:
+    from txlab.losses import collect_run_losses
+
+    run = tmp_path_factory.mktemp("losses") / "run"
+    shutil.copytree(trained, run)
+    table = collect_run_losses(run, "valid", (4, 8, 12), n_blocks=2, block_len=20, batch_size=4, progress=False)
+    return table.path
+
+
+@pytest.mark.parametrize("damage", ["meta truncated", "meta a list", "block truncated", "block of another shape"])
+def test_damaged_loss_caches_name_themselves(collected, tmp_path, damage):
+    from txlab.losses import load_losses
+
+    directory = tmp_path / "losses"
+    shutil.copytree(collected, directory)
+    if damage == "meta truncated":
+        path = directory / "meta.json"
+        path.write_text(path.read_text()[:40])
+    elif damage == "meta a list":
+        path = directory / "meta.json"
+        path.write_text("[1, 2]")
+    else:
+        path = directory / "block-00001.npy"
+        if damage == "block truncated":
+            path.write_bytes(path.read_bytes()[:30])
+        else:
+            np.save(path, np.zeros((2, 20), np.float32))
+    with pytest.raises(TxlabError, match=rf"{path.name} is damaged \(.+\); delete it and rerun `txlab recl`"):
+        load_losses(directory)
+
+
+def test_a_damaged_corpus_cache_names_itself(tmp_path):
+    from txlab.config import DataConfig
+    from txlab.data import load_corpus
+
+    corpus_dir = tmp_path / "data" / "tinyshakespeare"
+    corpus_dir.mkdir(parents=True)
+    (corpus_dir / "input.txt").write_text("First Citizen:\nBefore we proceed any further, hear me speak.\n" * 300)
+    cfg = DataConfig(corpus="tinyshakespeare", data_dir=str(tmp_path / "data"), cache_dir=str(tmp_path / "cache"))
+    corpus = load_corpus(cfg, progress=False)
+    train_ids = corpus.cache_dir / "train.npy"
+    del corpus
+    train_ids.write_bytes(train_ids.read_bytes()[:60])
+    with pytest.raises(TxlabError, match=r"train.npy is damaged \(.+\); delete .* and rerun to encode the corpus again"):
+        load_corpus(cfg, progress=False)
+
+
+def test_import_hf_config_with_wrong_value_types(tmp_path):
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text('{"model_type": "transfo-xl", "n_layer": "two", "sample_softmax": -1}')
+    fails_cleanly(["import", "hf", str(tmp_path / "hf"), "--out", str(tmp_path / "run"), "--data", "synthetic"], "model.n_layer", "integer")
+    (tmp_path / "hf" / "config.json").write_text('{"model_type": "transfo-xl", "sample_softmax": "no"}')
+    fails_cleanly(["import", "hf", str(tmp_path / "hf"), "--out", str(tmp_path / "run"), "--data", "synthetic"], "config.json is damaged")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_vocabulary_pickle_asking_for_unbounded_memory_is_refused(tmp_path):
+    from txlab.convert import read_vocabulary
+
+    class Huge:
+        def __reduce__(self):
+            return bytearray, (10**15,)
+
+    path = tmp_path / "vocab.pkl"
+    path.write_bytes(pickle.dumps({"idx2sym": ["a"], "x": Huge()}, protocol=4))
+    assert path.stat().st_size < 200
+    with pytest.raises(TxlabError, match="asks for a bytearray of 1,000,000,000,000,000 bytes"):
+        read_vocabulary(path)
+
+
+# --- one process per run directory; evaluation records -----------------------------------------------
+
+
+def test_a_second_training_of_a_held_run_directory_is_refused_naming_the_holder(run_copy):
+    with hold_directory(run_copy, "txlab train"):
+        fails_cleanly(train_args(run_copy, 4), f"is in use by pid {os.getpid()}", "txlab train")
+    assert read_meta(run_copy)["step"] == 2
+
+
+def test_the_lock_of_a_killed_process_is_taken_over(run_copy):
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from txlab.fileio import hold_directory\n"
+                               f"with hold_directory({str(run_copy)!r}, 'txlab train'):\n    print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    fails_cleanly(train_args(run_copy, 4), f"pid {holder.pid}")
+    holder.kill()
+    holder.wait()
+    result = runner.invoke(app, train_args(run_copy, 4))
+    assert result.exit_code == 0, result.output
+    assert read_meta(run_copy)["step"] == 4
+
+
+def test_evaluations_with_other_batch_sizes_keep_their_own_records(run_copy):
+    records = []
+    for batch in ("2", "3"):
+        result = runner.invoke(app, ["eval", str(run_copy), "--split", "test", "--batch-size", batch, "--json", "--quiet"])
+        assert result.exit_code == 0, result.output
+        records.append(json.loads(result.output.strip().splitlines()[-1]))
+    names = sorted(p.name for p in (run_copy / "eval").iterdir())
+    assert names == ["test-tgt16-mem32-clamp0-same-b2.json", "test-tgt16-mem32-clamp0-same-b3.json"]
+    assert [r["batch_size"] for r in records] == [2, 3] and records[0]["loss"] != records[1]["loss"]
+
+
+def test_a_group_naming_one_run_twice_through_a_symlink_is_refused(trained, tmp_path):
+    (tmp_path / "link").symlink_to(trained)
+    fails_cleanly(["recl", "--group", str(trained), str(tmp_path / "link"), "--no-train", "--out-dir", str(tmp_path / "o"), "--quiet"],
+                  "names one run twice")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_group_mixing_corpora_is_refused_before_any_model_trains(trained, tmp_path):
+    fails_cleanly(["recl", "--group", str(trained), "lstm", "--size", "tiny", "--data", "synthetic-short",
+                   "--models-root", str(tmp_path / "models"), "--out-dir", str(tmp_path / "o"), "--quiet"],
+                  "mixes corpora")
+    assert not (tmp_path / "models").exists()
+
+
+# --- disks that refuse writes ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC])
+def test_a_disk_refusing_writes_ends_in_one_line_and_keeps_the_checkpoint(run_copy, monkeypatch, code):
+    import safetensors.torch
+
+    from txlab import checkpoint
+
+    def refuse(tensors, filename, metadata=None):
+        Path(filename).write_bytes(b"partial")  # what a full disk leaves before the error
+        raise safetensors.SafetensorError(f"Error while serializing: IoError(Os {{ code: {code}, kind: Other, message: \"x\" }})")
+
+    monkeypatch.setattr(checkpoint, "save_file", refuse)
+    line = fails_cleanly(train_args(run_copy, 4), f"(errno {code}, {errno.errorcode[code]})", "model.safetensors")
+    assert os.strerror(code) in line
+    assert sorted(p.name for p in run_copy.iterdir() if p.name.startswith(".checkpoint")) == []
+    assert load_checkpoint(run_copy).meta["step"] == 2
+
+
+def test_a_read_only_destination_ends_in_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    from txlab import fileio
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(tmp_path / "run" / "config.yaml"))
+
+    monkeypatch.setattr(fileio.tempfile, "mkstemp", read_only)
+    fails_cleanly(train_args(tmp_path / "run"), "config.yaml: Read-only file system (errno 30, EROFS)")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_atomic_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "record.json"
+    write_text_atomic(path, "old\n")
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    with pytest.raises(OSError):
+        write_text_atomic(path, "new\n")
+    assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["record.json"]
+
+
+def test_other_os_errors_stay_bugs_with_a_traceback():
+    from txlab.errors import io_error_message
+
+    assert io_error_message(OSError(errno.ECONNRESET, "reset")) is None
+    assert io_error_message(OSError(errno.ENOSPC, "No space left on device", "/x/y")) == "/x/y: No space left on device (errno 28, ENOSPC)"
+
