@@ -30,6 +30,7 @@ import numpy as np
 
 from txlab import recl
 from txlab.errors import TxlabError
+from txlab.fileio import write_text_atomic
 
 GRID: tuple[int, ...] = recl.DEFAULT_GRID
 RS: tuple[float, ...] = recl.DEFAULT_RS
@@ -259,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         tables = render_cases(args.cases or None)
         if args.write:
-            args.write.write_text(fill_page(args.write.read_text(), tables))
+            write_text_atomic(args.write, fill_page(args.write.read_text(), tables))
             print(f"written {args.write}")
         else:
             for name, table in tables.items():
