@@ -332,6 +332,20 @@ def test_an_atomic_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch):
     assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["record.json"]
 
 
+def test_recl_on_a_full_disk_ends_in_one_line_and_leaves_no_folders(run_copy, tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    fails_cleanly(["recl", "--group", str(run_copy), "--no-train", "--grid", "4,8", "--blocks", "2", "--block-len", "20", "--quiet",
+                   "--out-dir", str(tmp_path / "o"), "--fig-dir", str(tmp_path / "f")], "meta.json: No space left on device (errno 28, ENOSPC)")
+    assert not (run_copy / "losses").exists() and not (tmp_path / "o").exists()
+
+
+def test_a_failed_write_into_new_folders_leaves_no_empty_folders(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    with pytest.raises(OSError):
+        write_text_atomic(tmp_path / "out" / "group" / "table.csv", "a,b\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_other_os_errors_stay_bugs_with_a_traceback():
     from txlab.errors import io_error_message
 

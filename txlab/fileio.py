@@ -45,10 +45,16 @@ _UMASK = _current_umask()
 
 
 def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> Path:
-    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``. If that
+    fails (a full disk), the folders this call created are removed again: nothing is left behind."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    created = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except BaseException:
+        _remove_empty(created)
+        raise
     os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes files private (0600); results are for everyone
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -56,10 +62,36 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        raise
+        _remove_empty(created)
+        raise _naming(err, path) from None
     return path
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line to a log (a kill mid-write leaves a torn last line, which readers drop)."""
+    try:
+        with Path(path).open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    except OSError as err:
+        raise _naming(err, path) from None
+
+
+def _naming(err: BaseException, path: Path) -> BaseException:
+    """``err``, or for an OSError that names no file (a failed write or fsync), one naming ``path``."""
+    if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+        return OSError(err.errno, err.strerror, str(path))
+    return err
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) where they are still empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another writer put something there) or already gone
+            return
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> Path:

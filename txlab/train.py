@@ -43,7 +43,7 @@ from txlab.config import NON_NEGATIVE, EvalConfig, ModelConfig, RunConfig, Train
 from txlab.data import Corpus, batchify, eval_segments, iter_segments, load_corpus, load_corpus_for_model
 from txlab.diagnostics import flat_metrics, role_summary
 from txlab.errors import TxlabError
-from txlab.fileio import hold_directory, read_metrics_log, write_json_atomic, write_text_atomic
+from txlab.fileio import append_line, hold_directory, read_metrics_log, write_json_atomic, write_text_atomic
 from txlab.lm import Context, LanguageModel
 from txlab.progress import Progress
 
@@ -377,8 +377,7 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
 
     def log(record: dict[str, Any]) -> None:
         if ddp.is_main:
-            with metrics_file.open("a") as fh:
-                fh.write(json.dumps(record) + "\n")
+            append_line(metrics_file, json.dumps(record))
         if board is not None:
             for key, value in record.items():
                 if key not in ("step", "split") and isinstance(value, (int, float)):
