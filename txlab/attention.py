@@ -47,12 +47,16 @@ from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.model import SCORE_TERMS, AttentionRecord, TransformerXL, capture_attention
 from txlab.progress import Progress
 from txlab.report import run_label, save_figure
+from txlab.style import colors, sequential_cmap, themed
 from txlab.train import evaluation_context
 
 PAPER_TERMS = ("a", "b", "d")
 """Figure 7's terms: (c), the global content bias, is a prior over keys whatever the query, so the paper leaves it out."""
 
 OUT_DIR = Path("figures/attention")
+
+MEMORY_EDGE = colors(4)[3]
+"""The palette's red: the line between the memory and the current segment in Figure 6."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -276,6 +280,7 @@ def _distance_table(means: np.ndarray, keys: dict[str, Any] | None = None) -> pd
     return pd.concat([rows, probs], axis=1)
 
 
+@themed
 def _write_outputs(target, label, setting, attention, term_means, widest, spans, sample, rows, stream, corpus, notes) -> list[Path]:
     files = []
     write_text_atomic(target / "figure5.csv", _distance_table(attention).to_csv(index=False, float_format="%.6g"))
@@ -301,7 +306,10 @@ def _write_outputs(target, label, setting, attention, term_means, widest, spans,
 
 
 def _heatmap_figure(panels: dict[str, np.ndarray], title: str):
-    """Side-by-side heatmaps of [L, H, D] averages: a row per head, grouped by layer, a column per distance."""
+    """Side-by-side heatmaps of [L, H, D] averages: a row per head, grouped by layer, a column per distance.
+
+    imshow under the shared theme rather than seaborn's heatmap: hundreds of distance columns need a
+    numeric axis with a few ticks (heatmap labels every cell) and lines between the layers."""
     first = next(iter(panels.values()))
     n_layer, n_head, _ = first.shape
     positive = np.concatenate([m[m > 0] for m in panels.values()])
@@ -312,11 +320,12 @@ def _heatmap_figure(panels: dict[str, np.ndarray], title: str):
                              layout="constrained")
     for ax, (name, means) in zip(axes[0], panels.items()):
         grid = np.ma.masked_less_equal(means.reshape(n_layer * n_head, -1), 0)  # [L*H, D]
-        image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="Blues", norm=norm,
+        image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=sequential_cmap(), norm=norm,
                           extent=(-0.5, grid.shape[1] - 0.5, n_layer * n_head - 0.5, -0.5))
         for layer in range(1, n_layer):
             ax.axhline(layer * n_head - 0.5, color="0.4", lw=0.6)
         ax.set(xlabel="relative distance (0 = the query's own token)", title=name)
+        ax.grid(False)  # the theme's grid would cross the cells
     axes[0][0].set_yticks([l * n_head + (n_head - 1) / 2 for l in range(n_layer)], [f"layer {l + 1}" for l in range(n_layer)])
     axes[0][0].set_ylabel(f"heads 1..{n_head} of each layer")
     fig.colorbar(image, ax=axes[0].tolist(), label="mean attention probability (log scale)", fraction=0.03, pad=0.01)
@@ -341,9 +350,10 @@ def _sample_outputs(sample: _Sample, widest, spans, rows, stream, corpus, title)
     for ax, (layer, head) in zip(axes[:, 0], widest):
         probs = np.where(visible, sample.probs[layer, head, n_query - rows :][:, keys], np.nan)  # [rows, C]
         # A square-root scale: the patterns of wide heads are many small probabilities, not a few large ones.
-        image = ax.imshow(probs, aspect="auto", interpolation="nearest", cmap="Blues", norm=PowerNorm(0.5, vmin=0, vmax=np.nanmax(probs)),
+        image = ax.imshow(probs, aspect="auto", interpolation="nearest", cmap=sequential_cmap(), norm=PowerNorm(0.5, vmin=0, vmax=np.nanmax(probs)),
                           extent=(context[0] - 0.5, context[-1] + 0.5, queries[-1] + 0.5, queries[0] - 0.5))
-        ax.axvline(sample.start - 0.5, color="tab:red", lw=0.8, ls="--")
+        ax.grid(False)
+        ax.axvline(sample.start - 0.5, color=MEMORY_EDGE, lw=0.8, ls="--")
         ax.set_title(f"layer {layer + 1}, head {head + 1} (mean distance {spans[layer, head]:.1f}); red line: memory | current segment", fontsize=8)
         ax.set_ylabel("query position")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))

@@ -14,10 +14,14 @@ import matplotlib
 matplotlib.use("Agg")  # files only, never a window
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from scipy import stats  # noqa: E402
 
 from txlab.claims import Claim, claims_markdown, evaluate_claims  # noqa: E402
 from txlab.errors import TxlabError  # noqa: E402
+from txlab.style import CI_ALPHA, REFERENCE_COLORS, colors, themed  # noqa: E402
 from txlab.fileio import read_json, read_metrics_log, read_yaml_mapping, write_atomic, write_text_atomic  # noqa: E402
 
 
@@ -71,6 +75,7 @@ def save_figure_with_points(fig: plt.Figure, out: Path, points: pd.DataFrame, ti
     return {"figures": written, "table": csv}
 
 
+@themed
 def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[str, list[Path] | Path]:
     """Validation loss against training tokens and against wall-clock time, one line per run.
 
@@ -90,31 +95,33 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
     points = pd.concat(frames, ignore_index=True)[["label", "run", "step", "tokens_seen", "elapsed_s", "loss"]]
 
     fig, (by_tokens, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for label, group in points.groupby("label", sort=False):
-        by_tokens.plot(group["tokens_seen"] / 1e6, group["loss"], marker="o", ms=3, label=label)
-        by_time.plot(group["elapsed_s"] / 60, group["loss"], marker="o", ms=3, label=label)
+    scaled = points.assign(tokens_m=points["tokens_seen"] / 1e6, minutes=points["elapsed_s"] / 60)
+    for ax, x in ((by_tokens, "tokens_m"), (by_time, "minutes")):
+        sns.lineplot(scaled, x=x, y="loss", hue="label", units="run", estimator=None, marker="o", markersize=4, ax=ax, legend=ax is by_time)
     by_tokens.set(xlabel="training tokens (millions)", ylabel="validation loss (nats/token)")
     by_time.set(xlabel="training wall time (minutes)")
-    for ax in (by_tokens, by_time):
-        ax.grid(alpha=0.3)
-    by_time.legend(fontsize=8)
+    by_time.legend(fontsize=8, title=None)
     return save_figure_with_points(fig, out, points, title)
 
 
+@themed
 def table9_figure(table: Path, out: Path) -> list[Path]:
     """Table 9 as a figure, from the CSV `txlab speed` wrote: the slowdown against attention length
     (ours, the paper's, and the FLOP ratio that equal GFLOP/s on both sides would give; log scale)
-    and each model's tokens/s. Writes ``out`` (.png and .pdf)."""
+    and each model's tokens/s. Writes ``out`` (.png and .pdf) and the plotted columns as a CSV beside it.
+
+    Drawn with matplotlib under the shared theme: each point carries its value as a label, which
+    seaborn's plotting functions do not place."""
     path = Path(table)
     if not path.is_file():
         raise TxlabError(f"no speed table at {path}: run `txlab speed` first")
     rows = pd.read_csv(path).sort_values("attn_len")
     first = rows.iloc[0]
     fig, (slow, rate) = plt.subplots(1, 2, figsize=(11, 4))
-    slow.plot(rows["attn_len"], rows["flop_ratio"], ls=":", color="gray", label="FLOP ratio (equal GFLOP/s on both sides)")
+    slow.plot(rows["attn_len"], rows["flop_ratio"], ls=":", color=REFERENCE_COLORS["bound"], label="FLOP ratio (equal GFLOP/s on both sides)")
     paper = rows.dropna(subset=["paper_slowdown"])
     if not paper.empty:
-        slow.plot(paper["attn_len"], paper["paper_slowdown"], marker="s", ls="--", color="gray", label="Dai et al. (2019), one GPU")
+        slow.plot(paper["attn_len"], paper["paper_slowdown"], marker="s", ls="--", color=REFERENCE_COLORS["paper"], label="Dai et al. (2019), one GPU")
     slow.plot(rows["attn_len"], rows["slowdown"], marker="o", label=f"txlab: {first['model']} ({first['size']}) on {first['device_name']}")
     for series, below in ((rows["slowdown"], True), (paper["paper_slowdown"], False)):
         for x, y in zip(rows.loc[series.index, "attn_len"], series):
@@ -126,9 +133,11 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
     rate.set(xlabel="attention length", ylabel="evaluation tokens/s", yscale="log")
     rate.legend(fontsize=8)
     for ax in (slow, rate):
-        ax.grid(alpha=0.3, which="both")
-    fig.suptitle(f"Evaluation speed, vanilla vs Transformer-XL ({first['device']}, {int(first['threads'])} threads, batch {int(first['batch_size'])})")
-    return save_figure(fig, out)
+        ax.grid(True, which="minor", alpha=0.3)
+    title = f"Evaluation speed, vanilla vs Transformer-XL ({first['device']}, {int(first['threads'])} threads, batch {int(first['batch_size'])})"
+    points = rows[["attn_len", "slowdown", "paper_slowdown", "flop_ratio", "xl_tokens_per_s", "vanilla_tokens_per_s"]]
+    written = save_figure_with_points(fig, out, points, title)
+    return [*written["figures"], written["table"]]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -216,29 +225,29 @@ def _read_points(table: Path, what: str) -> pd.DataFrame:
 
 def figure3(table: Path, out: Path, title: str = "") -> list[Path]:
     """Figure 3 from figure3.csv: the unnormalised gain exp f(c,c) - exp f_i(c,c') of each step c -> c',
-    plotted at c', one line per model. Writes ``out`` (.png and .pdf)."""
+    plotted at c', one line per model. Writes ``out`` (.png and .pdf) and its points (.csv)."""
     points = _read_points(table, "Figure 3")
     return _lines_by_model(points, "c_next", "gain", "context length c' (step c -> c')", "gain exp f(c,c) - exp f(c,c')", out, title)
 
 
 def figure4(table: Path, out: Path, title: str = "") -> list[Path]:
     """Figure 4 from figure4.csv: perplexity on the shared targets against context length, one line
-    per model. Writes ``out`` (.png and .pdf)."""
+    per model. Writes ``out`` (.png and .pdf) and its points (.csv)."""
     points = _read_points(table, "Figure 4")
     return _lines_by_model(points, "c", "ppl", "context length c", "perplexity exp(mean l(c, t))", out, title)
 
 
+@themed
 def _lines_by_model(points: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, out: Path, title: str) -> list[Path]:
-    """One line per model of ``points[y]`` against ``points[x]``, written as ``out`` (.png and .pdf)."""
+    """One line per model of ``points[y]`` against ``points[x]``, written as ``out`` (.png, .pdf and the points as .csv)."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for model, rows in points.groupby("model", sort=False):
-        ax.plot(rows[x], rows[y], marker="o", ms=3, label=model)
+    sns.lineplot(points, x=x, y=y, hue="model", marker="o", markersize=4, ax=ax)
     ax.set(xlabel=xlabel, ylabel=ylabel)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, title=None)
     if title:
         ax.set_title(title, fontsize=9)
-    return save_figure(fig, out)
+    written = save_figure_with_points(fig, out, points)
+    return [*written["figures"], written["table"]]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -412,30 +421,48 @@ def ablation_latex(rows: list[dict], columns: list[tuple[str, str]], caption: st
     return "\n".join(lines) + "\n"
 
 
+def seed_intervals(curves: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Per study row and attention length: the mean over seeds and its t-interval at ``level``
+    (NaN bounds with one seed): row_id, attn_len, seeds, mean, ci_low, ci_high."""
+    grouped = curves.groupby(["row_id", "attn_len"], sort=False)["value"]
+    table = grouped.agg(seeds="count", mean="mean", sd="std").reset_index()
+    half = stats.t.ppf(0.5 + level / 2, table["seeds"] - 1) * table["sd"] / np.sqrt(table["seeds"])
+    return table.assign(ci_low=table["mean"] - half, ci_high=table["mean"] + half).drop(columns="sd")
+
+
+@themed
 def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: str = "") -> list[Path]:
     """Perplexity (or bpc) against evaluation attention length, one line per study row (mean over
-    seeds, with their range), the training length marked with an open circle."""
+    seeds, with its 95% t-interval where a row has several), the training length marked with an open
+    circle. Writes ``out`` (.png, .pdf) and the plotted means and intervals (.csv).
+
+    The band is drawn from :func:`seed_intervals` rather than by seaborn's lineplot, whose bootstrap
+    over three seeds cannot be wider than their range: the CSV then holds exactly what is drawn."""
+    intervals = seed_intervals(curves)
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, (row_id, points) in enumerate(curves.groupby("row_id", sort=False)):
-        stats = points.groupby("attn_len")["value"].agg(["mean", "min", "max"])
+    palette = colors(intervals["row_id"].nunique())
+    for i, (row_id, points) in enumerate(intervals.groupby("row_id", sort=False)):
+        points = points.sort_values("attn_len")
         remark = runs.loc[runs["row_id"] == row_id, "remark"].iloc[0]
-        line, = ax.plot(stats.index, stats["mean"], marker="o", ms=3, lw=1.2, label=f"{row_id}" + (f" ({remark})" if remark else ""),
-                        ls="-" if i < 10 else "--")
-        if points["seed"].nunique() > 1:
-            ax.fill_between(stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.15, lw=0)
+        color = palette[i]
+        ax.plot(points["attn_len"], points["mean"], marker="o", ms=3, lw=1.2, color=color, label=f"{row_id}" + (f" ({remark})" if remark else ""),
+                ls="-" if i < 10 else "--")
+        if (points["seeds"] > 1).any():
+            ax.fill_between(points["attn_len"], points["ci_low"], points["ci_high"], color=color, alpha=CI_ALPHA, lw=0)
         init = int(runs.loc[runs["row_id"] == row_id, "init_len"].iloc[0])
-        if init in stats.index:
-            ax.plot([init], [stats.loc[init, "mean"]], marker="o", ms=8, mfc="none", color=line.get_color())
+        at_init = points[points["attn_len"] == init]
+        if not at_init.empty:
+            ax.plot([init], at_init["mean"], marker="o", ms=8, mfc="none", color=color)
     metric = curves["metric"].iloc[0]
     lengths = sorted(curves["attn_len"].unique())
     ax.set_xscale("log", base=2)  # the lengths roughly double; equal steps read as equal ratios
     ax.set_xticks(lengths, [str(a) for a in lengths])
     ax.minorticks_off()
     ax.set(xlabel="evaluation attention length", ylabel="perplexity" if metric == "ppl" else "bits per character")
-    ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.set_title((title + "\n" if title else "") + "open circle: the training attention length (PPL init)", fontsize=9)
-    return save_figure(fig, out)
+    ax.set_title((title + "\n" if title else "") + "open circle: the training attention length (PPL init); band: 95% interval over seeds", fontsize=9)
+    written = save_figure_with_points(fig, out, intervals)
+    return [*written["figures"], written["table"]]
 
 
 LEARNED_ROLES = {"background": "background", "hint": "hint", "source_value": "source value", "copy_value": "copied value"}
@@ -524,6 +551,7 @@ def write_ablation_report(
             "rows_finished": finished, "claims": tested}
 
 
+@themed
 def role_figure(runs: list[dict], out: Path, title: str = "") -> dict[str, list[Path] | Path]:
     """Copied-value loss against copy distance (left) and loss per token role (right) for a group of runs.
 
@@ -548,8 +576,8 @@ def role_figure(runs: list[dict], out: Path, title: str = "") -> dict[str, list[
     copies = points[points["group"] == "copy_distance"].copy()
     copies["mid"] = (copies["lo"] + copies["hi"] - 1) / 2
     first = copies[copies["run"] == 0]
-    by_distance.step(first["mid"], first["ideal_without"], where="mid", color="gray", ls="--", label="ideal, source out of view")
-    by_distance.step(first["mid"], first["ideal_with"], where="mid", color="black", ls="--", label="ideal, source in view")
+    by_distance.step(first["mid"], first["ideal_without"], where="mid", color=REFERENCE_COLORS["bound"], ls="--", label="ideal, source out of view")
+    by_distance.step(first["mid"], first["ideal_with"], where="mid", color=REFERENCE_COLORS["ideal"], ls="--", label="ideal, source in view")
     for i, run in enumerate(runs):
         mine = copies[copies["run"] == i]
         line, = by_distance.plot(mine["mid"], mine["model"], marker="o", ms=3, label=run["label"])
@@ -557,7 +585,6 @@ def role_figure(runs: list[dict], out: Path, title: str = "") -> dict[str, list[
             by_distance.axvline(run["train_span"], color=line.get_color(), ls=":", lw=1)
     by_distance.set(xlabel="copy distance D (tokens back to the source value; dotted: training span)",
                     ylabel="copied-value loss (nats)")
-    by_distance.grid(alpha=0.3)
     by_distance.legend(fontsize=7)
 
     roles = [r for r in runs[0]["by_role"]["roles"] if runs[0]["by_role"]["roles"][r]["tokens"]]
@@ -567,16 +594,17 @@ def role_figure(runs: list[dict], out: Path, title: str = "") -> dict[str, list[
         mine = table[table["run"] == i].set_index("group").loc[roles]
         by_role.bar([j + i * width for j in range(len(roles))], mine["model"], width, label=run["label"])
     ideal = table[table["run"] == 0].set_index("group").loc[roles]
-    by_role.bar([j + len(runs) * width for j in range(len(roles))], ideal["ideal_with"], width, color="black", label="ideal (needed context)")
+    by_role.bar([j + len(runs) * width for j in range(len(roles))], ideal["ideal_with"], width, color=REFERENCE_COLORS["ideal"], label="ideal (needed context)")
     by_role.scatter([j + (len(runs) * width) / 2 for j in range(len(roles))], ideal["ideal_without"], marker="_", s=300,
-                    color="gray", label="ideal without it", zorder=3)
+                    color=REFERENCE_COLORS["bound"], label="ideal without it", zorder=3)
     by_role.set_xticks([j + (len(runs) * width) / 2 for j in range(len(roles))], [r.replace("_", " ") for r in roles], rotation=30, fontsize=8)
     by_role.set(ylabel="loss (nats)")
-    by_role.grid(alpha=0.3, axis="y")
+    by_role.grid(False, axis="x")
     by_role.legend(fontsize=6)
     return save_figure_with_points(fig, out, points, title)
 
 
+@themed
 def role_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[str, list[Path] | Path]:
     """Learning curves per token role: the validation loss of each role against training tokens, one
     panel per role, the ideal model with and without the needed context as dashed lines.
@@ -606,10 +634,9 @@ def role_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[str, l
         for (label, run), group in mine.groupby(["label", "run"], sort=False):
             ax.plot(group["tokens_seen"] / 1e6, group["model"], marker="o", ms=2.5, label=f"{run}")
         ideal = mine.iloc[-1]
-        ax.axhline(ideal["ideal_with"], color="black", ls="--", lw=1)
-        ax.axhline(ideal["ideal_without"], color="gray", ls="--", lw=1)
+        ax.axhline(ideal["ideal_with"], color=REFERENCE_COLORS["ideal"], ls="--", lw=1)
+        ax.axhline(ideal["ideal_without"], color=REFERENCE_COLORS["bound"], ls="--", lw=1)
         ax.set_title(role.replace("_", " "), fontsize=9)
-        ax.grid(alpha=0.3)
     for ax in axes.flat[len(roles):]:
         ax.axis("off")
     for ax in axes[-1]:

@@ -1,0 +1,52 @@
+"""One look for every figure: the shared theme applies while a figure is drawn and saved and is undone
+after it; seed bands are t-intervals written beside the figure."""
+
+import math
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+import seaborn as sns
+
+from txlab import attention, report
+from txlab.style import PALETTE, themed
+
+
+def test_a_themed_figure_function_draws_with_the_palette_and_leaves_the_settings_as_they_were():
+    before = plt.rcParams["axes.prop_cycle"]
+    seen = {}
+
+    @themed
+    def draw():
+        seen["colors"] = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        seen["grid"] = plt.rcParams["axes.grid"]
+
+    draw()
+    assert [tuple(c) for c in seen["colors"]] == [tuple(c) for c in sns.color_palette(PALETTE)] and seen["grid"]
+    assert plt.rcParams["axes.prop_cycle"] == before
+
+
+def test_every_figure_function_runs_under_the_theme():
+    # figure3 and figure4 draw through _lines_by_model; attention's figures are drawn and saved in _write_outputs
+    drawing = [report.learning_curves, report.table9_figure, report._lines_by_model, report.ablation_figure,
+               report.role_figure, report.role_curves, attention._write_outputs]
+    assert [f.__qualname__ for f in drawing if getattr(f, "__wrapped__", None) is None] == []
+
+
+def test_seed_intervals_are_t_intervals_of_the_mean():
+    curves = pd.DataFrame({"row_id": ["a"] * 4, "attn_len": [8, 8, 8, 16], "seed": [0, 1, 2, 0], "value": [1.0, 2.0, 3.0, 5.0]})
+    table = report.seed_intervals(curves).set_index("attn_len")
+    half = 4.302652729911275 / math.sqrt(3)  # t(0.975, 2 degrees of freedom) * sd 1 / sqrt(3)
+    assert table.loc[8, ["seeds", "mean"]].tolist() == [3, 2.0]
+    assert table.loc[8, "ci_low"] == pytest.approx(2 - half) and table.loc[8, "ci_high"] == pytest.approx(2 + half)
+    assert table.loc[16, "seeds"] == 1 and math.isnan(table.loc[16, "ci_low"])  # one seed: no interval
+
+
+def test_the_ablation_figure_writes_its_plotted_points_beside_it(tmp_path):
+    curves = pd.DataFrame({"row_id": ["a", "a", "b", "b"], "attn_len": [8, 16, 8, 16], "seed": [0, 0, 0, 0],
+                           "value": [3.0, 2.5, 4.0, 3.5], "metric": ["ppl"] * 4})
+    runs = pd.DataFrame({"row_id": ["a", "b"], "remark": ["XL", ""], "init_len": [16, 8]})
+    written = report.ablation_figure(curves, runs, tmp_path / "ppl-vs-attn-len")
+    assert [p.name for p in written] == ["ppl-vs-attn-len.png", "ppl-vs-attn-len.pdf", "ppl-vs-attn-len.csv"]
+    points = pd.read_csv(written[-1])
+    assert points[["row_id", "attn_len", "mean"]].values.tolist() == [["a", 8, 3.0], ["a", 16, 2.5], ["b", 8, 4.0], ["b", 16, 3.5]]
