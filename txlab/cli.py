@@ -427,7 +427,9 @@ def recl(
     r: list[str] = typer.Option([], "--r", help="Fraction of hardest targets, repeatable or comma-separated: --r 0.1 --r 0.5 \\[default: the study's, else 0.1 0.5 1.0]."),
     size: str = typer.Option(None, "--size", help="Size of preset members: paper, cpu or tiny \\[default: the study's, else cpu]."),
     data: str = typer.Option(None, "--data", help="Corpus of preset members \\[default: each preset's own]."),
-    overrides: list[str] = typer.Option([], "--set", help="Config override for preset members (where they live, how missing ones train), repeatable."),
+    overrides: list[str] = typer.Option([], "--set", help="Config override for preset members (where they live, how missing ones train), repeatable; "
+                                        "slurm.<key>=<value> sets the jobs of --launcher slurm (e.g. slurm.partition=gpu)."),
+    launcher: str = typer.Option(None, "--launcher", help="How missing presets train: local (here) or slurm (one submitit job each, waited for) \\[default: the study's, else local]."),
     grid: str = typer.Option(None, "--grid", help="Context lengths, start:stop:step (stop included) or a comma list \\[default: the study's; else 100:1000:100 at --size paper, "
                              "about ten lengths up to the members' training span at smaller sizes (20:240:20 for the cpu presets)]."),
     blocks: int = typer.Option(None, "--blocks", help="Contiguous target blocks \\[default: the study's; else 20 at --size paper, 8 otherwise]."),
@@ -467,7 +469,7 @@ def recl(
         [*group, *(members or [])], study, profile, name, out_dir=out_dir, fig_dir=fig_dir,
         announce=typer.echo, echo=say, progress=not quiet, size=size, data=data, sets=overrides, rs=parse_rs(r), grid=grid, blocks=blocks,
         block_len=block_len, split=split, seed=seed, n_boot=n_boot, placebo=placebo, batch_size=batch_size, device=device,
-        train_missing=train_missing, models_root=models_root, dry_run=dry_run,
+        train_missing=train_missing, models_root=models_root, launcher=launcher, dry_run=dry_run,
     )
     for result in results:
         typer.echo(f"RECL of {result['group']} ({result['n_targets']:,} targets; '>= c': ran off the grid):")
@@ -485,6 +487,9 @@ def ablate(
     shard: str = typer.Option(None, "--shard", help="Run only shard i of N (i/N, e.g. 2/4: every 4th run from the 2nd), for one machine or array task each."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs with parameters, evaluation lengths, estimated time and status; run nothing."),
     report_only: bool = typer.Option(False, "--report", help="Only rebuild the table and figure from the runs present (e.g. after merging shards)."),
+    launcher: str = typer.Option("local", "--launcher", help="local: the runs one after the other here; slurm: one Slurm job per run through submitit "
+                                 "(pip install 'txlab[slurm]'), waited for here, settings from the profile's slurm: mapping or --set."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a profile setting, e.g. --set slurm.partition=gpu --set slurm.time_min=600 (repeatable)."),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -498,7 +503,8 @@ def ablate(
     from txlab.study import run_study
 
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
-    result = run_study(study, profile, shard=shard, dry_run=dry_run, report_only=report_only, progress=not quiet, announce=typer.echo, echo=say)
+    result = run_study(study, profile, shard=shard, dry_run=dry_run, report_only=report_only, launcher=launcher, sets=overrides,
+                       progress=not quiet, announce=typer.echo, echo=say)
     if not dry_run:
         typer.echo(result["markdown"].rstrip())
         if result["claims"]:
@@ -508,7 +514,12 @@ def ablate(
         for path in result["files"]:
             typer.echo(f"written {path}")
     if json_output:
-        _print_json({k: result[k] for k in ("study", "profile", "shard", "out_dir", "rows", "claims", "plan") if k in result})
+        _print_json({k: result[k] for k in ("study", "profile", "shard", "out_dir", "rows", "claims", "plan", "failed") if k in result})
+    for failure in result.get("failed", []):
+        typer.echo(f"failed: {failure['name']} (job {failure['job_id']}): {failure['error']}; log {failure['log']}", err=True)
+    if result.get("failed"):
+        typer.echo("the other runs are in the table; rerun the same command to resume the failed ones", err=True)
+        raise typer.Exit(code=1)
 
 
 # ---------------------------------------------------------------------------------------------------

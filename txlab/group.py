@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,13 @@ import numpy as np
 
 from txlab import recl, report
 from txlab.checkpoint import has_checkpoint, read_meta
-from txlab.config import NON_NEGATIVE, POSITIVE, SEED, Range, RunConfig, check_fields, read_study, update_dataclass
+from txlab.config import NON_NEGATIVE, POSITIVE, SEED, Range, RunConfig, apply_overrides, check_fields, read_study, update_dataclass
 from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
 from txlab.losses import GroupLosses, collect_group_losses
-from txlab.plan import Plan, add_training, evaluation_keys, is_long_on_cpu, machine_gflops, meta_model, quickest, smaller_sizes, vocab_size
+from txlab.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
+from txlab.plan import Plan, add_training, checkpoint_step, evaluation_keys, is_long_on_cpu, machine_gflops, meta_model, quickest, smaller_sizes, vocab_size
 from txlab.presets import PRESETS
 from txlab.train import train
 from txlab.zoo import MODELS_ROOT, run_config, run_dir
@@ -76,6 +78,10 @@ class ReclSettings:
     """Train preset members that have no checkpoint (else refuse)."""
     models_root: str = str(MODELS_ROOT)
     """Where preset members live: ``<models_root>/<preset>-<size>-<corpus>/``."""
+    launcher: str = field(default="local", metadata={"choices": LAUNCHERS})
+    """How missing members train: local (here, one after the other) or slurm (one submitit job each, waited for)."""
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    """The jobs' settings with launcher slurm (txlab.launch.SlurmSettings); ``--set slurm.<key>=<value>`` sets one."""
 
     def context_grid(self) -> tuple[int, ...]:
         return parse_grid(self.grid)
@@ -139,7 +145,10 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
     """The groups one command runs: the study's (all, or those ``members`` name) or ``members`` as one group.
 
     ``given``: ReclSettings fields from the command line; None (or an empty list) means 'not given'.
+    Overrides in ``sets`` that start with ``slurm.`` set the jobs' settings; the others the members' configs.
     """
+    job_sets = [s for s in given.get("sets") or [] if s.startswith("slurm.")]
+    given = {**given, "sets": [s for s in given.get("sets") or [] if not s.startswith("slurm.")]}
     given = {k: v for k, v in given.items() if v is not None and v != []}
     if study is None:
         if not members:
@@ -147,11 +156,11 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
         numbers = [m for m in members if _is_number(m)]
         if numbers:
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
-        settings = check_fields(replace(ReclSettings(), **given))
+        settings = check_fields(apply_overrides(replace(ReclSettings(), **given), job_sets))
         settings = collection_defaults(settings, members, given)
         return [Group(name or default_group_name(members, settings), list(members), settings)]
     study_name, groups, settings = load_study(study, profile)
-    settings = check_fields(replace(settings, **given))
+    settings = check_fields(apply_overrides(replace(settings, **given), job_sets))
     chosen = list(members) or list(groups)
     for group in chosen:
         if group not in groups:
@@ -317,10 +326,27 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
             + "".join(f" --set {s}" for s in settings.sets) for m in missing
         )
         raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (--no-train given). Train them with: {commands}")
+    if settings.launcher == "slurm":
+        tasks = [Task(m.label, train_job, (m.config, str(m.run_dir)), partial(_checkpoint_note, m)) for m in missing]
+        folder = Path(settings.slurm.logs) if settings.slurm.logs else Path(settings.models_root) / "jobs"
+        failures = run_jobs(tasks, settings.slurm, folder, "txlab-train", echo)
+        if failures:
+            listed = "; ".join(f"{f.name} (job {f.job_id}): {f.error}, log {f.log}" for f in failures)
+            raise TxlabError(f"training failed: {listed}. Rerun the same command to resume them")
+        return
     for m in missing:
         echo(f"training {m.label} ...")
         result = train(m.config, m.run_dir, resume=True, progress=progress, echo=echo)
         echo(f"trained {m.label} to step {result.step}: valid loss {result.valid.get('loss', float('nan')):.4f}")
+
+
+def train_job(cfg: RunConfig, run_dir: str) -> int:
+    """Train one member as a scheduler job (what ``launcher: slurm`` submits), resuming its checkpoint; returns the step reached."""
+    return train(cfg, Path(run_dir), resume=True, progress=True).step
+
+
+def _checkpoint_note(member: Member) -> str:
+    return f"checkpoint at step {checkpoint_step(member.run_dir)}/{member.config.train.max_steps}"
 
 
 def oracle_rows(run_dir: Path, targets: np.ndarray, settings: ReclSettings) -> list[dict]:
@@ -419,6 +445,7 @@ def recl_groups(
     """
     groups = resolve_groups(members, study, profile, name, **given)
     for group in groups:  # every group's members resolve before any model trains
+        check_launcher(group.settings.launcher)
         for member in group.members:
             resolve_member(member, group.settings)
     for group in groups:

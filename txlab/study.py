@@ -45,6 +45,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import read_json, read_metrics_log, read_yaml_mapping, write_json_atomic, write_text_atomic
 from txlab.footprint import MIB, fit_length, training_memory
+from txlab.launch import SlurmSettings, Task, check_launcher, run_jobs
 from txlab.plan import COMPUTE_EFFICIENCY, format_count, format_seconds, machine_gflops, meta_model, seconds_for, split_tokens, training_flops, vocab_size
 from txlab.presets import PRESETS, resolve_preset
 from txlab.train import evaluate_run, train
@@ -101,6 +103,8 @@ class AblationSettings:
     """Runs and tables go to ``<out>/<name>-<profile>/``."""
     figures: str = "figures/ablate"
     """Figures go to ``<figures>/<name>-<profile>/``."""
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    """How each run is submitted with ``--launcher slurm`` (partition, time_min, gpus, cpus, ...: txlab.launch.SlurmSettings)."""
 
 
 @dataclass(frozen=True)
@@ -362,10 +366,15 @@ def _scoring_lengths(row: Row, cfg: RunConfig, settings: AblationSettings) -> tu
     return tuple(sorted({*asked, init_len})), init_len
 
 
-def load_study(path: str | Path, profile: str = "cpu") -> Study:
-    """Read, expand and check a study: every problem is reported before any run starts."""
+def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ()) -> Study:
+    """Read, expand and check a study, with ``sets`` (``key=value``) over the profile's settings:
+    every problem is reported before any run starts."""
     path = Path(path)
     data, settings = read_study(path, STUDY_KEYS, profile, AblationSettings())
+    try:
+        settings = apply_overrides(settings, list(sets))
+    except TxlabError as err:
+        raise TxlabError(f"--set: {err}") from None
     name = _slug(str(data.get("name") or path.stem))
     base = data.get("base") or {}
     if not isinstance(base, dict) or set(base) - {"preset", "set"}:
@@ -618,6 +627,35 @@ def run_one(run: PlannedRun, config: RunConfig, study: Study, progress: bool, ec
     _evaluate(run, config, study.settings, model_window(config), progress, echo)
 
 
+def run_planned(run: PlannedRun, study: Study, budget_bytes: Callable[[], int], progress: bool, echo: Callable[[str], None], counter: str = "") -> None:
+    """Every missing stage of one run: fit, train, evaluate (nothing when it is done)."""
+    config = _fit_run(run, study, budget_bytes, echo)
+    if run.row.fit:  # a fitted segment length moves the training attention length (PPL init)
+        eval_lens, init_len = _scoring_lengths(run.row, config, study.settings)
+        run = replace(run, eval_lens=eval_lens, init_len=init_len)
+    _check_same_config(run, config)  # a finished run of another configuration is not this study's result
+    _write_row_record(run, config, study)
+    status = run_status(run, study.settings)
+    echo(f"{counter}{run.run_id}: {status}")
+    if status != "done":
+        run_one(run, config, study, progress, echo)
+
+
+def run_job(path: str, profile: str, run_id: str, sets: list[str]) -> str:
+    """One run of a study as a scheduler job (what ``--launcher slurm`` submits): reads the study as
+    the submitting command did and does the run's missing stages. Returns the run's directory."""
+    study = load_study(path, profile, sets)
+    (run,) = [run for run in study.runs if run.run_id == run_id]
+    run_planned(run, study, _budget(study), progress=True, echo=print)
+    return str(run.directory)
+
+
+def job_progress(run: PlannedRun, settings: AblationSettings) -> str:
+    """'step s/n, k/m lengths scored', from the files a run's job writes."""
+    scored = sum(_eval_record_path(run, a, settings).is_file() for a in run.eval_lens)
+    return f"step {_logged_training_step(run.directory)}/{run.config.train.max_steps}, {scored}/{len(run.eval_lens)} lengths scored"
+
+
 def run_study(
     path: str | Path,
     profile: str = "cpu",
@@ -625,15 +663,20 @@ def run_study(
     shard: str | None = None,
     dry_run: bool = False,
     report_only: bool = False,
+    launcher: str = "local",
+    sets: Sequence[str] = (),
     progress: bool = True,
     announce: Callable[[str], None] = print,
     echo: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """What ``txlab ablate`` does: plan, (run the missing stages of this shard's runs), report.
+    """What ``txlab ablate`` does: plan, (run the missing stages of this shard's runs, here or as
+    scheduler jobs with ``launcher`` slurm), report.
 
-    Returns the plan and, unless ``dry_run``, the table's rows and the files written.
+    Returns the plan and, unless ``dry_run``, the table's rows and the files written (and with the
+    slurm launcher the jobs that failed, with their logs).
     """
-    study = load_study(path, profile)
+    check_launcher(launcher)
+    study = load_study(path, profile, sets)
     index, count = parse_shard(shard)
     runs = shard_runs(study.runs, index, count)
     settings = study.settings
@@ -661,17 +704,16 @@ def run_study(
         if isinstance(study.memory_budget, str) and any(run.row.fit for run in runs):
             budget_bytes()  # measured (and recorded beside the budget row) even when every fit is cached
         started = time.perf_counter()
-        for i, run in enumerate(runs, 1):
-            config = _fit_run(run, study, budget_bytes, echo)
-            if run.row.fit:  # a fitted segment length moves the training attention length (PPL init)
-                eval_lens, init_len = _scoring_lengths(run.row, config, settings)
-                run = replace(run, eval_lens=eval_lens, init_len=init_len)
-            _check_same_config(run, config)  # a finished run of another configuration is not this study's result
-            _write_row_record(run, config, study)
-            status = run_status(run, settings)
-            echo(f"[{i}/{len(runs)}] {run.run_id}: {status}")
-            if status != "done":
-                run_one(run, config, study, progress, echo)
+        if launcher == "slurm":
+            pending = [run for run in runs if run_status(run, settings) != "done"]
+            echo(f"{len(runs) - len(pending)} of {len(runs)} runs done; submitting the other {len(pending)}")
+            tasks = [Task(run.run_id, run_job, (str(study.path), profile, run.run_id, list(sets)), partial(job_progress, run, settings))
+                     for run in pending]
+            folder = Path(settings.slurm.logs) if settings.slurm.logs else study.out_dir / "jobs"
+            result["failed"] = [asdict(f) for f in run_jobs(tasks, settings.slurm, folder, f"txlab-{study.name}-{profile}", echo)]
+        else:
+            for i, run in enumerate(runs, 1):
+                run_planned(run, study, budget_bytes, progress, echo, f"[{i}/{len(runs)}] ")
         result["elapsed_s"] = time.perf_counter() - started
     result.update(report.write_ablation_report(
         study.out_dir, study.fig_dir, study.columns,

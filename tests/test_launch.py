@@ -1,0 +1,91 @@
+"""`txlab ablate --launcher slurm` through submitit's local executor: every run a real subprocess job,
+waited for, reported as a local study is; a failed job named with its log; resubmission resumes."""
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from txlab.cli import app
+from txlab.errors import TxlabError
+from txlab.study import load_study, run_study
+
+pytest.importorskip("submitit", reason="the slurm launcher needs submitit (pip install 'txlab[slurm]')")
+
+runner = CliRunner()
+
+STUDY = """
+name: jobs
+base: {{preset: xl128m}}
+rows:
+  - {{id: xl, recurrence: true}}
+  - {{id: norecur, recurrence: false}}
+profiles:
+  cpu:
+    size: tiny
+    sets: [train.max_steps=2, train.eval_interval=2, train.eval_tokens=200, data.synthetic_tokens=5000, data.synthetic_eval_tokens=600]
+    eval_lens: [8]
+    eval_tokens: 200
+    threads: 1
+    out: {out}
+    figures: {figures}
+    slurm: {{partition: gpu, time_min: 30, cpus: 1}}
+"""
+LOCAL_JOBS = ["slurm.cluster=local", "slurm.poll_s=0.2"]
+
+
+@pytest.fixture
+def study(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.format(out=tmp_path / "results", figures=tmp_path / "figures"))
+    return path
+
+
+def test_the_profile_and_set_give_the_job_settings(study):
+    settings = load_study(study, "cpu", ["slurm.time_min=600", "slurm.gpus=1"]).settings.slurm
+    assert (settings.partition, settings.time_min, settings.gpus, settings.cpus, settings.cluster) == ("gpu", 600, 1, 1, "slurm")
+    with pytest.raises(TxlabError, match="slurm.cpus must be"):
+        load_study(study, "cpu", ["slurm.cpus=0"])
+    with pytest.raises(TxlabError, match="launcher"):
+        run_study(study, launcher="slurn")
+
+
+def test_each_run_is_a_job_then_the_study_reports_and_a_failed_job_names_its_log(study, tmp_path):
+    lines = []
+    result = run_study(study, launcher="slurm", sets=LOCAL_JOBS, progress=False, announce=lines.append, echo=lines.append)
+    text = "\n".join(lines)
+    assert result["failed"] == [] and result["rows_finished"] == 2, text
+    assert "submitted 2 jobs to local (partition gpu, 30 min, 0 GPUs, 1 CPUs each)" in text
+    for run_id in ("xl-s0", "norecur-s0"):  # per-job progress, read from the files each job writes
+        assert f"{run_id}: job " in text and "step 2/2, 2/2 lengths scored" in text
+        assert (tmp_path / "results" / "jobs-cpu" / "runs" / run_id / "ablate" / "attn8-valid-n200.json").is_file()
+    assert (tmp_path / "figures" / "jobs-cpu" / "ppl-vs-attn-len.png").is_file()
+
+    # Nothing left to do: no job is submitted. A run made with another configuration fails its job.
+    lines.clear()
+    assert run_study(study, launcher="slurm", sets=LOCAL_JOBS, progress=False, announce=lines.append, echo=lines.append)["failed"] == []
+    assert "2 of 2 runs done; submitting the other 0" in lines
+    norecur = tmp_path / "results" / "jobs-cpu" / "runs" / "norecur-s0"
+    (norecur / "ablate" / "attn8-valid-n200.json").unlink()
+    saved = yaml.safe_load((norecur / "config.yaml").read_text())
+    saved["train"]["lr"] = 0.5
+    (norecur / "config.yaml").write_text(yaml.safe_dump(saved))
+    result = runner.invoke(app, ["ablate", str(study), "--launcher", "slurm", *[arg for s in LOCAL_JOBS for arg in ("--set", s)], "--json", "--quiet"])
+    assert result.exit_code == 1, result.output
+    (failure,) = json.loads([line for line in result.output.splitlines() if line.startswith("{")][-1])["failed"]
+    assert failure["name"] == "norecur-s0" and "another configuration" in failure["error"]
+    assert "another configuration" in open(failure["log"]).read()
+    assert f"failed: norecur-s0 (job {failure['job_id']})" in result.output and "rerun the same command" in result.output
+
+
+def test_recl_trains_its_missing_members_as_jobs_then_collects_here(tmp_path):
+    args = ["recl", "--group", "xl151m", "qrnn", "--size", "tiny", "--grid", "2:8:2", "--blocks", "2", "--block-len", "10", "--boot", "0",
+            "--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
+            "--set", "data.synthetic_eval_tokens=600", "--launcher", "slurm", *[arg for s in LOCAL_JOBS for arg in ("--set", s)],
+            "--models-root", str(tmp_path / "models"), "--out-dir", str(tmp_path / "results"), "--fig-dir", str(tmp_path / "figures")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "submitted 2 jobs to local" in result.output and "qrnn: job " in result.output
+    assert "checkpoint at step 2/2" in result.output  # each job's progress, read from its checkpoint
+    assert (tmp_path / "models" / "jobs").is_dir() and "RECL of xl151m+qrnn-tiny" in result.output
