@@ -618,7 +618,8 @@ def _report_import(result) -> None:
 
 @import_app.command("hf")
 def import_hf_command(
-    directory: Path = typer.Argument(..., help="A Hugging Face TransfoXLLMHeadModel directory: config.json and model.safetensors or pytorch_model.bin."),
+    directory: str = typer.Argument(..., help="A Hugging Face TransfoXLLMHeadModel directory (config.json and model.safetensors or pytorch_model.bin), "
+                                    "or a Hub id ORG/NAME, downloaded when it is not a local directory (pip install 'txlab[hub]')."),
     out: Path = _IMPORT_OUT,
     data: str = _IMPORT_DATA,
     vocab: Path = typer.Option(None, "--vocab", help="Vocabulary: tokenizer pickle, or plain text with one symbol per line [default: DIR/vocab.pkl, vocab.bin or vocab.txt]."),
@@ -626,7 +627,7 @@ def import_hf_command(
     overrides: list[str] = _SET,
     force: bool = _IMPORT_FORCE,
 ) -> None:
-    """Convert a Hugging Face TransfoXL checkpoint (e.g. transfo-xl-wt103): shape and memory settings from its config.json.
+    """Convert a Hugging Face TransfoXL checkpoint (a directory, or a Hub id such as transfo-xl/transfo-xl-wt103): shape and memory settings from its config.json.
 
     The tokenizer's pickled vocabulary is read without running code from it.
     """

@@ -4,7 +4,9 @@ Two sources hold the paper's Transformer-XL (relative attention, adaptive input 
 
 - **Hugging Face** ``TransfoXLLMHeadModel``: a directory with ``config.json``, the weights
   (``model.safetensors`` or ``pytorch_model.bin``) and the tokenizer's vocabulary (``vocab.pkl``,
-  or the older ``vocab.bin``). The hyper-parameters come from ``config.json``.
+  or the older ``vocab.bin``). The hyper-parameters come from ``config.json``. A Hub id
+  (``ORG/NAME``) that is not a local directory is downloaded into the Hugging Face cache first
+  (those files only), with huggingface_hub, an optional dependency (``pip install 'txlab[hub]'``).
 - **The authors' reference code** (kimiyoung/transformer-xl, ``pytorch/mem_transformer.py``): a
   state dict of ``MemTransformerLM``. It records no hyper-parameters, so they come from a preset,
   a YAML file or ``--set``, as for ``txlab train``.
@@ -65,6 +67,7 @@ import hashlib
 import io
 import json
 import pickle
+import re
 import shutil
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -92,6 +95,9 @@ UNK_SYMBOLS = ("<unk>", "<UNK>")
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 HF_VOCABS = ("vocab.pkl", "vocab.bin", "vocab.txt")
 """Looked for in this order in a Hugging Face directory."""
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+"""A Hugging Face Hub repository id, ORG/NAME (e.g. transfo-xl/transfo-xl-wt103)."""
 
 _MAX_LISTED = 12
 """Names listed per kind of problem in a mismatch error (then 'and N more')."""
@@ -619,6 +625,25 @@ def _finish(out_dir: Path, cfg: RunConfig, vocab: Vocab, weights: Path, layout: 
     return ImportResult(out_dir, model.num_parameters(), len(vocab), notes)
 
 
+def hub_snapshot(repo_id: str) -> Path:
+    """The local folder of a Hub repository's config, weights and vocabulary, downloaded into the
+    Hugging Face cache unless already there. Without network or huggingface_hub, a one-line error
+    says how to download it by hand."""
+    by_hand = (f"download it where there is network (`pip install huggingface_hub`, then `hf download {repo_id} --local-dir DIR`), "
+               f"copy DIR here and run `txlab import hf DIR`")
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError, HFValidationError
+    except ImportError:
+        raise TxlabError(f"{repo_id} is not a directory here; to fetch it from the Hugging Face Hub, pip install 'txlab[hub]', "
+                         f"or {by_hand}") from None
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=["config.json", *HF_WEIGHTS, *HF_VOCABS]))
+    except (HfHubHTTPError, HFValidationError, OSError) as err:  # offline, unknown or gated repository, no disk space
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TxlabError(f"{repo_id} is not a directory here and could not be fetched from the Hugging Face Hub ({reason}); {by_hand}") from None
+
+
 def import_hf(
     directory: str | Path,
     out_dir: str | Path,
@@ -629,15 +654,20 @@ def import_hf(
     overrides: Sequence[str] = (),
     force: bool = False,
 ) -> ImportResult:
-    """Convert a Hugging Face TransfoXLLMHeadModel directory into the txlab run directory ``out_dir``.
+    """Convert a Hugging Face TransfoXLLMHeadModel directory, or a Hub id (ORG/NAME) that is not a
+    local directory (:func:`hub_snapshot`), into the txlab run directory ``out_dir``.
 
     ``corpus``: the txlab corpus the model reads (config.json does not say). ``vocab_file``: default
     the first of :data:`HF_VOCABS` in ``directory``. ``config_file``/``overrides``: applied to the
     run configuration derived from config.json (e.g. evaluation lengths, the data directory).
     """
+    source = str(directory)
     directory = Path(directory)
     if not directory.is_dir():
-        raise TxlabError(f"no Hugging Face model directory {directory}")
+        if not HUB_ID.fullmatch(source):
+            raise TxlabError(f"no Hugging Face model directory {directory} (nor a Hub id ORG/NAME)")
+        directory = hub_snapshot(source)
+        source = f"{source}@{directory.name}"  # the Hub commit the cache folder is named after
     model_cfg, ties, same_length = _hf_config(directory / "config.json")
     weights = next((directory / n for n in HF_WEIGHTS if (directory / n).is_file()), None)
     if weights is None:
@@ -649,7 +679,7 @@ def import_hf(
     vocab = read_vocabulary(vocab_file)
     base = RunConfig(model=model_cfg, data=DataConfig(corpus=corpus))
     cfg = load_config(config_file, list(overrides), base=update_dataclass(base, {"eval": {"same_length": same_length}}))
-    record = {"format": "huggingface", "source": str(directory), "vocabulary": str(vocab_file)}
+    record = {"format": "huggingface", "source": source, "vocabulary": str(vocab_file)}
     return _finish(Path(out_dir), cfg, vocab, weights, HF_LAYOUT, record, force, ties)
 
 
