@@ -267,6 +267,17 @@ def test_the_lock_of_a_killed_process_is_taken_over(run_copy):
     assert read_meta(run_copy)["step"] == 4
 
 
+def test_training_removes_the_copies_killed_saves_left(run_copy):
+    stale = run_copy / ".checkpoint.k3x9"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"half a copy")
+    shutil.copytree(run_copy / "checkpoint", run_copy / ".checkpoint.old")
+    shutil.rmtree(run_copy / "checkpoint")  # a kill between the two renames of a save: only the old copy is whole
+    result = runner.invoke(app, train_args(run_copy, 2))
+    assert result.exit_code == 0, result.output
+    assert not stale.exists() and read_meta(run_copy)["step"] == 2
+
+
 def test_evaluations_with_other_batch_sizes_keep_their_own_records(run_copy):
     records = []
     for batch in ("2", "3"):

@@ -81,7 +81,7 @@ def save_checkpoint(
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / CHECKPOINT_DIR
     old = run_dir / f".{CHECKPOINT_DIR}.old"
-    _remove_unfinished_saves(run_dir, keep=old)
+    remove_unfinished_saves(run_dir)
     tmp = Path(tempfile.mkdtemp(dir=run_dir, prefix=f".{CHECKPOINT_DIR}."))
     try:
         _save_weights(unique_tensors(model), tmp / WEIGHTS)
@@ -125,10 +125,12 @@ def _save_weights(tensors: dict[str, torch.Tensor], path: Path) -> None:
         raise OSError(errno_, os.strerror(errno_), str(path)) from None
 
 
-def _remove_unfinished_saves(run_dir: Path, keep: Path) -> None:
+def remove_unfinished_saves(run_dir: Path) -> None:
     """Delete the temporary copies that saves killed before their rename left behind (one full-size
-    copy each). One process trains a run directory at a time, so no other save is being written."""
-    for stale in run_dir.glob(f".{CHECKPOINT_DIR}.*"):
+    copy each); the previous checkpoint (``.checkpoint.old``) stays. Only the process holding the run
+    directory calls this (see txlab.fileio.hold_directory), so no other save is being written."""
+    keep = Path(run_dir) / f".{CHECKPOINT_DIR}.old"
+    for stale in Path(run_dir).glob(f".{CHECKPOINT_DIR}.*"):
         if stale != keep and stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)
 

@@ -38,7 +38,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from txlab.build import build_model
 from txlab.capacity import check_fits
-from txlab.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
+from txlab.checkpoint import has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
 from txlab.config import NON_NEGATIVE, EvalConfig, ModelConfig, RunConfig, TrainConfig, save_config, update_dataclass
 from txlab.data import Corpus, batchify, eval_segments, iter_segments, load_corpus, load_corpus_for_model
 from txlab.diagnostics import flat_metrics, role_summary
@@ -288,6 +288,8 @@ def train(
     """
     main_process = os.environ.get("RANK", "0") == "0"
     with hold_directory(run_dir, "txlab train") if main_process else nullcontext():
+        if main_process:  # what saves killed mid-way left: a full-size copy each
+            remove_unfinished_saves(Path(run_dir))
         return _train(cfg, Path(run_dir), resume=resume, progress=progress, echo=echo)
 
 
