@@ -121,6 +121,15 @@ def test_recl_settings_are_refused_before_any_work(trained, tmp_path, options, m
     assert not (tmp_path / "o").exists()
 
 
+def test_recl_refuses_a_collection_beyond_memory_before_collecting(run_copy, tmp_path, monkeypatch):
+    from txlab import capacity
+
+    monkeypatch.setattr(capacity, "machine_memory", lambda device: 2**20)
+    fails_cleanly(["recl", "--group", str(run_copy), "--no-train", "--grid", "4,8", "--blocks", "2", "--block-len", "20", "--batch-size", "512",
+                   "--quiet", "--out-dir", str(tmp_path / "o")], "collecting the losses of", "needs at least")
+    assert not (run_copy / "losses").exists()
+
+
 def test_generate_refuses_a_temperature_that_underflows(trained):
     fails_cleanly(["generate", str(trained), "--prompt", "a", "--temperature", "1e-30"], "--temperature must be in [0.01, 100], got 1e-30")
 

@@ -78,6 +78,7 @@ import numpy as np
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
+from txlab.capacity import check_fits
 from txlab.checkpoint import load_checkpoint, read_meta
 from txlab.config import RunConfig, update_dataclass
 from txlab.data import load_corpus, load_corpus_for_model
@@ -507,6 +508,8 @@ def collect_run_losses(
     with scoring(model, context):
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(grid, model.max_context)
+        check_fits(ckpt.config.model, batch_size, chunk_len or int(lengths[-1]), context.mem_len if chunk_len else 0, training=False,
+                   device=device, what=f"collecting the losses of {run_dir} (--batch-size, --grid)")
         meta = {
             "split": split, "token_stream_sha256": token_hash, "n_tokens": len(tokens), "grid": list(grid),
             "block_starts": starts.tolist(), "block_len": block_len, "seed": seed,
