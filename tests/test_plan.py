@@ -108,3 +108,26 @@ def test_dry_runs_print_the_plan_and_start_nothing(tmp_path):
         assert not runs.exists(), args
     result = runner.invoke(app, commands[1][:-1] + ["--dry-run", "--json"])
     assert "train xl151m into" in result.output and "train qrnn into" in result.output and "token-steps each" in result.output
+
+
+def test_an_ablation_of_hours_on_a_cpu_names_the_profile_that_takes_minutes(tmp_path, monkeypatch):
+    from txlab import study as study_module
+
+    path = tmp_path / "study.yaml"
+    path.write_text(f"""
+name: demo
+base: {{preset: xl128m}}
+rows: [{{recurrence: true}}, {{recurrence: false}}]
+profiles:
+  big: {{size: paper, data: wikitext-103, eval_lens: [128], out: {tmp_path}}}
+  gpu: {{size: paper, device: cuda, eval_lens: [128], out: {tmp_path}}}
+  small: {{size: tiny, eval_lens: [16], eval_tokens: 1000, out: {tmp_path}}}
+""")
+    monkeypatch.setattr(study_module, "machine_gflops", fixed_ceiling(50.0))
+    lines = []
+    study_module.run_study(path, "big", dry_run=True, announce=lines.append, echo=lines.append)
+    (named,) = [line for line in lines if "over an hour" in line]
+    assert named.startswith("that is over an hour on this CPU: --profile small (2 runs, size tiny) would take about")
+    lines.clear()
+    study_module.run_study(path, "small", dry_run=True, announce=lines.append, echo=lines.append)
+    assert not [line for line in lines if "over an hour" in line]

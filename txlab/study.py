@@ -49,18 +49,19 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
 from txlab import report
 from txlab.checkpoint import config_differences, has_checkpoint, read_meta
 from txlab.claims import Claim, read_claims
-from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, read_study, to_dict, update_dataclass
+from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, read_study, read_yaml, to_dict, update_dataclass
 from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import read_json, read_metrics_log, read_yaml_mapping, write_json_atomic, write_text_atomic
 from txlab.footprint import MIB, fit_length, training_memory
 from txlab.launch import SlurmSettings, Task, check_launcher, run_jobs
-from txlab.plan import COMPUTE_EFFICIENCY, format_count, format_seconds, machine_gflops, meta_model, seconds_for, split_tokens, training_flops, vocab_size
+from txlab.plan import COMPUTE_EFFICIENCY, LONG_S, Plan, format_count, format_seconds, machine_gflops, meta_model, quickest, seconds_for, split_tokens, training_flops, vocab_size
 from txlab.presets import PRESETS, resolve_preset
 from txlab.train import evaluate_run, train
 from txlab.zoo import known_vocab_size
@@ -627,6 +628,20 @@ def run_one(run: PlannedRun, config: RunConfig, study: Study, progress: bool, ec
     _evaluate(run, config, study.settings, model_window(config), progress, echo)
 
 
+def quicker_profile(study: Study, gflops: float) -> str:
+    """'--profile P would take about T' for the first other profile of the study that takes under an
+    hour here on a CPU, else ''."""
+    candidates = []
+    for name in read_yaml(study.path)["profiles"]:
+        if name == study.profile:
+            continue
+        other = load_study(study.path, name)
+        if torch.device(other.settings.device).type == "cpu":
+            candidates.append((f"--profile {name} ({len(other.runs)} runs, size {other.settings.size})",
+                               Plan(flops=estimate(other, other.runs, gflops)["total_flops"], gflops=gflops)))
+    return quickest(candidates)
+
+
 def run_planned(run: PlannedRun, study: Study, budget_bytes: Callable[[], int], progress: bool, echo: Callable[[str], None], counter: str = "") -> None:
     """Every missing stage of one run: fit, train, evaluate (nothing when it is done)."""
     config = _fit_run(run, study, budget_bytes, echo)
@@ -692,6 +707,10 @@ def run_study(
     if gflops:
         announce(f"estimated time {format_seconds(cost['seconds'])} for all of them from scratch "
                  f"({format_count(cost['total_flops'])}FLOP at {COMPUTE_EFFICIENCY:.0%} of the measured {gflops:.0f} GFLOP/s matmul ceiling)")
+        if cost["seconds"] is not None and cost["seconds"] > LONG_S and torch.device(settings.device).type == "cpu":
+            quicker = quicker_profile(study, gflops)
+            if quicker:
+                announce(f"that is over an hour on this CPU: {quicker}")
     result: dict[str, Any] = {"study": study.name, "profile": profile, "shard": [index, count], "plan": cost, "out_dir": str(study.out_dir)}
     if dry_run:
         announce(describe_plan(study, runs, cost))
