@@ -231,6 +231,26 @@ def test_a_damaged_corpus_cache_names_itself(tmp_path):
         load_corpus(cfg, progress=False)
 
 
+@pytest.mark.parametrize("damage", ["row.json a list", "row.json without eval_lens", "config.yaml without model", "record truncated"])
+def test_damaged_study_outputs_name_themselves(tmp_path, damage):
+    from txlab.report import ablation_curves, ablation_eval_name
+
+    run = tmp_path / "runs" / "r-s0"
+    (run / "ablate").mkdir(parents=True)
+    row = {"row_id": "r", "remark": "", "seed": 0, "init_len": 16, "eval_lens": [16], "split": "valid", "eval_tokens": 0}
+    record = run / "ablate" / ablation_eval_name(16, "valid", 0)
+    record.write_text(json.dumps({"loss": 1.0, "ppl": 2.718, "tokens": 10}))
+    (run / "config.yaml").write_text("model: {mem_len: 0, pos_enc: ours, family: xl, tgt_len: 16}\ntrain: {loss: full}\n")
+    (run / "ablate" / "row.json").write_text(json.dumps(row))
+    assert len(ablation_curves(tmp_path, ["r-s0"])[1]) == 1
+    damaged = {"row.json a list": run / "ablate" / "row.json", "row.json without eval_lens": run / "ablate" / "row.json",
+               "config.yaml without model": run / "config.yaml", "record truncated": record}[damage]
+    damaged.write_text({"row.json a list": "[1]", "row.json without eval_lens": json.dumps({**row, "eval_lens": None}),
+                        "config.yaml without model": "train: {loss: full}\n", "record truncated": '{"loss": 1.0, "pp'}[damage])
+    with pytest.raises(DamagedFile, match=rf"{damaged.name} is damaged \(.+\); delete it and rerun `txlab ablate`"):
+        ablation_curves(tmp_path, ["r-s0"])
+
+
 def test_import_hf_config_with_wrong_value_types(tmp_path):
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text('{"model_type": "transfo-xl", "n_layer": "two", "sample_softmax": -1}')

@@ -22,7 +22,7 @@ from scipy import stats  # noqa: E402
 from txlab.claims import Claim, claims_markdown, evaluate_claims  # noqa: E402
 from txlab.errors import TxlabError  # noqa: E402
 from txlab.style import CI_ALPHA, REFERENCE_COLORS, colors, themed  # noqa: E402
-from txlab.fileio import read_json, read_metrics_log, read_yaml_mapping, write_atomic, write_text_atomic  # noqa: E402
+from txlab.fileio import DamagedFile, read_json, read_metrics_log, read_yaml_mapping, write_atomic, write_text_atomic  # noqa: E402
 
 
 def read_metrics(run_dir: Path) -> pd.DataFrame:
@@ -295,6 +295,8 @@ def init_best(lengths: list[int], values: list[float], init_len: int) -> tuple[f
 
 
 STUDY_REMEDY = "delete it and rerun `txlab ablate` to rebuild it"
+ROW_RECORD_KEYS = {"row_id": str, "remark": str, "seed": int, "init_len": int, "eval_lens": list, "split": str, "eval_tokens": int}
+"""What a study run's ablate/row.json must hold."""
 
 
 def _read_json(path: Path) -> dict:
@@ -310,8 +312,10 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
         row_file = run_dir / "ablate" / "row.json"
         if not row_file.is_file() or not (run_dir / "config.yaml").is_file():
             continue
-        row = _read_json(row_file)
+        row = read_json(row_file, STUDY_REMEDY, keys=ROW_RECORD_KEYS)
         cfg = read_yaml_mapping(run_dir / "config.yaml", STUDY_REMEDY)
+        if not (isinstance(cfg.get("model"), dict) and isinstance(cfg.get("train"), dict)):
+            raise DamagedFile(run_dir / "config.yaml", "no 'model' or 'train' section", STUDY_REMEDY)
         model = cfg["model"]
         memory_file = next((f for f in (run_dir / "fit.json", run_dir / "memory.json") if f.is_file()), None)
         memory = _read_json(memory_file) if memory_file else {}
@@ -324,7 +328,7 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
         for length in row["eval_lens"]:
             path = run_dir / "ablate" / ablation_eval_name(length, row["split"], row["eval_tokens"])
             if path.is_file():
-                record = _read_json(path)
+                record = read_json(path, STUDY_REMEDY, keys={"loss": (int, float), "tokens": int})
                 metric = "ppl" if "ppl" in record else "bpc"
                 points.append({"run_id": run_id, "row_id": row["row_id"], "seed": row["seed"], "attn_len": length,
                                "metric": metric, "value": record[metric], "loss": record["loss"], "tokens": record["tokens"]})
