@@ -99,7 +99,11 @@ def format_seconds(seconds: float | None) -> str:
         return "unknown"
     if seconds >= 2 * 86400:
         return f"{seconds / 86400:,.0f} days"
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 90:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
 
 
 def machine_gflops(device: str, threads: int) -> float | None:
