@@ -79,13 +79,14 @@ def test_each_run_is_a_job_then_the_study_reports_and_a_failed_job_names_its_log
     assert f"failed: norecur-s0 (job {failure['job_id']})" in result.output and "rerun the same command" in result.output
 
 
-def test_recl_trains_its_missing_members_as_jobs_then_collects_here(tmp_path):
+def test_recl_trains_its_missing_members_and_collects_their_losses_as_jobs(tmp_path):
     args = ["recl", "--group", "xl151m", "qrnn", "--size", "tiny", "--grid", "2:8:2", "--blocks", "2", "--block-len", "10", "--boot", "0",
             "--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
             "--set", "data.synthetic_eval_tokens=600", "--launcher", "slurm", *[arg for s in LOCAL_JOBS for arg in ("--set", s)],
             "--models-root", str(tmp_path / "models"), "--out-dir", str(tmp_path / "results"), "--fig-dir", str(tmp_path / "figures")]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "submitted 2 jobs to local" in result.output and "qrnn: job " in result.output
-    assert "checkpoint at step 2/2" in result.output  # each job's progress, read from its checkpoint
+    assert result.output.count("submitted 2 jobs to local") == 2 and "qrnn: job " in result.output  # training, then collection
+    assert "checkpoint at step 2/2" in result.output  # each job's progress, read from the files it writes
+    assert "2 loss blocks written" in result.output  # 2 blocks of losses per member, no placebo
     assert (tmp_path / "models" / "jobs").is_dir() and "RECL of xl151m+qrnn-tiny" in result.output

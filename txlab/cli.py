@@ -429,7 +429,8 @@ def recl(
     data: str = typer.Option(None, "--data", help="Corpus of preset members \\[default: each preset's own]."),
     overrides: list[str] = typer.Option([], "--set", help="Config override for preset members (where they live, how missing ones train), repeatable; "
                                         "slurm.<key>=<value> sets the jobs of --launcher slurm (e.g. slurm.partition=gpu)."),
-    launcher: str = typer.Option(None, "--launcher", help="How missing presets train: local (here) or slurm (one submitit job each, waited for) \\[default: the study's, else local]."),
+    launcher: str = typer.Option(None, "--launcher", help="How missing presets train and each member's losses are collected: local (here) or slurm "
+                                 "(one submitit job each, waited for) \\[default: the study's, else local]."),
     grid: str = typer.Option(None, "--grid", help="Context lengths, start:stop:step (stop included) or a comma list \\[default: the study's; else 100:1000:100 at --size paper, "
                              "about ten lengths up to the members' training span at smaller sizes (20:240:20 for the cpu presets)]."),
     blocks: int = typer.Option(None, "--blocks", help="Contiguous target blocks \\[default: the study's; else 20 at --size paper, 8 otherwise]."),

@@ -21,6 +21,7 @@ override the profile's.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -35,7 +36,7 @@ from txlab.config import NON_NEGATIVE, POSITIVE, SEED, Range, RunConfig, apply_o
 from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
-from txlab.losses import GroupLosses, collect_group_losses
+from txlab.losses import GroupLosses, collect_group_losses, collect_run_losses
 from txlab.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
 from txlab.plan import Plan, add_training, checkpoint_step, evaluation_keys, is_long_on_cpu, machine_gflops, meta_model, quickest, smaller_sizes, vocab_size
 from txlab.presets import PRESETS
@@ -79,7 +80,8 @@ class ReclSettings:
     models_root: str = str(MODELS_ROOT)
     """Where preset members live: ``<models_root>/<preset>-<size>-<corpus>/``."""
     launcher: str = field(default="local", metadata={"choices": LAUNCHERS})
-    """How missing members train: local (here, one after the other) or slurm (one submitit job each, waited for)."""
+    """How missing members train and each member's losses are collected: local (here, one after the
+    other) or slurm (one submitit job each, waited for)."""
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     """The jobs' settings with launcher slurm (txlab.launch.SlurmSettings); ``--set slurm.<key>=<value>`` sets one."""
 
@@ -340,6 +342,29 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
         echo(f"trained {m.label} to step {result.step}: valid loss {result.valid.get('loss', float('nan')):.4f}")
 
 
+def collect_job(run_dir: str, settings: ReclSettings) -> str:
+    """Collect one member's losses as a scheduler job (blocks already written are skipped); returns their folder."""
+    table = collect_run_losses(Path(run_dir), settings.split, settings.context_grid(), settings.blocks, settings.block_len, settings.seed,
+                               placebo=settings.placebo, batch_size=settings.batch_size, device=settings.device, progress=True)
+    return str(table.path)
+
+
+def collect_as_jobs(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None]) -> None:
+    """Every member's loss collection as a job of its own, waited for; a failed one stops the group with its log."""
+    submitted = time.time()
+
+    def written(member: Member) -> str:
+        blocks = [f for f in (member.run_dir / "losses").glob("*/*.npy") if f.stat().st_mtime >= submitted]
+        return f"{len(blocks)} loss blocks written"
+
+    tasks = [Task(m.label, collect_job, (str(m.run_dir), settings), partial(written, m)) for m in members]
+    folder = Path(settings.slurm.logs) if settings.slurm.logs else Path(settings.models_root) / "jobs"
+    failures = run_jobs(tasks, settings.slurm, folder, "txlab-losses", echo)
+    if failures:
+        listed = "; ".join(f"{f.name} (job {f.job_id}): {f.error}, log {f.log}" for f in failures)
+        raise TxlabError(f"loss collection failed: {listed}. Rerun the same command to resume it")
+
+
 def train_job(cfg: RunConfig, run_dir: str) -> int:
     """Train one member as a scheduler job (what ``launcher: slurm`` submits), resuming its checkpoint; returns the step reached."""
     return train(cfg, Path(run_dir), resume=True, progress=True).step
@@ -400,6 +425,8 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
         raise TxlabError(f"the group names a model twice: {labels}")
     check_members(members)
     ensure_trained(members, settings, echo, progress)
+    if settings.launcher == "slurm":  # each member's blocks as a job; the group then loads them here
+        collect_as_jobs(members, settings, echo)
     echo(f"collecting losses of {len(members)} models: {collection_cost(settings) / 1e6:.1f}M token-steps each "
          f"({settings.blocks} blocks x {settings.block_len} targets, contexts {grid[0]}..{grid[-1]})")
     losses = collect_group_losses(
