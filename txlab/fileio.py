@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import pickle
+import shlex
 import socket
 import sys
 import tempfile
@@ -254,8 +255,8 @@ def hold_directory(directory: Path | str, command: str) -> Iterator[Path]:
             raise TxlabError(
                 f"{directory} is in use by {_lock_holder(path)}; wait for it to finish or stop it, then rerun `{command}`"
             ) from None
-        holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join([command, *sys.argv[2:]])[:500],
-                  "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                  "command": shlex.join(["txlab", *sys.argv[1:]])[:500]}  # what the user ran (ablate and recl train runs too)
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
         yield directory
