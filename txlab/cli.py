@@ -489,7 +489,7 @@ def ablate(
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs with parameters, evaluation lengths, estimated time and status; run nothing."),
     report_only: bool = typer.Option(False, "--report", help="Only rebuild the table and figure from the runs present (e.g. after merging shards)."),
     launcher: str = typer.Option("local", "--launcher", help="local: the runs one after the other here; slurm: one Slurm job per run through submitit "
-                                 "(pip install 'txlab[slurm]'), waited for here, settings from the profile's slurm: mapping or --set."),
+                                 "(pip install 'txlab\\[slurm]'), waited for here, settings from the profile's slurm: mapping or --set."),
     overrides: list[str] = typer.Option([], "--set", help="Override a profile setting, e.g. --set slurm.partition=gpu --set slurm.time_min=600 (repeatable)."),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
@@ -620,7 +620,7 @@ def _report_import(result) -> None:
 @import_app.command("hf")
 def import_hf_command(
     directory: str = typer.Argument(..., help="A Hugging Face TransfoXLLMHeadModel directory (config.json and model.safetensors or pytorch_model.bin), "
-                                    "or a Hub id ORG/NAME, downloaded when it is not a local directory (pip install 'txlab[hub]')."),
+                                    "or a Hub id ORG/NAME, downloaded when it is not a local directory (pip install 'txlab\\[hub]')."),
     out: Path = _IMPORT_OUT,
     data: str = _IMPORT_DATA,
     vocab: Path = typer.Option(None, "--vocab", help="Vocabulary: tokenizer pickle, or plain text with one symbol per line [default: DIR/vocab.pkl, vocab.bin or vocab.txt]."),
