@@ -1,6 +1,7 @@
 """One look for every figure: the shared theme applies while a figure is drawn and saved and is undone
 after it; seed bands are t-intervals written beside the figure."""
 
+import json
 import math
 
 import matplotlib.pyplot as plt
@@ -50,3 +51,22 @@ def test_the_ablation_figure_writes_its_plotted_points_beside_it(tmp_path):
     assert [p.name for p in written] == ["ppl-vs-attn-len.png", "ppl-vs-attn-len.pdf", "ppl-vs-attn-len.csv"]
     points = pd.read_csv(written[-1])
     assert points[["row_id", "attn_len", "mean"]].values.tolist() == [["a", 8, 3.0], ["a", 16, 2.5], ["b", 8, 4.0], ["b", 16, 3.5]]
+
+
+def test_learning_curves_of_seeds_of_one_configuration_share_a_line_with_an_interval(tmp_path):
+    def run(name, seed, lr, losses):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "config.yaml").write_text(f"name: {name}\npreset: xl\nsize: cpu\ndata: {{corpus: synthetic}}\ntrain: {{seed: {seed}, lr: {lr}}}\n")
+        records = [{"step": 10 * i, "split": "valid", "loss": loss, "tokens_seen": 100 * i, "elapsed_s": 5.0 * i}
+                   for i, loss in enumerate(losses, start=1)]
+        (directory / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        return directory
+
+    runs = [run("a-s0", 0, 0.1, [3.0, 2.0]), run("a-s1", 1, 0.1, [4.0, 3.0]), run("a-s2", 2, 0.1, [5.0, 4.0]), run("b", 0, 0.2, [6.0, 5.0])]
+    labels = report.seed_group_labels(runs)
+    assert labels[:3] == ["xl (cpu) on synthetic [a-s0], 3 seeds"] * 3 and labels[3] == "xl (cpu) on synthetic [b]"
+    written = report.learning_curves(runs, tmp_path / "curves.png")
+    assert pd.read_csv(written["table"])["label"].tolist() == [labels[0]] * 6 + [labels[3]] * 2
+    table = report.mean_intervals(pd.read_csv(written["table"]), ["label", "step"], "loss").set_index(["label", "step"])
+    assert table.loc[(labels[0], 10), "mean"] == 4.0 and table.loc[(labels[0], 10), "ci_high"] == pytest.approx(4 + 4.302652729911275 / math.sqrt(3))

@@ -84,8 +84,7 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
     if not run_dirs:
         raise TxlabError("learning_curves needs at least one run directory")
     frames = []
-    labels = distinct_labels(run_dirs)
-    for run_dir, label in zip(run_dirs, labels):
+    for run_dir, label in zip(run_dirs, seed_group_labels(run_dirs)):
         metrics = read_metrics(run_dir)
         valid = metrics[metrics["split"] == "valid"].copy()
         if valid.empty:
@@ -95,13 +94,34 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
     points = pd.concat(frames, ignore_index=True)[["label", "run", "step", "tokens_seen", "elapsed_s", "loss"]]
 
     fig, (by_tokens, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    scaled = points.assign(tokens_m=points["tokens_seen"] / 1e6, minutes=points["elapsed_s"] / 60)
-    for ax, x in ((by_tokens, "tokens_m"), (by_time, "minutes")):
-        sns.lineplot(scaled, x=x, y="loss", hue="label", units="run", estimator=None, marker="o", markersize=4, ax=ax, legend=ax is by_time)
+    curves = points.groupby(["label", "step"], sort=False).agg(tokens_m=("tokens_seen", "mean"), minutes=("elapsed_s", "mean")).reset_index()
+    curves = curves.merge(mean_intervals(points, ["label", "step"], "loss"), on=["label", "step"])
+    curves = curves.assign(tokens_m=curves["tokens_m"] / 1e6, minutes=curves["minutes"] / 60)
+    palette = colors(curves["label"].nunique())
+    for i, (label, curve) in enumerate(curves.groupby("label", sort=False)):
+        for ax, x in ((by_tokens, "tokens_m"), (by_time, "minutes")):
+            ax.plot(curve[x], curve["mean"], marker="o", ms=3, color=palette[i], label=label)
+            if (curve["n"] > 1).any():
+                ax.fill_between(curve[x], curve["ci_low"], curve["ci_high"], color=palette[i], alpha=CI_ALPHA, lw=0)
     by_tokens.set(xlabel="training tokens (millions)", ylabel="validation loss (nats/token)")
     by_time.set(xlabel="training wall time (minutes)")
-    by_time.legend(fontsize=8, title=None)
+    seeds = (curves["n"] > 1).any()
+    by_time.legend(fontsize=8, title="band: 95% interval of the mean over seeds" if seeds else None, title_fontsize=8)
     return save_figure_with_points(fig, out, points, title)
+
+
+def seed_group_labels(run_dirs: list[Path]) -> list[str]:
+    """:func:`distinct_labels`, except that runs whose config.yaml differ only in ``train.seed`` (and
+    their name) are seeds of one configuration: they share the first one's label with ', k seeds'."""
+    labels = distinct_labels(run_dirs)
+    keys = []
+    for run_dir in run_dirs:
+        path = Path(run_dir) / "config.yaml"
+        cfg = read_yaml_mapping(path, "delete it and rerun `txlab train` to write it again") if path.is_file() else {"run": str(run_dir)}
+        train = {k: v for k, v in (cfg.get("train") or {}).items() if k != "seed"}
+        keys.append(repr(sorted({**cfg, "name": None, "train": sorted(train.items())}.items())))
+    first = {key: labels[keys.index(key)] for key in keys}
+    return [f"{first[key]}, {keys.count(key)} seeds" if keys.count(key) > 1 else label for key, label in zip(keys, labels)]
 
 
 @themed
@@ -425,13 +445,18 @@ def ablation_latex(rows: list[dict], columns: list[tuple[str, str]], caption: st
     return "\n".join(lines) + "\n"
 
 
+def mean_intervals(frame: pd.DataFrame, keys: list[str], value: str, level: float = 0.95) -> pd.DataFrame:
+    """Per group of ``keys``: the number of values n, their mean and its t-interval at ``level``
+    (NaN bounds for n = 1): keys..., n, mean, ci_low, ci_high."""
+    table = frame.groupby(keys, sort=False)[value].agg(n="count", mean="mean", sd="std").reset_index()
+    half = stats.t.ppf(0.5 + level / 2, table["n"] - 1) * table["sd"] / np.sqrt(table["n"])
+    return table.assign(ci_low=table["mean"] - half, ci_high=table["mean"] + half).drop(columns="sd")
+
+
 def seed_intervals(curves: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Per study row and attention length: the mean over seeds and its t-interval at ``level``
     (NaN bounds with one seed): row_id, attn_len, seeds, mean, ci_low, ci_high."""
-    grouped = curves.groupby(["row_id", "attn_len"], sort=False)["value"]
-    table = grouped.agg(seeds="count", mean="mean", sd="std").reset_index()
-    half = stats.t.ppf(0.5 + level / 2, table["seeds"] - 1) * table["sd"] / np.sqrt(table["seeds"])
-    return table.assign(ci_low=table["mean"] - half, ci_high=table["mean"] + half).drop(columns="sd")
+    return mean_intervals(curves, ["row_id", "attn_len"], "value", level).rename(columns={"n": "seeds"})
 
 
 @themed
