@@ -83,7 +83,7 @@ def test_a_plan_of_hours_on_a_cpu_names_the_size_that_takes_minutes():
     cfg = run_config("xl151m", "paper")
     plan = training_plan(cfg, Path("absent"), gflops=fixed_ceiling(50.0))
     assert plan.seconds > 3600 * 24 * 365
-    assert "over an hour on this CPU: `txlab train xl151m --size cpu` (synthetic-small) would take about" in plan.describe()
+    assert "over an hour on this CPU: `txlab train xl151m --size cpu` (synthetic-small-short) would take about" in plan.describe()
     groups = resolve_groups(["xl151m", "qrnn", "lstm"], None, "cpu", None, size="paper")
     plan = plan_groups(groups, {"size": "paper"}, gflops=fixed_ceiling(50.0))
     assert "--size cpu (grid 20:240:20, 8 x 250 targets) would take about" in plan.describe()
