@@ -177,3 +177,37 @@ def test_table8_markdown_golden():
         "| lstm | 400 [300, 500] | 300 [300, 300] |\n"
         "| oracle (ground truth) | 200 | - |\n"
     )
+
+
+def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_with_a_warning(zoo):
+    # the first test trained every member for 2 steps; a recipe of 4 steps finds all three short
+    four = [a.replace("train.max_steps=2", "train.max_steps=4") for a in TINY_TRAINING]
+    args = ["recl", "--group", "xl151m", "qrnn", *TINY_COLLECTION, *four, "--models-root", str(zoo / "models"),
+            "--out-dir", str(zoo / "unequal"), "--fig-dir", str(zoo / "unequal-figures"), "--quiet"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and "unequally trained group" in refused.output
+    assert "xl151m" in refused.output and "stopped at step 2 where its recipe trains 4" in refused.output
+    assert not (zoo / "unequal").exists()
+    allowed = runner.invoke(app, [*args[:-1], "--allow-unequal"])
+    assert allowed.exit_code == 0, allowed.output
+    assert "warning: unequally trained group (--allow-unequal)" in allowed.output
+    assert "xl151m: trained 2 steps of the recipe's 4" in allowed.output
+
+
+def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp_path):
+    from txlab.checkpoint import read_meta
+    from txlab.fileio import write_json_atomic
+
+    models = tmp_path / "models"
+    trained = runner.invoke(app, ["train", "xl151m", "--size", "tiny", "--run-dir", str(models / "xl151m-tiny-synthetic"), "--quiet", *TINY_TRAINING])
+    assert trained.exit_code == 0, trained.output
+    run = models / "xl151m-tiny-synthetic"
+    meta_path = next(run.glob("checkpoint/meta.json"))
+    meta = read_meta(run)
+    meta["config"]["train"]["max_steps"] = 4  # as if a 4-step training had been killed after its step-2 checkpoint
+    write_json_atomic(meta_path, meta)
+    four = [a.replace("train.max_steps=2", "train.max_steps=4") for a in TINY_TRAINING]
+    result = runner.invoke(app, ["recl", "--group", "xl151m", *TINY_COLLECTION, *four, "--models-root", str(models),
+                                 "--out-dir", str(tmp_path / "results"), "--fig-dir", str(tmp_path / "figures")])
+    assert result.exit_code == 0, result.output
+    assert read_meta(run)["step"] == 4 and "xl151m: trained 4 steps of the recipe's 4" in result.output

@@ -443,6 +443,7 @@ def recl(
     batch_size: int = typer.Option(None, "--batch-size", help="Windows per forward pass \\[default: 16]."),
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: cpu]."),
     train_missing: bool = typer.Option(None, "--train/--no-train", help="Train presets that have no run yet \\[default: --train]; --no-train refuses instead."),
+    allow_unequal: bool = typer.Option(None, "--allow-unequal", help="Score members trained to other steps than their recipe's (else refused: RECL compares models trained alike)."),
     dry_run: bool = _DRY_RUN,
     study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
     profile: str = typer.Option("cpu", "--profile", help="The study profile (with --study)."),
@@ -470,7 +471,7 @@ def recl(
         [*group, *(members or [])], study, profile, name, out_dir=out_dir, fig_dir=fig_dir,
         announce=typer.echo, echo=say, progress=not quiet, size=size, data=data, sets=overrides, rs=parse_rs(r), grid=grid, blocks=blocks,
         block_len=block_len, split=split, seed=seed, n_boot=n_boot, placebo=placebo, batch_size=batch_size, device=device,
-        train_missing=train_missing, models_root=models_root, launcher=launcher, dry_run=dry_run,
+        train_missing=train_missing, allow_unequal=allow_unequal, models_root=models_root, launcher=launcher, dry_run=dry_run,
     )
     for result in results:
         typer.echo(f"RECL of {result['group']} ({result['n_targets']:,} targets; '>= c': ran off the grid):")

@@ -76,7 +76,10 @@ class ReclSettings:
     """Windows per forward pass."""
     device: str = "cpu"
     train_missing: bool = True
-    """Train preset members that have no checkpoint (else refuse)."""
+    """Train preset members that have no checkpoint, or resume one interrupted under the same recipe (else refuse)."""
+    allow_unequal: bool = False
+    """Score a group whose preset members were not all trained to their recipe's steps (else refuse):
+    RECL compares models, and a model trained less than its recipe is not the model the group names."""
     models_root: str = str(MODELS_ROOT)
     """Where preset members live: ``<models_root>/<preset>-<size>-<corpus>/``."""
     launcher: str = field(default="local", metadata={"choices": LAUNCHERS})
@@ -317,9 +320,48 @@ def check_members(members: Sequence[Member]) -> None:
         raise TxlabError(f"the group mixes corpora ({listed}): RECL compares models on one token stream; give --data to put every preset on one corpus")
 
 
+def _saved_max_steps(member: Member) -> int:
+    return read_meta(member.run_dir)["config"]["train"]["max_steps"]
+
+
+def _needs_training(member: Member) -> bool:
+    """A preset member with no checkpoint, or one interrupted under the recipe it is planned with."""
+    if member.config is None:
+        return False
+    if not has_checkpoint(member.run_dir):
+        return True
+    planned = member.config.train.max_steps
+    return checkpoint_step(member.run_dir) < planned and _saved_max_steps(member) == planned
+
+
+def check_training(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None]) -> None:
+    """Say how much every member was trained, and refuse (unless ``settings.allow_unequal``) a preset
+    member whose run stopped at other steps than its recipe's: reused from another recipe, say a short
+    trial run beside baselines trained in full."""
+    unequal = []
+    for m in members:
+        cfg = _member_config(m)
+        step = checkpoint_step(m.run_dir)
+        saved = read_meta(m.run_dir)["config"]["train"] if has_checkpoint(m.run_dir) else {}
+        tokens = step * saved.get("batch_size", cfg.train.batch_size) * cfg.model.tgt_len
+        planned = f" of the recipe's {m.config.train.max_steps:,}" if m.config is not None else ""
+        echo(f"  {m.label}: trained {step:,} steps{planned}, {tokens / 1e6:.1f}M tokens ({m.run_dir})")
+        if m.config is not None and step != m.config.train.max_steps:
+            unequal.append(f"{m.label} ({m.run_dir}) stopped at step {step:,} where its recipe trains {m.config.train.max_steps:,}")
+    if not unequal:
+        return
+    if not settings.allow_unequal:
+        raise TxlabError(
+            f"unequally trained group: {'; '.join(unequal)}. Move the run away to train it to its recipe, "
+            "or pass --allow-unequal to score it as it is"
+        )
+    echo(f"warning: unequally trained group (--allow-unequal): {'; '.join(unequal)}")
+
+
 def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None], progress: bool) -> None:
-    """Train the preset members without a checkpoint, or refuse when ``settings.train_missing`` is off."""
-    missing = [m for m in members if m.config is not None and not has_checkpoint(m.run_dir)]
+    """Train the preset members without a checkpoint (or resume an interrupted one), or refuse when
+    ``settings.train_missing`` is off."""
+    missing = [m for m in members if _needs_training(m)]
     if not missing:
         return
     if not settings.train_missing:
@@ -425,6 +467,7 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
         raise TxlabError(f"the group names a model twice: {labels}")
     check_members(members)
     ensure_trained(members, settings, echo, progress)
+    check_training(members, settings, echo)
     if settings.launcher == "slurm":  # each member's blocks as a job; the group then loads them here
         collect_as_jobs(members, settings, echo)
     echo(f"collecting losses of {len(members)} models: {collection_cost(settings) / 1e6:.1f}M token-steps each "
