@@ -153,8 +153,14 @@ def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(
         "| ideal model, without it | | 4.80 | 2.80 | 6.20 | 6.20 | 6.20 |",
         "| xl | 2 | 2.00 ± 0.00 | 3.80 ± 0.00 | 4.50 ± 0.00 | 3.00 ± 1.41 | 5.25 ± 1.06 |",
     ]
+    # a corpus whose copies all lie inside the segment has nothing beyond it: '-', not 'nan'
+    for seed in (0, 1):
+        records = [role_record(20, 1.0, [(8, 16, 30, 1.0)])]
+        (out / "runs" / f"xl-s{seed}" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_ablation_report(out, tmp_path / "figures", [("remark", "Remark")], ["xl-s0", "xl-s1"])
+    assert (out / "learned.md").read_text().splitlines()[-1] == "| xl | 2 | 2.00 ± 0.00 | 3.80 ± 0.00 | 4.50 ± 0.00 | 1.00 ± 0.00 | - |"
     learned = pd.read_csv(out / "learned.csv")
-    assert set(learned["step"]) == {20} and list(learned[learned["what"] == "model"]["copy_beyond_segment"]) == [4.5, 6.0]
+    assert set(learned["step"]) == {20} and learned[learned["what"] == "model"]["copy_beyond_segment"].isna().all()
 
 
 def test_copies_beyond_a_distance_with_no_copy_that_far_is_nan():

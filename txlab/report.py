@@ -542,13 +542,18 @@ def learned_markdown(learned: pd.DataFrame) -> str:
     headers = ["Row", "Seeds", *LEARNED_ROLES.values(), "copied value, D >= segment"]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     first = learned[learned["row_id"] == learned["row_id"].iloc[0]]
+    def cell(values: pd.Series) -> str:  # '-' where no copy lies that far back (a corpus of short copies)
+        values = values.dropna()
+        if values.empty:
+            return "-"
+        return f"{values.mean():.2f}" + (f" ± {values.std():.2f}" if len(values) > 1 else "")
+
     for what, name in (("ideal_with", "ideal model, needed context in view"), ("ideal_without", "ideal model, without it")):
-        ideal = first[first["what"] == what].iloc[0]
-        lines.append(f"| {name} | | " + " | ".join(f"{ideal[r]:.2f}" for r in roles) + " |")
+        ideal = first[first["what"] == what].iloc[:1]
+        lines.append(f"| {name} | | " + " | ".join(cell(ideal[r]) for r in roles) + " |")
     model = learned[learned["what"] == "model"]
     for row_id, seeds in model.groupby("row_id", sort=False):
-        cells = [f"{seeds[r].mean():.2f}" + (f" ± {seeds[r].std():.2f}" if len(seeds) > 1 else "") for r in roles]
-        lines.append(f"| {row_id} | {len(seeds)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row_id} | {len(seeds)} | " + " | ".join(cell(seeds[r]) for r in roles) + " |")
     return "\n".join(lines) + "\n"
 
 
