@@ -202,6 +202,21 @@ def models(
 
 
 @app.command()
+def runs(
+    roots: list[Path] = typer.Argument(None, help="Folders to search for run directories, at any depth [default: results and runs, those that exist]."),
+    json_output: bool = _JSON,
+) -> None:
+    """List the run directories under folders: preset, size, family, corpus, steps reached of the
+    recipe's, last validation, whether the checkpoint is there (committed results keep only records)."""
+    from txlab.zoo import format_runs, list_runs
+
+    rows = list_runs(roots or [p for p in (Path("results"), Path("runs")) if p.is_dir()])
+    typer.echo(format_runs(rows))
+    if json_output:
+        _print_json({"runs": rows})
+
+
+@app.command()
 def train(
     preset: str = _PRESET,
     size: str = _SIZE,

@@ -2,8 +2,8 @@
 
 ``results/models/<preset>-<size>-<corpus>/`` is where ``txlab train`` puts a preset's run and where
 later commands (recl, ablate) look for it. This module resolves run configurations from the
-command line's pieces, names run directories, and lists presets with their parameter counts and
-what has been trained.
+command line's pieces, names run directories, lists presets with their parameter counts and
+what has been trained, and lists the run directories under any folder (``txlab runs``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from txlab.build import build_model
 from txlab.checkpoint import has_checkpoint, read_meta
 from txlab.config import RunConfig, apply_overrides, read_yaml, update_dataclass
 from txlab.errors import TxlabError
+from txlab.fileio import read_metrics_log, read_yaml_mapping
 from txlab.presets import PAPER_VOCAB, PRESETS, SIZES, get_preset, resolve_preset
 
 MODELS_ROOT = Path("results/models")
@@ -108,3 +109,47 @@ def format_models(rows: list[dict[str, Any]]) -> str:
         lines.append(f"{r['name']:<16} {r['size']:<6} {r['family']:<8} {r['pos_enc']:<8} {r['mem_len']:>5} {r['corpus']:<13} {format_params(r['params']):>8}  {trained}")
     return "\n".join(lines)
 
+
+
+def _last_record(records: list[dict[str, Any]], split: str) -> dict[str, Any]:
+    return next((r for r in reversed(records) if r.get("split") == split), {})
+
+
+def list_runs(roots: list[Path]) -> list[dict[str, Any]]:
+    """Every run directory under ``roots`` (a folder with config.yaml and metrics.jsonl, any corpus, any
+    place): its preset, size, family, corpus, training reached, last validation and whether its
+    checkpoint is there (committed results keep their records but not their weights)."""
+    rows = []
+    for root in roots:
+        root = Path(root)
+        if not root.is_dir():
+            raise TxlabError(f"no folder {root}")
+        for config_file in sorted(root.rglob("config.yaml")):
+            directory = config_file.parent
+            if not (directory / "metrics.jsonl").is_file():
+                continue
+            cfg = read_yaml_mapping(config_file, "it is not a run's configuration, or the run is damaged: rerun `txlab train`")
+            records = read_metrics_log(directory / "metrics.jsonl", on_torn_last_line=lambda message: None)
+            train, valid = _last_record(records, "train"), _last_record(records, "valid")
+            checkpoint = has_checkpoint(directory)
+            model, data = cfg.get("model") or {}, cfg.get("data") or {}
+            rows.append({
+                "run_dir": str(directory), "preset": cfg.get("preset") or cfg.get("name") or "-", "size": cfg.get("size") or "-",
+                "family": model.get("family", "-"), "corpus": data.get("corpus", "-"),
+                "step": read_meta(directory)["step"] if checkpoint else train.get("step", 0),
+                "max_steps": (cfg.get("train") or {}).get("max_steps"), "valid_ppl": valid.get("ppl"), "valid_bpc": valid.get("bpc"),
+                "checkpoint": checkpoint,
+            })
+    return rows
+
+
+def format_runs(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no runs found (a run directory holds config.yaml and metrics.jsonl)"
+    lines = [f"{'preset':<16} {'size':<6} {'family':<8} {'corpus':<22} {'steps':>13} {'valid':>11}  {'ckpt':<4}  run directory"]
+    for r in rows:
+        metric = f"ppl {r['valid_ppl']:.2f}" if r.get("valid_ppl") else f"bpc {r['valid_bpc']:.3f}" if r.get("valid_bpc") else "-"
+        steps = f"{r['step']:,}/{r['max_steps']:,}" if r.get("max_steps") else f"{r['step']:,}"
+        lines.append(f"{r['preset']:<16} {r['size']:<6} {r['family']:<8} {r['corpus']:<22} {steps:>13} {metric:>11}  "
+                     f"{'yes' if r['checkpoint'] else 'no':<4}  {r['run_dir']}")
+    return "\n".join(lines)
