@@ -5,6 +5,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -52,6 +53,12 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo):
     for path in ("figure3.png", "figure3.pdf", "figure4.png", "figure4.pdf"):
         assert (zoo / "figures" / name / path).is_file(), path
     assert "| xl151m |" in (zoo / "results" / name / "table8.md").read_text()
+    # Figure 4 draws the ideal model beside the members: exp of its mean loss on the same targets,
+    # which more context never makes worse
+    figure4 = pd.read_csv(zoo / "results" / name / "figure4.csv")
+    ideal = figure4[figure4["model"] == "oracle (ground truth)"]
+    assert list(ideal["c"]) == [2, 4, 6, 8] and (ideal["ppl"].diff().dropna() <= 1e-9).all()
+    assert set(figure4["model"]) == {"xl151m", "qrnn", "lstm", "oracle (ground truth)"}
 
     # recl.json holds what txlab.recl gives on the loss tables stored in the runs, placebo-aware RECL included.
     record = json.loads((zoo / "results" / name / "recl.json").read_text())

@@ -416,16 +416,25 @@ def _checkpoint_note(member: Member) -> str:
     return f"checkpoint at step {checkpoint_step(member.run_dir)}/{member.config.train.max_steps}"
 
 
-def oracle_rows(run_dir: Path, targets: np.ndarray, settings: ReclSettings) -> list[dict]:
-    """RECL rows of the ideal model (it sees exactly c tokens) on a synthetic corpus, alone in its group; [] otherwise."""
+ORACLE = "oracle (ground truth)"
+
+
+def oracle_losses(run_dir: Path, targets: np.ndarray, settings: ReclSettings) -> np.ndarray | None:
+    """[G, T] losses of the ideal model (it sees exactly c tokens) on the group's targets, on a
+    synthetic corpus; None otherwise."""
     data_cfg = update_dataclass(RunConfig(), read_meta(run_dir)["config"]).data
     corpus = load_corpus(data_cfg, progress=False)
     if corpus.truth is None:
-        return []
+        return None
     truth = corpus.truth[settings.split]
-    grid = settings.context_grid()
-    table = np.stack([truth.oracle_loss(c)[targets] for c in grid])[None]  # [1, G, T]
-    rows = recl.recl_rows(table, grid, ["oracle (ground truth)"], settings.rs)
+    return np.stack([truth.oracle_loss(c)[targets] for c in settings.context_grid()])
+
+
+def oracle_rows(oracle: np.ndarray | None, settings: ReclSettings) -> list[dict]:
+    """RECL rows of the ideal model, alone in its group; [] without one."""
+    if oracle is None:
+        return []
+    rows = recl.recl_rows(oracle[None], settings.context_grid(), [ORACLE], settings.rs)
     return [{**row, "ground_truth": True} for row in rows]
 
 
@@ -477,11 +486,13 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
         placebo=settings.placebo, batch_size=settings.batch_size, device=settings.device, progress=progress,
     )
     scores = score_group(losses, labels, settings)
-    rows = scores.rows + oracle_rows(members[0].run_dir, losses.targets, settings)
+    oracle = oracle_losses(members[0].run_dir, losses.targets, settings)
+    rows = scores.rows + oracle_rows(oracle, settings)
 
     table_dir, figure_dir = Path(out_dir) / group.name, Path(fig_dir) / group.name
     files = report.write_table8(rows, table_dir / "table8")
-    files += report.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains)
+    reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
+    files += report.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference)
     files += report.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"{group.name}: gains at r = {FIGURE3_R}")
     files += report.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", title=f"{group.name}: perplexity by context")
     record = {

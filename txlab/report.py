@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -215,16 +216,19 @@ def write_table8(rows: list[dict], stem: Path) -> list[Path]:
     return [csv, md]
 
 
-def write_context_curves(gains, perplexity, grid, models, out_dir: Path, placebo: dict | None = None) -> list[Path]:
+def write_context_curves(gains, perplexity, grid, models, out_dir: Path, placebo: dict | None = None,
+                         reference: dict[str, Any] | None = None) -> list[Path]:
     """The points of Figures 3 and 4 as CSV in ``out_dir``: figure3.csv (model, c, c_next, gain: the
-    unnormalised gain exp f(c,c) - exp f_i(c,c')), figure4.csv (model, c, ppl) and, with placebo
+    unnormalised gain exp f(c,c) - exp f_i(c,c')), figure4.csv (model, c, ppl; plus the ``reference``
+    curves, name -> [G] perplexity, such as the ideal model's) and, with placebo
     gains ({r: (relative step gains [M, G-1], placebo gains [M, G-1])}), placebo.csv (model, r, c,
     c_next, gain, placebo_gain: a real gain stands well above its placebo)."""
     out_dir = Path(out_dir)
     steps = list(zip(grid[:-1], grid[1:]))
     fig3 = pd.DataFrame([{"model": m, "c": c, "c_next": c2, "gain": float(gains[i][j])}
                          for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)])
-    fig4 = pd.DataFrame([{"model": m, "c": c, "ppl": float(perplexity[i][j])} for i, m in enumerate(models) for j, c in enumerate(grid)])
+    curves = [*zip(models, perplexity), *(reference or {}).items()]
+    fig4 = pd.DataFrame([{"model": m, "c": c, "ppl": float(ppl[j])} for m, ppl in curves for j, c in enumerate(grid)])
     written = []
     for name, frame in (("figure3.csv", fig3), ("figure4.csv", fig4)):
         write_text_atomic(out_dir / name, frame.to_csv(index=False))
@@ -245,14 +249,17 @@ def _read_points(table: Path, what: str) -> pd.DataFrame:
 
 def figure3(table: Path, out: Path, title: str = "") -> list[Path]:
     """Figure 3 from figure3.csv: the unnormalised gain exp f(c,c) - exp f_i(c,c') of each step c -> c',
-    plotted at c', one line per model. Writes ``out`` (.png and .pdf) and its points (.csv)."""
+    plotted at c', one line per model. Writes ``out`` (.png and .pdf) and its points (.csv).
+
+    No threshold line: RECL's threshold applies to the gain relative to the group's best loss at c
+    (txlab.recl.relative_gain), not to these unnormalised gains, so a line here would mislead."""
     points = _read_points(table, "Figure 3")
     return _lines_by_model(points, "c_next", "gain", "context length c' (step c -> c')", "gain exp f(c,c) - exp f(c,c')", out, title)
 
 
 def figure4(table: Path, out: Path, title: str = "") -> list[Path]:
     """Figure 4 from figure4.csv: perplexity on the shared targets against context length, one line
-    per model. Writes ``out`` (.png and .pdf) and its points (.csv)."""
+    per model (and the ideal model's on synthetic corpora). Writes ``out`` (.png and .pdf) and its points (.csv)."""
     points = _read_points(table, "Figure 4")
     return _lines_by_model(points, "c", "ppl", "context length c", "perplexity exp(mean l(c, t))", out, title)
 
