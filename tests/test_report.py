@@ -33,6 +33,24 @@ def test_learning_curves_write_figure_and_the_plotted_points(tmp_path):
     assert run_label(tmp_path / "missing") == "missing"
 
 
+def test_learning_curves_read_bits_per_character_on_character_corpora(tmp_path):
+    runs = []
+    for name, bpcs in (("a", [2.0, 1.5]), ("b", [2.2, 1.6])):
+        run = fake_run(tmp_path, name, [1.4, 1.0], corpus="enwik8")
+        records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        valid = [r for r in records if r["split"] == "valid"]
+        for record, bpc in zip(valid, bpcs):
+            record.pop("ppl")
+            record["bpc"] = bpc
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        runs.append(run)
+    points = pd.read_csv(learning_curves(runs, tmp_path / "bpc.png")["table"])
+    assert list(points["loss"]) == [2.0, 1.5, 2.2, 1.6]
+    # a word-level run among them: every curve stays in nats
+    mixed = pd.read_csv(learning_curves([*runs, fake_run(tmp_path, "w", [5.0])], tmp_path / "mixed.png")["table"])
+    assert list(mixed["loss"]) == [1.4, 1.0, 1.4, 1.0, 5.0]
+
+
 def test_learning_curves_refuse_non_runs(tmp_path):
     with pytest.raises(TxlabError, match="no metrics.jsonl"):
         learning_curves([tmp_path], tmp_path / "x.png")

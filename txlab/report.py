@@ -78,7 +78,8 @@ def save_figure_with_points(fig: plt.Figure, out: Path, points: pd.DataFrame, ti
 
 @themed
 def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[str, list[Path] | Path]:
-    """Validation loss against training tokens and against wall-clock time, one line per run.
+    """Validation loss against training tokens and against wall-clock time, one line per run, in bits
+    per character when every run is on a character corpus (the CSV's ``loss`` column then holds bpc).
 
     Writes ``out`` (.png and .pdf) and a CSV of the plotted points beside it.
     """
@@ -92,7 +93,10 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
             raise TxlabError(f"{run_dir} has no validation records yet")
         valid["label"] = label
         frames.append(valid)
-    points = pd.concat(frames, ignore_index=True)[["label", "run", "step", "tokens_seen", "elapsed_s", "loss"]]
+    points = pd.concat(frames, ignore_index=True)
+    # character corpora are read in bits per character everywhere else in txlab; mixed groups stay in nats
+    in_bpc = "bpc" in points and points["bpc"].notna().all()
+    points = points.assign(loss=points["bpc"] if in_bpc else points["loss"])[["label", "run", "step", "tokens_seen", "elapsed_s", "loss"]]
 
     fig, (by_tokens, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     curves = points.groupby(["label", "step"], sort=False).agg(tokens_m=("tokens_seen", "mean"), minutes=("elapsed_s", "mean")).reset_index()
@@ -104,7 +108,7 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
             ax.plot(curve[x], curve["mean"], marker="o", ms=3, color=palette[i], label=label)
             if (curve["n"] > 1).any():
                 ax.fill_between(curve[x], curve["ci_low"], curve["ci_high"], color=palette[i], alpha=CI_ALPHA, lw=0)
-    by_tokens.set(xlabel="training tokens (millions)", ylabel="validation loss (nats/token)")
+    by_tokens.set(xlabel="training tokens (millions)", ylabel="validation bits per character" if in_bpc else "validation loss (nats/token)")
     by_time.set(xlabel="training wall time (minutes)")
     seeds = (curves["n"] > 1).any()
     by_time.legend(fontsize=8, title="band: 95% interval of the mean over seeds" if seeds else None, title_fontsize=8)
