@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -242,3 +244,17 @@ def test_a_trained_vanilla_run_is_timed_up_to_its_window(tmp_path):
     assert speed_table([8], settings, out_dir=tmp_path)["rows"][0]["vanilla_positions"] == 3
     with pytest.raises(TxlabError, match="reads at most 8 tokens"):
         speed_table([12], settings, out_dir=tmp_path)
+
+
+def test_speed_redraw_draws_the_figure_again_from_a_written_table_and_times_nothing(tmp_path, monkeypatch):
+    import txlab.speed
+
+    monkeypatch.setattr(txlab.speed, "speed_table", lambda *a, **k: pytest.fail("--redraw timed something"))
+    table = Path(__file__).resolve().parents[1] / "results" / "speed" / "table9-cpu.csv"
+    result = runner.invoke(app, ["speed", "--redraw", str(table), "--fig-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table9-cpu.csv", "table9-cpu.pdf", "table9-cpu.png"]
+    points = pd.read_csv(tmp_path / "table9-cpu.csv")
+    assert list(points["slowdown"]) == list(pd.read_csv(table).sort_values("attn_len")["slowdown"])
+    missing = runner.invoke(app, ["speed", "--redraw", str(tmp_path / "none.csv"), "--fig-dir", str(tmp_path)])
+    assert missing.exit_code == 2 and "no speed table" in missing.output

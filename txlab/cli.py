@@ -395,6 +395,7 @@ def speed(
     profile: str = typer.Option("cpu", "--profile", help="The study profile to use (with --study)."),
     name: str = typer.Option(None, "--name", help="Output file stem \\[default: <study name>-<profile> with --study, else table9]."),
     dry_run: bool = _DRY_RUN,
+    redraw: Path = typer.Option(None, "--redraw", help="Only draw the figure again from a table txlab speed wrote (its .csv), into --fig-dir; time nothing."),
     out_dir: Path = typer.Option(Path("results/speed"), "--out-dir", help="Where the table (.csv, .md) goes."),
     fig_dir: Path = typer.Option(Path("figures/speed"), "--fig-dir", help="Where the figure (.png, .pdf) goes."),
     json_output: bool = _JSON,
@@ -413,6 +414,10 @@ def speed(
     from txlab.report import table9_figure
     from txlab.speed import format_table, resolve_study, speed_plan, speed_table
 
+    if redraw is not None:
+        for path in table9_figure(redraw, fig_dir / f"{name or redraw.stem}.png"):
+            typer.echo(f"written {path}")
+        return
     chosen = resolve_study(study, profile, attn_len, size=size, run=run, device=device, batch_size=batch_size, tgt_len=tgt_len,
                            budget_s=budget_s, repeats=repeats, warmup=warmup, threads=threads, eval_cache=eval_cache)
     stem = name or chosen.name

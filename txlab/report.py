@@ -142,17 +142,19 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
         raise TxlabError(f"no speed table at {path}: run `txlab speed` first")
     rows = pd.read_csv(path).sort_values("attn_len")
     first = rows.iloc[0]
-    fig, (slow, rate) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (slow, rate) = plt.subplots(1, 2, figsize=(11, 4.8))
     slow.plot(rows["attn_len"], rows["flop_ratio"], ls=":", color=REFERENCE_COLORS["bound"], label="FLOP ratio (equal GFLOP/s on both sides)")
     paper = rows.dropna(subset=["paper_slowdown"])
     if not paper.empty:
         slow.plot(paper["attn_len"], paper["paper_slowdown"], marker="s", ls="--", color=REFERENCE_COLORS["paper"], label="Dai et al. (2019), one GPU")
     slow.plot(rows["attn_len"], rows["slowdown"], marker="o", label=f"txlab: {first['model']} ({first['size']}) on {first['device_name']}")
-    for series, below in ((rows["slowdown"], True), (paper["paper_slowdown"], False)):
+    # labels below-right of their points: the FLOP-ratio line runs just above the paper's, and ours below both
+    for series in (rows["slowdown"], paper["paper_slowdown"]):
         for x, y in zip(rows.loc[series.index, "attn_len"], series):
-            slow.annotate(f"{y:,.0f}x", (x, y), textcoords="offset points", xytext=(0, -12 if below else 6), ha="center", fontsize=8)
+            slow.annotate(f"{y:,.0f}x", (x, y), textcoords="offset points", xytext=(5, -11), ha="left", fontsize=8)
     slow.set(xlabel="attention length", ylabel="vanilla slowdown (XL tokens/s / vanilla tokens/s)", yscale="log")
-    slow.legend(fontsize=7, loc="lower right")
+    slow.margins(x=0.12, y=0.15)  # room for the labels at both ends
+    slow.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)  # below the axes, over no point
     rate.plot(rows["attn_len"], rows["xl_tokens_per_s"], marker="o", label="Transformer-XL")
     rate.plot(rows["attn_len"], rows["vanilla_tokens_per_s"], marker="o", label="vanilla (sliding window)")
     rate.set(xlabel="attention length", ylabel="evaluation tokens/s", yscale="log")
