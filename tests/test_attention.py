@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -36,8 +37,6 @@ runner = CliRunner()
 @pytest.fixture
 def unrendered(monkeypatch):
     """Skip drawing the figures (about a second each on a loaded 2-core machine); list the ones asked for."""
-    import matplotlib.pyplot as plt
-
     asked = []
 
     def save_figure(fig, path):
@@ -213,6 +212,9 @@ def test_analysis_of_a_random_model_writes_normalised_tables_and_the_figures(tmp
     target = tmp_path / "fig" / "xl"
     for name in ("figure5", "figure6", "figure7"):
         assert (target / f"{name}.png").stat().st_size > 0 and (target / f"{name}.pdf").stat().st_size > 0
+    # Figure 7's three term panels sit two to a row, not in one strip many times wider than high
+    width, height = plt.imread(target / "figure7.png").shape[1::-1]
+    assert width < 3 * height
     fig5 = pd.read_csv(target / "figure5.csv")
     np.testing.assert_allclose(fig5.filter(regex=r"^d\d+$").sum(axis=1), 1, rtol=1e-6)
     spans = {(h["layer"], h["head"]): h["mean_distance"] for h in result["heads"]}

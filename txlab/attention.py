@@ -316,9 +316,14 @@ def _heatmap_figure(panels: dict[str, np.ndarray], title: str):
     # A log scale: the mass at distance 0-2 is orders of magnitude above the tail the figure is about.
     norm = LogNorm(vmin=max(np.percentile(positive, 1), positive.max() * 1e-6), vmax=positive.max())
     height = min(14.0, 1.6 + 0.16 * n_layer * n_head)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 1.5, height), squeeze=False, sharey=True,
+    # at most two panels a row: Figure 7's four terms in one row made a 24-inch strip with unreadable text
+    n_cols = min(2, len(panels))
+    n_rows = -(-len(panels) // n_cols)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(6.0 * n_cols + 1.5, height * n_rows + 0.6), squeeze=False, sharey=True,
                              layout="constrained")
-    for ax, (name, means) in zip(axes[0], panels.items()):
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    for ax, (name, means) in zip(axes.flat, panels.items()):
         grid = np.ma.masked_less_equal(means.reshape(n_layer * n_head, -1), 0)  # [L*H, D]
         image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=sequential_cmap(), norm=norm,
                           extent=(-0.5, grid.shape[1] - 0.5, n_layer * n_head - 0.5, -0.5))
@@ -326,9 +331,10 @@ def _heatmap_figure(panels: dict[str, np.ndarray], title: str):
             ax.axhline(layer * n_head - 0.5, color="0.4", lw=0.6)
         ax.set(xlabel="relative distance (0 = the query's own token)", title=name)
         ax.grid(False)  # the theme's grid would cross the cells
-    axes[0][0].set_yticks([l * n_head + (n_head - 1) / 2 for l in range(n_layer)], [f"layer {l + 1}" for l in range(n_layer)])
-    axes[0][0].set_ylabel(f"heads 1..{n_head} of each layer")
-    fig.colorbar(image, ax=axes[0].tolist(), label="mean attention probability (log scale)", fraction=0.03, pad=0.01)
+    for row in axes:
+        row[0].set_yticks([l * n_head + (n_head - 1) / 2 for l in range(n_layer)], [f"layer {l + 1}" for l in range(n_layer)])
+        row[0].set_ylabel(f"heads 1..{n_head} of each layer")
+    fig.colorbar(image, ax=axes.ravel().tolist(), label="mean attention probability (log scale)", fraction=0.03, pad=0.01)
     fig.suptitle(title, fontsize=9)
     return fig
 
