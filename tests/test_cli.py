@@ -63,12 +63,15 @@ def test_train_then_eval_end_to_end(tmp_path):
     assert sum(g["tokens"] for g in groups) == record["tokens"] == 599
     assert sum(g["tokens"] * g["model"] for g in groups if g["tokens"]) / 599 == pytest.approx(record["loss"])
     assert "copy distance" in result.output
-    result = runner.invoke(app, ["roles", str(run), str(run), "--out", str(tmp_path / "fig" / "roles.png"), "--quiet"])
+    result = runner.invoke(app, ["roles", str(run), str(run), "--out", str(tmp_path / "fig" / "roles.png"), "--quiet", "--json"])
     assert result.exit_code == 0, result.output
+    doc = json.loads(result.output.strip().splitlines()[-1])
+    assert len(doc["runs"]) == 2 and doc["runs"][0]["by_role"]["roles"]["copy_value"]["tokens"] > 0
     assert {p.name for p in (tmp_path / "fig").iterdir()} == {"roles.png", "roles.pdf", "roles.csv"}
     # learning curves per role, from the per-role records of training's evaluations (steps 2 and 4)
-    result = runner.invoke(app, ["curves", str(run), "--by-role", "--out", str(tmp_path / "curves" / "roles.png")])
+    result = runner.invoke(app, ["curves", str(run), "--by-role", "--out", str(tmp_path / "curves" / "roles.png"), "--json"])
     assert result.exit_code == 0, result.output
+    assert json.loads(result.output.strip().splitlines()[-1])["table"] == str(tmp_path / "curves" / "roles.csv")
     points = (tmp_path / "curves" / "roles.csv").read_text().splitlines()
     assert len(points) == 1 + 2 * 6 and points[0].startswith("label,run,step,tokens_seen,elapsed_s,role,tokens,model")
 
@@ -95,3 +98,36 @@ def test_bench_model_json_rows():
     assert doc["matmul_peak_gflops"] > 0
     result = runner.invoke(app, ["bench", "model", "--mode", "fast"])
     assert result.exit_code == 2 and "unknown bench mode" in result.output
+
+
+def _commands(group=None, prefix=()):
+    """(name path, click command) of every txlab command, sub-commands included."""
+    import typer.main
+
+    group = group or typer.main.get_command(app)
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            yield from _commands(command, (*prefix, name))
+        else:
+            yield (*prefix, name), command
+
+
+def test_every_command_shares_one_grammar_for_the_common_options():
+    """--json, --quiet/-q, --profile/-p and --dry-run mean the same, with the same spellings, wherever they appear."""
+    seen = {}
+    for name, command in _commands():
+        for param in command.params:
+            for flag in param.opts:
+                seen.setdefault(flag, []).append(" ".join(name))
+            if "--json" in param.opts:
+                assert param.opts == ["--json"] and param.help.startswith("Also print one compact JSON document"), name
+            if "--quiet" in param.opts:
+                assert sorted(param.opts) == ["--quiet", "-q"], name
+            if "--profile" in param.opts:
+                assert sorted(param.opts) == ["--profile", "-p"], name
+    # the commands that print results for scripts all offer --json, and the long ones --dry-run
+    for command in ("recl", "speed", "ablate", "eval", "generate", "curves", "runs", "models", "roles"):
+        assert command in seen["--json"], command
+    for command in ("recl", "speed", "ablate", "train"):
+        assert command in seen["--dry-run"], command
+    assert "generate" in seen["--quiet"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -145,6 +147,9 @@ def test_cli_streams_the_prompt_then_reproducible_samples(tmp_path):
     prompt_file.write_text("b001 b002 k0003\n", encoding="utf-8")
     from_file = runner.invoke(app, [*args[:2], "--prompt-file", str(prompt_file), *args[4:]])
     assert from_file.stdout == first.stdout  # synthetic has no <eos>: the line end is whitespace
+    quiet = runner.invoke(app, [*args, "--quiet", "--json"])
+    assert quiet.stderr == "" and quiet.stdout.splitlines()[0] == text
+    assert len(json.loads(quiet.stdout.splitlines()[-1])["tokens"]) == 12
 
 
 @pytest.mark.parametrize("preset", ["lstm", "transformer128m"])

@@ -304,6 +304,7 @@ def roles(
     max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets [default: all]."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     title: str = typer.Option("", "--title", help="Figure title."),
+    json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
     """What runs have learned: loss per token role and copied-value loss by distance, beside the ideal model.
@@ -319,6 +320,8 @@ def roles(
         typer.echo(f"{run['label']} ({run['run_dir']}, step {run['step']}): loss {run['loss']:.4f}\n{format_summary(run['by_role'])}\n")
     for path in [*result["figures"], result["table"]]:
         typer.echo(f"written {path}")
+    if json_output:
+        _print_json({"runs": result["runs"], "figures": [str(p) for p in result["figures"]], "table": str(result["table"])})
 
 
 @app.command()
@@ -327,6 +330,7 @@ def curves(
     out: Path = typer.Option(Path("figures/train/learning_curves.png"), "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it)."),
     title: str = typer.Option("", "--title", help="Figure title."),
     by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: one panel per token role, beside the ideal model's loss."),
+    json_output: bool = _JSON,
 ) -> None:
     """Plot learning curves: validation loss against training tokens and against wall time
     (with --by-role: each token role's validation loss against training tokens)."""
@@ -335,6 +339,8 @@ def curves(
     written = (role_curves if by_role else learning_curves)(run_dirs, out, title)
     for path in [*written["figures"], written["table"]]:
         typer.echo(f"written {path}")
+    if json_output:
+        _print_json({"figures": [str(p) for p in written["figures"]], "table": str(written["table"])})
 
 
 bench_app = typer.Typer(help="Benchmarks (tokens/s and achieved GFLOP/s; medians after warm-up).", no_args_is_help=True)
@@ -392,7 +398,7 @@ def speed(
     threads: int = typer.Option(None, "--threads", help="torch CPU threads \\[default: 2]."),
     eval_cache: bool = typer.Option(None, "--eval-cache/--no-eval-cache", help="XL with the cached evaluation state (each segment projects only its own rows), or the training path that re-projects the memory every segment as the authors' code does \\[default: cached]."),
     study: Path = typer.Option(None, "--study", help="A speed study YAML (e.g. studies/table9.yaml); its profile sets the defaults."),
-    profile: str = typer.Option("cpu", "--profile", help="The study profile to use (with --study)."),
+    profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile to use (with --study)."),
     name: str = typer.Option(None, "--name", help="Output file stem \\[default: <study name>-<profile> with --study, else table9]."),
     dry_run: bool = _DRY_RUN,
     redraw: Path = typer.Option(None, "--redraw", help="Only draw the figure again from a table txlab speed wrote (its .csv), into --fig-dir; time nothing."),
@@ -466,7 +472,7 @@ def recl(
     allow_unequal: bool = typer.Option(None, "--allow-unequal", help="Score members trained to other steps than their recipe's (else refused: RECL compares models trained alike)."),
     dry_run: bool = _DRY_RUN,
     study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
-    profile: str = typer.Option("cpu", "--profile", help="The study profile (with --study)."),
+    profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile (with --study)."),
     name: str = typer.Option(None, "--name", help="Group name for the output folders \\[default: members joined by '+', then size and corpus]."),
     models_root: str = typer.Option(None, "--models-root", help="Where preset runs live (<root>/<preset>-<size>-<corpus>/) \\[default: the study's, else results/models]."),
     out_dir: Path = typer.Option(Path("results/recl"), "--out-dir", help="Tables go to <out-dir>/<group>/."),
@@ -603,6 +609,8 @@ def generate_command(
     temperature: float = typer.Option(1.0, "--temperature", help="Divide the log-probabilities by this before sampling."),
     seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same text."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    json_output: bool = _JSON,
+    quiet: bool = _QUIET,
 ) -> None:
     """Continue a prompt by sampling with memory (the paper's Appendix E), streaming the text as it comes.
 
@@ -612,12 +620,15 @@ def generate_command(
     """
     from txlab.generate import generate
 
+    say = (lambda message: None) if quiet else (lambda message: typer.echo(message, err=True))
     result = generate(run_dir, prompt=prompt, prompt_file=prompt_file, n_tokens=tokens, top_k=top_k, temperature=temperature,
                       seed=seed, device=device, on_text=lambda text: typer.echo(text, nl=False),
-                      warn=lambda message: typer.echo(f"warning: {message}", err=True))
+                      warn=lambda message: say(f"warning: {message}"))
     typer.echo("")
-    typer.echo(f"generated {len(result['tokens'])} tokens after a {result['prompt_tokens']}-token prompt "
-               f"(top-k {top_k}, temperature {temperature:g}, seed {seed})", err=True)
+    say(f"generated {len(result['tokens'])} tokens after a {result['prompt_tokens']}-token prompt "
+        f"(top-k {top_k}, temperature {temperature:g}, seed {seed})")
+    if json_output:
+        _print_json(result)
 
 
 # ---------------------------------------------------------------------------------------------------
