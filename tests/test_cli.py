@@ -131,3 +131,11 @@ def test_every_command_shares_one_grammar_for_the_common_options():
     for command in ("recl", "speed", "ablate", "train"):
         assert command in seen["--dry-run"], command
     assert "generate" in seen["--quiet"]
+
+
+def test_help_texts_show_no_type_on_flags_and_keep_their_bracketed_defaults():
+    for name, _ in _commands():
+        text = runner.invoke(app, [*name, "--help"], env={"COLUMNS": "200"}).output
+        flags = [line for line in text.splitlines() if "<bool>" in line and "--help" not in line]
+        assert not flags, (name, flags)  # click >= 8.2 shows a flag's type unless its metavar is empty
+    assert "Corpus to train on [default: the preset's" in runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200"}).output

@@ -52,7 +52,7 @@ def _print_version(wanted: bool) -> None:
 
 @app.callback()
 def _root(
-    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the txlab version and exit."),
+    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the txlab version and exit.", metavar=""),
 ) -> None:
     """txlab: reproduce and extend the analyses of Transformer-XL (Dai et al., 2019)."""
 
@@ -69,9 +69,9 @@ def version() -> None:
 data_app = typer.Typer(help="Corpora: which are available, downloading them, and what they hold.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
-_DATA_DIR = typer.Option("", "--data-dir", help="Directory holding one folder per corpus [default: $TXLAB_DATA_DIR, else the user cache directory].")
-_JSON = typer.Option(False, "--json", help="Also print one compact JSON document (snake_case keys) as the last line of stdout.")
-_QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or status messages on stderr.")
+_DATA_DIR = typer.Option("", "--data-dir", help="Directory holding one folder per corpus \\[default: $TXLAB_DATA_DIR, else the user cache directory].")
+_JSON = typer.Option(False, "--json", help="Also print one compact JSON document (snake_case keys) as the last line of stdout.", metavar="")
+_QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or status messages on stderr.", metavar="")
 _CORPUS = typer.Argument(..., help="Corpus name, e.g. wikitext-103, enwik8, synthetic (see `txlab data list`).")
 
 
@@ -118,7 +118,7 @@ def data_list(data_dir: str = _DATA_DIR, json_output: bool = _JSON) -> None:
 def data_get(
     name: str = _CORPUS,
     data_dir: str = _DATA_DIR,
-    force: bool = typer.Option(False, "--force", help="Download again even when the files are present."),
+    force: bool = typer.Option(False, "--force", help="Download again even when the files are present.", metavar=""),
     quiet: bool = _QUIET,
 ) -> None:
     """Download a corpus into <data-dir>/<name>/, verify its checksum and unpack it.
@@ -183,7 +183,7 @@ def data_info(
 _PRESET = typer.Argument(..., help="Preset name (see `txlab models`), e.g. xl151m, qrnn, lstm, xl128m-shaw.")
 _SIZE = typer.Option("cpu", "--size", help="paper (the paper's setting, for GPUs), cpu (minutes on a laptop) or tiny (a smoke test).")
 _SET = typer.Option([], "--set", help="Override a config value, e.g. --set model.n_layer=6 --set train.lr=1e-3 (repeatable).")
-_DRY_RUN = typer.Option(False, "--dry-run", help="Print the plan (what would run, an estimated time on this machine) and stop.")
+_DRY_RUN = typer.Option(False, "--dry-run", help="Print the plan (what would run, an estimated time on this machine) and stop.", metavar="")
 
 
 @app.command()
@@ -203,7 +203,7 @@ def models(
 
 @app.command()
 def runs(
-    roots: list[Path] = typer.Argument(None, help="Folders to search for run directories, at any depth [default: results and runs, those that exist]."),
+    roots: list[Path] = typer.Argument(None, help="Folders to search for run directories, at any depth \\[default: results and runs, those that exist]."),
     json_output: bool = _JSON,
 ) -> None:
     """List the run directories under folders: preset, size, family, corpus, steps reached of the
@@ -220,11 +220,11 @@ def runs(
 def train(
     preset: str = _PRESET,
     size: str = _SIZE,
-    data: str = typer.Option("", "--data", help="Corpus to train on [default: the preset's: the paper corpus at paper size, synthetic otherwise]."),
+    data: str = typer.Option("", "--data", help="Corpus to train on \\[default: the preset's: the paper corpus at paper size, synthetic otherwise]."),
     config: str = typer.Option("", "--config", help="YAML file of config overrides, applied before --set."),
     overrides: list[str] = _SET,
-    run_dir: str = typer.Option("", "--run-dir", help="Run directory [default: results/models/<preset>-<size>-<corpus>]."),
-    restart: bool = typer.Option(False, "--restart", help="Ignore an existing checkpoint and train from scratch."),
+    run_dir: str = typer.Option("", "--run-dir", help="Run directory \\[default: results/models/<preset>-<size>-<corpus>]."),
+    restart: bool = typer.Option(False, "--restart", help="Ignore an existing checkpoint and train from scratch.", metavar=""),
     dry_run: bool = _DRY_RUN,
     quiet: bool = _QUIET,
 ) -> None:
@@ -261,16 +261,16 @@ def train(
 def eval_command(
     run_dir: Path = typer.Argument(..., help="A run directory made by `txlab train`."),
     split: str = typer.Option("valid", "--split", help="train, valid or test."),
-    tgt_len: int = typer.Option(None, "--tgt-len", help="Evaluation segment length [default: the run's eval.tgt_len]."),
-    mem_len: int = typer.Option(None, "--mem-len", help="Memory length [default: the run's eval.mem_len]."),
-    clamp_len: int = typer.Option(None, "--clamp-len", help="Relative distances beyond this share one embedding [default: the run's]."),
-    same_length: bool = typer.Option(None, "--same-length/--no-same-length", help="Every query attends the same number of keys [default: the run's]."),
+    tgt_len: int = typer.Option(None, "--tgt-len", help="Evaluation segment length \\[default: the run's eval.tgt_len]."),
+    mem_len: int = typer.Option(None, "--mem-len", help="Memory length \\[default: the run's eval.mem_len]."),
+    clamp_len: int = typer.Option(None, "--clamp-len", help="Relative distances beyond this share one embedding \\[default: the run's]."),
+    same_length: bool = typer.Option(None, "--same-length/--no-same-length", help="Every query attends the same number of keys \\[default: the run's].", metavar=""),
     attn_len: int = typer.Option(None, "--attn-len", help="The paper's attention length: every query attends exactly this many keys (sets mem_len, same_length)."),
-    batch_size: int = typer.Option(None, "--batch-size", help="Evaluation streams [default: the run's eval.batch_size]."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Evaluation streams \\[default: the run's eval.batch_size]."),
     streams: str = typer.Option(None, "--streams", help="exact: every target once; reference: the targets the authors' eval.py scores "
                                 "(each stream's first token and the len % batch tail left out) [default: the run's eval.streams]."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
-    by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: also the loss per token role and per copy distance, beside the ideal model's."),
+    by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: also the loss per token role and per copy distance, beside the ideal model's.", metavar=""),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -301,7 +301,7 @@ def roles(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories trained on a synthetic corpus."),
     out: Path = typer.Option(Path("figures/roles/roles.png"), "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it)."),
     split: str = typer.Option("valid", "--split", help="train, valid or test."),
-    max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets [default: all]."),
+    max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets \\[default: all]."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     title: str = typer.Option("", "--title", help="Figure title."),
     json_output: bool = _JSON,
@@ -329,7 +329,7 @@ def curves(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories made by `txlab train`."),
     out: Path = typer.Option(Path("figures/train/learning_curves.png"), "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it)."),
     title: str = typer.Option("", "--title", help="Figure title."),
-    by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: one panel per token role, beside the ideal model's loss."),
+    by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: one panel per token role, beside the ideal model's loss.", metavar=""),
     json_output: bool = _JSON,
 ) -> None:
     """Plot learning curves: validation loss against training tokens and against wall time
@@ -349,10 +349,10 @@ app.add_typer(bench_app, name="bench")
 
 @bench_app.command("model")
 def bench_model_command(
-    config: list[str] = typer.Option([], "--config", help="Benchmark shapes (docs/performance.md): tiny, small (repeatable) [default: both, unless --preset is given]."),
+    config: list[str] = typer.Option([], "--config", help="Benchmark shapes (docs/performance.md): tiny, small (repeatable) \\[default: both, unless --preset is given]."),
     preset: list[str] = typer.Option([], "--preset", help="Also benchmark these presets at --size (repeatable), e.g. --preset qrnn --preset lstm."),
     size: str = typer.Option("cpu", "--size", help="Size of the --preset models."),
-    mode: list[str] = typer.Option([], "--mode", help="train, eval_mem<M>, eval_mem<M>_uncached (the training path), vanilla_win<L> (repeatable) [default: train, eval_mem128, eval_mem512, and vanilla_win512 for --config shapes]."),
+    mode: list[str] = typer.Option([], "--mode", help="train, eval_mem<M>, eval_mem<M>_uncached (the training path), vanilla_win<L> (repeatable) \\[default: train, eval_mem128, eval_mem512, and vanilla_win512 for --config shapes]."),
     batch_size: int = typer.Option(8, "--batch-size", help="Streams (or windows) per step."),
     seg_len: int = typer.Option(128, "--seg-len", help="Segment length."),
     threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
@@ -396,7 +396,7 @@ def speed(
     repeats: int = typer.Option(None, "--repeats", help="Timed XL segments per attention length \\[default: 5]."),
     warmup: int = typer.Option(None, "--warmup", help="Untimed calls before timing each model \\[default: 1]."),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads \\[default: 2]."),
-    eval_cache: bool = typer.Option(None, "--eval-cache/--no-eval-cache", help="XL with the cached evaluation state (each segment projects only its own rows), or the training path that re-projects the memory every segment as the authors' code does \\[default: cached]."),
+    eval_cache: bool = typer.Option(None, "--eval-cache/--no-eval-cache", help="XL with the cached evaluation state (each segment projects only its own rows), or the training path that re-projects the memory every segment as the authors' code does \\[default: cached].", metavar=""),
     study: Path = typer.Option(None, "--study", help="A speed study YAML (e.g. studies/table9.yaml); its profile sets the defaults."),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile to use (with --study)."),
     name: str = typer.Option(None, "--name", help="Output file stem \\[default: <study name>-<profile> with --study, else table9]."),
@@ -465,11 +465,11 @@ def recl(
     seed: int = typer.Option(None, "--seed", help="Seed of the target blocks and the bootstrap \\[default: 0]."),
     n_boot: int = typer.Option(None, "--boot", help="Bootstrap resamples for the confidence intervals, 0 for none \\[default: 200]."),
     placebo: bool = typer.Option(None, "--placebo/--no-placebo", help="Also collect placebo losses (extra context from far away): the table adds a placebo-aware RECL beside the paper's "
-                                 "and marks each RECL resting on a step that does not beat its placebo \\[default: the study's, else off]."),
+                                 "and marks each RECL resting on a step that does not beat its placebo \\[default: the study's, else off].", metavar=""),
     batch_size: int = typer.Option(None, "--batch-size", help="Windows per forward pass \\[default: 16]."),
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: cpu]."),
-    train_missing: bool = typer.Option(None, "--train/--no-train", help="Train presets that have no run yet \\[default: --train]; --no-train refuses instead."),
-    allow_unequal: bool = typer.Option(None, "--allow-unequal", help="Score members trained to other steps than their recipe's (else refused: RECL compares models trained alike)."),
+    train_missing: bool = typer.Option(None, "--train/--no-train", help="Train presets that have no run yet \\[default: --train]; --no-train refuses instead.", metavar=""),
+    allow_unequal: bool = typer.Option(None, "--allow-unequal", help="Score members trained to other steps than their recipe's (else refused: RECL compares models trained alike).", metavar=""),
     dry_run: bool = _DRY_RUN,
     study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile (with --study)."),
@@ -513,8 +513,8 @@ def ablate(
     study: Path = typer.Argument(..., help="A study YAML (studies/table6.yaml, table7.yaml, table10.yaml).", show_default=False),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study's profile: paper (GPUs, the paper's settings) or cpu (2 cores, minutes)."),
     shard: str = typer.Option(None, "--shard", help="Run only shard i of N (i/N, e.g. 2/4: every 4th run from the 2nd), for one machine or array task each."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the runs with parameters, evaluation lengths, estimated time and status; run nothing."),
-    report_only: bool = typer.Option(False, "--report", help="Only rebuild the table and figure from the runs present (e.g. after merging shards)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the runs with parameters, evaluation lengths, estimated time and status; run nothing.", metavar=""),
+    report_only: bool = typer.Option(False, "--report", help="Only rebuild the table and figure from the runs present (e.g. after merging shards).", metavar=""),
     launcher: str = typer.Option("local", "--launcher", help="local: the runs one after the other here; slurm: one Slurm job per run through submitit "
                                  "(pip install 'txlab\\[slurm]'), waited for here, settings from the profile's slurm: mapping or --set."),
     overrides: list[str] = typer.Option([], "--set", help="Override a profile setting, e.g. --set slurm.partition=gpu --set slurm.time_min=600 (repeatable)."),
@@ -639,7 +639,7 @@ app.add_typer(import_app, name="import")
 
 _IMPORT_OUT = typer.Option(..., "--out", help="Run directory to create, e.g. results/models/xl-wt103-hf.")
 _IMPORT_DATA = typer.Option(..., "--data", help="The txlab corpus the model reads (e.g. wikitext-103): what eval and recl score it on.")
-_IMPORT_FORCE = typer.Option(False, "--force", help="Replace an existing run directory at --out (deletes its evaluations and losses).")
+_IMPORT_FORCE = typer.Option(False, "--force", help="Replace an existing run directory at --out (deletes its evaluations and losses).", metavar="")
 
 
 def _report_import(result) -> None:
@@ -655,7 +655,7 @@ def import_hf_command(
                                     "or a Hub id ORG/NAME, downloaded when it is not a local directory (pip install 'txlab\\[hub]')."),
     out: Path = _IMPORT_OUT,
     data: str = _IMPORT_DATA,
-    vocab: Path = typer.Option(None, "--vocab", help="Vocabulary: tokenizer pickle, or plain text with one symbol per line [default: DIR/vocab.pkl, vocab.bin or vocab.txt]."),
+    vocab: Path = typer.Option(None, "--vocab", help="Vocabulary: tokenizer pickle, or plain text with one symbol per line \\[default: DIR/vocab.pkl, vocab.bin or vocab.txt]."),
     config: str = typer.Option("", "--config", help="YAML of run settings applied over those from config.json (e.g. eval lengths), before --set."),
     overrides: list[str] = _SET,
     force: bool = _IMPORT_FORCE,
