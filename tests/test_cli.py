@@ -42,6 +42,10 @@ def test_train_then_eval_end_to_end(tmp_path):
     result = runner.invoke(app, ["train", "xl151m", "--size", "tiny", "--run-dir", str(run), "--quiet", *sets])
     assert result.exit_code == 0, result.output
     assert "trained to step 4" in result.output and (run / "checkpoint" / "model.safetensors").is_file()
+    # the resolved config is printed as it is saved, the vocabulary size filled in from the corpus
+    shown = runner.invoke(app, ["train", "xl151m", "--size", "tiny", "--run-dir", str(tmp_path / "shown"), *sets])
+    printed = shown.stderr.split("--- resolved config, as saved in")[1].split("\n", 1)[1].split("---")[0]
+    assert printed == (tmp_path / "shown" / "config.yaml").read_text() and "n_token: 5312" in printed
     result = runner.invoke(app, ["eval", str(run), "--split", "test", "--attn-len", "24", "--json", "--quiet"])
     assert result.exit_code == 0, result.output
     record = last_json(result.output)

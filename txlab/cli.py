@@ -236,7 +236,6 @@ def train(
     Ctrl-C save one before exiting. Under torchrun (`torchrun --nproc_per_node N -m txlab train ...`)
     each process trains its share of the streams with DistributedDataParallel.
     """
-    from txlab.config import to_yaml
     from txlab.plan import training_plan
     from txlab.train import train as train_run
     from txlab.zoo import run_config, run_dir as default_run_dir
@@ -249,7 +248,7 @@ def train(
     if dry_run:
         return
     say = (lambda msg: None) if quiet or not main_process else (lambda msg: typer.echo(msg, err=True))
-    say(f"profile: {size} | preset {preset} | corpus {cfg.data.corpus}\n--- resolved config ---\n{to_yaml(cfg)}---")
+    say(f"profile: {size} | preset {preset} | corpus {cfg.data.corpus}")
     result = train_run(cfg, directory, resume=not restart, progress=not quiet, echo=say)
     if main_process:
         metric = ", ".join(f"{k} {v:.4g}" for k, v in result.valid.items() if k != "tokens")

@@ -39,7 +39,7 @@ from torch.nn.parallel import DistributedDataParallel
 from txlab.build import build_model
 from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
-from txlab.config import NON_NEGATIVE, EvalConfig, ModelConfig, RunConfig, TrainConfig, save_config, update_dataclass
+from txlab.config import NON_NEGATIVE, EvalConfig, ModelConfig, RunConfig, TrainConfig, save_config, to_yaml, update_dataclass
 from txlab.data import Corpus, batchify, eval_segments, iter_segments, load_corpus, load_corpus_for_model
 from txlab.diagnostics import flat_metrics, role_summary
 from txlab.errors import TxlabError
@@ -354,6 +354,7 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
     if ddp.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run_dir / "config.yaml")
+        echo(f"--- resolved config, as saved in {run_dir / 'config.yaml'} ---\n{to_yaml(cfg)}---")
         _trim_metrics(metrics_file, step, echo)
         echo(f"run {run_dir} | {model.num_parameters():,} parameters | corpus {corpus.name} ({corpus.n_token} symbols)")
 
