@@ -286,3 +286,20 @@ def test_checkpoints_from_before_per_cluster_ties_load_or_say_why(tmp_path):
     save_file(tensors, str(weights))
     with pytest.raises(TxlabError, match="different values for word_emb.emb_projs.0 and word_emb.emb_projs.1"):
         load_checkpoint(tmp_path)
+
+
+def test_raising_max_steps_on_a_finished_run_warns_that_the_schedule_stretches(tmp_path):
+    from txlab.train import train
+    from txlab.zoo import run_config
+
+    cfg = run_config("xl151m", "tiny", overrides=["train.max_steps=2", "train.eval_interval=2", "data.synthetic_tokens=5000",
+                                                  "data.synthetic_eval_tokens=600"])
+    train(cfg, tmp_path / "run", progress=False, echo=lambda m: None)
+    said = []
+    longer = run_config("xl151m", "tiny", overrides=["train.max_steps=4", "train.eval_interval=2", "data.synthetic_tokens=5000",
+                                                     "data.synthetic_eval_tokens=600"])
+    train(longer, tmp_path / "run", progress=False, echo=said.append)
+    assert any(m.startswith("warning: train.max_steps changed from 2 to 4: the cosine learning-rate schedule stretches") for m in said)
+    said.clear()
+    train(longer, tmp_path / "run", progress=False, echo=said.append)  # the same length again: nothing to warn about
+    assert not any(m.startswith("warning") for m in said)

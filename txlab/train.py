@@ -341,6 +341,11 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
         resumed_from = step
         if ddp.is_main:
             echo(f"resuming {run_dir} from step {step}")
+            saved = ckpt.config.train
+            if saved.max_steps != cfg.train.max_steps and saved.scheduler != "constant":
+                echo(f"warning: train.max_steps changed from {saved.max_steps} to {cfg.train.max_steps}: the {saved.scheduler} learning-rate "
+                     f"schedule stretches to the new length from step {step}, so this run will not equal one trained for "
+                     f"{cfg.train.max_steps} steps from the start")
     elif ddp.is_main:
         if metrics_file.exists():
             metrics_file.unlink()
