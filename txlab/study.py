@@ -58,13 +58,13 @@ from txlab.claims import Claim, read_claims
 from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, read_study, read_yaml, to_dict, update_dataclass
 from txlab.data import load_corpus
 from txlab.errors import TxlabError, did_you_mean
-from txlab.fileio import read_json, read_metrics_log, read_yaml_mapping, write_json_atomic, write_text_atomic
+from txlab.fileio import read_json, read_yaml_mapping, write_json_atomic, write_text_atomic
 from txlab.footprint import MIB, fit_length, training_memory
 from txlab.launch import SlurmSettings, Task, check_launcher, run_jobs
 from txlab.plan import COMPUTE_EFFICIENCY, LONG_S, Plan, format_count, format_seconds, machine_gflops, meta_model, quickest, seconds_for, split_tokens, training_flops, vocab_size
 from txlab.presets import PRESETS, resolve_preset
 from txlab.train import evaluate_run, train
-from txlab.zoo import known_vocab_size
+from txlab.zoo import known_vocab_size, logged_training_step
 
 STUDY_KEYS = ("name", "description", "base", "rows", "grid", "seeds", "columns", "memory_budget", "claims")
 ROW_KEYS = ("id", "remark", "preset", "recurrence", "encoding", "loss", "set", "eval_lens", "fit")
@@ -506,18 +506,6 @@ def _is_trained(run: PlannedRun, config: RunConfig) -> bool:
     return read_meta(run.directory)["step"] >= config.train.max_steps
 
 
-def _logged_training_step(directory: Path) -> int:
-    """The last training step metrics.jsonl records (0 if none): what a run whose checkpoint was not
-    kept (as in committed results) shows of its training."""
-    path = directory / "metrics.jsonl"
-    step = 0
-    if path.is_file():
-        for record in read_metrics_log(path, on_torn_last_line=lambda message: None):  # the resume drops it with a warning
-            if record.get("split") == "train":
-                step = max(step, record["step"])
-    return step
-
-
 def run_status(run: PlannedRun, settings: AblationSettings) -> str:
     """'done', 'trained, k/n lengths scored', 'resumes at step s' or 'new'.
 
@@ -529,7 +517,7 @@ def run_status(run: PlannedRun, settings: AblationSettings) -> str:
         if step >= run.config.train.max_steps:
             return "done" if scored == len(run.eval_lens) else f"trained, {scored}/{len(run.eval_lens)} lengths scored"
         return f"resumes at step {step}"
-    if scored == len(run.eval_lens) and _logged_training_step(run.directory) >= run.config.train.max_steps:
+    if scored == len(run.eval_lens) and logged_training_step(run.directory) >= run.config.train.max_steps:
         return "done"
     return "new"
 
@@ -668,7 +656,7 @@ def run_job(path: str, profile: str, run_id: str, sets: list[str]) -> str:
 def job_progress(run: PlannedRun, settings: AblationSettings) -> str:
     """'step s/n, k/m lengths scored', from the files a run's job writes."""
     scored = sum(_eval_record_path(run, a, settings).is_file() for a in run.eval_lens)
-    return f"step {_logged_training_step(run.directory)}/{run.config.train.max_steps}, {scored}/{len(run.eval_lens)} lengths scored"
+    return f"step {logged_training_step(run.directory)}/{run.config.train.max_steps}, {scored}/{len(run.eval_lens)} lengths scored"
 
 
 def run_study(

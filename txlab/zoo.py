@@ -115,6 +115,18 @@ def _last_record(records: list[dict[str, Any]], split: str) -> dict[str, Any]:
     return next((r for r in reversed(records) if r.get("split") == split), {})
 
 
+def _metrics(directory: Path) -> list[dict[str, Any]]:
+    path = Path(directory) / "metrics.jsonl"
+    # a torn last line is what a kill leaves; training drops it with a warning when it resumes
+    return read_metrics_log(path, on_torn_last_line=lambda message: None) if path.is_file() else []
+
+
+def logged_training_step(directory: Path) -> int:
+    """The last training step a run's metrics.jsonl records (0 if none): what a run whose checkpoint
+    was not kept (as in committed results) shows of its training."""
+    return _last_record(_metrics(directory), "train").get("step", 0)
+
+
 def list_runs(roots: list[Path]) -> list[dict[str, Any]]:
     """Every run directory under ``roots`` (a folder with config.yaml and metrics.jsonl, any corpus, any
     place): its preset, size, family, corpus, training reached, last validation and whether its
@@ -129,14 +141,13 @@ def list_runs(roots: list[Path]) -> list[dict[str, Any]]:
             if not (directory / "metrics.jsonl").is_file():
                 continue
             cfg = read_yaml_mapping(config_file, "it is not a run's configuration, or the run is damaged: rerun `txlab train`")
-            records = read_metrics_log(directory / "metrics.jsonl", on_torn_last_line=lambda message: None)
-            train, valid = _last_record(records, "train"), _last_record(records, "valid")
+            valid = _last_record(_metrics(directory), "valid")
             checkpoint = has_checkpoint(directory)
             model, data = cfg.get("model") or {}, cfg.get("data") or {}
             rows.append({
                 "run_dir": str(directory), "preset": cfg.get("preset") or cfg.get("name") or "-", "size": cfg.get("size") or "-",
                 "family": model.get("family", "-"), "corpus": data.get("corpus", "-"),
-                "step": read_meta(directory)["step"] if checkpoint else train.get("step", 0),
+                "step": read_meta(directory)["step"] if checkpoint else logged_training_step(directory),
                 "max_steps": (cfg.get("train") or {}).get("max_steps"), "valid_ppl": valid.get("ppl"), "valid_bpc": valid.get("bpc"),
                 "checkpoint": checkpoint,
             })
