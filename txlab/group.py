@@ -339,11 +339,10 @@ def check_training(members: Sequence[Member], settings: ReclSettings, echo: Call
     member whose run stopped at other steps than its recipe's: reused from another recipe, say a short
     trial run beside baselines trained in full."""
     unequal = []
-    for m in members:
-        cfg = _member_config(m)
-        step = checkpoint_step(m.run_dir)
-        saved = read_meta(m.run_dir)["config"]["train"] if has_checkpoint(m.run_dir) else {}
-        tokens = step * saved.get("batch_size", cfg.train.batch_size) * cfg.model.tgt_len
+    for m in members:  # every member has its checkpoint by now
+        meta = read_meta(m.run_dir)
+        step, trained = meta["step"], update_dataclass(RunConfig(), meta["config"])
+        tokens = step * trained.train.batch_size * trained.model.tgt_len
         planned = f" of the recipe's {m.config.train.max_steps:,}" if m.config is not None else ""
         echo(f"  {m.label}: trained {step:,} steps{planned}, {tokens / 1e6:.1f}M tokens ({m.run_dir})")
         if m.config is not None and step != m.config.train.max_steps:

@@ -141,13 +141,14 @@ def list_runs(roots: list[Path]) -> list[dict[str, Any]]:
             if not (directory / "metrics.jsonl").is_file():
                 continue
             cfg = read_yaml_mapping(config_file, "it is not a run's configuration, or the run is damaged: rerun `txlab train`")
-            valid = _last_record(_metrics(directory), "valid")
+            records = _metrics(directory)
+            valid = _last_record(records, "valid")
             checkpoint = has_checkpoint(directory)
             model, data = cfg.get("model") or {}, cfg.get("data") or {}
             rows.append({
                 "run_dir": str(directory), "preset": cfg.get("preset") or cfg.get("name") or "-", "size": cfg.get("size") or "-",
                 "family": model.get("family", "-"), "corpus": data.get("corpus", "-"),
-                "step": read_meta(directory)["step"] if checkpoint else logged_training_step(directory),
+                "step": read_meta(directory)["step"] if checkpoint else _last_record(records, "train").get("step", 0),
                 "max_steps": (cfg.get("train") or {}).get("max_steps"), "valid_ppl": valid.get("ppl"), "valid_bpc": valid.get("bpc"),
                 "checkpoint": checkpoint,
             })
