@@ -33,7 +33,7 @@ def test_the_training_path_evaluation_is_the_cached_one_before_and_counts_what_i
 
 
 def test_bench_model_rejects_unknown_names():
-    with pytest.raises(TxlabError, match="bench config"):
+    with pytest.raises(TxlabError, match="bench shape"):
         bench_model(("huge",))
     with pytest.raises(TxlabError, match="bench mode"):
         bench_model(MICRO, modes=("fast",))

@@ -17,6 +17,11 @@ of several timed runs after warm-up. Modes:
 - ``vanilla_winL``: the vanilla Transformer's sliding-window evaluation, one prediction per window
   of L tokens (``window_last_nll``), batch_size windows at a time.
 
+The reference column: with ``authors_code_dir`` (``--authors-code``, a clone of the authors' code) every
+row's workload is also run by their ``MemTransformerLM`` on the same tokens, timed in alternation with
+txlab's (:mod:`txlab.authors_code`), and the speedup is that side-by-side ratio. Without it, the tiny and
+small shapes show a figure of their code recorded once on a machine of this kind: a yardstick only.
+
 Timings share the machine with whatever else runs. Each row carries the 1-minute load average
 and ``others_cpu``: the share of all cores that *other* processes used while the row ran (from
 /proc/stat minus this process's own CPU time). With 2 threads on 2 cores any competitor stalls
@@ -30,17 +35,18 @@ import math
 import os
 import re
 import resource
-import statistics
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from txlab import authors_code
+from txlab.build import build_model
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
-from txlab.build import build_model
+from txlab.timing import cpu_snapshot, interleaved_median_seconds, others_cpu
 
 BENCH_CONFIGS: dict[str, dict[str, Any]] = {
     "tiny": {"n_layer": 4, "d_model": 128, "n_head": 4, "d_head": 32, "d_inner": 512, "n_token": 256},
@@ -66,41 +72,6 @@ segments 128: a yardstick only; compare side by side in one run for a ratio you 
 _MODE = re.compile(r"^(train|eval_mem(\d+)(_uncached)?|vanilla_win(\d+)|generate_mem(\d+)(_uncached)?)$")
 
 
-def _cpu_snapshot() -> tuple[float, float, float] | None:
-    """(busy seconds of all cores, this process's CPU seconds, wall time), or None without /proc/stat."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except OSError:
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    return busy, own.ru_utime + own.ru_stime, time.perf_counter()
-
-
-def _others_cpu(start: tuple[float, float, float] | None) -> float | None:
-    """Share of all cores used by other processes since ``start`` (0 = the machine was ours)."""
-    end = _cpu_snapshot()
-    if start is None or end is None:
-        return None
-    wall = end[2] - start[2]
-    others = (end[0] - start[0]) - (end[1] - start[1])
-    return max(0.0, others / (wall * (os.cpu_count() or 1)))
-
-
-def matmul_peak_gflops(threads: int = 2, size: int = 2048, repeats: int = 7) -> float:
-    """Achieved GFLOP/s of a large fp32 matmul: the machine's practical ceiling for the rows."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        a, b = torch.randn(size, size), torch.randn(size, size)
-        seconds = _timed(lambda: a @ b, 2, repeats)
-    finally:
-        torch.set_num_threads(previous)
-    return 2 * size**3 / seconds / 1e9
-
-
 def preset_configs(names: Sequence[str], size: str = "cpu") -> dict[str, dict[str, Any]]:
     """ModelConfig fields of presets at ``size`` (vocabulary of their default corpus), for :func:`bench_model`."""
     from txlab.presets import resolve_preset
@@ -116,23 +87,25 @@ def preset_configs(names: Sequence[str], size: str = "cpu") -> dict[str, dict[st
     return configs
 
 
-def _timed(step, warmup: int, repeats: int) -> float:
-    """Median wall time of ``step()`` over ``repeats`` calls after ``warmup`` calls."""
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+@dataclasses.dataclass
+class _Workload:
+    """One row's work: ``step()`` predicts ``tokens_per_call`` tokens of ``flops_per_token`` useful FLOPs each."""
+
+    step: Callable[[], None]
+    tokens_per_call: int
+    flops_per_token: float
+    params: int
+    context: str
+    min_warmup: int = 0
+    avoided_flops_per_token: float = 0.0
+    streams: int = 0
 
 
-def _bench_train(cfg: ModelConfig, batch_size: int, seg_len: int, warmup: int, repeats: int) -> tuple[float, float, int]:
+def _train(cfg: ModelConfig, tokens: torch.Tensor) -> _Workload:
+    batch_size, seg_len = tokens.size(0), tokens.size(1) - 1
     cfg = replace(cfg, tgt_len=seg_len, mem_len=seg_len, dropout=0.1)
     model = build_model(cfg).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=2.5e-4)
-    tokens = torch.randint(0, cfg.n_token, (batch_size, seg_len + 1))
     state = [model.init_state(batch_size)]
 
     def step() -> None:
@@ -143,34 +116,32 @@ def _bench_train(cfg: ModelConfig, batch_size: int, seg_len: int, warmup: int, r
         optimizer.zero_grad(set_to_none=True)
         state[0] = out.state
 
-    seconds = _timed(step, max(warmup, 1), repeats)  # at least one step to fill the memory
-    flops = 3 * model.flops_per_token(2 * seg_len)
-    return batch_size * seg_len / seconds, flops, model.num_parameters()
+    return _Workload(step, batch_size * seg_len, 3 * model.flops_per_token(2 * seg_len), model.num_parameters(),
+                     f"seg {seg_len} mem {seg_len}", min_warmup=1)  # one step fills the memory
 
 
-def _bench_eval(cfg: ModelConfig, batch_size: int, seg_len: int, mem_len: int, warmup: int, repeats: int,
-                cached: bool = True) -> tuple[float, float, int, float]:
+def _evaluate(cfg: ModelConfig, tokens: torch.Tensor, mem_len: int, cached: bool) -> _Workload:
+    batch_size, seg_len = tokens.size(0), tokens.size(1) - 1
     cfg = replace(cfg, tgt_len=seg_len, mem_len=mem_len)
     model = build_model(cfg).eval()
     if hasattr(model, "eval_cache"):
         model.eval_cache = cached
-    tokens = torch.randint(0, cfg.n_token, (batch_size, seg_len + 1))
     with torch.inference_mode():
         state = [model.init_state(batch_size)]
 
-        def step() -> None:
+    def step() -> None:
+        with torch.inference_mode():
             state[0] = model(tokens[:, :-1], state[0], tokens[:, 1:]).state
 
-        fill = math.ceil(mem_len / seg_len)  # chunks until the memory is full
-        seconds = _timed(step, max(warmup, fill), repeats)
     recomputed = getattr(model, "recomputed_flops_per_token", None)
-    avoided = recomputed(mem_len, seg_len, batch_size) if recomputed and cached else 0.0
-    return batch_size * seg_len / seconds, model.flops_per_token(mem_len + seg_len), model.num_parameters(), avoided
+    return _Workload(step, batch_size * seg_len, model.flops_per_token(mem_len + seg_len), model.num_parameters(),
+                     f"seg {seg_len} mem {mem_len}" + ("" if cached else ", training path"),
+                     min_warmup=math.ceil(mem_len / seg_len),  # chunks until the memory is full
+                     avoided_flops_per_token=recomputed(mem_len, seg_len, batch_size) if recomputed and cached else 0.0)
 
 
-def _bench_generate(cfg: ModelConfig, mem_len: int, warmup: int, repeats: int, cached: bool,
-                    n_tokens: int = 16) -> tuple[float, float, int, float]:
-    """Generated tokens/s: each timed run samples ``n_tokens`` tokens, one at a time, as txlab generate does."""
+def _generate(cfg: ModelConfig, mem_len: int, cached: bool, n_tokens: int = 16) -> _Workload:
+    """Each call samples ``n_tokens`` tokens, one at a time, as txlab generate does."""
     from txlab.generate import ContextReader, sample_top_k
     from txlab.lm import Context
 
@@ -187,20 +158,34 @@ def _bench_generate(cfg: ModelConfig, mem_len: int, warmup: int, repeats: int, c
         for _ in range(n_tokens):
             log_probs[0] = reader.read([int(sample_top_k(log_probs[0], 40, 1.0, generator))])
 
-    seconds = _timed(step, warmup, repeats)
     recomputed = getattr(model, "recomputed_flops_per_token", None)
-    avoided = recomputed(mem_len, 1, 1) if recomputed and cached else 0.0
-    return n_tokens / seconds, model.flops_per_token(mem_len + 1), model.num_parameters(), avoided
+    return _Workload(step, n_tokens, model.flops_per_token(mem_len + 1), model.num_parameters(),
+                     f"one token a step, mem {mem_len}" + ("" if cached else ", training path"),
+                     avoided_flops_per_token=recomputed(mem_len, 1, 1) if recomputed and cached else 0.0, streams=1)
 
 
-def _bench_vanilla(cfg: ModelConfig, batch_size: int, window: int, warmup: int, repeats: int) -> tuple[float, float, int]:
+def _vanilla(cfg: ModelConfig, windows: torch.Tensor, targets: torch.Tensor) -> _Workload:
+    window = windows.size(1)
     cfg = replace(cfg, family="vanilla", pos_enc="alrfou", tgt_len=window, mem_len=0, max_len=window)
     model = build_model(cfg).eval()
-    windows = torch.randint(0, cfg.n_token, (batch_size, window))
-    targets = torch.randint(0, cfg.n_token, (batch_size,))
-    with torch.inference_mode():
-        seconds = _timed(lambda: model.window_last_nll(windows, targets), warmup, repeats)
-    return batch_size / seconds, model.window_flops(window), model.num_parameters()
+
+    def step() -> None:
+        with torch.inference_mode():
+            model.window_last_nll(windows, targets)
+
+    return _Workload(step, windows.size(0), model.window_flops(window), model.num_parameters(), f"window {window}")
+
+
+def _authors_step(model_class: type, cfg: ModelConfig, match: re.Match, tokens: torch.Tensor,
+                  windows: torch.Tensor, targets: torch.Tensor, seed: int) -> tuple[Callable[[], None], int] | None:
+    """The authors' code doing the row's work on the same tokens (None where they have no such mode)."""
+    if match.group(1) == "train":
+        return authors_code.train_step(model_class, replace(cfg, dropout=0.1), tokens, seed)
+    if match.group(2):
+        return authors_code.eval_step(model_class, cfg, tokens, int(match.group(2)), seed)
+    if match.group(4):
+        return authors_code.vanilla_step(model_class, cfg, windows, targets, seed)
+    return None
 
 
 def bench_model(
@@ -212,11 +197,15 @@ def bench_model(
     repeats: int = 5,
     warmup: int = 2,
     seed: int = 0,
+    authors_code_dir: str | Path | None = None,
 ) -> list[dict[str, Any]]:
     """One row per (config, mode): tokens/s and GFLOP/s (medians of ``repeats`` timed runs).
 
     ``configs``: names from :data:`BENCH_CONFIGS`, or a mapping name -> ModelConfig fields.
     ``modes``: ``train``, ``eval_mem<M>``, ``eval_mem<M>_uncached``, ``generate_mem<M>``, ``generate_mem<M>_uncached``, ``vanilla_win<L>``.
+    ``authors_code_dir``: a clone of the authors' code (:mod:`txlab.authors_code`); each row's workload is then
+    also run by their model on the same tokens, timed in alternation with txlab's, and the reference column
+    is that measurement (otherwise the figure recorded in :data:`REFERENCE_TOKENS_PER_S`, where there is one).
 
     ``gflops`` counts useful FLOPs only (:meth:`~txlab.lm.LanguageModel.flops_per_token`); ``avoided_flops_per_token``
     is the re-projection work the cached evaluation state skips (0 for the other modes).
@@ -226,7 +215,7 @@ def bench_model(
     else:
         unknown = [c for c in configs if c not in BENCH_CONFIGS]
         if unknown:
-            raise TxlabError(f"unknown bench config {unknown[0]!r}; valid: {', '.join(BENCH_CONFIGS)}")
+            raise TxlabError(f"unknown bench shape {unknown[0]!r}; valid: {', '.join(BENCH_CONFIGS)}")
         named = {name: BENCH_CONFIGS[name] for name in configs}
     parsed = {}
     for mode in modes:
@@ -235,6 +224,7 @@ def bench_model(
             raise TxlabError(f"unknown bench mode {mode!r}; use train, eval_mem<M>, eval_mem<M>_uncached, generate_mem<M>, "
                              "generate_mem<M>_uncached or vanilla_win<L>")
         parsed[mode] = match
+    authors_model = authors_code.load_model_class(authors_code_dir) if authors_code_dir else None
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     rows = []
@@ -243,44 +233,49 @@ def bench_model(
             cfg = ModelConfig(**{"dropout": 0.0, "dropatt": 0.0, **fields})
             for mode, match in parsed.items():
                 torch.manual_seed(seed)
-                load = os.getloadavg()[0]
-                snapshot = _cpu_snapshot()
-                avoided, rows_batch = 0.0, batch_size
+                generator = torch.Generator().manual_seed(seed)
+                tokens = torch.randint(0, cfg.n_token, (batch_size, seg_len + 1), generator=generator)
+                window = int(match.group(4) or 1)
+                windows = torch.randint(0, cfg.n_token, (batch_size, window), generator=generator)
+                targets = torch.randint(0, cfg.n_token, (batch_size,), generator=generator)
                 if mode == "train":
-                    tok_s, flops, params = _bench_train(cfg, batch_size, seg_len, warmup, repeats)
-                    context = f"seg {seg_len} mem {seg_len}"
+                    work = _train(cfg, tokens)
                 elif match.group(2):
-                    mem_len = int(match.group(2))
-                    cached = not match.group(3)
-                    tok_s, flops, params, avoided = _bench_eval(cfg, batch_size, seg_len, mem_len, warmup, repeats, cached)
-                    context = f"seg {seg_len} mem {mem_len}" + ("" if cached else ", training path")
+                    work = _evaluate(cfg, tokens, int(match.group(2)), cached=not match.group(3))
                 elif match.group(5):
-                    mem_len, cached = int(match.group(5)), not match.group(6)
-                    tok_s, flops, params, avoided = _bench_generate(cfg, mem_len, warmup, repeats, cached)
-                    context = f"one token a step, mem {mem_len}" + ("" if cached else ", training path")
-                    rows_batch = 1
+                    work = _generate(cfg, int(match.group(5)), cached=not match.group(6))
                 else:
-                    window = int(match.group(4))
-                    tok_s, flops, params = _bench_vanilla(cfg, batch_size, window, warmup, repeats)
-                    context = f"window {window}"
-                reference = REFERENCE_TOKENS_PER_S.get((name, mode.removesuffix("_uncached"))) if batch_size == 8 and seg_len == 128 else None
+                    work = _vanilla(cfg, windows, targets)
+                theirs = _authors_step(authors_model, cfg, match, tokens, windows, targets, seed) if authors_model else None
+                load, snapshot = os.getloadavg()[0], cpu_snapshot()
+                seconds = interleaved_median_seconds([work.step] + ([theirs[0]] if theirs else []),
+                                                     max(warmup, work.min_warmup), repeats)
+                tok_s = work.tokens_per_call / seconds[0]
+                if theirs:
+                    reference, source = work.tokens_per_call / seconds[1], "side by side"
+                elif authors_model is None and batch_size == 8 and seg_len == 128:
+                    reference, source = REFERENCE_TOKENS_PER_S.get((name, mode.removesuffix("_uncached"))), "recorded"
+                else:
+                    reference, source = None, None
                 rows.append({
                     "config": name,
                     "family": cfg.family,
                     "mode": mode,
-                    "context": context,
-                    "batch_size": rows_batch,
+                    "context": work.context,
+                    "batch_size": work.streams or batch_size,
                     "threads": threads,
-                    "params": params,
+                    "params": work.params,
                     "tokens_per_s": tok_s,
-                    "gflops": tok_s * flops / 1e9,
-                    "flops_per_token": flops,
-                    "avoided_flops_per_token": avoided,
+                    "gflops": tok_s * work.flops_per_token / 1e9,
+                    "flops_per_token": work.flops_per_token,
+                    "avoided_flops_per_token": work.avoided_flops_per_token,
                     "reference_tokens_per_s": reference,
+                    "reference_source": source if reference else None,
+                    "reference_params": theirs[1] if theirs else None,
                     "speedup": tok_s / reference if reference else None,
                     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                     "load_avg_1m": load,
-                    "others_cpu": _others_cpu(snapshot),
+                    "others_cpu": others_cpu(snapshot),
                 })
     finally:
         torch.set_num_threads(previous_threads)
@@ -289,6 +284,9 @@ def bench_model(
 
 def format_table(rows: Sequence[Mapping[str, Any]], peak_gflops: float | None = None) -> str:
     """The rows as a Markdown table (peak RSS is the process's peak so far, hence non-decreasing).
+
+    The reference column is the authors' code measured side by side, or marked "(recorded)" where it is
+    the figure recorded once (:data:`REFERENCE_TOKENS_PER_S`).
 
     With ``peak_gflops`` (the matmul ceiling measured in the same run) a column gives each row's share of it.
     "avoided" is the work the cached evaluation state skips, as a multiple of the useful FLOPs.
@@ -301,6 +299,8 @@ def format_table(rows: Sequence[Mapping[str, Any]], peak_gflops: float | None = 
     ]
     for r in rows:
         ref = f"{r['reference_tokens_per_s']:,.1f}" if r["reference_tokens_per_s"] else "-"
+        if r.get("reference_source") == "recorded":
+            ref += " (recorded)"
         speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
         others = f"{r['others_cpu']:.0%}" if r["others_cpu"] is not None else "-"
         avoided = r.get("avoided_flops_per_token") or 0.0

@@ -357,6 +357,7 @@ def bench_model_command(
     threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
     repeats: int = typer.Option(5, "--repeats", help="Timed runs per row (the median is reported)."),
     warmup: int = typer.Option(2, "--warmup", help="Untimed runs before timing."),
+    authors_code: Path = typer.Option(None, "--authors-code", help="A clone of kimiyoung/transformer-xl: also run the authors' model on every row's work, timed in alternation with txlab's, and report that ratio."),
     json_output: bool = _JSON,
 ) -> None:
     """Training and evaluation throughput of the models, against the machine's matmul ceiling.
@@ -364,16 +365,17 @@ def bench_model_command(
     Rows also carry the load average and the CPU share other processes took while they ran: with 2
     threads on 2 cores any competitor distorts the numbers, so rerun rows where it is above a few percent.
     """
-    from txlab.bench import DEFAULT_MODES, bench_model, format_table, matmul_peak_gflops, preset_configs
+    from txlab.bench import DEFAULT_MODES, bench_model, format_table, preset_configs
+    from txlab.timing import matmul_peak_gflops
 
     shapes = config or ([] if preset else ["tiny", "small"])
     rows = []
     peak_before = matmul_peak_gflops(threads)  # the ceiling, measured before and after the rows in the same run
     if shapes:
-        rows += bench_model(shapes, mode or DEFAULT_MODES, batch_size, seg_len, threads, repeats, warmup)
+        rows += bench_model(shapes, mode or DEFAULT_MODES, batch_size, seg_len, threads, repeats, warmup, authors_code_dir=authors_code)
     if preset:
         rows += bench_model(preset_configs(preset, size), mode or ("train", "eval_mem128", "eval_mem512"),
-                            batch_size, seg_len, threads, repeats, warmup)
+                            batch_size, seg_len, threads, repeats, warmup, authors_code_dir=authors_code)
     peak_after = matmul_peak_gflops(threads)
     peak = (peak_before + peak_after) / 2
     typer.echo(f"machine: {threads} threads, fp32 matmul 2048^3 reaches {peak:.1f} GFLOP/s (the practical ceiling; "

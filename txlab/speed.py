@@ -39,7 +39,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -49,7 +48,6 @@ from typing import Any
 
 import torch
 
-from txlab.bench import _cpu_snapshot, _others_cpu, _timed, matmul_peak_gflops
 from txlab.build import build_model
 from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, read_meta
@@ -60,6 +58,7 @@ from txlab.lm import Context
 from txlab.model import TransformerXL
 from txlab.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
+from txlab.timing import cpu_model, cpu_snapshot, matmul_peak_gflops, median_seconds, others_cpu, times_within
 from txlab.train import evaluation_context
 
 PAPER_ATTN_LENS = (800, 1800, 2800, 3800)
@@ -303,15 +302,6 @@ class _Models:
         return build_model(cfg).to(self.device).eval()
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _matmul_peak(device: torch.device, threads: int) -> float:
@@ -321,7 +311,7 @@ def _matmul_peak(device: torch.device, threads: int) -> float:
     n = 8192
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     sync = _sync(device)
-    seconds = _timed(lambda: (a @ b, sync()), 3, 10)
+    seconds = median_seconds(lambda: (a @ b, sync()), 3, 10)
     return 2 * n**3 / seconds / 1e9
 
 
@@ -330,8 +320,8 @@ def machine(device: torch.device, threads: int) -> dict[str, Any]:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
     return {
         "device": device.type,
-        "device_name": gpu or _cpu_model(),
-        "cpu": _cpu_model(),
+        "device_name": gpu or cpu_model(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "threads": threads,
         "torch": torch.__version__,
@@ -343,17 +333,6 @@ def machine(device: torch.device, threads: int) -> dict[str, Any]:
 # Timing
 
 
-def _timed_within(step: Callable[[], None], warmup: int, budget_s: float, min_calls: int) -> list[float]:
-    """Wall times of ``step()`` calls after ``warmup`` untimed ones, until ``budget_s`` has passed (>= min_calls)."""
-    for _ in range(warmup):
-        step()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < min_calls or time.perf_counter() - start < budget_s:
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return times
 
 
 def time_xl(model: TransformerXL, tokens: torch.Tensor, attn_len: int, tgt_len: int, warmup: int, repeats: int,
@@ -372,7 +351,7 @@ def time_xl(model: TransformerXL, tokens: torch.Tensor, attn_len: int, tgt_len: 
         losses.append(nll)
         sync()
 
-    seconds = _timed(step, warmup, repeats)
+    seconds = median_seconds(step, warmup, repeats)
     return seconds, torch.cat(losses[warmup:], dim=1)
 
 
@@ -391,7 +370,7 @@ def time_vanilla(model: TransformerXL, tokens: torch.Tensor, attn_len: int, n_wi
         losses.append(vanilla_nll(model, tokens, rows, ends, attn_len))
         sync()
 
-    times = _timed_within(step, warmup, budget_s, MIN_VANILLA_CALLS)
+    times = times_within(step, warmup, budget_s, MIN_VANILLA_CALLS)
     return statistics.median(times), len(times) * n_windows, torch.cat(losses[warmup:])
 
 
@@ -403,7 +382,7 @@ def measure(models: _Models, attn_len: int, settings: SpeedSettings, device: tor
     n_stream = attn_len + (settings.warmup + settings.repeats) * tgt_len + 1
     tokens = torch.randint(0, models.shape.n_token, (batch, n_stream), generator=generator).to(device)
     vanilla = models.vanilla(attn_len)
-    load, snapshot, start = os.getloadavg()[0], _cpu_snapshot(), time.perf_counter()
+    load, snapshot, start = os.getloadavg()[0], cpu_snapshot(), time.perf_counter()
     with torch.inference_mode():
         xl_s, xl_nll = time_xl(models.xl, tokens, attn_len, tgt_len, settings.warmup, settings.repeats, sync)
         van_s, positions, van_nll = time_vanilla(vanilla, tokens, attn_len, batch, settings.warmup, settings.budget_s, sync, generator)
@@ -432,7 +411,7 @@ def measure(models: _Models, attn_len: int, settings: SpeedSettings, device: tor
         "xl_nll": xl_nll.float().mean().item(),
         "seconds": time.perf_counter() - start,
         "load_avg_1m": load,
-        "others_cpu": _others_cpu(snapshot),
+        "others_cpu": others_cpu(snapshot),
     }
 
 

@@ -1,0 +1,109 @@
+"""Measuring time on a shared machine: medians after warm-up, the matmul ceiling, and who else ran.
+
+The benchmarks (``txlab bench model``) and the speed table (``txlab speed``) time work the same way:
+
+- a step is called ``warmup`` times untimed, then timed; the median is reported (:func:`median_seconds`),
+  or, where one call is long and their number matters less than the time spent, calls are timed until a
+  budget has passed (:func:`times_within`);
+- two implementations compared side by side are timed in alternation, one call each per round
+  (:func:`interleaved_median_seconds`), so a competitor that comes and goes slows both alike;
+- every figure is read against the machine's practical ceiling, the achieved GFLOP/s of a large fp32
+  matmul measured in the same run (:func:`matmul_peak_gflops`), because that ceiling moves by 2x
+  between machines of the same kind;
+- each row records the share of all cores *other* processes used while it ran (:func:`cpu_snapshot`
+  and :func:`others_cpu`, from /proc/stat minus this process's CPU time): with 2 threads on 2 cores a
+  competitor stalls every parallel region, so rows with more than a few percent should be rerun.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+CpuSnapshot = tuple[float, float, float]
+"""Busy seconds of all cores, this process's CPU seconds, wall time."""
+
+
+def median_seconds(step: Callable[[], object], warmup: int, repeats: int) -> float:
+    """Median wall time of ``step()`` over ``repeats`` calls after ``warmup`` untimed calls."""
+    return interleaved_median_seconds([step], warmup, repeats)[0]
+
+
+def interleaved_median_seconds(steps: Sequence[Callable[[], object]], warmup: int, repeats: int) -> list[float]:
+    """Median wall time of each step, timed in rounds of one call of each (after ``warmup`` rounds)."""
+    for _ in range(warmup):
+        for step in steps:
+            step()
+    times: list[list[float]] = [[] for _ in steps]
+    for _ in range(repeats):
+        for step, own in zip(steps, times):
+            start = time.perf_counter()
+            step()
+            own.append(time.perf_counter() - start)
+    return [statistics.median(own) for own in times]
+
+
+def times_within(step: Callable[[], object], warmup: int, budget_s: float, min_calls: int) -> list[float]:
+    """Wall times of ``step()`` calls after ``warmup`` untimed ones, until ``budget_s`` has passed (>= min_calls)."""
+    for _ in range(warmup):
+        step()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_calls or time.perf_counter() - start < budget_s:
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def matmul_peak_gflops(threads: int = 2, size: int = 2048, repeats: int = 7) -> float:
+    """Achieved GFLOP/s of a large fp32 matmul on the CPU with ``threads`` threads: the practical ceiling."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = torch.randn(size, size), torch.randn(size, size)
+        seconds = median_seconds(lambda: a @ b, 2, repeats)
+    finally:
+        torch.set_num_threads(previous)
+    return 2 * size**3 / seconds / 1e9
+
+
+def cpu_snapshot() -> CpuSnapshot | None:
+    """Where the machine stands now, for :func:`others_cpu`; None without /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return busy, own.ru_utime + own.ru_stime, time.perf_counter()
+
+
+def others_cpu(start: CpuSnapshot | None) -> float | None:
+    """Share of all cores used by other processes since ``start`` (0 = the machine was ours)."""
+    end = cpu_snapshot()
+    if start is None or end is None:
+        return None
+    wall = end[2] - start[2]
+    others = (end[0] - start[0]) - (end[1] - start[1])
+    return max(0.0, others / (wall * (os.cpu_count() or 1)))
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
