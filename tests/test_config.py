@@ -46,8 +46,8 @@ def test_integer_given_for_float_is_accepted_but_not_the_reverse():
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("model.d_modle=3", r"unknown config key 'model.d_modle'.*Did you mean d_model"),
-        ("modle.d_model=3", r"unknown config key 'modle'.*Did you mean model"),
+        ("model.d_modle=3", r"unknown config key 'model.d_modle'.*Did you mean 'd_model'"),
+        ("modle.d_model=3", r"unknown config key 'modle'.*Did you mean 'model'"),
         ("model.same_length=maybe", r"model.same_length.*true or false"),
         ("model.pos_enc=rope", r"model.pos_enc.*one of ours, shaw, vaswani, alrfou"),
         ("model.cutoffs=5", r"model.cutoffs.*list"),

@@ -13,7 +13,6 @@ value given to it must satisfy (:func:`check_fields` checks a whole dataclass, e
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import types
 import typing
@@ -289,12 +288,6 @@ def _coerce(value: Any, typ: Any, key: str, choices: tuple[str, ...] | None) -> 
     raise TypeError(f"unsupported config type {typ!r} for {key}")
 
 
-def _unknown_key(key: str, valid: list[str]) -> TxlabError:
-    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], valid, n=3, cutoff=0.5)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
-    return TxlabError(f"unknown config key {key!r}.{hint} Valid keys here: {', '.join(valid)}.")
-
-
 def update_dataclass(obj: Any, values: dict[str, Any], prefix: str = "") -> Any:
     """A copy of dataclass ``obj`` with ``values`` (possibly nested dicts) applied, strictly."""
     if not isinstance(values, dict):
@@ -305,7 +298,7 @@ def update_dataclass(obj: Any, values: dict[str, Any], prefix: str = "") -> Any:
     for name, value in values.items():
         key = f"{prefix}{name}"
         if name not in fields:
-            raise _unknown_key(key, sorted(fields))
+            raise did_you_mean(name, fields, "config key", shown=key)
         current = getattr(obj, name)
         if dataclasses.is_dataclass(current):
             changes[name] = update_dataclass(current, value, prefix=f"{key}.")

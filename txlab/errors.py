@@ -31,9 +31,13 @@ def io_error_message(err: OSError) -> str | None:
     return f"{where}: {err.strerror or os.strerror(err.errno)} (errno {err.errno}, {errno.errorcode[err.errno]})"
 
 
-def did_you_mean(name: str, choices: Iterable[str], what: str) -> TxlabError:
-    """An error for an unknown ``name`` that suggests the nearest valid ``choices``."""
+def did_you_mean(name: str, choices: Iterable[str], what: str, shown: str | None = None) -> TxlabError:
+    """An error for an unknown ``name`` that suggests the nearest valid ``choices``.
+
+    ``shown`` is how the name appears in the message when it differs from what is matched (a config
+    key's full dotted path, matched by its last part).
+    """
     choices = sorted(choices)
     close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return TxlabError(f"unknown {what} {name!r}.{hint} Valid: {', '.join(choices)}.")
+    return TxlabError(f"unknown {what} {shown or name!r}.{hint} Valid: {', '.join(choices)}.")

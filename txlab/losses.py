@@ -86,10 +86,9 @@ from txlab.errors import TxlabError
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
 from txlab.lm import Context, LanguageModel
 from txlab.progress import Progress
+from txlab.recl import DEFAULT_GRID
 from txlab.train import evaluation_context, using_context
 
-DEFAULT_GRID: tuple[int, ...] = tuple(range(100, 1001, 100))
-"""The paper's context lengths (the same grid as txlab.recl.DEFAULT_GRID)."""
 
 OnBatch = Callable[[int], None]
 """Progress callback: called with the number of windows just read."""
