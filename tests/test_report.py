@@ -167,8 +167,8 @@ def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(
     assert (out / "learned.md").read_text().splitlines() == [
         "| Row | Seeds | background | hint | source value | copied value | copied value, D >= segment |",
         "|---|---|---|---|---|---|---|",
-        "| ideal model, needed context in view | | 1.00 | 2.80 | 3.50 | 0.00 | 0.00 |",
-        "| ideal model, without it | | 4.80 | 2.80 | 6.20 | 6.20 | 6.20 |",
+        "| ideal model, needed context in view |  | 1.00 | 2.80 | 3.50 | 0.00 | 0.00 |",
+        "| ideal model, without it |  | 4.80 | 2.80 | 6.20 | 6.20 | 6.20 |",
         "| xl | 2 | 2.00 ± 0.00 | 3.80 ± 0.00 | 4.50 ± 0.00 | 3.00 ± 1.41 | 5.25 ± 1.06 |",
     ]
     # a corpus whose copies all lie inside the segment has nothing beyond it: '-', not 'nan'

@@ -46,6 +46,7 @@ from txlab import authors_code
 from txlab.build import build_model
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
+from txlab.tables import markdown_table
 from txlab.timing import cpu_snapshot, interleaved_median_seconds, others_cpu
 
 BENCH_CONFIGS: dict[str, dict[str, Any]] = {
@@ -292,11 +293,9 @@ def format_table(rows: Sequence[Mapping[str, Any]], peak_gflops: float | None = 
     "avoided" is the work the cached evaluation state skips, as a multiple of the useful FLOPs.
     """
     share = peak_gflops is not None
-    lines = [
-        "| config | mode | context | tokens/s | reference tokens/s | speedup | GFLOP/s |" + (" of ceiling |" if share else "")
-        + " avoided | peak RSS MB | load | others' CPU |",
-        "|---|---|---|---:|---:|---:|---:|" + ("---:|" if share else "") + "---:|---:|---:|---:|",
-    ]
+    headers = ["config", "mode", "context", "tokens/s", "reference tokens/s", "speedup", "GFLOP/s",
+               *(["of ceiling"] if share else []), "avoided", "peak RSS MB", "load", "others' CPU"]
+    lines = []
     for r in rows:
         ref = f"{r['reference_tokens_per_s']:,.1f}" if r["reference_tokens_per_s"] else "-"
         if r.get("reference_source") == "recorded":
@@ -305,9 +304,7 @@ def format_table(rows: Sequence[Mapping[str, Any]], peak_gflops: float | None = 
         others = f"{r['others_cpu']:.0%}" if r["others_cpu"] is not None else "-"
         avoided = r.get("avoided_flops_per_token") or 0.0
         avoided_text = f"{avoided / r['flops_per_token']:.2f}x" if avoided else "-"
-        of_ceiling = f" {r['gflops'] / peak_gflops:.0%} |" if share else ""
-        lines.append(
-            f"| {r['config']} | {r['mode']} | {r['context']} | {r['tokens_per_s']:,.1f} | {ref} | {speedup} "
-            f"| {r['gflops']:.1f} |{of_ceiling} {avoided_text} | {r['peak_rss_mb']:.0f} | {r['load_avg_1m']:.2f} | {others} |"
-        )
-    return "\n".join(lines)
+        lines.append([r["config"], r["mode"], r["context"], f"{r['tokens_per_s']:,.1f}", ref, speedup, f"{r['gflops']:.1f}",
+                      *([f"{r['gflops'] / peak_gflops:.0%}"] if share else []), avoided_text, f"{r['peak_rss_mb']:.0f}",
+                      f"{r['load_avg_1m']:.2f}", others])
+    return markdown_table(headers, lines, numeric=[False] * 3 + [True] * (len(headers) - 3))

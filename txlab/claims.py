@@ -26,6 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from txlab.errors import TxlabError
+from txlab.tables import markdown_table
 
 METRICS = ("ppl_init", "ppl_best")
 ALPHA = 0.05
@@ -100,11 +101,11 @@ def evaluate_claims(scores: pd.DataFrame, claims: list[Claim], alpha: float = AL
 
 def claims_markdown(tested: list[dict]) -> str:
     """The tested claims as a Markdown table (difference = worse - better, positive supports the claim)."""
-    lines = ["| claim | better | worse | metric | seeds | better mean | worse mean | difference (95% CI) | p | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for t in tested:
         ci = f" [{t['ci_low']:.2f}, {t['ci_high']:.2f}]" if not math.isnan(t["ci_low"]) else ""
         p = f"{t['p_value']:.3f}" if not math.isnan(t["p_value"]) else "-"
-        lines.append(f"| {t['claim']} | {t['better']} | {t['worse']} | {t['metric']} | {t['seeds']} ({t['wins']} won) | "
-                     f"{t['better_mean']:.2f} | {t['worse_mean']:.2f} | {t['diff_mean']:+.2f}{ci} | {p} | {t['verdict']} |")
-    return "\n".join(lines) + "\n"
+        rows.append([t["claim"], t["better"], t["worse"], t["metric"], f"{t['seeds']} ({t['wins']} won)",
+                     f"{t['better_mean']:.2f}", f"{t['worse_mean']:.2f}", f"{t['diff_mean']:+.2f}{ci}", p, t["verdict"]])
+    headers = ["claim", "better", "worse", "metric", "seeds", "better mean", "worse mean", "difference (95% CI)", "p", "verdict"]
+    return markdown_table(headers, rows) + "\n"

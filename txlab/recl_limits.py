@@ -31,6 +31,7 @@ import numpy as np
 from txlab import recl
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
+from txlab.tables import markdown_table
 
 GRID: tuple[int, ...] = recl.DEFAULT_GRID
 RS: tuple[float, ...] = recl.DEFAULT_RS
@@ -114,10 +115,8 @@ def placebo_table(corpus: Corpus, reader: Reader, grid: Sequence[int] = GRID, se
 # The cases: each returns a Markdown table
 
 
-def _markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    return markdown_table(headers, rows) + "\n"
 
 
 def _r(r: float) -> str:
@@ -143,7 +142,7 @@ def windows_case(corpus: Corpus | None = None) -> str:
         results = [_alone(table, r) for r in RS]
         ideal = min(c for c in GRID if c >= w)
         rows.append([w, ideal, *(res.label for res in results), *(_step_gain(res, 300) for res in results)])
-    return _markdown(["window w", "smallest grid value >= w", *(f"RECL {_r(r)}" for r in RS),
+    return _table(["window w", "smallest grid value >= w", *(f"RECL {_r(r)}" for r in RS),
                       *(f"gain 300 -> 400, {_r(r)}" for r in RS)], rows)
 
 
@@ -157,7 +156,7 @@ def grid_step_case(corpus: Corpus | None = None) -> str:
             grid = tuple(range(100, 1001, step))
             table = loss_table(corpus, Reader(window=w), grid)
             rows.append([w, step, *(_alone(table, r, grid).label for r in RS)])
-    return _markdown(["window w", "grid step", *(f"RECL {_r(r)}" for r in RS)], rows)
+    return _table(["window w", "grid step", *(f"RECL {_r(r)}" for r in RS)], rows)
 
 
 def partial_case() -> str:
@@ -168,7 +167,7 @@ def partial_case() -> str:
         for resolved in (0.0, 9.0, 10.5, 11.0):
             results = [_alone(loss_table(corpus, Reader(window=500, resolved=resolved)), r) for r in RS]
             rows.append([f"{share:.0%}", f"{resolved:g}", *(res.label for res in results), *(_step_gain(res, 100) for res in results)])
-    return _markdown(["targets that recall", "loss of a recalled token (nats)", *(f"RECL {_r(r)}" for r in RS),
+    return _table(["targets that recall", "loss of a recalled token (nats)", *(f"RECL {_r(r)}" for r in RS),
                       *(f"gain 100 -> 200, {_r(r)}" for r in RS)], rows)
 
 
@@ -179,7 +178,7 @@ def decay_case(corpus: Corpus | None = None) -> str:
     for decay in (100, 200, 400, 800):
         table = loss_table(corpus, Reader(decay=decay))
         rows.append([decay, round(decay * np.log(2)), round(decay * np.log(10)), *(_alone(table, r).label for r in RS)])
-    return _markdown(["decay length", "recall 50% at d =", "recall 10% at d =", *(f"RECL {_r(r)}" for r in RS)], rows)
+    return _table(["decay length", "recall 50% at d =", "recall 10% at d =", *(f"RECL {_r(r)}" for r in RS)], rows)
 
 
 def _interval(interval: recl.ReclInterval) -> str:
@@ -200,7 +199,7 @@ def noise_case(corpus: Corpus | None = None, n_boot: int = 25) -> str:
             (interval,) = recl.bootstrap_recl(table, GRID, ["reader"], r, BLOCK, n_boot, ci=CI, placebo=placebo)
             cells += [_interval(interval), _interval(interval.placebo)]
         rows.append([f"{noise:g}", *cells])
-    return _markdown(["noise (nats)", *(f"{name}, {_r(r)}" for r in RS for name in ("RECL", "placebo-aware RECL"))], rows)
+    return _table(["noise (nats)", *(f"{name}, {_r(r)}" for r in RS for name in ("RECL", "placebo-aware RECL"))], rows)
 
 
 def noise_gains_case(corpus: Corpus | None = None, noise: float = 0.05, r: float = 0.1) -> str:
@@ -210,7 +209,7 @@ def noise_gains_case(corpus: Corpus | None = None, noise: float = 0.05, r: float
     result = _alone(loss_table(corpus, reader), r, placebo=placebo_table(corpus, reader)[None])
     rows = [[f"{c} -> {c2}", f"{g:.4f}", f"{p:.4f}", f"{g - p:+.4f}"]
             for c, c2, g, p in zip(GRID, GRID[1:], result.gains, result.placebo_gains)]
-    return _markdown(["step", "gain", "placebo gain", "gain - placebo gain"], rows)
+    return _table(["step", "gain", "placebo gain", "gain - placebo gain"], rows)
 
 
 CASES: dict[str, Callable[[], str]] = {

@@ -22,8 +22,9 @@ from scipy import stats  # noqa: E402
 
 from txlab.claims import Claim, claims_markdown, evaluate_claims  # noqa: E402
 from txlab.errors import TxlabError  # noqa: E402
-from txlab.style import CI_ALPHA, REFERENCE_COLORS, colors, themed  # noqa: E402
 from txlab.fileio import DamagedFile, read_json, read_metrics_log, read_yaml_mapping, write_atomic, write_text_atomic  # noqa: E402
+from txlab.style import CI_ALPHA, REFERENCE_COLORS, colors, themed  # noqa: E402
+from txlab.tables import markdown_table  # noqa: E402
 
 
 def read_metrics(run_dir: Path) -> pd.DataFrame:
@@ -195,8 +196,7 @@ def table8_markdown(rows: list[dict]) -> str:
         if "placebo_recl" in row:
             by_column[row["r"], "placebo_"] = _recl_cell(row, "placebo_")
     headers = [_r_label(r) + (", placebo-aware" if prefix else "") for r, prefix in columns]
-    lines = ["| model | " + " | ".join(headers) + " |", "|---|" + "---|" * len(columns)]
-    lines += [f"| {model} | " + " | ".join(by_column.get(column, "-") for column in columns) + " |" for model, by_column in cells.items()]
+    lines = [markdown_table(["model", *headers], ([model, *(by_column.get(column, "-") for column in columns)] for model, by_column in cells.items()))]
     if any(row.get("below_placebo") for row in rows):
         lines += ["", "† a step this RECL rests on did not beat its placebo gain (extra context from far away) by the threshold; "
                       "the placebo-aware RECL stops at the first such step."]
@@ -436,10 +436,7 @@ def _headers(columns: list[tuple[str, str]], rows: list[dict]) -> list[str]:
 
 
 def ablation_markdown(rows: list[dict], columns: list[tuple[str, str]]) -> str:
-    headers = _headers(columns, rows)
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_cell(r, k, False) for k, _ in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return markdown_table(_headers(columns, rows), ([_cell(r, k, False) for k, _ in columns] for r in rows)) + "\n"
 
 
 def _latex_escape(text: str) -> str:
@@ -553,7 +550,7 @@ def learned_markdown(learned: pd.DataFrame) -> str:
     """The learned-structure table: the ideal model's two lines, then each study row's mean ± sd over seeds."""
     roles = [*LEARNED_ROLES, "copy_beyond_segment"]
     headers = ["Row", "Seeds", *LEARNED_ROLES.values(), "copied value, D >= segment"]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    rows: list[list[object]] = []
     first = learned[learned["row_id"] == learned["row_id"].iloc[0]]
     def cell(values: pd.Series) -> str:  # '-' where no copy lies that far back (a corpus of short copies)
         values = values.dropna()
@@ -563,11 +560,11 @@ def learned_markdown(learned: pd.DataFrame) -> str:
 
     for what, name in (("ideal_with", "ideal model, needed context in view"), ("ideal_without", "ideal model, without it")):
         ideal = first[first["what"] == what].iloc[:1]
-        lines.append(f"| {name} | | " + " | ".join(cell(ideal[r]) for r in roles) + " |")
+        rows.append([name, "", *(cell(ideal[r]) for r in roles)])
     model = learned[learned["what"] == "model"]
     for row_id, seeds in model.groupby("row_id", sort=False):
-        lines.append(f"| {row_id} | {len(seeds)} | " + " | ".join(cell(seeds[r]) for r in roles) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append([row_id, len(seeds), *(cell(seeds[r]) for r in roles)])
+    return markdown_table(headers, rows) + "\n"
 
 
 def write_ablation_report(

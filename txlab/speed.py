@@ -58,6 +58,7 @@ from txlab.lm import Context
 from txlab.model import TransformerXL
 from txlab.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
+from txlab.tables import markdown_table
 from txlab.timing import cpu_model, cpu_snapshot, matmul_peak_gflops, median_seconds, others_cpu, times_within
 from txlab.train import evaluation_context
 
@@ -471,19 +472,16 @@ def speed_table(
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """The rows as the paper's Table 9, with the achieved rates and the sample sizes beside it."""
-    lines = [
-        "| attn len | vanilla tok/s | XL tok/s | slowdown | paper | vanilla GFLOP/s | XL GFLOP/s | FLOP ratio | vanilla positions | XL tokens | others' CPU |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    headers = ["attn len", "vanilla tok/s", "XL tok/s", "slowdown", "paper", "vanilla GFLOP/s", "XL GFLOP/s", "FLOP ratio",
+               "vanilla positions", "XL tokens", "others' CPU"]
+    lines = []
     for r in rows:
         paper = f"{r['paper_slowdown']:,.0f}x" if r["paper_slowdown"] else "-"
         others = f"{r['others_cpu']:.0%}" if r["others_cpu"] is not None else "-"
-        lines.append(
-            f"| {r['attn_len']} | {r['vanilla_tokens_per_s']:,.3g} | {r['xl_tokens_per_s']:,.0f} | {r['slowdown']:,.0f}x | {paper} "
-            f"| {r['vanilla_gflops']:,.1f} | {r['xl_gflops']:,.1f} | {r['flop_ratio']:,.0f} | {r['vanilla_positions']:,} "
-            f"| {r['xl_tokens']:,} | {others} |"
-        )
-    return "\n".join(lines)
+        lines.append([r["attn_len"], f"{r['vanilla_tokens_per_s']:,.3g}", f"{r['xl_tokens_per_s']:,.0f}", f"{r['slowdown']:,.0f}x", paper,
+                      f"{r['vanilla_gflops']:,.1f}", f"{r['xl_gflops']:,.1f}", f"{r['flop_ratio']:,.0f}", f"{r['vanilla_positions']:,}",
+                      f"{r['xl_tokens']:,}", others])
+    return markdown_table(headers, lines, numeric=[True] * len(headers))
 
 
 def format_markdown(result: dict[str, Any]) -> str:
