@@ -17,7 +17,7 @@ from txlab.build import build_model
 from txlab.checkpoint import save_checkpoint
 from txlab.cli import app
 from txlab.config import ModelConfig, update_dataclass
-from txlab.data import load_corpus
+from txlab.corpora import load_corpus
 from txlab.errors import TxlabError
 from txlab.lm import Context
 from txlab.model import (

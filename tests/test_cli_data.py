@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from txlab import data
+from txlab import corpora
 from txlab.cli import app
 from txlab.config import DataConfig
-from txlab.data import RemoteFile
+from txlab.corpora import RemoteFile
 
 runner = CliRunner()
 SHAKESPEARE = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 30).encode()
@@ -84,9 +84,9 @@ def file_server(monkeypatch):
 def _serve_shakespeare(server, monkeypatch, content: bytes = SHAKESPEARE) -> Path:
     """Register a tinyshakespeare download whose checksum is that of SHAKESPEARE; serve ``content``."""
     remote = RemoteFile("input.txt", ("http://unused.invalid/input.txt",), len(SHAKESPEARE), hashlib.sha256(SHAKESPEARE).hexdigest())
-    monkeypatch.setitem(data.CORPORA, "tinyshakespeare", dataclasses.replace(data.CORPORA["tinyshakespeare"], downloads=(remote,)))
+    monkeypatch.setitem(corpora.CORPORA, "tinyshakespeare", dataclasses.replace(corpora.CORPORA["tinyshakespeare"], downloads=(remote,)))
     server.files["files/input.txt"] = content
-    return data.corpus_dir(DataConfig(), "tinyshakespeare")
+    return corpora.corpus_dir(DataConfig(), "tinyshakespeare")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ def test_list_shows_presence_size_and_vocab(tmp_path):
     (tmp_path / "tinyshakespeare" / "input.txt").write_bytes(SHAKESPEARE)
     before = last_json(invoke("data", "list", "--data-dir", str(tmp_path), "--json").output)
     rows = {r["name"]: r for r in before["corpora"]}
-    assert set(rows) == set(data.CORPUS_NAMES)
+    assert set(rows) == set(corpora.CORPUS_NAMES)
     assert rows["tinyshakespeare"]["present"] and rows["tinyshakespeare"]["size_bytes"] == len(SHAKESPEARE)
     assert rows["tinyshakespeare"]["vocab_size"] is None  # not encoded yet
     assert not rows["wikitext-103"]["present"] and rows["synthetic"]["kind"] == "synthetic"
@@ -126,7 +126,7 @@ def test_info_real_corpus_json(tmp_path):
     n, k = len(SHAKESPEARE), len(SHAKESPEARE) // 20
     assert {s: v["tokens"] for s, v in info["splits"].items()} == {"train": n - 2 * k, "valid": k, "test": k}
     assert info["files"][0]["sha256"] == hashlib.sha256(SHAKESPEARE).hexdigest()
-    corpus = data.load_corpus(DataConfig(corpus="tinyshakespeare", data_dir=str(tmp_path)), progress=False)
+    corpus = corpora.load_corpus(DataConfig(corpus="tinyshakespeare", data_dir=str(tmp_path)), progress=False)
     assert info["vocab_sha256"] == corpus.vocab.sha256 and info["cache_dir"] == str(corpus.cache_dir)
     assert info["splits"]["valid"]["token_stream_sha256"] == corpus.token_stream_hash("valid")
     assert f"{n - 2 * k:>13,} tokens" in result.output
@@ -225,8 +225,8 @@ def test_get_unpacks_an_archive(file_server, monkeypatch, tmp_path):
             zf.writestr(f"wikitext-2/wiki.{split}.tokens", f" = {split} = \n the {split} text \n")
         zf.writestr("wikitext-2/README", "not extracted")
     archive = buffer.getvalue()
-    remote = dataclasses.replace(data.CORPORA["wikitext-2"].downloads[0], size=len(archive), sha256=hashlib.sha256(archive).hexdigest())
-    monkeypatch.setitem(data.CORPORA, "wikitext-2", dataclasses.replace(data.CORPORA["wikitext-2"], downloads=(remote,)))
+    remote = dataclasses.replace(corpora.CORPORA["wikitext-2"].downloads[0], size=len(archive), sha256=hashlib.sha256(archive).hexdigest())
+    monkeypatch.setitem(corpora.CORPORA, "wikitext-2", dataclasses.replace(corpora.CORPORA["wikitext-2"], downloads=(remote,)))
     file_server.files["files/wikitext-2-v1.zip"] = archive
     result = invoke("data", "get", "wikitext-2", "--data-dir", str(tmp_path), "-q")
     assert result.exit_code == 0, result.output

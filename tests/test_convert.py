@@ -24,7 +24,7 @@ from txlab.checkpoint import load_checkpoint
 from txlab.cli import app
 from txlab.config import DataConfig, ModelConfig
 from txlab.convert import import_hf, import_reference, read_vocabulary
-from txlab.data import load_corpus
+from txlab.corpora import load_corpus
 from txlab.errors import TxlabError
 from txlab.lm import Context
 from txlab.model import build_transformer

@@ -4,6 +4,8 @@ import hashlib
 import io
 import json
 import os
+import subprocess
+import sys
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -11,16 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from txlab import data
+from txlab import corpora
+from txlab.batching import batchify, eval_segments, iter_segments, varlen_length
 from txlab.config import DataConfig
-from txlab.data import EOS, Vocab, batchify, eval_segments, iter_segments, load_corpus, varlen_length
+from txlab.corpora import EOS, load_corpus
 from txlab.errors import TxlabError
+from txlab.vocab import Vocab
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared sample data not found at {SHARED} (CI clones it beside the repo)")
 
 
-def load(name: str, directory: Path | None = None, **options) -> data.Corpus:
+def load(name: str, directory: Path | None = None, **options) -> corpora.Corpus:
     return load_corpus(DataConfig(corpus=name, corpus_dir=str(directory or ""), **options), progress=False)
 
 
@@ -32,6 +36,16 @@ def write(path: Path, text: str | bytes) -> Path:
 
 # ---------------------------------------------------------------------------------------------------
 # Vocabulary
+
+
+@pytest.mark.parametrize(("module", "kept_out"), [
+    ("txlab.checkpoint", ["txlab.corpora", "txlab.download", "txlab.batching"]),  # loading weights needs only the vocabulary
+    ("txlab.corpora", ["txlab.download"]),  # reading a corpus never touches the network code
+])
+def test_module_boundaries_keep_download_code_out(module, kept_out):
+    code = f"import sys, {module}; print(sorted(m for m in {kept_out!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_vocab_specials_then_frequency_then_first_occurrence():
@@ -117,7 +131,7 @@ def test_ptb_reader_keeps_case_and_handles_crlf(tmp_path):
 ENWIK = (b"<page>\n  <title>Caf\xc3\xa9</title>\n  <text>AAA bbb</text>\n</page>\n" * 5)[:200]
 
 
-def _enwik_bytes(corpus: data.Corpus, split: str) -> bytes:
+def _enwik_bytes(corpus: corpora.Corpus, split: str) -> bytes:
     return bytes(int(s) for s in corpus.vocab.decode(corpus.split(split)))
 
 
@@ -228,7 +242,7 @@ def _shakespeare_dir(tmp_path: Path, text: str = "To be, or not to be: that is t
 def test_second_load_is_a_memory_mapped_cache_hit(tmp_path, monkeypatch):
     directory = _shakespeare_dir(tmp_path)
     first = load("tinyshakespeare", directory)
-    monkeypatch.setattr(data, "_build_cache", lambda *a, **k: pytest.fail("cache was rebuilt"))
+    monkeypatch.setattr(corpora, "_build_cache", lambda *a, **k: pytest.fail("cache was rebuilt"))
     second = load("tinyshakespeare", directory)
     assert isinstance(second.split("train"), np.memmap)
     np.testing.assert_array_equal(first.split("train"), second.split("train"))
@@ -242,12 +256,12 @@ def test_cache_rebuilt_when_the_source_changes_but_not_when_only_touched(tmp_pat
     path = directory / "input.txt"
     before = load("tinyshakespeare", directory)
     os.utime(path, ns=(1, 10**18))  # touched: same content, new mtime -> full hash agrees, no rebuild
-    real_build = data._build_cache
-    monkeypatch.setattr(data, "_build_cache", lambda *a, **k: pytest.fail("cache was rebuilt"))
+    real_build = corpora._build_cache
+    monkeypatch.setattr(corpora, "_build_cache", lambda *a, **k: pytest.fail("cache was rebuilt"))
     load("tinyshakespeare", directory)
     assert json.loads((before.cache_dir / "meta.json").read_text())["sources"][0]["mtime_ns"] == 10**18
     write(path, path.read_text().replace("question", "QUESTION"))  # same size, new content
-    monkeypatch.setattr(data, "_build_cache", real_build)
+    monkeypatch.setattr(corpora, "_build_cache", real_build)
     after = load("tinyshakespeare", directory)
     assert "Q" in after.vocab and "Q" not in before.vocab
     assert after.cache_dir == before.cache_dir
@@ -266,7 +280,7 @@ def test_interrupted_encoding_leaves_nothing_behind(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(data, "_encode_into", interrupted)
+    monkeypatch.setattr(corpora, "_encode_into", interrupted)
     with pytest.raises(KeyboardInterrupt):
         load("tinyshakespeare", directory)
     cache = Path(os.environ["TXLAB_CACHE_DIR"]) / "tinyshakespeare"

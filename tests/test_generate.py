@@ -13,10 +13,11 @@ from txlab.build import build_model
 from txlab.checkpoint import save_checkpoint
 from txlab.cli import app
 from txlab.config import ModelConfig, update_dataclass
-from txlab.data import Vocab, load_corpus
+from txlab.corpora import load_corpus
 from txlab.errors import TxlabError
 from txlab.generate import ContextReader, Detokenizer, TextFormat, encode_prompt, generate, prompt_symbols, sample_tokens, sample_top_k
 from txlab.lm import Context
+from txlab.vocab import Vocab
 from txlab.zoo import run_config
 
 runner = CliRunner()

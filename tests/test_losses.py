@@ -12,7 +12,7 @@ from txlab import losses as losses_mod
 from txlab.build import build_model
 from txlab.checkpoint import save_checkpoint
 from txlab.config import DataConfig, ModelConfig, RunConfig
-from txlab.data import load_corpus
+from txlab.corpora import load_corpus
 from txlab.errors import TxlabError
 from txlab.lm import Context
 from txlab.losses import (

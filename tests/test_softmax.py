@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from txlab.errors import TxlabError
-from txlab.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax
+from txlab.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, linear_nll
 
 
 def _pair(n_token=50, d_embed=16, d_proj=8, cutoffs=(10, 30), div_val=2, seed=0):
@@ -125,3 +125,43 @@ def test_div_val_1_has_one_input_projection_for_every_cluster():
     # one gradient for the shared projection, summed over every cluster that uses it
     emb(torch.tensor([0, 15, 40])).sum().backward()
     assert emb.emb_projs[0].grad is not None and emb.emb_projs[0].grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-6)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear_nll_equals_log_softmax_then_gather_with_its_gradients(dtype, tol, with_bias):
+    # 300 rows: more than one block of rows, and a last block that is not full
+    torch.manual_seed(0)
+    hidden = torch.randn(300, 24, dtype=dtype, requires_grad=True)
+    weight = torch.randn(700, 24, dtype=dtype, requires_grad=True)
+    bias = torch.randn(700, dtype=dtype, requires_grad=True) if with_bias else None
+    target = torch.randint(0, 700, (300,))
+    upstream = torch.rand(300, dtype=dtype)  # an uneven gradient, not just the mean's
+    inputs = [t for t in (hidden, weight, bias) if t is not None]
+
+    plain = -F.log_softmax(F.linear(hidden, weight, bias), -1).gather(1, target[:, None]).squeeze(1)
+    plain_grads = torch.autograd.grad((plain * upstream).sum(), inputs)
+    fused = linear_nll(hidden, weight, bias, target)
+    fused_grads = torch.autograd.grad((fused * upstream).sum(), inputs)
+
+    torch.testing.assert_close(fused, plain, rtol=0, atol=tol)
+    for got, expected in zip(fused_grads, plain_grads):
+        torch.testing.assert_close(got, expected, rtol=tol, atol=tol)
+
+
+def test_linear_nll_refuses_a_second_backward_over_its_consumed_log_probs():
+    hidden = torch.randn(4, 3, requires_grad=True)
+    loss = linear_nll(hidden, torch.randn(5, 3), None, torch.tensor([0, 1, 2, 3])).sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="cannot run twice"):
+        loss.backward()
+
+
+def test_plain_softmax_nll_goes_through_the_fused_loss_and_matches_log_prob():
+    _, crit = _pair(cutoffs=(), d_embed=12)  # a projection 8 -> 12 before the output layer
+    hidden = torch.randn(20, 8, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(0, 50, (20,))
+    expected = -crit.log_prob(hidden).gather(1, target[:, None]).squeeze(1)
+    torch.testing.assert_close(crit.nll(hidden, target), expected, rtol=0, atol=1e-12)
+    expected_grad = torch.autograd.grad(expected.sum(), hidden)[0]
+    torch.testing.assert_close(torch.autograd.grad(crit.nll(hidden, target).sum(), hidden)[0], expected_grad, rtol=0, atol=1e-12)

@@ -7,7 +7,7 @@ import pytest
 from tqdm import tqdm
 
 from txlab import synthetic
-from txlab.data import EOS, _text_blocks, _words
+from txlab.corpora import EOS, _text_blocks, _words
 from txlab.errors import TxlabError
 from txlab.synthetic import (
     BACKGROUND,

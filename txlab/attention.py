@@ -39,9 +39,10 @@ import torch
 from matplotlib.colors import LogNorm, PowerNorm
 from matplotlib.ticker import MaxNLocator
 
+from txlab.batching import batchify
 from txlab.checkpoint import Checkpoint, load_checkpoint
 from txlab.config import update_dataclass
-from txlab.data import Corpus, batchify, load_corpus_for_model
+from txlab.corpora import Corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.model import SCORE_TERMS, AttentionRecord, TransformerXL, capture_attention

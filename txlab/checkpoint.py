@@ -31,7 +31,7 @@ from safetensors.torch import load_file, save_file
 import txlab
 from txlab.build import build_model
 from txlab.config import RunConfig, to_dict, update_dataclass
-from txlab.data import Vocab
+from txlab.vocab import Vocab
 from txlab.errors import TxlabError
 from txlab.fileio import read_back, read_json, write_json_atomic
 from txlab.lm import LanguageModel

@@ -100,7 +100,7 @@ def _print_json(obj) -> None:
 @data_app.command("list")
 def data_list(data_dir: str = _DATA_DIR, json_output: bool = _JSON) -> None:
     """List every corpus: whether its files are present, their size, and the vocabulary size once encoded."""
-    from txlab.data import data_root, list_corpora
+    from txlab.corpora import data_root, list_corpora
 
     cfg = _data_config(data_dir)
     rows = list_corpora(cfg)
@@ -126,7 +126,7 @@ def data_get(
     Interrupted downloads resume where they stopped (from the .part file). Set $TXLAB_DATA_MIRROR to a
     URL to fetch <URL>/<file name> instead of the canonical sources. Synthetic corpora need nothing.
     """
-    from txlab.data import fetch_corpus
+    from txlab.download import fetch_corpus
 
     result = fetch_corpus(name, _data_config(data_dir), force=force, progress=not quiet)
     if result["status"] == "built in":
@@ -151,7 +151,7 @@ def data_info(
 
     The first call on a real corpus encodes it (cached afterwards, so later loads take seconds).
     """
-    from txlab.data import corpus_info
+    from txlab.corpora import corpus_info
 
     info = corpus_info(name, _data_config(data_dir, name, corpus_dir), progress=not quiet)
     typer.echo(f"{info['name']} ({info['level']} level) from {info['source']}")

@@ -55,7 +55,7 @@ without importing or calling anything, and refuses every other global. A plain-t
 The run directory gets ``config.yaml``, ``checkpoint/`` (with the vocabulary as
 ``checkpoint/vocab.json``) and ``import.json`` (where it came from), so ``txlab eval``, ``recl``
 and ``speed`` use it like a trained run. If the corpus numbers its symbols differently, they
-relabel it into the model's vocabulary (:func:`txlab.data.load_corpus_for_model`).
+relabel it into the model's vocabulary (:func:`txlab.corpora.load_corpus_for_model`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ from txlab import __version__
 from txlab.build import build_model
 from txlab.checkpoint import has_checkpoint, save_checkpoint
 from txlab.config import DataConfig, ModelConfig, RunConfig, load_config, save_config, update_dataclass
-from txlab.data import Vocab
+from txlab.vocab import Vocab
 from txlab.errors import TxlabError
 from txlab.fileio import read_back, write_json_atomic
 from txlab.softmax import cluster_bounds, cluster_dims

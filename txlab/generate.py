@@ -31,10 +31,11 @@ import torch
 from txlab import synthetic
 from txlab.checkpoint import Checkpoint, load_checkpoint
 from txlab.config import POSITIVE, SEED, Range
-from txlab.data import CORPORA, EOS, Vocab, load_corpus
+from txlab.corpora import CORPORA, EOS, load_corpus
 from txlab.errors import TxlabError
 from txlab.lm import LanguageModel
 from txlab.train import evaluation_context
+from txlab.vocab import Vocab
 
 
 TEMPERATURE = Range(0.01, 100)

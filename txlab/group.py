@@ -33,7 +33,7 @@ import numpy as np
 from txlab import recl, report
 from txlab.checkpoint import has_checkpoint, read_meta
 from txlab.config import NON_NEGATIVE, POSITIVE, SEED, Range, RunConfig, apply_overrides, check_fields, read_study, update_dataclass
-from txlab.data import load_corpus
+from txlab.corpora import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
 from txlab.losses import GroupLosses, collect_group_losses, collect_run_losses

@@ -81,7 +81,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from txlab.capacity import check_fits
 from txlab.checkpoint import load_checkpoint, read_meta
 from txlab.config import RunConfig, update_dataclass
-from txlab.data import load_corpus, load_corpus_for_model
+from txlab.corpora import load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
 from txlab.lm import Context, LanguageModel

@@ -56,7 +56,7 @@ from txlab import report
 from txlab.checkpoint import config_differences, has_checkpoint, read_meta
 from txlab.claims import Claim, read_claims
 from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, read_study, read_yaml, to_dict, update_dataclass
-from txlab.data import load_corpus
+from txlab.corpora import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import read_json, read_yaml_mapping, write_json_atomic, write_text_atomic
 from txlab.footprint import MIB, fit_length, training_memory

@@ -36,11 +36,12 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from txlab.batching import batchify, eval_segments, iter_segments
 from txlab.build import build_model
 from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
 from txlab.config import NON_NEGATIVE, EvalConfig, ModelConfig, RunConfig, TrainConfig, save_config, to_yaml, update_dataclass
-from txlab.data import Corpus, batchify, eval_segments, iter_segments, load_corpus, load_corpus_for_model
+from txlab.corpora import Corpus, load_corpus, load_corpus_for_model
 from txlab.diagnostics import flat_metrics, role_summary
 from txlab.errors import TxlabError
 from txlab.fileio import append_line, hold_directory, read_metrics_log, write_json_atomic, write_text_atomic
@@ -115,7 +116,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Token-weighted mean NLL over ``tokens`` (the first ``max_tokens`` + 1 if > 0), every target
     scored exactly once: the paper's protocol. ``reference_streams``: only the targets the authors'
-    eval.py scores (see :func:`txlab.data.eval_segments`).
+    eval.py scores (see :func:`txlab.batching.eval_segments`).
 
     With ``token_losses`` the result also holds ``nll``: [len(tokens)] float64 nats in text order,
     NaN for the first token and any token past ``max_tokens`` (what txlab.diagnostics reads)."""

@@ -1,4 +1,10 @@
-"""Corpora: the standard formats, vocabularies, an encoded on-disk cache, the paper's batching, downloads.
+"""The corpora: the registry of real corpora, reading their standard formats, the encoded cache, loading.
+
+This module owns what a corpus is and how its tokens are read: the registry (:data:`CORPORA`: each
+real corpus's files on disk, tokenisation and vocabulary rule, and its download sources with sizes and
+sha256 checksums, which :mod:`txlab.download` fetches), reading the distribution formats, the encoded
+on-disk cache, the :class:`Corpus` object and its loading, and what `txlab data list|info` show.
+Vocabularies are :mod:`txlab.vocab`'s; cutting id arrays into batches is :mod:`txlab.batching`'s.
 
 Reading. ``load_corpus(cfg)`` returns a :class:`Corpus` (vocabulary + train/valid/test id arrays) for any
 name in :data:`CORPUS_NAMES`. Real corpora live in ``<data_dir>/<name>/`` in their distribution format;
@@ -41,14 +47,6 @@ later loads memory-map it. The entry is keyed by corpus, source directory and op
 every source file keeps its size and fingerprint (sha256 of its first and last MiB; when the mtime
 changes, the full sha256 recorded at build time is recomputed and compared). Entries are built in a
 temporary directory and renamed into place, so a crash never leaves a half-written cache.
-
-Batching. :func:`batchify` and :func:`iter_segments` reproduce the reference's LMOrderedIterator (B
-contiguous streams, segments of tgt_len, optional variable length) with a resumable position;
-:func:`eval_segments` scores every token of a split exactly once, remainder included (or, on request,
-exactly the targets the reference's evaluation scores).
-
-Downloads. :func:`fetch_corpus` downloads from the canonical sources (or ``$TXLAB_DATA_MIRROR``), resumes
-partial downloads (``.part`` files, HTTP Range), verifies sizes and sha256 checksums, and unpacks.
 """
 
 from __future__ import annotations
@@ -56,24 +54,20 @@ from __future__ import annotations
 import hashlib
 import contextlib
 import dataclasses
-import http.client
 import json
 import os
 import re
 import shutil
 import sys
-import tarfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 import zipfile
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 import numpy as np
 import platformdirs
@@ -81,120 +75,15 @@ import platformdirs
 from txlab import __version__, synthetic
 from txlab.config import DataConfig
 from txlab.errors import TxlabError, did_you_mean
-from txlab.fileio import load_npy, read_back, read_json, write_atomic, write_json_atomic
+from txlab.fileio import load_npy, read_json, write_json_atomic
 from txlab.progress import Progress
+from txlab.vocab import Vocab
 
 SPLITS = ("train", "valid", "test")
 EOS = "<eos>"
 CACHE_FORMAT = 1
 _BLOCK_CHARS = 1 << 22  # text read per block: large enough to amortise Python overhead, small in memory
 _FINGERPRINT_BYTES = 1 << 20
-
-
-# ----------------------------------------------------------------------------------------------------
-# Vocabulary
-
-
-class Vocab:
-    """Symbols <-> ids. ``sha256`` is the sha256 of the symbol list as compact JSON (order matters)."""
-
-    def __init__(self, symbols: Iterable[str], unk: str | None = None) -> None:
-        self.symbols: list[str] = list(symbols)
-        self.index: dict[str, int] = {s: i for i, s in enumerate(self.symbols)}
-        if len(self.index) != len(self.symbols):
-            dup = next(s for s, c in Counter(self.symbols).items() if c > 1)
-            raise TxlabError(f"vocabulary lists the symbol {dup!r} more than once")
-        if unk is not None and unk not in self.index:
-            raise TxlabError(f"vocabulary has no unknown-word symbol {unk!r}")
-        self.unk = unk
-        payload = json.dumps(self.symbols, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        self.sha256 = hashlib.sha256(payload).hexdigest()
-
-    @classmethod
-    def from_counts(cls, counts: Mapping[str, int], specials: Sequence[str] = (), min_freq: int = 1, unk: str | None = None) -> Vocab:
-        """Specials first, then symbols by falling count; equal counts keep the order of ``counts``
-        (first occurrence, when counted from text with a Counter). ``unk`` is used only if present."""
-        special = set(specials)
-        ranked = sorted((s for s, c in counts.items() if s not in special and c >= min_freq), key=lambda s: -counts[s])
-        symbols = [*specials, *ranked]
-        return cls(symbols, unk=unk if unk in set(symbols) else None)
-
-    def __len__(self) -> int:
-        return len(self.symbols)
-
-    def __contains__(self, symbol: object) -> bool:
-        return symbol in self.index
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Vocab) and self.symbols == other.symbols and self.unk == other.unk
-
-    def __repr__(self) -> str:
-        return f"Vocab({len(self)} symbols, sha256={self.sha256[:12]})"
-
-    @property
-    def unk_id(self) -> int | None:
-        return None if self.unk is None else self.index[self.unk]
-
-    def encode(self, symbols: Sequence[str]) -> np.ndarray:
-        """int64 ids; unknown symbols map to ``unk``, or raise TxlabError when there is none."""
-        try:
-            return np.fromiter(map(self.index.__getitem__, symbols), dtype=np.int64, count=len(symbols))
-        except KeyError as err:
-            if self.unk is None:
-                raise TxlabError(f"symbol {err.args[0]!r} is not in the vocabulary (which has no unknown-word symbol)") from None
-            get, unk = self.index.get, self.index[self.unk]
-            return np.fromiter((get(s, unk) for s in symbols), dtype=np.int64, count=len(symbols))
-
-    def decode(self, ids: Iterable[int]) -> list[str]:
-        return [self.symbols[int(i)] for i in ids]
-
-    def to_dict(self) -> dict:
-        """JSON-ready form (what checkpoints and the cache store)."""
-        return {"format": "txlab-vocab", "version": 1, "size": len(self), "unk": self.unk, "sha256": self.sha256, "symbols": self.symbols}
-
-    @classmethod
-    def from_dict(cls, data: Mapping, where: str = "vocabulary") -> Vocab:
-        if data.get("format") != "txlab-vocab" or not isinstance(data.get("symbols"), list):
-            raise TxlabError(f"{where} is not a txlab vocabulary")
-        vocab = cls(data["symbols"], unk=data.get("unk"))
-        if data.get("sha256") not in (None, vocab.sha256):
-            raise TxlabError(f"{where} is corrupt: its symbols hash to {vocab.sha256[:12]}, the file says {data['sha256'][:12]}")
-        return vocab
-
-    def save(self, path: str | Path) -> Path:
-        """Write as JSON (``*.json``) or plain text: a header line, then one symbol per line."""
-        path = Path(path)
-        if path.suffix == ".json":
-            return write_json_atomic(path, self.to_dict())
-        bad = next((s for s in self.symbols if s == "" or "\n" in s or "\r" in s or s != s.strip()), None)
-        if bad is not None:
-            raise TxlabError(f"symbol {bad!r} cannot be written one per line; save the vocabulary as .json")
-        header = "#txlab-vocab " + json.dumps({"sha256": self.sha256, "unk": self.unk})
-        return write_atomic(path, lambda fh: fh.write("\n".join([header, *self.symbols, ""]).encode("utf-8")))
-
-    @classmethod
-    def load(cls, path: str | Path, remedy: str = "delete it and rerun the command that wrote it") -> Vocab:
-        path = Path(path)
-        if not path.is_file():
-            raise TxlabError(f"no vocabulary file {path}")
-        return read_back(path, lambda p: cls._parse(p), remedy)
-
-    @classmethod
-    def _parse(cls, path: Path) -> Vocab:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".json":
-            data = json.loads(text)
-        else:
-            header, _, body = text.partition("\n")
-            if not header.startswith("#txlab-vocab "):
-                raise ValueError("it does not start with a '#txlab-vocab' header line")
-            symbols = body.split("\n")[:-1] if body.endswith("\n") else body.split("\n")
-            data = {**json.loads(header.removeprefix("#txlab-vocab ")), "format": "txlab-vocab", "symbols": symbols}
-        if not isinstance(data, dict) or data.get("format") != "txlab-vocab" or not isinstance(data.get("symbols"), list):
-            raise ValueError("not a txlab vocabulary")
-        if not all(isinstance(s, str) for s in data["symbols"]) or not isinstance(data.get("unk"), (str, type(None))):
-            raise ValueError("its symbols are not all strings")
-        return cls.from_dict(data, where=str(path))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -314,7 +203,8 @@ CORPORA: dict[str, CorpusSpec] = {
 CORPUS_NAMES: tuple[str, ...] = (*CORPORA, *synthetic.VARIANTS)
 
 
-def _check_name(name: str) -> None:
+def check_corpus_name(name: str) -> None:
+    """Refuse a name that is no corpus, suggesting the nearest."""
     if name not in CORPUS_NAMES:
         raise did_you_mean(name, CORPUS_NAMES, "corpus")
 
@@ -354,7 +244,9 @@ def cache_root(cfg: DataConfig) -> Path:
 
 
 @dataclass
-class _Sources:
+class CorpusSources:
+    """The source files of one real corpus found in its directory, and the parts that have none."""
+
     directory: Path
     files: dict[str, list[Path]]
     """Per split ('lines'), or {'all': [file]} for single-file corpora."""
@@ -365,7 +257,8 @@ class _Sources:
         return list(dict.fromkeys(p for paths in self.files.values() for p in paths))
 
 
-def _locate(spec: CorpusSpec, directory: Path) -> _Sources:
+def locate_sources(spec: CorpusSpec, directory: Path) -> CorpusSources:
+    """The files of ``spec`` in ``directory``: per part, the first of its glob patterns that matches."""
     files: dict[str, list[Path]] = {}
     missing: dict[str, str] = {}
     for part, patterns in spec.files.items():
@@ -376,10 +269,11 @@ def _locate(spec: CorpusSpec, directory: Path) -> _Sources:
                 break
         else:
             missing[part] = " or ".join(patterns)
-    return _Sources(directory, files, missing)
+    return CorpusSources(directory, files, missing)
 
 
-def _missing_error(spec: CorpusSpec, directory: Path, looked_for: str) -> TxlabError:
+def missing_corpus_error(spec: CorpusSpec, directory: Path, looked_for: str) -> TxlabError:
+    """The error for a corpus whose files are not there: what was looked for, and how to get them."""
     return TxlabError(
         f"{spec.name}: no data in {directory} (looked for {looked_for}). "
         f"Fetch it with `txlab data get {spec.name}`, or point data.data_dir / $TXLAB_DATA_DIR at the "
@@ -527,7 +421,7 @@ def _entry_dir(spec: CorpusSpec, directory: Path, options: dict, cfg: DataConfig
     return cache_root(cfg) / spec.name / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def _cache_is_valid(entry: Path, sources: _Sources) -> dict | None:
+def _cache_is_valid(entry: Path, sources: CorpusSources) -> dict | None:
     """The entry's meta if it was built from exactly these (unchanged) files, else None (a damaged
     entry too: it is rebuilt)."""
     try:
@@ -563,7 +457,7 @@ def _cache_is_valid(entry: Path, sources: _Sources) -> dict | None:
     return meta
 
 
-def _count_and_measure(spec: CorpusSpec, sources: _Sources, drop_newlines: bool, progress: bool) -> tuple[Vocab, dict[str, int]]:
+def _count_and_measure(spec: CorpusSpec, sources: CorpusSources, drop_newlines: bool, progress: bool) -> tuple[Vocab, dict[str, int]]:
     """Pass 1: the vocabulary and the number of tokens of each split."""
     lengths = dict.fromkeys(sources.files if spec.reader == "lines" else SPLITS, 0)
     total = sum(p.stat().st_size for p in sources.unique_files())
@@ -603,7 +497,7 @@ def _lm1b_vocab_file(path: Path) -> Vocab:
     return Vocab(words, unk="<UNK>")
 
 
-def _encode_into(spec: CorpusSpec, sources: _Sources, vocab: Vocab, lengths: dict[str, int], workdir: Path, drop_newlines: bool, progress: bool) -> None:
+def _encode_into(spec: CorpusSpec, sources: CorpusSources, vocab: Vocab, lengths: dict[str, int], workdir: Path, drop_newlines: bool, progress: bool) -> None:
     """Pass 2: encode every split into a preallocated {split}.npy."""
     dtype = _id_dtype(len(vocab))
     outputs = {s: np.lib.format.open_memmap(workdir / f"{s}.npy", mode="w+", dtype=dtype, shape=(n,)) for s, n in lengths.items() if n}
@@ -635,7 +529,7 @@ def _encode_into(spec: CorpusSpec, sources: _Sources, vocab: Vocab, lengths: dic
     outputs.clear()  # drop the memmaps so the files are closed before they are renamed
 
 
-def _build_cache(spec: CorpusSpec, sources: _Sources, entry: Path, options: dict, progress: bool) -> dict:
+def _build_cache(spec: CorpusSpec, sources: CorpusSources, entry: Path, options: dict, progress: bool) -> dict:
     """Encode the corpus into a fresh cache entry (built aside, then renamed into place)."""
     started = time.perf_counter()
     if progress:
@@ -755,10 +649,10 @@ class Corpus:
 def _load_real(spec: CorpusSpec, cfg: DataConfig, progress: bool) -> Corpus:
     directory = corpus_dir(cfg, spec.name)
     if not directory.is_dir():
-        raise _missing_error(spec, directory, "the directory itself")
-    sources = _locate(spec, directory)
+        raise missing_corpus_error(spec, directory, "the directory itself")
+    sources = locate_sources(spec, directory)
     if not sources.files:
-        raise _missing_error(spec, directory, "; ".join(sources.missing.values()))
+        raise missing_corpus_error(spec, directory, "; ".join(sources.missing.values()))
     options = _options(spec, cfg)
     entry = _entry_dir(spec, directory, options, cfg)
     meta = _cache_is_valid(entry, sources) or _build_cache(spec, sources, entry, options, progress)
@@ -785,7 +679,7 @@ def _load_synthetic(cfg: DataConfig) -> Corpus:
 
 def load_corpus(cfg: DataConfig, progress: bool = True) -> Corpus:
     """The corpus ``cfg.corpus``: synthetic ones are generated, real ones read (and cached) from disk."""
-    _check_name(cfg.corpus)
+    check_corpus_name(cfg.corpus)
     if cfg.corpus in synthetic.VARIANTS:
         return _load_synthetic(cfg)
     return _load_real(CORPORA[cfg.corpus], cfg, progress)
@@ -807,259 +701,10 @@ def load_corpus_for_model(cfg: DataConfig, vocab_hash: str, vocab: Vocab | None,
 
 
 # ----------------------------------------------------------------------------------------------------
-# Batching (the reference's LMOrderedIterator, with a resumable position)
-
-
-def batchify(data: np.ndarray, batch_size: int) -> np.ndarray:
-    """[B, n] view: B contiguous streams, stream b = data[b*n : (b+1)*n]; the last len % B tokens dropped."""
-    n = len(data) // batch_size if batch_size > 0 else 0
-    if n < 2:
-        raise TxlabError(f"cannot cut {len(data)} tokens into {batch_size} streams of at least 2 tokens")
-    return data[: n * batch_size].reshape(batch_size, n)
-
-
-class Segment(NamedTuple):
-    inputs: np.ndarray
-    """[B, T] int64 ids."""
-    targets: np.ndarray
-    """[B, T] int64: the next token of each input."""
-    position: int
-    """Column of the streams where these inputs start."""
-    next_position: int
-    """Where the following segment starts: save it to resume with ``iter_segments(start=...)``."""
-
-
-def varlen_length(tgt_len: int, position: int, seed: int, std: float = 5.0, min_len: int = 5, max_deviation: float = 3.0) -> int:
-    """The reference's variable segment length: N(tgt_len, std) with probability 0.95, else
-    N(tgt_len / 2, std); clipped to [min_len, tgt_len + max_deviation * std].
-
-    Drawn from a generator seeded by (seed, position), so a resumed run draws the same lengths.
-    """
-    rng = np.random.default_rng([seed, position])
-    mean = tgt_len if rng.random() < 0.95 else tgt_len / 2.0
-    return int(min(tgt_len + max_deviation * std, max(min_len, int(rng.normal(mean, std)))))
-
-
-def iter_segments(streams: np.ndarray, tgt_len: int, start: int = 0, varlen: bool = False, seed: int = 0) -> Iterator[Segment]:
-    """Consecutive segments of [B, n] streams, from column ``start`` to the end (the last may be shorter).
-
-    Segment i covers columns [p, p + T) as inputs and [p + 1, p + T + 1) as targets, so every target
-    column 1 .. n-1 is visited once per pass. With ``varlen`` T is drawn by :func:`varlen_length`.
-    """
-    if tgt_len <= 0:
-        raise TxlabError(f"segment length must be positive, got {tgt_len}")
-    n = streams.shape[1]
-    position = start
-    while position < n - 1:
-        length = varlen_length(tgt_len, position, seed) if varlen else tgt_len
-        length = min(length, n - 1 - position)
-        inputs = np.asarray(streams[:, position : position + length], dtype=np.int64)
-        targets = np.asarray(streams[:, position + 1 : position + 1 + length], dtype=np.int64)
-        yield Segment(inputs, targets, position, position + length)
-        position += length
-
-
-class EvalSegment(NamedTuple):
-    inputs: np.ndarray
-    """[B, T] int64 ids (0 where padded)."""
-    targets: np.ndarray
-    """[B, T] int64 (0 where padded)."""
-    mask: np.ndarray
-    """[B, T] bool: True for real targets; sum losses only where True."""
-    target_index: np.ndarray
-    """[B, T] int64: the position in the split of each target (-1 where padded)."""
-
-
-def eval_segments(data: np.ndarray, batch_size: int, tgt_len: int, reference_streams: bool = False) -> Iterator[EvalSegment]:
-    """Segments that score every token of ``data`` except the first exactly once, remainder included.
-
-    The len(data) - 1 targets are cut into B contiguous streams of ceil((len - 1) / B) targets; the
-    last stream is shorter and padded at its end (padding comes after every real token of its stream,
-    so causal models give the real tokens the same losses). Each stream starts from a fresh state.
-
-    ``reference_streams``: the streams of the authors' eval.py instead (:func:`batchify`): B streams
-    of len // B tokens, the last len % B tokens dropped, each stream's first token read but not
-    scored. That leaves B - 1 targets at the stream boundaries and the dropped tail unscored.
-    """
-    if tgt_len <= 0 or batch_size <= 0:
-        raise TxlabError(f"batch size and segment length must be positive, got {batch_size} and {tgt_len}")
-    n_targets = len(data) - 1
-    if n_targets < 1:
-        raise TxlabError(f"cannot evaluate a split of {len(data)} token(s)")
-    batch = min(batch_size, n_targets)
-    if reference_streams:
-        stream_len = batchify(data, batch).shape[1]
-        index = np.arange(batch)[:, None] * stream_len + np.arange(stream_len - 1)  # [B, n - 1] input positions
-        mask = np.ones(index.shape, dtype=bool)
-    else:
-        per_stream = -(-n_targets // batch)
-        index = np.arange(batch)[:, None] * per_stream + np.arange(per_stream)  # [B, n] input positions
-        mask = index < n_targets
-        index = np.where(mask, index, 0)
-    per_stream = index.shape[1]
-    for lo in range(0, per_stream, tgt_len):
-        cols = slice(lo, min(lo + tgt_len, per_stream))
-        where, real = index[:, cols], mask[:, cols]
-        yield EvalSegment(
-            np.where(real, np.asarray(data[where], dtype=np.int64), 0),
-            np.where(real, np.asarray(data[where + 1], dtype=np.int64), 0),
-            real,
-            np.where(real, where + 1, -1),
-        )
-
-
-# ----------------------------------------------------------------------------------------------------
-# Downloads
-
-
-_TIMEOUT_S = 60
-
-
-class _Unreachable(Exception):
-    """A mirror could not be reached (try the next one)."""
-
-
-def _urls(remote: RemoteFile) -> tuple[str, ...]:
-    mirror = os.environ.get("TXLAB_DATA_MIRROR")
-    return (mirror.rstrip("/") + "/" + remote.filename,) if mirror else remote.urls
-
-
-def _verification_problem(path: Path, remote: RemoteFile) -> str | None:
-    size = path.stat().st_size
-    if remote.size is not None and size != remote.size:
-        return f"{path.name} has {size:,} bytes, expected {remote.size:,}"
-    if remote.sha256 is not None:
-        actual = file_sha256(path)
-        if actual != remote.sha256:
-            return f"checksum mismatch for {path.name}: sha256 {actual}, expected {remote.sha256}"
-    return None
-
-
-def _fetch(url: str, part: Path, remote: RemoteFile, name: str, progress: bool) -> None:
-    """Download ``url`` into ``part``, continuing a partial file with an HTTP Range request."""
-    have = part.stat().st_size if part.exists() else 0
-    if remote.size is not None and have == remote.size:
-        return
-    headers = {"User-Agent": f"txlab/{__version__}"}
-    if have:
-        headers["Range"] = f"bytes={have}-"
-    try:
-        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=_TIMEOUT_S)
-    except urllib.error.HTTPError as err:
-        if err.code == 416 and have:  # nothing left to send: verification decides
-            return
-        raise _Unreachable(f"HTTP {err.code} {err.reason}") from None
-    except (urllib.error.URLError, OSError) as err:
-        raise _Unreachable(str(getattr(err, "reason", err))) from None
-    with response:
-        if have and response.status != 206:  # the server ignored the range: start over
-            have = 0
-        length = response.headers.get("Content-Length")
-        expected = have + int(length) if length is not None else remote.size
-        with open(part, "ab" if have else "wb") as fh, Progress(
-            total=expected, initial=have, desc=remote.filename, unit="B", unit_scale=True, disable=not progress, file=sys.stderr
-        ) as bar:
-            while True:
-                try:
-                    chunk = response.read(1 << 20)
-                except (http.client.HTTPException, OSError):
-                    break  # connection dropped: reported as truncated below
-                if not chunk:
-                    break
-                fh.write(chunk)
-                bar.update(len(chunk))
-    got = part.stat().st_size
-    if expected is not None and got < expected:
-        raise TxlabError(
-            f"download of {url} stopped after {got:,} of {expected:,} bytes; the partial file {part} is kept: "
-            f"run `txlab data get {name}` again to resume"
-        )
-
-
-def download(remote: RemoteFile, directory: Path, name: str, progress: bool = True) -> Path:
-    """``directory/remote.filename``, downloaded (resuming a ``.part`` file) and verified."""
-    directory.mkdir(parents=True, exist_ok=True)
-    dest = directory / remote.filename
-    if dest.exists():
-        if _verification_problem(dest, remote) is None:
-            return dest
-        dest.unlink()  # a stale or corrupt copy: fetch it again
-    part = dest.with_name(dest.name + ".part")
-    failures = []
-    for url in _urls(remote):
-        try:
-            _fetch(url, part, remote, name, progress)
-        except _Unreachable as err:
-            failures.append(f"{url}: {err}")
-            continue
-        problem = _verification_problem(part, remote)
-        if problem:
-            part.unlink()
-            raise TxlabError(f"{problem}; the download was removed. Run `txlab data get {name}` again, or check the mirror")
-        os.replace(part, dest)
-        return dest
-    raise TxlabError(f"could not download {remote.filename} for {name}: " + "; ".join(failures))
-
-
-def _unpack(remote: RemoteFile, archive: Path, directory: Path) -> list[Path]:
-    """Unpack the members named by ``remote.extract`` (each written atomically)."""
-    wanted = [re.compile(p) for p in remote.extract]
-    out: list[Path] = []
-
-    def place(member: str, fh: BinaryIO) -> None:
-        dest = directory / member.removeprefix(remote.strip)
-        out.append(write_atomic(dest, lambda target: shutil.copyfileobj(fh, target, 1 << 24)))
-
-    try:
-        if archive.name.endswith(".zip"):
-            with zipfile.ZipFile(archive) as zf:
-                for info in zf.infolist():
-                    if any(w.fullmatch(info.filename) for w in wanted):
-                        with zf.open(info) as fh:
-                            place(info.filename, fh)
-        else:
-            with tarfile.open(archive, mode="r|*") as tf:
-                for info in tf:
-                    if info.isfile() and any(w.fullmatch(info.name) for w in wanted):
-                        place(info.name, tf.extractfile(info))
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as err:
-        raise TxlabError(f"cannot unpack {archive} ({err}); delete it and run `txlab data get` again") from None
-    if not out:
-        raise TxlabError(f"{archive} holds none of the expected files ({', '.join(remote.extract)})")
-    return out
-
-
-def fetch_corpus(name: str, cfg: DataConfig, force: bool = False, progress: bool = True) -> dict:
-    """Download, verify and unpack corpus ``name`` into its directory; a summary of what is there."""
-    _check_name(name)
-    if name in synthetic.VARIANTS:
-        return {"name": name, "status": "built in", "directory": None, "files": [], "unverified": []}
-    spec = CORPORA[name]
-    directory = corpus_dir(cfg, name)
-    if not force and not _locate(spec, directory).missing:
-        status = "already present"
-    else:
-        for remote in spec.downloads:
-            path = download(remote, directory, name, progress)
-            if remote.extract:
-                _unpack(remote, path, directory)
-                path.unlink()
-        status = "downloaded"
-    sources = _locate(spec, directory)
-    if sources.missing:
-        raise _missing_error(spec, directory, "; ".join(sources.missing.values()))
-    return {
-        "name": name, "status": status, "directory": str(directory),
-        "files": [str(p) for p in sources.unique_files()],
-        "unverified": [r.filename for r in spec.downloads if r.sha256 is None],
-    }
-
-
-# ----------------------------------------------------------------------------------------------------
 # Listing and inspection (what `txlab data list|info` print)
 
 
-def _cached_meta(spec: CorpusSpec, cfg: DataConfig, sources: _Sources) -> dict | None:
+def _cached_meta(spec: CorpusSpec, cfg: DataConfig, sources: CorpusSources) -> dict | None:
     """The cache entry's meta if present and its sources still have their recorded sizes (no hashing)."""
     entry = _entry_dir(spec, corpus_dir(cfg, spec.name), _options(spec, cfg), cfg)
     try:
@@ -1072,14 +717,14 @@ def _cached_meta(spec: CorpusSpec, cfg: DataConfig, sources: _Sources) -> dict |
 
 def corpus_status(name: str, cfg: DataConfig) -> dict:
     """One row of `txlab data list`: presence, size on disk and (if cached) vocabulary size."""
-    _check_name(name)
+    check_corpus_name(name)
     if name in synthetic.VARIANTS:
         spec = synthetic.VARIANTS[name]
         return {"name": name, "kind": "synthetic", "level": "word", "present": True, "complete": True, "size_bytes": 0,
                 "vocab_size": spec.vocab_size, "directory": None, "description": spec.description}
     spec = CORPORA[name]
     directory = corpus_dir(cfg, name)
-    sources = _locate(spec, directory) if directory.is_dir() else _Sources(directory, {}, {"all": "directory"})
+    sources = locate_sources(spec, directory) if directory.is_dir() else CorpusSources(directory, {}, {"all": "directory"})
     meta = _cached_meta(spec, cfg, sources) if sources.files else None
     return {
         "name": name, "kind": "real", "level": spec.level, "present": bool(sources.files), "complete": bool(sources.files) and not sources.missing,
@@ -1094,7 +739,7 @@ def list_corpora(cfg: DataConfig) -> list[dict]:
 
 def corpus_info(name: str, cfg: DataConfig, progress: bool = True) -> dict:
     """Everything `txlab data info` shows; loads (and on first use encodes) the corpus."""
-    _check_name(name)
+    check_corpus_name(name)
     own_dir = cfg.corpus_dir if name == cfg.corpus else ""
     corpus = load_corpus(dataclasses.replace(cfg, corpus=name, corpus_dir=own_dir), progress=progress)
     info = {
