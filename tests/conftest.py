@@ -1,6 +1,7 @@
 """Shared test setup.
 
-- No test reads or writes the user's real corpus or cache directories.
+- No test reads or writes the user's real corpus or cache directories, or a txlab home (runs/ or
+  the repository's committed results): $TXLAB_HOME points at a fresh directory.
 - Tests run torch on one thread: their models are tiny, where a second thread buys nothing, and on a
   2-core machine shared with any other work, two-thread parallel regions stall (measured: a tiny
   LSTM step went from 2 ms to 100 ms), which made the suite's run time erratic.
@@ -20,8 +21,9 @@ def _one_torch_thread():
 
 @pytest.fixture(autouse=True)
 def _isolated_txlab_dirs(tmp_path_factory, monkeypatch):
-    """Point $TXLAB_DATA_DIR and $TXLAB_CACHE_DIR at fresh empty directories and drop any mirror."""
+    """Point $TXLAB_DATA_DIR, $TXLAB_CACHE_DIR and $TXLAB_HOME at fresh empty directories and drop any mirror."""
     base = tmp_path_factory.mktemp("txlab-env")
+    monkeypatch.setenv("TXLAB_HOME", str(base / "home"))
     monkeypatch.setenv("TXLAB_DATA_DIR", str(base / "data"))
     monkeypatch.setenv("TXLAB_CACHE_DIR", str(base / "cache"))
     monkeypatch.delenv("TXLAB_DATA_MIRROR", raising=False)

@@ -93,7 +93,7 @@ def test_user_errors_exit_2_without_traceback(tmp_path):
 
 
 def test_bench_model_json_rows():
-    result = runner.invoke(app, ["bench", "model", "--config", "tiny", "--preset", "qrnn", "--size", "tiny", "--mode", "train",
+    result = runner.invoke(app, ["bench", "model", "--shape", "tiny", "--preset", "qrnn", "--size", "tiny", "--mode", "train",
                                  "--mode", "eval_mem32", "--repeats", "1", "--warmup", "0", "--batch-size", "2", "--seg-len", "16", "--json"])
     assert result.exit_code == 0, result.output
     doc = last_json(result.output)
@@ -135,6 +135,13 @@ def test_every_command_shares_one_grammar_for_the_common_options():
     for command in ("recl", "speed", "ablate", "train"):
         assert command in seen["--dry-run"], command
     assert "generate" in seen["--quiet"]
+    # one name for the corpus folder on every command that reads a corpus from the data directory
+    assert sorted(seen["--corpus-dir"]) == ["data info", "recl", "train"]
+    assert "--shape" in seen and "bench model" in seen["--shape"] and "bench model" not in seen["--config"]
+    # the home is one option of the root command, for every command
+    import typer.main
+
+    assert any("--home" in param.opts for param in typer.main.get_command(app).params)
 
 
 def test_help_texts_show_no_type_on_flags_and_keep_their_bracketed_defaults():

@@ -60,12 +60,15 @@ def test_unknown_names_suggest_the_nearest():
         resolve_preset("xl151m", "huge")
 
 
-def test_run_config_layers_and_zoo_naming(tmp_path):
+def test_run_config_layers_and_zoo_naming(tmp_path, monkeypatch):
     path = tmp_path / "extra.yaml"
     path.write_text("model:\n  n_layer: 3\n")
     cfg = run_config("qrnn", "cpu", "tinyshakespeare", path, ["train.lr=0.01"])
     assert (cfg.model.family, cfg.model.n_layer, cfg.data.corpus, cfg.train.lr) == ("qrnn", 3, "tinyshakespeare", 0.01)
+    monkeypatch.setenv("TXLAB_HOME", ".")  # the repository's evidence: its committed models root
     assert run_dir(cfg).as_posix() == "results/models/qrnn-cpu-tinyshakespeare"
+    monkeypatch.delenv("TXLAB_HOME")
+    assert run_dir(cfg).as_posix() == "runs/results/models/qrnn-cpu-tinyshakespeare"
     with pytest.raises(TxlabError, match="needs a name"):
         run_dir(run_config(None))
 

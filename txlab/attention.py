@@ -50,11 +50,10 @@ from txlab.progress import Progress
 from txlab.report import run_label, save_figure
 from txlab.style import colors, sequential_cmap, themed
 from txlab.train import evaluation_context
+from txlab.workspace import resolve
 
 PAPER_TERMS = ("a", "b", "d")
 """Figure 7's terms: (c), the global content bias, is a prior over keys whatever the query, so the paper leaves it out."""
-
-OUT_DIR = Path("figures/attention")
 
 MEMORY_EDGE = colors(4)[3]
 """The palette's red: the line between the memory and the current segment in Figure 6."""
@@ -206,7 +205,7 @@ def attention_analysis(
     heads: int = 3,
     sample_rows: int = 16,
     terms: Sequence[str] | None = None,
-    out_dir: Path = OUT_DIR,
+    out_dir: Path | None = None,
     device: str = "cpu",
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -215,7 +214,7 @@ def attention_analysis(
     Reads at least ``n_targets`` queries of ``split`` (0 = the whole split) with the run's evaluation
     settings (``tgt_len``, ``mem_len`` and ``batch_size`` override them), after filling the memory.
     ``terms``: Figure 7's terms (default: those of (a), (b), (d) the model has). Writes under
-    ``out_dir/<run name>/`` and returns the settings, per-head mean distances, the widest heads,
+    ``out_dir/<run name>/`` (default ``<home>/figures/attention``, see txlab.workspace) and returns the settings, per-head mean distances, the widest heads,
     notes on what was left out, and the files written.
     """
     run_dir = Path(run_dir)
@@ -243,7 +242,7 @@ def attention_analysis(
     spans = mean_distance(attention)  # [L, H]
     widest = [tuple(int(i) for i in np.unravel_index(flat, spans.shape)) for flat in np.argsort(-spans, axis=None)[:heads]]
 
-    target = Path(out_dir) / run_dir.name
+    target = Path(out_dir or resolve("figures/attention")) / run_dir.name
     label = run_label(run_dir)
     setting = (f"{split}, {averages.n_queries:,} queries, segment {seg_len}, memory {context.mem_len}"
                f"{', same length' if context.same_length else ''}, step {ckpt.meta['step']}")

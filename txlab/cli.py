@@ -53,8 +53,19 @@ def _print_version(wanted: bool) -> None:
 @app.callback()
 def _root(
     _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the txlab version and exit.", metavar=""),
+    home: Path = typer.Option(None, "--home", help="Where default outputs go: <home>/results/..., <home>/figures/... \\[default: $TXLAB_HOME, else runs]. "
+                              "--home . regenerates the repository's committed results.", show_default=False),
 ) -> None:
-    """txlab: reproduce and extend the analyses of Transformer-XL (Dai et al., 2019)."""
+    """txlab: reproduce and extend the analyses of Transformer-XL (Dai et al., 2019).
+
+    Default outputs (trained runs, tables, figures) go under the home, runs/ unless --home or
+    $TXLAB_HOME says otherwise; paths given as options are taken as given.
+    """
+    if home is not None:
+        from txlab.workspace import HOME_ENV
+
+        # through the environment, so that what the command launches (torchrun, Slurm jobs) writes there too
+        os.environ[HOME_ENV] = str(home)
 
 
 @app.command()
@@ -183,6 +194,7 @@ def data_info(
 _PRESET = typer.Argument(..., help="Preset name (see `txlab models`), e.g. xl151m, qrnn, lstm, xl128m-shaw.")
 _SIZE = typer.Option("cpu", "--size", help="paper (the paper's setting, for GPUs), cpu (minutes on a laptop) or tiny (a smoke test).")
 _SET = typer.Option([], "--set", help="Override a config value, e.g. --set model.n_layer=6 --set train.lr=1e-3 (repeatable).")
+_CORPUS_DIR = typer.Option("", "--corpus-dir", help="Read the corpus from this folder instead of <data-dir>/<corpus> (sets data.corpus_dir).")
 _DRY_RUN = typer.Option(False, "--dry-run", help="Print the plan (what would run, an estimated time on this machine) and stop.", metavar="")
 
 
@@ -191,7 +203,7 @@ def models(
     size: list[str] = typer.Option([], "--size", help="Only these sizes (repeatable); default all."),
     json_output: bool = _JSON,
 ) -> None:
-    """List the presets with parameter counts at each size, and which are trained in results/models/."""
+    """List the presets with parameter counts at each size, and which are trained in <home>/results/models/."""
     from txlab.presets import SIZES
     from txlab.zoo import format_models, list_models
 
@@ -203,14 +215,14 @@ def models(
 
 @app.command()
 def runs(
-    roots: list[Path] = typer.Argument(None, help="Folders to search for run directories, at any depth \\[default: results and runs, those that exist]."),
+    roots: list[Path] = typer.Argument(None, help="Folders to search for run directories, at any depth \\[default: the home's results, and results if present]."),
     json_output: bool = _JSON,
 ) -> None:
     """List the run directories under folders: preset, size, family, corpus, steps reached of the
     recipe's, last validation, whether the checkpoint is there (committed results keep only records)."""
-    from txlab.zoo import format_runs, list_runs
+    from txlab.zoo import default_run_folders, format_runs, list_runs
 
-    rows = list_runs(roots or [p for p in (Path("results"), Path("runs")) if p.is_dir()])
+    rows = list_runs(roots or default_run_folders())
     typer.echo(format_runs(rows))
     if json_output:
         _print_json({"runs": rows})
@@ -221,10 +233,11 @@ def train(
     preset: str = _PRESET,
     size: str = _SIZE,
     data: str = typer.Option("", "--data", help="Corpus to train on \\[default: the preset's: the paper corpus at paper size, synthetic otherwise]."),
+    corpus_dir: str = _CORPUS_DIR,
     config: str = typer.Option("", "--config", help="YAML file of config overrides, applied before --set."),
     overrides: list[str] = _SET,
-    run_dir: str = typer.Option("", "--run-dir", help="Run directory \\[default: results/models/<preset>-<size>-<corpus>]."),
-    restart: bool = typer.Option(False, "--restart", help="Ignore an existing checkpoint and train from scratch.", metavar=""),
+    run_dir: str = typer.Option("", "--run-dir", help="Run directory \\[default: <home>/results/models/<preset>-<size>-<corpus>]."),
+    restart: bool = typer.Option(False, "--restart", help="Train from scratch, replacing what the run directory holds (its checkpoint, records, another configuration).", metavar=""),
     dry_run: bool = _DRY_RUN,
     quiet: bool = _QUIET,
 ) -> None:
@@ -240,7 +253,7 @@ def train(
     from txlab.train import train as train_run
     from txlab.zoo import run_config, run_dir as default_run_dir
 
-    cfg = run_config(preset, size, data or None, config or None, overrides)
+    cfg = run_config(preset, size, data or None, config or None, [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides])
     directory = Path(run_dir) if run_dir else default_run_dir(cfg)
     main_process = os.environ.get("RANK", "0") == "0"
     if main_process:
@@ -298,7 +311,7 @@ def eval_command(
 @app.command()
 def roles(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories trained on a synthetic corpus."),
-    out: Path = typer.Option(Path("figures/roles/roles.png"), "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it)."),
+    out: Path = typer.Option(None, "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it) \\[default: <home>/figures/roles/roles.png].", show_default=False),
     split: str = typer.Option("valid", "--split", help="train, valid or test."),
     max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets \\[default: all]."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
@@ -313,8 +326,9 @@ def roles(
     """
     from txlab.diagnostics import format_summary
     from txlab.roles import score_roles
+    from txlab.workspace import resolve
 
-    result = score_roles(run_dirs, out, split=split, max_tokens=max_tokens, device=device, title=title, progress=not quiet)
+    result = score_roles(run_dirs, out or resolve("figures/roles/roles.png"), split=split, max_tokens=max_tokens, device=device, title=title, progress=not quiet)
     for run in result["runs"]:
         typer.echo(f"{run['label']} ({run['run_dir']}, step {run['step']}): loss {run['loss']:.4f}\n{format_summary(run['by_role'])}\n")
     for path in [*result["figures"], result["table"]]:
@@ -326,7 +340,7 @@ def roles(
 @app.command()
 def curves(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories made by `txlab train`."),
-    out: Path = typer.Option(Path("figures/train/learning_curves.png"), "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it)."),
+    out: Path = typer.Option(None, "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it) \\[default: <home>/figures/train/learning_curves.png].", show_default=False),
     title: str = typer.Option("", "--title", help="Figure title."),
     by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: one panel per token role, beside the ideal model's loss.", metavar=""),
     json_output: bool = _JSON,
@@ -334,8 +348,9 @@ def curves(
     """Plot learning curves: validation loss against training tokens and against wall time
     (with --by-role: each token role's validation loss against training tokens)."""
     from txlab.report import learning_curves, role_curves
+    from txlab.workspace import resolve
 
-    written = (role_curves if by_role else learning_curves)(run_dirs, out, title)
+    written = (role_curves if by_role else learning_curves)(run_dirs, out or resolve("figures/train/learning_curves.png"), title)
     for path in [*written["figures"], written["table"]]:
         typer.echo(f"written {path}")
     if json_output:
@@ -348,10 +363,10 @@ app.add_typer(bench_app, name="bench")
 
 @bench_app.command("model")
 def bench_model_command(
-    config: list[str] = typer.Option([], "--config", help="Benchmark shapes (docs/performance.md): tiny, small (repeatable) \\[default: both, unless --preset is given]."),
+    shape: list[str] = typer.Option([], "--shape", help="Benchmark shapes (docs/performance.md): tiny, small (repeatable) \\[default: both, unless --preset is given]."),
     preset: list[str] = typer.Option([], "--preset", help="Also benchmark these presets at --size (repeatable), e.g. --preset qrnn --preset lstm."),
     size: str = typer.Option("cpu", "--size", help="Size of the --preset models."),
-    mode: list[str] = typer.Option([], "--mode", help="train, eval_mem<M>, eval_mem<M>_uncached (the training path), vanilla_win<L> (repeatable) \\[default: train, eval_mem128, eval_mem512, and vanilla_win512 for --config shapes]."),
+    mode: list[str] = typer.Option([], "--mode", help="train, eval_mem<M>, eval_mem<M>_uncached (the training path), vanilla_win<L> (repeatable) \\[default: train, eval_mem128, eval_mem512, and vanilla_win512 for --shape shapes]."),
     batch_size: int = typer.Option(8, "--batch-size", help="Streams (or windows) per step."),
     seg_len: int = typer.Option(128, "--seg-len", help="Segment length."),
     threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
@@ -368,7 +383,7 @@ def bench_model_command(
     from txlab.bench import DEFAULT_MODES, bench_model, format_table, preset_configs
     from txlab.timing import matmul_peak_gflops
 
-    shapes = config or ([] if preset else ["tiny", "small"])
+    shapes = shape or ([] if preset else ["tiny", "small"])
     rows = []
     peak_before = matmul_peak_gflops(threads)  # the ceiling, measured before and after the rows in the same run
     if shapes:
@@ -388,7 +403,7 @@ def bench_model_command(
 @app.command()
 def speed(
     attn_len: list[int] = typer.Option([], "--attn-len", help="Attention length (repeatable) \\[default: the study's, else the paper's 800 1800 2800 3800]."),
-    size: str = typer.Option(None, "--size", help="Shape of the xl-enwik8-12l preset: paper, cpu or tiny \\[default: paper]."),
+    size: str = typer.Option(None, "--size", help="Shape of the xl-enwik8-12l preset: paper, cpu or tiny \\[default: paper: timing needs no training, so the table times the paper's own model, unlike the commands that train]."),
     run: str = typer.Option(None, "--run", help="Time this trained run directory (XL or vanilla) instead of the preset shape."),
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: cpu]."),
     batch_size: int = typer.Option(None, "--batch-size", help="XL streams and vanilla windows per call \\[default: 1 on CPU, 10 on a GPU]."),
@@ -403,8 +418,8 @@ def speed(
     name: str = typer.Option(None, "--name", help="Output file stem \\[default: <study name>-<profile> with --study, else table9]."),
     dry_run: bool = _DRY_RUN,
     redraw: Path = typer.Option(None, "--redraw", help="Only draw the figure again from a table txlab speed wrote (its .csv), into --fig-dir; time nothing."),
-    out_dir: Path = typer.Option(Path("results/speed"), "--out-dir", help="Where the table (.csv, .md) goes."),
-    fig_dir: Path = typer.Option(Path("figures/speed"), "--fig-dir", help="Where the figure (.png, .pdf) goes."),
+    out_dir: Path = typer.Option(None, "--out-dir", help="Where the table (.csv, .md) goes \\[default: <home>/results/speed].", show_default=False),
+    fig_dir: Path = typer.Option(None, "--fig-dir", help="Where the figure (.png, .pdf) goes \\[default: <home>/figures/speed].", show_default=False),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -420,7 +435,9 @@ def speed(
 
     from txlab.report import table9_figure
     from txlab.speed import format_table, resolve_study, speed_plan, speed_table
+    from txlab.workspace import resolve
 
+    out_dir, fig_dir = out_dir or resolve("results/speed"), fig_dir or resolve("figures/speed")
     if redraw is not None:
         for path in table9_figure(redraw, fig_dir / f"{name or redraw.stem}.png"):
             typer.echo(f"written {path}")
@@ -454,6 +471,7 @@ def recl(
     r: list[str] = typer.Option([], "--r", help="Fraction of hardest targets, repeatable or comma-separated: --r 0.1 --r 0.5 \\[default: the study's, else 0.1 0.5 1.0]."),
     size: str = typer.Option(None, "--size", help="Size of preset members: paper, cpu or tiny \\[default: the study's, else cpu]."),
     data: str = typer.Option(None, "--data", help="Corpus of preset members \\[default: each preset's own]."),
+    corpus_dir: str = _CORPUS_DIR,
     overrides: list[str] = typer.Option([], "--set", help="Config override for preset members (where they live, how missing ones train), repeatable; "
                                         "slurm.<key>=<value> sets the jobs of --launcher slurm (e.g. slurm.partition=gpu)."),
     launcher: str = typer.Option(None, "--launcher", help="How missing presets train and each member's losses are collected: local (here) or slurm "
@@ -475,9 +493,9 @@ def recl(
     study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile (with --study)."),
     name: str = typer.Option(None, "--name", help="Group name for the output folders \\[default: members joined by '+', then size and corpus]."),
-    models_root: str = typer.Option(None, "--models-root", help="Where preset runs live (<root>/<preset>-<size>-<corpus>/) \\[default: the study's, else results/models]."),
-    out_dir: Path = typer.Option(Path("results/recl"), "--out-dir", help="Tables go to <out-dir>/<group>/."),
-    fig_dir: Path = typer.Option(Path("figures/recl"), "--fig-dir", help="Figures go to <fig-dir>/<group>/."),
+    models_root: str = typer.Option(None, "--models-root", help="Where preset runs live (<root>/<preset>-<size>-<corpus>/) \\[default: the study's, else <home>/results/models]."),
+    out_dir: Path = typer.Option(None, "--out-dir", help="Tables go to <out-dir>/<group>/ \\[default: <home>/results/recl].", show_default=False),
+    fig_dir: Path = typer.Option(None, "--fig-dir", help="Figures go to <fig-dir>/<group>/ \\[default: <home>/figures/recl].", show_default=False),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -496,7 +514,8 @@ def recl(
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     results = recl_groups(
         [*group, *(members or [])], study, profile, name, out_dir=out_dir, fig_dir=fig_dir,
-        announce=typer.echo, echo=say, progress=not quiet, size=size, data=data, sets=overrides, rs=parse_rs(r), grid=grid, blocks=blocks,
+        announce=typer.echo, echo=say, progress=not quiet, size=size, data=data,
+        sets=[*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides], rs=parse_rs(r), grid=grid, blocks=blocks,
         block_len=block_len, split=split, seed=seed, n_boot=n_boot, placebo=placebo, batch_size=batch_size, device=device,
         train_missing=train_missing, allow_unequal=allow_unequal, models_root=models_root, launcher=launcher, dry_run=dry_run,
     )
@@ -566,7 +585,7 @@ def attention_command(
     heads: int = typer.Option(3, "--heads", help="Widest-span heads shown in Figure 6."),
     sample_rows: int = typer.Option(16, "--sample-rows", help="Queries (rows) of Figure 6's sample."),
     terms: str = typer.Option(None, "--terms", help="Score terms of Figure 7, comma-separated letters from a,b,c,d \\[default: those of a,b,d the model has]."),
-    out_dir: Path = typer.Option(Path("figures/attention"), "--out-dir", help="Figures and tables go to <out-dir>/<run name>/."),
+    out_dir: Path = typer.Option(None, "--out-dir", help="Figures and tables go to <out-dir>/<run name>/ \\[default: <home>/figures/attention].", show_default=False),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
@@ -617,7 +636,7 @@ def generate_command(
 
     The prompt is read once, then each sampled token is fed back carrying the model's state. Unknown
     words become <unk> (with a warning) where the vocabulary has it. Example:
-    txlab generate results/models/xl128m-cpu-tinyshakespeare --prompt "ROMEO:" --tokens 200 --seed 1
+    txlab generate runs/results/models/xl128m-cpu-tinyshakespeare --prompt "ROMEO:" --tokens 200 --seed 1
     """
     from txlab.generate import generate
 
@@ -638,7 +657,7 @@ def generate_command(
 import_app = typer.Typer(help="Import an existing Transformer-XL checkpoint into a txlab run directory.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
-_IMPORT_OUT = typer.Option(..., "--out", help="Run directory to create, e.g. results/models/xl-wt103-hf.")
+_IMPORT_OUT = typer.Option(..., "--out", help="Run directory to create, e.g. runs/results/models/xl-wt103-hf.")
 _IMPORT_DATA = typer.Option(..., "--data", help="The txlab corpus the model reads (e.g. wikitext-103): what eval and recl score it on.")
 _IMPORT_FORCE = typer.Option(False, "--force", help="Replace an existing run directory at --out (deletes its evaluations and losses).", metavar="")
 
@@ -677,7 +696,7 @@ def import_reference_command(
     out: Path = _IMPORT_OUT,
     data: str = _IMPORT_DATA,
     preset: str = typer.Option("", "--preset", help="Preset giving the hyper-parameters (e.g. xl151m for the WikiText-103 base model)."),
-    size: str = typer.Option("paper", "--size", help="Size of --preset."),
+    size: str = typer.Option("paper", "--size", help="Size of --preset \\[default: paper, the size of the authors' released checkpoints].", show_default=False),
     config: str = typer.Option("", "--config", help="YAML of hyper-parameters (model: {n_layer: ..., cutoffs: ...}), after --preset."),
     overrides: list[str] = _SET,
     force: bool = _IMPORT_FORCE,

@@ -41,7 +41,8 @@ from txlab.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_job
 from txlab.plan import Plan, add_training, checkpoint_step, evaluation_keys, is_long_on_cpu, machine_gflops, meta_model, quickest, smaller_sizes, vocab_size
 from txlab.presets import PRESETS
 from txlab.train import train
-from txlab.zoo import MODELS_ROOT, run_config, run_dir
+from txlab.workspace import MODELS, resolve
+from txlab.zoo import run_config, run_dir
 
 FIGURE3_R = 0.1
 """The paper's Figure 3 shows the gains at r = 0.1."""
@@ -80,8 +81,9 @@ class ReclSettings:
     allow_unequal: bool = False
     """Score a group whose preset members were not all trained to their recipe's steps (else refuse):
     RECL compares models, and a model trained less than its recipe is not the model the group names."""
-    models_root: str = str(MODELS_ROOT)
-    """Where preset members live: ``<models_root>/<preset>-<size>-<corpus>/``."""
+    models_root: str = str(MODELS)
+    """Where preset members live: ``<models_root>/<preset>-<size>-<corpus>/`` (a relative path in a study
+    file is read under the home, see txlab.workspace; one given on the command line, from the current directory)."""
     launcher: str = field(default="local", metadata={"choices": LAUNCHERS})
     """How missing members train and each member's losses are collected: local (here, one after the
     other) or slurm (one submitit job each, waited for)."""
@@ -161,17 +163,21 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
         numbers = [m for m in members if _is_number(m)]
         if numbers:
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
-        settings = check_fields(apply_overrides(replace(ReclSettings(), **given), job_sets))
+        settings = check_fields(apply_overrides(replace(_at_home(ReclSettings()), **given), job_sets))
         settings = collection_defaults(settings, members, given)
         return [Group(name or default_group_name(members, settings), list(members), settings)]
     study_name, groups, settings = load_study(study, profile)
-    settings = check_fields(apply_overrides(replace(settings, **given), job_sets))
+    settings = check_fields(apply_overrides(replace(_at_home(settings), **given), job_sets))
     chosen = list(members) or list(groups)
     for group in chosen:
         if group not in groups:
             raise did_you_mean(group, groups, f"group in {study}")
     corpus = f"-{settings.data}" if settings.data else ""
     return [Group(f"{study_name}-{group}-{profile}{corpus}", groups[group], settings) for group in chosen]
+
+
+def _at_home(settings: ReclSettings) -> ReclSettings:
+    return replace(settings, models_root=str(resolve(settings.models_root)))
 
 
 def _is_number(text: str) -> bool:
@@ -510,8 +516,8 @@ def recl_groups(
     profile: str = "cpu",
     name: str | None = None,
     *,
-    out_dir: Path = Path("results/recl"),
-    fig_dir: Path = Path("figures/recl"),
+    out_dir: Path | None = None,
+    fig_dir: Path | None = None,
     announce: Callable[[str], None] = print,
     echo: Callable[[str], None] = print,
     progress: bool = True,
@@ -522,6 +528,7 @@ def recl_groups(
     :func:`run_group` each (none with ``dry_run``).
 
     ``announce`` gets the settings of each group and the plan before any runs; ``echo`` gets the progress messages.
+    Tables go to ``out_dir`` (default ``<home>/results/recl``), figures to ``fig_dir`` (default ``<home>/figures/recl``).
     """
     groups = resolve_groups(members, study, profile, name, **given)
     for group in groups:  # every group's members resolve before any model trains
@@ -536,6 +543,7 @@ def recl_groups(
     announce(plan_groups(groups, None if study else given).describe())
     if dry_run:
         return []
+    out_dir, fig_dir = Path(out_dir or resolve("results/recl")), Path(fig_dir or resolve("figures/recl"))
     return [run_group(group, out_dir, fig_dir, echo, progress) for group in groups]
 
 

@@ -64,6 +64,7 @@ from txlab.launch import SlurmSettings, Task, check_launcher, run_jobs
 from txlab.plan import COMPUTE_EFFICIENCY, LONG_S, Plan, format_count, format_seconds, machine_gflops, meta_model, quickest, seconds_for, split_tokens, training_flops, vocab_size
 from txlab.presets import PRESETS, resolve_preset
 from txlab.train import evaluate_run, train
+from txlab.workspace import resolve
 from txlab.zoo import known_vocab_size, logged_training_step
 
 STUDY_KEYS = ("name", "description", "base", "rows", "grid", "seeds", "columns", "memory_budget", "claims")
@@ -101,9 +102,9 @@ class AblationSettings:
     fit_step: int = field(default=8, metadata={"range": POSITIVE})
     """Granularity of the length that ``fit`` searches."""
     out: str = "results/ablate"
-    """Runs and tables go to ``<out>/<name>-<profile>/``."""
+    """Runs and tables go to ``<out>/<name>-<profile>/``; a relative path is read under the home (txlab.workspace)."""
     figures: str = "figures/ablate"
-    """Figures go to ``<figures>/<name>-<profile>/``."""
+    """Figures go to ``<figures>/<name>-<profile>/``; a relative path is read under the home."""
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     """How each run is submitted with ``--launcher slurm`` (partition, time_min, gpus, cpus, ...: txlab.launch.SlurmSettings)."""
 
@@ -372,6 +373,7 @@ def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ())
     every problem is reported before any run starts."""
     path = Path(path)
     data, settings = read_study(path, STUDY_KEYS, profile, AblationSettings())
+    settings = replace(settings, out=str(resolve(settings.out)), figures=str(resolve(settings.figures)))
     try:
         settings = apply_overrides(settings, list(sets))
     except TxlabError as err:
@@ -608,11 +610,12 @@ def _write_row_record(run: PlannedRun, config: RunConfig, study: Study) -> None:
 def run_one(run: PlannedRun, config: RunConfig, study: Study, progress: bool, echo: Callable[[str], None]) -> None:
     """The missing stages of one run after ``fit`` (``config`` holds the fitted value): train, evaluate."""
     if not _is_trained(run, config):
-        if not has_checkpoint(run.directory):  # training from scratch: scores of an earlier model are stale
+        from_scratch = not has_checkpoint(run.directory)
+        if from_scratch:  # scores and records of an earlier model are stale: the study replaces them on purpose
             for stale in (run.directory / "ablate").glob("attn*.json"):
                 stale.unlink()
         echo(f"{run.run_id}: training ({config.train.max_steps} steps)")
-        train(config, run.directory, progress=progress, echo=echo)
+        train(config, run.directory, resume=not from_scratch, progress=progress, echo=echo)
     _evaluate(run, config, study.settings, model_window(config), progress, echo)
 
 

@@ -40,7 +40,7 @@ from txlab.batching import batchify, eval_segments, iter_segments
 from txlab.build import build_model
 from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
-from txlab.config import NON_NEGATIVE, EvalConfig, ModelConfig, RunConfig, TrainConfig, save_config, to_yaml, update_dataclass
+from txlab.config import NON_NEGATIVE, EvalConfig, ModelConfig, RunConfig, TrainConfig, load_config, save_config, to_dict, to_yaml, update_dataclass
 from txlab.corpora import Corpus, load_corpus, load_corpus_for_model
 from txlab.diagnostics import flat_metrics, role_summary
 from txlab.errors import TxlabError
@@ -149,6 +149,37 @@ def evaluate(
 
 # --------------------------------------------------------------------------------------------------
 # Run directories and configuration checks
+
+RESUMABLE_CHANGES = ("train.max_steps", "train.device", "train.threads", "train.tensorboard", "train.log_interval",
+                     "data.data_dir", "data.corpus_dir", "data.cache_dir")
+"""Keys a run may change when it resumes: where it runs and reads its corpus from (the vocabulary is
+checked), how it logs, and its length (with a warning: the learning-rate schedule stretches)."""
+
+
+def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        flat.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return flat
+
+
+def check_run_dir(cfg: RunConfig, run_dir: Path) -> None:
+    """Refuse to train into a run directory whose records training would overwrite: one holding a run
+    of another configuration (saved config.yaml), or the records of a run (metrics.jsonl) with no
+    checkpoint to resume from, as committed results are kept. ``cfg`` is resolved for its corpus."""
+    run_dir = Path(run_dir)
+    way_out = "train into another run directory (--run-dir), or pass --restart to `txlab train` to replace it"
+    config_file = run_dir / "config.yaml"
+    if config_file.is_file():
+        saved, wanted = _flat(to_dict(load_config(config_file))), _flat(to_dict(cfg))
+        changed = [key for key in sorted(set(saved) | set(wanted)) if saved.get(key) != wanted.get(key) and key not in RESUMABLE_CHANGES]
+        if changed:
+            listed = "; ".join(f"{key}: {saved.get(key)!r} there, {wanted.get(key)!r} now" for key in changed)
+            raise TxlabError(f"{run_dir} holds a run of another configuration ({listed}): {way_out}")
+    metrics_file = run_dir / "metrics.jsonl"
+    if not has_checkpoint(run_dir) and metrics_file.is_file() and metrics_file.stat().st_size:
+        raise TxlabError(f"{run_dir} holds a run's records (metrics.jsonl) but no checkpoint to resume from (committed results keep "
+                         f"none): training would replace them; {way_out}")
 
 def resolve_for_corpus(cfg: RunConfig, corpus: Corpus) -> RunConfig:
     """Fill in the vocabulary size from the corpus and check the lengths make sense."""
@@ -329,6 +360,8 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
 
     metrics_file = run_dir / "metrics.jsonl"
     resumed_from = 0
+    if resume:
+        check_run_dir(cfg, run_dir)
     if resume and has_checkpoint(run_dir):
         ckpt = load_checkpoint(run_dir, expect_model=cfg, expect_vocab_hash=vocab_hash, with_train_state=True, map_location=device)
         if ckpt.train_state is None:
@@ -375,7 +408,7 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
     def run_eval() -> tuple[dict[str, float], dict[str, Any] | None]:
         """The validation metrics, and on synthetic corpora the per-role summary (txlab.diagnostics)."""
         result = evaluate(model, valid_tokens, eval_tgt_len, eval_context, cfg.eval.batch_size, t.eval_tokens,
-                          progress=False, token_losses=valid_truth is not None, reference_streams=cfg.eval.streams == "reference")
+                          progress=progress and ddp.is_main, token_losses=valid_truth is not None, reference_streams=cfg.eval.streams == "reference")
         metrics = {**metric_summary(result["loss"], corpus.level), "tokens": result["tokens"]}
         if valid_truth is None:
             return metrics, None
@@ -405,7 +438,9 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
 
     window_loss = torch.zeros((), dtype=torch.float64, device=device)
     window_steps, window_tokens, window_start = 0, 0, time.perf_counter()
-    bar = Progress(total=t.max_steps, initial=step, desc="train", unit="step", disable=not (progress and ddp.is_main))
+    # smoothing 0: the ETA from the mean rate since the start, validations included, not from the last
+    # steps' (a validation then makes the estimate jump, and between validations it leaves them out)
+    bar = Progress(total=t.max_steps, initial=step, desc="train", unit="step", smoothing=0, disable=not (progress and ddp.is_main))
     model.train()
     with _StopRequest() as stop:
         while step < t.max_steps:
@@ -473,6 +508,18 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
     return TrainResult(run_dir, step, resumed_from, valid, metrics_file)
 
 
+def _refuse_memory_settings(family: str, given: dict[str, Any]) -> None:
+    """Memory settings mean something to Transformer-XL only: refuse them for other families rather
+    than report a number as if they had applied (a memory of 0, no memory, is what they all have)."""
+    if family == "xl":
+        return
+    named = [option for option, value in given.items() if value is not None]
+    if named:
+        what = "a vanilla Transformer reads fixed windows without memory" if family == "vanilla" else f"an {family.upper()} carries its state without attention"
+        raise TxlabError(f"{', '.join(named)} set{'s' if len(named) == 1 else ''} Transformer-XL's memory, and {what}: "
+                         "leave out the option (--tgt-len sets how much it reads at once)")
+
+
 def evaluate_run(
     run_dir: Path,
     *,
@@ -505,6 +552,7 @@ def evaluate_run(
     """
     ckpt = load_checkpoint(run_dir, map_location=device)
     cfg = ckpt.config
+    _refuse_memory_settings(cfg.model.family, {"--mem-len": mem_len or None, "--attn-len": attn_len, "--same-length": same_length, "--clamp-len": clamp_len})
     corpus = load_corpus_for_model(cfg.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
     if attn_len is not None:
         NON_NEGATIVE.check(attn_len, "--attn-len")

@@ -1,7 +1,8 @@
 """The model zoo: a preset trained on a corpus at a size resolves to one run directory.
 
-``results/models/<preset>-<size>-<corpus>/`` is where ``txlab train`` puts a preset's run and where
-later commands (recl, ablate) look for it. This module resolves run configurations from the
+``<home>/results/models/<preset>-<size>-<corpus>/`` is where ``txlab train`` puts a preset's run and
+where later commands (recl, models) look for it; the home is the workspace (``runs/`` by default)
+or, with ``txlab --home .``, the repository's committed evidence (see :mod:`txlab.workspace`). This module resolves run configurations from the
 command line's pieces, names run directories, lists presets with their parameter counts and
 what has been trained, and lists the run directories under any folder (``txlab runs``).
 """
@@ -20,8 +21,7 @@ from txlab.config import RunConfig, apply_overrides, read_yaml, update_dataclass
 from txlab.errors import TxlabError
 from txlab.fileio import read_metrics_log, read_yaml_mapping
 from txlab.presets import PAPER_VOCAB, PRESETS, SIZES, get_preset, resolve_preset
-
-MODELS_ROOT = Path("results/models")
+from txlab.workspace import models_root, resolve
 
 
 def run_config(
@@ -49,8 +49,9 @@ def run_name(cfg: RunConfig) -> str:
     return f"{cfg.preset}-{cfg.size}-{cfg.data.corpus}"
 
 
-def run_dir(cfg: RunConfig, root: Path = MODELS_ROOT) -> Path:
-    return Path(root) / run_name(cfg)
+def run_dir(cfg: RunConfig, root: Path | None = None) -> Path:
+    """``<root>/<run name>``; the root defaults to the home's models folder."""
+    return Path(root or models_root()) / run_name(cfg)
 
 
 def known_vocab_size(corpus: str) -> int | None:
@@ -71,7 +72,7 @@ def parameter_count(cfg: RunConfig) -> int | None:
         return build_model(update_dataclass(cfg.model, {"n_token": n_token})).num_parameters()
 
 
-def list_models(sizes: tuple[str, ...] = SIZES, root: Path = MODELS_ROOT) -> list[dict[str, Any]]:
+def list_models(sizes: tuple[str, ...] = SIZES, root: Path | None = None) -> list[dict[str, Any]]:
     """One row per (preset, size): family, encoding, corpus, parameters, and the trained run if any."""
     rows = []
     for name in PRESETS:
@@ -125,6 +126,13 @@ def logged_training_step(directory: Path) -> int:
     """The last training step a run's metrics.jsonl records (0 if none): what a run whose checkpoint
     was not kept (as in committed results) shows of its training."""
     return _last_record(_metrics(directory), "train").get("step", 0)
+
+
+def default_run_folders() -> list[Path]:
+    """Where `txlab runs` looks when given no folder: the home's results, and the repository's committed
+    results when run from a checkout (the same folder with ``--home .``)."""
+    folders = [resolve("results"), Path("results")]
+    return [folder for i, folder in enumerate(folders) if folder.is_dir() and folder not in folders[:i]]
 
 
 def list_runs(roots: list[Path]) -> list[dict[str, Any]]:

@@ -1,0 +1,126 @@
+"""The two homes: a user's commands write under the workspace home (runs/, $TXLAB_HOME or --home),
+never into the committed results/ and figures/ of the current directory; a run directory holding
+another run is never trained over; settings a model family cannot use are refused; progress is
+shown for validation and evaluation and silenced by --quiet."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from txlab.cli import app
+
+runner = CliRunner()
+
+TINY = ["--size", "tiny", "--set", "train.max_steps=4", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
+        "--set", "data.synthetic_eval_tokens=600"]
+
+
+def invoke(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def refused(*args) -> str:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    return result.output
+
+
+def last_json(output: str) -> dict:
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TXLAB_HOME")
+    invoke("train", "xl151m", *TINY, "--quiet")
+    run = tmp_path / "runs" / "results" / "models" / "xl151m-tiny-synthetic"
+    assert (run / "checkpoint" / "model.safetensors").is_file() and (run / "metrics.jsonl").is_file()
+    written = invoke("curves", run.relative_to(tmp_path), "--json")
+    assert last_json(written.output)["table"] == "runs/figures/train/learning_curves.csv"
+    invoke("attention", run.relative_to(tmp_path), "--tokens", "50", "--quiet")
+    assert (tmp_path / "runs" / "figures" / "attention" / run.name / "figure5.png").is_file()
+    # the user's own runs are what `txlab models` and `txlab runs` report
+    models = {(r["name"], r["size"]): r for r in last_json(invoke("models", "--size", "tiny", "--json").output)["models"]}
+    assert models["xl151m", "tiny"]["trained"] and models["xl151m", "tiny"]["step"] == 4 and not models["qrnn", "tiny"]["trained"]
+    assert [r["run_dir"] for r in last_json(invoke("runs", "--json").output)["runs"]] == [str(run.relative_to(tmp_path))]
+    assert not (tmp_path / "results").exists() and not (tmp_path / "figures").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_home_option_beats_the_environment_which_beats_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    def models_root(*home_option):
+        rows = last_json(invoke(*home_option, "models", "--size", "tiny", "--json").output)["models"]
+        return rows[0]["run_dir"].removesuffix("/xl151m-tiny-synthetic")
+
+    monkeypatch.delenv("TXLAB_HOME")
+    assert models_root() == "runs/results/models"
+    monkeypatch.setenv("TXLAB_HOME", str(tmp_path / "env-home"))
+    assert models_root() == f"{tmp_path}/env-home/results/models"
+    assert models_root("--home", "flag-home") == "flag-home/results/models"
+    # --home . is the repository's layout: its committed models root
+    assert models_root("--home", ".") == "results/models"
+
+
+def test_study_paths_resolve_under_the_home_and_command_line_paths_as_given(tmp_path, monkeypatch):
+    from txlab.group import resolve_groups
+    from txlab.study import load_study
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TXLAB_HOME", "elsewhere")
+    study = tmp_path / "study.yaml"
+    study.write_text("name: demo\nbase: {preset: xl128m}\nrows:\n  - {id: a}\nprofiles:\n  cpu: {size: tiny}\n")
+    loaded = load_study(study, "cpu")
+    assert (loaded.out_dir.as_posix(), loaded.fig_dir.as_posix()) == ("elsewhere/results/ablate/demo-cpu", "elsewhere/figures/ablate/demo-cpu")
+    assert load_study(study, "cpu", ["out=mine"]).out_dir.as_posix() == "mine/demo-cpu"
+    assert resolve_groups(["lstm"], None, "cpu", None)[0].settings.models_root == "elsewhere/results/models"
+    assert resolve_groups(["lstm"], None, "cpu", None, models_root="given")[0].settings.models_root == "given"
+
+
+def test_a_run_directory_holding_another_run_is_never_trained_over(tmp_path):
+    run = tmp_path / "run"
+    invoke("train", "xl151m", *TINY, "--run-dir", run, "--quiet")
+    before = (run / "metrics.jsonl").read_text()
+    message = refused("train", "xl151m", *TINY, "--set", "train.lr=0.01", "--set", "model.dropout=0.2", "--run-dir", run, "--quiet")
+    assert "another configuration (model.dropout: 0.0 there, 0.2 now; train.lr: 0.003 there, 0.01 now)" in message
+    assert "--run-dir" in message and "--restart" in message
+    assert (run / "metrics.jsonl").read_text() == before
+    # a run's records without its checkpoint (as results are committed) are not replaced either
+    for path in (run / "checkpoint").iterdir():
+        path.unlink()
+    (run / "checkpoint").rmdir()
+    message = refused("train", "xl151m", *TINY, "--run-dir", run, "--quiet")
+    assert "holds a run's records (metrics.jsonl) but no checkpoint" in message and "--restart" in message
+    assert (run / "metrics.jsonl").read_text() == before
+    # asked for, it is replaced; a longer run of the same configuration resumes (with the schedule's warning)
+    invoke("train", "xl151m", *TINY, "--set", "train.lr=0.01", "--run-dir", run, "--restart", "--quiet")
+    assert "lr: 0.01" in (run / "config.yaml").read_text()
+    longer = invoke("train", "xl151m", *TINY, "--set", "train.lr=0.01", "--set", "train.max_steps=6", "--run-dir", run)
+    assert "resuming" in longer.stderr and "trained to step 6" in longer.output
+
+
+@pytest.mark.parametrize("preset, option", [("lstm", ["--attn-len", "64"]), ("qrnn", ["--mem-len", "64"]), ("lstm", ["--same-length"]),
+                                            ("transformer128m", ["--clamp-len", "8"])])
+def test_memory_settings_are_refused_for_families_without_memory(tmp_path, preset, option):
+    run = tmp_path / preset
+    invoke("train", preset, *TINY, "--set", "train.max_steps=2", "--run-dir", run, "--quiet")
+    message = refused("eval", run, *option, "--quiet")
+    assert f"{option[0]} sets Transformer-XL's memory" in message and not (run / "eval").exists()
+
+
+def test_validation_and_evaluation_show_progress_unless_quiet_and_it_changes_no_number(tmp_path):
+    loud = invoke("train", "xl151m", *TINY, "--run-dir", tmp_path / "loud")
+    quiet = invoke("train", "xl151m", *TINY, "--run-dir", tmp_path / "quiet", "--quiet")
+    assert "eval: 100%" in loud.stderr and quiet.stderr == ""
+
+    def valid(run):
+        return [(r["step"], r["loss"]) for r in map(json.loads, (tmp_path / run / "metrics.jsonl").read_text().splitlines()) if r["split"] == "valid"]
+
+    assert valid("loud") == valid("quiet") and [step for step, _ in valid("loud")] == [2, 4]
+    scored = [runner.invoke(app, ["eval", str(tmp_path / "loud"), "--json", *flag]) for flag in ([], ["--quiet"])]
+    assert "eval: 100%" in scored[0].stderr and scored[1].stderr == ""
+    assert last_json(scored[0].output)["loss"] == last_json(scored[1].output)["loss"]
