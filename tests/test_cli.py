@@ -138,10 +138,6 @@ def test_every_command_shares_one_grammar_for_the_common_options():
     # one name for the corpus folder on every command that reads a corpus from the data directory
     assert sorted(seen["--corpus-dir"]) == ["data info", "recl", "train"]
     assert "--shape" in seen and "bench model" in seen["--shape"] and "bench model" not in seen["--config"]
-    # the home is one option of the root command, for every command
-    import typer.main
-
-    assert any("--home" in param.opts for param in typer.main.get_command(app).params)
 
 
 def test_help_texts_show_no_type_on_flags_and_keep_their_bracketed_defaults():
@@ -150,3 +146,42 @@ def test_help_texts_show_no_type_on_flags_and_keep_their_bracketed_defaults():
         flags = [line for line in text.splitlines() if "<bool>" in line and "--help" not in line]
         assert not flags, (name, flags)  # click >= 8.2 shows a flag's type unless its metavar is empty
     assert "Corpus to train on [default: the preset's" in runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200"}).output
+
+
+_TINY = ["--size", "tiny", "--set", "train.max_steps=4", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
+         "--set", "data.synthetic_eval_tokens=600"]
+
+
+def _ok(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _refused(*args) -> str:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("preset, option", [("lstm", ["--attn-len", "64"]), ("qrnn", ["--mem-len", "64"]), ("lstm", ["--same-length"]),
+                                            ("transformer128m", ["--clamp-len", "8"])])
+def test_memory_settings_are_refused_for_families_without_memory(tmp_path, preset, option):
+    run = tmp_path / preset
+    _ok("train", preset, *_TINY, "--set", "train.max_steps=2", "--run-dir", run, "--quiet")
+    message = _refused("eval", run, *option, "--quiet")
+    assert f"{option[0]} sets Transformer-XL's memory" in message and not (run / "eval").exists()
+
+
+def test_validation_and_evaluation_show_progress_unless_quiet_and_it_changes_no_number(tmp_path):
+    loud = _ok("train", "xl151m", *_TINY, "--run-dir", tmp_path / "loud")
+    quiet = _ok("train", "xl151m", *_TINY, "--run-dir", tmp_path / "quiet", "--quiet")
+    assert "eval: 100%" in loud.stderr and quiet.stderr == ""
+
+    def valid(run):
+        return [(r["step"], r["loss"]) for r in map(json.loads, (tmp_path / run / "metrics.jsonl").read_text().splitlines()) if r["split"] == "valid"]
+
+    assert valid("loud") == valid("quiet") and [step for step, _ in valid("loud")] == [2, 4]
+    scored = [runner.invoke(app, ["eval", str(tmp_path / "loud"), "--json", *flag]) for flag in ([], ["--quiet"])]
+    assert "eval: 100%" in scored[0].stderr and scored[1].stderr == ""
+    assert last_json(scored[0].output)["loss"] == last_json(scored[1].output)["loss"]
