@@ -3,9 +3,9 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -84,40 +84,47 @@ RESUME_ARGS = [
 ]
 
 
-def _start(run_dir):
-    """`txlab train` in a real subprocess (so it can be killed)."""
+# `txlab train` in a child process that signals itself right after it logs the training record of a
+# chosen step: the signal lands at a known step, however fast the machine (no polling, no sleeping).
+_SIGNAL_AFTER_LOGGED_STEP = """
+import json, os, sys
+import txlab.train
+from txlab.cli import main
+
+step_to_signal, signal_number = int(sys.argv[1]), int(sys.argv[2])
+real_append_line = txlab.train.append_line
+
+
+def append_then_signal(path, line):
+    real_append_line(path, line)
+    record = json.loads(line)
+    if record["split"] == "train" and record["step"] == step_to_signal:
+        os.kill(os.getpid(), signal_number)
+
+
+txlab.train.append_line = append_then_signal
+sys.argv = ["txlab", *sys.argv[3:]]
+main()
+"""
+
+
+def _train_signalled_after_step(run_dir, step: int, sig: signal.Signals) -> subprocess.CompletedProcess:
     sets = [part for arg in RESUME_ARGS for part in ("--set", arg)]
-    return subprocess.Popen([sys.executable, "-m", "txlab", "train", "xl151m", "--size", "tiny", "--run-dir", str(run_dir), "--quiet", *sets],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for_checkpoint(proc, run_dir, min_step, timeout=120):
-    meta = run_dir / "checkpoint" / "meta.json"
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if meta.exists():
-            try:
-                if json.loads(meta.read_text())["step"] >= min_step:
-                    return
-            except (json.JSONDecodeError, FileNotFoundError):
-                pass
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.01)
-    raise AssertionError("no checkpoint appeared")
+    args = ["train", "xl151m", "--size", "tiny", "--run-dir", str(run_dir), "--quiet", *sets]
+    return subprocess.run([sys.executable, "-c", _SIGNAL_AFTER_LOGGED_STEP, str(step), str(int(sig)), *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     straight = train(apply_overrides(resolve_preset("xl151m", "tiny"), RESUME_ARGS), tmp_path / "straight",
                      progress=False, echo=lambda _: None)
-    proc = _start(tmp_path / "killed")
-    _wait_for_checkpoint(proc, tmp_path / "killed", 20)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed_at = json.loads((tmp_path / "killed" / "checkpoint" / "meta.json").read_text())["step"]
-    assert killed_at < 150, "the run finished before it could be killed"
+    # killed after logging step 25, past the checkpoint of step 20: the log runs ahead of the checkpoint
+    killed = _train_signalled_after_step(tmp_path / "killed", 25, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert json.loads((tmp_path / "killed" / "checkpoint" / "meta.json").read_text())["step"] == 20
     resumed = train(apply_overrides(resolve_preset("xl151m", "tiny"), RESUME_ARGS), tmp_path / "killed",
                     progress=False, echo=lambda _: None)
-    assert resumed.resumed_from == killed_at and resumed.step == straight.step == 150
+    assert resumed.resumed_from == 20 and resumed.step == straight.step == 150
     a, b = _final_state(straight.run_dir), _final_state(resumed.run_dir)
     for key in a:
         torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=1e-5)
@@ -128,15 +135,13 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
-    proc = _start(tmp_path / "run")
-    _wait_for_checkpoint(proc, tmp_path / "run", 10)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2
-    assert "checkpoint saved" in err and "Traceback" not in err
+    # the signal arrives at step 15, between the checkpoints of steps 10 and 20: the trainer saves one for step 15
+    done = _train_signalled_after_step(tmp_path / "run", 15, signal.SIGTERM)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "checkpoint saved" in done.stderr and "Traceback" not in done.stderr
     meta = json.loads((tmp_path / "run" / "checkpoint" / "meta.json").read_text())
     last_logged = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])["step"]
-    assert meta["step"] == last_logged
+    assert meta["step"] == last_logged == 15
 
 
 def test_evaluate_scores_every_token_once_and_is_independent_of_segmenting():
@@ -191,13 +196,20 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
     assert all(torch.isfinite(v).all() for v in state.values())
 
 
+def _free_port() -> int:
+    """A TCP port no process listens on now (the OS picks it), so parallel test runs do not collide."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs processes")
 def test_two_gloo_processes_equal_one_process(tmp_path):
     args = ["data.synthetic_tokens=20000", "data.synthetic_eval_tokens=500", "train.max_steps=3", "train.batch_size=4",
             "train.eval_tokens=100", "model.dropout=0.0"]
     single = train(apply_overrides(resolve_preset("xl151m", "tiny"), args), tmp_path / "one", progress=False, echo=lambda _: None)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
            "-m", "txlab", "train", "xl151m", "--size", "tiny", "--run-dir", str(tmp_path / "two"), "--quiet"]
     for a in args:
         cmd += ["--set", a]
