@@ -40,6 +40,8 @@ def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(
     assert last_json(written.output)["table"] == "runs/figures/train/learning_curves.csv"
     invoke("attention", run.relative_to(tmp_path), "--tokens", "50", "--quiet")
     assert (tmp_path / "runs" / "figures" / "attention" / run.name / "figure5.png").is_file()
+    invoke("speed", "--size", "tiny", "--attn-len", "8", "--budget-s", "0", "--repeats", "1", "--warmup", "0", "--threads", "1", "--quiet")
+    assert (tmp_path / "runs" / "results" / "speed" / "table9.csv").is_file() and (tmp_path / "runs" / "figures" / "speed" / "table9.png").is_file()
     # the user's own runs are what `txlab models` and `txlab runs` report
     models = {(r["name"], r["size"]): r for r in last_json(invoke("models", "--size", "tiny", "--json").output)["models"]}
     assert models["xl151m", "tiny"]["trained"] and models["xl151m", "tiny"]["step"] == 4 and not models["qrnn", "tiny"]["trained"]

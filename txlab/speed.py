@@ -61,6 +61,7 @@ from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.tables import markdown_table
 from txlab.timing import cpu_model, cpu_snapshot, matmul_peak_gflops, median_seconds, others_cpu, times_within
 from txlab.train import evaluation_context
+from txlab.workspace import resolve
 
 PAPER_ATTN_LENS = (800, 1800, 2800, 3800)
 PAPER_SLOWDOWN = {800: 363.0, 1800: 773.0, 2800: 1409.0, 3800: 1874.0}
@@ -424,12 +425,13 @@ def speed_table(
     attn_lens: Sequence[int] = PAPER_ATTN_LENS,
     settings: SpeedSettings | None = None,
     *,
-    out_dir: str | Path = "results/speed",
+    out_dir: str | Path | None = None,
     name: str = "table9",
     profile: str = "",
     echo: Callable[[str], None] = lambda msg: None,
 ) -> dict[str, Any]:
-    """Measure Table 9 at each attention length and write ``out_dir/<name>.csv`` and ``.md``.
+    """Measure Table 9 at each attention length and write ``out_dir/<name>.csv`` and ``.md`` (default
+    ``<home>/results/speed``, see txlab.workspace).
 
     Returns the settings, the machine, one row per attention length and the paths written.
     """
@@ -465,8 +467,9 @@ def speed_table(
         "machine": host,
         "rows": rows,
     }
-    result["table"] = str(_write_csv(Path(out_dir) / f"{name}.csv", result))
-    result["markdown"] = str(write_text_atomic(Path(out_dir) / f"{name}.md", format_markdown(result)))
+    out_dir = Path(out_dir or resolve("results/speed"))
+    result["table"] = str(_write_csv(out_dir / f"{name}.csv", result))
+    result["markdown"] = str(write_text_atomic(out_dir / f"{name}.md", format_markdown(result)))
     return result
 
 
