@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -197,13 +198,30 @@ def test_sample_blocks_is_deterministic_contiguous_and_in_range():
         sample_blocks(10_000, 91, 100, min_start=1000)
 
 
-def test_benchmark_reports_numbers():
+def test_benchmark_times_both_methods_and_counts_the_tokens_each_feeds_the_model(monkeypatch):
+    # a stubbed clock: each call of block_losses "takes" the next of these seconds; the median of 3 is reported
+    durations = {"window": iter([3.0, 1.0, 2.0]), "naive": iter([10.0, 4.0, 7.0])}
+    now = [0.0]
+    monkeypatch.setattr(losses_mod, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    fed, method_running, real_block_losses = {}, [None], losses_mod.block_losses
+
+    def timed_and_counted(*args):
+        method_running[0] = args[-1]
+        fed[args[-1]] = 0
+        table = real_block_losses(*args)
+        now[0] += next(durations[args[-1]])
+        return table
+
+    monkeypatch.setattr(losses_mod, "block_losses", timed_and_counted)
     model = tiny_model()
-    bench = benchmark_collection(model, token_stream(), GRID, 10, tgt_len=TGT_LEN, context=Context(4), batch_size=4, repeats=1)
+    model.register_forward_pre_hook(lambda module, inputs: fed.update({method_running[0]: fed[method_running[0]] + inputs[0].numel()}))
+    bench = benchmark_collection(model, token_stream(), GRID, 10, tgt_len=TGT_LEN, context=Context(4), batch_size=4, repeats=3)
+    assert (bench["window_s"], bench["naive_s"], bench["speedup"]) == (2.0, 7.0, 3.5)
     assert bench["max_abs_diff"] < 1e-5
-    assert bench["naive_token_steps"] == 10 * sum(GRID)
-    assert bench["window_token_steps"] < bench["naive_token_steps"]
-    assert bench["window_s"] > 0 and bench["naive_s"] > 0
+    # the token-steps reported are the tokens each method's last repeat fed the model
+    assert bench["naive_token_steps"] == fed["naive"] == 10 * sum(GRID)
+    assert bench["window_token_steps"] == fed["window"] == 116
+    assert bench["token_step_ratio"] == 200 / 116
 
 
 # --- run directories ---------------------------------------------------------------------------
