@@ -136,7 +136,7 @@ def test_every_command_shares_one_grammar_for_the_common_options():
         assert command in seen["--dry-run"], command
     assert "generate" in seen["--quiet"]
     # one name for the corpus folder on every command that reads a corpus from the data directory
-    assert sorted(seen["--corpus-dir"]) == ["data info", "recl", "train"]
+    assert sorted(seen["--corpus-dir"]) == ["data info", "eval", "recl", "train"]
     assert "--shape" in seen and "bench model" in seen["--shape"] and "bench model" not in seen["--config"]
 
 
@@ -185,3 +185,18 @@ def test_validation_and_evaluation_show_progress_unless_quiet_and_it_changes_no_
     scored = [runner.invoke(app, ["eval", str(tmp_path / "loud"), "--json", *flag]) for flag in ([], ["--quiet"])]
     assert "eval: 100%" in scored[0].stderr and scored[1].stderr == ""
     assert last_json(scored[0].output)["loss"] == last_json(scored[1].output)["loss"]
+
+
+def test_corpus_dir_is_one_option_from_training_to_evaluation(tmp_path):
+    text = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 200
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "input.txt").write_text(text)
+    run = tmp_path / "run"
+    _ok("train", "qrnn", "--size", "tiny", "--data", "tinyshakespeare", "--corpus-dir", tmp_path / "here", "--set", "train.max_steps=2",
+        "--run-dir", run, "--quiet")
+    assert f"corpus_dir: {tmp_path / 'here'}" in (run / "config.yaml").read_text()
+    first = last_json(_ok("eval", run, "--json", "--quiet").output)
+    (tmp_path / "here").rename(tmp_path / "moved")
+    assert "tinyshakespeare" in _refused("eval", run, "--quiet")
+    moved = last_json(_ok("eval", run, "--corpus-dir", tmp_path / "moved", "--json", "--quiet").output)
+    assert moved["loss"] == first["loss"] and moved["tokens"] == first["tokens"]

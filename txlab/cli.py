@@ -250,12 +250,14 @@ def train(
     each process trains its share of the streams with DistributedDataParallel.
     """
     from txlab.plan import training_plan
-    from txlab.train import train as train_run
+    from txlab.train import check_run_dir, train as train_run
     from txlab.zoo import run_config, run_dir as default_run_dir
 
     cfg = run_config(preset, size, data or None, config or None, [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides])
     directory = Path(run_dir) if run_dir else default_run_dir(cfg)
     main_process = os.environ.get("RANK", "0") == "0"
+    if not restart:  # before the plan, which would call another run's directory trained
+        check_run_dir(cfg, directory)
     if main_process:
         typer.echo(training_plan(cfg, directory, resume=not restart).describe())
     if dry_run:
@@ -282,6 +284,7 @@ def eval_command(
     streams: str = typer.Option(None, "--streams", help="exact: every target once; reference: the targets the authors' eval.py scores "
                                 "(each stream's first token and the len % batch tail left out) [default: the run's eval.streams]."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    corpus_dir: str = typer.Option("", "--corpus-dir", help="Read the corpus from this folder instead of the run's data.corpus_dir (its vocabulary must be the run's)."),
     by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: also the loss per token role and per copy distance, beside the ideal model's.", metavar=""),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
@@ -295,7 +298,8 @@ def eval_command(
     from txlab.train import evaluate_run
 
     r = evaluate_run(run_dir, split=split, tgt_len=tgt_len, mem_len=mem_len, clamp_len=clamp_len, same_length=same_length,
-                     attn_len=attn_len, batch_size=batch_size, streams=streams, device=device, progress=not quiet, by_role=by_role)
+                     attn_len=attn_len, batch_size=batch_size, streams=streams, device=device, progress=not quiet, by_role=by_role,
+                     corpus_dir=corpus_dir)
     metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
     typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens "
                f"(tgt_len {r['tgt_len']}, mem_len {r['mem_len']}, clamp_len {r['clamp_len']}, same_length {r['same_length']}, "

@@ -166,12 +166,15 @@ def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def check_run_dir(cfg: RunConfig, run_dir: Path) -> None:
     """Refuse to train into a run directory whose records training would overwrite: one holding a run
     of another configuration (saved config.yaml), or the records of a run (metrics.jsonl) with no
-    checkpoint to resume from, as committed results are kept. ``cfg`` is resolved for its corpus."""
+    checkpoint to resume from, as committed results are kept. A ``cfg`` not yet resolved for its corpus
+    (``model.n_token`` 0) is checked on everything else."""
     run_dir = Path(run_dir)
     way_out = "train into another run directory (--run-dir), or pass --restart to `txlab train` to replace it"
     config_file = run_dir / "config.yaml"
     if config_file.is_file():
         saved, wanted = _flat(to_dict(load_config(config_file))), _flat(to_dict(cfg))
+        if not wanted["model.n_token"]:  # not resolved yet: 0 means "the corpus's", which the corpus checks
+            del saved["model.n_token"], wanted["model.n_token"]
         changed = [key for key in sorted(set(saved) | set(wanted)) if saved.get(key) != wanted.get(key) and key not in RESUMABLE_CHANGES]
         if changed:
             listed = "; ".join(f"{key}: {saved.get(key)!r} there, {wanted.get(key)!r} now" for key in changed)
@@ -536,6 +539,7 @@ def evaluate_run(
     progress: bool = True,
     record_path: Path | None = None,
     by_role: bool = False,
+    corpus_dir: str = "",
 ) -> dict[str, Any]:
     """Score a trained run on a split with the paper's protocol and record it in the run directory.
 
@@ -547,13 +551,16 @@ def evaluate_run(
     and writes them to ``record_path``, by default ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same]-b<B>[-reference][-n<N>].json``:
     every setting that changes the number is in the name (the batch size too: streams cut the split into
     pieces that each start without context), so records of other settings never overwrite each other.
+    ``corpus_dir`` reads the corpus from that folder instead of the run's ``data.corpus_dir`` (a corpus
+    moved since training; its vocabulary must still be the run's).
     ``by_role`` (synthetic corpora only) adds ``by_role``: the loss per token role and per copy distance
     beside the ideal model's (:func:`txlab.diagnostics.role_summary`).
     """
     ckpt = load_checkpoint(run_dir, map_location=device)
     cfg = ckpt.config
     _refuse_memory_settings(cfg.model.family, {"--mem-len": mem_len or None, "--attn-len": attn_len, "--same-length": same_length, "--clamp-len": clamp_len})
-    corpus = load_corpus_for_model(cfg.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
+    data_cfg = update_dataclass(cfg.data, {"corpus_dir": corpus_dir}) if corpus_dir else cfg.data
+    corpus = load_corpus_for_model(data_cfg, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
     if attn_len is not None:
         NON_NEGATIVE.check(attn_len, "--attn-len")
         if mem_len is not None and mem_len != attn_len:
