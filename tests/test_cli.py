@@ -1,4 +1,6 @@
+import itertools
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -12,11 +14,21 @@ def last_json(output: str) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 
 
-def test_help_lists_the_commands():
-    result = runner.invoke(app, ["--help"])
+COMMANDS = ["version", "models", "runs", "train", "eval", "roles", "curves", "speed", "recl", "ablate", "attention", "generate",
+            "data", "bench", "import"]
+
+
+def test_help_lists_every_command_in_order_with_the_start_of_its_own_help():
+    import typer.main
+
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    for command in ("data", "models", "train", "eval", "version"):
-        assert command in result.output
+    panel = result.output.split("─ Commands ")[1]
+    listed = re.findall(r"^│ (\S+)\s{2,}(.+?)\s*│$", panel, flags=re.MULTILINE)  # first lines only: wrapped ones start with spaces
+    assert [name for name, _ in listed] == COMMANDS
+    registered = typer.main.get_command(app).commands
+    for name, summary in listed:
+        assert " ".join(registered[name].help.split()).startswith(summary), name
 
 
 @pytest.mark.parametrize("args", [["--version"], ["version"]])
@@ -70,7 +82,9 @@ def test_train_then_eval_end_to_end(tmp_path):
     result = runner.invoke(app, ["roles", str(run), str(run), "--out", str(tmp_path / "fig" / "roles.png"), "--quiet", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output.strip().splitlines()[-1])
-    assert len(doc["runs"]) == 2 and doc["runs"][0]["by_role"]["roles"]["copy_value"]["tokens"] > 0
+    valid_roles = last_json(runner.invoke(app, ["eval", str(run), "--split", "valid", "--by-role", "--json", "--quiet"]).output)["by_role"]["roles"]
+    assert len(doc["runs"]) == 2 and doc["runs"][0]["by_role"]["roles"] == doc["runs"][1]["by_role"]["roles"]
+    assert doc["runs"][0]["by_role"]["roles"]["copy_value"]["tokens"] == valid_roles["copy_value"]["tokens"] > 0
     assert {p.name for p in (tmp_path / "fig").iterdir()} == {"roles.png", "roles.pdf", "roles.csv"}
     # learning curves per role, from the per-role records of training's evaluations (steps 2 and 4)
     result = runner.invoke(app, ["curves", str(run), "--by-role", "--out", str(tmp_path / "curves" / "roles.png"), "--json"])
@@ -92,14 +106,19 @@ def test_user_errors_exit_2_without_traceback(tmp_path):
         assert message in result.output and "Traceback" not in result.output
 
 
-def test_bench_model_json_rows():
+def test_bench_model_json_rows(monkeypatch):
+    # stubbed timers: every step takes 0.5 s, the matmul ceiling reads 40 GFLOP/s before the rows and 60 after
+    monkeypatch.setattr("txlab.bench.interleaved_median_seconds", lambda steps, warmup, repeats: [0.5] * len(steps))
+    ceilings = itertools.cycle([40.0, 60.0])
+    monkeypatch.setattr("txlab.timing.matmul_peak_gflops", lambda threads: next(ceilings))
     result = runner.invoke(app, ["bench", "model", "--shape", "tiny", "--preset", "qrnn", "--size", "tiny", "--mode", "train",
                                  "--mode", "eval_mem32", "--repeats", "1", "--warmup", "0", "--batch-size", "2", "--seg-len", "16", "--json"])
     assert result.exit_code == 0, result.output
     doc = last_json(result.output)
     assert [(r["config"], r["mode"]) for r in doc["rows"]] == [("tiny", "train"), ("tiny", "eval_mem32"), ("qrnn-tiny", "train"), ("qrnn-tiny", "eval_mem32")]
-    assert all(r["tokens_per_s"] > 0 and r["gflops"] > 0 for r in doc["rows"])
-    assert doc["matmul_peak_gflops"] > 0
+    assert [r["tokens_per_s"] for r in doc["rows"]] == [2 * 16 / 0.5] * 4
+    assert (doc["matmul_peak_gflops_before"], doc["matmul_peak_gflops_after"], doc["matmul_peak_gflops"]) == (40.0, 60.0, 50.0)
+    assert "reaches 50.0 GFLOP/s" in result.output and "(the practical ceiling; 40.0 before the rows, 60.0 after)" in result.output
     result = runner.invoke(app, ["bench", "model", "--mode", "fast"])
     assert result.exit_code == 2 and "unknown bench mode" in result.output
 
