@@ -42,6 +42,7 @@ def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(
     assert (tmp_path / "runs" / "figures" / "attention" / run.name / "figure5.png").is_file()
     invoke("speed", "--size", "tiny", "--attn-len", "8", "--budget-s", "0", "--repeats", "1", "--warmup", "0", "--threads", "1", "--quiet")
     assert (tmp_path / "runs" / "results" / "speed" / "table9.csv").is_file() and (tmp_path / "runs" / "figures" / "speed" / "table9.png").is_file()
+    assert "Produced by `txlab speed --attn-len 8 --size tiny" in (tmp_path / "runs" / "results" / "speed" / "table9.md").read_text()
     # the user's own runs are what `txlab models` and `txlab runs` report
     models = {(r["name"], r["size"]): r for r in last_json(invoke("models", "--size", "tiny", "--json").output)["models"]}
     assert models["xl151m", "tiny"]["trained"] and models["xl151m", "tiny"]["step"] == 4 and not models["qrnn", "tiny"]["trained"]
@@ -65,6 +66,14 @@ def test_home_option_beats_the_environment_which_beats_runs(tmp_path, monkeypatc
     # --home . is the repository's layout: its committed models root
     assert models_root("--home", ".") == "results/models"
     assert "--home" in runner.invoke(app, ["--help"]).output
+
+    # what a table records of its command names the home it was written to, unless the default
+    from txlab.speed import SpeedSettings, command_line
+
+    monkeypatch.setenv("TXLAB_HOME", ".")
+    assert command_line([8], SpeedSettings(), "table9") == "txlab --home . speed --attn-len 8"
+    monkeypatch.setenv("TXLAB_HOME", "runs")
+    assert command_line([8], SpeedSettings(), "table9") == "txlab speed --attn-len 8"
 
 
 def test_study_paths_resolve_under_the_home_and_command_line_paths_as_given(tmp_path, monkeypatch):

@@ -61,7 +61,7 @@ from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.tables import markdown_table
 from txlab.timing import cpu_model, cpu_snapshot, matmul_peak_gflops, median_seconds, others_cpu, times_within
 from txlab.train import evaluation_context
-from txlab.workspace import resolve
+from txlab.workspace import DEFAULT_HOME, home, resolve
 
 PAPER_ATTN_LENS = (800, 1800, 2800, 3800)
 PAPER_SLOWDOWN = {800: 363.0, 1800: 773.0, 2800: 1409.0, 3800: 1874.0}
@@ -144,8 +144,10 @@ def resolve_study(path: str | Path | None, profile: str, attn_lens: Sequence[int
 
 
 def command_line(attn_lens: Sequence[int], settings: SpeedSettings, name: str) -> str:
-    """The `txlab speed` command that reproduces a measurement (non-default settings only)."""
-    parts = ["txlab speed", *(f"--attn-len {n}" for n in attn_lens)]
+    """The `txlab speed` command that reproduces a measurement (non-default settings only), with the
+    home it wrote to unless that is the default workspace (``txlab --home . speed`` for committed tables)."""
+    where = home()
+    parts = ["txlab" if where == DEFAULT_HOME else f"txlab --home {where}", "speed", *(f"--attn-len {n}" for n in attn_lens)]
     default = SpeedSettings()
     for f in fields(SpeedSettings):
         value = getattr(settings, f.name)
