@@ -5,10 +5,24 @@
 - Tests run torch on one thread: their models are tiny, where a second thread buys nothing, and on a
   2-core machine shared with any other work, two-thread parallel regions stall (measured: a tiny
   LSTM step went from 2 ms to 100 ms), which made the suite's run time erratic.
+- Shared helpers: the ``cli`` fixture (`txlab` in-process, with the JSON and user-error checks) and the
+  ``untrained_run`` fixture (a run directory holding a tiny model's checkpoint, no training).
 """
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner, Result
+
+from txlab.build import build_model
+from txlab.checkpoint import save_checkpoint
+from txlab.cli import app
+from txlab.config import update_dataclass
+from txlab.corpora import load_corpus
+from txlab.zoo import run_config
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -27,3 +41,71 @@ def _isolated_txlab_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TXLAB_DATA_DIR", str(base / "data"))
     monkeypatch.setenv("TXLAB_CACHE_DIR", str(base / "cache"))
     monkeypatch.delenv("TXLAB_DATA_MIRROR", raising=False)
+
+
+class TxlabCli:
+    """The `txlab` command run in-process through typer's CliRunner, with the checks CLI tests share."""
+
+    def __init__(self) -> None:
+        self._runner = CliRunner()
+
+    def __call__(self, *args, **kwargs) -> Result:
+        """``txlab ARGS...`` (paths and numbers may be passed as they are); kwargs go to CliRunner.invoke."""
+        return self._runner.invoke(app, [str(arg) for arg in args], **kwargs)
+
+    def ok(self, *args, **kwargs) -> Result:
+        """``txlab ARGS...``, which must succeed."""
+        result = self(*args, **kwargs)
+        assert result.exit_code == 0, result.output
+        return result
+
+    def refused(self, *args, **kwargs) -> str:
+        """The output of ``txlab ARGS...``, which must end in a user error (exit code 2) without a traceback."""
+        result = self(*args, **kwargs)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        return result.output
+
+    def json(self, *args, **kwargs) -> dict:
+        """The JSON document a successful ``--json`` command prints on its last line."""
+        return self.last_json(self.ok(*args, **kwargs).output)
+
+    @staticmethod
+    def last_json(output: str) -> dict:
+        """The JSON document on the last line of a command's output."""
+        return json.loads(output.strip().splitlines()[-1])
+
+    @staticmethod
+    def assert_refused(result: Result, *fragments: str) -> str:
+        """A user error: exit code 2, one 'error: ...' message naming every fragment, no traceback."""
+        assert result.exit_code == 2, result.output
+        assert isinstance(result.exception, SystemExit)
+        assert "Traceback" not in result.output
+        assert result.output.startswith("error: ")
+        for fragment in fragments:
+            assert fragment in result.output
+        return result.output
+
+
+@pytest.fixture(scope="session")
+def cli() -> TxlabCli:
+    return TxlabCli()
+
+
+@pytest.fixture
+def untrained_run():
+    """A builder of untrained run directories: a preset at size tiny on a small synthetic corpus, its
+    vocabulary filled in, weights from seed 0, saved at step 0 (a checkpoint is all that reading a model
+    needs). ``sets`` are --set overrides; ``prepare(model)`` may change the weights before saving."""
+
+    def build(path: Path, preset: str = "xl151m", sets: Sequence[str] = (), prepare: Callable[[torch.nn.Module], None] | None = None) -> Path:
+        cfg = run_config(preset, "tiny", overrides=["data.synthetic_tokens=3000", "data.synthetic_eval_tokens=600", *sets])
+        corpus = load_corpus(cfg.data, progress=False)
+        cfg = update_dataclass(cfg, {"model": {"n_token": corpus.n_token}})
+        torch.manual_seed(0)
+        model = build_model(cfg.model)
+        if prepare is not None:
+            prepare(model)
+        save_checkpoint(path, model, cfg, step=0, vocab_hash=corpus.vocab.sha256)
+        return path
+
+    return build

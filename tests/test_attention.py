@@ -13,11 +13,8 @@ import torch
 from typer.testing import CliRunner
 
 from txlab.attention import attention_analysis, by_distance
-from txlab.build import build_model
-from txlab.checkpoint import save_checkpoint
 from txlab.cli import app
-from txlab.config import ModelConfig, update_dataclass
-from txlab.corpora import load_corpus
+from txlab.config import ModelConfig
 from txlab.errors import TxlabError
 from txlab.lm import Context
 from txlab.model import (
@@ -29,7 +26,6 @@ from txlab.model import (
     relative_distances,
     sinusoid,
 )
-from txlab.zoo import run_config
 
 runner = CliRunner()
 
@@ -53,22 +49,17 @@ def tiny_cfg(**kw) -> ModelConfig:
     return ModelConfig(**{**base, **kw})
 
 
-def make_run(path, preset="xl151m", sets=(), zero_queries=False):
-    """A tiny untrained run directory on a small synthetic corpus (no training: a checkpoint is all it needs)."""
-    cfg = run_config(preset, "tiny", overrides=["data.synthetic_tokens=3000", "data.synthetic_eval_tokens=3000", *sets])
-    corpus = load_corpus(cfg.data, progress=False)
-    cfg = update_dataclass(cfg, {"model": {"n_token": corpus.n_token}})
-    torch.manual_seed(0)
-    model = build_model(cfg.model)
-    if zero_queries:  # every score term is then 0: attention is uniform over the keys a query may see
-        with torch.no_grad():
-            for block in model.blocks:
-                inner = block.attn.n_head * block.attn.d_head
-                block.attn.qkv_net.weight[:inner] = 0
-            model.u.zero_()
-            model.v.zero_()
-    save_checkpoint(path, model, cfg, step=0, vocab_hash=corpus.vocab.sha256)
-    return path
+ATTENTION_SETS = ("data.synthetic_eval_tokens=3000",)  # a valid split long enough for a few hundred queries
+
+
+def zero_queries(model) -> None:
+    """Every score term becomes 0: attention is uniform over the keys a query may see."""
+    with torch.no_grad():
+        for block in model.blocks:
+            inner = block.attn.n_head * block.attn.d_head
+            block.attn.qkv_net.weight[:inner] = 0
+        model.u.zero_()
+        model.v.zero_()
 
 
 def _record_one(attn, window, n_query, mask, **position):
@@ -190,8 +181,8 @@ def test_by_distance_sums_each_query_by_its_distance_to_the_key():
 # --- the analysis and its command ---------------------------------------------------------------
 
 
-def test_uniform_attention_gives_one_over_the_window_at_every_distance(tmp_path, unrendered):
-    run = make_run(tmp_path / "uniform", zero_queries=True)
+def test_uniform_attention_gives_one_over_the_window_at_every_distance(tmp_path, unrendered, untrained_run):
+    run = untrained_run(tmp_path / "uniform", sets=ATTENTION_SETS, prepare=zero_queries)
     result = attention_analysis(run, n_targets=200, out_dir=tmp_path / "fig", progress=False)
     target = tmp_path / "fig" / "uniform"
     assert result["mem_len"] == 32 and result["same_length"] and result["queries"] >= 200
@@ -206,8 +197,8 @@ def test_uniform_attention_gives_one_over_the_window_at_every_distance(tmp_path,
     np.testing.assert_allclose(fig7.filter(regex=r"^d\d+$").to_numpy(), 1 / 32, rtol=1e-6)
 
 
-def test_analysis_of_a_random_model_writes_normalised_tables_and_the_figures(tmp_path):
-    run = make_run(tmp_path / "xl")
+def test_analysis_of_a_random_model_writes_normalised_tables_and_the_figures(tmp_path, untrained_run):
+    run = untrained_run(tmp_path / "xl", sets=ATTENTION_SETS)
     result = attention_analysis(run, n_targets=100, heads=2, sample_rows=5, out_dir=tmp_path / "fig", progress=False)
     target = tmp_path / "fig" / "xl"
     for name in ("figure5", "figure6", "figure7"):
@@ -227,25 +218,25 @@ def test_analysis_of_a_random_model_writes_normalised_tables_and_the_figures(tmp
     assert json.loads((target / "attention.json").read_text())["queries"] == result["queries"]
 
 
-def test_terms_a_scheme_lacks_are_noted_or_refused(tmp_path, unrendered):
-    shaw = make_run(tmp_path / "shaw", sets=["model.pos_enc=shaw"])
+def test_terms_a_scheme_lacks_are_noted_or_refused(tmp_path, unrendered, untrained_run):
+    shaw = untrained_run(tmp_path / "shaw", sets=[*ATTENTION_SETS, "model.pos_enc=shaw"])
     result = attention_analysis(shaw, n_targets=50, out_dir=tmp_path / "fig", progress=False)
     assert result["terms"] == ["a", "b"] and "no term (d)" in result["notes"][0]
     with pytest.raises(TxlabError, match=r"no term \(d\) global position bias"):
         attention_analysis(shaw, terms=["d"], out_dir=tmp_path / "fig", progress=False)
-    absolute = make_run(tmp_path / "vaswani", sets=["model.pos_enc=vaswani"])
+    absolute = untrained_run(tmp_path / "vaswani", sets=[*ATTENTION_SETS, "model.pos_enc=vaswani"])
     result = attention_analysis(absolute, n_targets=50, out_dir=tmp_path / "fig", progress=False)
     assert result["terms"] == [] and "no Figure 7" in result["notes"][0]
     assert unrendered[-2:] == ["figure5.png", "figure6.png"]  # and no figure7
 
 
-def test_cli_attention_json_and_user_errors(tmp_path, unrendered):
-    run = make_run(tmp_path / "xl")
+def test_cli_attention_json_and_user_errors(tmp_path, unrendered, untrained_run):
+    run = untrained_run(tmp_path / "xl", sets=ATTENTION_SETS)
     result = runner.invoke(app, ["attention", str(run), "--tokens", "50", "--terms", "a,c", "--out-dir", str(tmp_path / "fig"), "--json", "--quiet"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output.strip().splitlines()[-1])
     assert doc["terms"] == ["a", "c"] and len(doc["heads"]) == 4 and "mean attended distance" in result.output
-    lstm = make_run(tmp_path / "lstm", preset="lstm")
+    lstm = untrained_run(tmp_path / "lstm", preset="lstm", sets=ATTENTION_SETS)
     for args, message in [
         (["attention", str(lstm)], "is an LSTM: attention analysis needs a Transformer-XL"),
         (["attention", str(tmp_path / "nothing")], "no run directory"),

@@ -3,25 +3,18 @@ import json
 import re
 
 import pytest
-from typer.testing import CliRunner
 
 from txlab.cli import app
-
-runner = CliRunner()
-
-
-def last_json(output: str) -> dict:
-    return json.loads(output.strip().splitlines()[-1])
 
 
 COMMANDS = ["version", "models", "runs", "train", "eval", "roles", "curves", "speed", "recl", "ablate", "attention", "generate",
             "data", "bench", "import"]
 
 
-def test_help_lists_every_command_in_order_with_the_start_of_its_own_help():
+def test_help_lists_every_command_in_order_with_the_start_of_its_own_help(cli):
     import typer.main
 
-    result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    result = cli("--help", env={"COLUMNS": "200"})
     assert result.exit_code == 0
     panel = result.output.split("─ Commands ")[1]
     listed = re.findall(r"^│ (\S+)\s{2,}(.+?)\s*│$", panel, flags=re.MULTILINE)  # first lines only: wrapped ones start with spaces
@@ -32,94 +25,94 @@ def test_help_lists_every_command_in_order_with_the_start_of_its_own_help():
 
 
 @pytest.mark.parametrize("args", [["--version"], ["version"]])
-def test_version_as_option_and_command(args):
+def test_version_as_option_and_command(args, cli):
     from txlab import __version__
 
-    result = runner.invoke(app, args)
+    result = cli(*args)
     assert result.exit_code == 0 and result.output == f"{__version__}\n"
 
 
-def test_models_json():
-    result = runner.invoke(app, ["models", "--size", "paper", "--json"])
+def test_models_json(cli):
+    result = cli("models", "--size", "paper", "--json")
     assert result.exit_code == 0, result.output
-    rows = {r["name"]: r for r in last_json(result.output)["models"]}
+    rows = {r["name"]: r for r in cli.last_json(result.output)["models"]}
     assert abs(rows["xl151m"]["params"] - 151.1e6) < 0.005 * 151.1e6
     assert {"name", "size", "params"} <= set(rows["qrnn"])
 
 
-def test_train_then_eval_end_to_end(tmp_path):
+def test_train_then_eval_end_to_end(tmp_path, cli):
     run = tmp_path / "run"
     sets = ["--set", "train.max_steps=4", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
             "--set", "data.synthetic_eval_tokens=600"]
-    result = runner.invoke(app, ["train", "xl151m", "--size", "tiny", "--run-dir", str(run), "--quiet", *sets])
+    result = cli("train", "xl151m", "--size", "tiny", "--run-dir", str(run), "--quiet", *sets)
     assert result.exit_code == 0, result.output
     assert "trained to step 4" in result.output and (run / "checkpoint" / "model.safetensors").is_file()
     # the resolved config is printed as it is saved, the vocabulary size filled in from the corpus
-    shown = runner.invoke(app, ["train", "xl151m", "--size", "tiny", "--run-dir", str(tmp_path / "shown"), *sets])
+    shown = cli("train", "xl151m", "--size", "tiny", "--run-dir", str(tmp_path / "shown"), *sets)
     printed = shown.stderr.split("--- resolved config, as saved in")[1].split("\n", 1)[1].split("---")[0]
     assert printed == (tmp_path / "shown" / "config.yaml").read_text() and "n_token: 5312" in printed
-    result = runner.invoke(app, ["eval", str(run), "--split", "test", "--attn-len", "24", "--json", "--quiet"])
+    result = cli("eval", str(run), "--split", "test", "--attn-len", "24", "--json", "--quiet")
     assert result.exit_code == 0, result.output
-    record = last_json(result.output)
+    record = cli.last_json(result.output)
     assert record["tokens"] == 599 and record["mem_len"] == 24 and record["same_length"] is True
     assert abs(record["ppl"] - 2.718281828 ** record["loss"]) < 1e-6 * record["ppl"]
     assert (run / "eval" / "test-tgt16-mem24-clamp0-same-b8.json").is_file()
     # the reference's streams: 600 tokens in 4 streams of 150, each stream's first token not scored
-    result = runner.invoke(app, ["eval", str(run), "--split", "test", "--streams", "reference", "--batch-size", "4", "--json", "--quiet"])
+    result = cli("eval", str(run), "--split", "test", "--streams", "reference", "--batch-size", "4", "--json", "--quiet")
     assert result.exit_code == 0, result.output
-    assert last_json(result.output)["tokens"] == 4 * 149 and (run / "eval" / "test-tgt16-mem32-clamp0-same-b4-reference.json").is_file()
-    one_stream = [last_json(runner.invoke(app, ["eval", str(run), "--split", "test", "--streams", s, "--batch-size", "1", "--json", "--quiet"]).output)
+    assert cli.last_json(result.output)["tokens"] == 4 * 149 and (run / "eval" / "test-tgt16-mem32-clamp0-same-b4-reference.json").is_file()
+    one_stream = [cli.last_json(cli("eval", str(run), "--split", "test", "--streams", s, "--batch-size", "1", "--json", "--quiet").output)
                   for s in ("exact", "reference")]
     assert one_stream[0]["loss"] == one_stream[1]["loss"] and one_stream[0]["tokens"] == one_stream[1]["tokens"] == 599
     # by role: the roles partition the scored tokens, so their token-weighted mean is the loss
-    result = runner.invoke(app, ["eval", str(run), "--split", "test", "--by-role", "--json", "--quiet"])
+    result = cli("eval", str(run), "--split", "test", "--by-role", "--json", "--quiet")
     assert result.exit_code == 0, result.output
-    record = last_json(result.output)
+    record = cli.last_json(result.output)
     groups = record["by_role"]["roles"].values()
     assert sum(g["tokens"] for g in groups) == record["tokens"] == 599
     assert sum(g["tokens"] * g["model"] for g in groups if g["tokens"]) / 599 == pytest.approx(record["loss"])
     assert "copy distance" in result.output
-    result = runner.invoke(app, ["roles", str(run), str(run), "--out", str(tmp_path / "fig" / "roles.png"), "--quiet", "--json"])
+    result = cli("roles", str(run), str(run), "--out", str(tmp_path / "fig" / "roles.png"), "--quiet", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output.strip().splitlines()[-1])
-    valid_roles = last_json(runner.invoke(app, ["eval", str(run), "--split", "valid", "--by-role", "--json", "--quiet"]).output)["by_role"]["roles"]
+    valid_roles = cli.last_json(cli("eval", str(run), "--split", "valid", "--by-role", "--json", "--quiet").output)["by_role"]["roles"]
     assert len(doc["runs"]) == 2 and doc["runs"][0]["by_role"]["roles"] == doc["runs"][1]["by_role"]["roles"]
     assert doc["runs"][0]["by_role"]["roles"]["copy_value"]["tokens"] == valid_roles["copy_value"]["tokens"] > 0
     assert {p.name for p in (tmp_path / "fig").iterdir()} == {"roles.png", "roles.pdf", "roles.csv"}
     # learning curves per role, from the per-role records of training's evaluations (steps 2 and 4)
-    result = runner.invoke(app, ["curves", str(run), "--by-role", "--out", str(tmp_path / "curves" / "roles.png"), "--json"])
+    result = cli("curves", str(run), "--by-role", "--out", str(tmp_path / "curves" / "roles.png"), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output.strip().splitlines()[-1])["table"] == str(tmp_path / "curves" / "roles.csv")
     points = (tmp_path / "curves" / "roles.csv").read_text().splitlines()
     assert len(points) == 1 + 2 * 6 and points[0].startswith("label,run,step,tokens_seen,elapsed_s,role,tokens,model")
 
 
-def test_user_errors_exit_2_without_traceback(tmp_path):
+def test_user_errors_exit_2_without_traceback(tmp_path, cli):
     for args, message in [
         (["train", "xl15m"], "Did you mean 'xl151m'"),
         (["train", "xl151m", "--set", "model.n_layr=2"], "unknown config key 'model.n_layr'"),
         (["train", "xl151m", "--size", "tiny", "--data", "wikitext-103", "--run-dir", str(tmp_path / "r")], "txlab data get wikitext-103"),
         (["eval", str(tmp_path / "nothing")], "no checkpoint"),
     ]:
-        result = runner.invoke(app, args)
+        result = cli(*args)
         assert result.exit_code == 2, (args, result.output)
         assert message in result.output and "Traceback" not in result.output
 
 
-def test_bench_model_json_rows(monkeypatch):
+def test_bench_model_json_rows(monkeypatch, cli):
     # stubbed timers: every step takes 0.5 s, the matmul ceiling reads 40 GFLOP/s before the rows and 60 after
     monkeypatch.setattr("txlab.bench.interleaved_median_seconds", lambda steps, warmup, repeats: [0.5] * len(steps))
     ceilings = itertools.cycle([40.0, 60.0])
     monkeypatch.setattr("txlab.timing.matmul_peak_gflops", lambda threads: next(ceilings))
-    result = runner.invoke(app, ["bench", "model", "--shape", "tiny", "--preset", "qrnn", "--size", "tiny", "--mode", "train",
-                                 "--mode", "eval_mem32", "--repeats", "1", "--warmup", "0", "--batch-size", "2", "--seg-len", "16", "--json"])
+    result = cli("bench", "model", "--shape", "tiny", "--preset", "qrnn", "--size", "tiny", "--mode", "train",
+                                 "--mode", "eval_mem32", "--repeats", "1", "--warmup", "0", "--batch-size", "2", "--seg-len", "16", "--json")
     assert result.exit_code == 0, result.output
-    doc = last_json(result.output)
+    doc = cli.last_json(result.output)
     assert [(r["config"], r["mode"]) for r in doc["rows"]] == [("tiny", "train"), ("tiny", "eval_mem32"), ("qrnn-tiny", "train"), ("qrnn-tiny", "eval_mem32")]
     assert [r["tokens_per_s"] for r in doc["rows"]] == [2 * 16 / 0.5] * 4
     assert (doc["matmul_peak_gflops_before"], doc["matmul_peak_gflops_after"], doc["matmul_peak_gflops"]) == (40.0, 60.0, 50.0)
     assert "reaches 50.0 GFLOP/s" in result.output and "(the practical ceiling; 40.0 before the rows, 60.0 after)" in result.output
-    result = runner.invoke(app, ["bench", "model", "--mode", "fast"])
+    result = cli("bench", "model", "--mode", "fast")
     assert result.exit_code == 2 and "unknown bench mode" in result.output
 
 
@@ -159,63 +152,51 @@ def test_every_command_shares_one_grammar_for_the_common_options():
     assert "--shape" in seen and "bench model" in seen["--shape"] and "bench model" not in seen["--config"]
 
 
-def test_help_texts_show_no_type_on_flags_and_keep_their_bracketed_defaults():
+def test_help_texts_show_no_type_on_flags_and_keep_their_bracketed_defaults(cli):
     for name, _ in _commands():
-        text = runner.invoke(app, [*name, "--help"], env={"COLUMNS": "200"}).output
+        text = cli(*name, "--help", env={"COLUMNS": "200"}).output
         flags = [line for line in text.splitlines() if "<bool>" in line and "--help" not in line]
         assert not flags, (name, flags)  # click >= 8.2 shows a flag's type unless its metavar is empty
-    assert "Corpus to train on [default: the preset's" in runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200"}).output
+    assert "Corpus to train on [default: the preset's" in cli("train", "--help", env={"COLUMNS": "200"}).output
 
 
 _TINY = ["--size", "tiny", "--set", "train.max_steps=4", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
          "--set", "data.synthetic_eval_tokens=600"]
 
 
-def _ok(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def _refused(*args) -> str:
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    return result.output
-
-
 @pytest.mark.parametrize("preset, option", [("lstm", ["--attn-len", "64"]), ("qrnn", ["--mem-len", "64"]), ("lstm", ["--same-length"]),
                                             ("transformer128m", ["--clamp-len", "8"])])
-def test_memory_settings_are_refused_for_families_without_memory(tmp_path, preset, option):
+def test_memory_settings_are_refused_for_families_without_memory(tmp_path, preset, option, cli):
     run = tmp_path / preset
-    _ok("train", preset, *_TINY, "--set", "train.max_steps=2", "--run-dir", run, "--quiet")
-    message = _refused("eval", run, *option, "--quiet")
+    cli.ok("train", preset, *_TINY, "--set", "train.max_steps=2", "--run-dir", run, "--quiet")
+    message = cli.refused("eval", run, *option, "--quiet")
     assert f"{option[0]} sets Transformer-XL's memory" in message and not (run / "eval").exists()
 
 
-def test_validation_and_evaluation_show_progress_unless_quiet_and_it_changes_no_number(tmp_path):
-    loud = _ok("train", "xl151m", *_TINY, "--run-dir", tmp_path / "loud")
-    quiet = _ok("train", "xl151m", *_TINY, "--run-dir", tmp_path / "quiet", "--quiet")
+def test_validation_and_evaluation_show_progress_unless_quiet_and_it_changes_no_number(tmp_path, cli):
+    loud = cli.ok("train", "xl151m", *_TINY, "--run-dir", tmp_path / "loud")
+    quiet = cli.ok("train", "xl151m", *_TINY, "--run-dir", tmp_path / "quiet", "--quiet")
     assert "eval: 100%" in loud.stderr and quiet.stderr == ""
 
     def valid(run):
         return [(r["step"], r["loss"]) for r in map(json.loads, (tmp_path / run / "metrics.jsonl").read_text().splitlines()) if r["split"] == "valid"]
 
     assert valid("loud") == valid("quiet") and [step for step, _ in valid("loud")] == [2, 4]
-    scored = [runner.invoke(app, ["eval", str(tmp_path / "loud"), "--json", *flag]) for flag in ([], ["--quiet"])]
+    scored = [cli("eval", str(tmp_path / "loud"), "--json", *flag) for flag in ([], ["--quiet"])]
     assert "eval: 100%" in scored[0].stderr and scored[1].stderr == ""
-    assert last_json(scored[0].output)["loss"] == last_json(scored[1].output)["loss"]
+    assert cli.last_json(scored[0].output)["loss"] == cli.last_json(scored[1].output)["loss"]
 
 
-def test_corpus_dir_is_one_option_from_training_to_evaluation(tmp_path):
+def test_corpus_dir_is_one_option_from_training_to_evaluation(tmp_path, cli):
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 200
     (tmp_path / "here").mkdir()
     (tmp_path / "here" / "input.txt").write_text(text)
     run = tmp_path / "run"
-    _ok("train", "qrnn", "--size", "tiny", "--data", "tinyshakespeare", "--corpus-dir", tmp_path / "here", "--set", "train.max_steps=2",
+    cli.ok("train", "qrnn", "--size", "tiny", "--data", "tinyshakespeare", "--corpus-dir", tmp_path / "here", "--set", "train.max_steps=2",
         "--run-dir", run, "--quiet")
     assert f"corpus_dir: {tmp_path / 'here'}" in (run / "config.yaml").read_text()
-    first = last_json(_ok("eval", run, "--json", "--quiet").output)
+    first = cli.last_json(cli.ok("eval", run, "--json", "--quiet").output)
     (tmp_path / "here").rename(tmp_path / "moved")
-    assert "tinyshakespeare" in _refused("eval", run, "--quiet")
-    moved = last_json(_ok("eval", run, "--corpus-dir", tmp_path / "moved", "--json", "--quiet").output)
+    assert "tinyshakespeare" in cli.refused("eval", run, "--quiet")
+    moved = cli.last_json(cli.ok("eval", run, "--corpus-dir", tmp_path / "moved", "--json", "--quiet").output)
     assert moved["loss"] == first["loss"] and moved["tokens"] == first["tokens"]

@@ -3,40 +3,18 @@
 import dataclasses
 import hashlib
 import io
-import json
 import threading
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from txlab import corpora
-from txlab.cli import app
 from txlab.config import DataConfig
 from txlab.corpora import RemoteFile
 
-runner = CliRunner()
 SHAKESPEARE = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 30).encode()
-
-
-def invoke(*args: str):
-    return runner.invoke(app, list(args))
-
-
-def last_json(output: str) -> dict:
-    return json.loads(output.strip().splitlines()[-1])
-
-
-def assert_clean_error(result, *fragments: str) -> None:
-    """Exit code 2, one 'error: ...' message, no traceback."""
-    assert result.exit_code == 2, result.output
-    assert isinstance(result.exception, SystemExit)
-    assert "Traceback" not in result.output
-    assert result.output.startswith("error: ")
-    for fragment in fragments:
-        assert fragment in result.output
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -93,36 +71,36 @@ def _serve_shakespeare(server, monkeypatch, content: bytes = SHAKESPEARE) -> Pat
 # list and info
 
 
-def test_help_texts():
+def test_help_texts(cli):
     for command in ("list", "get", "info"):
-        result = invoke("data", command, "--help")
+        result = cli("data", command, "--help")
         assert result.exit_code == 0 and "--data-dir" in result.output
-    assert "checksum" in invoke("data", "get", "--help").output
+    assert "checksum" in cli("data", "get", "--help").output
 
 
-def test_list_shows_presence_size_and_vocab(tmp_path):
+def test_list_shows_presence_size_and_vocab(tmp_path, cli):
     (tmp_path / "tinyshakespeare").mkdir()
     (tmp_path / "tinyshakespeare" / "input.txt").write_bytes(SHAKESPEARE)
-    before = last_json(invoke("data", "list", "--data-dir", str(tmp_path), "--json").output)
+    before = cli.json("data", "list", "--data-dir", str(tmp_path), "--json")
     rows = {r["name"]: r for r in before["corpora"]}
     assert set(rows) == set(corpora.CORPUS_NAMES)
     assert rows["tinyshakespeare"]["present"] and rows["tinyshakespeare"]["size_bytes"] == len(SHAKESPEARE)
     assert rows["tinyshakespeare"]["vocab_size"] is None  # not encoded yet
     assert not rows["wikitext-103"]["present"] and rows["synthetic"]["kind"] == "synthetic"
-    assert invoke("data", "info", "tinyshakespeare", "--data-dir", str(tmp_path), "-q").exit_code == 0
-    result = invoke("data", "list", "--data-dir", str(tmp_path), "--json")
+    assert cli("data", "info", "tinyshakespeare", "--data-dir", str(tmp_path), "-q").exit_code == 0
+    result = cli("data", "list", "--data-dir", str(tmp_path), "--json")
     assert result.exit_code == 0
     line = next(line for line in result.output.splitlines() if line.startswith("tinyshakespeare"))
     assert " yes " in line and f"{len(SHAKESPEARE) / 1000:.1f} kB" in line
-    assert {r["name"]: r for r in last_json(result.output)["corpora"]}["tinyshakespeare"]["vocab_size"] == len(set(SHAKESPEARE.decode()))
+    assert {r["name"]: r for r in cli.last_json(result.output)["corpora"]}["tinyshakespeare"]["vocab_size"] == len(set(SHAKESPEARE.decode()))
 
 
-def test_info_real_corpus_json(tmp_path):
+def test_info_real_corpus_json(tmp_path, cli):
     (tmp_path / "tinyshakespeare").mkdir()
     (tmp_path / "tinyshakespeare" / "input.txt").write_bytes(SHAKESPEARE)
-    result = invoke("data", "info", "tinyshakespeare", "--data-dir", str(tmp_path), "--json", "--quiet")
+    result = cli("data", "info", "tinyshakespeare", "--data-dir", str(tmp_path), "--json", "--quiet")
     assert result.exit_code == 0, result.output
-    info = last_json(result.output)
+    info = cli.last_json(result.output)
     n, k = len(SHAKESPEARE), len(SHAKESPEARE) // 20
     assert {s: v["tokens"] for s, v in info["splits"].items()} == {"train": n - 2 * k, "valid": k, "test": k}
     assert info["files"][0]["sha256"] == hashlib.sha256(SHAKESPEARE).hexdigest()
@@ -132,20 +110,20 @@ def test_info_real_corpus_json(tmp_path):
     assert f"{n - 2 * k:>13,} tokens" in result.output
 
 
-def test_info_on_a_folder_with_only_some_splits(tmp_path):
+def test_info_on_a_folder_with_only_some_splits(tmp_path, cli):
     for split in ("valid", "test"):
         (tmp_path / f"{split}.txt").write_text(f" the {split} split \n")
-    result = invoke("data", "info", "wikitext-2", "--corpus-dir", str(tmp_path), "-q", "--json")
+    result = cli("data", "info", "wikitext-2", "--corpus-dir", str(tmp_path), "-q", "--json")
     assert result.exit_code == 0, result.output
-    info = last_json(result.output)
+    info = cli.last_json(result.output)
     assert {s: v["tokens"] for s, v in info["splits"].items()} == {"valid": 4, "test": 4}
     assert "train" in info["missing_splits"] and "train: missing (looked for wiki.train.tokens or train.txt" in result.output
 
 
-def test_info_synthetic():
-    result = invoke("data", "info", "synthetic-short", "--json", "-q")
+def test_info_synthetic(cli):
+    result = cli("data", "info", "synthetic-short", "--json", "-q")
     assert result.exit_code == 0, result.output
-    info = last_json(result.output)
+    info = cli.last_json(result.output)
     assert info["vocab_size"] == 5312 and info["splits"]["valid"]["tokens"] == 200_000
     assert info["synthetic"]["max_context"] == 200 and abs(info["synthetic"]["fraction_copy_value"] - 0.13) < 0.005
     assert "copies 8..199 tokens back" in result.output
@@ -155,25 +133,25 @@ def test_info_synthetic():
 # Errors: one clean message, exit code 2
 
 
-def test_unknown_corpus():
-    assert_clean_error(invoke("data", "info", "wikitxt-103"), "Did you mean 'wikitext-103'")
-    assert_clean_error(invoke("data", "get", "enwk8"), "Did you mean 'enwik8'")
+def test_unknown_corpus(cli):
+    cli.assert_refused(cli("data", "info", "wikitxt-103"), "Did you mean 'wikitext-103'")
+    cli.assert_refused(cli("data", "get", "enwk8"), "Did you mean 'enwik8'")
 
 
-def test_missing_data_names_the_place_and_the_command(tmp_path):
-    assert_clean_error(invoke("data", "info", "ptb", "--data-dir", str(tmp_path)), str(tmp_path / "ptb"), "`txlab data get ptb`")
+def test_missing_data_names_the_place_and_the_command(tmp_path, cli):
+    cli.assert_refused(cli("data", "info", "ptb", "--data-dir", str(tmp_path)), str(tmp_path / "ptb"), "`txlab data get ptb`")
 
 
-def test_empty_and_non_utf8_files(tmp_path):
+def test_empty_and_non_utf8_files(tmp_path, cli):
     (tmp_path / "tinyshakespeare").mkdir()
     (tmp_path / "tinyshakespeare" / "input.txt").write_bytes(b"")
-    assert_clean_error(invoke("data", "info", "tinyshakespeare", "--data-dir", str(tmp_path), "-q"), "input.txt is empty")
+    cli.assert_refused(cli("data", "info", "tinyshakespeare", "--data-dir", str(tmp_path), "-q"), "input.txt is empty")
     (tmp_path / "tinyshakespeare" / "input.txt").write_bytes(b"To be \xff or not")
-    assert_clean_error(invoke("data", "info", "tinyshakespeare", "--data-dir", str(tmp_path), "-q"), "is not UTF-8 text")
+    cli.assert_refused(cli("data", "info", "tinyshakespeare", "--data-dir", str(tmp_path), "-q"), "is not UTF-8 text")
 
 
-def test_get_synthetic_needs_nothing():
-    result = invoke("data", "get", "synthetic")
+def test_get_synthetic_needs_nothing(cli):
+    result = cli("data", "get", "synthetic")
     assert result.exit_code == 0 and "nothing to download" in result.output
 
 
@@ -181,44 +159,44 @@ def test_get_synthetic_needs_nothing():
 # Downloads
 
 
-def test_get_downloads_verifies_and_then_reports_present(file_server, monkeypatch):
+def test_get_downloads_verifies_and_then_reports_present(file_server, monkeypatch, cli):
     directory = _serve_shakespeare(file_server, monkeypatch)
-    result = invoke("data", "get", "tinyshakespeare", "-q")
+    result = cli("data", "get", "tinyshakespeare", "-q")
     assert result.exit_code == 0, result.output
     assert f"tinyshakespeare: downloaded in {directory}" in result.output
     assert (directory / "input.txt").read_bytes() == SHAKESPEARE and not (directory / "input.txt.part").exists()
     assert file_server.requests == [("/files/input.txt", None)]
-    again = invoke("data", "get", "tinyshakespeare", "-q")
+    again = cli("data", "get", "tinyshakespeare", "-q")
     assert "already present" in again.output and len(file_server.requests) == 1
 
 
-def test_truncated_download_resumes_with_a_range_request(file_server, monkeypatch):
+def test_truncated_download_resumes_with_a_range_request(file_server, monkeypatch, cli):
     directory = _serve_shakespeare(file_server, monkeypatch)
     file_server.cut_after = 1000
-    first = invoke("data", "get", "tinyshakespeare", "-q")
-    assert_clean_error(first, f"stopped after 1,000 of {len(SHAKESPEARE):,} bytes", "run `txlab data get tinyshakespeare` again to resume")
+    first = cli("data", "get", "tinyshakespeare", "-q")
+    cli.assert_refused(first, f"stopped after 1,000 of {len(SHAKESPEARE):,} bytes", "run `txlab data get tinyshakespeare` again to resume")
     assert (directory / "input.txt.part").stat().st_size == 1000 and not (directory / "input.txt").exists()
-    second = invoke("data", "get", "tinyshakespeare", "-q")
+    second = cli("data", "get", "tinyshakespeare", "-q")
     assert second.exit_code == 0, second.output
     assert file_server.requests[-1] == ("/files/input.txt", "bytes=1000-")
     assert (directory / "input.txt").read_bytes() == SHAKESPEARE
 
 
-def test_checksum_mismatch_removes_the_download(file_server, monkeypatch):
+def test_checksum_mismatch_removes_the_download(file_server, monkeypatch, cli):
     tampered = SHAKESPEARE.replace(b"speak", b"SPEAK")
     directory = _serve_shakespeare(file_server, monkeypatch, content=tampered)
-    result = invoke("data", "get", "tinyshakespeare", "-q")
-    assert_clean_error(result, "checksum mismatch for input.txt", hashlib.sha256(SHAKESPEARE).hexdigest())
+    result = cli("data", "get", "tinyshakespeare", "-q")
+    cli.assert_refused(result, "checksum mismatch for input.txt", hashlib.sha256(SHAKESPEARE).hexdigest())
     assert not (directory / "input.txt").exists() and not (directory / "input.txt.part").exists()
 
 
-def test_unreachable_mirror(file_server, monkeypatch):
+def test_unreachable_mirror(file_server, monkeypatch, cli):
     _serve_shakespeare(file_server, monkeypatch)
     del file_server.files["files/input.txt"]
-    assert_clean_error(invoke("data", "get", "tinyshakespeare", "-q"), "could not download input.txt", "HTTP 404")
+    cli.assert_refused(cli("data", "get", "tinyshakespeare", "-q"), "could not download input.txt", "HTTP 404")
 
 
-def test_get_unpacks_an_archive(file_server, monkeypatch, tmp_path):
+def test_get_unpacks_an_archive(file_server, monkeypatch, tmp_path, cli):
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
         for split in ("train", "valid", "test"):
@@ -228,8 +206,8 @@ def test_get_unpacks_an_archive(file_server, monkeypatch, tmp_path):
     remote = dataclasses.replace(corpora.CORPORA["wikitext-2"].downloads[0], size=len(archive), sha256=hashlib.sha256(archive).hexdigest())
     monkeypatch.setitem(corpora.CORPORA, "wikitext-2", dataclasses.replace(corpora.CORPORA["wikitext-2"], downloads=(remote,)))
     file_server.files["files/wikitext-2-v1.zip"] = archive
-    result = invoke("data", "get", "wikitext-2", "--data-dir", str(tmp_path), "-q")
+    result = cli("data", "get", "wikitext-2", "--data-dir", str(tmp_path), "-q")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "wikitext-2").iterdir()) == ["wiki.test.tokens", "wiki.train.tokens", "wiki.valid.tokens"]
-    info = last_json(invoke("data", "info", "wikitext-2", "--data-dir", str(tmp_path), "--json", "-q").output)
+    info = cli.json("data", "info", "wikitext-2", "--data-dir", str(tmp_path), "--json", "-q")
     assert info["splits"]["train"]["tokens"] == 8  # = train = <eos> the train text <eos>

@@ -29,16 +29,6 @@ def tiny_model(**kw):
     return build_model(ModelConfig(**{**base, **kw})).eval()
 
 
-def make_run(path, preset="xl151m", sets=()):
-    """A tiny untrained run directory on a small synthetic corpus (a checkpoint is all generation needs)."""
-    cfg = run_config(preset, "tiny", overrides=["data.synthetic_tokens=3000", "data.synthetic_eval_tokens=600", *sets])
-    corpus = load_corpus(cfg.data, progress=False)
-    cfg = update_dataclass(cfg, {"model": {"n_token": corpus.n_token}})
-    torch.manual_seed(0)
-    save_checkpoint(path, build_model(cfg.model), cfg, step=0, vocab_hash=corpus.vocab.sha256)
-    return path
-
-
 # --- sampling -----------------------------------------------------------------------------------
 
 
@@ -134,8 +124,8 @@ def test_characters_concatenate_and_bytes_decode_as_utf8():
 # --- the command --------------------------------------------------------------------------------
 
 
-def test_cli_streams_the_prompt_then_reproducible_samples(tmp_path):
-    run = make_run(tmp_path / "xl")
+def test_cli_streams_the_prompt_then_reproducible_samples(tmp_path, untrained_run):
+    run = untrained_run(tmp_path / "xl")
     args = ["generate", str(run), "--prompt", "b001 b002 k0003", "--tokens", "12", "--top-k", "5", "--seed", "3"]
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
@@ -154,16 +144,16 @@ def test_cli_streams_the_prompt_then_reproducible_samples(tmp_path):
 
 
 @pytest.mark.parametrize("preset", ["lstm", "transformer128m"])
-def test_every_family_generates(tmp_path, preset):
-    run = make_run(tmp_path / preset, preset=preset)
+def test_every_family_generates(tmp_path, preset, untrained_run):
+    run = untrained_run(tmp_path / preset, preset=preset)
     pieces = []
     result = generate(run, prompt="b001 " * 40, n_tokens=5, seed=0, on_text=pieces.append)
     assert len(result["tokens"]) == 5 and "".join(pieces[1:]) == result["text"]
     assert result["carries_state"] == (preset == "lstm")
 
 
-def test_cli_user_errors_exit_2_without_traceback(tmp_path):
-    run = make_run(tmp_path / "xl")
+def test_cli_user_errors_exit_2_without_traceback(tmp_path, untrained_run):
+    run = untrained_run(tmp_path / "xl")
     for args, message in [
         (["generate", str(run), "--prompt", ""], "the prompt is empty"),
         (["generate", str(run), "--prompt", "b001", "--tokens", "0"], "--tokens must be >= 1, got 0"),

@@ -7,24 +7,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 from txlab import recl
-from txlab.cli import app
 from txlab.errors import TxlabError
 from txlab.group import ReclSettings, parse_grid, score_group
 from txlab.losses import GroupLosses, find_losses, load_losses
 from txlab.report import table8_markdown
 
-runner = CliRunner()
 
 TINY_TRAINING = ["--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
                  "--set", "data.synthetic_eval_tokens=600"]
 TINY_COLLECTION = ["--size", "tiny", "--grid", "2:8:2", "--blocks", "3", "--block-len", "20", "--boot", "10"]
-
-
-def last_json(output: str) -> dict:
-    return json.loads(output.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +25,13 @@ def zoo(tmp_path_factory):
     return tmp_path_factory.mktemp("recl")
 
 
-def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo):
+def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo, cli):
     args = ["recl", "--group", "xl151m", "qrnn", "lstm", "--r", "0.1", "--r", "0.5,1", *TINY_COLLECTION, *TINY_TRAINING,
             "--models-root", str(zoo / "models"), "--out-dir", str(zoo / "results"), "--fig-dir", str(zoo / "figures"), "--placebo", "--json", "--quiet"]
-    result = runner.invoke(app, args)
+    result = cli(*args)
     assert result.exit_code == 0, result.output
     assert result.output.startswith("profile: command line | group xl151m+qrnn+lstm-tiny")
-    doc = last_json(result.output)
+    doc = cli.last_json(result.output)
     (group,) = doc["groups"]
     assert group["n_targets"] == 60 and group["grid"] == [2, 4, 6, 8]
     for model in ("xl151m", "qrnn", "lstm"):
@@ -71,19 +64,19 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo):
     assert all("placebo_recl" in group["recl"][m]["0.1"] for m in models)
 
     # Everything is found now: --no-train is satisfied and the losses are read back, not collected again.
-    again = runner.invoke(app, [*args[:-2], "--no-train", "--json", "--quiet"])
+    again = cli(*args[:-2], "--no-train", "--json", "--quiet")
     assert again.exit_code == 0, again.output
-    assert last_json(again.output)["groups"][0]["recl"] == group["recl"]
+    assert cli.last_json(again.output)["groups"][0]["recl"] == group["recl"]
 
 
-def test_run_directories_that_read_different_token_streams_are_refused(zoo):
+def test_run_directories_that_read_different_token_streams_are_refused(zoo, cli):
     runs = []
     for corpus in ("synthetic", "synthetic-short"):
         run = zoo / f"lstm-{corpus}"
-        trained = runner.invoke(app, ["train", "lstm", "--size", "tiny", "--data", corpus, "--run-dir", str(run), "--quiet", *TINY_TRAINING])
+        trained = cli("train", "lstm", "--size", "tiny", "--data", corpus, "--run-dir", str(run), "--quiet", *TINY_TRAINING)
         assert trained.exit_code == 0, trained.output
         runs.append(str(run))
-    result = runner.invoke(app, ["recl", "--group", *runs, *TINY_COLLECTION, "--quiet"])
+    result = cli("recl", "--group", *runs, *TINY_COLLECTION, "--quiet")
     assert result.exit_code == 2, result.output
     assert "token stream" in result.output and "Traceback" not in result.output
 
@@ -101,8 +94,8 @@ def test_run_directories_that_read_different_token_streams_are_refused(zoo):
         (["--study", "studies/table8.yaml", "xl-rnm"], "Did you mean 'xl-rnn'"),
     ],
 )
-def test_user_errors_exit_2_without_traceback(tmp_path, args, message):
-    result = runner.invoke(app, ["recl", *args, "--size", "tiny", "--models-root", str(tmp_path), "--quiet"])
+def test_user_errors_exit_2_without_traceback(tmp_path, args, message, cli):
+    result = cli("recl", *args, "--size", "tiny", "--models-root", str(tmp_path), "--quiet")
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
 
@@ -186,27 +179,27 @@ def test_table8_markdown_golden():
     )
 
 
-def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_with_a_warning(zoo):
+def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_with_a_warning(zoo, cli):
     # the first test trained every member for 2 steps; a recipe of 4 steps finds all three short
     four = [a.replace("train.max_steps=2", "train.max_steps=4") for a in TINY_TRAINING]
     args = ["recl", "--group", "xl151m", "qrnn", *TINY_COLLECTION, *four, "--models-root", str(zoo / "models"),
             "--out-dir", str(zoo / "unequal"), "--fig-dir", str(zoo / "unequal-figures"), "--quiet"]
-    refused = runner.invoke(app, args)
+    refused = cli(*args)
     assert refused.exit_code == 2 and "unequally trained group" in refused.output
     assert "xl151m" in refused.output and "stopped at step 2 where its recipe trains 4" in refused.output
     assert not (zoo / "unequal").exists()
-    allowed = runner.invoke(app, [*args[:-1], "--allow-unequal"])
+    allowed = cli(*args[:-1], "--allow-unequal")
     assert allowed.exit_code == 0, allowed.output
     assert "warning: unequally trained group (--allow-unequal)" in allowed.output
     assert "xl151m: trained 2 steps of the recipe's 4" in allowed.output
 
 
-def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp_path):
+def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp_path, cli):
     from txlab.checkpoint import read_meta
     from txlab.fileio import write_json_atomic
 
     models = tmp_path / "models"
-    trained = runner.invoke(app, ["train", "xl151m", "--size", "tiny", "--run-dir", str(models / "xl151m-tiny-synthetic"), "--quiet", *TINY_TRAINING])
+    trained = cli("train", "xl151m", "--size", "tiny", "--run-dir", str(models / "xl151m-tiny-synthetic"), "--quiet", *TINY_TRAINING)
     assert trained.exit_code == 0, trained.output
     run = models / "xl151m-tiny-synthetic"
     meta_path = next(run.glob("checkpoint/meta.json"))
@@ -214,7 +207,7 @@ def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp
     meta["config"]["train"]["max_steps"] = 4  # as if a 4-step training had been killed after its step-2 checkpoint
     write_json_atomic(meta_path, meta)
     four = [a.replace("train.max_steps=2", "train.max_steps=4") for a in TINY_TRAINING]
-    result = runner.invoke(app, ["recl", "--group", "xl151m", *TINY_COLLECTION, *four, "--models-root", str(models),
-                                 "--out-dir", str(tmp_path / "results"), "--fig-dir", str(tmp_path / "figures")])
+    result = cli("recl", "--group", "xl151m", *TINY_COLLECTION, *four, "--models-root", str(models),
+                                 "--out-dir", str(tmp_path / "results"), "--fig-dir", str(tmp_path / "figures"))
     assert result.exit_code == 0, result.output
     assert read_meta(run)["step"] == 4 and "xl151m: trained 4 steps of the recipe's 4" in result.output
