@@ -704,6 +704,8 @@ class TransformerXL(LanguageModel):
 
         None when that cannot be told: parameters created in inference mode keep no version counter, so
         nothing computed from them is reused from one call to the next (the results stay right, only slower).
+        Writes that bypass the version counter are not seen: through ``.data``, or by torch's fused optimizers
+        (``torch.optim.Adam(..., fused=True)`` leaves ``_version`` unchanged on CPU in torch 2.13).
         """
         params = list(self.parameters())
         if any(p.is_inference() for p in params):
