@@ -10,7 +10,7 @@ import pytest
 
 from txlab import recl
 from txlab.errors import TxlabError
-from txlab.group import ReclSettings, parse_grid, score_group
+from txlab.drivers.recl import ReclSettings, parse_grid, score_group
 from txlab.losses import GroupLosses, find_losses, load_losses
 from txlab.report import table8_markdown
 
@@ -211,3 +211,23 @@ def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp
                                  "--out-dir", str(tmp_path / "results"), "--fig-dir", str(tmp_path / "figures"))
     assert result.exit_code == 0, result.output
     assert read_meta(run)["step"] == 4 and "xl151m: trained 4 steps of the recipe's 4" in result.output
+
+
+def test_recl_with_the_slurm_launcher_trains_then_collects_each_member_as_a_job(tmp_path, monkeypatch, cli):
+    # the jobs' work run in-process in place of submitit: quick, and the same code of txlab.drivers.recl
+    # (tests/test_launch.py runs this through real local submitit jobs, marked slow, and ablate's jobs by default)
+    submitted = []
+
+    def run_in_process(tasks, settings, folder, name, echo):
+        for task in tasks:
+            task.function(*task.args)
+            submitted.append((name, task.name, task.progress(), Path(folder)))
+        return []
+
+    monkeypatch.setattr("txlab.drivers.recl.run_jobs", run_in_process)
+    cli.ok("recl", "--group", "xl151m", "qrnn", *TINY_COLLECTION, *TINY_TRAINING, "--launcher", "slurm", "--models-root", tmp_path / "models",
+           "--out-dir", tmp_path / "results", "--fig-dir", tmp_path / "figures", "--quiet")
+    jobs = tmp_path / "models" / "jobs"
+    assert submitted == [("txlab-train", "xl151m", "checkpoint at step 2/2", jobs), ("txlab-train", "qrnn", "checkpoint at step 2/2", jobs),
+                         ("txlab-losses", "xl151m", "3 loss blocks written", jobs), ("txlab-losses", "qrnn", "3 loss blocks written", jobs)]
+    assert (tmp_path / "results" / "xl151m+qrnn-tiny" / "table8.md").is_file()

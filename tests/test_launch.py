@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from txlab.cli import app
 from txlab.errors import TxlabError
-from txlab.study import load_study, run_study
+from txlab.drivers.ablate import load_study, run_study
 
 pytest.importorskip("submitit", reason="the slurm launcher needs submitit (pip install 'txlab[slurm]')")
 
@@ -79,6 +79,7 @@ def test_each_run_is_a_job_then_the_study_reports_and_a_failed_job_names_its_log
     assert f"failed: norecur-s0 (job {failure['job_id']})" in result.output and "rerun the same command" in result.output
 
 
+@pytest.mark.slow  # the default run covers recl's job code in-process (test_group) and real local jobs through ablate (above)
 def test_recl_trains_its_missing_members_and_collects_their_losses_as_jobs(tmp_path):
     args = ["recl", "--group", "xl151m", "qrnn", "--size", "tiny", "--grid", "2:8:2", "--blocks", "2", "--block-len", "10", "--boot", "0",
             "--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
