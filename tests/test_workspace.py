@@ -2,60 +2,36 @@
 never into the committed results/ and figures/ of the current directory; a run directory holding
 another run is never trained over."""
 
-import json
-
-from typer.testing import CliRunner
-
-from txlab.cli import app
-
-runner = CliRunner()
-
 TINY = ["--size", "tiny", "--set", "train.max_steps=4", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
         "--set", "data.synthetic_eval_tokens=600"]
 
 
-def invoke(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def refused(*args) -> str:
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    return result.output
-
-
-def last_json(output: str) -> dict:
-    return json.loads(output.strip().splitlines()[-1])
-
-
-def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(tmp_path, monkeypatch):
+def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(tmp_path, monkeypatch, cli):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TXLAB_HOME")
-    invoke("train", "xl151m", *TINY, "--quiet")
+    cli.ok("train", "xl151m", *TINY, "--quiet")
     run = tmp_path / "runs" / "results" / "models" / "xl151m-tiny-synthetic"
     assert (run / "checkpoint" / "model.safetensors").is_file() and (run / "metrics.jsonl").is_file()
-    written = invoke("curves", run.relative_to(tmp_path), "--json")
-    assert last_json(written.output)["table"] == "runs/figures/train/learning_curves.csv"
-    invoke("attention", run.relative_to(tmp_path), "--tokens", "50", "--quiet")
+    written = cli.ok("curves", run.relative_to(tmp_path), "--json")
+    assert cli.last_json(written.output)["table"] == "runs/figures/train/learning_curves.csv"
+    cli.ok("attention", run.relative_to(tmp_path), "--tokens", "50", "--quiet")
     assert (tmp_path / "runs" / "figures" / "attention" / run.name / "figure5.png").is_file()
-    invoke("speed", "--size", "tiny", "--attn-len", "8", "--budget-s", "0", "--repeats", "1", "--warmup", "0", "--threads", "1", "--quiet")
+    cli.ok("speed", "--size", "tiny", "--attn-len", "8", "--budget-s", "0", "--repeats", "1", "--warmup", "0", "--threads", "1", "--quiet")
     assert (tmp_path / "runs" / "results" / "speed" / "table9.csv").is_file() and (tmp_path / "runs" / "figures" / "speed" / "table9.png").is_file()
     assert "Produced by `txlab speed --attn-len 8 --size tiny" in (tmp_path / "runs" / "results" / "speed" / "table9.md").read_text()
     # the user's own runs are what `txlab models` and `txlab runs` report
-    models = {(r["name"], r["size"]): r for r in last_json(invoke("models", "--size", "tiny", "--json").output)["models"]}
+    models = {(r["name"], r["size"]): r for r in cli.last_json(cli.ok("models", "--size", "tiny", "--json").output)["models"]}
     assert models["xl151m", "tiny"]["trained"] and models["xl151m", "tiny"]["step"] == 4 and not models["qrnn", "tiny"]["trained"]
-    assert [r["run_dir"] for r in last_json(invoke("runs", "--json").output)["runs"]] == [str(run.relative_to(tmp_path))]
+    assert [r["run_dir"] for r in cli.last_json(cli.ok("runs", "--json").output)["runs"]] == [str(run.relative_to(tmp_path))]
     assert not (tmp_path / "results").exists() and not (tmp_path / "figures").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
 
 
-def test_home_option_beats_the_environment_which_beats_runs(tmp_path, monkeypatch):
+def test_home_option_beats_the_environment_which_beats_runs(tmp_path, monkeypatch, cli):
     monkeypatch.chdir(tmp_path)
 
     def models_root(*home_option):
-        rows = last_json(invoke(*home_option, "models", "--size", "tiny", "--json").output)["models"]
+        rows = cli.last_json(cli.ok(*home_option, "models", "--size", "tiny", "--json").output)["models"]
         return rows[0]["run_dir"].removesuffix("/xl151m-tiny-synthetic")
 
     monkeypatch.delenv("TXLAB_HOME")
@@ -65,7 +41,7 @@ def test_home_option_beats_the_environment_which_beats_runs(tmp_path, monkeypatc
     assert models_root("--home", "flag-home") == "flag-home/results/models"
     # --home . is the repository's layout: its committed models root
     assert models_root("--home", ".") == "results/models"
-    assert "--home" in runner.invoke(app, ["--help"]).output
+    assert "--home" in cli("--help").output
 
     # what a table records of its command names the home it was written to, unless the default
     from txlab.speed import SpeedSettings, command_line
@@ -77,8 +53,8 @@ def test_home_option_beats_the_environment_which_beats_runs(tmp_path, monkeypatc
 
 
 def test_study_paths_resolve_under_the_home_and_command_line_paths_as_given(tmp_path, monkeypatch):
-    from txlab.group import resolve_groups
-    from txlab.study import load_study
+    from txlab.drivers.recl import resolve_groups
+    from txlab.drivers.ablate import load_study
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TXLAB_HOME", "elsewhere")
@@ -91,11 +67,11 @@ def test_study_paths_resolve_under_the_home_and_command_line_paths_as_given(tmp_
     assert resolve_groups(["lstm"], None, "cpu", None, models_root="given")[0].settings.models_root == "given"
 
 
-def test_a_run_directory_holding_another_run_is_never_trained_over(tmp_path):
+def test_a_run_directory_holding_another_run_is_never_trained_over(tmp_path, cli):
     run = tmp_path / "run"
-    invoke("train", "xl151m", *TINY, "--run-dir", run, "--quiet")
+    cli.ok("train", "xl151m", *TINY, "--run-dir", run, "--quiet")
     before = (run / "metrics.jsonl").read_text()
-    message = refused("train", "xl151m", *TINY, "--set", "train.lr=0.01", "--set", "model.dropout=0.2", "--run-dir", run, "--quiet")
+    message = cli.refused("train", "xl151m", *TINY, "--set", "train.lr=0.01", "--set", "model.dropout=0.2", "--run-dir", run, "--quiet")
     assert "another configuration (model.dropout: 0.0 there, 0.2 now; train.lr: 0.003 there, 0.01 now)" in message
     assert "--run-dir" in message and "--restart" in message
     assert (run / "metrics.jsonl").read_text() == before
@@ -103,11 +79,11 @@ def test_a_run_directory_holding_another_run_is_never_trained_over(tmp_path):
     for path in (run / "checkpoint").iterdir():
         path.unlink()
     (run / "checkpoint").rmdir()
-    message = refused("train", "xl151m", *TINY, "--run-dir", run, "--quiet")
+    message = cli.refused("train", "xl151m", *TINY, "--run-dir", run, "--quiet")
     assert "holds a run's records (metrics.jsonl) but no checkpoint" in message and "--restart" in message
     assert (run / "metrics.jsonl").read_text() == before
     # asked for, it is replaced; a longer run of the same configuration resumes (with the schedule's warning)
-    invoke("train", "xl151m", *TINY, "--set", "train.lr=0.01", "--run-dir", run, "--restart", "--quiet")
+    cli.ok("train", "xl151m", *TINY, "--set", "train.lr=0.01", "--run-dir", run, "--restart", "--quiet")
     assert "lr: 0.01" in (run / "config.yaml").read_text()
-    longer = invoke("train", "xl151m", *TINY, "--set", "train.lr=0.01", "--set", "train.max_steps=6", "--run-dir", run)
+    longer = cli.ok("train", "xl151m", *TINY, "--set", "train.lr=0.01", "--set", "train.max_steps=6", "--run-dir", run)
     assert "resuming" in longer.stderr and "trained to step 6" in longer.output
