@@ -144,9 +144,9 @@ def _is_numeric(annotation) -> bool:
 
 
 def test_every_numeric_field_declares_its_range():
-    from txlab.group import ReclSettings
+    from txlab.drivers.recl import ReclSettings
     from txlab.speed import SpeedSettings
-    from txlab.study import AblationSettings
+    from txlab.drivers.ablate import AblationSettings
 
     undeclared = [key for key, f in _leaf_fields() if _is_numeric(f.type) and f.metadata.get("range") is None]
     for settings in (AblationSettings, ReclSettings, SpeedSettings):
@@ -183,9 +183,9 @@ def test_special_values_stay_allowed():
 
 
 def test_study_settings_go_through_the_same_checks(tmp_path):
-    from txlab.group import resolve_groups
+    from txlab.drivers.recl import resolve_groups
     from txlab.speed import resolve_study
-    from txlab.study import load_study
+    from txlab.drivers.ablate import load_study
 
     with pytest.raises(TxlabError, match="n_boot must be >= 0, got -1"):
         resolve_groups(["xl151m"], None, "cpu", None, n_boot=-1)

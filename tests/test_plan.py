@@ -8,7 +8,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
 from txlab.cli import app
-from txlab.group import collection_flops, plan_groups, resolve_groups, resolve_member
+from txlab.drivers.recl import collection_flops, plan_groups, resolve_groups, resolve_member
 from txlab.losses import collect_group_losses
 from txlab.plan import Plan, format_seconds, training_flops, training_plan
 from txlab.speed import resolve_study, speed_plan
@@ -111,7 +111,7 @@ def test_dry_runs_print_the_plan_and_start_nothing(tmp_path):
 
 
 def test_an_ablation_of_hours_on_a_cpu_names_the_profile_that_takes_minutes(tmp_path, monkeypatch):
-    from txlab import study as study_module
+    from txlab.drivers import ablate
 
     path = tmp_path / "study.yaml"
     path.write_text(f"""
@@ -123,11 +123,11 @@ profiles:
   gpu: {{size: paper, device: cuda, eval_lens: [128], out: {tmp_path}}}
   small: {{size: tiny, eval_lens: [16], eval_tokens: 1000, out: {tmp_path}}}
 """)
-    monkeypatch.setattr(study_module, "machine_gflops", fixed_ceiling(50.0))
+    monkeypatch.setattr(ablate, "machine_gflops", fixed_ceiling(50.0))
     lines = []
-    study_module.run_study(path, "big", dry_run=True, announce=lines.append, echo=lines.append)
+    ablate.run_study(path, "big", dry_run=True, announce=lines.append, echo=lines.append)
     (named,) = [line for line in lines if "over an hour" in line]
     assert named.startswith("that is over an hour on this CPU: --profile small (2 runs, size tiny) would take about")
     lines.clear()
-    study_module.run_study(path, "small", dry_run=True, announce=lines.append, echo=lines.append)
+    ablate.run_study(path, "small", dry_run=True, announce=lines.append, echo=lines.append)
     assert not [line for line in lines if "over an hour" in line]

@@ -6,10 +6,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from txlab import study as study_module
+from txlab.drivers import ablate
 from txlab.cli import app
 from txlab.errors import TxlabError
-from txlab.study import load_study, parse_shard, run_study, shard_runs
+from txlab.drivers.ablate import load_study, parse_shard, run_study, shard_runs
 
 runner = CliRunner()
 
@@ -184,9 +184,9 @@ def test_tiny_study_end_to_end_then_resume_skips_every_finished_stage(tmp_path, 
     # a rerun finds every stage done; a lost evaluation is the only thing redone
     (out / "runs" / "vanilla-s0" / "ablate" / "attn128-valid-n400.json").unlink()
     calls = []
-    monkeypatch.setattr(study_module, "train", lambda *a, **k: pytest.fail("a finished run was trained again"))
-    real_evaluate = study_module.evaluate_run
-    monkeypatch.setattr(study_module, "evaluate_run", lambda run_dir, **kw: calls.append((run_dir.name, kw["tgt_len"])) or real_evaluate(run_dir, **kw))
+    monkeypatch.setattr(ablate, "train", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    real_evaluate = ablate.evaluate_run
+    monkeypatch.setattr(ablate, "evaluate_run", lambda run_dir, **kw: calls.append((run_dir.name, kw["tgt_len"])) or real_evaluate(run_dir, **kw))
     again = run_study(path, progress=False, announce=lambda m: None, echo=lambda m: None)
     assert calls == [("vanilla-s0", 128)]
     assert [r["ppl_best"] for r in again["rows"]] == pytest.approx([r["ppl_best"] for r in rows])
@@ -205,7 +205,7 @@ def test_tiny_study_end_to_end_then_resume_skips_every_finished_stage(tmp_path, 
     from txlab.train import train as real_train
 
     trained = []
-    monkeypatch.setattr(study_module, "train", lambda cfg, d, **kw: trained.append(cfg.name) or real_train(cfg, d, **kw))
+    monkeypatch.setattr(ablate, "train", lambda cfg, d, **kw: trained.append(cfg.name) or real_train(cfg, d, **kw))
     calls.clear()
     run_study(path, progress=False, announce=lambda m: None, echo=lambda m: None)
     assert trained == ["vanilla-s1"] and sorted(calls) == [("vanilla-s1", 8), ("vanilla-s1", 128)]
@@ -225,8 +225,8 @@ def test_interrupted_training_resumes_and_a_changed_study_is_refused(tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         train(run.config, run.directory, progress=False, echo=killed_at_step_4)
     resumed = []
-    real_train = study_module.train
-    monkeypatch.setattr(study_module, "train", lambda cfg, d, **kw: resumed.append(cfg.train.max_steps) or real_train(cfg, d, **kw))
+    real_train = ablate.train
+    monkeypatch.setattr(ablate, "train", lambda cfg, d, **kw: resumed.append(cfg.train.max_steps) or real_train(cfg, d, **kw))
     lines = []
     run_study(path, progress=False, announce=lines.append, echo=lines.append)
     assert resumed == [4] and any("resumes at step 2" in line for line in lines)
@@ -241,7 +241,7 @@ def test_interrupted_training_resumes_and_a_changed_study_is_refused(tmp_path, m
 
 def test_fit_rows_get_the_longest_segment_within_the_budget_row(tmp_path, monkeypatch):
     # a stand-in memory model where attention dominates: bytes ~ tgt_len x (tgt_len + mem_len)
-    monkeypatch.setattr(study_module, "training_memory", lambda cfg, n_token, device: cfg.model.tgt_len * (cfg.model.tgt_len + cfg.model.mem_len))
+    monkeypatch.setattr(ablate, "training_memory", lambda cfg, n_token, device: cfg.model.tgt_len * (cfg.model.tgt_len + cfg.model.mem_len))
     body = """
     name: budget
     base: {preset: xl128m}

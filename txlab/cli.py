@@ -513,7 +513,7 @@ def recl(
     model's RECL at each r with a bootstrap interval ('>= c' when it ran off the grid). Example:
     txlab recl --group xl151m qrnn lstm --r 0.1
     """
-    from txlab.group import parse_rs, recl_groups, summary
+    from txlab.drivers.recl import parse_rs, recl_groups, summary
 
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     results = recl_groups(
@@ -552,7 +552,7 @@ def ablate(
     Stages leave files behind, so rerunning resumes an interrupted study. Example:
     txlab ablate studies/table6.yaml --profile cpu
     """
-    from txlab.study import run_study
+    from txlab.drivers.ablate import run_study
 
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     result = run_study(study, profile, shard=shard, dry_run=dry_run, report_only=report_only, launcher=launcher, sets=overrides,
