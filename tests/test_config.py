@@ -233,7 +233,8 @@ def _exercise(cfg):
 
     from txlab.build import build_model
     from txlab.capacity import check_fits, parameter_count, step_bytes
-    from txlab.train import evaluation_context, resolve_for_corpus, segment_loss, training_context
+    from txlab.evaluate import evaluation_context, segment_loss
+    from txlab.train import resolve_for_corpus, training_context
 
     cfg = resolve_for_corpus(cfg, types.SimpleNamespace(n_token=cfg.model.n_token or 40, name="synthetic"))
     check_fields(cfg)

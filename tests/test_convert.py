@@ -26,9 +26,9 @@ from txlab.config import DataConfig, ModelConfig
 from txlab.convert import import_hf, import_reference, read_vocabulary
 from txlab.corpora import load_corpus
 from txlab.errors import TxlabError
+from txlab.evaluate import evaluate
 from txlab.lm import Context
 from txlab.model import build_transformer
-from txlab.train import evaluate
 
 runner = CliRunner()
 

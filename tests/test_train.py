@@ -15,9 +15,9 @@ import torch
 from txlab.checkpoint import load_checkpoint
 from txlab.config import TrainConfig, apply_overrides, update_dataclass
 from txlab.errors import TxlabError
-from txlab.lm import Context
+from txlab.evaluate import segment_loss
 from txlab.presets import resolve_preset
-from txlab.train import evaluate, learning_rate, segment_loss, train
+from txlab.train import learning_rate, train
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -142,27 +142,6 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     meta = json.loads((tmp_path / "run" / "checkpoint" / "meta.json").read_text())
     last_logged = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])["step"]
     assert meta["step"] == last_logged == 15
-
-
-def test_evaluate_scores_every_token_once_and_is_independent_of_segmenting():
-    cfg = resolve_preset("lstm", "tiny")
-    cfg = update_dataclass(cfg, {"model": {"n_token": 50}})
-    from txlab.build import build_model
-
-    torch.manual_seed(0)
-    model = build_model(cfg.model)
-    tokens = np.random.default_rng(0).integers(0, 50, size=101)
-    context = Context(0)
-    whole = evaluate(model, tokens, tgt_len=100, context=context, batch_size=1)
-    pieces = evaluate(model, tokens, tgt_len=7, context=context, batch_size=1)
-    assert whole["tokens"] == pieces["tokens"] == 100
-    assert whole["loss"] == pytest.approx(pieces["loss"], abs=1e-5)
-    # several streams: still every target once
-    assert evaluate(model, tokens, tgt_len=7, context=context, batch_size=3)["tokens"] == 100
-    # the loss equals the mean of hand-computed per-token losses from one fresh-state pass
-    with torch.no_grad():
-        out = model(torch.as_tensor(tokens[None, :-1]), model.init_state(1), torch.as_tensor(tokens[None, 1:]))
-    assert whole["loss"] == pytest.approx(out.nll.mean().item(), abs=1e-5)
 
 
 def test_corrupt_checkpoint_and_other_vocabulary_are_refused(tmp_path):

@@ -25,7 +25,6 @@ Layers and heads are numbered from 1 in every output (layer 1 is the bottom laye
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,12 +43,12 @@ from txlab.checkpoint import Checkpoint, load_checkpoint
 from txlab.config import update_dataclass
 from txlab.corpora import Corpus, load_corpus_for_model
 from txlab.errors import TxlabError
+from txlab.evaluate import evaluation_context, read_in_chunks
 from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.model import SCORE_TERMS, AttentionRecord, TransformerXL, capture_attention
 from txlab.progress import Progress
 from txlab.report import run_label, save_figure
 from txlab.style import colors, sequential_cmap, themed
-from txlab.train import evaluation_context
 from txlab.workspace import resolve
 
 PAPER_TERMS = ("a", "b", "d")
@@ -140,12 +139,11 @@ def _collect(model: TransformerXL, streams: torch.Tensor, seg_len: int, warm: in
              progress: bool) -> tuple[_Averages, _Sample]:
     """Read ``warm`` tokens of every stream to fill the memory, then ``n_segments`` recorded chunks."""
     averages = _Averages(terms)
-    state = model.init_state(streams.size(0))
     sample = None
-    starts = list(range(0, warm + n_segments * seg_len, seg_len))
+    n_chunks = warm // seg_len + n_segments
     with torch.inference_mode(), capture_attention(model) as records:
-        for start in Progress(starts, desc="attention", unit="seg", disable=not progress, leave=False):
-            state = model(streams[:, start : start + seg_len], state).state
+        chunks = read_in_chunks(model, streams[:, : n_chunks * seg_len], seg_len)
+        for start, _ in Progress(chunks, total=n_chunks, desc="attention", unit="seg", disable=not progress, leave=False):
             if start >= warm:
                 chunk = [layer.pop() for layer in records]
                 averages.add(chunk)

@@ -295,7 +295,7 @@ def eval_command(
     and writes the result to RUN_DIR/eval/.
     """
     from txlab.diagnostics import format_summary
-    from txlab.train import evaluate_run
+    from txlab.evaluate import evaluate_run
 
     r = evaluate_run(run_dir, split=split, tgt_len=tgt_len, mem_len=mem_len, clamp_len=clamp_len, same_length=same_length,
                      attn_len=attn_len, batch_size=batch_size, streams=streams, device=device, progress=not quiet, by_role=by_role,

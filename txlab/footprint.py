@@ -25,8 +25,8 @@ import torch
 from txlab.build import build_model
 from txlab.config import ModelConfig, RunConfig, update_dataclass
 from txlab.errors import TxlabError
+from txlab.evaluate import segment_loss
 from txlab.lm import Context
-from txlab.train import segment_loss
 
 MIB = 2**20
 

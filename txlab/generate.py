@@ -33,8 +33,8 @@ from txlab.checkpoint import Checkpoint, load_checkpoint
 from txlab.config import POSITIVE, SEED, Range
 from txlab.corpora import CORPORA, EOS, load_corpus
 from txlab.errors import TxlabError
+from txlab.evaluate import evaluation_context, read_in_chunks
 from txlab.lm import LanguageModel
-from txlab.train import evaluation_context
 from txlab.vocab import Vocab
 
 
@@ -55,7 +55,9 @@ class ContextReader:
     """Reads tokens into a model and returns the log-probabilities [V] of the token that follows.
 
     With a state-carrying model, every token is read once: in chunks of ``chunk_len`` carrying
-    ``out.state``. Otherwise the last ``window`` tokens read so far are re-read from a fresh state.
+    ``out.state``, the state kept from one call to the next. Otherwise the last ``window`` tokens
+    read so far are re-read from a fresh state. Both read through txlab.evaluate.read_in_chunks; what
+    differs from evaluation is that each call but the first reads one token, sampled from the last.
     """
 
     def __init__(self, model: LanguageModel, chunk_len: int, window: int):
@@ -68,13 +70,11 @@ class ContextReader:
         if not ids:
             raise TxlabError("nothing to read: give at least one token")
         if self.model.carries_state:
-            tokens = torch.tensor([list(ids)], device=self.model.device)  # [1, n]
-            for start in range(0, tokens.size(1), self.chunk_len):
-                out = self.model(tokens[:, start : start + self.chunk_len], self.state)
+            for _, out in read_in_chunks(self.model, torch.tensor([list(ids)]), self.chunk_len, self.state):
                 self.state = out.state
         else:
             self.history = (self.history + list(ids))[-self.window :]
-            out = self.model(torch.tensor([self.history], device=self.model.device), self.model.init_state(1))
+            _, out = next(read_in_chunks(self.model, torch.tensor([self.history]), None))  # one chunk, from a fresh state
         return self.model.log_prob(out.hidden[0, -1]).float().cpu()  # [V]
 
 

@@ -83,11 +83,11 @@ from txlab.checkpoint import load_checkpoint, read_meta
 from txlab.config import RunConfig, update_dataclass
 from txlab.corpora import load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
+from txlab.evaluate import evaluation_context, read_in_chunks, using_context
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
 from txlab.lm import Context, LanguageModel
 from txlab.progress import Progress
 from txlab.recl import DEFAULT_GRID
-from txlab.train import evaluation_context, using_context
 
 
 OnBatch = Callable[[int], None]
@@ -122,14 +122,7 @@ def read_fresh(model: LanguageModel, windows: np.ndarray, chunk_len: int | None)
     """Final hidden states [B, L, d] after reading each window [B, L] from a fresh state, in chunks
     of ``chunk_len`` (None: the whole window as one segment), carrying the state between chunks."""
     x = torch.tensor(windows, device=model.device)  # a copy: the windows are a read-only view
-    step = chunk_len or x.size(1)
-    state = model.init_state(x.size(0))
-    hidden = []
-    for i in range(0, x.size(1), step):
-        out = model(x[:, i : i + step], state)
-        hidden.append(out.hidden)
-        state = out.state
-    return torch.cat(hidden, dim=1)
+    return torch.cat([out.hidden for _, out in read_in_chunks(model, x, chunk_len)], dim=1)  # [B, L, d]
 
 
 def target_nll(model: LanguageModel, hidden: torch.Tensor, targets: np.ndarray) -> np.ndarray:

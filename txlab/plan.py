@@ -18,10 +18,10 @@ import torch
 from txlab.build import build_model
 from txlab.checkpoint import has_checkpoint, read_meta
 from txlab.config import RunConfig
+from txlab.evaluate import evaluation_context
 from txlab.lm import LanguageModel
 from txlab.presets import PAPER_SPLIT_TOKENS, SIZES, resolve_preset
 from txlab.timing import matmul_peak_gflops
-from txlab.train import evaluation_context
 from txlab.zoo import known_vocab_size
 
 COMPUTE_EFFICIENCY = 0.5

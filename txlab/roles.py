@@ -1,6 +1,6 @@
 """`txlab roles`: what a group of runs has learned on a synthetic corpus, as tables and one figure.
 
-Each run is scored with its evaluation settings (the paper's protocol, txlab.train.evaluate_run) and
+Each run is scored with its evaluation settings (the paper's protocol, txlab.evaluate.evaluate_run) and
 its per-token losses are split by token role and copy distance (txlab.diagnostics). The figure puts
 the runs' copied-value loss against distance beside the ideal model's, with each run's training
 attention span marked.
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from txlab.config import load_config
+from txlab.evaluate import evaluate_run
 from txlab.report import distinct_labels, role_figure
-from txlab.train import evaluate_run
 
 
 def training_span(run_dir: Path) -> int:

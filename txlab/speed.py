@@ -53,6 +53,7 @@ from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, read_meta
 from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, check_fields, read_study, update_dataclass
 from txlab.errors import TxlabError, did_you_mean
+from txlab.evaluate import evaluation_context
 from txlab.fileio import write_text_atomic
 from txlab.lm import Context
 from txlab.model import TransformerXL
@@ -60,7 +61,6 @@ from txlab.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, met
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.tables import markdown_table
 from txlab.timing import cpu_model, cpu_snapshot, matmul_peak_gflops, median_seconds, others_cpu, times_within
-from txlab.train import evaluation_context
 from txlab.workspace import DEFAULT_HOME, home, resolve
 
 PAPER_ATTN_LENS = (800, 1800, 2800, 3800)

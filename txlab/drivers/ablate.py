@@ -58,12 +58,13 @@ from txlab.claims import Claim, read_claims
 from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, read_study, read_yaml, to_dict, update_dataclass
 from txlab.corpora import load_corpus
 from txlab.errors import TxlabError, did_you_mean
+from txlab.evaluate import evaluate_run
 from txlab.fileio import read_json, read_yaml_mapping, write_json_atomic, write_text_atomic
 from txlab.footprint import MIB, fit_length, training_memory
 from txlab.launch import SlurmSettings, Task, check_launcher, run_jobs
 from txlab.plan import COMPUTE_EFFICIENCY, LONG_S, Plan, format_count, format_seconds, machine_gflops, meta_model, quickest, seconds_for, split_tokens, training_flops, vocab_size
 from txlab.presets import PRESETS, resolve_preset
-from txlab.train import evaluate_run, train
+from txlab.train import train
 from txlab.workspace import resolve
 from txlab.zoo import known_vocab_size, logged_training_step
 
