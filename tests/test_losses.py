@@ -20,7 +20,6 @@ from txlab.losses import (
     benchmark_collection,
     collect_group_losses,
     collect_losses,
-    collect_placebo_losses,
     collect_run_losses,
     context_lengths,
     is_prefix_causal,
@@ -158,7 +157,7 @@ def test_placebo_replaces_the_extra_context_with_a_distant_span():
     context = Context(mem_len=4, same_length=True, clamp_len=3)
     tokens = token_stream()
     n, offset = len(tokens), 40
-    got = collect_placebo_losses(model, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=TGT_LEN, context=context, batch_size=4, offset=offset)
+    got = collect_losses(model, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=TGT_LEN, context=context, batch_size=4, placebo=True, offset=offset)
     assert got.shape == (len(GRID) - 1, 2 * BLOCK_LEN)
     model.set_context(context)
     for j, (c, c2) in enumerate(zip(GRID, GRID[1:])):
@@ -169,7 +168,7 @@ def test_placebo_replaces_the_extra_context_with_a_distant_span():
             assert got[j, i] == pytest.approx(want, abs=1e-5)
     # A model that sees only its last 5 tokens cannot tell the placebo from the truth beyond c = 5.
     vanilla = tiny_model(**CASES["vanilla-capped"][0])
-    placebo = collect_placebo_losses(vanilla, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0), offset=offset)
+    placebo = collect_losses(vanilla, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0), placebo=True, offset=offset)
     true = collect_losses(vanilla, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0))
     np.testing.assert_allclose(placebo[2], true[3], atol=1e-6)
 

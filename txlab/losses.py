@@ -286,8 +286,12 @@ def check_targets(n_tokens: int, grid: Sequence[int], block_starts: Sequence[int
 def block_losses(
     model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], start: int, block_len: int,
     chunk_len: int | None, batch_size: int, method: str, on_batch: OnBatch | None = None,
+    *, placebo: bool = False, offset: int | None = None,
 ) -> np.ndarray:
-    """The [G, block_len] table of one block (context already set): l(grid[j], start + i)."""
+    """The [G, block_len] table of one block (context already set): l(grid[j], start + i); with
+    ``placebo``, the block's [G-1, block_len] placebo losses instead (:func:`placebo_block_losses`)."""
+    if placebo:
+        return placebo_block_losses(model, tokens, grid, start, start + block_len, chunk_len, batch_size, offset, on_batch)
     lengths, column = context_lengths(grid, model.max_context)
     read = window_block_losses if method == "window" else naive_block_losses
     return read(model, tokens, lengths, start, start + block_len, chunk_len, batch_size, on_batch)[column]  # [G, T]
@@ -304,9 +308,13 @@ def collect_losses(
     context: Context,
     batch_size: int = 16,
     method: str = "auto",
+    placebo: bool = False,
+    offset: int | None = None,
     progress: bool = False,
 ) -> np.ndarray:
-    """l(c, t) for c in ``grid`` and the targets of the blocks, in memory: float32 [G, n_blocks * block_len].
+    """l(c, t) for c in ``grid`` and the targets of the blocks, in memory: float32 [G, n_blocks * block_len];
+    with ``placebo``, the placebo losses of every grid step instead, far spans ``offset`` away (see
+    :func:`placebo_block_losses`): float32 [G-1, n_blocks * block_len].
 
     ``tgt_len`` and ``context`` are the model's evaluation settings (see the module docstring);
     targets are ``block_starts[k] + i`` for i < block_len, block by block.
@@ -314,33 +322,14 @@ def collect_losses(
     check_targets(len(tokens), grid, block_starts, block_len)
     with scoring(model, context):
         chunk_len = chunk_length(model, tgt_len)
-        lengths, _ = context_lengths(grid, model.max_context)
-        method = choose_method(model, tokens, lengths, chunk_len, method)
+        if not placebo:  # placebo contexts are read one window per (c, t): no method to choose
+            lengths, _ = context_lengths(grid, model.max_context)
+            method = choose_method(model, tokens, lengths, chunk_len, method)
         with Progress(total=len(block_starts) * block_len, desc="losses", unit="target", disable=not progress, leave=False) as bar:
             tables = []
             for start in block_starts:
-                tables.append(block_losses(model, tokens, grid, start, block_len, chunk_len, batch_size, method))
+                tables.append(block_losses(model, tokens, grid, start, block_len, chunk_len, batch_size, method, placebo=placebo, offset=offset))
                 bar.update(block_len)
-    return np.concatenate(tables, axis=1)
-
-
-def collect_placebo_losses(
-    model: LanguageModel,
-    tokens: np.ndarray,
-    grid: Sequence[int],
-    block_starts: Sequence[int],
-    block_len: int,
-    *,
-    tgt_len: int,
-    context: Context,
-    batch_size: int = 16,
-    offset: int | None = None,
-) -> np.ndarray:
-    """Placebo losses of every grid step for the targets of the blocks: float32 [G-1, n_blocks * block_len]."""
-    check_targets(len(tokens), grid, block_starts, block_len)
-    with scoring(model, context):
-        chunk_len = chunk_length(model, tgt_len)
-        tables = [placebo_block_losses(model, tokens, grid, s, s + block_len, chunk_len, batch_size, offset) for s in block_starts]
     return np.concatenate(tables, axis=1)
 
 
@@ -518,11 +507,8 @@ def collect_run_losses(
         with Progress(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {run_dir.name}", unit="window",
                   disable=not progress, leave=False) as bar:
             for kind, i in todo:
-                start = int(starts[i])
-                if kind == "block":
-                    table = block_losses(model, tokens, grid, start, block_len, chunk_len, batch_size, meta["method"], bar.update)
-                else:
-                    table = placebo_block_losses(model, tokens, grid, start, start + block_len, chunk_len, batch_size, on_batch=bar.update)
+                table = block_losses(model, tokens, grid, int(starts[i]), block_len, chunk_len, batch_size, meta["method"], bar.update,
+                                     placebo=kind == "placebo")
                 _save_npy(_block_file(directory, kind, i), table)
     return load_losses(directory)
 
