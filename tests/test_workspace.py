@@ -16,6 +16,8 @@ def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(
     assert cli.last_json(written.output)["table"] == "runs/figures/train/learning_curves.csv"
     cli.ok("attention", run.relative_to(tmp_path), "--tokens", "50", "--quiet")
     assert (tmp_path / "runs" / "figures" / "attention" / run.name / "figure5.png").is_file()
+    recorded = (tmp_path / "runs" / "figures" / "attention" / run.name / "attention.json").read_text()
+    assert f'"command": "txlab attention {run.relative_to(tmp_path)} ' in recorded
     cli.ok("speed", "--size", "tiny", "--attn-len", "8", "--budget-s", "0", "--repeats", "1", "--warmup", "0", "--threads", "1", "--quiet")
     assert (tmp_path / "runs" / "results" / "speed" / "table9.csv").is_file() and (tmp_path / "runs" / "figures" / "speed" / "table9.png").is_file()
     assert "Produced by `txlab speed --attn-len 8 --size tiny" in (tmp_path / "runs" / "results" / "speed" / "table9.md").read_text()
@@ -87,3 +89,14 @@ def test_a_run_directory_holding_another_run_is_never_trained_over(tmp_path, cli
     assert "lr: 0.01" in (run / "config.yaml").read_text()
     longer = cli.ok("train", "xl151m", *TINY, "--set", "train.lr=0.01", "--set", "train.max_steps=6", "--run-dir", run)
     assert "resuming" in longer.stderr and "trained to step 6" in longer.output
+
+
+def test_recorded_commands_name_the_home_they_wrote_to_unless_it_is_the_default(monkeypatch):
+    from txlab.workspace import command_prefix
+
+    monkeypatch.setenv("TXLAB_HOME", ".")
+    assert command_prefix() == "txlab --home ."
+    monkeypatch.setenv("TXLAB_HOME", "elsewhere/home")
+    assert command_prefix() == "txlab --home elsewhere/home"
+    monkeypatch.delenv("TXLAB_HOME")
+    assert command_prefix() == "txlab"

@@ -49,7 +49,7 @@ from txlab.model import SCORE_TERMS, AttentionRecord, TransformerXL, capture_att
 from txlab.progress import Progress
 from txlab.report import run_label, save_figure
 from txlab.style import colors, sequential_cmap, themed
-from txlab.workspace import resolve
+from txlab.workspace import command_prefix, resolve
 
 PAPER_TERMS = ("a", "b", "d")
 """Figure 7's terms: (c), the global content bias, is a prior over keys whatever the query, so the paper leaves it out."""
@@ -247,7 +247,7 @@ def attention_analysis(
     rows = min(sample_rows, seg_len)
     files = _write_outputs(target, label, setting, attention, term_means, widest, spans, sample, rows,
                            streams[0].cpu().numpy(), corpus, notes)
-    command = (f"txlab attention {run_dir} --split {split} --tokens {n_targets} --tgt-len {seg_len} --mem-len {context.mem_len} "
+    command = (f"{command_prefix()} attention {run_dir} --split {split} --tokens {n_targets} --tgt-len {seg_len} --mem-len {context.mem_len} "
                f"--batch-size {streams.size(0)} --heads {heads} --sample-rows {sample_rows}" + (f" --terms {','.join(terms)}" if terms else ""))
     summary = {
         "command": command, "run": str(run_dir), "label": label, "step": ckpt.meta["step"], "split": split, "queries": averages.n_queries,

@@ -42,6 +42,13 @@ def resolve(path: str | Path) -> Path:
     return path if path.is_absolute() else home() / path
 
 
+def command_prefix() -> str:
+    """How a recorded command starts: ``txlab``, or ``txlab --home DIR`` when it wrote to another home than
+    the default workspace, so that rerunning it rewrites the same files (``txlab --home .`` for committed ones)."""
+    where = home()
+    return "txlab" if where == DEFAULT_HOME else f"txlab --home {where}"
+
+
 def models_root() -> Path:
     """Where trained preset runs live: ``<home>/results/models``."""
     return resolve(MODELS)
