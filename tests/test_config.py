@@ -101,10 +101,10 @@ def test_saved_files_are_readable_by_everyone_the_umask_allows(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask
 
 
-def test_read_study_checks_keys_and_applies_the_profile_strictly(tmp_path):
+def test_read_profile_checks_keys_and_applies_the_profile_strictly(tmp_path):
     import dataclasses as dc
 
-    from txlab.config import read_study
+    from txlab.config import read_profile
 
     @dc.dataclass
     class Settings:
@@ -113,16 +113,16 @@ def test_read_study_checks_keys_and_applies_the_profile_strictly(tmp_path):
 
     path = tmp_path / "study.yaml"
     path.write_text("name: demo\nprofiles:\n  cpu: {blocks: 4}\n  paper: {size: paper}\n")
-    data, settings = read_study(path, ("name",), "cpu", Settings())
+    data, settings = read_profile(path, ("name",), "cpu", Settings())
     assert data["name"] == "demo" and settings == Settings(blocks=4)
     with pytest.raises(TxlabError, match="Did you mean 'paper'"):
-        read_study(path, ("name",), "papr", Settings())
+        read_profile(path, ("name",), "papr", Settings())
     path.write_text("name: demo\nextra: 1\nprofiles:\n  cpu: {}\n")
     with pytest.raises(TxlabError, match="unknown key 'extra'; valid: name, profiles"):
-        read_study(path, ("name",), "cpu", Settings())
+        read_profile(path, ("name",), "cpu", Settings())
     path.write_text("profiles:\n  cpu: {blocs: 4}\n")
     with pytest.raises(TxlabError, match="profiles.cpu.blocs"):
-        read_study(path, (), "cpu", Settings())
+        read_profile(path, (), "cpu", Settings())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -144,9 +144,9 @@ def _is_numeric(annotation) -> bool:
 
 
 def test_every_numeric_field_declares_its_range():
+    from txlab.drivers.ablate import AblationSettings
     from txlab.drivers.recl import ReclSettings
     from txlab.speed import SpeedSettings
-    from txlab.drivers.ablate import AblationSettings
 
     undeclared = [key for key, f in _leaf_fields() if _is_numeric(f.type) and f.metadata.get("range") is None]
     for settings in (AblationSettings, ReclSettings, SpeedSettings):
@@ -183,16 +183,16 @@ def test_special_values_stay_allowed():
 
 
 def test_study_settings_go_through_the_same_checks(tmp_path):
-    from txlab.drivers.recl import resolve_groups
-    from txlab.speed import resolve_study
     from txlab.drivers.ablate import load_study
+    from txlab.drivers.recl import resolve_groups
+    from txlab.drivers.speed import resolve_study
 
     with pytest.raises(TxlabError, match="n_boot must be >= 0, got -1"):
-        resolve_groups(["xl151m"], None, "cpu", None, n_boot=-1)
+        resolve_groups(["xl151m"], None, "cpu", None, sets=["n_boot=-1"])
     with pytest.raises(TxlabError, match="batch_size must be >= 1, got 0"):
-        resolve_groups(["xl151m"], None, "cpu", None, batch_size=0)
+        resolve_groups(["xl151m"], None, "cpu", None, sets=["batch_size=0"])
     with pytest.raises(TxlabError, match="repeats must be >= 1"):
-        resolve_study(None, "", [100], repeats=0)
+        resolve_study(None, "", [100], sets=["repeats=0"])
     study = tmp_path / "s.yaml"
     study.write_text("name: s\nrows: [{id: a, preset: xl151m}]\nprofiles: {cpu: {eval_tokens: -5}}\n")
     with pytest.raises(TxlabError, match=r"profiles.cpu.eval_tokens must be >= 0, got -5"):

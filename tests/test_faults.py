@@ -115,9 +115,9 @@ def test_speed_refuses_an_attention_length_beyond_memory_before_timing(tmp_path)
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("options, message", [(["--batch-size", "0"], "batch_size must be >= 1, got 0"), (["--boot", "-1"], "n_boot must be >= 0, got -1")])
+@pytest.mark.parametrize("options, message", [(["--set", "batch_size=0"], "batch_size must be >= 1, got 0"), (["--set", "n_boot=-1"], "n_boot must be >= 0, got -1")])
 def test_recl_settings_are_refused_before_any_work(trained, tmp_path, options, message):
-    fails_cleanly(["recl", "--group", str(trained), "--no-train", "--out-dir", str(tmp_path / "o"), "--quiet", *options], message)
+    fails_cleanly(["recl", "--group", str(trained), "--set", "train_missing=false", "--out-dir", str(tmp_path / "o"), "--quiet", *options], message)
     assert not (tmp_path / "o").exists()
 
 
@@ -125,7 +125,7 @@ def test_recl_refuses_a_collection_beyond_memory_before_collecting(run_copy, tmp
     from txlab import capacity
 
     monkeypatch.setattr(capacity, "machine_memory", lambda device: 2**20)
-    fails_cleanly(["recl", "--group", str(run_copy), "--no-train", "--grid", "4,8", "--blocks", "2", "--block-len", "20", "--batch-size", "512",
+    fails_cleanly(["recl", "--group", str(run_copy), "--set", "train_missing=false", "--set", "grid=4,8", "--set", "blocks=2", "--set", "block_len=20", "--set", "batch_size=512",
                    "--quiet", "--out-dir", str(tmp_path / "o")], "collecting the losses of", "needs at least")
     assert not (run_copy / "losses").exists()
 
@@ -320,7 +320,7 @@ def test_evaluations_with_other_batch_sizes_keep_their_own_records(run_copy):
 
 def test_a_group_naming_one_run_twice_through_a_symlink_is_refused(trained, tmp_path):
     (tmp_path / "link").symlink_to(trained)
-    fails_cleanly(["recl", "--group", str(trained), str(tmp_path / "link"), "--no-train", "--out-dir", str(tmp_path / "o"), "--quiet"],
+    fails_cleanly(["recl", "--group", str(trained), str(tmp_path / "link"), "--set", "train_missing=false", "--out-dir", str(tmp_path / "o"), "--quiet"],
                   "names one run twice")
     assert not (tmp_path / "o").exists()
 
@@ -374,7 +374,7 @@ def test_an_atomic_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch):
 
 def test_recl_on_a_full_disk_ends_in_one_line_and_leaves_no_folders(run_copy, tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
-    fails_cleanly(["recl", "--group", str(run_copy), "--no-train", "--grid", "4,8", "--blocks", "2", "--block-len", "20", "--quiet",
+    fails_cleanly(["recl", "--group", str(run_copy), "--set", "train_missing=false", "--set", "grid=4,8", "--set", "blocks=2", "--set", "block_len=20", "--quiet",
                    "--out-dir", str(tmp_path / "o"), "--fig-dir", str(tmp_path / "f")], "meta.json: No space left on device (errno 28, ENOSPC)")
     assert not (run_copy / "losses").exists() and not (tmp_path / "o").exists()
 

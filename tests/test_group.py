@@ -17,7 +17,7 @@ from txlab.report import table8_markdown
 
 TINY_TRAINING = ["--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
                  "--set", "data.synthetic_eval_tokens=600"]
-TINY_COLLECTION = ["--size", "tiny", "--grid", "2:8:2", "--blocks", "3", "--block-len", "20", "--boot", "10"]
+TINY_COLLECTION = ["--size", "tiny", "--set", "grid=2:8:2", "--set", "blocks=3", "--set", "block_len=20", "--set", "n_boot=10"]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def zoo(tmp_path_factory):
 
 def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo, cli):
     args = ["recl", "--group", "xl151m", "qrnn", "lstm", "--r", "0.1", "--r", "0.5,1", *TINY_COLLECTION, *TINY_TRAINING,
-            "--models-root", str(zoo / "models"), "--out-dir", str(zoo / "results"), "--fig-dir", str(zoo / "figures"), "--placebo", "--json", "--quiet"]
+            "--models-root", str(zoo / "models"), "--out-dir", str(zoo / "results"), "--fig-dir", str(zoo / "figures"), "--set", "placebo=true", "--json", "--quiet"]
     result = cli(*args)
     assert result.exit_code == 0, result.output
     assert result.output.startswith("profile: command line | group xl151m+qrnn+lstm-tiny")
@@ -64,7 +64,7 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo, cli):
     assert all("placebo_recl" in group["recl"][m]["0.1"] for m in models)
 
     # Everything is found now: --no-train is satisfied and the losses are read back, not collected again.
-    again = cli(*args[:-2], "--no-train", "--json", "--quiet")
+    again = cli(*args[:-2], "--set", "train_missing=false", "--json", "--quiet")
     assert again.exit_code == 0, again.output
     assert cli.last_json(again.output)["groups"][0]["recl"] == group["recl"]
 
@@ -86,10 +86,10 @@ def test_run_directories_that_read_different_token_streams_are_refused(zoo, cli)
     [
         (["--group", "xl15m", "qrnn"], "Did you mean 'xl151m'"),
         (["--group", "./no/such/run", "qrnn"], "no run directory ./no/such/run"),
-        (["--group", "xl151m", "qrnn", "--no-train"], "not trained"),
+        (["--group", "xl151m", "qrnn", "--set", "train_missing=false"], "not trained"),
         (["--group", "xl151m", "qrnn", "--r", "0.1", "0.5"], "give each r its own option"),
-        (["--group", "xl151m", "--r", "1.5"], "r must lie in (0, 1]"),
-        (["--group", "xl151m", "--grid", "100:50:10"], "at least two strictly ascending"),
+        (["--group", "xl151m", "--r", "1.5"], "rs must be in (0, 1], got 1.5"),
+        (["--group", "xl151m", "--set", "grid=100:50:10"], "at least two strictly ascending"),
         (["--study", "studies/table8.yaml", "--profile", "gpu"], "profile"),
         (["--study", "studies/table8.yaml", "xl-rnm"], "Did you mean 'xl-rnn'"),
     ],
@@ -188,9 +188,9 @@ def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_
     assert refused.exit_code == 2 and "unequally trained group" in refused.output
     assert "xl151m" in refused.output and "stopped at step 2 where its recipe trains 4" in refused.output
     assert not (zoo / "unequal").exists()
-    allowed = cli(*args[:-1], "--allow-unequal")
+    allowed = cli(*args[:-1], "--set", "allow_unequal=true")
     assert allowed.exit_code == 0, allowed.output
-    assert "warning: unequally trained group (--allow-unequal)" in allowed.output
+    assert "warning: unequally trained group (allow_unequal)" in allowed.output
     assert "xl151m: trained 2 steps of the recipe's 4" in allowed.output
 
 

@@ -55,7 +55,7 @@ def test_each_run_is_a_job_then_the_study_reports_and_a_failed_job_names_its_log
     lines = []
     result = run_study(study, launcher="slurm", sets=LOCAL_JOBS, progress=False, announce=lines.append, echo=lines.append)
     text = "\n".join(lines)
-    assert result["failed"] == [] and result["rows_finished"] == 2, text
+    assert result.failed == [] and result.report["rows_finished"] == 2, text
     assert "submitted 2 jobs to local (partition gpu, 30 min, 0 GPUs, 1 CPUs each)" in text
     for run_id in ("xl-s0", "norecur-s0"):  # per-job progress, read from the files each job writes
         assert f"{run_id}: job " in text and "step 2/2, 2/2 lengths scored" in text
@@ -64,7 +64,7 @@ def test_each_run_is_a_job_then_the_study_reports_and_a_failed_job_names_its_log
 
     # Nothing left to do: no job is submitted. A run made with another configuration fails its job.
     lines.clear()
-    assert run_study(study, launcher="slurm", sets=LOCAL_JOBS, progress=False, announce=lines.append, echo=lines.append)["failed"] == []
+    assert run_study(study, launcher="slurm", sets=LOCAL_JOBS, progress=False, announce=lines.append, echo=lines.append).failed == []
     assert "2 of 2 runs done; submitting the other 0" in lines
     norecur = tmp_path / "results" / "jobs-cpu" / "runs" / "norecur-s0"
     (norecur / "ablate" / "attn8-valid-n200.json").unlink()
@@ -81,7 +81,7 @@ def test_each_run_is_a_job_then_the_study_reports_and_a_failed_job_names_its_log
 
 @pytest.mark.slow  # the default run covers recl's job code in-process (test_group) and real local jobs through ablate (above)
 def test_recl_trains_its_missing_members_and_collects_their_losses_as_jobs(tmp_path):
-    args = ["recl", "--group", "xl151m", "qrnn", "--size", "tiny", "--grid", "2:8:2", "--blocks", "2", "--block-len", "10", "--boot", "0",
+    args = ["recl", "--group", "xl151m", "qrnn", "--size", "tiny", "--set", "grid=2:8:2", "--set", "blocks=2", "--set", "block_len=10", "--set", "n_boot=0",
             "--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
             "--set", "data.synthetic_eval_tokens=600", "--launcher", "slurm", *[arg for s in LOCAL_JOBS for arg in ("--set", s)],
             "--models-root", str(tmp_path / "models"), "--out-dir", str(tmp_path / "results"), "--fig-dir", str(tmp_path / "figures")]

@@ -11,7 +11,7 @@ from txlab.cli import app
 from txlab.drivers.recl import collection_flops, plan_groups, resolve_groups, resolve_member
 from txlab.losses import collect_group_losses
 from txlab.plan import Plan, format_seconds, training_flops, training_plan
-from txlab.speed import resolve_study, speed_plan
+from txlab.drivers.speed import resolve_study, speed_plan
 from txlab.train import train
 from txlab.zoo import run_config
 
@@ -46,8 +46,9 @@ def test_training_flops_match_torchs_count_of_a_tiny_training_run(tmp_path, pres
 
 @pytest.mark.parametrize("placebo", [False, True])
 def test_collection_flops_match_torchs_count_of_a_tiny_collection(tmp_path, placebo):
-    (group,) = resolve_groups(COUNTED_FAMILIES, None, "cpu", None, size="tiny", models_root=str(tmp_path), grid="4:32:4", blocks=2,
-                              block_len=20, placebo=placebo, sets=["train.max_steps=2", "train.eval_interval=2", *TINY_DATA])
+    options = {"size": "tiny", "models_root": str(tmp_path)}
+    (group,) = resolve_groups(COUNTED_FAMILIES, None, "cpu", None, options, ["grid=4:32:4", "blocks=2", "block_len=20", f"placebo={placebo}",
+                                                                          "train.max_steps=2", "train.eval_interval=2", *TINY_DATA])
     s = group.settings
     for name in group.members:
         member = resolve_member(name, s)
@@ -70,12 +71,12 @@ def test_time_is_flops_over_half_the_ceiling_plus_timing_budgets():
 
 
 def test_the_headline_command_scores_the_paper_grid_at_paper_size_and_the_training_span_below():
-    (paper,) = resolve_groups(["xl151m", "qrnn", "lstm"], None, "cpu", None, size="paper")
+    (paper,) = resolve_groups(["xl151m", "qrnn", "lstm"], None, "cpu", None, {"size": "paper"})
     assert (paper.settings.grid, paper.settings.blocks, paper.settings.block_len) == ("100:1000:100", 20, 500)
     # cpu: XL trains on 128 tokens with 128 of memory, so the grid reaches 240, as the cpu study profile's does.
     (cpu,) = resolve_groups(["xl151m", "qrnn", "lstm"], None, "cpu", None)
     assert (cpu.settings.grid, cpu.settings.blocks, cpu.settings.block_len) == ("20:240:20", 8, 250)
-    (tiny,) = resolve_groups(["qrnn"], None, "cpu", None, size="tiny", blocks=3)
+    (tiny,) = resolve_groups(["qrnn"], None, "cpu", None, {"size": "tiny"}, ["blocks=3"])
     assert (tiny.settings.grid, tiny.settings.blocks) == ("1:16:1", 3)  # what is given stays
 
 
@@ -84,10 +85,10 @@ def test_a_plan_of_hours_on_a_cpu_names_the_size_that_takes_minutes():
     plan = training_plan(cfg, Path("absent"), gflops=fixed_ceiling(50.0))
     assert plan.seconds > 3600 * 24 * 365
     assert "over an hour on this CPU: `txlab train xl151m --size cpu` (synthetic-small-short) would take about" in plan.describe()
-    groups = resolve_groups(["xl151m", "qrnn", "lstm"], None, "cpu", None, size="paper")
-    plan = plan_groups(groups, {"size": "paper"}, gflops=fixed_ceiling(50.0))
+    groups = resolve_groups(["xl151m", "qrnn", "lstm"], None, "cpu", None, {"size": "paper"})
+    plan = plan_groups(groups, {"size"}, gflops=fixed_ceiling(50.0))
     assert "--size cpu (grid 20:240:20, 8 x 250 targets) would take about" in plan.describe()
-    speed = speed_plan(resolve_study(None, "", [8000], size="paper", budget_s=1.0), gflops=fixed_ceiling(5.0))
+    speed = speed_plan(resolve_study(None, "", [8000], {"size": "paper"}, ["budget_s=1.0"]), gflops=fixed_ceiling(5.0))
     assert "--size cpu would take about" in speed.describe()
     quick = training_plan(run_config("xl151m", "tiny"), Path("absent"), gflops=fixed_ceiling(50.0))
     assert quick.seconds < 60 and "over an hour" not in quick.describe()

@@ -18,9 +18,9 @@ from txlab.config import ModelConfig, RunConfig
 from txlab.errors import TxlabError
 from txlab.lm import Context
 from txlab.model import attention_mask
+from txlab.drivers.speed import load_study
 from txlab.speed import (
     SpeedSettings,
-    load_study,
     speed_table,
     time_vanilla,
     time_xl,
@@ -32,7 +32,7 @@ from txlab.speed import (
 
 runner = CliRunner()
 SHAPE = ModelConfig(family="xl", n_token=10, n_layer=2, d_model=8, n_head=2, d_head=4, d_inner=16, tgt_len=4, mem_len=4)
-FAST = ["--size", "tiny", "--threads", "1", "--budget-s", "0", "--repeats", "2", "--warmup", "1"]
+FAST = ["--size", "tiny", "--threads", "1", "--set", "budget_s=0", "--set", "repeats=2", "--set", "warmup=1"]
 
 
 @pytest.fixture(autouse=True)
@@ -143,27 +143,27 @@ def test_flop_counts_match_a_hand_calculation():
 def test_speed_table_rows_and_files(tmp_path):
     settings = SpeedSettings(size="tiny", threads=1, budget_s=0, repeats=2, batch_size=2, tgt_len=8)
     result = speed_table([8, 20], settings, out_dir=tmp_path, name="t9")
-    for row in result["rows"]:
+    for row in result.rows:
         assert row["slowdown"] == pytest.approx(row["xl_tokens_per_s"] / row["vanilla_tokens_per_s"])
         assert row["xl_gflops"] == pytest.approx(row["xl_tokens_per_s"] * row["xl_flops_per_token"] / 1e9)
         assert row["vanilla_gflops"] == pytest.approx(row["vanilla_tokens_per_s"] * row["vanilla_flops_per_token"] / 1e9)
         assert row["xl_tokens"] == 2 * 8 * 2 and row["vanilla_positions"] == 2 * 3 and row["tgt_len"] == 8
     assert (tmp_path / "t9.csv").read_text().count("\n") == 3
     markdown = (tmp_path / "t9.md").read_text()
-    assert result["command"] in markdown and result["machine"]["device_name"] in markdown and torch.__version__ in markdown
+    assert result.command in markdown and result.machine["device_name"] in markdown and torch.__version__ in markdown
 
 
 def test_the_training_path_scores_the_same_and_counts_what_the_cache_avoids(tmp_path):
-    """--no-eval-cache times XL re-projecting its memory every segment (the authors' way): same losses, same useful FLOPs."""
+    """eval_cache=false times XL re-projecting its memory every segment (the authors' way): same losses, same useful FLOPs."""
     settings = SpeedSettings(size="tiny", threads=1, budget_s=0, repeats=2, batch_size=2, tgt_len=8)
     cached = speed_table([16], settings, out_dir=tmp_path, name="cached")
     plain = speed_table([16], replace(settings, eval_cache=False), out_dir=tmp_path, name="plain")
-    (a,), (b,) = cached["rows"], plain["rows"]
+    (a,), (b,) = cached.rows, plain.rows
     assert a["xl_nll"] == pytest.approx(b["xl_nll"], abs=1e-5) and a["xl_flops_per_token"] == b["xl_flops_per_token"]
     model = xl_model()
     assert a["xl_avoided_flops_per_token"] == b["xl_repeated_flops_per_token"] > 0
     assert a["xl_repeated_flops_per_token"] == b["xl_avoided_flops_per_token"] == 0
-    assert "--no-eval-cache" in plain["command"] and "eval-cache" not in cached["command"]
+    assert "--set eval_cache=false" in plain.command and "eval_cache" not in cached.command
     assert "training path" in (tmp_path / "plain.md").read_text() and "cached evaluation state" in (tmp_path / "cached.md").read_text()
     assert model.recomputed_flops_per_token(16, 8, 2) > 0
 
@@ -207,14 +207,14 @@ def test_a_trained_xl_run_is_timed_with_its_weights(tmp_path):
     model = build_model(cfg.model)
     save_checkpoint(tmp_path / "run", model, cfg, step=0, vocab_hash="0" * 64)
     result = speed_table([6], SpeedSettings(run=str(tmp_path / "run"), threads=1, budget_s=0, repeats=1), out_dir=tmp_path)
-    assert result["size"] == "run" and result["params"] == model.num_parameters() and result["rows"][0]["tgt_len"] == SHAPE.tgt_len
+    assert result.size == "run" and result.params == model.num_parameters() and result.rows[0]["tgt_len"] == SHAPE.tgt_len
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--attn-len", "0"], "attention length must be >= 1"),
-        (["--size", "huge"], "unknown size 'huge'"),
+        (["--size", "huge"], "config key 'size' must be one of paper, cpu, tiny; got 'huge'"),
         (["--study", "studies/table9.yaml", "--profile", "cpuu"], "Did you mean 'cpu'"),
     ],
 )
@@ -241,7 +241,7 @@ def test_a_trained_vanilla_run_is_timed_up_to_its_window(tmp_path):
     cfg = RunConfig(model=replace(SHAPE, family="vanilla", pos_enc="alrfou", mem_len=0, max_len=8, tgt_len=8))
     save_checkpoint(tmp_path / "vanilla", build_model(cfg.model), cfg, step=0, vocab_hash="0" * 64)
     settings = SpeedSettings(run=str(tmp_path / "vanilla"), threads=1, budget_s=0, repeats=1, tgt_len=4)
-    assert speed_table([8], settings, out_dir=tmp_path)["rows"][0]["vanilla_positions"] == 3
+    assert speed_table([8], settings, out_dir=tmp_path).rows[0]["vanilla_positions"] == 3
     with pytest.raises(TxlabError, match="reads at most 8 tokens"):
         speed_table([12], settings, out_dir=tmp_path)
 

@@ -18,7 +18,7 @@ def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(
     assert (tmp_path / "runs" / "figures" / "attention" / run.name / "figure5.png").is_file()
     recorded = (tmp_path / "runs" / "figures" / "attention" / run.name / "attention.json").read_text()
     assert f'"command": "txlab attention {run.relative_to(tmp_path)} ' in recorded
-    cli.ok("speed", "--size", "tiny", "--attn-len", "8", "--budget-s", "0", "--repeats", "1", "--warmup", "0", "--threads", "1", "--quiet")
+    cli.ok("speed", "--size", "tiny", "--attn-len", "8", "--set", "budget_s=0", "--set", "repeats=1", "--set", "warmup=0", "--threads", "1", "--quiet")
     assert (tmp_path / "runs" / "results" / "speed" / "table9.csv").is_file() and (tmp_path / "runs" / "figures" / "speed" / "table9.png").is_file()
     assert "Produced by `txlab speed --attn-len 8 --size tiny" in (tmp_path / "runs" / "results" / "speed" / "table9.md").read_text()
     # the user's own runs are what `txlab models` and `txlab runs` report
@@ -55,8 +55,8 @@ def test_home_option_beats_the_environment_which_beats_runs(tmp_path, monkeypatc
 
 
 def test_study_paths_resolve_under_the_home_and_command_line_paths_as_given(tmp_path, monkeypatch):
-    from txlab.drivers.recl import resolve_groups
     from txlab.drivers.ablate import load_study
+    from txlab.drivers.recl import resolve_groups
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TXLAB_HOME", "elsewhere")
@@ -66,7 +66,7 @@ def test_study_paths_resolve_under_the_home_and_command_line_paths_as_given(tmp_
     assert (loaded.out_dir.as_posix(), loaded.fig_dir.as_posix()) == ("elsewhere/results/ablate/demo-cpu", "elsewhere/figures/ablate/demo-cpu")
     assert load_study(study, "cpu", ["out=mine"]).out_dir.as_posix() == "mine/demo-cpu"
     assert resolve_groups(["lstm"], None, "cpu", None)[0].settings.models_root == "elsewhere/results/models"
-    assert resolve_groups(["lstm"], None, "cpu", None, models_root="given")[0].settings.models_root == "given"
+    assert resolve_groups(["lstm"], None, "cpu", None, {"models_root": "given"})[0].settings.models_root == "given"
 
 
 def test_a_run_directory_holding_another_run_is_never_trained_over(tmp_path, cli):

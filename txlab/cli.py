@@ -198,6 +198,22 @@ _CORPUS_DIR = typer.Option("", "--corpus-dir", help="Read the corpus from this f
 _DRY_RUN = typer.Option(False, "--dry-run", help="Print the plan (what would run, an estimated time on this machine) and stop.", metavar="")
 
 
+def _show_settings(module: str, settings_class: str):
+    """``--show-settings``: list a study command's settings (what --set and a study profile take) and exit."""
+
+    def show(wanted: bool) -> None:
+        if wanted:
+            import importlib
+
+            from txlab.config import describe_settings
+
+            typer.echo(describe_settings(getattr(importlib.import_module(module), settings_class)()))
+            raise typer.Exit()
+
+    return typer.Option(False, "--show-settings", callback=show, is_eager=True, metavar="",
+                        help="List the settings (the keys of --set and of a study file's profiles) with their defaults and what they accept, and exit.")
+
+
 @app.command()
 def models(
     size: list[str] = typer.Option([], "--size", help="Only these sizes (repeatable); default all."),
@@ -301,9 +317,9 @@ def eval_command(
                      attn_len=attn_len, batch_size=batch_size, streams=streams, device=device, progress=not quiet, by_role=by_role,
                      corpus_dir=corpus_dir)
     metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
+    memory = f", mem_len {r['mem_len']}, clamp_len {r['clamp_len']}, same_length {r['same_length']}" if r["family"] == "xl" else ""
     typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens "
-               f"(tgt_len {r['tgt_len']}, mem_len {r['mem_len']}, clamp_len {r['clamp_len']}, same_length {r['same_length']}, "
-               f"{r['batch_size']} streams, {r['streams']})")
+               f"(tgt_len {r['tgt_len']}{memory}, {r['batch_size']} streams, {r['streams']})")
     if by_role:
         typer.echo(format_summary(r["by_role"]))
     typer.echo(f"written to {r['path']}")
@@ -410,13 +426,9 @@ def speed(
     size: str = typer.Option(None, "--size", help="Shape of the xl-enwik8-12l preset: paper, cpu or tiny \\[default: paper: timing needs no training, so the table times the paper's own model, unlike the commands that train]."),
     run: str = typer.Option(None, "--run", help="Time this trained run directory (XL or vanilla) instead of the preset shape."),
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: cpu]."),
-    batch_size: int = typer.Option(None, "--batch-size", help="XL streams and vanilla windows per call \\[default: 1 on CPU, 10 on a GPU]."),
-    tgt_len: int = typer.Option(None, "--tgt-len", help="XL segment length \\[default: the model's evaluation segment, 80 at paper size]."),
-    budget_s: float = typer.Option(None, "--budget-s", help="Seconds of timed vanilla calls per attention length (at least 3 calls) \\[default: 30]."),
-    repeats: int = typer.Option(None, "--repeats", help="Timed XL segments per attention length \\[default: 5]."),
-    warmup: int = typer.Option(None, "--warmup", help="Untimed calls before timing each model \\[default: 1]."),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads \\[default: 2]."),
-    eval_cache: bool = typer.Option(None, "--eval-cache/--no-eval-cache", help="XL with the cached evaluation state (each segment projects only its own rows), or the training path that re-projects the memory every segment as the authors' code does \\[default: cached].", metavar=""),
+    overrides: list[str] = typer.Option([], "--set", help="A setting (keys: `txlab speed --show-settings`), e.g. --set budget_s=10 --set batch_size=4 "
+                                        "--set repeats=20 --set eval_cache=false (repeatable)."),
     study: Path = typer.Option(None, "--study", help="A speed study YAML (e.g. studies/table9.yaml); its profile sets the defaults."),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile to use (with --study)."),
     name: str = typer.Option(None, "--name", help="Output file stem \\[default: <study name>-<profile> with --study, else table9]."),
@@ -424,6 +436,7 @@ def speed(
     redraw: Path = typer.Option(None, "--redraw", help="Only draw the figure again from a table txlab speed wrote (its .csv), into --fig-dir; time nothing."),
     out_dir: Path = typer.Option(None, "--out-dir", help="Where the table (.csv, .md) goes \\[default: <home>/results/speed].", show_default=False),
     fig_dir: Path = typer.Option(None, "--fig-dir", help="Where the figure (.png, .pdf) goes \\[default: <home>/figures/speed].", show_default=False),
+    _show: bool = _show_settings("txlab.speed", "SpeedSettings"),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -433,12 +446,13 @@ def speed(
 
     Both run the same shape, batched, in inference mode with fused attention. The table goes to --out-dir (CSV, Markdown), the figure to --fig-dir.
 
-    First prints the plan with an estimated time on this machine (--dry-run stops there).
+    First prints the plan with an estimated time on this machine (--dry-run stops there). How it times (budget_s, repeats, warmup, batch_size, tgt_len, eval_cache, seed) are --set keys: `txlab speed --show-settings`.
     """
     from dataclasses import asdict
 
+    from txlab.drivers.speed import resolve_study, speed_plan
     from txlab.report import table9_figure
-    from txlab.speed import format_table, resolve_study, speed_plan, speed_table
+    from txlab.speed import format_table, speed_table
     from txlab.workspace import resolve
 
     out_dir, fig_dir = out_dir or resolve("results/speed"), fig_dir or resolve("figures/speed")
@@ -446,8 +460,7 @@ def speed(
         for path in table9_figure(redraw, fig_dir / f"{name or redraw.stem}.png"):
             typer.echo(f"written {path}")
         return
-    chosen = resolve_study(study, profile, attn_len, size=size, run=run, device=device, batch_size=batch_size, tgt_len=tgt_len,
-                           budget_s=budget_s, repeats=repeats, warmup=warmup, threads=threads, eval_cache=eval_cache)
+    chosen = resolve_study(study, profile, attn_len, {"size": size, "run": run, "device": device, "threads": threads}, overrides)
     stem = name or chosen.name
     typer.echo(f"profile: {f'{chosen.profile} ({study})' if study else 'defaults'} | attn_len {' '.join(map(str, chosen.attn_lens))} | "
                + " ".join(f"{k} {v}" for k, v in asdict(chosen.settings).items() if v != ""))
@@ -456,15 +469,15 @@ def speed(
         return
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     result = speed_table(chosen.attn_lens, chosen.settings, out_dir=out_dir, name=stem, profile=chosen.profile, echo=say)
-    figures = table9_figure(Path(result["table"]), fig_dir / f"{stem}.png")
-    m = result["machine"]
-    typer.echo(f"{result['model']} ({result['size']}, {result['params'] / 1e6:.1f}M parameters) on {m['device']} ({m['device_name']}), "
+    figures = table9_figure(result.table, fig_dir / f"{stem}.png")
+    m = result.machine
+    typer.echo(f"{result.model} ({result.size}, {result.params / 1e6:.1f}M parameters) on {m['device']} ({m['device_name']}), "
                f"{m['threads']} threads, torch {m['torch']}; fp32 matmul ceiling {m['matmul_peak_gflops']:,.0f} GFLOP/s")
-    typer.echo(format_table(result["rows"]))
-    for path in [result["table"], result["markdown"], *figures]:
+    typer.echo(format_table(result.rows))
+    for path in [result.table, result.markdown, *figures]:
         typer.echo(f"written {path}")
     if json_output:
-        _print_json({k: result[k] for k in ("name", "profile", "command", "model", "size", "params", "settings", "machine", "rows")})
+        _print_json(result.summary())
 
 
 @app.command()
@@ -472,27 +485,16 @@ def recl(
     members: list[str] = typer.Argument(None, help="More group members (presets or run directories), after --group's first one.", show_default=False),
     group: list[str] = typer.Option([], "--group", "-g", help="Group members: preset names (trained or found in --models-root) or run directories, "
                                     "space-separated: --group xl151m qrnn lstm. With --study: the study's groups to run \\[default: all]."),
-    r: list[str] = typer.Option([], "--r", help="Fraction of hardest targets, repeatable or comma-separated: --r 0.1 --r 0.5 \\[default: the study's, else 0.1 0.5 1.0]."),
+    r: list[str] = typer.Option([], "--r", help="Fraction of hardest targets, repeatable or comma-separated: --r 0.1 --r 0.5 (the setting rs) \\[default: the study's, else 0.1 0.5 1.0]."),
     size: str = typer.Option(None, "--size", help="Size of preset members: paper, cpu or tiny \\[default: the study's, else cpu]."),
     data: str = typer.Option(None, "--data", help="Corpus of preset members \\[default: each preset's own]."),
     corpus_dir: str = _CORPUS_DIR,
-    overrides: list[str] = typer.Option([], "--set", help="Config override for preset members (where they live, how missing ones train), repeatable; "
-                                        "slurm.<key>=<value> sets the jobs of --launcher slurm (e.g. slurm.partition=gpu)."),
+    device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: the study's, else cpu]."),
+    overrides: list[str] = typer.Option([], "--set", help="A setting (keys: `txlab recl --show-settings`), e.g. --set grid=20:240:20 --set placebo=true "
+                                        "--set slurm.partition=gpu; or a preset member's config key under model., data., train. or eval. "
+                                        "(where they live, how missing ones train), e.g. --set train.max_steps=400. Repeatable."),
     launcher: str = typer.Option(None, "--launcher", help="How missing presets train and each member's losses are collected: local (here) or slurm "
                                  "(one submitit job each, waited for) \\[default: the study's, else local]."),
-    grid: str = typer.Option(None, "--grid", help="Context lengths, start:stop:step (stop included) or a comma list \\[default: the study's; else 100:1000:100 at --size paper, "
-                             "about ten lengths up to the members' training span at smaller sizes (20:240:20 for the cpu presets)]."),
-    blocks: int = typer.Option(None, "--blocks", help="Contiguous target blocks \\[default: the study's; else 20 at --size paper, 8 otherwise]."),
-    block_len: int = typer.Option(None, "--block-len", help="Targets per block, also the bootstrap block \\[default: the study's; else 500 at --size paper, 250 otherwise]."),
-    split: str = typer.Option(None, "--split", help="train, valid or test \\[default: valid]."),
-    seed: int = typer.Option(None, "--seed", help="Seed of the target blocks and the bootstrap \\[default: 0]."),
-    n_boot: int = typer.Option(None, "--boot", help="Bootstrap resamples for the confidence intervals, 0 for none \\[default: 200]."),
-    placebo: bool = typer.Option(None, "--placebo/--no-placebo", help="Also collect placebo losses (extra context from far away): the table adds a placebo-aware RECL beside the paper's "
-                                 "and marks each RECL resting on a step that does not beat its placebo \\[default: the study's, else off].", metavar=""),
-    batch_size: int = typer.Option(None, "--batch-size", help="Windows per forward pass \\[default: 16]."),
-    device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: cpu]."),
-    train_missing: bool = typer.Option(None, "--train/--no-train", help="Train presets that have no run yet \\[default: --train]; --no-train refuses instead.", metavar=""),
-    allow_unequal: bool = typer.Option(None, "--allow-unequal", help="Score members trained to other steps than their recipe's (else refused: RECL compares models trained alike).", metavar=""),
     dry_run: bool = _DRY_RUN,
     study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile (with --study)."),
@@ -500,6 +502,7 @@ def recl(
     models_root: str = typer.Option(None, "--models-root", help="Where preset runs live (<root>/<preset>-<size>-<corpus>/) \\[default: the study's, else <home>/results/models]."),
     out_dir: Path = typer.Option(None, "--out-dir", help="Tables go to <out-dir>/<group>/ \\[default: <home>/results/recl].", show_default=False),
     fig_dir: Path = typer.Option(None, "--fig-dir", help="Figures go to <fig-dir>/<group>/ \\[default: <home>/figures/recl].", show_default=False),
+    _show: bool = _show_settings("txlab.drivers.recl", "ReclSettings"),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -508,25 +511,26 @@ def recl(
     First prints the plan (models to train, token-steps to collect, an estimated time on this machine;
     --dry-run stops there). Without --study, --size paper scores the paper's grid 100..1000 and 20 x 500
     targets, a smaller size a grid up to the models' training span and 8 x 250 targets.
-    Trains the presets that are missing (or refuses with --no-train), collects per-token losses at
-    each context length of --grid on one shared set of target blocks (resumable), and prints each
-    model's RECL at each r with a bootstrap interval ('>= c' when it ran off the grid). Example:
+
+    The other settings (grid, blocks, block_len, placebo, n_boot, train_missing, ...) are --set keys: `txlab recl --show-settings` lists them.
+
+    Trains the presets that are missing (or refuses with --set train_missing=false), collects per-token
+    losses at each context length of the grid on one shared set of target blocks (resumable), and prints
+    each model's RECL at each r with a bootstrap interval ('>= c' when it ran off the grid). Example:
     txlab recl --group xl151m qrnn lstm --r 0.1
     """
     from txlab.drivers.recl import parse_rs, recl_groups, summary
 
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
+    options = {"size": size, "data": data, "rs": parse_rs(r), "device": device, "models_root": models_root, "launcher": launcher}
     results = recl_groups(
-        [*group, *(members or [])], study, profile, name, out_dir=out_dir, fig_dir=fig_dir,
-        announce=typer.echo, echo=say, progress=not quiet, size=size, data=data,
-        sets=[*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides], rs=parse_rs(r), grid=grid, blocks=blocks,
-        block_len=block_len, split=split, seed=seed, n_boot=n_boot, placebo=placebo, batch_size=batch_size, device=device,
-        train_missing=train_missing, allow_unequal=allow_unequal, models_root=models_root, launcher=launcher, dry_run=dry_run,
+        [*group, *(members or [])], study, profile, name, options=options, sets=[*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides],
+        out_dir=out_dir, fig_dir=fig_dir, announce=typer.echo, echo=say, progress=not quiet, dry_run=dry_run,
     )
     for result in results:
-        typer.echo(f"RECL of {result['group']} ({result['n_targets']:,} targets; '>= c': ran off the grid):")
-        typer.echo(result["markdown"].rstrip())
-        for path in result["files"]:
+        typer.echo(f"RECL of {result.group} ({result.n_targets:,} targets; '>= c': ran off the grid):")
+        typer.echo(result.markdown.rstrip())
+        for path in result.files:
             typer.echo(f"written {path}")
     if json_output:
         _print_json(summary(results))
@@ -541,13 +545,17 @@ def ablate(
     report_only: bool = typer.Option(False, "--report", help="Only rebuild the table and figure from the runs present (e.g. after merging shards).", metavar=""),
     launcher: str = typer.Option("local", "--launcher", help="local: the runs one after the other here; slurm: one Slurm job per run through submitit "
                                  "(pip install 'txlab\\[slurm]'), waited for here, settings from the profile's slurm: mapping or --set."),
-    overrides: list[str] = typer.Option([], "--set", help="Override a profile setting, e.g. --set slurm.partition=gpu --set slurm.time_min=600 (repeatable)."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a profile setting (keys: `txlab ablate --show-settings`), e.g. --set eval_tokens=20000 "
+                                        "--set slurm.partition=gpu --set slurm.time_min=600 (repeatable)."),
+    _show: bool = _show_settings("txlab.drivers.ablate", "AblationSettings"),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
     """Ablation grid: train every configuration of a study (or find it trained), score each at the
     study's evaluation attention lengths, and write the paper's Table 6 layout (Remark, Recurrence,
     Encoding, Loss, PPL init, PPL best, Attn Len) plus a figure of perplexity against attention length.
+
+    A profile's settings (size, eval_lens, seeds, slurm, ...) are also --set keys: `txlab ablate --show-settings` lists them.
 
     Stages leave files behind, so rerunning resumes an interrupted study. Example:
     txlab ablate studies/table6.yaml --profile cpu
@@ -557,19 +565,19 @@ def ablate(
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     result = run_study(study, profile, shard=shard, dry_run=dry_run, report_only=report_only, launcher=launcher, sets=overrides,
                        progress=not quiet, announce=typer.echo, echo=say)
-    if not dry_run:
-        typer.echo(result["markdown"].rstrip())
-        if result["claims"]:
+    if result.report is not None:
+        typer.echo(result.report["markdown"].rstrip())
+        if result.report["claims"]:
             from txlab.claims import claims_markdown
 
-            typer.echo("\n" + claims_markdown(result["claims"]).rstrip())
-        for path in result["files"]:
+            typer.echo("\n" + claims_markdown(result.report["claims"]).rstrip())
+        for path in result.report["files"]:
             typer.echo(f"written {path}")
     if json_output:
-        _print_json({k: result[k] for k in ("study", "profile", "shard", "out_dir", "rows", "claims", "plan", "failed") if k in result})
-    for failure in result.get("failed", []):
-        typer.echo(f"failed: {failure['name']} (job {failure['job_id']}): {failure['error']}; log {failure['log']}", err=True)
-    if result.get("failed"):
+        _print_json(result.summary())
+    for failure in result.failed or []:
+        typer.echo(f"failed: {failure.name} (job {failure.job_id}): {failure.error}; log {failure.log}", err=True)
+    if result.failed:
         typer.echo("the other runs are in the table; rerun the same command to resume the failed ones", err=True)
         raise typer.Exit(code=1)
 

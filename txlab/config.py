@@ -1,13 +1,17 @@
 """Run configuration: one dataclass per concern, YAML files and dotted overrides.
 
 A run is described by a :class:`RunConfig` holding a :class:`ModelConfig`, :class:`DataConfig`,
-:class:`TrainConfig` and :class:`EvalConfig`. Every field carries its documentation in
-``field(metadata={"doc": ...})`` so that errors and ``txlab config`` can explain it.
+:class:`TrainConfig` and :class:`EvalConfig`. Every field is a :func:`setting`: it carries
+its documentation in ``metadata["doc"]``, so that errors and ``--show-settings`` can explain it.
 
 Resolution order: dataclass defaults < preset < YAML file < ``--set a.b=value`` overrides.
 Unknown keys are errors naming the key and the nearest valid ones; values are type-checked, and every
 numeric field declares its valid :class:`Range` next to its doc (``metadata["range"]``), which every
-value given to it must satisfy (:func:`check_fields` checks a whole dataclass, e.g. study settings).
+value given to it must satisfy (:func:`check_fields` checks a whole dataclass built in Python).
+
+The study commands' settings (txlab.drivers) are dataclasses of the same kind, read through the same
+path: :func:`read_profile` applies a study file's profile, :func:`override_settings` the command line's
+options and ``--set`` overrides.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,11 +93,15 @@ SEED = Range(0, MAX_INT)
 """What torch and numpy accept as a seed."""
 
 
-def _field(default: Any, doc: str, choices: tuple[str, ...] | None = None, valid: Range | None = None) -> Any:
-    """A dataclass field with its documentation (and allowed values or range) attached."""
+def setting(default: Any, doc: str, choices: tuple[str, ...] | None = None, valid: Range | None = None) -> Any:
+    """A dataclass field with its documentation (and allowed values or range) attached: every field of
+    a run config and of a study's settings is one. ``default`` may be a list, or a dataclass type whose
+    instance holds a section of settings."""
     meta = {"doc": doc, "choices": choices, "range": valid}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
+    if isinstance(default, type) and dataclasses.is_dataclass(default):
+        return field(default_factory=default, metadata=meta)
     return field(default=default, metadata=meta)
 
 
@@ -100,74 +109,74 @@ def _field(default: Any, doc: str, choices: tuple[str, ...] | None = None, valid
 class ModelConfig:
     """The language model: family, shape, positional encoding, softmax."""
 
-    family: str = _field("xl", "Model family: Transformer-XL, vanilla Transformer (Al-Rfou et al.), LSTM or QRNN.", FAMILIES)
-    n_token: int = _field(0, "Vocabulary size; 0 means 'take it from the corpus'.", valid=NON_NEGATIVE)
-    n_layer: int = _field(4, "Number of layers (Transformer blocks or recurrent layers).", valid=POSITIVE)
-    d_model: int = _field(128, "Transformer hidden size; for RNNs the embedding size.", valid=POSITIVE)
-    n_head: int = _field(4, "Attention heads.", valid=POSITIVE)
-    d_head: int = _field(32, "Size of each attention head.", valid=POSITIVE)
-    d_inner: int = _field(512, "Transformer feed-forward inner size; for RNNs the hidden size of each recurrent layer.", valid=POSITIVE)
-    d_embed: int = _field(0, "Embedding size before the projection to d_model; 0 means d_model.", valid=NON_NEGATIVE)
-    dropout: float = _field(0.0, "Dropout on embeddings, residual branches and outputs.", valid=PROBABILITY)
-    dropatt: float = _field(0.0, "Dropout on attention probabilities.", valid=PROBABILITY)
-    dropout_hidden: float = _field(
+    family: str = setting("xl", "Model family: Transformer-XL, vanilla Transformer (Al-Rfou et al.), LSTM or QRNN.", FAMILIES)
+    n_token: int = setting(0, "Vocabulary size; 0 means 'take it from the corpus'.", valid=NON_NEGATIVE)
+    n_layer: int = setting(4, "Number of layers (Transformer blocks or recurrent layers).", valid=POSITIVE)
+    d_model: int = setting(128, "Transformer hidden size; for RNNs the embedding size.", valid=POSITIVE)
+    n_head: int = setting(4, "Attention heads.", valid=POSITIVE)
+    d_head: int = setting(32, "Size of each attention head.", valid=POSITIVE)
+    d_inner: int = setting(512, "Transformer feed-forward inner size; for RNNs the hidden size of each recurrent layer.", valid=POSITIVE)
+    d_embed: int = setting(0, "Embedding size before the projection to d_model; 0 means d_model.", valid=NON_NEGATIVE)
+    dropout: float = setting(0.0, "Dropout on embeddings, residual branches and outputs.", valid=PROBABILITY)
+    dropatt: float = setting(0.0, "Dropout on attention probabilities.", valid=PROBABILITY)
+    dropout_hidden: float = setting(
         0.0,
         "RNN only: dropout between recurrent layers. RNN dropouts are variational (one mask per sequence, "
         "as in AWD-LSTM); `dropout` applies the same way to the embeddings and the last layer's output.",
         valid=PROBABILITY,
     )
-    pos_enc: str = _field(
+    pos_enc: str = setting(
         "ours",
         "Positional encoding: 'ours' (the paper's four-term relative scheme), 'shaw' (learned relative, "
         "terms a and b), 'vaswani' (absolute sinusoid at the input), 'alrfou' (learned absolute at every layer).",
         POS_ENCODINGS,
     )
-    tgt_len: int = _field(128, "Training segment length (tokens predicted per step and stream).", valid=POSITIVE)
-    mem_len: int = _field(128, "Training memory length per layer; 0 turns recurrence off.", valid=NON_NEGATIVE)
-    same_length: bool = _field(False, "Every query attends to the same number of keys (the paper uses it at evaluation).")
-    clamp_len: int = _field(0, "Relative distances beyond this share one embedding; 0 means no clamping.", valid=NON_NEGATIVE)
-    max_len: int = _field(
+    tgt_len: int = setting(128, "Training segment length (tokens predicted per step and stream).", valid=POSITIVE)
+    mem_len: int = setting(128, "Training memory length per layer; 0 turns recurrence off.", valid=NON_NEGATIVE)
+    same_length: bool = setting(False, "Every query attends to the same number of keys (the paper uses it at evaluation).")
+    clamp_len: int = setting(0, "Relative distances beyond this share one embedding; 0 means no clamping.", valid=NON_NEGATIVE)
+    max_len: int = setting(
         0,
         "Rows of the learned position tables: positions for 'alrfou', distances for 'shaw' (longer ones share the last row), "
         "and the vanilla Transformer's window (its longest chunk); 0 means tgt_len + mem_len (vanilla: tgt_len).",
         valid=NON_NEGATIVE,
     )
-    untie_r: bool = _field(False, "Per-layer global biases u and v instead of ones shared by all layers.")
-    pre_lnorm: bool = _field(False, "Layer norm before each sub-layer instead of after (the paper uses post-LN).")
-    adaptive: bool = _field(False, "Adaptive input and adaptive softmax instead of a plain embedding and softmax.")
-    cutoffs: list[int] = _field([], "Adaptive softmax cluster boundaries, ascending, each below n_token.", valid=POSITIVE)
-    div_val: int = _field(1, "Each adaptive cluster's embedding is div_val times smaller than the previous one.", valid=POSITIVE)
-    full_width_proj: bool = _field(
+    untie_r: bool = setting(False, "Per-layer global biases u and v instead of ones shared by all layers.")
+    pre_lnorm: bool = setting(False, "Layer norm before each sub-layer instead of after (the paper uses post-LN).")
+    adaptive: bool = setting(False, "Adaptive input and adaptive softmax instead of a plain embedding and softmax.")
+    cutoffs: list[int] = setting([], "Adaptive softmax cluster boundaries, ascending, each below n_token.", valid=POSITIVE)
+    div_val: int = setting(1, "Each adaptive cluster's embedding is div_val times smaller than the previous one.", valid=POSITIVE)
+    full_width_proj: bool = setting(
         False,
         "Adaptive input and softmax: also project the clusters whose embedding is already d_model wide (the head "
         "when div_val > 1), as the authors' code does; same functions, one more d_model x d_model matrix per side.",
     )
-    tie_weight: bool | list[bool] = _field(
+    tie_weight: bool | list[bool] = setting(
         True, "Share the output softmax weights with the input embedding: true/false for every cluster, or one per cluster."
     )
-    tie_projs: bool | list[bool] = _field(
+    tie_projs: bool | list[bool] = setting(
         True,
         "Share the adaptive projections between input and output: true/false for every cluster, or one per cluster "
         "(the authors' WikiText-103 models: [false, true, true, true]).",
     )
-    qrnn_window: int = _field(2, "QRNN only: convolution window of the first layer (later layers use 1).", valid=POSITIVE)
+    qrnn_window: int = setting(2, "QRNN only: convolution window of the first layer (later layers use 1).", valid=POSITIVE)
 
 
 @dataclass
 class DataConfig:
     """Where tokens come from."""
 
-    corpus: str = _field("synthetic", "Corpus name (see `txlab data list`).")
-    data_dir: str = _field("", "Directory holding one folder per corpus; empty means $TXLAB_DATA_DIR or the user cache directory.")
-    corpus_dir: str = _field("", "Folder of this corpus's files, overriding <data_dir>/<corpus> (e.g. a sample with only some splits).")
-    cache_dir: str = _field(
+    corpus: str = setting("synthetic", "Corpus name (see `txlab data list`).")
+    data_dir: str = setting("", "Directory holding one folder per corpus; empty means $TXLAB_DATA_DIR or the user cache directory.")
+    corpus_dir: str = setting("", "Folder of this corpus's files, overriding <data_dir>/<corpus> (e.g. a sample with only some splits).")
+    cache_dir: str = setting(
         "", "Where encoded corpora are cached; empty means $TXLAB_CACHE_DIR, else <data_dir>/.encoded if writable, else the user cache."
     )
-    synthetic_tokens: int = _field(2_000_000, "Synthetic corpora only: number of training tokens generated.", valid=POSITIVE)
-    synthetic_eval_tokens: int = _field(200_000, "Synthetic corpora only: number of tokens in each of valid and test.", valid=POSITIVE)
-    synthetic_seed: int = _field(0, "Synthetic corpora only: sampling seed (the language itself is fixed; each split has its own stream).", valid=SEED)
-    synthetic_max_context: int = _field(0, "Synthetic corpora only: move the longest dependency to this many tokens; 0 keeps the variant's.", valid=NON_NEGATIVE)
-    enwik8_drop_newlines: bool = _field(
+    synthetic_tokens: int = setting(2_000_000, "Synthetic corpora only: number of training tokens generated.", valid=POSITIVE)
+    synthetic_eval_tokens: int = setting(200_000, "Synthetic corpora only: number of tokens in each of valid and test.", valid=POSITIVE)
+    synthetic_seed: int = setting(0, "Synthetic corpora only: sampling seed (the language itself is fixed; each split has its own stream).", valid=SEED)
+    synthetic_max_context: int = setting(0, "Synthetic corpora only: move the longest dependency to this many tokens; 0 keeps the variant's.", valid=NON_NEGATIVE)
+    enwik8_drop_newlines: bool = setting(
         False, "enwik8/text8: drop newline bytes after the 90/5/5 split, as the reference preprocessing does (204 symbols); default keeps them."
     )
 
@@ -176,37 +185,37 @@ class DataConfig:
 class TrainConfig:
     """The optimisation protocol."""
 
-    batch_size: int = _field(8, "Number of contiguous streams trained in parallel.", valid=POSITIVE)
-    max_steps: int = _field(1000, "Optimizer steps.", valid=POSITIVE)
-    optimizer: str = _field("adam", "Optimizer.", ("adam", "adamw"))
-    lr: float = _field(2.5e-4, "Peak learning rate.", valid=POSITIVE_REAL)
-    weight_decay: float = _field(0.0, "Weight decay (decoupled for adamw).", valid=NON_NEGATIVE)
-    scheduler: str = _field("cosine", "Learning-rate schedule after warm-up.", ("cosine", "constant", "inv_sqrt"))
-    warmup_steps: int = _field(0, "Linear warm-up steps.", valid=NON_NEGATIVE)
-    lr_min: float = _field(0.0, "Final learning rate of the cosine schedule.", valid=NON_NEGATIVE)
-    clip: float = _field(0.25, "Gradient-norm clipping threshold; 0 disables.", valid=NON_NEGATIVE)
-    grad_accum: int = _field(1, "Micro-batches accumulated per optimizer step.", valid=POSITIVE)
-    loss: str = _field("full", "Cross entropy on every position ('full') or the most recent half of each segment ('half').", ("full", "half"))
-    eval_interval: int = _field(200, "Steps between validation evaluations.", valid=POSITIVE)
-    eval_tokens: int = _field(0, "Validation tokens scored at each periodic evaluation; 0 means the whole split.", valid=NON_NEGATIVE)
-    log_interval: int = _field(20, "Steps between metric lines.", valid=POSITIVE)
-    seed: int = _field(0, "Seed for parameters, dropout and data order.", valid=SEED)
-    device: str = _field("cpu", "Torch device ('cpu', 'cuda', 'cuda:1', ...).")
-    threads: int = _field(0, "CPU threads for torch; 0 leaves torch's default.", valid=NON_NEGATIVE)
-    tensorboard: bool = _field(False, "Also log metrics for TensorBoard under <run>/tensorboard (needs `pip install tensorboard`).")
+    batch_size: int = setting(8, "Number of contiguous streams trained in parallel.", valid=POSITIVE)
+    max_steps: int = setting(1000, "Optimizer steps.", valid=POSITIVE)
+    optimizer: str = setting("adam", "Optimizer.", ("adam", "adamw"))
+    lr: float = setting(2.5e-4, "Peak learning rate.", valid=POSITIVE_REAL)
+    weight_decay: float = setting(0.0, "Weight decay (decoupled for adamw).", valid=NON_NEGATIVE)
+    scheduler: str = setting("cosine", "Learning-rate schedule after warm-up.", ("cosine", "constant", "inv_sqrt"))
+    warmup_steps: int = setting(0, "Linear warm-up steps.", valid=NON_NEGATIVE)
+    lr_min: float = setting(0.0, "Final learning rate of the cosine schedule.", valid=NON_NEGATIVE)
+    clip: float = setting(0.25, "Gradient-norm clipping threshold; 0 disables.", valid=NON_NEGATIVE)
+    grad_accum: int = setting(1, "Micro-batches accumulated per optimizer step.", valid=POSITIVE)
+    loss: str = setting("full", "Cross entropy on every position ('full') or the most recent half of each segment ('half').", ("full", "half"))
+    eval_interval: int = setting(200, "Steps between validation evaluations.", valid=POSITIVE)
+    eval_tokens: int = setting(0, "Validation tokens scored at each periodic evaluation; 0 means the whole split.", valid=NON_NEGATIVE)
+    log_interval: int = setting(20, "Steps between metric lines.", valid=POSITIVE)
+    seed: int = setting(0, "Seed for parameters, dropout and data order.", valid=SEED)
+    device: str = setting("cpu", "Torch device ('cpu', 'cuda', 'cuda:1', ...).")
+    threads: int = setting(0, "CPU threads for torch; 0 leaves torch's default.", valid=NON_NEGATIVE)
+    tensorboard: bool = setting(False, "Also log metrics for TensorBoard under <run>/tensorboard (needs `pip install tensorboard`).")
 
 
 @dataclass
 class EvalConfig:
     """Evaluation settings; a length of -1 means 'the model's training value'."""
 
-    split: str = _field("valid", "Split to score.", ("train", "valid", "test"))
-    batch_size: int = _field(8, "Number of contiguous evaluation streams.", valid=POSITIVE)
-    tgt_len: int = _field(-1, "Evaluation segment length; -1 means the model's tgt_len.", valid=Range(1, special=(-1,)))
-    mem_len: int = _field(-1, "Evaluation memory length; -1 means the model's mem_len.", valid=Range(0, special=(-1,)))
-    clamp_len: int = _field(-1, "Evaluation clamp_len; -1 means the model's clamp_len.", valid=Range(0, special=(-1,)))
-    same_length: bool = _field(True, "Every query attends to the same number of keys.")
-    streams: str = _field(
+    split: str = setting("valid", "Split to score.", ("train", "valid", "test"))
+    batch_size: int = setting(8, "Number of contiguous evaluation streams.", valid=POSITIVE)
+    tgt_len: int = setting(-1, "Evaluation segment length; -1 means the model's tgt_len.", valid=Range(1, special=(-1,)))
+    mem_len: int = setting(-1, "Evaluation memory length; -1 means the model's mem_len.", valid=Range(0, special=(-1,)))
+    clamp_len: int = setting(-1, "Evaluation clamp_len; -1 means the model's clamp_len.", valid=Range(0, special=(-1,)))
+    same_length: bool = setting(True, "Every query attends to the same number of keys.")
+    streams: str = setting(
         "exact",
         "How the split is cut into batch_size streams: 'exact' scores every target once (the remainder and the targets at "
         "stream boundaries included); 'reference' as the authors' eval.py (len // batch_size tokens a stream, the rest "
@@ -219,13 +228,13 @@ class EvalConfig:
 class RunConfig:
     """Everything that defines a run; saved as config.yaml in its directory."""
 
-    name: str = _field("", "Run name; empty means derived from preset, size and corpus.")
-    preset: str = _field("", "The named preset this run started from, if any.")
-    size: str = _field("", "The preset size ('paper', 'cpu', ...), if any.")
-    model: ModelConfig = field(default_factory=ModelConfig, metadata={"doc": "Model.", "choices": None})
-    data: DataConfig = field(default_factory=DataConfig, metadata={"doc": "Data.", "choices": None})
-    train: TrainConfig = field(default_factory=TrainConfig, metadata={"doc": "Training.", "choices": None})
-    eval: EvalConfig = field(default_factory=EvalConfig, metadata={"doc": "Evaluation.", "choices": None})
+    name: str = setting("", "Run name; empty means derived from preset, size and corpus.")
+    preset: str = setting("", "The named preset this run started from, if any.")
+    size: str = setting("", "The preset size ('paper', 'cpu', ...), if any.")
+    model: ModelConfig = setting(ModelConfig, "Model.")
+    data: DataConfig = setting(DataConfig, "Data.")
+    train: TrainConfig = setting(TrainConfig, "Training.")
+    eval: EvalConfig = setting(EvalConfig, "Evaluation.")
 
 
 def field_doc(cls: type, name: str) -> str:
@@ -348,10 +357,22 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
+def _is_text_setting(cfg: Any, path: list[str]) -> bool:
+    """Whether ``path`` names a string field of the dataclass ``cfg`` (nested sections included)."""
+    for i, part in enumerate(path):
+        if not dataclasses.is_dataclass(cfg) or part not in {f.name for f in dataclasses.fields(cfg)}:
+            return False
+        if i < len(path) - 1:
+            cfg = getattr(cfg, part)
+    return typing.get_type_hints(type(cfg))[path[-1]] is str
+
+
 def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
     """Apply ``--set a.b=value`` overrides to a config dataclass, with type checking."""
     for text in overrides:
         path, value = parse_override(text)
+        if _is_text_setting(cfg, path) and not isinstance(value, str):  # YAML reads a grid 4:32:4 as the number 16324
+            value = text.split("=", 1)[1].strip()
         nested: Any = value
         for part in reversed(path):
             nested = {part: nested}
@@ -380,9 +401,10 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def read_study(path: str | Path, keys: tuple[str, ...], profile: str, settings: Any) -> tuple[dict[str, Any], Any]:
-    """A study file's top-level mapping (only ``keys`` plus ``profiles`` allowed) and ``settings``
-    (a dataclass of defaults) updated strictly with the chosen profile's values."""
+def read_profile(path: str | Path, keys: tuple[str, ...], profile: str, defaults: Any) -> tuple[dict[str, Any], Any]:
+    """The one reader of a study file's profiles (every study command's): the file's top-level mapping
+    (only ``keys`` plus ``profiles`` allowed) and ``defaults`` (a settings dataclass) updated strictly
+    with the chosen profile's values; an unknown profile is refused with the nearest names."""
     data = read_yaml(path)
     valid = (*keys, "profiles")
     unknown = set(data) - set(valid)
@@ -393,7 +415,44 @@ def read_study(path: str | Path, keys: tuple[str, ...], profile: str, settings: 
         raise TxlabError(f"{path}: 'profiles' must map profile names to settings")
     if profile not in profiles:
         raise did_you_mean(profile, profiles, f"profile in {path}")
-    return data, update_dataclass(settings, profiles[profile] or {}, prefix=f"profiles.{profile}.")
+    return data, update_dataclass(defaults, profiles[profile] or {}, prefix=f"profiles.{profile}.")
+
+
+def override_settings(settings: Any, options: dict[str, Any] | None = None, sets: Sequence[str] = ()) -> Any:
+    """Command-line values over a study's settings: its options (setting name -> value, None meaning
+    'not given'), then ``--set key=value`` overrides. Both take the strict path of run configs (types,
+    choices, declared ranges, unknown keys with the nearest names), so ``--threads 0`` and
+    ``--set threads=0`` are refused alike."""
+    given = {name: value for name, value in (options or {}).items() if value is not None}
+    try:
+        return apply_overrides(update_dataclass(settings, given), sets)
+    except TxlabError as err:
+        raise TxlabError(f"command line: {err}") from None
+
+
+def given_keys(options: dict[str, Any] | None, sets: Sequence[str]) -> set[str]:
+    """The settings the command line gives: options that are not None, and the first key of every override."""
+    return {name for name, value in (options or {}).items() if value is not None} | {parse_override(s)[0][0] for s in sets}
+
+
+def describe_settings(settings: Any, prefix: str = "") -> str:
+    """One line per setting of a dataclass (nested sections as ``section.key``): key, default, what it
+    accepts and its documentation, as ``--show-settings`` prints them."""
+    hints = typing.get_type_hints(type(settings))
+    lines = []
+    for f in dataclasses.fields(settings):
+        value, key = getattr(settings, f.name), f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            lines.append(describe_settings(value, f"{key}."))
+            continue
+        accepts = _type_name(hints[f.name])
+        if f.metadata.get("choices"):
+            accepts = " | ".join(f.metadata["choices"])
+        elif f.metadata.get("range") is not None:
+            accepts += f", {f.metadata['range'].describe()}"
+        lines.append(f"{key} = {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}  ({accepts})\n"
+                     f"    {f.metadata.get('doc', '')}")
+    return "\n".join(lines)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: RunConfig | None = None) -> RunConfig:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from txlab.config import NON_NEGATIVE, POSITIVE, Range
+from txlab.config import NON_NEGATIVE, POSITIVE, Range, setting
 from txlab.errors import TxlabError, did_you_mean
 
 LAUNCHERS = ("local", "slurm")
@@ -29,24 +29,17 @@ LAUNCHERS = ("local", "slurm")
 class SlurmSettings:
     """How each job is submitted (a study profile's ``slurm:`` mapping, or ``--set slurm.<key>=<value>``)."""
 
-    partition: str = ""
-    """Slurm partition (empty: the cluster's default)."""
-    time_min: int = field(default=240, metadata={"range": POSITIVE})
-    """Wall-time limit of one job, in minutes. A run cut off by it resumes from its checkpoint on the next submission."""
-    gpus: int = field(default=0, metadata={"range": NON_NEGATIVE})
-    """GPUs per job (set the profile's device to cuda to use them)."""
-    cpus: int = field(default=2, metadata={"range": POSITIVE})
-    """CPU cores per job."""
-    mem_gb: float = field(default=0.0, metadata={"range": NON_NEGATIVE})
-    """Memory per job in GB (0: the partition's default)."""
-    account: str = ""
-    """Slurm account to charge (empty: your default)."""
-    cluster: str = field(default="slurm", metadata={"choices": ("slurm", "local")})
-    """'slurm', or 'local': each job a subprocess of this machine (a check of the set-up without a cluster)."""
-    poll_s: float = field(default=15.0, metadata={"range": Range(0.1)})
-    """Seconds between two looks at the jobs' states."""
-    logs: str = ""
-    """Folder of the job scripts and logs (empty: ``<the study's results>/jobs``)."""
+    partition: str = setting("", "Slurm partition (empty: the cluster's default).")
+    time_min: int = setting(240, "Wall-time limit of one job, in minutes. A run cut off by it resumes from its checkpoint on the next submission.",
+                            valid=POSITIVE)
+    gpus: int = setting(0, "GPUs per job (set the profile's device to cuda to use them).", valid=NON_NEGATIVE)
+    cpus: int = setting(2, "CPU cores per job.", valid=POSITIVE)
+    mem_gb: float = setting(0.0, "Memory per job in GB (0: the partition's default).", valid=NON_NEGATIVE)
+    account: str = setting("", "Slurm account to charge (empty: your default).")
+    cluster: str = setting("slurm", "'slurm', or 'local': each job a subprocess of this machine (a check of the set-up without a cluster).",
+                           ("slurm", "local"))
+    poll_s: float = setting(15.0, "Seconds between two looks at the jobs' states.", valid=Range(0.1))
+    logs: str = setting("", "Folder of the job scripts and logs (empty: ``<the study's results>/jobs``).")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ state (:class:`~txlab.model.CachedMemory`): each segment projects the keys and v
 only and reads the position keys from a table built once. The work that saves, which the authors' code
 and txlab's training path repeat every segment (re-projecting the L memory rows and applying ``r_net``
 to all distances), is reported per row as ``xl_avoided_flops_per_token`` and never counted as useful;
-``eval_cache: false`` (``--no-eval-cache``) times that path instead. The fused kernel still computes
+``eval_cache: false`` (``--set eval_cache=false``) times that path instead. The fused kernel still computes
 the masked score columns (L + tgt_len keys per query), so the XL GFLOP/s is a lower bound on the
 hardware rate.
 """
@@ -42,7 +42,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +51,12 @@ import torch
 from txlab.build import build_model
 from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, read_meta
-from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, check_fields, read_study, update_dataclass
-from txlab.errors import TxlabError, did_you_mean
+from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, check_fields, setting, update_dataclass
+from txlab.errors import TxlabError
 from txlab.evaluate import evaluation_context
 from txlab.fileio import write_text_atomic
 from txlab.lm import Context
 from txlab.model import TransformerXL
-from txlab.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.tables import markdown_table
 from txlab.timing import cpu_model, cpu_snapshot, matmul_peak_gflops, median_seconds, others_cpu, times_within
@@ -77,70 +76,27 @@ DEFAULT_GPU_BATCH = 10
 """Streams / windows per call on a GPU when ``batch_size`` is 0: the reference eval.py's batch size."""
 
 
-@dataclass
-class SpeedSettings:
-    """How `txlab speed` measures; a study profile (YAML) sets any of these, command-line options win."""
-
-    size: str = field(default="paper", metadata={"choices": SIZES})
-    """Shape of the xl-enwik8-12l preset: paper (12/512/8x64/2048), cpu (4/128/4x32/512) or tiny."""
-    run: str = ""
-    """A trained run directory to time instead of the preset (its shape, weights and evaluation settings)."""
-    device: str = "cpu"
-    """cpu, cuda, cuda:1, ..."""
-    batch_size: int = field(default=0, metadata={"range": NON_NEGATIVE})
-    """XL streams and vanilla windows per call; 0 = 1 on CPU (one window keeps 2 cores busy) and 10 on a GPU."""
-    tgt_len: int = field(default=0, metadata={"range": NON_NEGATIVE})
-    """XL evaluation segment length; 0 = the model's (80 for the paper's enwik8 model)."""
-    budget_s: float = field(default=30.0, metadata={"range": NON_NEGATIVE})
-    """Seconds of timed vanilla calls per attention length (at least MIN_VANILLA_CALLS calls)."""
-    repeats: int = field(default=5, metadata={"range": POSITIVE})
-    """Timed XL segments per attention length (after the memory is full)."""
-    warmup: int = field(default=1, metadata={"range": NON_NEGATIVE})
-    """Untimed calls before timing, for each model and attention length."""
-    threads: int = field(default=2, metadata={"range": POSITIVE})
-    """torch CPU threads."""
-    seed: int = field(default=0, metadata={"range": SEED})
-    """Seed of the random weights, tokens and sampled vanilla positions."""
-    eval_cache: bool = True
-    """XL with the cached evaluation state (each segment projects only its own rows); false: the training
-    path, which re-projects the whole memory every segment as the authors' code does."""
-
-    def check(self) -> None:
-        if self.size not in SIZES:
-            raise did_you_mean(self.size, SIZES, "size")
-        check_fields(self)
-
-
 @dataclass(frozen=True)
-class Study:
-    """What one `txlab speed` invocation measures: output file stem, attention lengths, profile, settings."""
+class SpeedSettings:
+    """How Table 9 is measured (a speed study's profile keys; `txlab speed --set` over them, see txlab.drivers.speed)."""
 
-    name: str
-    attn_lens: list[int]
-    profile: str
-    settings: SpeedSettings
-
-
-def load_study(path: str | Path, profile: str) -> Study:
-    """Read a speed study (see studies/table9.yaml for the format) and pick one profile.
-
-    The study's name is ``<name in the file>-<profile>``, the stem of the files it writes.
-    """
-    data, settings = read_study(path, ("name", "attn_lens"), profile, SpeedSettings())
-    lens = data.get("attn_lens", list(PAPER_ATTN_LENS))
-    if not isinstance(lens, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in lens):
-        raise TxlabError(f"{path}: 'attn_lens' must be a list of integers, got {lens!r}")
-    return Study(f"{data.get('name') or Path(path).stem}-{profile}", lens, profile, settings)
+    size: str = setting("paper", "Shape of the xl-enwik8-12l preset: paper (12/512/8x64/2048), cpu (4/128/4x32/512) or tiny.", SIZES)
+    run: str = setting("", "A trained run directory (XL or vanilla) to time instead of the preset (its shape, weights and evaluation settings).")
+    device: str = setting("cpu", "cpu, cuda, cuda:1, ...")
+    batch_size: int = setting(0, "XL streams and vanilla windows per call; 0 = 1 on CPU (one window keeps 2 cores busy) and 10 on a GPU.",
+                              valid=NON_NEGATIVE)
+    tgt_len: int = setting(0, "XL evaluation segment length; 0 = the model's (80 for the paper's enwik8 model).", valid=NON_NEGATIVE)
+    budget_s: float = setting(30.0, f"Seconds of timed vanilla calls per attention length (at least {MIN_VANILLA_CALLS} calls).", valid=NON_NEGATIVE)
+    repeats: int = setting(5, "Timed XL segments per attention length (after the memory is full).", valid=POSITIVE)
+    warmup: int = setting(1, "Untimed calls before timing, for each model and attention length.", valid=NON_NEGATIVE)
+    threads: int = setting(2, "torch CPU threads.", valid=POSITIVE)
+    seed: int = setting(0, "Seed of the random weights, tokens and sampled vanilla positions.", valid=SEED)
+    eval_cache: bool = setting(True, "XL with the cached evaluation state (each segment projects only its own rows); false: the training "
+                               "path, which re-projects the whole memory every segment as the authors' code does.")
 
 
-def resolve_study(path: str | Path | None, profile: str, attn_lens: Sequence[int], **given: Any) -> Study:
-    """A study file's profile (or the defaults: table9, the paper's lengths), then the command line's values.
-
-    ``given``: SpeedSettings fields; None means 'not given'. Empty ``attn_lens`` keeps the study's.
-    """
-    study = load_study(path, profile) if path else Study("table9", list(PAPER_ATTN_LENS), "", SpeedSettings())
-    settings = check_fields(replace(study.settings, **{k: v for k, v in given.items() if v is not None}))
-    return Study(study.name, list(attn_lens) or study.attn_lens, study.profile, settings)
+COMMAND_OPTIONS = ("size", "run", "device", "threads")
+"""The settings `txlab speed` takes as options of their own; the others are ``--set key=value``."""
 
 
 def command_line(attn_lens: Sequence[int], settings: SpeedSettings, name: str) -> str:
@@ -152,19 +108,19 @@ def command_line(attn_lens: Sequence[int], settings: SpeedSettings, name: str) -
     for f in fields(SpeedSettings):
         value = getattr(settings, f.name)
         if value != getattr(default, f.name):
-            flag = f.name.replace("_", "-")
-            parts.append((f"--{flag}" if value else f"--no-{flag}") if isinstance(value, bool) else f"--{flag} {value}")
+            shown = str(value).lower() if isinstance(value, bool) else value
+            parts.append(f"--{f.name.replace('_', '-')} {value}" if f.name in COMMAND_OPTIONS else f"--set {f.name}={shown}")
     if name != "table9":
         parts.append(f"--name {name}")
     return " ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------------
-# The plan
+# The request
 
 
 def check_request(attn_lens: Sequence[int], settings: SpeedSettings) -> None:
-    settings.check()
+    check_fields(settings)
     if not attn_lens:
         raise TxlabError("give at least one attention length")
     for n in attn_lens:
@@ -172,48 +128,13 @@ def check_request(attn_lens: Sequence[int], settings: SpeedSettings) -> None:
             raise TxlabError(f"attention length must be >= 1, got {n}")
 
 
-def _planned_config(settings: SpeedSettings) -> RunConfig:
-    """The configuration :class:`_Models` will time, read without loading weights."""
+def timed_config(settings: SpeedSettings) -> RunConfig:
+    """The configuration that is timed (a trained run's, or the preset's), read without loading weights."""
     if settings.run:
         if not has_checkpoint(Path(settings.run)):
             raise TxlabError(f"{settings.run} holds no checkpoint: is it a run directory made by `txlab train`?")
         return update_dataclass(RunConfig(), read_meta(Path(settings.run))["config"])
     return update_dataclass(resolve_preset(PRESET, settings.size), {"model": {"n_token": PAPER_VOCAB["enwik8"]}})
-
-
-def _timing_plan(study: Study, gflops: float | None) -> Plan:
-    settings = study.settings
-    cfg = _planned_config(settings)
-    shape = replace(cfg.model, dropout=0.0, dropatt=0.0)
-    xl = meta_model(replace(cfg, model=replace(shape, family="xl", pos_enc="ours", max_len=0)))
-    tgt_len = settings.tgt_len or evaluation_context(cfg.model, cfg.eval)[0]
-    batch = settings.batch_size or (DEFAULT_GPU_BATCH if torch.device(settings.device).type == "cuda" else 1)
-    plan = Plan(gflops=gflops)
-    label = settings.run or f"{PRESET} at size {settings.size}"
-    plan.add(f"time {label} ({xl.num_parameters() / 1e6:.1f}M parameters) on {settings.device}, {settings.threads} threads, "
-             f"{batch} streams/windows per call:")
-    for n in study.attn_lens:
-        vanilla = meta_model(replace(cfg, model=replace(shape, family="vanilla", pos_enc="alrfou", mem_len=0, same_length=False, max_len=n, tgt_len=n)))
-        xl_flops = batch * (n * xl.flops_per_token(n // 2) + (settings.warmup + settings.repeats) * tgt_len * xl.flops_per_token(n))
-        call_s = seconds_for(batch * vanilla.window_flops(n), gflops) or 0.0
-        vanilla_s = max(settings.budget_s, MIN_VANILLA_CALLS * call_s) + settings.warmup * call_s
-        plan.add(f"  attention length {n}: XL fills {n} tokens of memory and times {settings.repeats} segments of {tgt_len}; "
-                 f"vanilla times windows of {n} for {settings.budget_s:g} s (at least {MIN_VANILLA_CALLS} calls, "
-                 f"about {format_seconds(call_s)} each here)", xl_flops, vanilla_s)
-    return plan
-
-
-def speed_plan(study: Study, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
-    """What `txlab speed` will time and how long it should take here; when that is over an hour on a
-    CPU, the smaller preset size that takes minutes."""
-    settings = study.settings
-    check_request(study.attn_lens, settings)
-    plan = _timing_plan(study, gflops(settings.device, settings.threads))
-    if is_long_on_cpu(plan, settings.device) and not settings.run:
-        candidates = [(f"--size {size}", _timing_plan(replace(study, settings=replace(settings, size=size)), plan.gflops))
-                      for size in smaller_sizes(settings.size)]
-        plan.faster = quickest(candidates)
-    return plan
 
 
 # --------------------------------------------------------------------------------------------------
@@ -280,8 +201,7 @@ class _Models:
                     "Transformer, so it needs a run of family xl or vanilla"
                 )
         else:
-            cfg = update_dataclass(resolve_preset(PRESET, settings.size), {"model": {"n_token": PAPER_VOCAB["enwik8"]}})
-            trained = None
+            cfg, trained = timed_config(settings), None
         self.cfg: RunConfig = cfg
         shape = replace(cfg.model, dropout=0.0, dropatt=0.0)
         if trained is not None and cfg.model.family == "xl":
@@ -423,6 +343,35 @@ def measure(models: _Models, attn_len: int, settings: SpeedSettings, device: tor
 # The table
 
 
+@dataclass(frozen=True)
+class SpeedTable:
+    """One measurement of Table 9, as written to ``<name>.csv`` and ``<name>.md``."""
+
+    name: str
+    profile: str
+    command: str
+    """The `txlab speed` command that reproduces it (:func:`command_line`)."""
+    model: str
+    """The preset name, or the run directory timed."""
+    size: str
+    """The preset size, or 'run'."""
+    params: int
+    settings: SpeedSettings
+    machine: dict[str, Any]
+    """What it was measured on (:func:`machine`)."""
+    rows: list[dict[str, Any]]
+    """One row per attention length (:func:`measure`)."""
+    table: Path | None = None
+    """The CSV written."""
+    markdown: Path | None = None
+    """The Markdown written."""
+
+    def summary(self) -> dict[str, Any]:
+        """The --json document."""
+        return {"name": self.name, "profile": self.profile, "command": self.command, "model": self.model, "size": self.size,
+                "params": self.params, "settings": asdict(self.settings), "machine": self.machine, "rows": self.rows}
+
+
 def speed_table(
     attn_lens: Sequence[int] = PAPER_ATTN_LENS,
     settings: SpeedSettings | None = None,
@@ -431,12 +380,9 @@ def speed_table(
     name: str = "table9",
     profile: str = "",
     echo: Callable[[str], None] = lambda msg: None,
-) -> dict[str, Any]:
+) -> SpeedTable:
     """Measure Table 9 at each attention length and write ``out_dir/<name>.csv`` and ``.md`` (default
-    ``<home>/results/speed``, see txlab.workspace).
-
-    Returns the settings, the machine, one row per attention length and the paths written.
-    """
+    ``<home>/results/speed``, see txlab.workspace)."""
     settings = settings or SpeedSettings()
     check_request(attn_lens, settings)
     device = _device(settings.device)
@@ -449,7 +395,7 @@ def speed_table(
             batch = settings.batch_size or (DEFAULT_GPU_BATCH if device.type == "cuda" else 1)
             shape = replace(models.shape, pos_enc="ours")
             for length, memory in ((attn_len, 0), (models.tgt_len, attn_len)):
-                check_fits(shape, batch, length, memory, training=False, device=device, what=f"attention length {attn_len:,} (--attn-len, --batch-size)")
+                check_fits(shape, batch, length, memory, training=False, device=device, what=f"attention length {attn_len:,} (--attn-len, batch_size)")
         host = machine(device, settings.threads)
         rows = []
         for n in attn_lens:
@@ -458,21 +404,11 @@ def speed_table(
             echo(format_table(rows[-1:]).splitlines()[-1])
     finally:
         torch.set_num_threads(previous_threads)
-    result = {
-        "name": name,
-        "profile": profile,
-        "command": command_line(attn_lens, settings, name),
-        "model": models.cfg.preset or settings.run,
-        "size": settings.size if not settings.run else "run",
-        "params": models.xl.num_parameters(),
-        "settings": asdict(settings),
-        "machine": host,
-        "rows": rows,
-    }
+    result = SpeedTable(name, profile, command_line(attn_lens, settings, name), models.cfg.preset or settings.run,
+                        settings.size if not settings.run else "run", models.xl.num_parameters(), settings, host, rows)
     out_dir = Path(out_dir or resolve("results/speed"))
-    result["table"] = str(_write_csv(out_dir / f"{name}.csv", result))
-    result["markdown"] = str(write_text_atomic(out_dir / f"{name}.md", format_markdown(result)))
-    return result
+    return replace(result, table=_write_csv(out_dir / f"{name}.csv", result),
+                   markdown=write_text_atomic(out_dir / f"{name}.md", format_markdown(result)))
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -489,19 +425,19 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return markdown_table(headers, lines, numeric=[True] * len(headers))
 
 
-def format_markdown(result: dict[str, Any]) -> str:
-    m, s, rows = result["machine"], result["settings"], result["rows"]
-    profile = f"profile `{result['profile']}`, " if result["profile"] else ""
+def format_markdown(result: SpeedTable) -> str:
+    m, s, rows = result.machine, result.settings, result.rows
+    profile = f"profile `{result.profile}`, " if result.profile else ""
     repeated = ", ".join(
         f"{(r['xl_avoided_flops_per_token'] + r['xl_repeated_flops_per_token']) / r['xl_flops_per_token']:.2f}x at L = {r['attn_len']}" for r in rows
     )
     xl_path = ("reads its memory from the cached evaluation state: each segment projects only its own rows' keys and values, "
-               "and the position keys come from a table built once" if s.get("eval_cache", True) else
-               "runs the training path (`--no-eval-cache`): each segment re-projects the keys and values of the whole memory "
+               "and the position keys come from a table built once" if s.eval_cache else
+               "runs the training path (`--set eval_cache=false`): each segment re-projects the keys and values of the whole memory "
                "and applies r_net to every distance, as the authors' code does")
     return f"""# Table 9: evaluation speed, vanilla Transformer vs Transformer-XL
 
-Produced by `{result['command']}` ({profile}model {result['model']}, size {result['size']}, {result['params'] / 1e6:.1f}M parameters).
+Produced by `{result.command}` ({profile}model {result.model}, size {result.size}, {result.params / 1e6:.1f}M parameters).
 
 Machine: {m['device']} ({m['device_name']}), CPU {m['cpu']} with {m['cpu_count']} cores, {m['threads']} torch threads,
 torch {m['torch']}; a large fp32 matmul reaches {m['matmul_peak_gflops']:,.0f} GFLOP/s there.
@@ -512,8 +448,8 @@ torch {m['torch']}; a large fp32 matmul reaches {m['matmul_peak_gflops']:,.0f} G
   it (recomputed for every prediction, {rows[0]['batch_size']} window(s) per call, at sampled positions);
   Transformer-XL reads {rows[0]['batch_size']} stream(s) in segments of {rows[0]['tgt_len']} with memory L and same_length,
   so every query attends exactly L keys in every layer.
-- tokens/s: predictions per second, from the median of the timed calls after {s['warmup']} warm-up call(s): XL
-  {s['repeats']} segments with a full memory, vanilla calls for {s['budget_s']:g} s (at least {MIN_VANILLA_CALLS}); slowdown = XL / vanilla.
+- tokens/s: predictions per second, from the median of the timed calls after {s.warmup} warm-up call(s): XL
+  {s.repeats} segments with a full memory, vanilla calls for {s.budget_s:g} s (at least {MIN_VANILLA_CALLS}); slowdown = XL / vanilla.
 - GFLOP/s against the analytic forward FLOPs of the useful work: vanilla `window_flops(L)` per prediction,
   XL `flops_per_token(L)`; the FLOP ratio is their quotient, the slowdown arithmetic alone predicts.
 - XL {xl_path}. Re-projecting the memory every segment, as the authors' code does, costs per token
@@ -522,11 +458,11 @@ torch {m['torch']}; a large fp32 matmul reaches {m['matmul_peak_gflops']:,.0f} G
 """
 
 
-def _write_csv(path: Path, result: dict[str, Any]) -> Path:
+def _write_csv(path: Path, result: SpeedTable) -> Path:
     """Tidy CSV: one line per attention length, with the machine and settings on every line."""
-    context = {"name": result["name"], "profile": result["profile"], "model": result["model"], "size": result["size"],
-               **result["machine"], "command": result["command"]}
-    lines = [{**row, **context} for row in result["rows"]]
+    context = {"name": result.name, "profile": result.profile, "model": result.model, "size": result.size,
+               **result.machine, "command": result.command}
+    lines = [{**row, **context} for row in result.rows]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(lines[0]), lineterminator="\n")
     writer.writeheader()

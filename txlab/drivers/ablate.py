@@ -31,6 +31,10 @@ leave a file behind, so a rerun skips what is done and an interrupted study resu
 their ``runs/`` folders together merges them (run ids are stable), and ``--report`` rebuilds the
 table from whatever runs are present.
 
+The driver of `txlab ablate`, named after it and built as every study driver (txlab.drivers): the
+profile read by :func:`txlab.config.read_profile` into :class:`AblationSettings`, ``--set`` applied
+by :func:`txlab.config.override_settings`, and an :class:`AblationResult` back.
+
 Attention length: with memory, evaluation at length A keeps A tokens of memory with
 ``same_length`` on, so every query attends exactly A keys (its own and the A-1 before it).
 A model with a fixed window (the vanilla Transformer) is scored on segments of A tokens without
@@ -55,15 +59,15 @@ import yaml
 from txlab import report
 from txlab.checkpoint import config_differences, has_checkpoint, read_meta
 from txlab.claims import Claim, read_claims
-from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, read_study, read_yaml, to_dict, update_dataclass
+from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, override_settings, read_profile, read_yaml, setting, to_dict, update_dataclass
 from txlab.corpora import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.evaluate import evaluate_run
 from txlab.fileio import read_json, read_yaml_mapping, write_json_atomic, write_text_atomic
 from txlab.footprint import MIB, fit_length, training_memory
-from txlab.launch import SlurmSettings, Task, check_launcher, run_jobs
+from txlab.launch import Failure, SlurmSettings, Task, check_launcher, run_jobs
 from txlab.plan import COMPUTE_EFFICIENCY, LONG_S, Plan, format_count, format_seconds, machine_gflops, meta_model, quickest, seconds_for, split_tokens, training_flops, vocab_size
-from txlab.presets import PRESETS, resolve_preset
+from txlab.presets import PRESETS, SIZES, resolve_preset
 from txlab.train import train
 from txlab.workspace import resolve
 from txlab.zoo import known_vocab_size, logged_training_step
@@ -75,39 +79,25 @@ SEMANTIC_KEYS = {"recurrence": "model.mem_len", "encoding": "model.pos_enc", "lo
 
 @dataclass(frozen=True)
 class AblationSettings:
-    """One profile of a study: everything besides the rows (the study profile's keys)."""
+    """One profile of a study: everything besides the rows (the study profile's keys, ``--set`` on the command line)."""
 
-    size: str = "cpu"
-    """Preset size of every run: paper, cpu or tiny."""
-    data: str = ""
-    """Corpus of every run (empty: the preset's own)."""
-    sets: list[str] = field(default_factory=list)
-    """Config overrides (``key=value``) applied to every run, before the rows' own changes."""
-    row_sets: list[str] = field(default_factory=list)
-    """Overrides for single rows of this profile: ``<row id>:<key>=<value>`` (e.g. a larger cpu model for one row)."""
-    seeds: list[int] = field(default_factory=list, metadata={"range": SEED})
-    """Training seeds (empty: the study's ``seeds``, else [0])."""
-    row_seeds: list[str] = field(default_factory=list)
-    """Seeds for single rows of this profile: ``<row id>:<seed>,<seed>...`` (rows that decide no
-    claim can take one seed where compute is short)."""
-    eval_lens: list[int] = field(default_factory=list, metadata={"range": POSITIVE})
-    """Evaluation attention lengths; each run is also scored at its training length (PPL init)."""
-    eval_tokens: int = field(default=0, metadata={"range": NON_NEGATIVE})
-    """Targets scored at each length from the start of the split (0: the whole split)."""
-    eval_batch_size: int = field(default=0, metadata={"range": NON_NEGATIVE})
-    """Evaluation streams (0: each run's eval.batch_size)."""
-    split: str = "valid"
-    device: str = "cpu"
-    threads: int = field(default=0, metadata={"range": NON_NEGATIVE})
-    """CPU threads for torch (0: torch's default)."""
-    fit_step: int = field(default=8, metadata={"range": POSITIVE})
-    """Granularity of the length that ``fit`` searches."""
-    out: str = "results/ablate"
-    """Runs and tables go to ``<out>/<name>-<profile>/``; a relative path is read under the home (txlab.workspace)."""
-    figures: str = "figures/ablate"
-    """Figures go to ``<figures>/<name>-<profile>/``; a relative path is read under the home."""
-    slurm: SlurmSettings = field(default_factory=SlurmSettings)
-    """How each run is submitted with ``--launcher slurm`` (partition, time_min, gpus, cpus, ...: txlab.launch.SlurmSettings)."""
+    size: str = setting("cpu", "Preset size of every run.", SIZES)
+    data: str = setting("", "Corpus of every run (empty: the preset's own).")
+    sets: list[str] = setting([], "Config overrides (key=value) applied to every run, before the rows' own changes.")
+    row_sets: list[str] = setting([], "Overrides for single rows of this profile: <row id>:<key>=<value> (e.g. a larger cpu model for one row).")
+    seeds: list[int] = setting([], "Training seeds (empty: the study's seeds, else [0]).", valid=SEED)
+    row_seeds: list[str] = setting([], "Seeds for single rows of this profile: <row id>:<seed>,<seed>... (rows that decide no claim "
+                                   "can take one seed where compute is short).")
+    eval_lens: list[int] = setting([], "Evaluation attention lengths; each run is also scored at its training length (PPL init).", valid=POSITIVE)
+    eval_tokens: int = setting(0, "Targets scored at each length from the start of the split (0: the whole split).", valid=NON_NEGATIVE)
+    eval_batch_size: int = setting(0, "Evaluation streams (0: each run's eval.batch_size).", valid=NON_NEGATIVE)
+    split: str = setting("valid", "Split every run is scored on.", ("train", "valid", "test"))
+    device: str = setting("cpu", "Torch device of training and evaluation (cpu, cuda, cuda:1, ...).")
+    threads: int = setting(0, "CPU threads for torch (0: torch's default).", valid=NON_NEGATIVE)
+    fit_step: int = setting(8, "Granularity of the length that a row's fit searches.", valid=POSITIVE)
+    out: str = setting("results/ablate", "Runs and tables go to <out>/<name>-<profile>/; a relative path is read under the home (txlab.workspace).")
+    figures: str = setting("figures/ablate", "Figures go to <figures>/<name>-<profile>/; a relative path is read under the home.")
+    slurm: SlurmSettings = setting(SlurmSettings, "How each run is submitted with --launcher slurm (slurm.partition, slurm.time_min, ...).")
 
 
 @dataclass(frozen=True)
@@ -143,7 +133,9 @@ class PlannedRun:
 
 
 @dataclass(frozen=True)
-class Study:
+class AblationStudy:
+    """A study file read at one profile: its runs, expanded and checked, and how the table is built."""
+
     name: str
     description: str
     profile: str
@@ -163,6 +155,34 @@ class Study:
     @property
     def fig_dir(self) -> Path:
         return Path(self.settings.figures) / f"{self.name}-{self.profile}"
+
+
+@dataclass
+class AblationResult:
+    """What one ``txlab ablate`` did: the plan, and unless it was a dry run the table it wrote."""
+
+    study: str
+    profile: str
+    shard: tuple[int, int]
+    """(i, N): the i-th of N shards (1, 1 for the whole study)."""
+    plan: dict[str, Any]
+    """Per-run costs and the estimated time (:func:`estimate`)."""
+    out_dir: str
+    report: dict[str, Any] | None = None
+    """txlab.report.write_ablation_report's rows, markdown, files, claims and counts (None for a dry run)."""
+    failed: list[Failure] | None = None
+    """The jobs that failed, with their logs (None unless the runs went to a scheduler)."""
+    elapsed_s: float | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The --json document: the plan, and the rows, claims and failed jobs where there are any."""
+        doc: dict[str, Any] = {"study": self.study, "profile": self.profile, "shard": list(self.shard), "out_dir": self.out_dir}
+        if self.report is not None:
+            doc.update(rows=self.report["rows"], claims=self.report["claims"])
+        doc["plan"] = self.plan
+        if self.failed is not None:
+            doc["failed"] = [asdict(f) for f in self.failed]
+        return doc
 
 
 # --------------------------------------------------------------------------------------------------
@@ -369,16 +389,13 @@ def _scoring_lengths(row: Row, cfg: RunConfig, settings: AblationSettings) -> tu
     return tuple(sorted({*asked, init_len})), init_len
 
 
-def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ()) -> Study:
+def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ()) -> AblationStudy:
     """Read, expand and check a study, with ``sets`` (``key=value``) over the profile's settings:
     every problem is reported before any run starts."""
     path = Path(path)
-    data, settings = read_study(path, STUDY_KEYS, profile, AblationSettings())
+    data, settings = read_profile(path, STUDY_KEYS, profile, AblationSettings())
     settings = replace(settings, out=str(resolve(settings.out)), figures=str(resolve(settings.figures)))
-    try:
-        settings = apply_overrides(settings, list(sets))
-    except TxlabError as err:
-        raise TxlabError(f"--set: {err}") from None
+    settings = override_settings(settings, sets=sets)
     name = _slug(str(data.get("name") or path.stem))
     base = data.get("base") or {}
     if not isinstance(base, dict) or set(base) - {"preset", "set"}:
@@ -433,7 +450,7 @@ def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ())
         elif not isinstance(budget, (int, float)) or budget <= 0:
             raise TxlabError(f"{path}: memory_budget must be a row id or a positive number of MiB, got {budget!r}")
     claims = read_claims(data.get("claims"), ids, str(path))
-    return Study(name, str(data.get("description") or ""), profile, settings, runs, _columns(data.get("columns"), path), budget, path, claims)
+    return AblationStudy(name, str(data.get("description") or ""), profile, settings, runs, _columns(data.get("columns"), path), budget, path, claims)
 
 
 def parse_shard(spec: str | None) -> tuple[int, int]:
@@ -471,7 +488,7 @@ def run_cost(run: PlannedRun, settings: AblationSettings) -> dict[str, Any]:
     return row
 
 
-def estimate(study: Study, runs: Sequence[PlannedRun], gflops: float | None) -> dict[str, Any]:
+def estimate(study: AblationStudy, runs: Sequence[PlannedRun], gflops: float | None) -> dict[str, Any]:
     """Per-run costs and the study's estimated time at ``COMPUTE_EFFICIENCY`` x ``gflops``."""
     rows = [run_cost(run, study.settings) for run in runs]
     for r in rows:
@@ -482,7 +499,7 @@ def estimate(study: Study, runs: Sequence[PlannedRun], gflops: float | None) -> 
     return {"runs": rows, "total_flops": known, "gflops": gflops, "seconds": seconds_for(known, gflops)}
 
 
-def describe_plan(study: Study, runs: Sequence[PlannedRun], cost: dict[str, Any]) -> str:
+def describe_plan(study: AblationStudy, runs: Sequence[PlannedRun], cost: dict[str, Any]) -> str:
     """The runs to do, one line each, with parameters, evaluation lengths, estimated time and status."""
     lines = [f"{'run':<34} {'params':>8} {'tgt/mem':>9} {'loss':>5} {'eval lengths':<28} {'est.':>7}  status"]
     by_id = {r["run_id"]: r for r in cost["runs"]}
@@ -542,7 +559,7 @@ def _n_token(cfg: RunConfig) -> int:
     return cfg.model.n_token or known_vocab_size(cfg.data.corpus) or load_corpus(cfg.data, progress=False).n_token
 
 
-def _fit_run(run: PlannedRun, study: Study, budget_bytes: Callable[[], int], echo: Callable[[str], None]) -> RunConfig:
+def _fit_run(run: PlannedRun, study: AblationStudy, budget_bytes: Callable[[], int], echo: Callable[[str], None]) -> RunConfig:
     """The run's configuration with its ``fit`` key set to the largest value within the budget (cached in fit.json)."""
     if not run.row.fit:
         return run.config
@@ -562,7 +579,7 @@ def _fit_run(run: PlannedRun, study: Study, budget_bytes: Callable[[], int], ech
     return update_dataclass(run.config, {section: {key: record["value"]}})
 
 
-def _budget(study: Study) -> Callable[[], int]:
+def _budget(study: AblationStudy) -> Callable[[], int]:
     """The memory budget in bytes, measured once on first use."""
     cache: list[int] = []
 
@@ -598,7 +615,7 @@ def _evaluate(run: PlannedRun, config: RunConfig, settings: AblationSettings, wi
         echo(f"{run.run_id}: attention length {length}: {metric} {record[metric]:.3f}")
 
 
-def _write_row_record(run: PlannedRun, config: RunConfig, study: Study) -> None:
+def _write_row_record(run: PlannedRun, config: RunConfig, study: AblationStudy) -> None:
     """What the report needs to know of a run besides its config: its row, seed and how it is scored."""
     write_json_atomic(run.directory / "ablate" / "row.json", {
         "params": meta_model(config, _n_token(config)).num_parameters(), "run_id": run.run_id,
@@ -608,7 +625,7 @@ def _write_row_record(run: PlannedRun, config: RunConfig, study: Study) -> None:
     })
 
 
-def run_one(run: PlannedRun, config: RunConfig, study: Study, progress: bool, echo: Callable[[str], None]) -> None:
+def run_one(run: PlannedRun, config: RunConfig, study: AblationStudy, progress: bool, echo: Callable[[str], None]) -> None:
     """The missing stages of one run after ``fit`` (``config`` holds the fitted value): train, evaluate."""
     if not _is_trained(run, config):
         from_scratch = not has_checkpoint(run.directory)
@@ -620,7 +637,7 @@ def run_one(run: PlannedRun, config: RunConfig, study: Study, progress: bool, ec
     _evaluate(run, config, study.settings, model_window(config), progress, echo)
 
 
-def quicker_profile(study: Study, gflops: float) -> str:
+def quicker_profile(study: AblationStudy, gflops: float) -> str:
     """'--profile P would take about T' for the first other profile of the study that takes under an
     hour here on a CPU, else ''."""
     candidates = []
@@ -634,7 +651,7 @@ def quicker_profile(study: Study, gflops: float) -> str:
     return quickest(candidates)
 
 
-def run_planned(run: PlannedRun, study: Study, budget_bytes: Callable[[], int], progress: bool, echo: Callable[[str], None], counter: str = "") -> None:
+def run_planned(run: PlannedRun, study: AblationStudy, budget_bytes: Callable[[], int], progress: bool, echo: Callable[[str], None], counter: str = "") -> None:
     """Every missing stage of one run: fit, train, evaluate (nothing when it is done)."""
     config = _fit_run(run, study, budget_bytes, echo)
     if run.row.fit:  # a fitted segment length moves the training attention length (PPL init)
@@ -675,12 +692,12 @@ def run_study(
     progress: bool = True,
     announce: Callable[[str], None] = print,
     echo: Callable[[str], None] = print,
-) -> dict[str, Any]:
+) -> AblationResult:
     """What ``txlab ablate`` does: plan, (run the missing stages of this shard's runs, here or as
     scheduler jobs with ``launcher`` slurm), report.
 
-    Returns the plan and, unless ``dry_run``, the table's rows and the files written (and with the
-    slurm launcher the jobs that failed, with their logs).
+    Returns the plan and, unless ``dry_run``, the report written (and with the slurm launcher the jobs
+    that failed, with their logs).
     """
     check_launcher(launcher)
     study = load_study(path, profile, sets)
@@ -703,7 +720,7 @@ def run_study(
             quicker = quicker_profile(study, gflops)
             if quicker:
                 announce(f"that is over an hour on this CPU: {quicker}")
-    result: dict[str, Any] = {"study": study.name, "profile": profile, "shard": [index, count], "plan": cost, "out_dir": str(study.out_dir)}
+    result = AblationResult(study.name, profile, (index, count), cost, str(study.out_dir))
     if dry_run:
         announce(describe_plan(study, runs, cost))
         return result
@@ -721,14 +738,13 @@ def run_study(
             tasks = [Task(run.run_id, run_job, (str(study.path), profile, run.run_id, list(sets)), partial(job_progress, run, settings))
                      for run in pending]
             folder = Path(settings.slurm.logs) if settings.slurm.logs else study.out_dir / "jobs"
-            result["failed"] = [asdict(f) for f in run_jobs(tasks, settings.slurm, folder, f"txlab-{study.name}-{profile}", echo)]
+            result.failed = run_jobs(tasks, settings.slurm, folder, f"txlab-{study.name}-{profile}", echo)
         else:
             for i, run in enumerate(runs, 1):
                 run_planned(run, study, budget_bytes, progress, echo, f"[{i}/{len(runs)}] ")
-        result["elapsed_s"] = time.perf_counter() - started
-    result.update(report.write_ablation_report(
+        result.elapsed_s = time.perf_counter() - started
+    result.report = report.write_ablation_report(
         study.out_dir, study.fig_dir, study.columns,
         [run.run_id for run in study.runs], title=f"{study.description or study.name} ({profile} profile)", claims=study.claims,
-    ))
+    )
     return result
-

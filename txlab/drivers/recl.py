@@ -14,8 +14,14 @@ One call of :func:`recl_groups` does what the command does, for each group:
 5. write the Table 8 table (CSV, Markdown), the Figure 3 and Figure 4 points (CSV) under
    ``<out_dir>/<group>/`` and the figures (PNG, PDF) under ``<fig_dir>/<group>/``.
 
-A study file (studies/table8.yaml) names groups and profiles of settings; command-line values
-override the profile's.
+A study file (studies/table8.yaml) names groups and profiles of :class:`ReclSettings`. As in every
+study driver (txlab.drivers), the profile is read by :func:`txlab.config.read_profile` and the command
+line's options and ``--set`` overrides go through :func:`txlab.config.override_settings`, the strict
+path of run configs; ``--set`` keys under model., data., train. or eval. configure the preset members
+instead (:data:`MEMBER_SECTIONS`). Each group's result is a :class:`GroupResult`.
+
+The module carries its command's name; ``txlab.recl``, the pure-numpy metric it computes with, has
+the plain one.
 """
 
 from __future__ import annotations
@@ -32,14 +38,14 @@ import numpy as np
 
 from txlab import recl, report
 from txlab.checkpoint import has_checkpoint, read_meta
-from txlab.config import NON_NEGATIVE, POSITIVE, SEED, Range, RunConfig, apply_overrides, check_fields, read_study, update_dataclass
+from txlab.config import NON_NEGATIVE, POSITIVE, SEED, Range, RunConfig, given_keys, override_settings, read_profile, setting, update_dataclass
 from txlab.corpora import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
 from txlab.losses import GroupLosses, collect_group_losses, collect_run_losses
 from txlab.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
 from txlab.plan import Plan, add_training, checkpoint_step, evaluation_keys, is_long_on_cpu, machine_gflops, meta_model, quickest, smaller_sizes, vocab_size
-from txlab.presets import PRESETS
+from txlab.presets import PRESETS, SIZES
 from txlab.train import train
 from txlab.workspace import MODELS, resolve
 from txlab.zoo import run_config, run_dir
@@ -48,47 +54,42 @@ FIGURE3_R = 0.1
 """The paper's Figure 3 shows the gains at r = 0.1."""
 
 
+MEMBER_SECTIONS = ("model", "data", "train", "eval")
+"""A command-line override whose key starts with one of these (``train.max_steps=400``) configures the
+preset members (``sets``); any other (``blocks=8``, ``slurm.partition=gpu``) sets :class:`ReclSettings`."""
+
+
 @dataclass(frozen=True)
 class ReclSettings:
-    """Everything a RECL run depends on besides its members (the study profile's keys)."""
+    """Everything a RECL run depends on besides its members (the study profile's keys, ``--set`` on the command line)."""
 
-    size: str = "cpu"
-    """Size of preset members: paper, cpu or tiny."""
-    data: str = ""
-    """Corpus of preset members (empty: each preset's own)."""
-    sets: list[str] = field(default_factory=list)
-    """Config overrides (``key=value``) for preset members: where their runs live and how missing ones train."""
-    rs: list[float] = field(default_factory=lambda: list(recl.DEFAULT_RS), metadata={"range": Range(0, 1, low_open=True)})
-    """Fractions of the hardest targets RECL is computed at."""
-    grid: str = "100:1000:100"
-    """Context lengths: ``start:stop:step`` (stop included) or a comma-separated list."""
-    blocks: int = field(default=20, metadata={"range": POSITIVE})
-    """Contiguous target blocks drawn from the split."""
-    block_len: int = field(default=500, metadata={"range": POSITIVE})
-    """Targets per block (also the bootstrap's block)."""
-    split: str = "valid"
-    seed: int = field(default=0, metadata={"range": SEED})
-    """Draws the target blocks and the bootstrap resamples."""
-    n_boot: int = field(default=200, metadata={"range": NON_NEGATIVE})
-    """Bootstrap resamples for the confidence intervals (0: none)."""
-    placebo: bool = False
-    """Also collect placebo losses and report each step's placebo gain."""
-    batch_size: int = field(default=16, metadata={"range": POSITIVE})
-    """Windows per forward pass."""
-    device: str = "cpu"
-    train_missing: bool = True
-    """Train preset members that have no checkpoint, or resume one interrupted under the same recipe (else refuse)."""
-    allow_unequal: bool = False
-    """Score a group whose preset members were not all trained to their recipe's steps (else refuse):
-    RECL compares models, and a model trained less than its recipe is not the model the group names."""
-    models_root: str = str(MODELS)
-    """Where preset members live: ``<models_root>/<preset>-<size>-<corpus>/`` (a relative path in a study
-    file is read under the home, see txlab.workspace; one given on the command line, from the current directory)."""
-    launcher: str = field(default="local", metadata={"choices": LAUNCHERS})
-    """How missing members train and each member's losses are collected: local (here, one after the
-    other) or slurm (one submitit job each, waited for)."""
-    slurm: SlurmSettings = field(default_factory=SlurmSettings)
-    """The jobs' settings with launcher slurm (txlab.launch.SlurmSettings); ``--set slurm.<key>=<value>`` sets one."""
+    size: str = setting("cpu", "Size of preset members.", SIZES)
+    data: str = setting("", "Corpus of preset members (empty: each preset's own).")
+    sets: list[str] = setting([], "Config overrides (key=value) for preset members: where their runs live and how missing ones train "
+                              "(on the command line: --set train.max_steps=400, any key under model., data., train. or eval.).")
+    rs: list[float] = setting(list(recl.DEFAULT_RS), "Fractions of the hardest targets RECL is computed at (--r).", valid=Range(0, 1, low_open=True))
+    grid: str = setting("100:1000:100", "Context lengths: start:stop:step (stop included) or a comma-separated list "
+                        "(on the command line at a smaller size than paper: about ten lengths up to the members' training span).")
+    blocks: int = setting(20, "Contiguous target blocks drawn from the split (on the command line at a smaller size than paper: 8).",
+                          valid=POSITIVE)
+    block_len: int = setting(500, "Targets per block, also the bootstrap's block (on the command line at a smaller size than paper: 250).",
+                             valid=POSITIVE)
+    split: str = setting("valid", "Split the targets are drawn from.", ("train", "valid", "test"))
+    seed: int = setting(0, "Draws the target blocks and the bootstrap resamples.", valid=SEED)
+    n_boot: int = setting(200, "Bootstrap resamples for the confidence intervals (0: none).", valid=NON_NEGATIVE)
+    placebo: bool = setting(False, "Also collect placebo losses (extra context from far away): the table adds a placebo-aware RECL "
+                            "beside the paper's and marks each RECL resting on a step that does not beat its placebo.")
+    batch_size: int = setting(16, "Windows per forward pass.", valid=POSITIVE)
+    device: str = setting("cpu", "Torch device of the loss collection (cpu, cuda, cuda:1, ...).")
+    train_missing: bool = setting(True, "Train preset members that have no checkpoint, or resume one interrupted under the same recipe "
+                                  "(false: refuse instead).")
+    allow_unequal: bool = setting(False, "Score a group whose preset members were not all trained to their recipe's steps (else refused): "
+                                  "RECL compares models, and a model trained less than its recipe is not the model the group names.")
+    models_root: str = setting(str(MODELS), "Where preset members live: <models_root>/<preset>-<size>-<corpus>/ (a relative path in a "
+                               "study file is read under the home, see txlab.workspace; one given on the command line, from the current directory).")
+    launcher: str = setting("local", "How missing members train and each member's losses are collected: local (here, one after the "
+                            "other) or slurm (one submitit job each, waited for).", LAUNCHERS)
+    slurm: SlurmSettings = setting(SlurmSettings, "The jobs' settings with launcher slurm (slurm.partition, slurm.time_min, ...).")
 
     def context_grid(self) -> tuple[int, ...]:
         return parse_grid(self.grid)
@@ -128,52 +129,67 @@ def parse_grid(spec: str) -> tuple[int, ...]:
 
 
 def parse_rs(items: Sequence[str]) -> list[float] | None:
-    """['0.1', '0.5,1'] -> [0.1, 0.5, 1.0]; None when none are given."""
+    """--r's values, ['0.1', '0.5,1'] -> [0.1, 0.5, 1.0]; None when none are given (their range is
+    checked with the other settings, by :func:`~txlab.config.override_settings`)."""
     try:
         rs = [float(x) for item in items for x in item.split(",") if x.strip()]
     except ValueError:
         raise TxlabError(f"r must be numbers in (0, 1], e.g. --r 0.1 --r 0.5 or --r 0.1,0.5; got {list(items)}") from None
-    bad = [r for r in rs if not 0 < r <= 1]
-    if bad:
-        raise TxlabError(f"r must lie in (0, 1], got {bad[0]}")
     return rs or None
 
 
-def load_study(path: str | Path, profile: str) -> tuple[str, dict[str, list[str]], ReclSettings]:
-    """(study name, group name -> members, the profile's settings) of a RECL study file (see studies/table8.yaml)."""
-    data, settings = read_study(path, ("name", "groups"), profile, ReclSettings())
+@dataclass(frozen=True)
+class ReclStudy:
+    """A RECL study file (studies/table8.yaml) read at one profile."""
+
+    name: str
+    groups: dict[str, list[str]]
+    """Group name -> its members (presets or run directories)."""
+    settings: ReclSettings
+
+
+def load_study(path: str | Path, profile: str) -> ReclStudy:
+    """A RECL study file's groups and the profile's settings."""
+    data, settings = read_profile(path, ("name", "groups"), profile, ReclSettings())
     groups = data.get("groups") or {}
     if not isinstance(groups, dict) or not groups or not all(isinstance(m, list) and m for m in groups.values()):
         raise TxlabError(f"{path}: 'groups' must map group names to lists of presets or run directories")
-    return data.get("name") or Path(path).stem, {str(k): [str(m) for m in v] for k, v in groups.items()}, settings
+    return ReclStudy(data.get("name") or Path(path).stem, {str(k): [str(m) for m in v] for k, v in groups.items()}, settings)
 
 
-def resolve_groups(members: Sequence[str], study: str | Path | None, profile: str, name: str | None, **given: Any) -> list[Group]:
+def split_overrides(sets: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Command-line overrides as (the members' config overrides, the settings' overrides): see :data:`MEMBER_SECTIONS`."""
+    members = [s for s in sets if "." in s.split("=", 1)[0] and s.split(".", 1)[0].strip() in MEMBER_SECTIONS]
+    return members, [s for s in sets if s not in members]
+
+
+def resolve_groups(members: Sequence[str], study: str | Path | None, profile: str, name: str | None,
+                   options: dict[str, Any] | None = None, sets: Sequence[str] = ()) -> list[Group]:
     """The groups one command runs: the study's (all, or those ``members`` name) or ``members`` as one group.
 
-    ``given``: ReclSettings fields from the command line; None (or an empty list) means 'not given'.
-    Overrides in ``sets`` that start with ``slurm.`` set the jobs' settings; the others the members' configs.
+    ``options``: ReclSettings fields from the command line's options (None means 'not given'); ``sets``:
+    its ``--set`` overrides, of the members' configs or of the settings (:func:`split_overrides`). Both
+    go through :func:`~txlab.config.override_settings`, after the study's profile.
     """
-    job_sets = [s for s in given.get("sets") or [] if s.startswith("slurm.")]
-    given = {**given, "sets": [s for s in given.get("sets") or [] if not s.startswith("slurm.")]}
-    given = {k: v for k, v in given.items() if v is not None and v != []}
+    member_sets, setting_sets = split_overrides(sets)
+    options = {**(options or {}), "sets": member_sets or None}  # the command line's replace the profile's
     if study is None:
         if not members:
             raise TxlabError("name the group's members (presets or run directories), e.g. `txlab recl --group xl151m qrnn lstm`, or give --study")
         numbers = [m for m in members if _is_number(m)]
         if numbers:
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
-        settings = check_fields(apply_overrides(replace(_at_home(ReclSettings()), **given), job_sets))
-        settings = collection_defaults(settings, members, given)
+        settings = override_settings(_at_home(ReclSettings()), options, setting_sets)
+        settings = collection_defaults(settings, members, given_keys(options, setting_sets))
         return [Group(name or default_group_name(members, settings), list(members), settings)]
-    study_name, groups, settings = load_study(study, profile)
-    settings = check_fields(apply_overrides(replace(_at_home(settings), **given), job_sets))
-    chosen = list(members) or list(groups)
+    chosen_study = load_study(study, profile)
+    settings = override_settings(_at_home(chosen_study.settings), options, setting_sets)
+    chosen = list(members) or list(chosen_study.groups)
     for group in chosen:
-        if group not in groups:
-            raise did_you_mean(group, groups, f"group in {study}")
+        if group not in chosen_study.groups:
+            raise did_you_mean(group, chosen_study.groups, f"group in {study}")
     corpus = f"-{settings.data}" if settings.data else ""
-    return [Group(f"{study_name}-{group}-{profile}{corpus}", groups[group], settings) for group in chosen]
+    return [Group(f"{chosen_study.name}-{group}-{profile}{corpus}", chosen_study.groups[group], settings) for group in chosen]
 
 
 def _at_home(settings: ReclSettings) -> ReclSettings:
@@ -239,8 +255,8 @@ def training_span(member: Member) -> int:
     return cfg.model.tgt_len + cfg.model.mem_len
 
 
-def collection_defaults(settings: ReclSettings, members: Sequence[str], given: dict[str, Any]) -> ReclSettings:
-    """The grid and targets a command-line group is scored on where ``given`` has none: at size paper the
+def collection_defaults(settings: ReclSettings, members: Sequence[str], given: set[str]) -> ReclSettings:
+    """The grid and targets a command-line group is scored on where the settings ``given`` name none: at size paper the
     paper's grid and 20 x 500 targets (ReclSettings' defaults); at a smaller size a grid up to the members'
     longest training span (a model cannot be expected to use more context than it ever saw) and the 2,000
     targets of the cpu profile, minutes on a laptop."""
@@ -293,15 +309,15 @@ def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
     return plan
 
 
-def plan_groups(groups: Sequence[Group], given: dict[str, Any] | None, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
-    """:func:`group_plan` at the device's measured ceiling. For a command-line group (``given``: its
-    options) that takes over an hour on a CPU, also the smaller size that would take minutes, with that
+def plan_groups(groups: Sequence[Group], given: set[str] | None, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
+    """:func:`group_plan` at the device's measured ceiling. For a command-line group (``given``: the
+    settings its command line gives) that takes over an hour on a CPU, also the smaller size that would take minutes, with that
     size's grid and targets where the options give none."""
     device = groups[0].settings.device
     plan = group_plan(groups, gflops(device, 0))
     has_presets = any(resolve_member(m, g.settings).config is not None for g in groups for m in g.members)
     if given is not None and is_long_on_cpu(plan, device) and has_presets:
-        given = {k: v for k, v in given.items() if v is not None and v != [] and k != "size"}
+        given = given - {"size"}
         candidates = []
         for size in smaller_sizes(groups[0].settings.size):
             smaller = [replace(g, settings=collection_defaults(replace(g.settings, size=size), g.members, given)) for g in groups]
@@ -358,9 +374,9 @@ def check_training(members: Sequence[Member], settings: ReclSettings, echo: Call
     if not settings.allow_unequal:
         raise TxlabError(
             f"unequally trained group: {'; '.join(unequal)}. Move the run away to train it to its recipe, "
-            "or pass --allow-unequal to score it as it is"
+            "or give --set allow_unequal=true to score it as it is"
         )
-    echo(f"warning: unequally trained group (--allow-unequal): {'; '.join(unequal)}")
+    echo(f"warning: unequally trained group (allow_unequal): {'; '.join(unequal)}")
 
 
 def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None], progress: bool) -> None:
@@ -374,7 +390,7 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
             f"txlab train {m.label} --size {settings.size}" + (f" --data {settings.data}" if settings.data else "")
             + "".join(f" --set {s}" for s in settings.sets) for m in missing
         )
-        raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (--no-train given). Train them with: {commands}")
+        raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (train_missing is false). Train them with: {commands}")
     if settings.launcher == "slurm":
         tasks = [Task(m.label, train_job, (m.config, str(m.run_dir)), partial(_checkpoint_note, m)) for m in missing]
         folder = Path(settings.slurm.logs) if settings.slurm.logs else Path(settings.models_root) / "jobs"
@@ -471,7 +487,29 @@ def score_group(losses: GroupLosses, labels: Sequence[str], settings: ReclSettin
                        recl.perplexity_by_context(losses.losses, grid, labels, caps), placebo)
 
 
-def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GroupResult:
+    """One group's RECL as `txlab recl` wrote it (its fields but ``markdown`` and ``files`` are recl.json's)."""
+
+    group: str
+    members: list[str]
+    run_dirs: list[str]
+    settings: ReclSettings
+    grid: list[int]
+    n_targets: int
+    token_stream_sha256: str
+    rows: list[dict]
+    """Table 8's rows (txlab.recl.recl_rows, the placebo-aware RECL and the ideal model's where there are)."""
+    markdown: str
+    files: list[Path]
+
+    def record(self) -> dict[str, Any]:
+        """What recl.json holds."""
+        return {"group": self.group, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
+                "grid": self.grid, "n_targets": self.n_targets, "token_stream_sha256": self.token_stream_sha256, "rows": self.rows}
+
+
+def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> GroupResult:
     """Train what is missing, collect the losses, compute RECL, write the tables and figures of one group."""
     settings = group.settings
     grid = settings.context_grid()
@@ -500,14 +538,11 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
     files += report.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference)
     files += report.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"{group.name}: gains at r = {FIGURE3_R}")
     files += report.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", title=f"{group.name}: perplexity by context")
-    record = {
-        "group": group.name, "members": group.members, "run_dirs": [str(m.run_dir) for m in members],
-        "settings": asdict(settings), "grid": list(grid), "n_targets": int(len(losses.targets)),
-        "token_stream_sha256": losses.token_stream_sha256, "rows": rows,
-    }
     settings_file = table_dir / "recl.json"
-    write_text_atomic(settings_file, json.dumps(record, indent=1) + "\n")
-    return {**record, "markdown": report.table8_markdown(rows), "files": [settings_file, *files]}
+    result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
+                         losses.token_stream_sha256, rows, report.table8_markdown(rows), [settings_file, *files])
+    write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
+    return result
 
 
 def recl_groups(
@@ -516,21 +551,22 @@ def recl_groups(
     profile: str = "cpu",
     name: str | None = None,
     *,
+    options: dict[str, Any] | None = None,
+    sets: Sequence[str] = (),
     out_dir: Path | None = None,
     fig_dir: Path | None = None,
     announce: Callable[[str], None] = print,
     echo: Callable[[str], None] = print,
     progress: bool = True,
     dry_run: bool = False,
-    **given: Any,
-) -> list[dict[str, Any]]:
-    """What `txlab recl` does: resolve the groups (see :func:`resolve_groups`), print the plan, then
-    :func:`run_group` each (none with ``dry_run``).
+) -> list[GroupResult]:
+    """What `txlab recl` does: resolve the groups (see :func:`resolve_groups`; ``options`` and ``sets``
+    are the command line's), print the plan, then :func:`run_group` each (none with ``dry_run``).
 
     ``announce`` gets the settings of each group and the plan before any runs; ``echo`` gets the progress messages.
     Tables go to ``out_dir`` (default ``<home>/results/recl``), figures to ``fig_dir`` (default ``<home>/figures/recl``).
     """
-    groups = resolve_groups(members, study, profile, name, **given)
+    groups = resolve_groups(members, study, profile, name, options, sets)
     for group in groups:  # every group's members resolve before any model trains
         check_launcher(group.settings.launcher)
         for member in group.members:
@@ -540,25 +576,25 @@ def recl_groups(
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
                  f"size {s.size} | corpus {s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}")
-    announce(plan_groups(groups, None if study else given).describe())
+    announce(plan_groups(groups, None if study else given_keys(options, split_overrides(sets)[1])).describe())
     if dry_run:
         return []
     out_dir, fig_dir = Path(out_dir or resolve("results/recl")), Path(fig_dir or resolve("figures/recl"))
     return [run_group(group, out_dir, fig_dir, echo, progress) for group in groups]
 
 
-def summary(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summary(results: Sequence[GroupResult]) -> dict[str, Any]:
     """The --json document: per group, model and r, the RECL, its interval and whether it is censored (and,
     with placebo losses, the placebo-aware RECL, its interval and whether the RECL is below its placebo)."""
     groups = []
     for result in results:
         per_model: dict[str, dict[str, Any]] = {}
-        for row in result["rows"]:
+        for row in result.rows:
             per_model.setdefault(row["model"], {})[str(row["r"])] = {
                 k: row[k] for k in ("recl", "ci_low", "ci_high", "censored", "label", "placebo_recl", "placebo_ci_low", "placebo_ci_high",
                                     "placebo_censored", "placebo_label", "below_placebo") if k in row
             }
-        groups.append({"group": result["group"], "members": result["members"], "run_dirs": result["run_dirs"],
-                       "grid": result["grid"], "n_targets": result["n_targets"], "recl": per_model,
-                       "files": [str(f) for f in result["files"]]})
+        groups.append({"group": result.group, "members": result.members, "run_dirs": result.run_dirs,
+                       "grid": result.grid, "n_targets": result.n_targets, "recl": per_model,
+                       "files": [str(f) for f in result.files]})
     return {"groups": groups}

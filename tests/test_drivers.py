@@ -1,0 +1,110 @@
+"""The three study commands (recl, speed, ablate) read their settings one way: a study profile through
+txlab.config.read_profile, then the command line's options and --set through txlab.config.override_settings,
+so an option and its --set spelling give the same settings and a bad value gets the same strict error."""
+
+from __future__ import annotations
+
+import pytest
+
+from txlab import config
+from txlab.drivers import ablate, recl, speed
+from txlab.plan import Plan
+
+STUDIES = {"recl": "studies/table8.yaml", "speed": "studies/table9.yaml", "ablate": "studies/table6.yaml"}
+
+
+@pytest.fixture
+def planned(monkeypatch):
+    """The settings `txlab recl` and `txlab speed --dry-run` would run with, caught where each plans (no machine measured)."""
+    caught = {}
+
+    def plan_groups(groups, given, gflops=None):
+        caught["recl"] = [group.settings for group in groups]
+        return Plan()
+
+    def speed_plan(study, gflops=None):
+        caught["speed"] = study.settings
+        return Plan()
+
+    monkeypatch.setattr(recl, "plan_groups", plan_groups)
+    monkeypatch.setattr(speed, "speed_plan", speed_plan)
+    return caught
+
+
+@pytest.mark.parametrize("option, setting", [(["--r", "0.1,0.5"], "rs=[0.1, 0.5]"), (["--size", "tiny"], "size=tiny"), (["--device", "cuda"], "device=cuda"),
+                                             (["--models-root", "zoo"], "models_root=zoo"), (["--launcher", "slurm"], "launcher=slurm")])
+def test_a_recl_option_and_its_set_give_the_same_settings(option, setting, planned, cli):
+    group = ["recl", "--group", "xl151m", "qrnn", "--dry-run", "--quiet"]
+    cli.ok(*group, *option)
+    by_option = planned["recl"]
+    cli.ok(*group, "--set", setting)
+    assert planned["recl"] == by_option and by_option != [recl.resolve_groups(["xl151m", "qrnn"], None, "cpu", None)[0].settings]
+
+
+@pytest.mark.parametrize("option, setting", [(["--size", "cpu"], "size=cpu"), (["--threads", "1"], "threads=1"), (["--device", "cuda"], "device=cuda")])
+def test_a_speed_option_and_its_set_give_the_same_settings(option, setting, planned, cli):
+    cli.ok("speed", "--dry-run", *option)
+    by_option = planned["speed"]
+    cli.ok("speed", "--dry-run", "--set", setting)
+    assert planned["speed"] == by_option != speed.SpeedSettings()
+
+
+def test_the_command_line_overrides_a_study_profile_the_same_way_for_every_command(planned, cli):
+    cli.ok("recl", "--study", STUDIES["recl"], "--profile", "cpu", "xl-rnn", "--dry-run", "--set", "blocks=3", "--set", "slurm.gpus=1")
+    (settings,) = planned["recl"]
+    assert (settings.blocks, settings.slurm.gpus, settings.block_len) == (3, 1, 250)  # block_len stays the profile's
+    cli.ok("speed", "--study", STUDIES["speed"], "--profile", "cpu", "--dry-run", "--set", "repeats=3")
+    assert (planned["speed"].repeats, planned["speed"].batch_size) == (3, 4)
+    study = ablate.load_study(STUDIES["ablate"], "cpu", ["eval_tokens=400", "slurm.cpus=4"])
+    assert (study.settings.eval_tokens, study.settings.slurm.cpus, study.settings.size) == (400, 4, "cpu")
+
+
+RECL = ["recl", "--group", "xl151m", "--size", "tiny", "--dry-run"]
+SPEED = ["speed", "--dry-run"]
+ABLATE = ["ablate", STUDIES["ablate"], "--dry-run"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([*RECL, "--set", "blocks=many"], "config key 'blocks' expects an integer, got 'many'"),
+        ([*RECL, "--set", "blocks=0"], "blocks must be >= 1, got 0"),
+        ([*RECL, "--r", "1.5"], "rs must be in (0, 1], got 1.5"),
+        ([*RECL, "--set", "blcks=3"], "unknown config key 'blcks'. Did you mean 'blocks'"),
+        ([*RECL, "--launcher", "slurn"], "config key 'launcher' must be one of local, slurm; got 'slurn'"),
+        ([*SPEED, "--set", "repeats=few"], "config key 'repeats' expects an integer, got 'few'"),
+        ([*SPEED, "--threads", "0"], "threads must be >= 1, got 0"),
+        ([*SPEED, "--set", "threads=0"], "threads must be >= 1, got 0"),
+        ([*SPEED, "--set", "budget=5"], "unknown config key 'budget'. Did you mean 'budget_s'"),
+        ([*ABLATE, "--set", "eval_tokens=all"], "config key 'eval_tokens' expects an integer, got 'all'"),
+        ([*ABLATE, "--set", "eval_tokens=-1"], "eval_tokens must be >= 0, got -1"),
+        ([*ABLATE, "--set", "eval_tokns=400"], "unknown config key 'eval_tokns'. Did you mean 'eval_tokens'"),
+        ([*ABLATE, "--set", "slurm.gpu=1"], "unknown config key 'slurm.gpu'. Did you mean 'gpus'"),
+    ],
+)
+def test_a_bad_command_line_value_gets_the_strict_error(args, message, planned, cli):
+    assert cli.assert_refused(cli(*args), message).startswith("error: command line: ")
+    assert not planned  # refused before planning
+
+
+def test_one_profile_reader_serves_every_study_command(tmp_path, cli):
+    assert ablate.read_profile is recl.read_profile is speed.read_profile is config.read_profile
+    for command, study in STUDIES.items():
+        args = [study] if command == "ablate" else ["--study", study]
+        cli.assert_refused(cli(command, *args, "--profile", "cpuu", "--dry-run"), f"unknown profile in {study} 'cpuu'. Did you mean 'cpu'")
+    bad = {"recl": "name: s\ngroups: {g: [qrnn]}\nprofiles: {cpu: {n_boot: -1}}\n",
+           "speed": "name: s\nprofiles: {cpu: {repeats: 0}}\n",
+           "ablate": "name: s\nbase: {preset: xl128m}\nprofiles: {cpu: {eval_tokens: -5}}\n"}
+    for command, text in bad.items():
+        path = tmp_path / f"{command}.yaml"
+        path.write_text(text)
+        args = [path] if command == "ablate" else ["--study", path]
+        cli.assert_refused(cli(command, *args, "--profile", "cpu", "--dry-run"), "profiles.cpu.", "must be")
+
+
+@pytest.mark.parametrize("command, keys", [("recl", ["grid =", "placebo =", "slurm.partition ="]), ("speed", ["budget_s =", "eval_cache ="]),
+                                           ("ablate", ["eval_lens =", "slurm.time_min ="])])
+def test_show_settings_lists_every_key_that_set_takes(command, keys, cli):
+    shown = cli.ok(command, "--show-settings").output
+    assert all(key in shown for key in keys)
+    assert "--show-settings" in " ".join(cli(command, "--help", env={"COLUMNS": "200"}).output.split())
