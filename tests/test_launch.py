@@ -55,7 +55,7 @@ def test_each_run_is_a_job_then_the_study_reports_and_a_failed_job_names_its_log
     lines = []
     result = run_study(study, launcher="slurm", sets=LOCAL_JOBS, progress=False, announce=lines.append, echo=lines.append)
     text = "\n".join(lines)
-    assert result.failed == [] and result.report["rows_finished"] == 2, text
+    assert result.failed == [] and result.table.rows_finished == 2, text
     assert "submitted 2 jobs to local (partition gpu, 30 min, 0 GPUs, 1 CPUs each)" in text
     for run_id in ("xl-s0", "norecur-s0"):  # per-job progress, read from the files each job writes
         assert f"{run_id}: job " in text and "step 2/2, 2/2 lengths scored" in text

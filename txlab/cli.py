@@ -565,13 +565,13 @@ def ablate(
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     result = run_study(study, profile, shard=shard, dry_run=dry_run, report_only=report_only, launcher=launcher, sets=overrides,
                        progress=not quiet, announce=typer.echo, echo=say)
-    if result.report is not None:
-        typer.echo(result.report["markdown"].rstrip())
-        if result.report["claims"]:
+    if result.table is not None:
+        typer.echo(result.table.markdown.rstrip())
+        if result.table.claims:
             from txlab.claims import claims_markdown
 
-            typer.echo("\n" + claims_markdown(result.report["claims"]).rstrip())
-        for path in result.report["files"]:
+            typer.echo("\n" + claims_markdown(result.table.claims).rstrip())
+        for path in result.table.files:
             typer.echo(f"written {path}")
     if json_output:
         _print_json(result.summary())

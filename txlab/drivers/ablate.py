@@ -157,6 +157,21 @@ class AblationStudy:
         return Path(self.settings.figures) / f"{self.name}-{self.profile}"
 
 
+@dataclass(frozen=True)
+class AblationTable:
+    """The table, figure and claims an ablation study wrote (txlab.report.write_ablation_report)."""
+
+    rows: list[dict[str, Any]]
+    """One per row of the study: its columns, over the seeds that finished."""
+    markdown: str
+    files: list[str]
+    claims: list[dict[str, Any]]
+    """The paper's claims, each tested seed by seed (txlab.claims)."""
+    finished_runs: int
+    rows_finished: int
+    """Rows with at least one finished seed."""
+
+
 @dataclass
 class AblationResult:
     """What one ``txlab ablate`` did: the plan, and unless it was a dry run the table it wrote."""
@@ -168,8 +183,8 @@ class AblationResult:
     plan: dict[str, Any]
     """Per-run costs and the estimated time (:func:`estimate`)."""
     out_dir: str
-    report: dict[str, Any] | None = None
-    """txlab.report.write_ablation_report's rows, markdown, files, claims and counts (None for a dry run)."""
+    table: AblationTable | None = None
+    """None for a dry run."""
     failed: list[Failure] | None = None
     """The jobs that failed, with their logs (None unless the runs went to a scheduler)."""
     elapsed_s: float | None = None
@@ -177,8 +192,8 @@ class AblationResult:
     def summary(self) -> dict[str, Any]:
         """The --json document: the plan, and the rows, claims and failed jobs where there are any."""
         doc: dict[str, Any] = {"study": self.study, "profile": self.profile, "shard": list(self.shard), "out_dir": self.out_dir}
-        if self.report is not None:
-            doc.update(rows=self.report["rows"], claims=self.report["claims"])
+        if self.table is not None:
+            doc.update(rows=self.table.rows, claims=self.table.claims)
         doc["plan"] = self.plan
         if self.failed is not None:
             doc["failed"] = [asdict(f) for f in self.failed]
@@ -696,7 +711,7 @@ def run_study(
     """What ``txlab ablate`` does: plan, (run the missing stages of this shard's runs, here or as
     scheduler jobs with ``launcher`` slurm), report.
 
-    Returns the plan and, unless ``dry_run``, the report written (and with the slurm launcher the jobs
+    Returns the plan and, unless ``dry_run``, the table written (and with the slurm launcher the jobs
     that failed, with their logs).
     """
     check_launcher(launcher)
@@ -743,8 +758,8 @@ def run_study(
             for i, run in enumerate(runs, 1):
                 run_planned(run, study, budget_bytes, progress, echo, f"[{i}/{len(runs)}] ")
         result.elapsed_s = time.perf_counter() - started
-    result.report = report.write_ablation_report(
+    result.table = AblationTable(**report.write_ablation_report(
         study.out_dir, study.fig_dir, study.columns,
         [run.run_id for run in study.runs], title=f"{study.description or study.name} ({profile} profile)", claims=study.claims,
-    )
+    ))
     return result
