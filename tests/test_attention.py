@@ -19,7 +19,9 @@ from txlab.errors import TxlabError
 from txlab.lm import Context
 from txlab.model import (
     LearnedRelativeAttention,
+    LearnedRelativePositions,
     RelativeSinusoidAttention,
+    RelativeSinusoidPositions,
     attention_mask,
     build_transformer,
     capture_attention,
@@ -62,9 +64,9 @@ def zero_queries(model) -> None:
         model.v.zero_()
 
 
-def _record_one(attn, window, n_query, mask, **position):
+def _record_one(attn, window, n_query, mask, positions):
     attn.records = []
-    out = attn(window, n_query, mask, **position)
+    out = attn(window, n_query, mask, positions)
     (record,) = attn.records
     attn.records = None
     return out, record
@@ -92,7 +94,7 @@ def test_recorded_probabilities_sum_to_one_and_are_the_ones_the_layer_used():
     mask = attention_mask(n_query, n_mem, 0, torch.float64)
     r = sinusoid(relative_distances(n_keys, 0).double(), 6)
     u, v = torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)
-    out, record = _record_one(attn, window, n_query, mask, r=r, u=u, v=v)
+    out, record = _record_one(attn, window, n_query, mask, RelativeSinusoidPositions(u, v, attn.position_keys(r)))
 
     assert record.probs.shape == (2, 2, n_query, n_keys)
     torch.testing.assert_close(record.probs.sum(-1), torch.ones(2, 2, n_query, dtype=torch.float64))
@@ -113,7 +115,7 @@ def test_four_terms_match_their_definitions_and_add_up_to_the_score():
     mask = attention_mask(n_query, n_mem, 0, torch.float64)
     r = sinusoid(relative_distances(n_keys, clamp_len).double(), 6)
     u, v = torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)
-    _, record = _record_one(attn, window, n_query, mask, r=r, u=u, v=v)
+    _, record = _record_one(attn, window, n_query, mask, RelativeSinusoidPositions(u, v, attn.position_keys(r)))
 
     visible = torch.isfinite(mask).expand_as(record.scores)
     total = sum(record.terms[t] for t in "abcd") + mask
@@ -140,7 +142,7 @@ def test_shaw_has_terms_a_and_b_that_add_up_to_the_score():
     n_query, n_mem = 3, 3
     window = torch.randn(2, n_query + n_mem, 6, dtype=torch.float64)
     mask = attention_mask(n_query, n_mem, 0, torch.float64)
-    _, record = _record_one(attn, window, n_query, mask, distances=relative_distances(n_query + n_mem, 0))
+    _, record = _record_one(attn, window, n_query, mask, LearnedRelativePositions(attn.position_keys(relative_distances(n_query + n_mem, 0))))
     visible = torch.isfinite(mask).expand_as(record.scores)
     torch.testing.assert_close((record.terms["a"] + record.terms["b"] + mask)[visible], record.scores[visible])
     q, _, _ = _projections(attn, window, n_query)

@@ -12,12 +12,15 @@ from txlab.errors import TxlabError
 from txlab.lm import Context
 from txlab.model import (
     LearnedRelativeAttention,
+    LearnedRelativePositions,
     RelativeSinusoidAttention,
+    RelativeSinusoidPositions,
     attention_mask,
     build_transformer,
     rel_shift,
     relative_distances,
     sinusoid,
+    update_memory,
 )
 
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
@@ -82,7 +85,7 @@ def test_four_term_relative_attention_matches_explicit_loop():
     u, v = torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)
     r = sinusoid(relative_distances(n_keys, clamp_len).double(), 6)
     mask = attention_mask(n_query, n_mem, 0, torch.float64)
-    got = attn(window, n_query, mask, r=r, u=u, v=v)
+    got = attn(window, n_query, mask, RelativeSinusoidPositions(content_bias_u=u, position_bias_v=v, position_keys=attn.position_keys(r)))
 
     w_r = attn.r_net.weight.view(2, 3, 6)  # [H, Dh, d]
 
@@ -108,7 +111,7 @@ def test_shaw_attention_matches_explicit_loop_and_shares_the_last_row():
     n_keys = n_query + n_mem
     window = torch.randn(2, n_keys, 6, dtype=torch.float64)
     mask = attention_mask(n_query, n_mem, 0, torch.float64)
-    got = attn(window, n_query, mask, distances=relative_distances(n_keys, 0))
+    got = attn(window, n_query, mask, LearnedRelativePositions(attn.position_keys(relative_distances(n_keys, 0))))
 
     def score(b, h, i, j, q, k):
         row = min(n_mem + i - j, n_dist - 1)
@@ -198,6 +201,19 @@ def test_memory_holds_the_inputs_of_every_layer_over_several_segments():
         torch.testing.assert_close(state[0], model.word_emb(tokens[:, -6:]))
 
 
+def test_memory_update_attends_the_concatenation_and_keeps_its_last_mem_len_rows_detached():
+    memory = torch.randn(2, 3, 4)
+    inputs = torch.randn(2, 5, 4, requires_grad=True)
+    window, next_memory = update_memory(memory, inputs, mem_len=6)
+    assert torch.equal(window, torch.cat([memory, inputs], dim=1))
+    assert window.requires_grad and not next_memory.requires_grad
+    assert torch.equal(next_memory, window[:, 2:].detach())  # the last 6 of 8 rows
+    _, everything = update_memory(memory, inputs, mem_len=20)
+    assert torch.equal(everything, window.detach())
+    _, nothing = update_memory(memory, inputs, mem_len=0)
+    assert nothing.shape == (2, 0, 4)
+
+
 def test_gradients_never_flow_into_memory():
     model = tiny_model().train()
     tokens = torch.randint(0, 37, (2, 9))
@@ -251,7 +267,7 @@ def test_vanilla_has_a_fixed_window_and_no_memory():
     tokens = torch.randint(0, 37, (2, 7))
     out = model(tokens[:, :6], model.init_state(2))
     assert [s.size(1) for s in out.state] == [0, 0]
-    with pytest.raises(TxlabError, match="max_len=6"):
+    with pytest.raises(ValueError, match="max_len=6"):
         model(tokens, model.init_state(2))
     with pytest.raises(TxlabError, match="absolute positions"):
         build_transformer(tiny_cfg(family="vanilla", pos_enc="ours"))
