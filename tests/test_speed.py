@@ -150,7 +150,7 @@ def test_speed_table_rows_and_files(tmp_path):
         assert row["xl_tokens"] == 2 * 8 * 2 and row["vanilla_positions"] == 2 * 3 and row["tgt_len"] == 8
     assert (tmp_path / "t9.csv").read_text().count("\n") == 3
     markdown = (tmp_path / "t9.md").read_text()
-    assert result.command in markdown and result.machine["device_name"] in markdown and torch.__version__ in markdown
+    assert result.command in markdown and result.machine.device_name in markdown and torch.__version__ in markdown
 
 
 def test_the_training_path_scores_the_same_and_counts_what_the_cache_avoids(tmp_path):

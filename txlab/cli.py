@@ -471,8 +471,8 @@ def speed(
     result = speed_table(chosen.attn_lens, chosen.settings, out_dir=out_dir, name=stem, profile=chosen.profile, echo=say)
     figures = table9_figure(result.table, fig_dir / f"{stem}.png")
     m = result.machine
-    typer.echo(f"{result.model} ({result.size}, {result.params / 1e6:.1f}M parameters) on {m['device']} ({m['device_name']}), "
-               f"{m['threads']} threads, torch {m['torch']}; fp32 matmul ceiling {m['matmul_peak_gflops']:,.0f} GFLOP/s")
+    typer.echo(f"{result.model} ({result.size}, {result.params / 1e6:.1f}M parameters) on {m.device} ({m.device_name}), "
+               f"{m.threads} threads, torch {m.torch}; fp32 matmul ceiling {m.matmul_peak_gflops:,.0f} GFLOP/s")
     typer.echo(format_table(result.rows))
     for path in [result.table, result.markdown, *figures]:
         typer.echo(f"written {path}")

@@ -239,18 +239,28 @@ def _matmul_peak(device: torch.device, threads: int) -> float:
     return 2 * n**3 / seconds / 1e9
 
 
-def machine(device: torch.device, threads: int) -> dict[str, Any]:
-    """What the numbers were measured on."""
+@dataclass(frozen=True)
+class Machine:
+    """What the numbers were measured on (every line of the CSV repeats it)."""
+
+    device: str
+    """cpu or cuda."""
+    device_name: str
+    """The GPU's name, or on a CPU the processor's."""
+    cpu: str
+    cpu_count: int | None
+    threads: int
+    """torch CPU threads."""
+    torch: str
+    """torch's version."""
+    matmul_peak_gflops: float
+    """Achieved fp32 GFLOP/s of a large matmul on the device (the practical ceiling)."""
+
+
+def machine(device: torch.device, threads: int) -> Machine:
+    """What the numbers are measured on."""
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
-    return {
-        "device": device.type,
-        "device_name": gpu or cpu_model(),
-        "cpu": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "threads": threads,
-        "torch": torch.__version__,
-        "matmul_peak_gflops": _matmul_peak(device, threads),
-    }
+    return Machine(device.type, gpu or cpu_model(), cpu_model(), os.cpu_count(), threads, torch.__version__, _matmul_peak(device, threads))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -357,8 +367,7 @@ class SpeedTable:
     """The preset size, or 'run'."""
     params: int
     settings: SpeedSettings
-    machine: dict[str, Any]
-    """What it was measured on (:func:`machine`)."""
+    machine: Machine
     rows: list[dict[str, Any]]
     """One row per attention length (:func:`measure`)."""
     table: Path | None = None
@@ -369,7 +378,7 @@ class SpeedTable:
     def summary(self) -> dict[str, Any]:
         """The --json document."""
         return {"name": self.name, "profile": self.profile, "command": self.command, "model": self.model, "size": self.size,
-                "params": self.params, "settings": asdict(self.settings), "machine": self.machine, "rows": self.rows}
+                "params": self.params, "settings": asdict(self.settings), "machine": asdict(self.machine), "rows": self.rows}
 
 
 def speed_table(
@@ -439,8 +448,8 @@ def format_markdown(result: SpeedTable) -> str:
 
 Produced by `{result.command}` ({profile}model {result.model}, size {result.size}, {result.params / 1e6:.1f}M parameters).
 
-Machine: {m['device']} ({m['device_name']}), CPU {m['cpu']} with {m['cpu_count']} cores, {m['threads']} torch threads,
-torch {m['torch']}; a large fp32 matmul reaches {m['matmul_peak_gflops']:,.0f} GFLOP/s there.
+Machine: {m.device} ({m.device_name}), CPU {m.cpu} with {m.cpu_count} cores, {m.threads} torch threads,
+torch {m.torch}; a large fp32 matmul reaches {m.matmul_peak_gflops:,.0f} GFLOP/s there.
 
 {format_table(rows)}
 
@@ -461,7 +470,7 @@ torch {m['torch']}; a large fp32 matmul reaches {m['matmul_peak_gflops']:,.0f} G
 def _write_csv(path: Path, result: SpeedTable) -> Path:
     """Tidy CSV: one line per attention length, with the machine and settings on every line."""
     context = {"name": result.name, "profile": result.profile, "model": result.model, "size": result.size,
-               **result.machine, "command": result.command}
+               **asdict(result.machine), "command": result.command}
     lines = [{**row, **context} for row in result.rows]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(lines[0]), lineterminator="\n")
