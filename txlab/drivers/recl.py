@@ -69,10 +69,10 @@ class ReclSettings:
                               "(on the command line: --set train.max_steps=400, any key under model., data., train. or eval.).")
     rs: list[float] = setting(list(recl.DEFAULT_RS), "Fractions of the hardest targets RECL is computed at (--r).", valid=Range(0, 1, low_open=True))
     grid: str = setting("100:1000:100", "Context lengths: start:stop:step (stop included) or a comma-separated list "
-                        "(on the command line at a smaller size than paper: about ten lengths up to the members' training span).")
-    blocks: int = setting(20, "Contiguous target blocks drawn from the split (on the command line at a smaller size than paper: 8).",
+                        "(without --study, at a smaller size than paper: about ten lengths up to the members' training span).")
+    blocks: int = setting(20, "Contiguous target blocks drawn from the split (without --study, at a smaller size than paper: 8).",
                           valid=POSITIVE)
-    block_len: int = setting(500, "Targets per block, also the bootstrap's block (on the command line at a smaller size than paper: 250).",
+    block_len: int = setting(500, "Targets per block, also the bootstrap's block (without --study, at a smaller size than paper: 250).",
                              valid=POSITIVE)
     split: str = setting("valid", "Split the targets are drawn from.", ("train", "valid", "test"))
     seed: int = setting(0, "Draws the target blocks and the bootstrap resamples.", valid=SEED)
