@@ -250,7 +250,7 @@ class MultiHeadAttention(nn.Module):
         q = F.linear(x[:, n_keys - n_query :], self.qkv_net.weight[:inner])  # [B, T, H*Dh]
         kv = F.linear(x, self.qkv_net.weight[inner:])  # [B, K, 2*H*Dh]
         keys, values = kv.view(batch, n_keys, 2, self.n_head, self.d_head).unbind(2)  # [B, K, H, Dh] each
-        return self.attend_projected(current, q, keys.transpose(1, 2), values.transpose(1, 2), mask, positions)
+        return self.attend_projected(current, q, keys.transpose(1, 2), values.transpose(1, 2), mask, positions)  # [B, H, K, Dh] each
 
     def attend_projected(self, current: torch.Tensor, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
                          positions: Positions) -> torch.Tensor:
@@ -264,12 +264,12 @@ class MultiHeadAttention(nn.Module):
         if scored is not None:
             content_q, by_distance = scored
             if self.records is not None:
-                self.records.append(self._record(q, keys.transpose(1, 2), content_q, mask + rel_shift(by_distance), mask, positions))
+                self.records.append(self._record(q, keys.transpose(1, 2), content_q, mask + rel_shift(by_distance), mask, positions))  # keys [B, K, H, Dh]
             attn = attend_relative(content_q.transpose(1, 2), keys, values, by_distance, mask, self.scale)  # [B, H, T, Dh]
         else:
             content_q, bias = self.position_terms(q, mask, positions)
             if self.records is not None:
-                self.records.append(self._record(q, keys.transpose(1, 2), content_q, bias, mask, positions))
+                self.records.append(self._record(q, keys.transpose(1, 2), content_q, bias, mask, positions))  # keys [B, K, H, Dh]
             attn = attend(
                 content_q.transpose(1, 2),  # [B, T, H, Dh] -> [B, H, T, Dh]
                 keys,
@@ -878,7 +878,7 @@ def build_transformer(cfg: ModelConfig) -> TransformerXL:
         return VanillaTransformer(cfg)
     if cfg.family == "xl":
         return TransformerXL(cfg)
-    raise TxlabError(f"build_transformer builds families 'xl' and 'vanilla', not {cfg.family!r}")
+    raise ValueError(f"build_transformer builds families 'xl' and 'vanilla', not {cfg.family!r}: build_model dispatches the others")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1051,7 +1051,7 @@ def attend_relative(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, b
     scores = rel_shift(by_distance).reshape(batch * n_head, n_query, n_keys)  # [B*H, T, K], a view of by_distance
     q = q.reshape(batch * n_head, n_query, d_head)  # [B*H, T, Dh]
     keys = keys.reshape(batch * n_head, n_keys, d_head)  # [B*H, K, Dh]
-    scores.baddbmm_(q, keys.transpose(1, 2), alpha=scale)
+    scores.baddbmm_(q, keys.transpose(1, 2), alpha=scale)  # + scale * [B*H, T, Dh] @ [B*H, Dh, K]
     scores.add_(mask)
     out = torch.bmm(scores.softmax(-1), values.reshape(batch * n_head, n_keys, d_head))  # values [B*H, K, Dh]; out [B*H, T, Dh]
     return out.view(batch, n_head, n_query, d_head)  # [B, H, T, Dh]
