@@ -334,16 +334,16 @@ class RelativeSinusoidAttention(MultiHeadAttention):
         batch, n_query = q.shape[:2]
         keys_t = k.permute(0, 2, 3, 1)  # [B, K, H, Dh] -> [B, H, Dh, K]
         q = q.transpose(1, 2) * self.scale  # [B, T, H, Dh] -> [B, H, T, Dh]
-        u = (positions.content_bias_u * self.scale)[:, None, :]  # [H, 1, Dh]: the same for every query
+        content_bias = (positions.content_bias_u * self.scale)[:, None, :]  # [H, 1, Dh]: the same for every query
         # rel_shift re-indexes row by row, so (d) needs its (identical) row for every query.
-        v = (positions.position_bias_v * self.scale)[:, None, :].expand(-1, n_query, -1)  # [H, 1, Dh] -> [H, T, Dh]
+        position_bias = (positions.position_bias_v * self.scale)[:, None, :].expand(-1, n_query, -1)  # [H, 1, Dh] -> [H, T, Dh]
         term_a = torch.matmul(q, keys_t)  # [B, H, T, K]
         shape = term_a.shape
         return {
             "a": term_a,
             "b": rel_shift(torch.matmul(q, positions.position_keys)),  # [B, H, T, K+1] -> [B, H, T, K]
-            "c": torch.matmul(u, keys_t).expand(shape),  # [B, H, 1, K] -> [B, H, T, K]
-            "d": rel_shift(torch.matmul(v, positions.position_keys)).expand(shape),  # [H, T, K+1] -> [H, T, K] -> [B, H, T, K]
+            "c": torch.matmul(content_bias, keys_t).expand(shape),  # [B, H, 1, K] -> [B, H, T, K]
+            "d": rel_shift(torch.matmul(position_bias, positions.position_keys)).expand(shape),  # [H, T, K+1] -> [H, T, K] -> [B, H, T, K]
         }
 
 
