@@ -171,6 +171,8 @@ def test_memory_settings_are_refused_for_families_without_memory(tmp_path, prese
     cli.ok("train", preset, *_TINY, "--set", "train.max_steps=2", "--run-dir", run, "--quiet")
     message = cli.refused("eval", run, *option, "--quiet")
     assert f"{option[0]} sets Transformer-XL's memory" in message and not (run / "eval").exists()
+    scored = cli.ok("eval", run, "--quiet").output.splitlines()[0]  # nor does it report memory settings it has not got
+    assert "tgt_len" in scored and not any(key in scored for key in ("mem_len", "clamp_len", "same_length"))
 
 
 def test_validation_and_evaluation_show_progress_unless_quiet_and_it_changes_no_number(tmp_path, cli):

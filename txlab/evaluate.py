@@ -216,7 +216,7 @@ def evaluate_run(
                       token_losses=by_role, reference_streams=eval_cfg.streams == "reference")
     record = {
         **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "step": ckpt.meta["step"],
-        "tgt_len": seg_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
+        "family": cfg.model.family, "tgt_len": seg_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
         "batch_size": eval_cfg.batch_size, "streams": eval_cfg.streams, "max_tokens": max_tokens,
         "token_stream_sha256": corpus.token_stream_hash(split),
     }
