@@ -1038,20 +1038,22 @@ def matmul_shared_keys(q: torch.Tensor, position_keys: torch.Tensor) -> torch.Te
 
 def attend_relative(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, by_distance: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
     """Inference attention with relative position scores: q [B, H, T, Dh], keys, values [B, H, K, Dh],
-    ``by_distance`` [B, H, T, K+1] the (scaled) position scores by distance, which it overwrites,
-    and the mask [T, K] -> [B, H, T, Dh].
+    ``by_distance`` [B, H, T, K+1] the (scaled) position scores by distance, and the mask [T, K] -> [B, H, T, Dh].
 
-    The content scores are accumulated into the relative-shifted position scores in place (one
-    matrix product with beta = 1), the mask added in place, then softmax and the product with the
-    values: no [B, H, T, K] bias tensor is built, and on CPU this is faster than the fused kernel
-    given that bias (measured at the speed table's shape: 1.2-1.4x).
+    The content scores and the relative-shifted position scores are summed by one batched product with
+    beta = 1 (``baddbmm`` reading the shift as a strided view), the mask added in place, then softmax and
+    the product with the values: no separate [B, H, T, K] bias tensor is built, and on CPU this is faster
+    than the fused kernel given that bias (measured at the speed table's shape: 1.2-1.4x). The product
+    writes a fresh tensor rather than accumulating into the strided view: PyTorch runs an in-place
+    ``baddbmm_`` into a non-contiguous output as one small product per head, which at 2 threads was
+    1.02-1.15x slower on an idle machine and 2.4x slower on a busy one (docs/performance.md).
     """
     batch, n_head, n_query, d_head = q.shape
     n_keys = keys.size(2)
-    scores = rel_shift(by_distance).reshape(batch * n_head, n_query, n_keys)  # [B*H, T, K], a view of by_distance
+    shifted = rel_shift(by_distance).reshape(batch * n_head, n_query, n_keys)  # [B*H, T, K], a view of by_distance
     q = q.reshape(batch * n_head, n_query, d_head)  # [B*H, T, Dh]
     keys = keys.reshape(batch * n_head, n_keys, d_head)  # [B*H, K, Dh]
-    scores.baddbmm_(q, keys.transpose(1, 2), alpha=scale)  # + scale * [B*H, T, Dh] @ [B*H, Dh, K]
+    scores = torch.baddbmm(shifted, q, keys.transpose(1, 2), alpha=scale)  # shifted + scale * [B*H, T, Dh] @ [B*H, Dh, K]
     scores.add_(mask)
     out = torch.bmm(scores.softmax(-1), values.reshape(batch * n_head, n_keys, d_head))  # values [B*H, K, Dh]; out [B*H, T, Dh]
     return out.view(batch, n_head, n_query, d_head)  # [B, H, T, Dh]
