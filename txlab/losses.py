@@ -490,7 +490,7 @@ def collect_run_losses(
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(grid, model.max_context)
         check_fits(ckpt.config.model, batch_size, chunk_len or int(lengths[-1]), context.mem_len if chunk_len else 0, training=False,
-                   device=device, what=f"collecting the losses of {run_dir} (--batch-size, --grid)")
+                   device=device, what=f"collecting the losses of {run_dir} (--set batch_size, --set grid)")
         meta = {
             "split": split, "token_stream_sha256": token_hash, "n_tokens": len(tokens), "grid": list(grid),
             "block_starts": starts.tolist(), "block_len": block_len, "seed": seed,
