@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from txlab.bench import _cpu_snapshot, _others_cpu, matmul_peak_gflops
 from txlab.build import build_model
+from txlab.evaluate import evaluation_context
 from txlab.losses import block_losses, chunk_length, scoring
 from txlab.presets import PAPER_VOCAB, resolve_preset
-from txlab.train import evaluation_context
+from txlab.timing import cpu_snapshot, matmul_peak_gflops, others_cpu
 from txlab.zoo import known_vocab_size
 
 THREADS = int(os.environ.get("THREADS", "2"))
@@ -39,7 +39,7 @@ def one(size: str, grid: list[int], n_targets: int, batch_size: int, repeats: in
     tgt_len, context = evaluation_context(cfg.model, cfg.eval)
     tokens = np.random.default_rng(0).integers(0, n_token, max(grid) + n_targets + 1)
     seconds, tables = {True: [], False: []}, {}
-    snapshot = _cpu_snapshot()
+    snapshot = cpu_snapshot()
     with scoring(model, context):
         chunk_len = chunk_length(model, tgt_len)
         for _ in range(repeats):
@@ -54,7 +54,7 @@ def one(size: str, grid: list[int], n_targets: int, batch_size: int, repeats: in
         "tgt_len": tgt_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
         "grid": grid, "targets": n_targets, "batch_size": batch_size, "threads": THREADS, "repeats": repeats,
         "training_path_s": before, "cached_s": after, "speedup": before / after,
-        "max_abs_diff": float(np.abs(tables[True] - tables[False]).max()), "others_cpu": _others_cpu(snapshot),
+        "max_abs_diff": float(np.abs(tables[True] - tables[False]).max()), "others_cpu": others_cpu(snapshot),
     }
 
 

@@ -19,8 +19,8 @@ import time
 
 import torch
 
-from txlab.bench import _cpu_snapshot, _others_cpu, matmul_peak_gflops
 from txlab.speed import SpeedSettings, _Models, xl_context, xl_fill, xl_segment
+from txlab.timing import cpu_snapshot, matmul_peak_gflops, others_cpu
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     for attn_len in lens:
         peak = matmul_peak_gflops(threads, repeats=3)
         tokens = torch.randint(0, 204, (1, attn_len + 8 * tgt_len + 1), generator=torch.Generator().manual_seed(attn_len))
-        snapshot = _cpu_snapshot()
+        snapshot = cpu_snapshot()
         times = []
         with torch.inference_mode():
             model.set_context(xl_context(model, attn_len))
@@ -47,7 +47,7 @@ def main() -> None:
         tok_s = tgt_len / seconds
         gflops = tok_s * model.flops_per_token(attn_len) / 1e9
         rows.append({"label": label, "threads": threads, "attn_len": attn_len, "ms_per_segment": seconds * 1e3, "tokens_per_s": tok_s,
-                     "gflops": gflops, "matmul_peak_gflops": peak, "of_ceiling": gflops / peak, "others_cpu": _others_cpu(snapshot)})
+                     "gflops": gflops, "matmul_peak_gflops": peak, "of_ceiling": gflops / peak, "others_cpu": others_cpu(snapshot)})
     print(json.dumps(rows))
 
 

@@ -1,0 +1,18 @@
+"""The benchmark scripts committed beside their results still import against today's package."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "results").rglob("*.py"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_a_committed_script_imports(script):
+    spec = importlib.util.spec_from_file_location(f"committed_{script.stem}", script)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # each runs its work only as __main__
+
+
+def test_there_are_scripts_to_check():
+    assert {p.name for p in SCRIPTS} >= {"recl_collection_eval_cache.py", "xl_eval_segment.py"}
