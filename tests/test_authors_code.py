@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from txlab import authors_code
-from txlab.bench import bench_model, format_table
+from txlab.bench import bench_model, bench_table_markdown
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
 
@@ -94,4 +94,4 @@ def test_bench_rows_carry_the_side_by_side_ratio(clone):
         assert row["reference_source"] == "side by side"
         assert row["speedup"] == pytest.approx(row["tokens_per_s"] / row["reference_tokens_per_s"])
     assert rows[3]["reference_tokens_per_s"] is None  # they have no one-token generation mode
-    assert "(recorded)" not in format_table(rows)
+    assert "(recorded)" not in bench_table_markdown(rows)

@@ -11,7 +11,7 @@ import pytest
 from torch.utils.flop_counter import FlopCounterMode
 
 from txlab import bench
-from txlab.bench import bench_model, format_table
+from txlab.bench import bench_model, bench_table_markdown
 from txlab.errors import TxlabError
 
 MICRO = {"micro": {"n_layer": 1, "d_model": 16, "n_head": 2, "d_head": 8, "d_inner": 32, "n_token": 50}}
@@ -96,12 +96,12 @@ TABLE_ROWS = [
 
 
 def test_table_golden_text():
-    assert format_table(TABLE_ROWS, peak_gflops=80.0) == (
+    assert bench_table_markdown(TABLE_ROWS, peak_gflops=80.0) == (
         "| config | mode | context | tokens/s | reference tokens/s | speedup | GFLOP/s | of ceiling | avoided | peak RSS MB | load | others' CPU |\n"
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         "| tiny | train | seg 128 mem 128 | 5,000.0 | 5,182.0 (recorded) | 0.96x | 10.0 | 12% | - | 512 | 0.50 | 3% |\n"
         "| tiny | eval_mem128 | seg 128 mem 128 | 20,000.0 | 10,000.0 | 2.00x | 40.0 | 50% | 0.50x | 600 | 0.50 | - |"
     )
     # without the measured ceiling there is no "of ceiling" column
-    assert format_table(TABLE_ROWS[:1]).splitlines()[2] == (
+    assert bench_table_markdown(TABLE_ROWS[:1]).splitlines()[2] == (
         "| tiny | train | seg 128 mem 128 | 5,000.0 | 5,182.0 (recorded) | 0.96x | 10.0 | - | 512 | 0.50 | 3% |")

@@ -283,7 +283,7 @@ def bench_model(
     return rows
 
 
-def format_table(rows: Sequence[Mapping[str, Any]], peak_gflops: float | None = None) -> str:
+def bench_table_markdown(rows: Sequence[Mapping[str, Any]], peak_gflops: float | None = None) -> str:
     """The rows as a Markdown table (peak RSS is the process's peak so far, hence non-decreasing).
 
     The reference column is the authors' code measured side by side, or marked "(recorded)" where it is

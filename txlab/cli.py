@@ -400,7 +400,7 @@ def bench_model_command(
     Rows also carry the load average and the CPU share other processes took while they ran: with 2
     threads on 2 cores any competitor distorts the numbers, so rerun rows where it is above a few percent.
     """
-    from txlab.bench import DEFAULT_MODES, bench_model, format_table, preset_configs
+    from txlab.bench import DEFAULT_MODES, bench_model, bench_table_markdown, preset_configs
     from txlab.timing import matmul_peak_gflops
 
     shapes = shape or ([] if preset else ["tiny", "small"])
@@ -415,7 +415,7 @@ def bench_model_command(
     peak = (peak_before + peak_after) / 2
     typer.echo(f"machine: {threads} threads, fp32 matmul 2048^3 reaches {peak:.1f} GFLOP/s (the practical ceiling; "
                f"{peak_before:.1f} before the rows, {peak_after:.1f} after)")
-    typer.echo(format_table(rows, peak))
+    typer.echo(bench_table_markdown(rows, peak))
     if json_output:
         _print_json({"matmul_peak_gflops": peak, "matmul_peak_gflops_before": peak_before, "matmul_peak_gflops_after": peak_after, "rows": rows})
 
@@ -452,7 +452,7 @@ def speed(
 
     from txlab.drivers.speed import resolve_study, speed_plan
     from txlab.report import table9_figure
-    from txlab.speed import format_table, speed_table
+    from txlab.speed import speed_table, table9_markdown
     from txlab.workspace import resolve
 
     out_dir, fig_dir = out_dir or resolve("results/speed"), fig_dir or resolve("figures/speed")
@@ -473,7 +473,7 @@ def speed(
     m = result.machine
     typer.echo(f"{result.model} ({result.size}, {result.params / 1e6:.1f}M parameters) on {m.device} ({m.device_name}), "
                f"{m.threads} threads, torch {m.torch}; fp32 matmul ceiling {m.matmul_peak_gflops:,.0f} GFLOP/s")
-    typer.echo(format_table(result.rows))
+    typer.echo(table9_markdown(result.rows))
     for path in [result.table, result.markdown, *figures]:
         typer.echo(f"written {path}")
     if json_output:

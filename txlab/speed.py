@@ -410,7 +410,7 @@ def speed_table(
         for n in attn_lens:
             echo(f"attention length {n}: filling the XL memory, timing {settings.repeats} XL segments, then vanilla windows for {settings.budget_s:g} s")
             rows.append(measure(models, n, settings, device))
-            echo(format_table(rows[-1:]).splitlines()[-1])
+            echo(table9_markdown(rows[-1:]).splitlines()[-1])
     finally:
         torch.set_num_threads(previous_threads)
     result = SpeedTable(name, profile, command_line(attn_lens, settings, name), models.cfg.preset or settings.run,
@@ -420,7 +420,7 @@ def speed_table(
                    markdown=write_text_atomic(out_dir / f"{name}.md", format_markdown(result)))
 
 
-def format_table(rows: Sequence[dict[str, Any]]) -> str:
+def table9_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The rows as the paper's Table 9, with the achieved rates and the sample sizes beside it."""
     headers = ["attn len", "vanilla tok/s", "XL tok/s", "slowdown", "paper", "vanilla GFLOP/s", "XL GFLOP/s", "FLOP ratio",
                "vanilla positions", "XL tokens", "others' CPU"]
@@ -451,7 +451,7 @@ Produced by `{result.command}` ({profile}model {result.model}, size {result.size
 Machine: {m.device} ({m.device_name}), CPU {m.cpu} with {m.cpu_count} cores, {m.threads} torch threads,
 torch {m.torch}; a large fp32 matmul reaches {m.matmul_peak_gflops:,.0f} GFLOP/s there.
 
-{format_table(rows)}
+{table9_markdown(rows)}
 
 - Attention length L: the vanilla model predicts each token from a window of exactly the L tokens before
   it (recomputed for every prediction, {rows[0]['batch_size']} window(s) per call, at sampled positions);
