@@ -92,3 +92,21 @@ def test_every_command_shown_exists_with_the_options_it_uses(page):
             option = word.split("=", 1)[0]
             if option.startswith("-") and option not in ("-", "--"):
                 assert option in known, f"{page.name}: `{name}` has no option {option}"
+
+
+def test_the_module_map_orders_the_layers_as_the_imports_run():
+    """docs/design.md: "a module imports only modules above it" in its table of layers."""
+    order = []
+    for line in (ROOT / "docs" / "design.md").read_text().splitlines():
+        if re.match(r"\| (settings|data|models|runs|measurements|analysis|drivers|interface) \|", line):
+            order += re.findall(r"`([\w.]+)`", line.split("|")[2])
+    package = ROOT / "txlab"
+    modules = {str(p.relative_to(package).with_suffix("")).replace("/", ".") for p in package.rglob("*.py")} - {"__init__", "__main__", "drivers.__init__"}
+    assert sorted(order) == sorted(modules), "every module appears once in the map"
+    position = {name: i for i, name in enumerate(order)}
+    for name in order:
+        source = (package / f"{name.replace('.', '/')}.py").read_text()
+        imported = set(re.findall(r"^\s*(?:from|import) txlab\.([\w.]+)", source, flags=re.M))
+        imported |= set(re.findall(r"^\s*from txlab import (\w+)", source, flags=re.M)) & set(position)
+        for other in imported:
+            assert position[other] < position[name], f"{name} imports {other}, which the map places below it"
