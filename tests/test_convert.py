@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import copy
-import io
 import os
 import pickle
 import re

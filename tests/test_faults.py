@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from txlab.checkpoint import load_checkpoint, read_meta
 from txlab.cli import app
-from txlab.config import RunConfig, update_dataclass
+from txlab.config import update_dataclass
 from txlab.errors import TxlabError
 from txlab.fileio import DamagedFile, hold_directory, read_jsonl, write_text_atomic
 
