@@ -96,7 +96,9 @@ def test_top_r_positions_are_a_stable_sorts_hardest():
 
 
 def test_n_selected_is_the_exact_ceiling():
-    assert n_selected(0.1, 30) == 3  # 0.1 * 30 is 3.0000000000000004 in floating point
+    assert n_selected(0.1, 30) == 3  # 0.1 * 30 is exactly 3.0 in float64: only the ceiling; the next two are the float cases
+    assert n_selected(0.07, 100) == 7  # 0.07 * 100 is 7.000000000000001: a bare ceil would select 8
+    assert n_selected(0.29, 100) == 29  # 0.29 * 100 is 28.999999999999996: its ceiling is 29 all the same
     assert n_selected(0.1, 31) == 4
     assert n_selected(0.5, 3) == 2
     assert n_selected(1.0, 7) == 7

@@ -30,11 +30,13 @@ and the reported RECL is min(RECL, L_max) -- this is how the paper's 128 arises.
 Placebo-aware RECL (not the paper's; only when placebo losses are given)
 ------------------------------------------------------------------------
 Each step's placebo gain p_i(c, c') (:func:`placebo_gain`) is what the min() makes of extra context
-that carries no information. The placebo-aware walk is the paper's walk on g_i(c, c') - p_i(c, c'):
-it stops at the first step whose gain does not beat its placebo gain by the threshold. With no
-placebo gain (p = 0) it is the paper's RECL exactly; otherwise it is never larger. A RECL is flagged
-``below_placebo`` when the placebo-aware one is smaller, i.e. when a step it rests on did not beat
-its placebo gain by the threshold.
+that carries no information. The placebo-aware walk (:func:`placebo_aware_walk`) is the paper's walk
+on g_i(c, c') - p_i(c, c'): from the same c0, with the same threshold, the same strict comparison and
+the same cap, it stops at the first step whose gain does not beat its placebo gain by the threshold.
+The comparison g - p < threshold is exact for the two float64 gains (their rounded difference could
+step over the threshold). With no placebo gain (p = 0) it is the paper's RECL exactly; otherwise it
+is never larger. A RECL is flagged ``below_placebo`` when the placebo-aware point estimate is smaller,
+i.e. when a step it rests on did not beat its placebo gain by the threshold.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 import numpy as np
 
@@ -119,7 +122,8 @@ def baseline(losses: np.ndarray) -> np.ndarray:
 
 
 def n_selected(r: float, n: int) -> int:
-    """ceil(r * n) for 0 < r <= 1, without float surprises (0.1 * 30 is 3.0000000000000004)."""
+    """ceil(r * n) for 0 < r <= 1, without float surprises: 0.07 * 100 is 7.000000000000001 and 0.29 * 100
+    is 28.999999999999996 in floating point, so r * n is rounded to 9 decimals before the ceiling."""
     if not 0 < r <= 1:
         raise TxlabError(f"r must lie in (0, 1], got {r}")
     return max(1, math.ceil(round(r * n, 9)))
@@ -174,6 +178,44 @@ def walk(gains: Sequence[float], grid: Sequence[int], threshold: float = DEFAULT
         if gains[j] < threshold:
             return int(grid[j]), False
     return int(grid[-1]), True
+
+
+def falls_short(gain: float, placebo_gain: float, threshold: float = DEFAULT_THRESHOLD) -> bool:
+    """gain - placebo_gain < threshold, decided exactly for the two float64 numbers.
+
+    Their float difference is rounded (by up to half a unit of 0.01's last place, ~9e-19), which could
+    step over the threshold. Rounding to nearest is monotone and the threshold is a float, so a
+    rounded difference below (above) the threshold has the exact one below (above) it too; only a
+    rounded difference equal to the threshold needs the exact rational arithmetic. The gains
+    themselves carry the rounding of their float64 mean and expm1 (a relative error of order 1e-15 at
+    most), which no comparison can undo: the walk reads the gains it reports exactly as they are.
+    """
+    difference = float(gain) - float(placebo_gain)
+    if difference != threshold:
+        return difference < threshold
+    return Fraction(float(gain)) - Fraction(float(placebo_gain)) < Fraction(float(threshold))
+
+
+def capped(c: int, censored: bool, cap: int | None) -> tuple[int, bool]:
+    """A walk's (c, censored) for a model that can use at most ``cap`` tokens: min(c, cap), exact.
+
+    A walk that ran off the grid's end at or beyond the cap is not censored: it cannot have gone further.
+    """
+    if cap is not None and cap <= c:
+        return int(cap), False
+    return int(c), censored
+
+
+def placebo_aware_walk(
+    gains: Sequence[float], placebo_gains: Sequence[float], grid: Sequence[int], threshold: float = DEFAULT_THRESHOLD,
+    start: int = 0, cap: int | None = None,
+) -> tuple[int, bool]:
+    """(c, censored) of the placebo-aware walk, capped: the paper's walk from ``grid[start]`` on
+    gain - placebo gain, stopping at the first step where it falls below ``threshold`` (:func:`falls_short`)."""
+    for j in range(start, len(grid) - 1):
+        if falls_short(gains[j], placebo_gains[j], threshold):
+            return capped(int(grid[j]), False, cap)
+    return capped(int(grid[-1]), True, cap)
 
 
 def cap_losses(losses_i: np.ndarray, grid: Sequence[int], cap: int) -> np.ndarray:
@@ -255,23 +297,16 @@ def _check_placebo(placebo: np.ndarray | None, table: np.ndarray) -> np.ndarray 
     return placebo
 
 
-def _capped_walk(gains, grid, threshold, start, cap: int | None) -> tuple[int, bool]:
-    c, censored = walk(gains, grid, threshold, start)
-    if cap is not None and cap <= c:  # the model cannot use more than its cap: RECL = min(RECL, L_max), exact
-        c, censored = cap, False  # also a walk off the grid's end at the cap: it cannot have gone further
-    return c, censored
-
-
 def _walk_models(table, grid, models, r, threshold, caps, start, placebo=None) -> list[ReclResult]:
     gains = step_gains(table, r)  # [M, G-1]
     placebo_gains = None if placebo is None else placebo_step_gains(table, placebo, r)  # [M, G-1]
     results = []
     for i, name in enumerate(models):
         cap = (caps or {}).get(name)
-        c, censored = _capped_walk(gains[i], grid, threshold, start, cap)
+        c, censored = capped(*walk(gains[i], grid, threshold, start), cap)  # RECL = min(RECL, L_max)
         beyond_placebo = {}
         if placebo_gains is not None:
-            placebo_c, placebo_censored = _capped_walk(gains[i] - placebo_gains[i], grid, threshold, start, cap)
+            placebo_c, placebo_censored = placebo_aware_walk(gains[i], placebo_gains[i], grid, threshold, start, cap)
             beyond_placebo = {"placebo_recl": placebo_c, "placebo_censored": placebo_censored,
                               "placebo_gains": tuple(float(g) for g in placebo_gains[i])}
         results.append(ReclResult(name, r, c, censored, tuple(float(g) for g in gains[i]), **beyond_placebo))
