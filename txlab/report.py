@@ -357,6 +357,7 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
             "recurrence": model["mem_len"] > 0, "encoding": ENCODING_NAMES.get(model["pos_enc"], model["pos_enc"]) if model["family"] in ("xl", "vanilla") else model["family"].upper(),
             "loss": cfg["train"]["loss"].capitalize(), "backprop_len": model["tgt_len"], "mem_len": model["mem_len"], "params": row.get("params"),
             "train_memory": memory["bytes"] / 2**20 if memory else None, "n_lengths": len(row["eval_lens"]),
+            **_validation_context(cfg),
         })
         for length in row["eval_lens"]:
             path = run_dir / "ablate" / ablation_eval_name(length, row["split"], row["eval_tokens"])
@@ -366,6 +367,14 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
                 points.append({"run_id": run_id, "row_id": row["row_id"], "seed": row["seed"], "attn_len": length,
                                "metric": metric, "value": record[metric], "loss": record["loss"], "tokens": record["tokens"]})
     return pd.DataFrame(runs), pd.DataFrame(points)
+
+
+def _validation_context(cfg: dict) -> dict[str, int | None]:
+    """How training's periodic validation scored the run (segment, memory, targets), as
+    txlab.evaluate.evaluation_context resolves it (-1: as in training); None where the config lacks it."""
+    model, evaluation, train = cfg["model"], cfg.get("eval") or {}, cfg["train"]
+    pick = lambda key: None if evaluation.get(key) is None else model[key] if evaluation[key] < 0 else evaluation[key]  # noqa: E731
+    return {"valid_tgt_len": pick("tgt_len"), "valid_mem_len": pick("mem_len"), "valid_tokens": train.get("eval_tokens")}
 
 
 def _complete_points(runs: pd.DataFrame, curves: pd.DataFrame, row_id: str) -> pd.DataFrame:
@@ -379,34 +388,45 @@ def _complete_points(runs: pd.DataFrame, curves: pd.DataFrame, row_id: str) -> p
 
 
 def seed_scores(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
-    """One line per finished (row, seed): its PPL init, PPL best and the length of the best (what claims pair)."""
+    """One line per finished (row, seed), the numbers every table, claim and figure of the row reads:
+    the seed's score at the training length (ppl_init) and at the row's Attn Len (ppl_best), in the
+    table's metric and as log-perplexity in nats (loss_init, loss_best).
+
+    The row's Attn Len is the length where its mean over seeds is lowest (the shortest on ties): one
+    length per row, as in the paper, so the row's "PPL best" is the mean of these per-seed values.
+    It is chosen on the same targets it is reported on, so it is optimistic by that choice among
+    ``n_lengths`` lengths (the scores are whole-split means, with no held-out half to choose on)."""
     lines = []
     for row_id, members in runs.groupby("row_id", sort=False):
         init_len = int(members.iloc[0]["init_len"])
-        for seed, p in _complete_points(runs, curves, row_id).groupby("seed"):
-            init, best, attn = init_best(list(p["attn_len"]), list(p["value"]), init_len)
-            lines.append({"row_id": row_id, "seed": int(seed), "ppl_init": float(init), "ppl_best": float(best), "attn_len": int(attn)})
-    return pd.DataFrame(lines, columns=["row_id", "seed", "ppl_init", "ppl_best", "attn_len"])
+        points = _complete_points(runs, curves, row_id)
+        if points.empty:
+            continue
+        mean = points.groupby("attn_len")["value"].mean()
+        _, _, best_len = init_best(list(mean.index), list(mean.values), init_len)
+        for seed, p in points.groupby("seed"):
+            at = p.set_index("attn_len")
+            lines.append({"row_id": row_id, "seed": int(seed), "init_len": init_len, "attn_len": int(best_len), "n_lengths": len(at),
+                          "ppl_init": float(at.loc[init_len, "value"]), "ppl_best": float(at.loc[best_len, "value"]),
+                          "loss_init": float(at.loc[init_len, "loss"]), "loss_best": float(at.loc[best_len, "loss"])})
+    return pd.DataFrame(lines, columns=["row_id", "seed", "init_len", "attn_len", "n_lengths", "ppl_init", "ppl_best", "loss_init", "loss_best"])
 
 
 def ablation_rows(runs: pd.DataFrame, curves: pd.DataFrame) -> list[dict]:
-    """One table row per study row: its settings and, over its finished seeds, the mean (and spread)
-    of the value at the training length and of the best value, and the length of the best mean."""
+    """One table row per study row: its settings and, over its finished seeds (:func:`seed_scores`),
+    the mean and standard deviation of the value at the training length and at the row's Attn Len."""
+    scores = seed_scores(runs, curves)
     rows = []
     for row_id, members in runs.groupby("row_id", sort=False):
         first = members.iloc[0]
         out = {k: (v.item() if hasattr(v, "item") else v) for k, v in first.items() if k not in ("run_id", "seed", "n_lengths")}
-        out.update(seeds=0, metric=None, ppl_init=None, ppl_best=None, attn_len=None, ppl_init_std=None, ppl_best_std=None)
-        points = _complete_points(runs, curves, row_id)
-        complete = points["seed"].unique() if not points.empty else []
-        if not points.empty:
-            init_len = int(first["init_len"])
-            mean = points.groupby("attn_len")["value"].mean()
-            init, best, attn = init_best(list(mean.index), list(mean.values), init_len)
-            per_seed = [init_best(list(p["attn_len"]), list(p["value"]), init_len) for _, p in points.groupby("seed")]
-            spread = lambda xs: float(pd.Series(xs).std()) if len(xs) > 1 else None  # noqa: E731
-            out.update(seeds=len(complete), metric=points["metric"].iloc[0], ppl_init=float(init), ppl_best=float(best), attn_len=int(attn),
-                       ppl_init_std=spread([s[0] for s in per_seed]), ppl_best_std=spread([s[1] for s in per_seed]))
+        out.update(seeds=0, metric=None, ppl_init=None, ppl_best=None, attn_len=None, ppl_init_std=None, ppl_best_std=None, n_lengths=None)
+        mine = scores[scores["row_id"] == row_id]
+        if not mine.empty:
+            spread = lambda xs: float(xs.std(ddof=1)) if len(xs) > 1 else None  # noqa: E731
+            out.update(seeds=len(mine), metric=curves.loc[curves["row_id"] == row_id, "metric"].iloc[0],
+                       ppl_init=float(mine["ppl_init"].mean()), ppl_best=float(mine["ppl_best"].mean()), attn_len=int(mine["attn_len"].iloc[0]),
+                       ppl_init_std=spread(mine["ppl_init"]), ppl_best_std=spread(mine["ppl_best"]), n_lengths=int(mine["n_lengths"].iloc[0]))
         rows.append(out)
     return rows
 
@@ -435,8 +455,32 @@ def _headers(columns: list[tuple[str, str]], rows: list[dict]) -> list[str]:
     return [h.replace("PPL", "bpc") if bpc else h for _, h in columns]
 
 
+def ablation_notes(rows: list[dict], columns: list[tuple[str, str]]) -> list[str]:
+    """What the table's ± and PPL columns are, one sentence each (under the table, so no reader has to guess)."""
+    headers = dict(zip((k for k, _ in columns), _headers(columns, rows)))
+    notes = []
+    if "ppl_init" in headers:
+        notes.append(f"{headers['ppl_init']}: at the training attention length (segment + memory), the mean over seeds.")
+    if "ppl_best" in headers:
+        counts = sorted({r["n_lengths"] for r in rows if r.get("n_lengths")})
+        lengths = (f"its {counts[0]} evaluation lengths" if len(counts) == 1 else
+                   f"its evaluation lengths ({counts[0]} to {counts[-1]} per row)" if counts else "its evaluation lengths")
+        where = f", at {headers['attn_len']}" if "attn_len" in headers else ""
+        notes.append(f"{headers['ppl_best']}: the row's lowest mean over seeds among {lengths}{where}, every seed "
+                     "taken at that one length. It is chosen and reported on the same validation targets, so it is optimistic by "
+                     "that choice: the scores are whole-split means, with no held-out half to choose on.")
+    several = sorted({r["seeds"] for r in rows if (r.get("seeds") or 0) > 1})
+    if several and {"ppl_init", "ppl_best"} & set(headers):
+        notes.append(f"±: standard deviation over the row's seeds ({' or '.join(map(str, several))}; with n - 1); "
+                     "a value without ± comes from one seed.")
+    return notes
+
+
 def ablation_markdown(rows: list[dict], columns: list[tuple[str, str]]) -> str:
-    return markdown_table(_headers(columns, rows), ([_cell(r, k, False) for k, _ in columns] for r in rows)) + "\n"
+    """The table, then :func:`ablation_notes` as a list under it."""
+    table = markdown_table(_headers(columns, rows), ([_cell(r, k, False) for k, _ in columns] for r in rows)) + "\n"
+    notes = ablation_notes(rows, columns)
+    return table + ("\n" + "".join(f"- {note}\n" for note in notes) if notes else "")
 
 
 def _latex_escape(text: str) -> str:
@@ -449,8 +493,11 @@ def ablation_latex(rows: list[dict], columns: list[tuple[str, str]], caption: st
     lines = ["\\begin{table}[t]", "\\centering", f"\\begin{{tabular}}{{{'l' * len(columns)}}}", "\\toprule", " & ".join(headers) + " \\\\", "\\midrule"]
     lines += [" & ".join(_cell(r, k, True) for k, _ in columns) + " \\\\" for r in rows]
     lines += ["\\bottomrule", "\\end{tabular}"]
-    if caption:
-        lines.append(f"\\caption{{{_latex_escape(caption)}}}")
+    notes = " ".join(ablation_notes(rows, columns))
+    if caption or notes:  # the notes say what ± and the PPL columns are, as under the Markdown table
+        text = " ".join(_latex_escape(part) for part in (caption + ("." if caption and notes else ""), notes) if part)
+        text = text.replace("±", "$\\pm$")
+        lines.append(f"\\caption{{{text}}}")
     lines.append("\\end{table}")
     return "\n".join(lines) + "\n"
 
@@ -473,12 +520,17 @@ def seed_intervals(curves: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
 def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: str = "") -> list[Path]:
     """Perplexity (or bpc) against evaluation attention length, one line per study row (mean over
     seeds) with each seed as a thin line of the same colour, the training length marked with an open
-    circle. Writes ``out`` (.png, .pdf) and the means with their 95% t-intervals (.csv).
+    circle. The mean at each length is the one the table reads (its PPL best is the lowest of them).
+    Writes ``out`` (.png, .pdf) and the means with their 95% t-intervals and standard deviations over
+    seeds (.csv).
 
     Seeds are drawn one by one rather than as an interval band: at this scale a seed either learns a
     structure or stalls, and a t-interval over three such seeds spans the whole plot (below zero
     perplexity) where the lines show two clusters."""
     intervals = seed_intervals(curves)
+    # the table's ± is the sd over seeds: the plotted numbers carry it beside the t-interval
+    sd = curves.groupby(["row_id", "attn_len"], sort=False)["value"].std(ddof=1).rename("sd").reset_index()
+    intervals = intervals.merge(sd, on=["row_id", "attn_len"])
     fig, ax = plt.subplots(figsize=(7, 4.2))
     palette = colors(intervals["row_id"].nunique())
     for i, (row_id, points) in enumerate(intervals.groupby("row_id", sort=False)):
@@ -540,16 +592,19 @@ def learned_rows(out_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
         if record is None:
             continue
         groups = {role: record["roles"][role] for role in LEARNED_ROLES} | {"copy_beyond_segment": copies_beyond(record, int(run.backprop_len))}
+        measured = {"train_segment": int(run.backprop_len), "measured_segment": run.valid_tgt_len, "measured_memory": run.valid_mem_len,
+                    "measured_targets": run.valid_tokens}
         for what in ("model", "ideal_with", "ideal_without"):
-            lines.append({"row_id": run.row_id, "seed": run.seed, "step": record["step"], "segment": int(run.backprop_len), "what": what,
+            lines.append({"row_id": run.row_id, "seed": run.seed, "step": record["step"], **measured, "what": what,
                           **{role: float(group[what]) for role, group in groups.items()}})
     return pd.DataFrame(lines)
 
 
 def learned_markdown(learned: pd.DataFrame) -> str:
-    """The learned-structure table: the ideal model's two lines, then each study row's mean ± sd over seeds."""
+    """The learned-structure table: the ideal model's two lines, then each study row's mean ± sd over
+    seeds with how it was measured, and notes saying that this is not how the table scores the row."""
     roles = [*LEARNED_ROLES, "copy_beyond_segment"]
-    headers = ["Row", "Seeds", *LEARNED_ROLES.values(), "copied value, D >= segment"]
+    headers = ["Row", "Seeds", "Measured with", *LEARNED_ROLES.values(), "copied value, D >= training segment"]
     rows: list[list[object]] = []
     first = learned[learned["row_id"] == learned["row_id"].iloc[0]]
     def cell(values: pd.Series) -> str:  # '-' where no copy lies that far back (a corpus of short copies)
@@ -558,13 +613,30 @@ def learned_markdown(learned: pd.DataFrame) -> str:
             return "-"
         return f"{values.mean():.2f}" + (f" ± {values.std():.2f}" if len(values) > 1 else "")
 
+    def measured_with(seeds: pd.DataFrame) -> str:  # one setting per row: the seeds of a row share their config
+        line = seeds.iloc[0]
+        if pd.isna(line.get("measured_segment")):
+            return "-"
+        return f"segment {int(line['measured_segment'])}, memory {int(line['measured_memory'])} (trained on {int(line['train_segment'])})"
+
     for what, name in (("ideal_with", "ideal model, needed context in view"), ("ideal_without", "ideal model, without it")):
         ideal = first[first["what"] == what].iloc[:1]
-        rows.append([name, "", *(cell(ideal[r]) for r in roles)])
+        rows.append([name, "", "", *(cell(ideal[r]) for r in roles)])
     model = learned[learned["what"] == "model"]
     for row_id, seeds in model.groupby("row_id", sort=False):
-        rows.append([row_id, len(seeds), *(cell(seeds[r]) for r in roles)])
-    return markdown_table(headers, rows) + "\n"
+        rows.append([row_id, len(seeds), measured_with(seeds), *(cell(seeds[r]) for r in roles)])
+    steps = sorted(set(model["step"]))
+    targets = sorted({int(t) for t in model.get("measured_targets", pd.Series(dtype=float)).dropna()})
+    notes = [
+        f"Measured in each run's last validation during training (step {' / '.join(map(str, steps))}"
+        + (f", the first {' / '.join(f'{t:,}' for t in targets)} validation targets" if targets else "")
+        + ") with the segment and memory shown, not as the table scores the row (attention length A with A tokens of memory). "
+        "A row measured with memory 0 sees no token before its segment here, so its copies from farther back are out of view "
+        "in these numbers but not in the table's.",
+        "Mean ± standard deviation over the row's seeds (n - 1); losses in nats. The last column keeps the copies whose source "
+        "lies at or beyond the row's training segment.",
+    ]
+    return markdown_table(headers, rows) + "\n\n" + "".join(f"- {note}\n" for note in notes)
 
 
 def write_ablation_report(
@@ -572,7 +644,8 @@ def write_ablation_report(
 ) -> dict:
     """The study's table (table.csv with every number, table.md, table.tex), the curves behind it
     (curves.csv) and the figure (ppl-vs-attn-len.png/.pdf), from the run directories present; with
-    ``claims``, their paired tests over seeds (claims.csv, claims.md; :func:`txlab.claims.evaluate_claims`);
+    ``claims``, their exact paired tests over seeds as one family (claims.csv, claims.md;
+    :func:`txlab.claims.evaluate_claims`), each row read the one way :func:`seed_scores` gives;
     on synthetic corpora, what the runs learned per token role (learned.csv, learned.md)."""
     out_dir, fig_dir = Path(out_dir), Path(fig_dir)
     runs, curves = ablation_curves(out_dir, run_ids)
@@ -584,15 +657,16 @@ def write_ablation_report(
                ("table.tex", ablation_latex(rows, columns, title)), ("curves.csv", curves.to_csv(index=False))]
     tested = evaluate_claims(seed_scores(runs, curves), claims) if claims else []
     if tested:
-        outputs += [("claims.csv", pd.DataFrame.from_records(tested).to_csv(index=False)), ("claims.md", claims_markdown(tested))]
+        outputs += [("claims.csv", pd.DataFrame.from_records([t.record() for t in tested]).to_csv(index=False)), ("claims.md", claims_markdown(tested))]
     learned = learned_rows(out_dir, runs)
     if not learned.empty:
         outputs += [("learned.csv", learned.to_csv(index=False)), ("learned.md", learned_markdown(learned))]
     files = []
     for name, text in outputs:
         files.append(write_text_atomic(out_dir / name, text))
-    if not curves.empty:
-        files += ablation_figure(curves, runs, fig_dir / "ppl-vs-attn-len", title)
+    if not curves.empty:  # the seeds the table reads: those scored at every length
+        complete = pd.concat([_complete_points(runs, curves, row_id) for row_id in runs["row_id"].unique()])
+        files += ablation_figure(complete, runs, fig_dir / "ppl-vs-attn-len", title)
     finished = sum(r["seeds"] > 0 for r in rows)
     return {"rows": rows, "markdown": markdown, "files": [str(f) for f in files], "finished_runs": len(curves.groupby("run_id")) if not curves.empty else 0,
             "rows_finished": finished, "claims": tested}

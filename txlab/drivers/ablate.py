@@ -13,8 +13,9 @@ A study file (see ``studies/table6.yaml``) holds:
     columns      the table's columns (see txlab.report.ABLATION_COLUMNS), optionally renamed
     memory_budget  for rows with ``fit``: the id of the row whose training memory is the budget,
                  or a number of MiB
-    claims       the paper's claims as {claim, better, worse, metric} (row ids; metric ppl_init or
-                 ppl_best), each tested seed by seed in the report (txlab.claims)
+    claims       the paper's claims as {claim, better, worse, metric, two_sided} (row ids; metric
+                 ppl_init or ppl_best; one-sided unless two_sided: true), tested seed by seed as one
+                 family in the report (txlab.claims: exact sign-flip test on log-perplexity, Holm)
     profiles     profile name -> settings (:class:`AblationSettings`): size, corpus, overrides,
                  evaluation lengths, ...
 
@@ -58,7 +59,7 @@ import yaml
 
 from txlab import report
 from txlab.checkpoint import config_differences, has_checkpoint, read_meta
-from txlab.claims import Claim, read_claims
+from txlab.claims import Claim, TestedClaim, read_claims
 from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, override_settings, read_profile, read_yaml, setting, to_dict, update_dataclass
 from txlab.corpora import load_corpus
 from txlab.errors import TxlabError, did_you_mean
@@ -165,8 +166,8 @@ class AblationTable:
     """One per row of the study: its columns, over the seeds that finished."""
     markdown: str
     files: list[str]
-    claims: list[dict[str, Any]]
-    """The paper's claims, each tested seed by seed (txlab.claims)."""
+    claims: list[TestedClaim]
+    """The paper's claims, tested seed by seed as one family (txlab.claims)."""
     finished_runs: int
     rows_finished: int
     """Rows with at least one finished seed."""
@@ -193,7 +194,7 @@ class AblationResult:
         """The --json document: the plan, and the rows, claims and failed jobs where there are any."""
         doc: dict[str, Any] = {"study": self.study, "profile": self.profile, "shard": list(self.shard), "out_dir": self.out_dir}
         if self.table is not None:
-            doc.update(rows=self.table.rows, claims=self.table.claims)
+            doc.update(rows=self.table.rows, claims=[claim.record() for claim in self.table.claims])
         doc["plan"] = self.plan
         if self.failed is not None:
             doc["failed"] = [asdict(f) for f in self.failed]
