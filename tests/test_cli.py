@@ -8,7 +8,7 @@ from txlab.cli import app
 
 
 COMMANDS = ["version", "models", "runs", "train", "eval", "roles", "curves", "speed", "recl", "ablate", "attention", "generate",
-            "data", "bench", "import"]
+            "export", "data", "bench", "import"]
 
 
 def test_help_lists_every_command_in_order_with_the_start_of_its_own_help(cli):

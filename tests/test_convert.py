@@ -1,7 +1,7 @@
 """txlab.convert: checkpoints of Hugging Face and of the authors' code imported into run directories.
 
 Every import is checked on numbers: per-token losses over two segments with memory must match the
-original model's. The Hugging Face tests need the optional extra (`pip install -e '.[hf]'`) and skip
+original model's. The Hugging Face TransfoXL tests need the optional extra (`pip install -e '.[transfoxl]'`) and skip
 without it; the reference-layout tests build the authors' state dict from a txlab model, following
 mem_transformer.py's layout independently of txlab.convert.
 """
@@ -435,12 +435,17 @@ def test_hf_directory_errors_need_no_transformers(tmp_path):
 # --- Hugging Face (optional extra) ------------------------------------------------------------------
 
 
+HF_ATOL = 1e-4
+"""Two float32 implementations of one model differ by their order of operations: over two segments with
+memory about 1e-5 nats (1.14e-5 was seen); a wrong or misplaced weight moves losses by 1e-2 or more."""
+
+
 def hf_transformers():
     """The optional extra, or a skip (also for transformers >= 4.38, whose TransfoXL forward is broken:
     it calls ``type_as`` without a tensor)."""
     transformers = pytest.importorskip("transformers")
     if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 38):
-        pytest.skip(f"TransfoXL does not run in transformers {transformers.__version__}; install the [hf] extra")
+        pytest.skip(f"TransfoXL does not run in transformers {transformers.__version__}; install the [transfoxl] extra")
     return transformers
 
 
@@ -494,7 +499,7 @@ def test_hf_checkpoints_give_the_original_losses(tmp_path, kw, safe):
         model.config.untie_r, model.config.same_length, model.config.clamp_len, model.config.mem_len, model.config.pre_lnorm)
     assert result.params == model.num_parameters()  # every tie kept
     tokens = tokens_for(60)
-    torch.testing.assert_close(txlab_nll(ckpt.model, tokens, seg_len=6), hf_nll(model, tokens, seg_len=6), rtol=0, atol=1e-5)
+    torch.testing.assert_close(txlab_nll(ckpt.model, tokens, seg_len=6), hf_nll(model, tokens, seg_len=6), rtol=0, atol=HF_ATOL)
 
 
 def test_hf_weights_in_the_reference_layout(tmp_path):
@@ -510,7 +515,7 @@ def test_hf_weights_in_the_reference_layout(tmp_path):
                               corpus="synthetic", overrides=overrides)
     tokens = tokens_for(60)
     imported = load_checkpoint(result.run_dir).model
-    torch.testing.assert_close(txlab_nll(imported, tokens, seg_len=6), hf_nll(model, tokens, seg_len=6), rtol=0, atol=1e-5)
+    torch.testing.assert_close(txlab_nll(imported, tokens, seg_len=6), hf_nll(model, tokens, seg_len=6), rtol=0, atol=HF_ATOL)
 
 
 def test_a_real_tokenizer_pickle(tmp_path, monkeypatch):

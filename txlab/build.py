@@ -19,4 +19,8 @@ def build_model(cfg: ModelConfig) -> LanguageModel:
         from txlab.rnn import build_rnn
 
         return build_rnn(cfg)
-    raise did_you_mean(cfg.family, ("xl", "vanilla", "lstm", "qrnn"), "model family")
+    if cfg.family == "hf":
+        from txlab.hf import build_hf
+
+        return build_hf(cfg)
+    raise did_you_mean(cfg.family, ("xl", "vanilla", "lstm", "qrnn", "hf"), "model family")

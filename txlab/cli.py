@@ -723,6 +723,23 @@ def import_reference_command(
                                     config_file=config or None, overrides=overrides, force=force))
 
 
+@app.command("export")
+def export_command(
+    run_dir: Path = typer.Argument(..., help="A run directory of model family hf (e.g. the gpt2 or llama preset trained by `txlab train`)."),
+    out: Path = typer.Argument(..., help="New folder for the Hugging Face checkpoint."),
+) -> None:
+    """Write a run of model family hf as a Hugging Face checkpoint folder (config.json, model.safetensors).
+
+    transformers' from_pretrained loads it, and every txlab command takes it as hf:OUT. It reads the
+    token ids of the run's corpus (txlab_export.json names the corpus): score it on that corpus.
+    """
+    from txlab.convert import export_hf_run
+
+    for path in export_hf_run(run_dir, out):
+        typer.echo(f"written {path}")
+    typer.echo(f"next: txlab recl --group hf:{out} ... --data <the run's corpus>")
+
+
 def main() -> None:
     app()
 

@@ -30,7 +30,7 @@ import yaml
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
 
-FAMILIES = ("xl", "vanilla", "lstm", "qrnn")
+FAMILIES = ("xl", "vanilla", "lstm", "qrnn", "hf")
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
 
 
@@ -109,7 +109,9 @@ def setting(default: Any, doc: str, choices: tuple[str, ...] | None = None, vali
 class ModelConfig:
     """The language model: family, shape, positional encoding, softmax."""
 
-    family: str = setting("xl", "Model family: Transformer-XL, vanilla Transformer (Al-Rfou et al.), LSTM or QRNN.", FAMILIES)
+    family: str = setting("xl", "Model family: Transformer-XL, vanilla Transformer (Al-Rfou et al.), LSTM, QRNN, or hf (a Hugging Face "
+                          "architecture named by hf_arch, built with the transformers package).", FAMILIES)
+    hf_arch: str = setting("", "Family hf only: 'gpt2' (learned absolute positions, max_len of them) or 'llama' (rotary positions).")
     n_token: int = setting(0, "Vocabulary size; 0 means 'take it from the corpus'.", valid=NON_NEGATIVE)
     n_layer: int = setting(4, "Number of layers (Transformer blocks or recurrent layers).", valid=POSITIVE)
     d_model: int = setting(128, "Transformer hidden size; for RNNs the embedding size.", valid=POSITIVE)
@@ -166,11 +168,26 @@ class ModelConfig:
 class DataConfig:
     """Where tokens come from."""
 
-    corpus: str = setting("synthetic", "Corpus name (see `txlab data list`).")
+    corpus: str = setting("synthetic", "Corpus name (see `txlab data list`), or 'text' for own text (data.text, data.tokenizer).")
     data_dir: str = setting("", "Directory holding one folder per corpus; empty means $TXLAB_DATA_DIR or the user cache directory.")
     corpus_dir: str = setting("", "Folder of this corpus's files, overriding <data_dir>/<corpus> (e.g. a sample with only some splits).")
     cache_dir: str = setting(
         "", "Where encoded corpora are cached; empty means $TXLAB_CACHE_DIR, else <data_dir>/.encoded if writable, else the user cache."
+    )
+    text: str = setting(
+        "",
+        "Own text (data.corpus: text): a UTF-8 text file, whose tokens data.text_split cuts into train/valid/test, or a folder of "
+        "split files (train.txt, valid.txt, test.txt; also validation.txt, val.txt, *.tokens, wiki.*.tokens, ptb.*.txt).",
+    )
+    tokenizer: str = setting(
+        "",
+        "Own text only: 'char' (txlab's character vocabulary), 'word' (words split on whitespace, <eos> after every line, as WikiText) "
+        "or 'hf:PATH_OR_HUB_ID' (a Hugging Face tokenizer: a local folder, or a Hub id when online; no special tokens added); empty means char.",
+    )
+    text_split: list[float] = setting(
+        [0.9, 0.05, 0.05],
+        "Own text given as one file: the train, valid and test fractions of its tokens, in that order, summing to 1 (a 0 leaves that split out).",
+        valid=Range(0, 1),
     )
     synthetic_tokens: int = setting(2_000_000, "Synthetic corpora only: number of training tokens generated.", valid=POSITIVE)
     synthetic_eval_tokens: int = setting(200_000, "Synthetic corpora only: number of tokens in each of valid and test.", valid=POSITIVE)

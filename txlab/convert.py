@@ -708,3 +708,15 @@ def import_reference(
     cfg = update_dataclass(cfg, {"model": {"n_token": len(vocab)}})
     record = {"format": "reference", "source": str(state_dict), "vocabulary": str(vocab_file), "preset": preset, "size": size if preset else None}
     return _finish(Path(out_dir), cfg, vocab, Path(state_dict), REFERENCE_LAYOUT, record, force)
+
+
+def export_hf_run(run_dir: Path, out_dir: Path) -> list[Path]:
+    """A txlab run of model family hf written as a Hugging Face checkpoint folder (``txlab export``). The
+    model reads the ids of the run's corpus: score it as ``hf:OUT_DIR`` on that corpus (txlab_export.json
+    names it and its vocabulary)."""
+    from txlab.hf import export_hf
+
+    ckpt = load_checkpoint(Path(run_dir))
+    record = {"run_dir": str(run_dir), "step": ckpt.meta["step"], "corpus": ckpt.config.data.corpus, "vocab_sha256": ckpt.meta["vocab_hash"],
+              "preset": ckpt.config.preset, "size": ckpt.config.size}
+    return export_hf(ckpt.model, out_dir, record)

@@ -62,6 +62,9 @@ class LanguageModel(nn.Module):
     max_context: int | None = None
     """Longest context the model can use at all (vanilla Transformer: its window); None = unbounded."""
 
+    vocab_size: int = 0
+    """Number of token ids the model scores (its output layer's size); set by every family."""
+
     context: Context = Context(mem_len=0)
     """The memory settings in use (see :meth:`set_context`); families without memory keep this default."""
 

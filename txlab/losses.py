@@ -274,7 +274,7 @@ def choose_method(model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray,
 
 def check_targets(n_tokens: int, grid: Sequence[int], block_starts: Sequence[int], block_len: int) -> None:
     """Every target t needs t - max(grid) >= 0 and t < n_tokens; blocks must not overlap."""
-    if block_len < 1 or not block_starts:
+    if block_len < 1 or len(block_starts) == 0:
         raise TxlabError("need at least one target block of at least one target")
     starts = sorted(block_starts)
     if starts[0] < max(grid) or starts[-1] + block_len > n_tokens:
@@ -320,6 +320,7 @@ def collect_losses(
     targets are ``block_starts[k] + i`` for i < block_len, block by block.
     """
     check_targets(len(tokens), grid, block_starts, block_len)
+    check_token_ids(model, tokens, "the token stream")
     with scoring(model, context):
         chunk_len = chunk_length(model, tgt_len)
         if not placebo:  # placebo contexts are read one window per (c, t): no method to choose
@@ -455,6 +456,14 @@ def _open_run(run_dir: Path, split: str, device: str, progress: bool):
     return ckpt, corpus
 
 
+def check_token_ids(model: LanguageModel, tokens: np.ndarray, what: str) -> None:
+    """Refuse a token stream holding ids the model has no output for (numbered for another model)."""
+    top = int(tokens.max()) if len(tokens) else -1
+    if model.vocab_size and top >= model.vocab_size:
+        raise TxlabError(f"{what} holds token id {top}, outside the model's vocabulary of {model.vocab_size}: "
+                         "the text was tokenized for another model (give the group the model's own tokenizer)")
+
+
 def collect_run_losses(
     run_dir: str | Path,
     split: str = "valid",
@@ -477,26 +486,66 @@ def collect_run_losses(
     of every grid step (also resumable, also skipped when present).
     """
     run_dir = Path(run_dir)
+    ckpt, corpus = _open_run(run_dir, split, device, progress)
+    tgt_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
+
+    def fits(chunk_len: int | None, longest: int) -> None:
+        check_fits(ckpt.config.model, batch_size, chunk_len or longest, context.mem_len if chunk_len else 0, training=False,
+                   device=device, what=f"collecting the losses of {run_dir} (--set batch_size, --set grid)")
+
+    return collect_model_losses(
+        ckpt.model, corpus.split(split), corpus.token_stream_hash(split), run_dir, split, grid, n_blocks, block_len, seed,
+        tgt_len=tgt_len, context=context, identity={"model_step": ckpt.meta["step"]}, placebo=placebo, batch_size=batch_size,
+        method=method, progress=progress, check_memory=fits,
+    )
+
+
+def collect_model_losses(
+    model: LanguageModel,
+    tokens: np.ndarray,
+    token_hash: str,
+    home: str | Path,
+    split: str = "valid",
+    grid: Sequence[int] = DEFAULT_GRID,
+    n_blocks: int = 20,
+    block_len: int = 500,
+    seed: int = 0,
+    *,
+    tgt_len: int,
+    context: Context,
+    identity: dict[str, Any],
+    placebo: bool = False,
+    batch_size: int = 16,
+    method: str = "auto",
+    progress: bool = True,
+    check_memory: Callable[[int | None, int], None] | None = None,
+) -> LossTable:
+    """Collect (or finish) any model's loss table under ``home/losses/<split>-<key>/`` and return it.
+
+    What :func:`collect_run_losses` does for a run, for a model from anywhere (a Hugging Face checkpoint):
+    ``tokens`` is the split in the model's ids and ``token_hash`` its stream hash; ``tgt_len`` and
+    ``context`` how it reads context; ``identity`` goes into meta.json and must match on resume (a
+    run's step, a checkpoint's fingerprint), so losses of another model are never mixed in.
+    ``check_memory(chunk_len, longest context)`` may refuse a collection that cannot fit.
+    """
+    home = Path(home)
     grid = tuple(int(c) for c in grid)
     if len(grid) < 2 or grid[0] < 1 or any(b <= a for a, b in zip(grid, grid[1:])):
         raise TxlabError(f"the context grid must hold at least two strictly ascending positive lengths, got {list(grid)}")
-    ckpt, corpus = _open_run(run_dir, split, device, progress)
-    model, tokens = ckpt.model, corpus.split(split)
-    token_hash = corpus.token_stream_hash(split)
+    check_token_ids(model, tokens, f"the {split} split")
     starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
-    tgt_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
-    directory = run_dir / "losses" / f"{split}-{collection_key(token_hash, grid, starts, block_len)}"
+    directory = home / "losses" / f"{split}-{collection_key(token_hash, grid, starts, block_len)}"
     with scoring(model, context):
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(grid, model.max_context)
-        check_fits(ckpt.config.model, batch_size, chunk_len or int(lengths[-1]), context.mem_len if chunk_len else 0, training=False,
-                   device=device, what=f"collecting the losses of {run_dir} (--set batch_size, --set grid)")
+        if check_memory is not None:
+            check_memory(chunk_len, int(lengths[-1]))
         meta = {
             "split": split, "token_stream_sha256": token_hash, "n_tokens": len(tokens), "grid": list(grid),
             "block_starts": starts.tolist(), "block_len": block_len, "seed": seed,
             "max_context": model.max_context, "tgt_len": tgt_len, "chunk_len": chunk_len,
             "context": {"mem_len": context.mem_len, "same_length": context.same_length, "clamp_len": context.clamp_len},
-            "method": choose_method(model, tokens, lengths, chunk_len, method), "model_step": ckpt.meta["step"],
+            "method": choose_method(model, tokens, lengths, chunk_len, method), **identity,
             "units": "nats",
         }
         _write_or_check_meta(directory, meta)
@@ -504,8 +553,8 @@ def collect_run_losses(
                 if not _block_file(directory, kind, i).is_file()]
         windows = {"block": block_len + int(lengths[-1] - lengths[0]) if meta["method"] == "window" else block_len * len(lengths),
                    "placebo": block_len * (len(grid) - 1)}
-        with Progress(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {run_dir.name}", unit="window",
-                  disable=not progress, leave=False) as bar:
+        with Progress(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {home.name}", unit="window",
+                      disable=not progress, leave=False) as bar:
             for kind, i in todo:
                 table = block_losses(model, tokens, grid, int(starts[i]), block_len, chunk_len, batch_size, meta["method"], bar.update,
                                      placebo=kind == "placebo")

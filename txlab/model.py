@@ -444,6 +444,7 @@ class TransformerXL(LanguageModel):
         cutoffs = list(cfg.cutoffs) if cfg.adaptive else []
         self.word_emb = AdaptiveEmbedding(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val, full_width_proj=cfg.full_width_proj)
         self.crit = AdaptiveLogSoftmax(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val, full_width_proj=cfg.full_width_proj)
+        self.vocab_size = cfg.n_token
         self.crit.tie_to(self.word_emb, cfg.tie_weight, cfg.tie_projs)
         self.drop = Dropout(cfg.dropout)
         self.n_pos = cfg.max_len or self._default_max_len(cfg)

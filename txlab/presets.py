@@ -159,6 +159,27 @@ def _rnn(name: str, summary: str, family: str, paper: dict[str, Any], cpu_width:
     )
 
 
+# Hugging Face architectures at the XL cpu budget, trained by txlab (model family hf): the question the
+# paper could not ask is how far back absolute, rotary and XL-relative models of equal size look. Without
+# memory, a segment of 256 tokens gives them the XL's training span (128 + 128 memory); batch 4 keeps the
+# XL's tokens and updates per step (4 x 256 = 8 x 128). Pre-norm (as both architectures are) at the XL
+# cpu recipe's learning rate. The Llama's gated feed-forward has three matrices: inner size 344 matches
+# the two of width 512 elsewhere (3 x 344 ~ 2 x 512), so all three models have ~1M parameters.
+_HF_CPU = _merge(_XL_CPU, {
+    "model": {"family": "hf", "mem_len": 0, "tgt_len": 256, "max_len": 256, "pre_lnorm": True},
+    "train": {"batch_size": 4},
+    "eval": {"tgt_len": 256, "mem_len": 0, "clamp_len": 0, "same_length": False},
+})
+_HF_TINY = _merge(_XL_TINY, {"model": {"family": "hf", "mem_len": 0, "tgt_len": 32, "max_len": 32},
+                             "eval": {"tgt_len": 32, "mem_len": 0, "same_length": False}})
+
+
+def _hf(name: str, summary: str, arch: dict[str, Any]) -> Preset:
+    """A Hugging Face architecture txlab trains at cpu and tiny size (no paper size: the paper has none)."""
+    return Preset(name, summary, base={"model": {"family": "hf", **arch}},
+                  sizes={"cpu": _merge(_HF_CPU, {"model": arch}), "tiny": _merge(_HF_TINY, {"model": arch})})
+
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
@@ -219,6 +240,9 @@ PRESETS: dict[str, Preset] = {
              {"n_layer": 4, "d_inner": 288}, {"n_layer": 2, "d_inner": 48}, cpu_steps=3000),
         _rnn("lstm", "LSTM, parameter-matched to xl151m: Table 8 group 1", "lstm", _merge(_QRNN_PAPER, {"model": _LSTM_PAPER_SHAPE}),
              {"n_layer": 3, "d_inner": 216}, {"n_layer": 2, "d_inner": 48}, cpu_steps=6000),
+        _hf("gpt2", "GPT-2 architecture (learned absolute positions, Hugging Face transformers) at the XL cpu budget", {"hf_arch": "gpt2"}),
+        _hf("llama", "Llama architecture (rotary positions, Hugging Face transformers) at the XL cpu budget",
+            {"hf_arch": "llama", "d_inner": 344}),
     ]
 }
 

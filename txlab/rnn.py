@@ -187,6 +187,7 @@ class RNNLanguageModel(LanguageModel):
         else:
             self.stack = QRNNStack(sizes, cfg.qrnn_window, cfg.dropout_hidden)
         self.softmax = AdaptiveLogSoftmax(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val, full_width_proj=cfg.full_width_proj)
+        self.vocab_size = cfg.n_token
         # AWD-LSTM's initialisation: without the sqrt(d) input scale, N(0, 0.02) inputs would be
         # too small for the gates; uniform(+-0.1) is what both baselines were trained from.
         for layer in [*self.embedding.emb_layers, *self.softmax.out_layers]:

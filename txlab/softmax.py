@@ -225,6 +225,10 @@ class AdaptiveLogSoftmax(nn.Module):
 
     def nll(self, hidden: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """-log P(target | hidden) for each row, in the order of ``target``; only needed logits are computed."""
+        # An id outside every cluster would be scored by no cluster and keep whatever the output buffer held.
+        if target.numel() and not 0 <= int(target.min()) <= int(target.max()) < self.n_token:
+            raise TxlabError(f"token id {int(target.max()) if int(target.max()) >= self.n_token else int(target.min())} is outside "
+                             f"this model's vocabulary of {self.n_token}: the tokens were numbered for another model")
         if not self.n_tail:
             proj, layer = self.out_projs[0], self.out_layers[0]
             h = hidden if proj is None else F.linear(hidden, proj.t())  # [N, d_0]

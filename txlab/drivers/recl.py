@@ -36,16 +36,19 @@ from typing import Any
 
 import numpy as np
 
-from txlab import recl, report
+from txlab import hf, recl, report
 from txlab.checkpoint import has_checkpoint, read_meta
-from txlab.config import NON_NEGATIVE, POSITIVE, SEED, Range, RunConfig, given_keys, override_settings, read_profile, setting, update_dataclass
-from txlab.corpora import load_corpus
+from txlab.config import (NON_NEGATIVE, POSITIVE, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile, setting, to_dict,
+                          update_dataclass)
+from txlab.corpora import Corpus, load_corpus
 from txlab.errors import TxlabError, did_you_mean
-from txlab.fileio import write_text_atomic
-from txlab.losses import GroupLosses, collect_group_losses, collect_run_losses
+from txlab.fileio import write_json_atomic, write_text_atomic
+from txlab.lm import Context
+from txlab.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, load_group_losses
 from txlab.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
 from txlab.plan import Plan, add_training, checkpoint_step, evaluation_keys, is_long_on_cpu, machine_gflops, meta_model, quickest, smaller_sizes, vocab_size
 from txlab.presets import PRESETS, SIZES
+from txlab.synthetic import VARIANTS as SYNTHETIC
 from txlab.train import train
 from txlab.workspace import MODELS, resolve
 from txlab.zoo import run_config, run_dir
@@ -77,10 +80,14 @@ class ReclSettings:
     split: str = setting("valid", "Split the targets are drawn from.", ("train", "valid", "test"))
     seed: int = setting(0, "Draws the target blocks and the bootstrap resamples.", valid=SEED)
     n_boot: int = setting(200, "Bootstrap resamples for the confidence intervals (0: none).", valid=NON_NEGATIVE)
-    placebo: bool = setting(False, "Also collect placebo losses (extra context from far away): the table adds a placebo-aware RECL "
-                            "beside the paper's and marks each RECL resting on a step that does not beat its placebo.")
+    placebo: bool | None = setting(None, "Also collect placebo losses (extra context from far away): the table adds a placebo-aware RECL "
+                                   "beside the paper's and marks each RECL resting on a step that does not beat its placebo. Unset: on, "
+                                   "except on a synthetic corpus, whose ideal model shows what context holds (false: off, and noise in "
+                                   "the losses can then read as context).")
     batch_size: int = setting(16, "Windows per forward pass.", valid=POSITIVE)
     device: str = setting("cpu", "Torch device of the loss collection (cpu, cuda, cuda:1, ...).")
+    dtype: str = setting("float32", "Hugging Face members: dtype of their weights and computation (bfloat16 halves the memory on a GPU; "
+                         "losses are always taken in float32, but reduced-precision noise can read as gain).", tuple(hf.DTYPES))
     train_missing: bool = setting(True, "Train preset members that have no checkpoint, or resume one interrupted under the same recipe "
                                   "(false: refuse instead).")
     allow_unequal: bool = setting(False, "Score a group whose preset members were not all trained to their recipe's steps (else refused): "
@@ -105,10 +112,13 @@ class Group:
 @dataclass(frozen=True)
 class Member:
     label: str
-    """How tables and figures name it: the preset name, or the run directory's name."""
+    """How tables and figures name it: the preset name, the run directory's name, or the checkpoint folder's name."""
     run_dir: Path
+    """The run directory; for a Hugging Face member, the folder its losses and record go to."""
     config: RunConfig | None
-    """The run configuration for a preset member (None for a run directory given as-is)."""
+    """The run configuration for a preset member (None for a run directory given as-is or a Hugging Face member)."""
+    source: str = ""
+    """A Hugging Face member's checkpoint (folder or Hub id); empty for txlab runs."""
 
 
 def parse_grid(spec: str) -> tuple[int, ...]:
@@ -215,7 +225,16 @@ def default_group_name(members: Sequence[str], settings: ReclSettings) -> str:
 
 
 def resolve_member(member: str, settings: ReclSettings) -> Member:
-    """An existing directory is a run used as-is; a preset name resolves to its zoo directory."""
+    """An existing directory is a run used as-is; a preset name resolves to its zoo directory; ``hf:SOURCE``
+    is a Hugging Face checkpoint, whose losses go to ``<models_root>/hf/<name>-<fingerprint>/``."""
+    if hf.is_hf_spec(member):
+        source = hf.hf_source(member)
+        if not Path(source).is_dir() and (Path(source).is_absolute() or source.startswith(".") or source.count("/") > 1):
+            raise TxlabError(f"no folder {source} (an hf: member is a folder saved by save_pretrained, or a Hub id ORG/NAME)")
+        if Path(source).is_dir() and not (Path(source) / "config.json").is_file():
+            raise TxlabError(f"{source} has no config.json: is it a Hugging Face checkpoint (a folder written by save_pretrained)?")
+        label = Path(source.rstrip("/")).name
+        return Member(label, Path(settings.models_root) / "hf" / f"{label}-{hf.fingerprint(source)}", None, source)
     path = Path(member)
     if path.is_dir():
         if not has_checkpoint(path):
@@ -249,8 +268,11 @@ def _member_config(member: Member) -> RunConfig:
     return member.config or update_dataclass(RunConfig(), read_meta(member.run_dir)["config"])
 
 
-def training_span(member: Member) -> int:
-    """The longest context a member saw in training: segment plus memory."""
+def training_span(member: Member) -> int | None:
+    """The longest context a member saw in training: segment plus memory (a Hugging Face checkpoint: the
+    positions its config names; None when it names none)."""
+    if member.source:
+        return hf.trained_length(member.source)
     cfg = _member_config(member)
     return cfg.model.tgt_len + cfg.model.mem_len
 
@@ -264,7 +286,10 @@ def collection_defaults(settings: ReclSettings, members: Sequence[str], given: s
         return settings
     chosen: dict[str, Any] = dict(SMALL_COLLECTION)
     if "grid" not in given:
-        chosen["grid"] = scaled_grid(max(training_span(resolve_member(m, settings)) for m in members))
+        spans = [span for span in (training_span(resolve_member(m, settings)) for m in members) if span]
+        if not spans:
+            raise TxlabError("no member says how long a context it was trained on: give the grid, e.g. --set grid=32:512:32")
+        chosen["grid"] = scaled_grid(max(spans))
     return replace(settings, **{k: v for k, v in chosen.items() if k not in given})
 
 
@@ -273,16 +298,46 @@ def placebo_cost(settings: ReclSettings) -> int:
     return settings.blocks * settings.block_len * sum(settings.context_grid()[1:]) if settings.placebo else 0
 
 
+def group_data(members: Sequence[Member], settings: ReclSettings) -> DataConfig:
+    """The corpus every member of a group is scored on: the txlab members' (they must share it), else
+    the one the settings name (a Hugging Face-only group has no corpus of its own)."""
+    txlab_members = [m for m in members if not m.source]
+    if txlab_members:
+        return _member_config(txlab_members[0]).data
+    if settings.data:
+        return run_config(None, corpus=settings.data, overrides=[s for s in settings.sets if s.startswith("data.")]).data
+    raise TxlabError("a group of Hugging Face models needs a corpus to be scored on: give --data NAME (`txlab data list`)")
+
+
+def _data_identity(data: DataConfig) -> dict[str, Any]:
+    """What decides a corpus's tokens (its name and options), not where its files or cache live."""
+    return {k: v for k, v in to_dict(data).items() if k not in ("data_dir", "cache_dir", "corpus_dir")}
+
+
+def settle_placebo(settings: ReclSettings, data: DataConfig) -> ReclSettings:
+    """Placebo on unless asked otherwise, except on a synthetic corpus (its ideal model gives the truth)."""
+    if settings.placebo is not None:
+        return settings
+    return replace(settings, placebo=data.corpus not in SYNTHETIC)
+
+
 def collection_flops(member: Member, settings: ReclSettings) -> float | None:
     """Forward FLOPs of one member's loss collection: reading its token-steps (and the placebo's) at the
     mean keys a query of a window attends (the evaluation memory and half a segment, at most half the
     window), and the softmax of the one target each (context, target) pair scores."""
-    cfg = _member_config(member)
-    if not vocab_size(cfg):
-        return None
-    model, grid = meta_model(cfg), settings.context_grid()
+    grid = settings.context_grid()
+    if member.source:  # read from a fresh start: a query attends half the window on average
+        model = hf.meta_model(member.source)
+        if model is None:
+            return None
+        keys = grid[-1] // 2
+    else:
+        cfg = _member_config(member)
+        if not vocab_size(cfg):
+            return None
+        model, keys = meta_model(cfg), min(evaluation_keys(cfg), grid[-1] // 2)
     output = model.output_flops_per_token()
-    reading = model.flops_per_token(min(evaluation_keys(cfg), grid[-1] // 2)) - output
+    reading = model.flops_per_token(keys) - output
     targets = settings.blocks * settings.block_len
     scored = targets * len(grid) + (targets * (len(grid) - 1) if settings.placebo else 0)
     return (collection_cost(settings) + placebo_cost(settings)) * reading + scored * output
@@ -298,6 +353,8 @@ def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
         for m in members:
             if m.config is not None:
                 add_training(plan, m.label, m.config, m.run_dir)
+            elif m.source:
+                plan.add(f"  {m.label}: Hugging Face checkpoint {m.source}, used as it is")
             else:
                 plan.add(f"  {m.label}: run directory {m.run_dir}, used as it is")
         grid = s.context_grid()
@@ -336,10 +393,34 @@ def check_members(members: Sequence[Member]) -> None:
         if where in seen:
             raise TxlabError(f"the group names one run twice: {seen[where]} and {m.label} are both {where}")
         seen[where] = m.label
-    corpora = {m.label: _member_config(m).data.corpus for m in members}
-    if len(set(corpora.values())) > 1:
-        listed = ", ".join(f"{label} on {corpus}" for label, corpus in corpora.items())
+    txlab_members = [m for m in members if not m.source]
+    corpora = {m.label: _member_config(m).data for m in txlab_members}
+    if len({json.dumps(_data_identity(d), sort_keys=True) for d in corpora.values()}) > 1:
+        listed = ", ".join(f"{label} on {data.corpus}" for label, data in corpora.items())
+        if len({d.corpus for d in corpora.values()}) == 1:
+            differing = sorted({k for d in corpora.values() for k, v in _data_identity(d).items() if v != _data_identity(next(iter(corpora.values())))[k]})
+            listed += f", with other {', '.join('data.' + k for k in differing)}"
         raise TxlabError(f"the group mixes corpora ({listed}): RECL compares models on one token stream; give --data to put every preset on one corpus")
+
+
+def check_hf_members(members: Sequence[Member], corpus: Corpus) -> None:
+    """Before any model runs: a Hugging Face member that brings a tokenizer must be scored on text that
+    tokenizer encoded, and any other must have an output for every id of the group's corpus."""
+    for m in members:
+        if not m.source:
+            continue
+        tokenizer = hf.load_tokenizer(m.source)
+        if tokenizer is not None:
+            wanted = f"hf:{hf.tokenizer_fingerprint(tokenizer)}"
+            if getattr(corpus, "tokenizer_id", None) != wanted:
+                raise TxlabError(
+                    f"{m.label} brings its own tokenizer, and the group's corpus {corpus.name} was not encoded by it: score it on text "
+                    f"tokenized by {m.source} (--set data.text=FILE --set data.tokenizer=hf:{m.source})"
+                )
+        vocab = hf.saved_config(m.source).get("vocab_size")
+        if vocab and corpus.n_token > int(vocab):
+            raise TxlabError(f"{m.label} has outputs for {vocab} token ids, and corpus {corpus.name} numbers {corpus.n_token}: "
+                             "it was trained on another vocabulary")
 
 
 def _saved_max_steps(member: Member) -> int:
@@ -362,6 +443,10 @@ def check_training(members: Sequence[Member], settings: ReclSettings, echo: Call
     trial run beside baselines trained in full."""
     unequal = []
     for m in members:  # every member has its checkpoint by now
+        if m.source:
+            config = hf.saved_config(m.source)
+            echo(f"  {m.label}: Hugging Face {config.get('model_type', 'model')} from {m.source}, used as it is")
+            continue
         meta = read_meta(m.run_dir)
         step, trained = meta["step"], update_dataclass(RunConfig(), meta["config"])
         tokens = step * trained.train.batch_size * trained.model.tgt_len
@@ -408,7 +493,7 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
 def collect_job(run_dir: str, settings: ReclSettings) -> str:
     """Collect one member's losses as a scheduler job (blocks already written are skipped); returns their folder."""
     table = collect_run_losses(Path(run_dir), settings.split, settings.context_grid(), settings.blocks, settings.block_len, settings.seed,
-                               placebo=settings.placebo, batch_size=settings.batch_size, device=settings.device, progress=True)
+                               placebo=bool(settings.placebo), batch_size=settings.batch_size, device=settings.device, progress=True)
     return str(table.path)
 
 
@@ -440,11 +525,26 @@ def _checkpoint_note(member: Member) -> str:
 ORACLE = "oracle (ground truth)"
 
 
-def oracle_losses(run_dir: Path, targets: np.ndarray, settings: ReclSettings) -> np.ndarray | None:
+def collect_member(member: Member, corpus: Corpus, settings: ReclSettings, progress: bool) -> LossTable:
+    """One member's loss table on the group's targets (resumable): a txlab run through its own record, a
+    Hugging Face checkpoint read from a fresh start for every window (its context is exactly the c tokens)."""
+    grid = settings.context_grid()
+    if not member.source:
+        return collect_run_losses(member.run_dir, settings.split, grid, settings.blocks, settings.block_len, settings.seed,
+                                  placebo=bool(settings.placebo), batch_size=settings.batch_size, device=settings.device, progress=progress)
+    model = hf.load_causal_lm(member.source, device=settings.device, dtype=settings.dtype)
+    write_json_atomic(member.run_dir / "member.json", {"kind": "hf", **hf.describe(model), "dtype": settings.dtype})
+    return collect_model_losses(
+        model, corpus.split(settings.split), corpus.token_stream_hash(settings.split), member.run_dir, settings.split, grid,
+        settings.blocks, settings.block_len, settings.seed, tgt_len=grid[-1], context=Context(mem_len=0),
+        identity={"model": hf.fingerprint(member.source), "dtype": settings.dtype}, placebo=bool(settings.placebo),
+        batch_size=settings.batch_size, progress=progress,
+    )
+
+
+def oracle_losses(corpus: Corpus, targets: np.ndarray, settings: ReclSettings) -> np.ndarray | None:
     """[G, T] losses of the ideal model (it sees exactly c tokens) on the group's targets, on a
     synthetic corpus; None otherwise."""
-    data_cfg = update_dataclass(RunConfig(), read_meta(run_dir)["config"]).data
-    corpus = load_corpus(data_cfg, progress=False)
     if corpus.truth is None:
         return None
     truth = corpus.truth[settings.split]
@@ -518,18 +618,19 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
     if len(set(labels)) != len(labels):
         raise TxlabError(f"the group names a model twice: {labels}")
     check_members(members)
+    corpus = load_corpus(group_data(members, settings), progress=progress)
+    corpus.split(settings.split)  # a clear error for a missing split, before anything trains
+    check_hf_members(members, corpus)
     ensure_trained(members, settings, echo, progress)
     check_training(members, settings, echo)
-    if settings.launcher == "slurm":  # each member's blocks as a job; the group then loads them here
-        collect_as_jobs(members, settings, echo)
+    if settings.launcher == "slurm":  # each run's blocks as a job; the group then loads them here
+        collect_as_jobs([m for m in members if not m.source], settings, echo)
     echo(f"collecting losses of {len(members)} models: {collection_cost(settings) / 1e6:.1f}M token-steps each "
          f"({settings.blocks} blocks x {settings.block_len} targets, contexts {grid[0]}..{grid[-1]})")
-    losses = collect_group_losses(
-        [m.run_dir for m in members], settings.split, grid, settings.blocks, settings.block_len, settings.seed,
-        placebo=settings.placebo, batch_size=settings.batch_size, device=settings.device, progress=progress,
-    )
+    tables = [collect_member(m, corpus, settings, progress) for m in members]
+    losses = load_group_losses([m.run_dir for m in members], settings.split, tables[0].path.name.removeprefix(f"{settings.split}-"))
     scores = score_group(losses, labels, settings)
-    oracle = oracle_losses(members[0].run_dir, losses.targets, settings)
+    oracle = oracle_losses(corpus, losses.targets, settings)
     rows = scores.rows + oracle_rows(oracle, settings)
 
     table_dir, figure_dir = Path(out_dir) / group.name, Path(fig_dir) / group.name
@@ -567,15 +668,22 @@ def recl_groups(
     Tables go to ``out_dir`` (default ``<home>/results/recl``), figures to ``fig_dir`` (default ``<home>/figures/recl``).
     """
     groups = resolve_groups(members, study, profile, name, options, sets)
-    for group in groups:  # every group's members resolve before any model trains
+    settled = []
+    for group in groups:  # every group's members resolve, and are checked against each other, before any model trains
         check_launcher(group.settings.launcher)
-        for member in group.members:
-            resolve_member(member, group.settings)
+        resolved = [resolve_member(member, group.settings) for member in group.members]
+        check_members(resolved)
+        settled.append(replace(group, settings=settle_placebo(group.settings, group_data(resolved, group.settings))))
+    groups = settled
     for group in groups:
+        truth = group_data([resolve_member(m, group.settings) for m in group.members], group.settings).corpus in SYNTHETIC
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
                  f"size {s.size} | corpus {s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}")
+        if not s.placebo:
+            announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"
+                     + ("; on this synthetic corpus the ideal model's row gives the truth" if truth else " (--set placebo=true)"))
     announce(plan_groups(groups, None if study else given_keys(options, split_overrides(sets)[1])).describe())
     if dry_run:
         return []
