@@ -51,10 +51,11 @@ temporary directory and renamed into place, so a crash never leaves a half-writt
 
 from __future__ import annotations
 
-import hashlib
 import contextlib
 import dataclasses
+import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -64,7 +65,7 @@ import uuid
 import zipfile
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -77,13 +78,22 @@ from txlab.config import DataConfig
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import load_npy, read_json, write_json_atomic
 from txlab.progress import Progress
+from txlab.textdata import (
+    SPLITS, TEXT_CORPUS, HfTokenizer, NotBlockwise, TextSources, TokenizerSpec, check_text_config,
+    find_text_sources, fraction_bounds, load_hf_tokenizer, parse_tokenizer, read_text_blocks, slug, text_corpus_name,
+)
 from txlab.vocab import Vocab
 
-SPLITS = ("train", "valid", "test")
 EOS = "<eos>"
 CACHE_FORMAT = 1
 _BLOCK_CHARS = 1 << 22  # text read per block: large enough to amortise Python overhead, small in memory
 _FINGERPRINT_BYTES = 1 << 20
+_COPY_TOKENS = 1 << 23
+"""Tokens copied or counted at a time from an encoded stream (32 MiB of int32)."""
+TEXT_KEY_FORMAT = 1
+"""Part of own text's cache key: raise it when the encoding of own text changes."""
+ESTIMATE_BYTES = 1 << 20
+"""Bytes at the start of each text file that a plan's estimate of own text tokenises."""
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -204,7 +214,10 @@ CORPUS_NAMES: tuple[str, ...] = (*CORPORA, *synthetic.VARIANTS)
 
 
 def check_corpus_name(name: str) -> None:
-    """Refuse a name that is no corpus, suggesting the nearest."""
+    """Refuse a name that is no registry or synthetic corpus, suggesting the nearest (own text is
+    given by data.text, which says so)."""
+    if name == TEXT_CORPUS:
+        raise TxlabError("own text is no registry corpus: give it with --text FILE_OR_DIR (data.corpus=text, data.text=...)")
     if name not in CORPUS_NAMES:
         raise did_you_mean(name, CORPUS_NAMES, "corpus")
 
@@ -529,48 +542,83 @@ def _encode_into(spec: CorpusSpec, sources: CorpusSources, vocab: Vocab, lengths
     outputs.clear()  # drop the memmaps so the files are closed before they are renamed
 
 
-def _build_cache(spec: CorpusSpec, sources: CorpusSources, entry: Path, options: dict, progress: bool) -> dict:
-    """Encode the corpus into a fresh cache entry (built aside, then renamed into place)."""
-    started = time.perf_counter()
-    if progress:
-        print(f"encoding {spec.name} from {sources.unique_files()[0].parent} (first load; cached in {entry})", file=sys.stderr)
+def cache_workdir(entry: Path) -> Path:
+    """A fresh temporary directory beside ``entry`` to build a cache entry in (renamed into place by
+    :func:`install_entry`, so a crash never leaves a half-written entry)."""
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         workdir = entry.parent / f".{entry.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         workdir.mkdir()
     except OSError as err:
         raise TxlabError(f"cannot write the encoded-corpus cache at {entry.parent} ({err.strerror}); set data.cache_dir or $TXLAB_CACHE_DIR to a writable directory") from None
+    return workdir
+
+
+def install_entry(workdir: Path, entry: Path, sources: CorpusSources) -> dict:
+    """Rename a finished ``workdir`` into ``entry`` and return the entry's meta; when another process (a
+    DDP rank) installed a valid entry first, keep theirs."""
+    if _cache_is_valid(entry, sources):
+        shutil.rmtree(workdir)
+    else:
+        if entry.exists():  # stale
+            shutil.rmtree(entry)
+        try:
+            os.rename(workdir, entry)
+        except OSError:  # lost a race for the same entry: use the winner's
+            shutil.rmtree(workdir, ignore_errors=True)
+    return json.loads((entry / "meta.json").read_text())
+
+
+def source_records(sources: CorpusSources) -> list[dict]:
+    """What a cache entry records of its source files: the fingerprint that validates it, and the full sha256."""
+    return [{**_file_fingerprint(p), "sha256": file_sha256(p)} for p in sources.unique_files()]
+
+
+def split_records(workdir: Path, lengths: dict[str, int]) -> dict[str, dict]:
+    """Per split written to ``workdir/{split}.npy``: its token count, storage dtype and token-stream hash."""
+    splits = {}
+    for split, n in lengths.items():
+        ids = np.load(workdir / f"{split}.npy", mmap_mode="r") if n else np.zeros(0, np.uint8)
+        splits[split] = {"tokens": n, "dtype": str(ids.dtype), "token_stream_sha256": _ids_sha256(ids)}
+        del ids
+    return splits
+
+
+def _build_cache(spec: CorpusSpec, sources: CorpusSources, entry: Path, options: dict, progress: bool) -> dict:
+    """Encode the corpus into a fresh cache entry (built aside, then renamed into place)."""
+    started = time.perf_counter()
+    if progress:
+        print(f"encoding {spec.name} from {sources.unique_files()[0].parent} (first load; cached in {entry})", file=sys.stderr)
+    workdir = cache_workdir(entry)
     try:
         drop = options.get("drop_newlines", False)
-        records = [{**_file_fingerprint(p), "sha256": file_sha256(p)} for p in sources.unique_files()]
+        records = source_records(sources)
         vocab, lengths = _count_and_measure(spec, sources, drop, progress)
         _encode_into(spec, sources, vocab, lengths, workdir, drop, progress)
-        splits = {}
-        for split, n in lengths.items():
-            ids = np.load(workdir / f"{split}.npy", mmap_mode="r") if n else np.zeros(0, np.uint8)
-            splits[split] = {"tokens": n, "dtype": str(ids.dtype), "token_stream_sha256": _ids_sha256(ids)}
-            del ids
         vocab.save(workdir / "vocab.json")
         meta = {
             "format": CACHE_FORMAT, "corpus": spec.name, "level": spec.level, "options": options,
-            "sources": records, "splits": splits, "missing_splits": sources.missing if spec.reader == "lines" else {},
+            "sources": records, "splits": split_records(workdir, lengths), "missing_splits": sources.missing if spec.reader == "lines" else {},
             "vocab_size": len(vocab), "vocab_sha256": vocab.sha256,
             "built_with": f"txlab {__version__}", "build_seconds": round(time.perf_counter() - started, 3),
         }
         write_json_atomic(workdir / "meta.json", meta)
-        if _cache_is_valid(entry, sources):  # another process (a DDP rank) finished first: use theirs
-            shutil.rmtree(workdir)
-        else:
-            if entry.exists():  # stale
-                shutil.rmtree(entry)
-            try:
-                os.rename(workdir, entry)
-            except OSError:  # lost a race for the same entry: use the winner's
-                shutil.rmtree(workdir, ignore_errors=True)
+        return install_entry(workdir, entry, sources)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    return json.loads((entry / "meta.json").read_text())
+
+
+def read_entry(entry: Path, meta: dict) -> tuple[Vocab, dict[str, np.ndarray]]:
+    """The vocabulary and memory-mapped splits of a valid cache entry, checked against its meta."""
+    remedy = f"delete {entry} and rerun to encode the corpus again"
+    vocab = Vocab.load(entry / "vocab.json", remedy)
+    splits = {s: load_npy(entry / f"{s}.npy", remedy, mmap=True, ndim=1, dtype=info["dtype"]) if info["tokens"] else np.zeros(0, np.dtype(info["dtype"]))
+              for s, info in meta["splits"].items()}
+    for s, info in meta["splits"].items():
+        if len(splits[s]) != info["tokens"]:
+            raise TxlabError(f"{entry / f'{s}.npy'} is damaged ({len(splits[s])} tokens, its meta.json says {info['tokens']}); {remedy}")
+    return vocab, splits
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -583,7 +631,7 @@ class Corpus:
 
     name: str
     level: str
-    """'word' or 'char'."""
+    """'word', 'char' or 'subword' (own text read by a Hugging Face tokenizer)."""
     vocab: Vocab
     splits: dict[str, np.ndarray]
     """Split name -> 1-D integer ids (memory-mapped for real corpora)."""
@@ -591,11 +639,22 @@ class Corpus:
     """Where the tokens came from: a directory, or 'generated (...)' for synthetic corpora."""
     cache_dir: Path | None = None
     missing: dict[str, str] = field(default_factory=dict)
-    """Splits without files -> the patterns looked for."""
+    """Splits without files -> the patterns looked for (own text: why the split is absent)."""
     truth: dict[str, synthetic.SyntheticText] | None = None
     """Synthetic corpora only: per split ground truth (needed_context, oracle losses)."""
     byte_symbols: bool = False
+    tokenizer_id: str = ""
+    """Names the tokenization (which text becomes which tokens): equal strings mean identical tokenization.
+    'char:<16 hex>' and 'word:<16 hex>' are txlab's vocabularies (the start of their sha256),
+    'hf:<16 hex>' a Hugging Face tokenizer (the start of the sha256 of its serialized pipeline). Empty
+    when built: the vocabulary's. :meth:`relabel` keeps it: a new numbering reads the same tokens."""
+    decode_text: Callable[[list[int]], str] | None = field(default=None, repr=False)
+    """How :meth:`to_text` turns ids into text when the vocabulary alone cannot (a Hugging Face tokenizer)."""
     _hashes: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.tokenizer_id:
+            self.tokenizer_id = vocabulary_tokenizer_id(self.level, self.vocab)
 
     @property
     def n_token(self) -> int:
@@ -606,7 +665,9 @@ class Corpus:
         if name in self.splits:
             return self.splits[name]
         if name in self.missing:
-            raise TxlabError(f"{self.name} has no {name} split in {self.source} (looked for {self.missing[name]}); fetch it with `txlab data get {self.name}`")
+            if self.name in CORPORA:
+                raise TxlabError(f"{self.name} has no {name} split in {self.source} (looked for {self.missing[name]}); fetch it with `txlab data get {self.name}`")
+            raise TxlabError(f"{self.name} has no {name} split ({self.missing[name]})")
         raise did_you_mean(name, self.splits, "split")
 
     def token_stream_hash(self, split: str) -> str:
@@ -637,13 +698,21 @@ class Corpus:
         )
 
     def to_text(self, ids: Iterable[int]) -> str:
-        """Readable text of some ids (words joined by spaces; characters or bytes joined)."""
+        """Readable text of some ids (words joined by spaces; characters or bytes joined; a Hugging Face
+        tokenizer's decoding)."""
+        if self.decode_text is not None:
+            return self.decode_text([int(i) for i in ids])
         symbols = self.vocab.decode(ids)
         if self.level == "word":
             return " ".join(symbols)
         if self.byte_symbols:
             return bytes(int(s) for s in symbols).decode("utf-8", errors="replace")
         return "".join(symbols)
+
+
+def vocabulary_tokenizer_id(level: str, vocab: Vocab) -> str:
+    """The tokenizer_id of a tokenization by txlab's own vocabulary: its level and the start of its sha256."""
+    return f"{level}:{vocab.sha256[:16]}"
 
 
 def _load_real(spec: CorpusSpec, cfg: DataConfig, progress: bool) -> Corpus:
@@ -656,13 +725,7 @@ def _load_real(spec: CorpusSpec, cfg: DataConfig, progress: bool) -> Corpus:
     options = _options(spec, cfg)
     entry = _entry_dir(spec, directory, options, cfg)
     meta = _cache_is_valid(entry, sources) or _build_cache(spec, sources, entry, options, progress)
-    remedy = f"delete {entry} and rerun to encode the corpus again"
-    vocab = Vocab.load(entry / "vocab.json", remedy)
-    splits = {s: load_npy(entry / f"{s}.npy", remedy, mmap=True, ndim=1, dtype=info["dtype"]) if info["tokens"] else np.zeros(0, np.dtype(info["dtype"]))
-              for s, info in meta["splits"].items()}
-    for s, info in meta["splits"].items():
-        if len(splits[s]) != info["tokens"]:
-            raise TxlabError(f"{entry / f'{s}.npy'} is damaged ({len(splits[s])} tokens, its meta.json says {info['tokens']}); {remedy}")
+    vocab, splits = read_entry(entry, meta)
     return Corpus(
         spec.name, spec.level, vocab, splits, str(directory), cache_dir=entry, missing=meta["missing_splits"],
         byte_symbols=spec.byte_symbols, _hashes={s: info["token_stream_sha256"] for s, info in meta["splits"].items()},
@@ -678,7 +741,11 @@ def _load_synthetic(cfg: DataConfig) -> Corpus:
 
 
 def load_corpus(cfg: DataConfig, progress: bool = True) -> Corpus:
-    """The corpus ``cfg.corpus``: synthetic ones are generated, real ones read (and cached) from disk."""
+    """The corpus ``cfg.corpus``: synthetic ones are generated, real ones and own text (corpus 'text',
+    :mod:`txlab.textdata`) read (and cached) from disk."""
+    if cfg.corpus == TEXT_CORPUS or cfg.text or cfg.tokenizer:
+        check_text_config(cfg)
+        return _load_text(cfg, progress)
     check_corpus_name(cfg.corpus)
     if cfg.corpus in synthetic.VARIANTS:
         return _load_synthetic(cfg)
@@ -698,6 +765,272 @@ def load_corpus_for_model(cfg: DataConfig, vocab_hash: str, vocab: Vocab | None,
     if vocab is None or vocab.sha256 != vocab_hash:
         raise TxlabError(f"{model} was trained on another vocabulary than corpus {corpus.name} has now")
     return corpus.relabel(vocab, [split])
+
+
+# ----------------------------------------------------------------------------------------------------
+# Own text (data.corpus 'text': txlab.textdata reads the configuration, the files and Hugging Face
+# tokenizers; its tokens are counted, encoded, split and cached here, as the registry's are)
+
+
+class CharTokenizer:
+    """txlab's character vocabulary, counted from the text."""
+
+    kind = "char"
+
+    def __init__(self) -> None:
+        self.vocab: Vocab | None = None
+
+    def count(self, paths: Sequence[Path]) -> None:
+        counts: dict[int, int] = {}
+        order: list[int] = []
+        for path in paths:
+            for block in read_text_blocks(path, _BLOCK_CHARS):
+                values, first, count = np.unique(_codes(block), return_index=True, return_counts=True)
+                for v, c in zip(values[np.argsort(first)].tolist(), count[np.argsort(first)].tolist()):
+                    if v not in counts:
+                        order.append(v)
+                        counts[v] = 0
+                    counts[v] += c
+        self.vocab = Vocab.from_counts({chr(v): counts[v] for v in order})
+        symbols = np.array([ord(s) for s in self.vocab.symbols])
+        self._sorted_codes = np.sort(symbols)
+        self._ids = np.argsort(symbols)  # id of each code in _sorted_codes
+
+    def encode_file(self, path: Path, bar: Progress) -> Iterator[np.ndarray]:
+        for block in read_text_blocks(path, _BLOCK_CHARS):
+            bar.update(len(block))
+            yield self._ids[np.searchsorted(self._sorted_codes, _codes(block))]
+
+    def is_blank(self, ids: np.ndarray) -> np.ndarray:
+        """Per id: whether its character is whitespace."""
+        return np.array([self.vocab.symbols[i].isspace() for i in ids.tolist()], dtype=bool)
+
+
+def _codes(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+
+
+class WordTokenizer:
+    """txlab's word vocabulary: whitespace-split words, <eos> after every line, counted from the text."""
+
+    kind = "word"
+
+    def __init__(self) -> None:
+        self.vocab: Vocab | None = None
+
+    def count(self, paths: Sequence[Path]) -> None:
+        counts: Counter[str] = Counter()
+        for path in paths:
+            for block in read_text_blocks(path, _BLOCK_CHARS):
+                counts.update(_words(block, "eos"))
+        self.vocab = Vocab.from_counts(counts, specials=(EOS,))
+
+    def encode_file(self, path: Path, bar: Progress) -> Iterator[np.ndarray]:
+        for block in read_text_blocks(path, _BLOCK_CHARS):
+            bar.update(len(block))
+            yield self.vocab.encode(_words(block, "eos"))
+
+    def is_blank(self, ids: np.ndarray) -> np.ndarray:
+        """Per id: whether it is the line end <eos> (words are never whitespace)."""
+        return np.array([self.vocab.symbols[i] == EOS for i in ids.tolist()], dtype=bool)
+
+
+def _text_tokenizer(spec: TokenizerSpec) -> CharTokenizer | WordTokenizer | HfTokenizer:
+    if spec.kind == "hf":
+        return load_hf_tokenizer(spec.source)
+    return CharTokenizer() if spec.kind == "char" else WordTokenizer()
+
+
+def _as_corpus_sources(sources: TextSources) -> CorpusSources:
+    """Own text's files in the form the cache's validity check reads."""
+    directory = sources.path if sources.path.is_dir() else sources.path.parent
+    return CorpusSources(directory, {part: [path] for part, path in sources.files.items()}, sources.missing)
+
+
+def _text_entry_dir(data: DataConfig, sources: TextSources, rule: str) -> Path:
+    key = json.dumps({"format": TEXT_KEY_FORMAT, "files": {part: str(p) for part, p in sources.files.items()}, "tokenizer": rule,
+                      "split": sources.fractions}, sort_keys=True)
+    return cache_root(data) / TEXT_CORPUS / f"{slug(sources.stem)}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def _text_tokenizer_rule(spec: TokenizerSpec) -> str:
+    """The cache key's tokenizer part: the rule for txlab's vocabularies (they follow from the text), the id of an hf one."""
+    return load_hf_tokenizer(spec.source).tokenizer_id if spec.kind == "hf" else spec.kind
+
+
+def _encode_text(tokenizer, sources: TextSources, raw: Path, progress: bool) -> dict[str, int]:
+    """Every file's ids appended to ``raw`` (little-endian int32); the tokens per file part."""
+    counts = {}
+    total = sum(p.stat().st_size for p in sources.files.values())
+    with Progress(total=total, desc="encode text", unit="B", unit_scale=True, disable=not progress, file=sys.stderr) as bar, open(raw, "wb") as out:
+        for part, path in sources.files.items():
+            start, n = out.tell(), 0
+            try:
+                for ids in tokenizer.encode_file(path, bar):
+                    ids.astype("<i4").tofile(out)
+                    n += len(ids)
+            except NotBlockwise:
+                if progress:
+                    print(f"\n{path}: tokenizer hf:{tokenizer.source} merges across line ends, so the file is encoded at once (not in blocks)", file=sys.stderr)
+                out.seek(start)
+                out.truncate()
+                n = 0
+                for ids in tokenizer.encode_whole(path, bar):
+                    ids.astype("<i4").tofile(out)
+                    n += len(ids)
+            counts[part] = n
+    return counts
+
+
+def _text_split_bounds(sources: TextSources, counts: dict[str, int]) -> dict[str, tuple[int, int]]:
+    if sources.fractions is not None:
+        return fraction_bounds(counts["all"], sources.fractions)
+    bounds, start = {}, 0
+    for part, n in counts.items():
+        bounds[part] = (start, start + n)
+        start += n
+    return bounds
+
+
+def _check_text_splits(tokenizer, sources: TextSources, all_ids: np.ndarray, bounds: dict[str, tuple[int, int]]) -> None:
+    """Refuse text with no tokens, a split with none, or one of only whitespace: nothing a model can learn or be scored on."""
+    where = sources.path
+    if not len(all_ids):
+        raise TxlabError(f"{where} holds no tokens")
+    for split, (lo, hi) in bounds.items():
+        if hi == lo:
+            share = f" (data.text_split gives it {sources.fractions[SPLITS.index(split)]:g} of {len(all_ids):,} tokens)" if sources.fractions else ""
+            raise TxlabError(f"the {split} split of {where} has no tokens{share}: give more text or a larger fraction")
+        counts = np.zeros(len(tokenizer.vocab), dtype=np.int64)
+        for at in range(lo, hi, _COPY_TOKENS):  # in pieces: a split may be larger than memory
+            counts += np.bincount(all_ids[at : min(at + _COPY_TOKENS, hi)], minlength=len(counts))
+        if tokenizer.is_blank(np.flatnonzero(counts)).all():
+            raise TxlabError(f"the {split} split of {where} holds only whitespace: give it some text")
+
+
+def _build_text_cache(data: DataConfig, sources: TextSources, spec: TokenizerSpec, entry: Path, progress: bool) -> dict:
+    started = time.perf_counter()
+    if progress:
+        print(f"encoding {sources.path} with tokenizer {data.tokenizer or 'char'} (first load; cached in {entry})", file=sys.stderr)
+    workdir = cache_workdir(entry)
+    try:
+        records = source_records(_as_corpus_sources(sources))
+        tokenizer = _text_tokenizer(spec)
+        if spec.kind != "hf":
+            tokenizer.count(list(sources.files.values()))
+        raw = workdir / "ids.raw"
+        counts = _encode_text(tokenizer, sources, raw, progress)
+        all_ids = np.memmap(raw, dtype="<i4", mode="r") if raw.stat().st_size else np.zeros(0, "<i4")
+        bounds = _text_split_bounds(sources, counts)
+        _check_text_splits(tokenizer, sources, all_ids, bounds)
+        vocab = tokenizer.vocab
+        dtype = _id_dtype(len(vocab))
+        for split, (lo, hi) in bounds.items():
+            out = np.lib.format.open_memmap(workdir / f"{split}.npy", mode="w+", dtype=dtype, shape=(hi - lo,))
+            for at in range(lo, hi, _COPY_TOKENS):
+                out[at - lo : min(at + _COPY_TOKENS, hi) - lo] = all_ids[at : min(at + _COPY_TOKENS, hi)]
+            out.flush()
+            del out
+        del all_ids
+        raw.unlink()
+        vocab.save(workdir / "vocab.json")
+        tokenizer_id = tokenizer.tokenizer_id if spec.kind == "hf" else vocabulary_tokenizer_id(spec.level, vocab)
+        meta = {
+            "format": CACHE_FORMAT, "corpus": TEXT_CORPUS, "level": spec.level, "tokenizer": data.tokenizer or "char",
+            "tokenizer_id": tokenizer_id, "options": {"text_split": list(sources.fractions) if sources.fractions else None},
+            "sources": records, "splits": split_records(workdir, {s: hi - lo for s, (lo, hi) in bounds.items()}),
+            "missing_splits": sources.missing, "vocab_size": len(vocab), "vocab_sha256": vocab.sha256,
+            "built_with": f"txlab {__version__}", "build_seconds": round(time.perf_counter() - started, 3),
+        }
+        write_json_atomic(workdir / "meta.json", meta)
+        return install_entry(workdir, entry, _as_corpus_sources(sources))
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+
+
+def _load_text(data: DataConfig, progress: bool = True) -> Corpus:
+    """Own text as a Corpus, encoded on first use and memory-mapped from the cache after."""
+    check_text_config(data)
+    sources = find_text_sources(data)
+    spec = parse_tokenizer(data.tokenizer)
+    entry = _text_entry_dir(data, sources, _text_tokenizer_rule(spec))
+    meta = _cache_is_valid(entry, _as_corpus_sources(sources)) or _build_text_cache(data, sources, spec, entry, progress)
+    vocab, splits = read_entry(entry, meta)
+    decode = load_hf_tokenizer(spec.source).decode if spec.kind == "hf" else None
+    return Corpus(
+        text_corpus_name(data), spec.level, vocab, splits, str(sources.path), cache_dir=entry, missing=meta["missing_splits"],
+        tokenizer_id=meta["tokenizer_id"], decode_text=decode, _hashes={s: info["token_stream_sha256"] for s, info in meta["splits"].items()},
+    )
+
+
+# What plans know of own text before it is encoded
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """Tokens per split and the vocabulary size of own text: from the cache, or estimated before encoding."""
+
+    splits: dict[str, int]
+    vocab_size: int
+    estimated: bool
+    how: str
+    """'encoded (cache DIR)', or how the estimate was made."""
+
+    def describe(self) -> str:
+        split_text = " / ".join(f"{n:,}" for n in self.splits.values())
+        about = "about " if self.estimated else ""
+        return f"{about}{split_text} tokens ({'/'.join(self.splits)}), {about}{self.vocab_size:,} symbols; {self.how}"
+
+
+def _text_sample(path: Path, size: int) -> tuple[str, int]:
+    """The text in the file's first ``size`` bytes (cut at a character boundary) and its length in bytes."""
+    with open(path, "rb") as fh:
+        raw = fh.read(size)
+    text = raw.decode("utf-8", errors="ignore")
+    return text, len(text.encode("utf-8"))
+
+
+def _estimate_text(data: DataConfig, sources: TextSources, spec: TokenizerSpec) -> TokenCounts:
+    """Tokens per split from each file's size at the tokens per byte measured on its first MiB; the
+    vocabulary of txlab's tokenizers by Heaps' law from the symbols of the first half MiB and MiB."""
+    tokenizer = _text_tokenizer(spec)
+    per_part: dict[str, int] = {}
+    rates, vocab_guesses = [], []
+    for part, path in sources.files.items():
+        text, sampled = _text_sample(path, ESTIMATE_BYTES)
+        if spec.kind == "hf":
+            tokens = tokenizer.encode(text)
+        else:
+            tokens = list(text) if spec.kind == "char" else _words(text, "eos")
+        rate = len(tokens) / max(sampled, 1)
+        rates.append(rate)
+        size = path.stat().st_size
+        per_part[part] = max(round(rate * size), 0)
+        if spec.kind != "hf" and tokens:
+            half, full = len(set(tokens[: len(tokens) // 2])), len(set(tokens))
+            growth = min(max(math.log(full / half, 2) if half else 0.0, 0.0), 1.0)  # Heaps' exponent, from doubling the sample
+            vocab_guesses.append(round(full * max(size / max(sampled, 1), 1) ** growth))
+    if sources.fractions is not None:
+        bounds = fraction_bounds(per_part["all"], sources.fractions)
+        splits = {s: hi - lo for s, (lo, hi) in bounds.items()}
+    else:
+        splits = per_part
+    vocab_size = len(tokenizer.vocab) if spec.kind == "hf" else max(vocab_guesses, default=1)
+    how = f"estimated from the file size at {sum(rates) / len(rates):.3f} tokens/byte on the first MiB"
+    return TokenCounts(splits, vocab_size, True, how + ("" if spec.kind == "hf" else ", the vocabulary by Heaps' law"))
+
+
+def text_token_counts(data: DataConfig) -> TokenCounts:
+    """What a plan says of own text: the encoded counts when the cache holds it, else an estimate."""
+    check_text_config(data)
+    sources = find_text_sources(data)
+    spec = parse_tokenizer(data.tokenizer)
+    entry = _text_entry_dir(data, sources, _text_tokenizer_rule(spec))
+    meta = _cache_is_valid(entry, _as_corpus_sources(sources))
+    if meta:
+        return TokenCounts({s: info["tokens"] for s, info in meta["splits"].items()}, meta["vocab_size"], False, f"encoded (cache {entry})")
+    return _estimate_text(data, sources, spec)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -738,12 +1071,16 @@ def list_corpora(cfg: DataConfig) -> list[dict]:
 
 
 def corpus_info(name: str, cfg: DataConfig, progress: bool = True) -> dict:
-    """Everything `txlab data info` shows; loads (and on first use encodes) the corpus."""
-    check_corpus_name(name)
-    own_dir = cfg.corpus_dir if name == cfg.corpus else ""
-    corpus = load_corpus(dataclasses.replace(cfg, corpus=name, corpus_dir=own_dir), progress=progress)
+    """Everything `txlab data info` shows; loads (and on first use encodes) the corpus. Own text is
+    ``name`` 'text' with ``cfg`` from :func:`txlab.textdata.text_data_config`."""
+    if name == TEXT_CORPUS:
+        corpus = load_corpus(cfg, progress=progress)
+    else:
+        check_corpus_name(name)
+        own_dir = cfg.corpus_dir if name == cfg.corpus else ""
+        corpus = load_corpus(dataclasses.replace(cfg, corpus=name, corpus_dir=own_dir), progress=progress)
     info = {
-        "name": name, "level": corpus.level, "source": corpus.source,
+        "name": corpus.name, "level": corpus.level, "source": corpus.source, "tokenizer_id": corpus.tokenizer_id,
         "vocab_size": len(corpus.vocab), "vocab_sha256": corpus.vocab.sha256,
         "splits": {s: {"tokens": int(len(ids)), "token_stream_sha256": corpus.token_stream_hash(s)} for s, ids in corpus.splits.items()},
         "missing_splits": corpus.missing,

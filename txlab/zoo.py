@@ -9,6 +9,7 @@ what has been trained, and lists the run directories under any folder (``txlab r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from txlab import synthetic
 from txlab.build import build_model
 from txlab.checkpoint import has_checkpoint, read_meta
 from txlab.config import RunConfig, apply_overrides, read_yaml, update_dataclass
+from txlab.corpora import TEXT_CORPUS
 from txlab.errors import TxlabError
 from txlab.fileio import read_metrics_log, read_yaml_mapping
 from txlab.presets import PAPER_VOCAB, PRESETS, SIZES, get_preset, resolve_preset
@@ -30,23 +32,44 @@ def run_config(
     corpus: str | None = None,
     config_file: str | Path | None = None,
     overrides: list[str] | None = None,
+    text: str = "",
+    tokenizer: str = "",
 ) -> RunConfig:
-    """Resolve a run: preset at ``size`` (or defaults), then a YAML file, then ``corpus``, then overrides."""
+    """Resolve a run: preset at ``size`` (or defaults), then a YAML file, then ``corpus``, then overrides;
+    then own ``text`` read by ``tokenizer`` (:func:`txlab.textdata.text_data_config`) in place of a corpus."""
+    if text and corpus:
+        raise TxlabError(f"give a corpus (--data {corpus}) or own text (--text {text}), not both")
+    if tokenizer and not text:
+        raise TxlabError("--tokenizer says how own text is read: give the text with --text FILE_OR_DIR")
     cfg = resolve_preset(preset, size) if preset else RunConfig()
     if config_file:
         cfg = update_dataclass(cfg, read_yaml(config_file))
     if corpus:
         cfg = update_dataclass(cfg, {"data": {"corpus": corpus}})
-    return apply_overrides(cfg, overrides or [])
+    cfg = apply_overrides(cfg, overrides or [])
+    if text:
+        from txlab.textdata import text_data_config
+
+        cfg = replace(cfg, data=text_data_config(text, tokenizer or cfg.data.tokenizer or "char", cfg.data))
+    return cfg
+
+
+def corpus_label(cfg: RunConfig) -> str:
+    """The corpus as run names show it: its name, or for own text :func:`txlab.textdata.text_corpus_name`."""
+    if cfg.data.corpus == TEXT_CORPUS:
+        from txlab.textdata import text_corpus_name  # reads the text's hash; only own text needs it
+
+        return text_corpus_name(cfg.data)
+    return cfg.data.corpus
 
 
 def run_name(cfg: RunConfig) -> str:
-    """``cfg.name``, else ``<preset>-<size>-<corpus>``."""
+    """``cfg.name``, else ``<preset>-<size>-<corpus label>`` (own text: ``<preset>-<size>-text-<stem>-<hash>-<tokenizer>``)."""
     if cfg.name:
         return cfg.name
     if not cfg.preset:
         raise TxlabError("a run needs a name (--set name=...) when it does not start from a preset")
-    return f"{cfg.preset}-{cfg.size}-{cfg.data.corpus}"
+    return f"{cfg.preset}-{cfg.size}-{corpus_label(cfg)}"
 
 
 def run_dir(cfg: RunConfig, root: Path | None = None) -> Path:
