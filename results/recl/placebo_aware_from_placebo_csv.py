@@ -1,0 +1,79 @@
+"""Placebo-aware RECL of the two older gpu-small groups, walked from their committed placebo.csv (issue 33).
+
+Those groups were scored at commit 11b7bc0, before txlab had a placebo-aware RECL: their placebo.csv
+holds every step's gain and placebo gain at each r (computed as today: on the capped table, each r
+its own T(c)), but recl.json, table8.csv and table8.md had no placebo-aware fields. Their loss tables
+and checkpoints are not committed, so the bootstrap cannot be rerun: this script adds the point
+estimates only (placebo_recl, placebo_censored, placebo_label, below_placebo), walked by
+txlab.recl.placebo_aware_walk on the committed gains with each member's cap, after checking that the
+paper's walk on the same gains gives the committed RECL of every row. The placebo-aware cells carry
+no interval.
+
+    python results/recl/placebo_aware_from_placebo_csv.py            # both groups
+    python results/recl/placebo_aware_from_placebo_csv.py GROUP_DIR  # one
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from txlab.build import build_model
+from txlab.config import load_config
+from txlab.errors import TxlabError
+from txlab.fileio import write_text_atomic
+from txlab.recl import ReclResult, capped, placebo_aware_walk, recl_label, walk
+from txlab.report import table8_markdown, write_table8
+
+ROOT = Path(__file__).resolve().parents[2]
+GROUPS = ("table8-xl-rnn-gpu-small-synthetic-short", "table8-xl-ablations-gpu-small-synthetic-short")
+NOTE = ("Placebo-aware RECL added afterwards (issue 33) by results/recl/placebo_aware_from_placebo_csv.py: point "
+        "estimates walked on this group's placebo.csv, without intervals (the loss tables are not committed, so the "
+        "bootstrap cannot be rerun).")
+
+
+def member_caps(record: dict) -> dict[str, int | None]:
+    """Each member's maximum context, as the collection took it: the model its run's config builds."""
+    return {member: build_model(load_config(ROOT / run_dir / "config.yaml").model).max_context
+            for member, run_dir in zip(record["members"], record["run_dirs"])}
+
+
+def add_placebo_aware(group_dir: Path) -> list[dict]:
+    record = json.loads((group_dir / "recl.json").read_text())
+    grid, caps = record["grid"], member_caps(record)
+    steps = pd.read_csv(group_dir / "placebo.csv")
+    rows = []
+    for row in record["rows"]:
+        row = {k: v for k, v in row.items() if not k.startswith("placebo_") and k != "below_placebo"}  # rerunnable
+        if row["model"] in caps:
+            at = steps[(steps.model == row["model"]) & (steps.r == row["r"])].sort_values("c")
+            if at.c.tolist() != grid[:-1] or at.c_next.tolist() != grid[1:]:
+                raise TxlabError(f"{group_dir}/placebo.csv lacks steps of {row['model']} at r = {row['r']}")
+            gains, placebo_gains, cap = at.gain.tolist(), at.placebo_gain.tolist(), caps[row["model"]]
+            if capped(*walk(gains, grid), cap) != (row["recl"], row["censored"]):
+                raise TxlabError(f"the paper's walk on placebo.csv does not give {row['model']}'s committed RECL at r = {row['r']}")
+            c, censored = placebo_aware_walk(gains, placebo_gains, grid, cap=cap)
+            result = ReclResult(row["model"], row["r"], row["recl"], row["censored"], tuple(gains), c, censored, tuple(placebo_gains))
+            row.update(placebo_recl=c, placebo_censored=censored, placebo_label=recl_label(c, censored), below_placebo=result.below_placebo)
+        rows.append(row)
+    record["rows"] = rows
+    record["placebo_aware"] = NOTE
+    write_text_atomic(group_dir / "recl.json", json.dumps(record, indent=1) + "\n")
+    write_table8(rows, group_dir / "table8")
+    write_text_atomic(group_dir / "table8.md", table8_markdown(rows) + "\n" + NOTE + "\n")
+    return rows
+
+
+def main(dirs: list[str]) -> None:
+    for group_dir in [Path(d) for d in dirs] or [ROOT / "results" / "recl" / g for g in GROUPS]:
+        rows = add_placebo_aware(group_dir)
+        marked = sum(bool(row.get("below_placebo")) for row in rows)
+        print(f"{group_dir.name}: {marked} of {sum('placebo_recl' in row for row in rows)} rows marked †")
+        print((group_dir / "table8.md").read_text())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
