@@ -150,27 +150,36 @@ def data_get(
         typer.echo(f"  note: {unverified} has no published checksum; only its size was checked (unverified)")
 
 
+_TEXT = typer.Option("", "--text", help="Own text: a UTF-8 text file (cut into train/valid/test by data.text_split, 0.9/0.05/0.05) "
+                     "or a folder holding train.txt, valid.txt and test.txt (sets data.corpus=text, data.text).")
+_TOKENIZER = typer.Option("", "--tokenizer", help="How own text becomes tokens: char, word, or hf:PATH_OR_HUB_ID (a Hugging Face tokenizer; "
+                          "no special tokens added) \\[default: char].")
+
+
 @data_app.command("info")
 def data_info(
-    name: str = _CORPUS,
+    name: str = typer.Argument("", help="Corpus name, e.g. wikitext-103, enwik8, synthetic (see `txlab data list`); omitted with --text.", show_default=False),
     data_dir: str = _DATA_DIR,
     corpus_dir: str = typer.Option("", "--corpus-dir", help="Read this folder instead of <data-dir>/<name> (e.g. a sample holding only some splits)."),
+    text: str = _TEXT,
+    tokenizer: str = _TOKENIZER,
+    text_split: str = typer.Option("", "--text-split", help="Own text in one file: the train,valid,test fractions of its tokens \\[default: 0.9,0.05,0.05]."),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
-    """Show one corpus: files, tokens per split, vocabulary size, hashes and cache location.
+    """Show one corpus, or own text: files, tokens per split, vocabulary size, tokenizer id, hashes and cache location.
 
-    The first call on a real corpus encodes it (cached afterwards, so later loads take seconds).
+    The first call on a real corpus or a text encodes it (cached afterwards, so later loads take seconds).
     """
-    from txlab.corpora import corpus_info
+    from txlab.corpora import text_corpus_info
 
-    info = corpus_info(name, _data_config(data_dir, name, corpus_dir), progress=not quiet)
+    info = text_corpus_info(name, text, tokenizer, text_split, _data_config(data_dir, name or "synthetic", corpus_dir), progress=not quiet)
     typer.echo(f"{info['name']} ({info['level']} level) from {info['source']}")
-    typer.echo(f"vocabulary: {info['vocab_size']:,} symbols, sha256 {info['vocab_sha256']}")
+    typer.echo(f"vocabulary: {info['vocab_size']:,} symbols, sha256 {info['vocab_sha256']}; tokenizer id {info['tokenizer_id']}")
     for split, s in info["splits"].items():
         typer.echo(f"{split:>5}: {s['tokens']:>13,} tokens  stream sha256 {s['token_stream_sha256']}")
-    for split, looked_for in info["missing_splits"].items():
-        typer.echo(f"{split:>5}: missing (looked for {looked_for})")
+    for split, why in info["missing_splits"].items():
+        typer.echo(f"{split:>5}: missing ({why if text else f'looked for {why}'})")
     for f in info["files"]:
         typer.echo(f"file: {f['path']} ({_size(f['size_bytes'])}, sha256 {f['sha256']})")
     if info.get("options"):
@@ -250,6 +259,8 @@ def train(
     size: str = _SIZE,
     data: str = typer.Option("", "--data", help="Corpus to train on \\[default: the preset's: the paper corpus at paper size, synthetic otherwise]."),
     corpus_dir: str = _CORPUS_DIR,
+    text: str = _TEXT,
+    tokenizer: str = _TOKENIZER,
     config: str = typer.Option("", "--config", help="YAML file of config overrides, applied before --set."),
     overrides: list[str] = _SET,
     run_dir: str = typer.Option("", "--run-dir", help="Run directory \\[default: <home>/results/models/<preset>-<size>-<corpus>]."),
@@ -269,7 +280,8 @@ def train(
     from txlab.train import check_run_dir, train as train_run
     from txlab.zoo import run_config, run_dir as default_run_dir
 
-    cfg = run_config(preset, size, data or None, config or None, [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides])
+    cfg = run_config(preset, size, data or None, config or None, [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides],
+                     text=text, tokenizer=tokenizer)
     directory = Path(run_dir) if run_dir else default_run_dir(cfg)
     main_process = os.environ.get("RANK", "0") == "0"
     if not restart:  # before the plan, which would call another run's directory trained
@@ -279,7 +291,7 @@ def train(
     if dry_run:
         return
     say = (lambda msg: None) if quiet or not main_process else (lambda msg: typer.echo(msg, err=True))
-    say(f"profile: {size} | preset {preset} | corpus {cfg.data.corpus}")
+    say(f"profile: {size} | preset {preset} | corpus {cfg.data.corpus}" + (f" ({cfg.data.text}, tokenizer {cfg.data.tokenizer})" if text else ""))
     result = train_run(cfg, directory, resume=not restart, progress=not quiet, echo=say)
     if main_process:
         metric = ", ".join(f"{k} {v:.4g}" for k, v in result.valid.items() if k != "tokens")

@@ -80,7 +80,8 @@ from txlab.fileio import load_npy, read_json, write_json_atomic
 from txlab.progress import Progress
 from txlab.textdata import (
     SPLITS, TEXT_CORPUS, HfTokenizer, NotBlockwise, TextSources, TokenizerSpec, check_text_config,
-    find_text_sources, fraction_bounds, load_hf_tokenizer, parse_tokenizer, read_text_blocks, slug, text_corpus_name,
+    find_text_sources, fraction_bounds, load_hf_tokenizer, parse_split_fractions, parse_tokenizer, read_text_blocks, slug, text_corpus_name,
+    text_data_config,
 )
 from txlab.vocab import Vocab
 
@@ -871,7 +872,7 @@ def _encode_text(tokenizer, sources: TextSources, raw: Path, progress: bool) -> 
                     n += len(ids)
             except NotBlockwise:
                 if progress:
-                    print(f"\n{path}: tokenizer hf:{tokenizer.source} merges across line ends, so the file is encoded at once (not in blocks)", file=sys.stderr)
+                    print(f"\n{path}: tokenizer hf:{tokenizer.source} merges tokens across whitespace, so the file is encoded at once (not in blocks)", file=sys.stderr)
                 out.seek(start)
                 out.truncate()
                 n = 0
@@ -991,9 +992,20 @@ def _text_sample(path: Path, size: int) -> tuple[str, int]:
     return text, len(text.encode("utf-8"))
 
 
+_ESTIMATES: dict[tuple, TokenCounts] = {}
+
+
 def _estimate_text(data: DataConfig, sources: TextSources, spec: TokenizerSpec) -> TokenCounts:
     """Tokens per split from each file's size at the tokens per byte measured on its first MiB; the
-    vocabulary of txlab's tokenizers by Heaps' law from the symbols of the first half MiB and MiB."""
+    vocabulary of txlab's tokenizers by Heaps' law from the symbols of the first half MiB and MiB.
+    Made once per process while the files keep their size and mtime (a plan asks several times)."""
+    key = (spec, sources.fractions, tuple((part, str(p), p.stat().st_size, p.stat().st_mtime_ns) for part, p in sources.files.items()))
+    if key not in _ESTIMATES:
+        _ESTIMATES[key] = _measure_text(sources, spec)
+    return _ESTIMATES[key]
+
+
+def _measure_text(sources: TextSources, spec: TokenizerSpec) -> TokenCounts:
     tokenizer = _text_tokenizer(spec)
     per_part: dict[str, int] = {}
     rates, vocab_guesses = [], []
@@ -1097,3 +1109,16 @@ def corpus_info(name: str, cfg: DataConfig, progress: bool = True) -> dict:
         info["options"] = meta["options"]
     return info
 
+
+def text_corpus_info(name: str, text: str, tokenizer: str, text_split: str, cfg: DataConfig, progress: bool = True) -> dict:
+    """What `txlab data info` shows: of corpus ``name``, or of own ``text`` read by ``tokenizer`` (one of the two)."""
+    if text and name:
+        raise TxlabError(f"give a corpus name ({name}) or --text, not both")
+    if not text:
+        if tokenizer or text_split:
+            raise TxlabError("--tokenizer and --text-split say how own text is read: give the text with --text FILE_OR_DIR")
+        if not name:
+            raise TxlabError("give a corpus name (see `txlab data list`) or own text with --text FILE_OR_DIR")
+        return corpus_info(name, cfg, progress)
+    fractions = parse_split_fractions(text_split) if text_split else None
+    return corpus_info(TEXT_CORPUS, text_data_config(text, tokenizer or "char", dataclasses.replace(cfg, corpus=TEXT_CORPUS, corpus_dir=""), fractions), progress)

@@ -18,11 +18,12 @@ import torch
 from txlab.build import build_model
 from txlab.checkpoint import has_checkpoint, read_meta
 from txlab.config import RunConfig
+from txlab.corpora import TEXT_CORPUS, text_token_counts
 from txlab.evaluate import evaluation_context
 from txlab.lm import LanguageModel
 from txlab.presets import PAPER_SPLIT_TOKENS, SIZES, resolve_preset
 from txlab.timing import matmul_peak_gflops
-from txlab.zoo import known_vocab_size
+from txlab.zoo import corpus_label, known_vocab_size
 
 COMPUTE_EFFICIENCY = 0.5
 """Share of the measured matmul ceiling a training or evaluation step achieves: `txlab bench model`
@@ -121,19 +122,26 @@ def is_long_on_cpu(plan: Plan, device: str) -> bool:
 
 def meta_model(cfg: RunConfig, n_token: int | None = None) -> LanguageModel:
     """The configured model on the meta device (no memory): for its shape, window and FLOPs."""
-    n_token = n_token or cfg.model.n_token or known_vocab_size(cfg.data.corpus) or 2
+    n_token = n_token or vocab_size(cfg) or 2
     with torch.device("meta"):
         return build_model(replace(cfg.model, n_token=n_token))
 
 
 def vocab_size(cfg: RunConfig) -> int | None:
-    """The model's vocabulary size, when known without reading the corpus."""
-    return cfg.model.n_token or known_vocab_size(cfg.data.corpus)
+    """The model's vocabulary size, when known without reading the corpus (own text: encoded, or estimated)."""
+    if cfg.model.n_token:
+        return cfg.model.n_token
+    if cfg.data.corpus == TEXT_CORPUS:
+        return text_token_counts(cfg.data).vocab_size
+    return known_vocab_size(cfg.data.corpus)
 
 
 def split_tokens(cfg: RunConfig, split: str) -> int | None:
-    """Tokens of a split of the run's corpus, when known without reading it."""
+    """Tokens of a split of the run's corpus, when known without reading it: own text's from its cache,
+    else estimated from the file size (:func:`txlab.corpora.text_token_counts`)."""
     corpus = cfg.data.corpus
+    if corpus == TEXT_CORPUS:
+        return text_token_counts(cfg.data).splits.get(split)
     if corpus in PAPER_SPLIT_TOKENS:
         return PAPER_SPLIT_TOKENS[corpus].get(split)
     if known_vocab_size(corpus) is not None:  # synthetic: generated at the configured size
@@ -199,13 +207,19 @@ def smaller_sizes(size: str) -> tuple[str, ...]:
 def training_plan(cfg: RunConfig, run_dir: Path, resume: bool = True, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
     """The plan of `txlab train`; when it takes hours on a CPU, the smaller size of the preset that takes minutes."""
     plan = Plan(gflops=gflops(cfg.train.device, cfg.train.threads))
-    add_training(plan, f"{cfg.preset or cfg.name or 'model'} ({cfg.size or 'custom'} size, corpus {cfg.data.corpus})", cfg, run_dir, resume)
+    if cfg.data.corpus == TEXT_CORPUS:
+        plan.add(f"  corpus {corpus_label(cfg)} from {cfg.data.text}, tokenizer {cfg.data.tokenizer or 'char'}: {text_token_counts(cfg.data).describe()}")
+    add_training(plan, f"{cfg.preset or cfg.name or 'model'} ({cfg.size or 'custom'} size, corpus {corpus_label(cfg)})", cfg, run_dir, resume)
     if is_long_on_cpu(plan, cfg.train.device) and cfg.preset:
         candidates = []
         for size in smaller_sizes(cfg.size):
             smaller = resolve_preset(cfg.preset, size)
-            candidates.append((f"`txlab train {cfg.preset} --size {size}` ({smaller.data.corpus})",
-                               Plan(flops=training_flops(smaller), gflops=plan.gflops)))
+            if cfg.data.corpus == TEXT_CORPUS:  # the same text at a smaller size
+                smaller = replace(smaller, data=cfg.data)
+                settings = f"`txlab train {cfg.preset} --size {size} --text {cfg.data.text} --tokenizer {cfg.data.tokenizer or 'char'}`"
+            else:
+                settings = f"`txlab train {cfg.preset} --size {size}` ({smaller.data.corpus})"
+            candidates.append((settings, Plan(flops=training_flops(smaller), gflops=plan.gflops)))
         plan.faster = quickest(candidates)
     return plan
 

@@ -26,12 +26,12 @@ Tokenizers (``data.tokenizer``):
   has named ``<unused-ID>``. transformers is imported only here, and only for an ``hf:`` tokenizer.
 
 Blocks. A Hugging Face tokenizer encodes a file in blocks of about :data:`HF_BLOCK_CHARS` characters, so a
-large file is never tokenised at once. A block ends where a whitespace run holding a line end starts
-(between a word and the newline after it), and is encoded with :data:`CONTEXT_CHARS` characters of the
+large file is never tokenised at once. A block ends where a whitespace run starts after a word (one
+holding a space, else a line end: see :func:`_cut`), and is encoded with :data:`CONTEXT_CHARS` characters of the
 text on each side, whose tokens are dropped: the tokenizer sees the block as the middle of the text,
 not a text of its own (a SentencePiece tokenizer would otherwise add a space at every block start).
-A token reaching across a block's edge would mean the tokenizer merges across that line end; then the
-cut is not exact, and the file is encoded at once instead (said on stderr). The tests hold blocks
+A token reaching across a block's edge would mean the tokenizer merges across that whitespace; then
+the cut is not exact, and the file is encoded at once instead (said on stderr). The tests hold blocks
 equal to one encoding of the whole text.
 
 tokenizer_id. Names the tokenization, equal strings meaning identical tokens for identical text:
@@ -285,12 +285,17 @@ def read_text_blocks(path: Path, block_chars: int) -> Iterator[str]:
 
 
 def _cut(text: str) -> int | None:
-    """Where to end a block in ``text``: the start of the whitespace run holding its last line end, when
-    a word precedes it (a place every tokenizer that splits on whitespace starts a token at); else None."""
-    p = text.rfind("\n")
-    while p > 0 and text[p - 1].isspace():
-        p -= 1
-    return p if p > 0 else None
+    """Where to end a block in ``text``: the start of the last whitespace run that follows a word and
+    holds a space, else one that holds a line end; None when there is neither. Every tokenizer that
+    splits words at whitespace starts a piece there: a byte-level BPE at any whitespace run, a
+    SentencePiece one (Metaspace) only at a space, which is why a space comes first."""
+    for mark in (" ", "\n"):
+        p = text.rfind(mark)
+        while p > 0 and text[p - 1].isspace():
+            p -= 1
+        if p > 0:
+            return p
+    return None
 
 
 def _cut_blocks(path: Path, block_chars: int) -> Iterator[str]:
@@ -299,7 +304,7 @@ def _cut_blocks(path: Path, block_chars: int) -> Iterator[str]:
     for chunk in read_text_blocks(path, block_chars):
         text = carry + chunk
         cut = _cut(text)
-        if cut is None:  # no word before a line end yet: read on
+        if cut is None:  # no whitespace after a word yet: read on
             carry = text
             continue
         yield text[:cut]
@@ -359,11 +364,12 @@ class HfTokenizer:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids)
 
-    def encode_file(self, path: Path, bar: Progress, block_chars: int = HF_BLOCK_CHARS) -> Iterator[np.ndarray]:
-        """The file's ids in blocks (see the module's Blocks); raises NotBlockwise when a cut is not exact."""
+    def encode_file(self, path: Path, bar: Progress, block_chars: int | None = None) -> Iterator[np.ndarray]:
+        """The file's ids in blocks of about ``block_chars`` characters (default :data:`HF_BLOCK_CHARS`; see
+        the module's Blocks); raises NotBlockwise when a cut is not exact."""
         if self.backend is None:
             raise NotBlockwise  # no offsets to check a cut by
-        previous, blocks = "", _cut_blocks(path, block_chars)
+        previous, blocks = "", _cut_blocks(path, block_chars or HF_BLOCK_CHARS)
         current = next(blocks, None)
         while current is not None:
             following = next(blocks, None)
