@@ -5,8 +5,9 @@
 - Tests run torch on one thread: their models are tiny, where a second thread buys nothing, and on a
   2-core machine shared with any other work, two-thread parallel regions stall (measured: a tiny
   LSTM step went from 2 ms to 100 ms), which made the suite's run time erratic.
-- Shared helpers: the ``cli`` fixture (`txlab` in-process, with the JSON and user-error checks) and the
-  ``untrained_run`` fixture (a run directory holding a tiny model's checkpoint, no training).
+- Shared helpers: the ``cli`` fixture (`txlab` in-process, with the JSON and user-error checks), the
+  ``untrained_run`` fixture (a run directory holding a tiny model's checkpoint, no training) and the
+  ``hf_checkpoint`` fixture (a Hugging Face checkpoint folder with its tokenizer, built offline).
 """
 
 import json
@@ -109,3 +110,46 @@ def untrained_run():
         return path
 
     return build
+
+
+WORDS = "the of and to a in that is was he for it with as his on be at by i this had not are but from or have an they which".split()
+
+
+def some_text(n_words: int = 3000, seed: int = 0) -> str:
+    """Deterministic English-like lines: enough tokens for a few blocks of targets."""
+    import random
+
+    rng = random.Random(seed)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) for _ in range(n_words // 7)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def hf_checkpoint():
+    """``make(folder, text_file=None)``: what a researcher brings, a Hugging Face checkpoint folder with its
+    tokenizer (a tiny GPT-2 with N(0, 0.5) weights and a byte-level BPE trained on :func:`some_text`),
+    and with ``text_file`` that text beside it. Nothing is downloaded."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+
+    def make(folder: Path, text_file: Path | None = None) -> Path:
+        text = some_text()
+        if text_file is not None:
+            text_file.write_text(text)
+        tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+        tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = tokenizers.decoders.ByteLevel()
+        trainer = tokenizers.trainers.BpeTrainer(vocab_size=300, show_progress=False, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+        tok.train_from_iterator(text.splitlines(), trainer)
+        transformers.PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(folder)
+        config = transformers.GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=128, n_embd=16, n_layer=2, n_head=2, n_inner=24,
+                                         bos_token_id=None, eos_token_id=None, pad_token_id=None)
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(config)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.normal_(0, 0.5)
+        model.save_pretrained(folder)
+        return folder
+
+    return make

@@ -81,7 +81,7 @@ from safetensors.torch import load_file
 
 from txlab import __version__
 from txlab.build import build_model
-from txlab.checkpoint import has_checkpoint, save_checkpoint
+from txlab.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from txlab.config import DataConfig, ModelConfig, RunConfig, load_config, save_config, update_dataclass
 from txlab.vocab import Vocab
 from txlab.errors import TxlabError

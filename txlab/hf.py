@@ -123,7 +123,7 @@ class HFLanguageModel(LanguageModel):
         if self.max_context is not None:
             window = window[:, -self.max_context:]  # the oldest remembered tokens fall off the position table
         hidden = self._hidden(window)[:, -T:]  # [B, T, d]
-        next_state = window[:, window.size(1) - self.context.mem_len:] if self.context.mem_len > 0 else window[:, :0]
+        next_state = window[:, max(0, window.size(1) - self.context.mem_len):]  # [B, min(k + T, mem_len)]
         nll = None
         if targets is not None:
             self._check_ids(targets)
@@ -262,7 +262,7 @@ def load_causal_lm(spec: str, *, device: str = "cpu", dtype: str = "float32") ->
     except (OSError, ValueError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TxlabError(f"cannot load {source} as a causal language model: {first}") from None
-    wrapped = HFLanguageModel(causal_lm.to(device).eval())
+    wrapped = HFLanguageModel(causal_lm.to(device)).eval()  # the wrapper too: scoring restores the mode it finds
     if not _probe_matches(wrapped):
         wrapped.logits_mode = True
     wrapped.source = source
@@ -319,10 +319,3 @@ def meta_model(source: str) -> HFLanguageModel | None:
     except (OSError, ValueError, KeyError):
         return None
 
-
-def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """16 hex digits of a tokenization: a fast tokenizer's whole serialisation (vocabulary, merges,
-    normalisation), else its vocabulary. Equal fingerprints give equal ids for every text."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    text = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -409,10 +409,10 @@ def check_hf_members(members: Sequence[Member], corpus: Corpus) -> None:
     for m in members:
         if not m.source:
             continue
-        tokenizer = hf.load_tokenizer(m.source)
-        if tokenizer is not None:
-            wanted = f"hf:{hf.tokenizer_fingerprint(tokenizer)}"
-            if getattr(corpus, "tokenizer_id", None) != wanted:
+        if hf.load_tokenizer(m.source) is not None:
+            from txlab.textdata import load_hf_tokenizer
+
+            if corpus.tokenizer_id != load_hf_tokenizer(m.source).tokenizer_id:
                 raise TxlabError(
                     f"{m.label} brings its own tokenizer, and the group's corpus {corpus.name} was not encoded by it: score it on text "
                     f"tokenized by {m.source} (--set data.text=FILE --set data.tokenizer=hf:{m.source})"
@@ -673,6 +673,8 @@ def recl_groups(
         check_launcher(group.settings.launcher)
         resolved = [resolve_member(member, group.settings) for member in group.members]
         check_members(resolved)
+        if any(m.source for m in resolved):  # the tokenizer and vocabulary checks need the corpus, not the models
+            check_hf_members(resolved, load_corpus(group_data(resolved, group.settings), progress=progress))
         settled.append(replace(group, settings=settle_placebo(group.settings, group_data(resolved, group.settings))))
     groups = settled
     for group in groups:

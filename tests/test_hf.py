@@ -1,0 +1,182 @@
+"""Hugging Face causal LMs as txlab models: exact losses at context c, memory, checks, groups, the API.
+
+Nothing is downloaded: tiny GPT-2 and Llama models are built from configs into temporary folders, and
+a tokenizer is trained on the spot with the `tokenizers` library (conftest.py's hf_checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers", reason="Hugging Face members need the [hf] extra")
+
+import txlab  # noqa: E402
+from txlab import hf  # noqa: E402
+from txlab.drivers.recl import recl_groups  # noqa: E402
+from txlab.errors import TxlabError  # noqa: E402
+from txlab.evaluate import read_in_chunks  # noqa: E402
+from txlab.lm import Context  # noqa: E402
+from txlab.losses import collect_losses, sample_blocks  # noqa: E402
+
+VOCAB = 41
+GRID = (2, 5, 9, 16)  # 16 > the GPT-2's 12 positions below: its cap
+BLOCK_STARTS, BLOCK_LEN = (16, 40), 6
+
+def save_model(folder: Path, arch: str, vocab: int = VOCAB, positions: int = 12) -> Path:
+    """A tiny random model of ``arch`` saved as a Hugging Face folder; N(0, 0.5) weights so that context matters."""
+    common = dict(vocab_size=vocab, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    if arch == "gpt2":
+        config = transformers.GPT2Config(n_positions=positions, n_embd=16, n_layer=2, n_head=2, n_inner=24, **common)
+    else:
+        config = transformers.LlamaConfig(max_position_embeddings=positions, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                          num_key_value_heads=2, intermediate_size=24, **common)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.5)
+    model.save_pretrained(folder)
+    return folder
+
+
+def tokens_for(n: int = 70, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, VOCAB, n).astype(np.uint16)
+
+
+@torch.no_grad()
+def naive_loss(causal_lm, tokens: np.ndarray, t: int, c: int) -> float:
+    """-ln P(x_t | x_{t-c} .. x_{t-1}) from the model's own forward over exactly those c tokens."""
+    window = torch.as_tensor(tokens[t - c : t].astype(np.int64))[None]  # [1, c]
+    logits = causal_lm(input_ids=window).logits[0, -1].double()
+    return float(-torch.log_softmax(logits, -1)[int(tokens[t])])
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_collected_losses_equal_a_naive_forward_over_exactly_c_tokens(tmp_path, arch):
+    model = hf.load_causal_lm(f"hf:{save_model(tmp_path / arch, arch)}")
+    tokens = tokens_for()
+    table = collect_losses(model, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=4, context=Context(mem_len=0))
+    targets = (np.asarray(BLOCK_STARTS)[:, None] + np.arange(BLOCK_LEN)).reshape(-1)
+    cap = 12 if arch == "gpt2" else None  # learned absolute positions end at 12; rotary ones do not
+    assert model.max_context == cap
+    expected = np.array([[naive_loss(model.causal_lm, tokens, t, min(c, cap or c)) for t in targets] for c in GRID])
+    np.testing.assert_allclose(table, expected, rtol=0, atol=2e-5)
+    assert np.abs(expected[0] - expected[1]).max() > 0.1  # context matters, so the comparison can fail
+
+
+def test_memory_reads_the_last_tokens_from_a_fresh_start(tmp_path):
+    """With mem_len M, a chunk's token at offset i sees the M remembered tokens and the i before it, positions from 0."""
+    model = hf.load_causal_lm(f"hf:{save_model(tmp_path / 'llama', 'llama')}")
+    model.set_context(Context(mem_len=5))
+    tokens = tokens_for(30)
+    x = torch.as_tensor(tokens.astype(np.int64))[None]
+    with torch.no_grad():
+        nll = torch.cat([out.nll for _, out in read_in_chunks(model, x[:, :-1], 4, targets=x[:, 1:])], dim=1)[0]
+    for t in range(1, 30):
+        seen = min(t, 5 + (t - 1) % 4 + 1)  # memory plus the chunk up to x_{t-1}
+        assert nll[t - 1].item() == pytest.approx(naive_loss(model.causal_lm, tokens, t, seen), abs=2e-5)
+
+
+def test_the_output_head_matches_the_models_logits_or_logits_mode_is_used(tmp_path):
+    model = hf.load_causal_lm(f"hf:{save_model(tmp_path / 'g', 'gpt2')}")
+    assert not model.logits_mode
+    x = torch.as_tensor(tokens_for(10).astype(np.int64))[None]
+    with torch.no_grad():
+        own = torch.log_softmax(model.causal_lm(input_ids=x).logits, -1)
+        ours = model.log_prob(model(x, model.init_state(1)).hidden)
+        model.logits_mode = True  # the fallback for heads that do more than a linear map
+        fallback = model.log_prob(model(x, model.init_state(1)).hidden)
+    torch.testing.assert_close(ours, own, rtol=0, atol=1e-5)
+    torch.testing.assert_close(fallback, own, rtol=0, atol=1e-5)
+
+
+def test_out_of_range_ids_and_bad_specs_are_refused(tmp_path):
+    model = hf.load_causal_lm(f"hf:{save_model(tmp_path / 'g', 'gpt2')}")
+    tokens = tokens_for()
+    tokens[50] = VOCAB + 3
+    with pytest.raises(TxlabError, match="outside the model's vocabulary of 41"):
+        collect_losses(model, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=4, context=Context(mem_len=0))
+    with pytest.raises(TxlabError, match="names no model"):
+        hf.load_causal_lm("hf:")
+    with pytest.raises(TxlabError, match="no config.json"):
+        hf.load_causal_lm(f"hf:{tmp_path}")
+    with pytest.raises(TxlabError, match="no folder"):
+        hf.load_causal_lm("hf:./not/there")
+    with pytest.raises(TxlabError, match="unknown dtype"):
+        hf.load_causal_lm(f"hf:{tmp_path / 'g'}", dtype="int8")
+
+
+def test_an_adaptive_softmax_refuses_ids_it_would_have_scored_zero():
+    from txlab.build import build_model
+    from txlab.config import ModelConfig
+
+    model = build_model(ModelConfig(n_token=30, n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=8, adaptive=True, cutoffs=[10, 20],
+                                    tgt_len=4, mem_len=0))
+    x = torch.zeros(1, 4, dtype=torch.long)
+    with pytest.raises(TxlabError, match="outside this model's vocabulary of 30"):
+        model(x, model.init_state(1), torch.full((1, 4), 31))
+
+
+def test_family_hf_trains_exports_and_loads_back_with_the_same_losses(tmp_path, cli):
+    home = tmp_path / "home"
+    cli.ok("--home", str(home), "train", "llama", "--size", "tiny", "--set", "train.max_steps=3", "-q")
+    run = home / "results" / "models" / "llama-tiny-synthetic"
+    cli.ok("export", str(run), str(tmp_path / "exported"))
+    assert json.loads((tmp_path / "exported" / "txlab_export.json").read_text())["step"] == 3
+    cli.refused("export", str(run), str(tmp_path / "exported"), "not an empty folder")
+    tokens = txlab.run_tokens(run, "valid")[:300]
+    ours, theirs = txlab.load_model(run), txlab.load_model(f"hf:{tmp_path / 'exported'}")
+    a = txlab.context_losses(ours, tokens, [4, 8, 16], n_blocks=2, block_len=20)
+    b = txlab.context_losses(theirs, tokens, [4, 8, 16], n_blocks=2, block_len=20)
+    np.testing.assert_allclose(a.losses, b.losses, rtol=0, atol=1e-5)
+
+
+def test_a_group_mixes_a_txlab_run_and_hugging_face_members(tmp_path, cli):
+    """txlab's XL beside exported GPT-2 and Llama members, on the synthetic corpus with its ideal model."""
+    home = tmp_path / "home"
+    for preset in ("xl151m", "gpt2"):
+        cli.ok("--home", str(home), "train", preset, "--size", "tiny", "--set", "train.max_steps=2", "-q")
+    cli.ok("export", str(home / "results" / "models" / "gpt2-tiny-synthetic"), str(tmp_path / "gpt2"))
+    members = ["xl151m", f"hf:{tmp_path / 'gpt2'}"]
+    opts = {"size": "tiny", "models_root": str(home / "results" / "models")}
+    plans = []
+    [result] = recl_groups(members, options=opts, sets=["n_boot=0", "blocks=2", "block_len=40", "allow_unequal=true"], out_dir=tmp_path / "t", fig_dir=tmp_path / "f",
+                           announce=plans.append, echo=lambda m: None, progress=False)
+    assert "gpt2: Hugging Face checkpoint" in "\n".join(plans)
+    assert "placebo off" in "\n".join(plans) and "ideal model" in "\n".join(plans)  # synthetic: the truth instead
+    assert [row["model"] for row in result.rows if row["r"] == 0.1] == ["xl151m", "gpt2", "oracle (ground truth)"]
+    record = json.loads((Path(result.run_dirs[1]) / "member.json").read_text())
+    assert record["model_type"] == "gpt2" and record["max_context"] == 32
+
+
+def test_groups_that_cannot_share_a_token_stream_are_refused_before_any_model_runs(tmp_path, hf_checkpoint):
+    folder = hf_checkpoint(tmp_path / "ckpt")
+    opts = {"size": "tiny", "models_root": str(tmp_path / "models")}
+    with pytest.raises(TxlabError, match="needs a corpus"):
+        recl_groups([f"hf:{folder}"], options=opts, announce=lambda m: None, dry_run=True)
+    # its own tokenizer, and a corpus numbered by txlab's vocabulary: refused in the dry run already
+    with pytest.raises(TxlabError, match="brings its own tokenizer"):
+        recl_groups([f"hf:{folder}"], options={**opts, "data": "synthetic"}, sets=["grid=4,8"], announce=lambda m: None, dry_run=True)
+    small = save_model(tmp_path / "small", "gpt2", vocab=50)
+    with pytest.raises(TxlabError, match="outputs for 50 token ids"):
+        recl_groups([f"hf:{small}"], options={**opts, "data": "synthetic"}, sets=["grid=4,8"], announce=lambda m: None, dry_run=True)
+
+
+def test_the_five_line_api_on_own_text_reads_exact_losses(tmp_path, hf_checkpoint):
+    folder = hf_checkpoint(tmp_path / "ckpt", text_file=tmp_path / "my.txt")
+    model = txlab.load_model(f"hf:{folder}")
+    tokens = txlab.encode_text(tmp_path / "my.txt", model)
+    assert tokens.max() < model.vocab_size and len(tokens) > 1000
+    table = txlab.context_losses(model, tokens, [4, 8, 16], n_blocks=3, block_len=30, placebo=True)
+    t, c = int(table.targets[7]), 8
+    assert table.losses[1, 7] == pytest.approx(naive_loss(model.causal_lm, tokens, t, c), abs=2e-5)
+    assert table.placebo.shape == (2, 90)
+    rows = txlab.group_recl([table], ["mine"], rs=[0.1])
+    assert rows[0]["model"] == "mine" and "placebo_label" in rows[0]
+    assert np.array_equal(sample_blocks(len(tokens), 3, 30, 16), table.targets[::30])  # an array of starts is accepted
+    assert txlab.perplexity(model, tokens, max_tokens=200)["tokens"] == 200

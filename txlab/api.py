@@ -1,0 +1,139 @@
+"""The few calls a researcher needs, exported as ``txlab.<name>``: any model, any text, losses at exact
+context lengths, RECL.
+
+    import txlab
+    model = txlab.load_model("hf:path/to/checkpoint")       # or a txlab run directory
+    tokens = txlab.encode_text("my_text.txt", model)         # the model's own tokenizer (or "char", "word", "hf:PATH")
+    table = txlab.context_losses(model, tokens, grid=[16, 32, 64, 128], n_blocks=4, block_len=200)
+    print(txlab.group_recl([table], ["mine"], rs=[0.1, 1.0]))
+
+Everything here composes the library's own functions (txlab.hf, txlab.losses, txlab.recl,
+txlab.evaluate); the commands use the same ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from txlab import hf
+from txlab import recl as recl_metric
+from txlab.checkpoint import has_checkpoint, load_checkpoint
+from txlab.corpora import load_corpus_for_model
+from txlab.errors import TxlabError
+from txlab.evaluate import evaluate, evaluation_context
+from txlab.lm import Context, LanguageModel
+from txlab.losses import collect_losses, sample_blocks
+
+
+def load_model(spec: str | Path, *, device: str = "cpu", dtype: str = "float32") -> LanguageModel:
+    """A model ready to score: ``hf:PATH_OR_HUB_ID`` (any transformers causal LM) or a txlab run directory.
+
+    A run is set to its evaluation memory settings (``model.context``) and remembers its evaluation
+    segment length (``model.eval_tgt_len``), which :func:`context_losses` reads by; a Hugging Face model
+    reads every context from a fresh start (``Context(mem_len=0)``). ``dtype`` applies to Hugging Face models.
+    """
+    if hf.is_hf_spec(str(spec)):
+        model = hf.load_causal_lm(str(spec), device=device, dtype=dtype)
+        model.set_context(Context(mem_len=0))
+        return model
+    run_dir = Path(spec)
+    if not has_checkpoint(run_dir):
+        raise TxlabError(f"{spec} is neither hf:PATH_OR_HUB_ID nor a run directory with a checkpoint")
+    ckpt = load_checkpoint(run_dir, map_location=device)
+    tgt_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
+    model = ckpt.model.eval()
+    model.set_context(context)
+    model.eval_tgt_len = tgt_len
+    model.run_dir = run_dir
+    return model
+
+
+def run_tokens(run_dir: str | Path, split: str = "valid") -> np.ndarray:
+    """A txlab run's corpus split in the ids its model reads (an imported model's own numbering included)."""
+    ckpt = load_checkpoint(Path(run_dir))
+    corpus = load_corpus_for_model(ckpt.config.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=False)
+    return np.asarray(corpus.split(split))
+
+
+def encode_text(text: str | Path, tokenizer: str | LanguageModel) -> np.ndarray:
+    """Ids of a text (a string, or the path of a UTF-8 file) under ``tokenizer``: a model loaded with
+    ``hf:`` (its own tokenizer), or ``hf:PATH_OR_HUB_ID``. No special tokens are added."""
+    if isinstance(tokenizer, LanguageModel):
+        source = getattr(tokenizer, "source", None)
+        if source is None:
+            raise TxlabError("only a model loaded with hf:... brings a tokenizer; for a txlab run, take its corpus with txlab.run_tokens")
+        tokenizer = f"{hf.PREFIX}{source}"
+    if not hf.is_hf_spec(str(tokenizer)):
+        raise TxlabError(f"tokenizer {tokenizer!r}: give hf:PATH_OR_HUB_ID or a model loaded with hf:")
+    source = hf.hf_source(str(tokenizer))
+    loaded = hf.load_tokenizer(source)
+    if loaded is None:
+        raise TxlabError(f"{source} holds no tokenizer")
+    path = Path(text) if isinstance(text, Path) or (len(str(text)) < 4096 and "\n" not in str(text)) else None
+    content = path.read_text(encoding="utf-8") if path is not None and path.is_file() else str(text)
+    return np.asarray(loaded(content, add_special_tokens=False)["input_ids"], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class ContextLosses:
+    """One model's losses at controlled context lengths on a set of targets."""
+
+    losses: np.ndarray
+    """float32 [G, T]: -ln P(x_t | the grid[j] tokens before it), nats."""
+    grid: tuple[int, ...]
+    targets: np.ndarray
+    """int64 [T] positions of the scored tokens, in blocks of ``block_len``."""
+    block_len: int
+    max_context: int | None
+    """The model's cap (learned absolute positions, the vanilla window): longer contexts score as this many tokens."""
+    placebo: np.ndarray | None = None
+    """float32 [G-1, T] placebo losses of each grid step, when asked for."""
+
+
+def context_losses(
+    model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], n_blocks: int = 8, block_len: int = 250, *,
+    seed: int = 0, placebo: bool = False, batch_size: int = 16, progress: bool = False,
+) -> ContextLosses:
+    """l(c, t) for every c of ``grid`` on ``n_blocks`` contiguous blocks of ``block_len`` targets drawn by
+    ``seed`` (after the first max(grid) tokens): exactly c tokens of context each, read as the model is
+    evaluated (see txlab.losses). Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed."""
+    grid = tuple(int(c) for c in grid)
+    tokens = np.asarray(tokens)
+    starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
+    tgt_len = getattr(model, "eval_tgt_len", max(grid))
+    kwargs = dict(tgt_len=tgt_len, context=model.context, batch_size=batch_size, progress=progress)
+    losses = collect_losses(model, tokens, grid, starts, block_len, **kwargs)
+    placebo_losses = collect_losses(model, tokens, grid, starts, block_len, placebo=True, **kwargs) if placebo else None
+    targets = (starts[:, None] + np.arange(block_len)).reshape(-1)
+    return ContextLosses(losses, grid, targets, block_len, model.max_context, placebo_losses)
+
+
+def group_recl(tables: Sequence[ContextLosses], names: Sequence[str], rs: Sequence[float] = recl_metric.DEFAULT_RS, *,
+         n_boot: int = 0, seed: int = 0) -> list[dict]:
+    """RECL of a group (one row per model and r; txlab.recl.recl_rows), from the tables of
+    :func:`context_losses` on the same targets; with placebo losses in every table, the placebo-aware RECL too."""
+    if len(tables) != len(names) or not tables:
+        raise TxlabError(f"give one name per table: {len(tables)} tables, {len(names)} names")
+    first = tables[0]
+    for name, table in zip(names, tables):
+        if table.grid != first.grid or not np.array_equal(table.targets, first.targets):
+            raise TxlabError(f"{name} was scored on other context lengths or targets than {names[0]}: collect both alike")
+    placebo = np.stack([t.placebo for t in tables]) if all(t.placebo is not None for t in tables) else None
+    caps = {name: t.max_context for name, t in zip(names, tables)}
+    return recl_metric.recl_rows(np.stack([t.losses for t in tables]), first.grid, list(names), rs, caps=caps,
+                                 block_size=first.block_len if n_boot else None, n_boot=n_boot, seed=seed, placebo=placebo)
+
+
+def perplexity(model: LanguageModel, tokens: np.ndarray, *, segment: int | None = None, memory: int | None = None,
+               batch_size: int = 1, max_tokens: int = 0) -> dict:
+    """The model's loss over ``tokens`` with the paper's protocol: every target once, read in segments of
+    ``segment`` tokens, each carrying ``memory`` tokens of the past (defaults: a run's evaluation settings;
+    a Hugging Face model's position table or 512, and no memory). Returns {'loss' (nats per token), 'ppl', 'tokens'}."""
+    tgt_len = segment or getattr(model, "eval_tgt_len", None) or (model.max_context or 512)
+    context = model.context if memory is None else Context(mem_len=memory, same_length=model.context.same_length, clamp_len=model.context.clamp_len)
+    result = evaluate(model, np.asarray(tokens), tgt_len, context, batch_size, max_tokens)
+    return {"loss": result["loss"], "ppl": float(np.exp(min(result["loss"], 700.0))), "tokens": result["tokens"]}
