@@ -180,3 +180,39 @@ def test_the_five_line_api_on_own_text_reads_exact_losses(tmp_path, hf_checkpoin
     assert rows[0]["model"] == "mine" and "placebo_label" in rows[0]
     assert np.array_equal(sample_blocks(len(tokens), 3, 30, 16), table.targets[::30])  # an array of starts is accepted
     assert txlab.perplexity(model, tokens, max_tokens=200)["tokens"] == 200
+
+
+def test_one_command_gives_table_8_for_a_checkpoint_folder_and_a_text_file(tmp_path, hf_checkpoint, cli):
+    """`txlab recl --group hf:CKPT --text FILE`: the checkpoint's own tokenizer reads the text, placebo on."""
+    folder = hf_checkpoint(tmp_path / "ckpt", text_file=tmp_path / "my.txt")
+    (tmp_path / "my.txt").write_text((tmp_path / "my.txt").read_text() * 4)
+    home = tmp_path / "home"
+    plan = cli.ok("--home", home, "recl", "--group", f"hf:{folder}", "--text", tmp_path / "my.txt", "--dry-run").output
+    assert f"tokenizer hf:{folder}" in plan and "placebo on" in plan and "estimated time" in plan
+    doc = cli.json("--home", home, "recl", "--group", f"hf:{folder}", "--text", tmp_path / "my.txt", "--set", "grid=8,16,32",
+                   "--set", "blocks=2", "--set", "block_len=50", "--set", "n_boot=0", "-q", "--json")
+    [group] = doc["groups"]
+    assert group["group"] == "ckpt-cpu-text-my" and set(group["recl"]["ckpt"]["0.1"]) >= {"label", "placebo_label", "below_placebo"}
+    assert any(f.endswith("placebo.csv") for f in group["files"]) and any(f.endswith("figure3.png") for f in group["files"])
+    out = cli.refused("--home", home, "recl", "--group", f"hf:{folder}", "--text", tmp_path / "my.txt", "--tokenizer", "char", "--dry-run")
+    assert "brings its own tokenizer" in out
+
+
+def test_eval_and_generate_take_a_hugging_face_checkpoint(tmp_path, hf_checkpoint, cli):
+    folder = hf_checkpoint(tmp_path / "ckpt", text_file=tmp_path / "my.txt")
+    home = tmp_path / "home"
+    record = cli.json("--home", home, "eval", f"hf:{folder}", "--text", tmp_path / "my.txt", "--tgt-len", 32, "--mem-len", 16,
+                      "--max-tokens", 100, "-q", "--json")
+    assert record["tokens"] == 100 and record["mem_len"] == 16 and record["ppl"] > 1
+    from txlab.corpora import load_corpus
+    from txlab.textdata import text_data_config
+
+    model = txlab.load_model(f"hf:{folder}")
+    valid = np.asarray(load_corpus(text_data_config(tmp_path / "my.txt", f"hf:{folder}"), progress=False).split("valid"))[:101]
+    loss = txlab.perplexity(model, valid, segment=32, memory=16)["loss"]
+    assert record["loss"] == pytest.approx(loss, abs=1e-5)
+    cli.refused("eval", f"hf:{folder}", "--text", tmp_path / "my.txt", "--attn-len", 8)
+    cli.refused("eval", f"hf:{folder}")
+    text = cli.ok("generate", f"hf:{folder}", "--prompt", "the king of", "--tokens", 5, "-q", "--json").output
+    doc = cli.last_json(text)
+    assert len(doc["tokens"]) == 5 and doc["text"] in text

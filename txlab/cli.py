@@ -301,7 +301,8 @@ def train(
 
 @app.command("eval")
 def eval_command(
-    run_dir: Path = typer.Argument(..., help="A run directory made by `txlab train`."),
+    run_dir: Path = typer.Argument(..., help="A run directory made by `txlab train`, or hf:PATH_OR_HUB_ID (a Hugging Face causal LM, "
+                                    "scored on --text or --data)."),
     split: str = typer.Option("valid", "--split", help="train, valid or test."),
     tgt_len: int = typer.Option(None, "--tgt-len", help="Evaluation segment length \\[default: the run's eval.tgt_len]."),
     mem_len: int = typer.Option(None, "--mem-len", help="Memory length \\[default: the run's eval.mem_len]."),
@@ -314,20 +315,51 @@ def eval_command(
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     corpus_dir: str = typer.Option("", "--corpus-dir", help="Read the corpus from this folder instead of the run's data.corpus_dir (its vocabulary must be the run's)."),
     by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: also the loss per token role and per copy distance, beside the ideal model's.", metavar=""),
+    data: str = typer.Option(None, "--data", help="hf: models only: the corpus to score (`txlab data list`)."),
+    text: str = typer.Option(None, "--text", help="hf: models only: your own text to score (a file, or a folder of split files)."),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="hf: models only: how --text becomes tokens \\[default: the model's own tokenizer, else char]."),
+    max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets (0: all)."),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
     """Score a trained run with the paper's protocol: every token once, token-weighted mean loss.
 
     Reports perplexity for word-level corpora and bits per character for character-level ones,
-    and writes the result to RUN_DIR/eval/.
+    and writes the result to RUN_DIR/eval/. A Hugging Face model (hf:PATH) is read in segments of
+    --tgt-len tokens, each after --mem-len tokens of context (default 0), and its record goes to
+    <home>/results/eval/.
     """
     from txlab.diagnostics import format_summary
-    from txlab.evaluate import evaluate_run
+    from txlab.evaluate import evaluate_checkpoint, evaluate_run
 
+    if str(run_dir).startswith("hf:"):
+        from txlab.drivers.recl import settle_tokenizer, ReclSettings
+        from txlab.zoo import run_config
+
+        for option, value in {"--clamp-len": clamp_len, "--same-length": same_length, "--attn-len": attn_len, "--streams": streams,
+                              "--corpus-dir": corpus_dir or None, "--by-role": by_role or None}.items():
+            if value is not None:
+                raise TxlabError(f"{option} sets how a txlab run is evaluated; a Hugging Face model takes --tgt-len and --mem-len")
+        spec = str(run_dir)
+        chosen = settle_tokenizer(ReclSettings(data=data or "", text=text or "", tokenizer=tokenizer or ""), [spec])
+        if not chosen.data and not chosen.text:
+            raise TxlabError("a Hugging Face model is scored on --text FILE (your text) or --data NAME (`txlab data list`)")
+        data_cfg = run_config(None, corpus=chosen.data or None, text=chosen.text, tokenizer=chosen.tokenizer).data
+        r = evaluate_checkpoint(spec, data_cfg, split=split, tgt_len=tgt_len, mem_len=mem_len or 0, batch_size=batch_size or 1,
+                                max_tokens=max_tokens, device=device, progress=not quiet)
+        metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
+        typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens (segments of {r['tgt_len']} after "
+                   f"{r['mem_len']} tokens of context, {r['batch_size']} streams)")
+        typer.echo(f"written to {r['path']}")
+        if json_output:
+            _print_json({k: r[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "batch_size") if k in r})
+        return
+    for option, value in {"--data": data, "--text": text, "--tokenizer": tokenizer}.items():
+        if value is not None:
+            raise TxlabError(f"{option} is for hf: models; a txlab run is scored on its own corpus (--corpus-dir if it moved)")
     r = evaluate_run(run_dir, split=split, tgt_len=tgt_len, mem_len=mem_len, clamp_len=clamp_len, same_length=same_length,
                      attn_len=attn_len, batch_size=batch_size, streams=streams, device=device, progress=not quiet, by_role=by_role,
-                     corpus_dir=corpus_dir)
+                     corpus_dir=corpus_dir, max_tokens=max_tokens)
     metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
     memory = f", mem_len {r['mem_len']}, clamp_len {r['clamp_len']}, same_length {r['same_length']}" if r["family"] == "xl" else ""
     typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens "
@@ -494,12 +526,17 @@ def speed(
 
 @app.command()
 def recl(
-    members: list[str] = typer.Argument(None, help="More group members (presets or run directories), after --group's first one.", show_default=False),
-    group: list[str] = typer.Option([], "--group", "-g", help="Group members: preset names (trained or found in --models-root) or run directories, "
-                                    "space-separated: --group xl151m qrnn lstm. With --study: the study's groups to run \\[default: all]."),
+    members: list[str] = typer.Argument(None, help="More group members (presets, run directories or hf:PATH), after --group's first one.", show_default=False),
+    group: list[str] = typer.Option([], "--group", "-g", help="Group members: preset names (trained or found in --models-root), run directories, "
+                                    "or hf:PATH_OR_HUB_ID (a Hugging Face causal LM), space-separated: --group xl151m qrnn lstm. "
+                                    "With --study: the study's groups to run \\[default: all]."),
     r: list[str] = typer.Option([], "--r", help="Fraction of hardest targets, repeatable or comma-separated: --r 0.1 --r 0.5 (the setting rs) \\[default: the study's, else 0.1 0.5 1.0]."),
     size: str = typer.Option(None, "--size", help="Size of preset members: paper, cpu or tiny \\[default: the study's, else cpu]."),
     data: str = typer.Option(None, "--data", help="Corpus of preset members \\[default: each preset's own]."),
+    text: str = typer.Option(None, "--text", help="Your own text, which every member is scored on: a UTF-8 file (cut 90/5/5) or a folder "
+                             "of train/valid/test files; preset members train on it."),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="How --text becomes tokens: char, word or hf:PATH_OR_HUB_ID "
+                                  "\\[default: the first hf: member's own tokenizer, else char]."),
     corpus_dir: str = _CORPUS_DIR,
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: the study's, else cpu]."),
     overrides: list[str] = typer.Option([], "--set", help="A setting (keys: `txlab recl --show-settings`), e.g. --set grid=20:240:20 --set placebo=true "
@@ -534,7 +571,8 @@ def recl(
     from txlab.drivers.recl import parse_rs, recl_groups, summary
 
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
-    options = {"size": size, "data": data, "rs": parse_rs(r), "device": device, "models_root": models_root, "launcher": launcher}
+    options = {"size": size, "data": data, "text": text, "tokenizer": tokenizer, "rs": parse_rs(r), "device": device,
+               "models_root": models_root, "launcher": launcher}
     results = recl_groups(
         [*group, *(members or [])], study, profile, name, options=options, sets=[*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides],
         out_dir=out_dir, fig_dir=fig_dir, announce=typer.echo, echo=say, progress=not quiet, dry_run=dry_run,
@@ -645,7 +683,8 @@ def attention_command(
 
 @app.command("generate")
 def generate_command(
-    run_dir: Path = typer.Argument(..., help="A run directory made by `txlab train` (any model family)."),
+    run_dir: Path = typer.Argument(..., help="A run directory made by `txlab train` (any model family), or hf:PATH_OR_HUB_ID "
+                                    "(a Hugging Face checkpoint with its tokenizer)."),
     prompt: str = typer.Option(None, "--prompt", help="The text to continue."),
     prompt_file: Path = typer.Option(None, "--prompt-file", help="Read the text to continue from this UTF-8 file."),
     tokens: int = typer.Option(100, "--tokens", help="Tokens to generate."),

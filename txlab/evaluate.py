@@ -27,7 +27,7 @@ import torch
 from txlab.batching import eval_segments
 from txlab.capacity import check_fits
 from txlab.checkpoint import load_checkpoint
-from txlab.config import NON_NEGATIVE, EvalConfig, ModelConfig, update_dataclass
+from txlab.config import NON_NEGATIVE, DataConfig, EvalConfig, ModelConfig, update_dataclass
 from txlab.corpora import load_corpus_for_model
 from txlab.diagnostics import role_summary
 from txlab.errors import TxlabError
@@ -227,5 +227,54 @@ def evaluate_run(
         if eval_cfg.streams == "reference":  # scores other targets: not the same number
             name += "-reference"
         record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}{'-roles' if by_role else ''}.json"
+    record["path"] = str(write_json_atomic(record_path, record))
+    return record
+
+
+def evaluate_checkpoint(
+    spec: str,
+    data: DataConfig,
+    *,
+    split: str = "valid",
+    tgt_len: int | None = None,
+    mem_len: int = 0,
+    batch_size: int = 1,
+    max_tokens: int = 0,
+    device: str = "cpu",
+    dtype: str = "float32",
+    progress: bool = True,
+    record_path: Path | None = None,
+) -> dict[str, Any]:
+    """Score a Hugging Face checkpoint (``hf:PATH_OR_HUB_ID``) on a corpus, every target once.
+
+    The split is read in segments of ``tgt_len`` tokens (default: the model's position table or trained
+    length, else 512), each from a fresh start after the ``mem_len`` tokens before it (default 0: disjoint
+    windows, as lm-evaluation-harness scores; ``mem_len`` > 0 gives every target at least that much
+    context, the strided protocol). The record goes to ``<home>/results/eval/<name>-<fingerprint>/``.
+    """
+    from txlab import hf
+    from txlab.corpora import load_corpus
+    from txlab.workspace import resolve
+
+    model = hf.load_causal_lm(spec, device=device, dtype=dtype)
+    source = hf.hf_source(spec)
+    corpus = load_corpus(data, progress=progress)
+    hf.check_corpus(source, Path(source.rstrip("/")).name, corpus)
+    tokens = corpus.split(split)
+    seg_len = tgt_len or model.max_context or model.trained_positions or 512
+    NON_NEGATIVE.check(mem_len, "--mem-len")
+    if model.max_context is not None and seg_len + mem_len > model.max_context:
+        raise TxlabError(f"this model reads at most {model.max_context} tokens at once (its position table): "
+                         f"--tgt-len {seg_len} with --mem-len {mem_len} is too long")
+    context = Context(mem_len=mem_len)
+    result = evaluate(model, tokens, seg_len, context, batch_size, max_tokens, progress=progress)
+    record = {
+        **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "model": spec,
+        "family": "hf", "tgt_len": seg_len, "mem_len": mem_len, "batch_size": batch_size, "max_tokens": max_tokens, "dtype": dtype,
+        "corpus": corpus.name, "tokenizer_id": corpus.tokenizer_id, "token_stream_sha256": corpus.token_stream_hash(split),
+    }
+    if record_path is None:
+        folder = resolve("results/eval") / f"{Path(source.rstrip('/')).name}-{hf.fingerprint(source)}"
+        record_path = folder / f"{corpus.name}-{split}-tgt{seg_len}-mem{mem_len}-b{batch_size}{f'-n{max_tokens}' if max_tokens > 0 else ''}.json"
     record["path"] = str(write_json_atomic(record_path, record))
     return record

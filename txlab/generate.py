@@ -21,6 +21,7 @@ character-level ones concatenate characters, or UTF-8 bytes for byte corpora (en
 from __future__ import annotations
 
 import codecs
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any
 
 import torch
 
-from txlab import synthetic
+from txlab import hf, synthetic
 from txlab.checkpoint import Checkpoint, load_checkpoint
 from txlab.config import POSITIVE, SEED, Range
 from txlab.corpora import CORPORA, EOS, load_corpus
@@ -104,19 +105,42 @@ class TextFormat:
     """Character symbols are decimal byte values (enwik8), not characters."""
     corpus: str = ""
     """The corpus's name, for messages."""
+    decode: Callable[[Sequence[int]], str] | None = None
+    """A tokenizer's decoding of whole id sequences (subword text), where symbols do not simply join."""
 
 
 def run_text_format(ckpt: Checkpoint) -> TextFormat:
     """The text format of a loaded run: the vocabulary the checkpoint carries (an imported model),
     else its corpus's, which is then read; the kind of symbol comes from the corpus's name."""
     data = ckpt.config.data
-    vocab = ckpt.vocab if ckpt.vocab is not None else load_corpus(data, progress=False).vocab
+    corpus = None if ckpt.vocab is not None and data.corpus in CORPORA else load_corpus(data, progress=False)
+    vocab = ckpt.vocab if ckpt.vocab is not None else corpus.vocab
     if vocab.sha256 != ckpt.meta["vocab_hash"]:
         raise TxlabError(f"the checkpoint was trained on another vocabulary than corpus {data.corpus} has now")
     if data.corpus in synthetic.VARIANTS:
         return TextFormat(vocab, "word", False, data.corpus)
-    spec = CORPORA[data.corpus]
-    return TextFormat(vocab, spec.level, spec.byte_symbols, data.corpus)
+    if corpus is None:  # an imported model: the registry says how its corpus writes text
+        spec = CORPORA[data.corpus]
+        return TextFormat(vocab, spec.level, spec.byte_symbols, data.corpus)
+    return TextFormat(vocab, corpus.level, corpus.byte_symbols, data.corpus, corpus.to_text if corpus.level == "subword" else None)
+
+
+class IncrementalText:
+    """The text each new id adds, for a tokenizer that decodes whole sequences (a byte-level BPE joins
+    pieces that are not characters alone): decode everything so far, emit what is new."""
+
+    def __init__(self, decode: Callable[[Sequence[int]], str], prompt: Sequence[int]):
+        self.decode, self.ids = decode, list(prompt)
+        self.text = decode(self.ids)
+
+    def piece(self, token: int) -> str:
+        self.ids.append(token)
+        text = self.decode(self.ids)
+        # a piece that completes a character may rewrite the replacement mark before it: emit from where they differ
+        same = len(os.path.commonprefix([self.text, text]))
+        new = text[same:]
+        self.text = text
+        return new
 
 
 class Detokenizer:
@@ -206,27 +230,52 @@ def generate(
             prompt = Path(prompt_file).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
             raise TxlabError(f"cannot read the prompt file {prompt_file}: {err}") from None
-    if not Path(run_dir).is_dir():
-        raise TxlabError(f"no run directory {run_dir}")
-
-    ckpt = load_checkpoint(run_dir, map_location=device)
-    text = run_text_format(ckpt)
-    prompt_ids = encode_prompt(prompt, text, warn)
-    model = ckpt.model.eval()
-    chunk_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
-    model.set_context(context)
-    window = model.max_context or ckpt.config.model.tgt_len
+    if hf.is_hf_spec(str(run_dir)):
+        model, prompt_ids, piece_of = _hf_generator(str(run_dir), prompt, device, on_text)
+        window = model.max_context or model.trained_positions or 1024
+        chunk_len = window  # read fresh: the window is the model's whole context
+    else:
+        if not Path(run_dir).is_dir():
+            raise TxlabError(f"no run directory {run_dir}")
+        ckpt = load_checkpoint(run_dir, map_location=device)
+        text = run_text_format(ckpt)
+        prompt_ids = encode_prompt(prompt, text, warn)
+        model = ckpt.model.eval()
+        chunk_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
+        model.set_context(context)
+        window = model.max_context or ckpt.config.model.tgt_len
+        if text.decode is not None:
+            incremental = IncrementalText(text.decode, prompt_ids)
+            on_text(incremental.text)
+            piece_of = incremental.piece
+        else:
+            detokenizer = Detokenizer(text)
+            on_text("".join(detokenizer.piece(s) for s in text.vocab.decode(prompt_ids)))
+            piece_of = lambda token: detokenizer.piece(text.vocab.symbols[token])  # noqa: E731
     if not model.carries_state and len(prompt_ids) > window:
         warn(f"this model has no memory: it sees only the last {window} tokens of the prompt")
 
-    detokenizer = Detokenizer(text)
-    on_text("".join(detokenizer.piece(s) for s in text.vocab.decode(prompt_ids)))
     generated, pieces = [], []
     for token in sample_tokens(ContextReader(model, chunk_len, window), prompt_ids, n_tokens, top_k, temperature, seed):
         generated.append(token)
-        pieces.append(detokenizer.piece(text.vocab.symbols[token]))
+        pieces.append(piece_of(token))
         on_text(pieces[-1])
     return {
         "run": str(run_dir), "prompt_tokens": len(prompt_ids), "tokens": generated, "text": "".join(pieces),
         "top_k": top_k, "temperature": temperature, "seed": seed, "carries_state": model.carries_state,
     }
+
+
+def _hf_generator(spec: str, prompt: str, device: str, on_text: Callable[[str], None]) -> tuple[LanguageModel, list[int], Callable[[int], str]]:
+    """A Hugging Face checkpoint, the prompt's ids under its own tokenizer (no special tokens), and the
+    text each sampled id adds; the prompt's text goes to ``on_text`` as the tokenizer reads it back."""
+    model = hf.load_causal_lm(spec, device=device)
+    tokenizer = hf.load_tokenizer(model.source)
+    if tokenizer is None:
+        raise TxlabError(f"{model.source} holds no tokenizer: generation needs one to read the prompt and write text")
+    prompt_ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    if not prompt_ids:
+        raise TxlabError("the prompt is empty: give at least one token of text")
+    incremental = IncrementalText(lambda ids: tokenizer.decode(ids), prompt_ids)
+    on_text(incremental.text)
+    return model, prompt_ids, incremental.piece

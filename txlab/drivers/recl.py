@@ -68,6 +68,10 @@ class ReclSettings:
 
     size: str = setting("cpu", "Size of preset members.", SIZES)
     data: str = setting("", "Corpus of preset members (empty: each preset's own).")
+    text: str = setting("", "Own text every member is scored on (and preset members train on): a UTF-8 file cut into train/valid/test, "
+                        "or a folder of split files (docs/data.md).")
+    tokenizer: str = setting("", "How the own text becomes tokens: char, word or hf:PATH_OR_HUB_ID (empty: the first Hugging Face "
+                             "member's own tokenizer, else char).")
     sets: list[str] = setting([], "Config overrides (key=value) for preset members: where their runs live and how missing ones train "
                               "(on the command line: --set train.max_steps=400, any key under model., data., train. or eval.).")
     rs: list[float] = setting(list(recl.DEFAULT_RS), "Fractions of the hardest targets RECL is computed at (--r).", valid=Range(0, 1, low_open=True))
@@ -189,7 +193,7 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
         numbers = [m for m in members if _is_number(m)]
         if numbers:
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
-        settings = override_settings(_at_home(ReclSettings()), options, setting_sets)
+        settings = settle_tokenizer(override_settings(_at_home(ReclSettings()), options, setting_sets), members)
         settings = collection_defaults(settings, members, given_keys(options, setting_sets))
         return [Group(name or default_group_name(members, settings), list(members), settings)]
     chosen_study = load_study(study, profile)
@@ -198,8 +202,23 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
     for group in chosen:
         if group not in chosen_study.groups:
             raise did_you_mean(group, chosen_study.groups, f"group in {study}")
-    corpus = f"-{settings.data}" if settings.data else ""
-    return [Group(f"{chosen_study.name}-{group}-{profile}{corpus}", chosen_study.groups[group], settings) for group in chosen]
+    corpus = f"-{settings.data}" if settings.data else f"-text-{Path(settings.text).stem}" if settings.text else ""
+    return [Group(f"{chosen_study.name}-{group}-{profile}{corpus}", chosen_study.groups[group], settle_tokenizer(settings, chosen_study.groups[group]))
+            for group in chosen]
+
+
+def settle_tokenizer(settings: ReclSettings, members: Sequence[str]) -> ReclSettings:
+    """Own text without a tokenizer is read by the first Hugging Face member's own tokenizer, else by characters."""
+    if not settings.text:
+        if settings.tokenizer:
+            raise TxlabError("--tokenizer says how own text is read: give the text with --text FILE_OR_DIR")
+        return settings
+    if settings.data:
+        raise TxlabError(f"give a corpus (--data {settings.data}) or own text (--text {settings.text}), not both")
+    if settings.tokenizer:
+        return settings
+    own = next((m for m in members if hf.is_hf_spec(m) and hf.load_tokenizer(hf.hf_source(m)) is not None), None)
+    return replace(settings, tokenizer=own or "char")
 
 
 def _at_home(settings: ReclSettings) -> ReclSettings:
@@ -216,12 +235,14 @@ def _is_number(text: str) -> bool:
 
 def corpus_tag(settings: ReclSettings) -> str:
     """'<size>-<corpus>' (or just the size when each preset keeps its own corpus)."""
+    if settings.text:
+        return f"{settings.size}-text-{Path(settings.text).stem}"
     return f"{settings.size}-{settings.data}" if settings.data else settings.size
 
 
 def default_group_name(members: Sequence[str], settings: ReclSettings) -> str:
     """Members joined by '+', then size and corpus: 'xl151m+qrnn+lstm-cpu-synthetic-short'."""
-    return "+".join(Path(m).name for m in members) + f"-{corpus_tag(settings)}"
+    return "+".join(Path(hf.hf_source(m) if hf.is_hf_spec(m) else m).name for m in members) + f"-{corpus_tag(settings)}"
 
 
 def resolve_member(member: str, settings: ReclSettings) -> Member:
@@ -244,7 +265,7 @@ def resolve_member(member: str, settings: ReclSettings) -> Member:
         if "/" in member or member.startswith("."):
             raise TxlabError(f"no run directory {member}")
         raise did_you_mean(member, PRESETS, "preset (or an existing run directory)")
-    cfg = run_config(member, settings.size, settings.data or None, overrides=list(settings.sets))
+    cfg = run_config(member, settings.size, settings.data or None, overrides=list(settings.sets), text=settings.text, tokenizer=settings.tokenizer)
     return Member(member, run_dir(cfg, Path(settings.models_root)), cfg)
 
 
@@ -304,9 +325,10 @@ def group_data(members: Sequence[Member], settings: ReclSettings) -> DataConfig:
     txlab_members = [m for m in members if not m.source]
     if txlab_members:
         return _member_config(txlab_members[0]).data
-    if settings.data:
-        return run_config(None, corpus=settings.data, overrides=[s for s in settings.sets if s.startswith("data.")]).data
-    raise TxlabError("a group of Hugging Face models needs a corpus to be scored on: give --data NAME (`txlab data list`)")
+    if settings.data or settings.text:
+        return run_config(None, corpus=settings.data or None, overrides=[s for s in settings.sets if s.startswith("data.")],
+                          text=settings.text, tokenizer=settings.tokenizer).data
+    raise TxlabError("a group of Hugging Face models needs a corpus to be scored on: give --text FILE (your text) or --data NAME (`txlab data list`)")
 
 
 def _data_identity(data: DataConfig) -> dict[str, Any]:
@@ -404,23 +426,10 @@ def check_members(members: Sequence[Member]) -> None:
 
 
 def check_hf_members(members: Sequence[Member], corpus: Corpus) -> None:
-    """Before any model runs: a Hugging Face member that brings a tokenizer must be scored on text that
-    tokenizer encoded, and any other must have an output for every id of the group's corpus."""
+    """Before any model runs: every Hugging Face member can read the group's corpus (txlab.hf.check_corpus)."""
     for m in members:
-        if not m.source:
-            continue
-        if hf.load_tokenizer(m.source) is not None:
-            from txlab.textdata import load_hf_tokenizer
-
-            if corpus.tokenizer_id != load_hf_tokenizer(m.source).tokenizer_id:
-                raise TxlabError(
-                    f"{m.label} brings its own tokenizer, and the group's corpus {corpus.name} was not encoded by it: score it on text "
-                    f"tokenized by {m.source} (--set data.text=FILE --set data.tokenizer=hf:{m.source})"
-                )
-        vocab = hf.saved_config(m.source).get("vocab_size")
-        if vocab and corpus.n_token > int(vocab):
-            raise TxlabError(f"{m.label} has outputs for {vocab} token ids, and corpus {corpus.name} numbers {corpus.n_token}: "
-                             "it was trained on another vocabulary")
+        if m.source:
+            hf.check_corpus(m.source, m.label, corpus)
 
 
 def _saved_max_steps(member: Member) -> int:
@@ -681,7 +690,7 @@ def recl_groups(
         truth = group_data([resolve_member(m, group.settings) for m in group.members], group.settings).corpus in SYNTHETIC
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
-                 f"size {s.size} | corpus {s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
+                 f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer})' if s.text else s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}")
         if not s.placebo:
             announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"
