@@ -216,3 +216,17 @@ def test_eval_and_generate_take_a_hugging_face_checkpoint(tmp_path, hf_checkpoin
     text = cli.ok("generate", f"hf:{folder}", "--prompt", "the king of", "--tokens", 5, "-q", "--json").output
     doc = cli.last_json(text)
     assert len(doc["tokens"]) == 5 and doc["text"] in text
+
+
+def test_a_reduced_precision_asked_for_is_used_and_recorded(tmp_path):
+    from txlab.losses import collect_model_losses
+
+    model = hf.load_causal_lm(f"hf:{save_model(tmp_path / 'g', 'gpt2')}", dtype="bfloat16")
+    tokens = tokens_for(200)
+    kwargs = dict(tgt_len=16, context=Context(mem_len=0), identity={"dtype": "bfloat16"}, progress=False)
+    with pytest.raises(TxlabError, match="float32 or better"):
+        collect_model_losses(model, tokens, "h", tmp_path / "m", "valid", (4, 8), 2, 20, **kwargs)
+    table = collect_model_losses(model, tokens, "h", tmp_path / "m", "valid", (4, 8), 2, 20, reduced_precision=True, **kwargs)
+    exact = hf.load_causal_lm(f"hf:{tmp_path / 'g'}")
+    reference = collect_losses(exact, tokens, (4, 8), table.meta["block_starts"], 20, tgt_len=16, context=Context(mem_len=0))
+    assert table.meta["dtype"] == "bfloat16" and 0 < np.abs(table.losses - reference).max() < 0.5

@@ -247,10 +247,11 @@ def placebo_block_losses(
 
 
 @contextmanager
-def scoring(model: LanguageModel, context: Context) -> Iterator[None]:
-    """Evaluation mode, no autograd, the given memory settings; refuses reduced precision."""
+def scoring(model: LanguageModel, context: Context, reduced_precision: bool = False) -> Iterator[None]:
+    """Evaluation mode, no autograd, the given memory settings; refuses reduced precision unless asked for
+    (``reduced_precision``: a user's explicit dtype, recorded with the losses)."""
     dtype = next(model.parameters()).dtype
-    if dtype not in (torch.float32, torch.float64):
+    if dtype not in (torch.float32, torch.float64) and not reduced_precision:
         raise TxlabError(f"losses for RECL need float32 or better (noise becomes gain through the min()); the model is {dtype}")
     was_training = model.training
     model.eval()
@@ -519,6 +520,7 @@ def collect_model_losses(
     method: str = "auto",
     progress: bool = True,
     check_memory: Callable[[int | None, int], None] | None = None,
+    reduced_precision: bool = False,
 ) -> LossTable:
     """Collect (or finish) any model's loss table under ``home/losses/<split>-<key>/`` and return it.
 
@@ -527,6 +529,7 @@ def collect_model_losses(
     ``context`` how it reads context; ``identity`` goes into meta.json and must match on resume (a
     run's step, a checkpoint's fingerprint), so losses of another model are never mixed in.
     ``check_memory(chunk_len, longest context)`` may refuse a collection that cannot fit.
+    ``reduced_precision`` accepts a bfloat16 or float16 model (the user asked for it; noise can read as gain).
     """
     home = Path(home)
     grid = tuple(int(c) for c in grid)
@@ -535,7 +538,7 @@ def collect_model_losses(
     check_token_ids(model, tokens, f"the {split} split")
     starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
     directory = home / "losses" / f"{split}-{collection_key(token_hash, grid, starts, block_len)}"
-    with scoring(model, context):
+    with scoring(model, context, reduced_precision):
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(grid, model.max_context)
         if check_memory is not None:

@@ -547,7 +547,7 @@ def collect_member(member: Member, corpus: Corpus, settings: ReclSettings, progr
         model, corpus.split(settings.split), corpus.token_stream_hash(settings.split), member.run_dir, settings.split, grid,
         settings.blocks, settings.block_len, settings.seed, tgt_len=grid[-1], context=Context(mem_len=0),
         identity={"model": hf.fingerprint(member.source), "dtype": settings.dtype}, placebo=bool(settings.placebo),
-        batch_size=settings.batch_size, progress=progress,
+        batch_size=settings.batch_size, progress=progress, reduced_precision=settings.dtype != "float32",
     )
 
 
