@@ -142,14 +142,30 @@ def hf_checkpoint():
         trainer = tokenizers.trainers.BpeTrainer(vocab_size=300, show_progress=False, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
         tok.train_from_iterator(text.splitlines(), trainer)
         transformers.PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(folder)
-        config = transformers.GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=128, n_embd=16, n_layer=2, n_head=2, n_inner=24,
-                                         bos_token_id=None, eos_token_id=None, pad_token_id=None)
-        torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(config)
-        with torch.no_grad():
-            for p in model.parameters():
-                p.normal_(0, 0.5)
-        model.save_pretrained(folder)
-        return folder
+        return save_random_causal_lm(folder, "gpt2", vocab=tok.get_vocab_size(), positions=128)
 
     return make
+
+
+def save_random_causal_lm(folder: Path, arch: str, vocab: int = 41, positions: int = 12) -> Path:
+    """A tiny random GPT-2 or Llama saved as a Hugging Face folder; N(0, 0.5) weights so that context matters."""
+    transformers = pytest.importorskip("transformers")
+    common = dict(vocab_size=vocab, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    if arch == "gpt2":
+        config = transformers.GPT2Config(n_positions=positions, n_embd=16, n_layer=2, n_head=2, n_inner=24, **common)
+    else:
+        config = transformers.LlamaConfig(max_position_embeddings=positions, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                          num_key_value_heads=2, intermediate_size=24, **common)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.5)
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def random_causal_lm():
+    """``save(folder, arch, vocab=41, positions=12)``: :func:`save_random_causal_lm`."""
+    return save_random_causal_lm

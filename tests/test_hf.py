@@ -27,23 +27,6 @@ VOCAB = 41
 GRID = (2, 5, 9, 16)  # 16 > the GPT-2's 12 positions below: its cap
 BLOCK_STARTS, BLOCK_LEN = (16, 40), 6
 
-def save_model(folder: Path, arch: str, vocab: int = VOCAB, positions: int = 12) -> Path:
-    """A tiny random model of ``arch`` saved as a Hugging Face folder; N(0, 0.5) weights so that context matters."""
-    common = dict(vocab_size=vocab, bos_token_id=None, eos_token_id=None, pad_token_id=None)
-    if arch == "gpt2":
-        config = transformers.GPT2Config(n_positions=positions, n_embd=16, n_layer=2, n_head=2, n_inner=24, **common)
-    else:
-        config = transformers.LlamaConfig(max_position_embeddings=positions, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                                          num_key_value_heads=2, intermediate_size=24, **common)
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.5)
-    model.save_pretrained(folder)
-    return folder
-
-
 def tokens_for(n: int = 70, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, VOCAB, n).astype(np.uint16)
 
@@ -57,8 +40,8 @@ def naive_loss(causal_lm, tokens: np.ndarray, t: int, c: int) -> float:
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
-def test_collected_losses_equal_a_naive_forward_over_exactly_c_tokens(tmp_path, arch):
-    model = hf.load_causal_lm(f"hf:{save_model(tmp_path / arch, arch)}")
+def test_collected_losses_equal_a_naive_forward_over_exactly_c_tokens(tmp_path, random_causal_lm, arch):
+    model = hf.load_causal_lm(f"hf:{random_causal_lm(tmp_path / arch, arch)}")
     tokens = tokens_for()
     table = collect_losses(model, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=4, context=Context(mem_len=0))
     targets = (np.asarray(BLOCK_STARTS)[:, None] + np.arange(BLOCK_LEN)).reshape(-1)
@@ -69,9 +52,9 @@ def test_collected_losses_equal_a_naive_forward_over_exactly_c_tokens(tmp_path, 
     assert np.abs(expected[0] - expected[1]).max() > 0.1  # context matters, so the comparison can fail
 
 
-def test_memory_reads_the_last_tokens_from_a_fresh_start(tmp_path):
+def test_memory_reads_the_last_tokens_from_a_fresh_start(tmp_path, random_causal_lm):
     """With mem_len M, a chunk's token at offset i sees the M remembered tokens and the i before it, positions from 0."""
-    model = hf.load_causal_lm(f"hf:{save_model(tmp_path / 'llama', 'llama')}")
+    model = hf.load_causal_lm(f"hf:{random_causal_lm(tmp_path / 'llama', 'llama')}")
     model.set_context(Context(mem_len=5))
     tokens = tokens_for(30)
     x = torch.as_tensor(tokens.astype(np.int64))[None]
@@ -82,8 +65,8 @@ def test_memory_reads_the_last_tokens_from_a_fresh_start(tmp_path):
         assert nll[t - 1].item() == pytest.approx(naive_loss(model.causal_lm, tokens, t, seen), abs=2e-5)
 
 
-def test_the_output_head_matches_the_models_logits_or_logits_mode_is_used(tmp_path):
-    model = hf.load_causal_lm(f"hf:{save_model(tmp_path / 'g', 'gpt2')}")
+def test_the_output_head_matches_the_models_logits_or_logits_mode_is_used(tmp_path, random_causal_lm):
+    model = hf.load_causal_lm(f"hf:{random_causal_lm(tmp_path / 'g', 'gpt2')}")
     assert not model.logits_mode
     x = torch.as_tensor(tokens_for(10).astype(np.int64))[None]
     with torch.no_grad():
@@ -95,8 +78,8 @@ def test_the_output_head_matches_the_models_logits_or_logits_mode_is_used(tmp_pa
     torch.testing.assert_close(fallback, own, rtol=0, atol=1e-5)
 
 
-def test_out_of_range_ids_and_bad_specs_are_refused(tmp_path):
-    model = hf.load_causal_lm(f"hf:{save_model(tmp_path / 'g', 'gpt2')}")
+def test_out_of_range_ids_and_bad_specs_are_refused(tmp_path, random_causal_lm):
+    model = hf.load_causal_lm(f"hf:{random_causal_lm(tmp_path / 'g', 'gpt2')}")
     tokens = tokens_for()
     tokens[50] = VOCAB + 3
     with pytest.raises(TxlabError, match="outside the model's vocabulary of 41"):
@@ -154,7 +137,7 @@ def test_a_group_mixes_a_txlab_run_and_hugging_face_members(tmp_path, cli):
     assert record["model_type"] == "gpt2" and record["max_context"] == 32
 
 
-def test_groups_that_cannot_share_a_token_stream_are_refused_before_any_model_runs(tmp_path, hf_checkpoint):
+def test_groups_that_cannot_share_a_token_stream_are_refused_before_any_model_runs(tmp_path, random_causal_lm, hf_checkpoint):
     folder = hf_checkpoint(tmp_path / "ckpt")
     opts = {"size": "tiny", "models_root": str(tmp_path / "models")}
     with pytest.raises(TxlabError, match="needs a corpus"):
@@ -162,7 +145,7 @@ def test_groups_that_cannot_share_a_token_stream_are_refused_before_any_model_ru
     # its own tokenizer, and a corpus numbered by txlab's vocabulary: refused in the dry run already
     with pytest.raises(TxlabError, match="brings its own tokenizer"):
         recl_groups([f"hf:{folder}"], options={**opts, "data": "synthetic"}, sets=["grid=4,8"], announce=lambda m: None, dry_run=True)
-    small = save_model(tmp_path / "small", "gpt2", vocab=50)
+    small = random_causal_lm(tmp_path / "small", "gpt2", vocab=50)
     with pytest.raises(TxlabError, match="outputs for 50 token ids"):
         recl_groups([f"hf:{small}"], options={**opts, "data": "synthetic"}, sets=["grid=4,8"], announce=lambda m: None, dry_run=True)
 
@@ -218,10 +201,10 @@ def test_eval_and_generate_take_a_hugging_face_checkpoint(tmp_path, hf_checkpoin
     assert len(doc["tokens"]) == 5 and doc["text"] in text
 
 
-def test_a_reduced_precision_asked_for_is_used_and_recorded(tmp_path):
+def test_a_reduced_precision_asked_for_is_used_and_recorded(tmp_path, random_causal_lm):
     from txlab.losses import collect_model_losses
 
-    model = hf.load_causal_lm(f"hf:{save_model(tmp_path / 'g', 'gpt2')}", dtype="bfloat16")
+    model = hf.load_causal_lm(f"hf:{random_causal_lm(tmp_path / 'g', 'gpt2')}", dtype="bfloat16")
     tokens = tokens_for(200)
     kwargs = dict(tgt_len=16, context=Context(mem_len=0), identity={"dtype": "bfloat16"}, progress=False)
     with pytest.raises(TxlabError, match="float32 or better"):
