@@ -44,7 +44,7 @@ from txlab.corpora import Corpus, load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.lm import Context
-from txlab.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, load_group_losses
+from txlab.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, load_group_losses, sample_blocks
 from txlab.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
 from txlab.plan import Plan, add_training, checkpoint_step, evaluation_keys, is_long_on_cpu, machine_gflops, meta_model, quickest, smaller_sizes, vocab_size
 from txlab.presets import PRESETS, SIZES
@@ -425,6 +425,11 @@ def check_members(members: Sequence[Member]) -> None:
         raise TxlabError(f"the group mixes corpora ({listed}): RECL compares models on one token stream; give --data to put every preset on one corpus")
 
 
+def check_room_for_targets(corpus: Corpus, settings: ReclSettings) -> None:
+    """The split holds the target blocks after the longest context (else a clear error before anything trains)."""
+    sample_blocks(len(corpus.split(settings.split)), settings.blocks, settings.block_len, settings.context_grid()[-1], settings.seed)
+
+
 def check_hf_members(members: Sequence[Member], corpus: Corpus) -> None:
     """Before any model runs: every Hugging Face member can read the group's corpus (txlab.hf.check_corpus)."""
     for m in members:
@@ -628,7 +633,7 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
         raise TxlabError(f"the group names a model twice: {labels}")
     check_members(members)
     corpus = load_corpus(group_data(members, settings), progress=progress)
-    corpus.split(settings.split)  # a clear error for a missing split, before anything trains
+    check_room_for_targets(corpus, settings)
     check_hf_members(members, corpus)
     ensure_trained(members, settings, echo, progress)
     check_training(members, settings, echo)
@@ -682,8 +687,10 @@ def recl_groups(
         check_launcher(group.settings.launcher)
         resolved = [resolve_member(member, group.settings) for member in group.members]
         check_members(resolved)
-        if any(m.source for m in resolved):  # the tokenizer and vocabulary checks need the corpus, not the models
-            check_hf_members(resolved, load_corpus(group_data(resolved, group.settings), progress=progress))
+        if any(m.source for m in resolved):  # the tokenizer, vocabulary and target checks need the corpus, not the models
+            corpus = load_corpus(group_data(resolved, group.settings), progress=progress)
+            check_hf_members(resolved, corpus)
+            check_room_for_targets(corpus, group.settings)
         settled.append(replace(group, settings=settle_placebo(group.settings, group_data(resolved, group.settings))))
     groups = settled
     for group in groups:
