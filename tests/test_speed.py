@@ -179,8 +179,48 @@ def test_cli_end_to_end_json_and_figure(tmp_path):
         assert {"attn_len", "vanilla_tokens_per_s", "xl_tokens_per_s", "slowdown", "vanilla_gflops", "xl_gflops"} <= set(row)
         assert row["slowdown"] == pytest.approx(row["xl_tokens_per_s"] / row["vanilla_tokens_per_s"])
     assert doc["machine"]["torch"] == torch.__version__ and doc["machine"]["threads"] == 1
-    for path in ("r/table9.csv", "r/table9.md", "f/table9.png", "f/table9.pdf"):
+    for path in ("r/table9-tiny-1thread.csv", "r/table9-tiny-1thread.md", "f/table9-tiny-1thread.png", "f/table9-tiny-1thread.pdf"):
         assert (tmp_path / path).is_file(), path
+    again = runner.invoke(app, ["speed", "--attn-len", "16", "--attn-len", "24", *FAST, "--out-dir", str(tmp_path / "r"),
+                                "--fig-dir", str(tmp_path / "f"), "--dry-run"])
+    assert again.exit_code == 0, again.output  # the same command may replace its own table
+    other = runner.invoke(app, ["speed", "--attn-len", "16", *FAST, "--out-dir", str(tmp_path / "r"), "--fig-dir", str(tmp_path / "f"), "--dry-run"])
+    assert other.exit_code == 2 and "holds a table made by `" in other.output and "speed --attn-len 16 --attn-len 24 --size tiny" in other.output
+    assert "--name table9-tiny-1thread-2" in other.output
+
+
+def test_a_table_is_named_by_what_the_command_line_changed_from_the_study():
+    from txlab.drivers.speed import resolve_study
+
+    assert resolve_study(None, "cpu", [], {}).name == "table9"
+    assert resolve_study(None, "cpu", [800], {"size": "tiny", "threads": 1}).name == "table9-tiny-1thread"
+    assert resolve_study(None, "cpu", [], {"run": "runs/results/models/xl128m-cpu-attention/"}).name == "table9-run-xl128m-cpu-attention"
+    assert resolve_study("studies/table9.yaml", "cpu", [], {"size": "cpu", "threads": 2}).name == "table9-cpu"  # the profile's own values
+    assert resolve_study("studies/table9.yaml", "cpu", [], {}, ["batch_size=1", "eval_cache=false"]).name == "table9-cpu-batch1-nocache"
+
+
+def test_contended_timings_are_flagged_in_the_output_the_markdown_and_the_figure(tmp_path):
+    from txlab.speed import contention_warning
+    from txlab.timing import CONTENDED_SHARE
+
+    idle = [{"attn_len": 800, "others_cpu": 0.02}, {"attn_len": 1800, "others_cpu": None}]
+    assert contention_warning(idle) == "" and CONTENDED_SHARE == 0.10
+    busy = [{"attn_len": 800, "others_cpu": 0.02}, {"attn_len": 3800, "others_cpu": 0.76}]
+    assert contention_warning(busy) == ("other processes took up to 76% of the CPU while timing (attention length 3800; over 10% "
+                                        "distorts the numbers): rerun on an idle machine")
+    table = Path(__file__).resolve().parents[1] / "results" / "speed" / "table9-paper-cpu-issue15.csv"
+    result = runner.invoke(app, ["speed", "--redraw", str(table), "--fig-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    import txlab.report
+
+    texts = []
+    original = txlab.report.save_figure_with_points
+    txlab.report.save_figure_with_points = lambda fig, *a, **k: texts.extend(t.get_text() for t in fig.texts) or original(fig, *a, **k)
+    try:
+        txlab.report.table9_figure(table, tmp_path / "again.png")
+    finally:
+        txlab.report.save_figure_with_points = original
+    assert any(t.startswith("Warning: other processes took up to 72% of the CPU") for t in texts)
 
 
 def test_cli_runs_a_study_profile(tmp_path):

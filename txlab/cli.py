@@ -494,9 +494,9 @@ def speed(
     """
     from dataclasses import asdict
 
-    from txlab.drivers.speed import resolve_study, speed_plan
+    from txlab.drivers.speed import check_output, resolve_study, speed_plan
     from txlab.report import table9_figure
-    from txlab.speed import speed_table, table9_markdown
+    from txlab.speed import command_line, contention_warning, speed_table, table9_markdown
     from txlab.workspace import resolve
 
     out_dir, fig_dir = out_dir or resolve("results/speed"), fig_dir or resolve("figures/speed")
@@ -506,8 +506,9 @@ def speed(
         return
     chosen = resolve_study(study, profile, attn_len, {"size": size, "run": run, "device": device, "threads": threads}, overrides)
     stem = name or chosen.name
+    check_output(out_dir / f"{stem}.csv", command_line(chosen.attn_lens, chosen.settings, stem))
     typer.echo(f"profile: {f'{chosen.profile} ({study})' if study else 'defaults'} | attn_len {' '.join(map(str, chosen.attn_lens))} | "
-               + " ".join(f"{k} {v}" for k, v in asdict(chosen.settings).items() if v != ""))
+               + " ".join(f"{k} {v}" for k, v in asdict(chosen.settings).items() if v != "") + f" | table {out_dir / stem}.csv")
     typer.echo(speed_plan(chosen).describe())
     if dry_run:
         return
@@ -518,6 +519,9 @@ def speed(
     typer.echo(f"{result.model} ({result.size}, {result.params / 1e6:.1f}M parameters) on {m.device} ({m.device_name}), "
                f"{m.threads} threads, torch {m.torch}; fp32 matmul ceiling {m.matmul_peak_gflops:,.0f} GFLOP/s")
     typer.echo(table9_markdown(result.rows))
+    contention = contention_warning(result.rows)
+    if contention:
+        typer.echo(f"warning: {contention}")
     for path in [result.table, result.markdown, *figures]:
         typer.echo(f"written {path}")
     if json_output:

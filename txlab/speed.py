@@ -59,7 +59,7 @@ from txlab.lm import Context
 from txlab.model import TransformerXL
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.tables import markdown_table
-from txlab.timing import cpu_model, cpu_snapshot, matmul_peak_gflops, median_seconds, others_cpu, times_within
+from txlab.timing import contention_note, cpu_model, cpu_snapshot, matmul_peak_gflops, median_seconds, others_cpu, times_within
 from txlab.workspace import DEFAULT_HOME, home, resolve
 
 PAPER_ATTN_LENS = (800, 1800, 2800, 3800)
@@ -434,6 +434,11 @@ def table9_markdown(rows: Sequence[dict[str, Any]]) -> str:
     return markdown_table(headers, lines, numeric=[True] * len(headers))
 
 
+def contention_warning(rows: Sequence[dict[str, Any]]) -> str:
+    """'' when the machine was ours while timing, else which attention lengths other processes slowed."""
+    return contention_note([(r["attn_len"], r.get("others_cpu")) for r in rows], "attention length")
+
+
 def format_markdown(result: SpeedTable) -> str:
     m, s, rows = result.machine, result.settings, result.rows
     profile = f"profile `{result.profile}`, " if result.profile else ""
@@ -452,7 +457,7 @@ Machine: {m.device} ({m.device_name}), CPU {m.cpu} with {m.cpu_count} cores, {m.
 torch {m.torch}; a large fp32 matmul reaches {m.matmul_peak_gflops:,.0f} GFLOP/s there.
 
 {table9_markdown(rows)}
-
+{f"{chr(10)}**Warning:** {contention_warning(rows)}.{chr(10)}" if contention_warning(rows) else ""}
 - Attention length L: the vanilla model predicts each token from a window of exactly the L tokens before
   it (recomputed for every prediction, {rows[0]['batch_size']} window(s) per call, at sampled positions);
   Transformer-XL reads {rows[0]['batch_size']} stream(s) in segments of {rows[0]['tgt_len']} with memory L and same_length,

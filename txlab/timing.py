@@ -26,6 +26,11 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+CONTENDED_SHARE = 0.10
+"""Share of all cores other processes may take during a timing before its numbers are flagged: with
+2 threads on 2 cores a competitor at 10% already stalls parallel regions often enough to move a
+median (the committed tables timed on an idle machine record at most 2%)."""
+
 CpuSnapshot = tuple[float, float, float]
 """Busy seconds of all cores, this process's CPU seconds, wall time."""
 
@@ -107,3 +112,15 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def contention_note(shares: Sequence[tuple[object, float | None]], what: str = "row") -> str:
+    """'' when every (label, share of others' CPU) is under :data:`CONTENDED_SHARE`, else one sentence
+    naming the contended ones and the largest share, for the output and the figure."""
+    busy = [(label, share) for label, share in shares if share is not None and share > CONTENDED_SHARE]
+    if not busy:
+        return ""
+    worst = max(share for _, share in busy)
+    which = f"every {what}" if len(busy) == len(shares) > 1 else f"{what} " + ", ".join(str(label) for label, _ in busy)
+    return (f"other processes took up to {worst:.0%} of the CPU while timing ({which}; over {CONTENDED_SHARE:.0%} distorts "
+            f"the numbers): rerun on an idle machine")

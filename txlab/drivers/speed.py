@@ -46,13 +46,62 @@ def load_study(path: str | Path, profile: str) -> SpeedStudy:
     return SpeedStudy(f"{data.get('name') or Path(path).stem}-{profile}", lens, profile, settings)
 
 
+NAMED_SETTINGS = ("run", "size", "device", "threads", "batch_size", "tgt_len", "eval_cache")
+"""Settings that change what is timed, and so the table's name when the command line sets them apart
+from the study (budget_s, repeats, warmup and seed change only how precisely it is timed)."""
+
+
+def name_part(key: str, value: Any) -> str:
+    """How a setting reads in a table's name: '-run-xl128m-cpu-attention', '-1thread', '-batch4', '-tiny'."""
+    if key == "run":
+        return f"-run-{Path(str(value).rstrip('/')).name}"
+    if key == "threads":
+        return f"-{value}thread" + ("s" if value != 1 else "")
+    if key == "batch_size":
+        return f"-batch{value}"
+    if key == "tgt_len":
+        return f"-tgt{value}"
+    if key == "eval_cache":
+        return "-nocache" if not value else "-cache"
+    return f"-{str(value).replace(':', '')}"
+
+
 def resolve_study(path: str | Path | None, profile: str, attn_lens: Sequence[int], options: dict[str, Any] | None = None,
                   sets: Sequence[str] = ()) -> SpeedStudy:
     """A study file's profile (or the defaults: table9, the paper's lengths), then the command line's
     ``options`` (SpeedSettings fields; None means 'not given') and ``--set`` overrides. Empty
-    ``attn_lens`` keeps the study's."""
+    ``attn_lens`` keeps the study's.
+
+    The name says what the command line changed from the study (``table9-tiny-1thread``,
+    ``table9-cpu-run-xl128m-cpu-attention``), so that timing another model or shape never writes over
+    the study's table; the same command names the same table."""
     study = load_study(path, profile) if path else SpeedStudy("table9", list(PAPER_ATTN_LENS), "", SpeedSettings())
-    return SpeedStudy(study.name, list(attn_lens) or study.attn_lens, study.profile, override_settings(study.settings, options, sets))
+    settings = override_settings(study.settings, options, sets)
+    name = study.name + "".join(name_part(key, getattr(settings, key)) for key in NAMED_SETTINGS
+                                if getattr(settings, key) != getattr(study.settings, key))
+    return SpeedStudy(name, list(attn_lens) or study.attn_lens, study.profile, settings)
+
+
+def check_output(table: Path, command: str) -> None:
+    """Refuse to write over a speed table that another command made (its CSV's ``command`` column): a
+    rerun of the same command replaces its own measurement, anything else keeps the table unless
+    the user names another file or deletes it."""
+    if not table.is_file():
+        return
+    import pandas as pd
+
+    try:
+        made_by = str(pd.read_csv(table, usecols=["command"])["command"].iloc[0])
+    except (ValueError, KeyError, IndexError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        made_by = "an unknown command"
+    if _without_home(made_by) != _without_home(command):
+        raise TxlabError(f"{table} holds a table made by `{made_by}`, and this is `{command}`: choose another name with "
+                         f"--name (e.g. --name {table.stem}-2), or delete {table.name} to replace it")
+
+
+def _without_home(command: str) -> str:
+    """The command from 'speed' on: the home it wrote to is part of where the table is, not of what it measured."""
+    return command[command.find(" speed ") :] if " speed " in command else command
 
 
 def _timing_plan(study: SpeedStudy, gflops: float | None) -> Plan:
