@@ -108,3 +108,16 @@ def test_show_settings_lists_every_key_that_set_takes(command, keys, cli):
     shown = cli.ok(command, "--show-settings").output
     assert all(key in shown for key in keys)
     assert "--show-settings" in " ".join(cli(command, "--help", env={"COLUMNS": "200"}).output.split())
+
+
+def test_a_recl_group_scored_on_other_losses_gets_its_own_folder_and_the_same_command_finds_it_again():
+    def names(members, study=None, sets=()):
+        return [g.name for g in recl.resolve_groups(members, study, "cpu", None, {}, list(sets))]
+
+    assert names(["xl151m", "qrnn"]) == ["xl151m+qrnn-cpu"] == names(["xl151m", "qrnn"], sets=["train.threads=1"])
+    assert names(["xl151m", "qrnn"], sets=["grid=20:480:20", "blocks=16"]) == ["xl151m+qrnn-cpu-grid-20-480-20-blocks-16"]
+    assert names(["xl151m", "qrnn"], sets=["train.max_steps=400"]) == ["xl151m+qrnn-cpu-train.max_steps-400"]
+    usual = "table8-xl-rnn-cpu-synthetic-small-short"
+    assert names(["xl-rnn"], "studies/table8.yaml") == [usual]
+    assert names(["xl-rnn"], "studies/table8.yaml", ["blocks=16"]) == [f"{usual}-blocks-16"]
+    assert names(["xl-rnn"], "studies/table8.yaml", ["split=test", "seed=1"]) == [f"{usual}-split-test-seed-1"]
