@@ -170,8 +170,9 @@ def test_one_command_gives_table_8_for_a_checkpoint_folder_and_a_text_file(tmp_p
     folder = hf_checkpoint(tmp_path / "ckpt", text_file=tmp_path / "my.txt")
     (tmp_path / "my.txt").write_text((tmp_path / "my.txt").read_text() * 4)
     home = tmp_path / "home"
-    plan = cli.ok("--home", home, "recl", "--group", f"hf:{folder}", "--text", tmp_path / "my.txt", "--dry-run").output
+    plan = cli.ok("--home", home, "recl", "--group", f"hf:{folder}", "--text", tmp_path / "my.txt", "--set", "blocks=2", "--dry-run").output
     assert f"tokenizer hf:{folder}" in plan and "placebo on" in plan and "estimated time" in plan
+    assert "room for only 3 blocks" in cli.refused("--home", home, "recl", "--group", f"hf:{folder}", "--text", tmp_path / "my.txt", "--dry-run")
     doc = cli.json("--home", home, "recl", "--group", f"hf:{folder}", "--text", tmp_path / "my.txt", "--set", "grid=8,16,32",
                    "--set", "blocks=2", "--set", "block_len=50", "--set", "n_boot=0", "-q", "--json")
     [group] = doc["groups"]
