@@ -28,8 +28,10 @@ def test_learning_curves_write_figure_and_the_plotted_points(tmp_path):
     out = learning_curves(runs, tmp_path / "fig" / "curves.png", title="demo")
     assert [p.suffix for p in out["figures"]] == [".png", ".pdf"] and all(p.stat().st_size > 1000 for p in out["figures"])
     points = pd.read_csv(out["table"])
-    assert list(points["loss"]) == [5.0, 4.0, 3.5, 5.5, 4.5]
-    assert list(points["tokens_seen"]) == [1000, 2000, 3000, 1000, 2000]
+    valid, train = points[points["split"] == "valid"], points[points["split"] == "train"]
+    assert list(valid["loss"]) == [5.0, 4.0, 3.5, 5.5, 4.5]
+    assert list(valid["tokens_seen"]) == [1000, 2000, 3000, 1000, 2000]
+    assert list(train["loss"]) == pytest.approx([5.1, 4.1, 3.6, 5.6, 4.6]) and list(train["tokens_seen"]) == [1000, 2000, 3000, 1000, 2000]
     assert set(points["label"]) == {"xl (cpu) on synthetic", "qrnn (cpu) on synthetic"}
     assert run_label(tmp_path / "missing") == "missing"
 
@@ -46,10 +48,22 @@ def test_learning_curves_read_bits_per_character_on_character_corpora(tmp_path):
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         runs.append(run)
     points = pd.read_csv(learning_curves(runs, tmp_path / "bpc.png")["table"])
-    assert list(points["loss"]) == [2.0, 1.5, 2.2, 1.6]
+    assert list(points.loc[points["split"] == "valid", "loss"]) == [2.0, 1.5, 2.2, 1.6]
+    assert list(points.loc[points["split"] == "train", "loss"]) == pytest.approx([1.5 / math.log(2), 1.1 / math.log(2)] * 2)
     # a word-level run among them: every curve stays in nats
     mixed = pd.read_csv(learning_curves([*runs, fake_run(tmp_path, "w", [5.0])], tmp_path / "mixed.png")["table"])
-    assert list(mixed["loss"]) == [1.4, 1.0, 1.4, 1.0, 5.0]
+    assert list(mixed.loc[mixed["split"] == "valid", "loss"]) == [1.4, 1.0, 1.4, 1.0, 5.0]
+
+
+def test_learning_curves_draw_a_run_without_validation_from_its_training_loss(tmp_path):
+    early = fake_run(tmp_path, "early", [5.0])
+    records = [json.loads(line) for line in (early / "metrics.jsonl").read_text().splitlines()]
+    (early / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records if r["split"] == "train"))
+    points = pd.read_csv(learning_curves([fake_run(tmp_path, "xl", [5.0, 4.0]), early], tmp_path / "c.png")["table"])
+    assert list(points.loc[points["run"] == "early", "split"]) == ["train"]
+    (early / "metrics.jsonl").write_text("")
+    with pytest.raises(TxlabError, match="no training or validation records yet"):
+        learning_curves([early], tmp_path / "x.png")
 
 
 def test_learning_curves_refuse_non_runs(tmp_path):

@@ -13,14 +13,15 @@ def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(
     run = tmp_path / "runs" / "results" / "models" / "xl151m-tiny-synthetic"
     assert (run / "checkpoint" / "model.safetensors").is_file() and (run / "metrics.jsonl").is_file()
     written = cli.ok("curves", run.relative_to(tmp_path), "--json")
-    assert cli.last_json(written.output)["table"] == "runs/figures/train/learning_curves.csv"
+    assert cli.last_json(written.output)["table"] == f"runs/figures/train/{run.name}.csv"  # named by the runs it draws
     cli.ok("attention", run.relative_to(tmp_path), "--tokens", "50", "--quiet")
     assert (tmp_path / "runs" / "figures" / "attention" / run.name / "figure5.png").is_file()
     recorded = (tmp_path / "runs" / "figures" / "attention" / run.name / "attention.json").read_text()
     assert f'"command": "txlab attention {run.relative_to(tmp_path)} ' in recorded
     cli.ok("speed", "--size", "tiny", "--attn-len", "8", "--set", "budget_s=0", "--set", "repeats=1", "--set", "warmup=0", "--threads", "1", "--quiet")
-    assert (tmp_path / "runs" / "results" / "speed" / "table9.csv").is_file() and (tmp_path / "runs" / "figures" / "speed" / "table9.png").is_file()
-    assert "Produced by `txlab speed --attn-len 8 --size tiny" in (tmp_path / "runs" / "results" / "speed" / "table9.md").read_text()
+    stem = "table9-tiny-1thread"  # named by what the command line changed
+    assert (tmp_path / "runs" / "results" / "speed" / f"{stem}.csv").is_file() and (tmp_path / "runs" / "figures" / "speed" / f"{stem}.png").is_file()
+    assert "Produced by `txlab speed --attn-len 8 --size tiny" in (tmp_path / "runs" / "results" / "speed" / f"{stem}.md").read_text()
     # the user's own runs are what `txlab models` and `txlab runs` report
     models = {(r["name"], r["size"]): r for r in cli.last_json(cli.ok("models", "--size", "tiny", "--json").output)["models"]}
     assert models["xl151m", "tiny"]["trained"] and models["xl151m", "tiny"]["step"] == 4 and not models["qrnn", "tiny"]["trained"]

@@ -375,7 +375,8 @@ def eval_command(
 @app.command()
 def roles(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories trained on a synthetic corpus."),
-    out: Path = typer.Option(None, "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it) \\[default: <home>/figures/roles/roles.png].", show_default=False),
+    out: Path = typer.Option(None, "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it) \\[default: <home>/figures/roles/<run names>.png, "
+                     "so other runs get another figure].", show_default=False),
     split: str = typer.Option("valid", "--split", help="train, valid or test."),
     max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets \\[default: all]."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
@@ -392,7 +393,10 @@ def roles(
     from txlab.roles import score_roles
     from txlab.workspace import resolve
 
-    result = score_roles(run_dirs, out or resolve("figures/roles/roles.png"), split=split, max_tokens=max_tokens, device=device, title=title, progress=not quiet)
+    from txlab.report import runs_stem
+
+    default = f"figures/roles/{runs_stem(run_dirs)}" + (f"-{split}" if split != "valid" else "") + (f"-{max_tokens}tokens" if max_tokens else "")
+    result = score_roles(run_dirs, out or resolve(f"{default}.png"), split=split, max_tokens=max_tokens, device=device, title=title, progress=not quiet)
     for run in result["runs"]:
         typer.echo(f"{run['label']} ({run['run_dir']}, step {run['step']}): loss {run['loss']:.4f}\n{format_summary(run['by_role'])}\n")
     for path in [*result["figures"], result["table"]]:
@@ -404,17 +408,22 @@ def roles(
 @app.command()
 def curves(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories made by `txlab train`."),
-    out: Path = typer.Option(None, "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it) \\[default: <home>/figures/train/learning_curves.png].", show_default=False),
+    out: Path = typer.Option(None, "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it) \\[default: <home>/figures/train/<run names>.png "
+                     "(-roles.png with --by-role), so other runs get another figure].", show_default=False),
     title: str = typer.Option("", "--title", help="Figure title."),
     by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: one panel per token role, beside the ideal model's loss.", metavar=""),
     json_output: bool = _JSON,
 ) -> None:
-    """Plot learning curves: validation loss against training tokens and against wall time
-    (with --by-role: each token role's validation loss against training tokens)."""
-    from txlab.report import learning_curves, role_curves
+    """Plot learning curves: training and validation loss against training tokens, and validation loss
+    against wall time (with --by-role: each token role's validation loss against training tokens).
+
+    A run still short of its first validation is drawn from its training loss.
+    """
+    from txlab.report import learning_curves, role_curves, runs_stem
     from txlab.workspace import resolve
 
-    written = (role_curves if by_role else learning_curves)(run_dirs, out or resolve("figures/train/learning_curves.png"), title)
+    default = resolve(f"figures/train/{runs_stem(run_dirs)}{'-roles' if by_role else ''}.png")
+    written = (role_curves if by_role else learning_curves)(run_dirs, out or default, title)
     for path in [*written["figures"], written["table"]]:
         typer.echo(f"written {path}")
     if json_output:

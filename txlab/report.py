@@ -6,6 +6,7 @@ tables and PNG/PDF figures, so reports can be rebuilt anywhere without a model o
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -77,43 +78,76 @@ def save_figure_with_points(fig: plt.Figure, out: Path, points: pd.DataFrame, ti
     return {"figures": written, "table": csv}
 
 
+def runs_stem(run_dirs: list[Path]) -> str:
+    """A file stem naming the runs a figure draws: their folder names joined by '+', shortened with a
+    hash of their paths when that would be long, so a figure of other runs gets another file."""
+    names = [Path(run_dir).resolve().name for run_dir in run_dirs]
+    joined = "+".join(names)
+    if len(joined) <= 100:
+        return joined
+    digest = hashlib.sha256("\n".join(str(Path(run_dir).resolve()) for run_dir in run_dirs).encode()).hexdigest()[:8]
+    return f"{names[0]}+{len(names) - 1}-more-{digest}"
+
+
 @themed
 def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[str, list[Path] | Path]:
-    """Validation loss against training tokens and against wall-clock time, one line per run, in bits
-    per character when every run is on a character corpus (the CSV's ``loss`` column then holds bpc).
+    """Training and validation loss against training tokens, and validation loss against wall-clock
+    time, one colour per run: the training loss as a thin line (logged every ``log_interval`` steps),
+    the validation loss with markers. A run still short of its first validation draws its training
+    loss alone. In bits per character when every run is on a character corpus (the CSV's ``loss``
+    column then holds bpc).
 
-    Writes ``out`` (.png and .pdf) and a CSV of the plotted points beside it.
+    Writes ``out`` (.png and .pdf) and a CSV of the plotted points beside it (``split`` says which loss).
     """
     if not run_dirs:
         raise TxlabError("learning_curves needs at least one run directory")
     frames = []
     for run_dir, label in zip(run_dirs, seed_group_labels(run_dirs)):
         metrics = read_metrics(run_dir)
-        valid = metrics[metrics["split"] == "valid"].copy()
-        if valid.empty:
-            raise TxlabError(f"{run_dir} has no validation records yet")
-        valid["label"] = label
-        frames.append(valid)
+        if "split" not in metrics:
+            raise TxlabError(f"{run_dir} has no training or validation records yet")
+        logged = metrics[metrics["split"].isin(["train", "valid"])].copy()
+        if logged.empty:
+            raise TxlabError(f"{run_dir} has no training or validation records yet")
+        for column in ("tokens_seen", "tokens"):
+            if column not in logged:
+                logged[column] = np.nan
+        # training records count the tokens seen in 'tokens'; validation records in 'tokens_seen'
+        logged["tokens_seen"] = logged["tokens_seen"].where(logged["split"] == "valid", logged["tokens"])
+        logged["label"] = label
+        frames.append(logged)
     points = pd.concat(frames, ignore_index=True)
+    valid_rows = points[points["split"] == "valid"]
     # character corpora are read in bits per character everywhere else in txlab; mixed groups stay in nats
-    in_bpc = "bpc" in points and points["bpc"].notna().all()
-    points = points.assign(loss=points["bpc"] if in_bpc else points["loss"])[["label", "run", "step", "tokens_seen", "elapsed_s", "loss"]]
+    in_bpc = not valid_rows.empty and "bpc" in points and valid_rows["bpc"].notna().all() and points.loc[points["split"] == "valid", "run"].nunique() == len(run_dirs)
+    # validation records carry their bpc; the training loss is logged in nats
+    loss = points["bpc"].where(points["split"] == "valid", points["loss"] / np.log(2)) if in_bpc else points["loss"]
+    points = points.assign(loss=loss)[["label", "run", "split", "step", "tokens_seen", "elapsed_s", "loss"]]
 
-    fig, (by_tokens, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    curves = points.groupby(["label", "step"], sort=False).agg(tokens_m=("tokens_seen", "mean"), minutes=("elapsed_s", "mean")).reset_index()
-    curves = curves.merge(mean_intervals(points, ["label", "step"], "loss"), on=["label", "step"])
-    curves = curves.assign(tokens_m=curves["tokens_m"] / 1e6, minutes=curves["minutes"] / 60)
-    palette = colors(curves["label"].nunique())
-    for i, (label, curve) in enumerate(curves.groupby("label", sort=False)):
-        for ax, x in ((by_tokens, "tokens_m"), (by_time, "minutes")):
-            ax.plot(curve[x], curve["mean"], marker="o", ms=3, color=palette[i], label=label)
-            if (curve["n"] > 1).any():
-                ax.fill_between(curve[x], curve["ci_low"], curve["ci_high"], color=palette[i], alpha=CI_ALPHA, lw=0)
-    by_tokens.set(xlabel="training tokens (millions)", ylabel="validation bits per character" if in_bpc else "validation loss (nats/token)")
-    by_time.set(xlabel="training wall time (minutes)")
-    seeds = (curves["n"] > 1).any()
+    fig, (by_tokens, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    palette = colors(points["label"].nunique())
+    seeds = False
+    for i, (label, own) in enumerate(points.groupby("label", sort=False)):
+        for split, style in (("train", {"lw": 0.8, "alpha": 0.55}), ("valid", {"marker": "o", "ms": 3, "lw": 1.5})):
+            rows = own[own["split"] == split]
+            if rows.empty:
+                continue
+            curve = rows.groupby("step", sort=True).agg(tokens_m=("tokens_seen", "mean"), minutes=("elapsed_s", "mean")).reset_index()
+            curve = curve.merge(mean_intervals(rows, ["step"], "loss"), on="step")
+            curve = curve.assign(tokens_m=curve["tokens_m"] / 1e6, minutes=curve["minutes"] / 60)
+            axes = ((by_tokens, "tokens_m"),) if split == "train" else ((by_tokens, "tokens_m"), (by_time, "minutes"))
+            for ax, x in axes:
+                ax.plot(curve[x], curve["mean"], color=palette[i], label=label if ax is by_time else None, **style)
+                if (curve["n"] > 1).any():
+                    seeds = True
+                    ax.fill_between(curve[x], curve["ci_low"], curve["ci_high"], color=palette[i], alpha=CI_ALPHA, lw=0)
+        if own[own["split"] == "valid"].empty:  # still in the legend, which the validation panel holds
+            by_time.plot([], [], color=palette[i], label=f"{label} (no validation yet)")
+    unit = "bits per character" if in_bpc else "loss (nats/token)"
+    by_tokens.set(xlabel="training tokens (millions)", ylabel=unit, title="training (thin) and validation (markers)")
+    by_time.set(xlabel="training wall time (minutes)", title="validation")
     by_time.legend(fontsize=8, title="band: 95% interval of the mean over seeds" if seeds else None, title_fontsize=8)
-    return save_figure_with_points(fig, out, points, title)
+    return save_figure_with_points(fig, out, points, title or f"Learning curves ({unit})")
 
 
 def seed_group_labels(run_dirs: list[Path]) -> list[str]:
