@@ -121,3 +121,11 @@ def test_a_recl_group_scored_on_other_losses_gets_its_own_folder_and_the_same_co
     assert names(["xl-rnn"], "studies/table8.yaml") == [usual]
     assert names(["xl-rnn"], "studies/table8.yaml", ["blocks=16"]) == [f"{usual}-blocks-16"]
     assert names(["xl-rnn"], "studies/table8.yaml", ["split=test", "seed=1"]) == [f"{usual}-split-test-seed-1"]
+
+
+def test_the_recl_and_speed_studies_have_tiny_profiles():
+    from txlab.drivers.speed import load_study as load_speed_study
+
+    (xl_rnn, xl_ablations) = recl.resolve_groups([], "studies/table8.yaml", "tiny", None)
+    assert xl_rnn.settings.size == "tiny" and xl_rnn.settings.blocks * xl_rnn.settings.block_len == 100 and xl_rnn.name == "table8-xl-rnn-tiny-synthetic"
+    assert load_speed_study("studies/table9.yaml", "tiny").settings.size == "tiny"

@@ -264,3 +264,29 @@ def test_fit_rows_get_the_longest_segment_within_the_budget_row(tmp_path, monkey
     assert row["init_len"] == 34 and row["eval_lens"] == [8, 34]
     assert [r["init_len"] for r in result.table.rows] == [80, 34]
     assert [r["train_memory"] * 2**20 for r in result.table.rows] == [1280, 34 * 34]
+
+
+def test_set_that_changes_the_runs_gets_its_own_folders_and_the_plan_names_a_changed_run(tmp_path):
+    path = write_study(tmp_path, "name: one\nbase: {preset: xl128m}\nrows:\n  - {id: a}\n")
+    assert load_study(path).out_dir == tmp_path / "results" / "one-cpu"
+    assert load_study(path, sets=["threads=2", "slurm.partition=gpu"]).out_dir == tmp_path / "results" / "one-cpu"  # where it runs only
+    other = load_study(path, sets=["size=cpu"])
+    assert other.out_dir == tmp_path / "results" / "one-cpu-size-cpu" and other.fig_dir == tmp_path / "figures" / "one-cpu-size-cpu"
+    # a folder that holds another configuration is named in the dry run, not found after the others trained
+    study = load_study(path)
+    run = study.runs[0]
+    run.directory.mkdir(parents=True)
+    (run.directory / "config.yaml").write_text(yaml.safe_dump({**yaml.safe_load(yaml.safe_dump(ablate.to_dict(run.config))), "model": {
+        **ablate.to_dict(run.config)["model"], "d_inner": 999}}))
+    assert ablate.run_status(run, study.settings) == "another configuration in its folder: the run refuses it"
+
+
+@pytest.mark.parametrize("study", ["table6", "table7", "table10"])
+def test_every_ablation_study_has_a_tiny_profile_of_seconds(study):
+    tiny = load_study(f"studies/{study}.yaml", "tiny")
+    assert tiny.settings.size == "tiny" and all(run.config.train.max_steps == 20 for run in tiny.runs) and tiny.out_dir.name == f"{study}-tiny"
+
+
+def test_a_list_setting_given_a_bare_value_shows_the_brackets():
+    result = runner.invoke(app, ["ablate", "studies/table6.yaml", "--profile", "tiny", "--set", "seeds=0", "--dry-run"])
+    assert result.exit_code == 2 and "expects a list, got 0: write it in brackets, e.g. --set seeds=[0]" in result.output

@@ -284,7 +284,9 @@ def _coerce(value: Any, typ: Any, key: str, choices: tuple[str, ...] | None) -> 
     if origin is list:
         (item,) = typing.get_args(typ)
         if not isinstance(value, (list, tuple)):
-            raise TxlabError(f"config key {key!r} expects a list, got {value!r}")
+            shown = "true" if value is True else "false" if value is False else value
+            raise TxlabError(f"config key {key!r} expects a list, got {value!r}: write it in brackets, e.g. --set {key}=[{shown}] "
+                             f"(several: [{shown}, ...])")
         return [_coerce(v, item, f"{key}[{i}]", None) for i, v in enumerate(value)]
     if typ is bool:
         if isinstance(value, bool):

@@ -148,14 +148,20 @@ class AblationStudy:
     path: Path
     claims: list[Claim] = field(default_factory=list)
     """The paper's claims about the rows, tested over seeds in the report."""
+    variant: str = ""
+    """What the command line's --set changed in the runs (:func:`variant_suffix`), part of the folders' name."""
+
+    @property
+    def folder(self) -> str:
+        return f"{self.name}-{self.profile}{self.variant}"
 
     @property
     def out_dir(self) -> Path:
-        return Path(self.settings.out) / f"{self.name}-{self.profile}"
+        return Path(self.settings.out) / self.folder
 
     @property
     def fig_dir(self) -> Path:
-        return Path(self.settings.figures) / f"{self.name}-{self.profile}"
+        return Path(self.settings.figures) / self.folder
 
 
 @dataclass(frozen=True)
@@ -405,6 +411,17 @@ def _scoring_lengths(row: Row, cfg: RunConfig, settings: AblationSettings) -> tu
     return tuple(sorted({*asked, init_len})), init_len
 
 
+WHERE_IT_RUNS = ("device", "threads", "eval_batch_size", "out", "figures", "slurm.")
+"""Settings that leave a study's runs and scores as they are (where and how fast they run), and so out of its folders' name."""
+
+
+def variant_suffix(sets: Sequence[str]) -> str:
+    """'' when ``--set`` changes only where the study runs, else what it changes, e.g. '-size-tiny': a
+    study at other settings gets folders of its own instead of resuming (or refusing) the profile's."""
+    parts = [item for item in sets if not item.split("=", 1)[0].strip().startswith(WHERE_IT_RUNS)]
+    return "".join(f"-{_slug(item.replace('=', '-'))}" for item in parts)
+
+
 def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ()) -> AblationStudy:
     """Read, expand and check a study, with ``sets`` (``key=value``) over the profile's settings:
     every problem is reported before any run starts."""
@@ -445,7 +462,8 @@ def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ())
         raise TxlabError(f"{path}: seeds must be a list of distinct integers, got {seeds!r}")
     per_row = _row_sets(settings, set(ids), profile)
     seeds_of_row = _row_seeds(settings, set(ids), profile)
-    out_dir = Path(settings.out) / f"{name}-{profile}"
+    variant = variant_suffix(sets)
+    out_dir = Path(settings.out) / f"{name}-{profile}{variant}"
 
     runs = []
     for row in expanded:
@@ -466,7 +484,8 @@ def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ())
         elif not isinstance(budget, (int, float)) or budget <= 0:
             raise TxlabError(f"{path}: memory_budget must be a row id or a positive number of MiB, got {budget!r}")
     claims = read_claims(data.get("claims"), ids, str(path))
-    return AblationStudy(name, str(data.get("description") or ""), profile, settings, runs, _columns(data.get("columns"), path), budget, path, claims)
+    return AblationStudy(name, str(data.get("description") or ""), profile, settings, runs, _columns(data.get("columns"), path), budget, path, claims,
+                         variant)
 
 
 def parse_shard(spec: str | None) -> tuple[int, int]:
@@ -548,6 +567,10 @@ def run_status(run: PlannedRun, settings: AblationSettings) -> str:
     A run whose checkpoint is gone (committed results keep records, not weights) is done when its
     training reached max_steps and every length is scored; otherwise it has to train again."""
     scored = sum(_eval_record_path(run, a, settings).is_file() for a in run.eval_lens)
+    try:
+        _check_same_config(run, run.config)
+    except TxlabError:  # said in the plan, not found by the run after training the others
+        return "another configuration in its folder: the run refuses it"
     if has_checkpoint(run.directory):
         step = read_meta(run.directory)["step"]
         if step >= run.config.train.max_steps:
