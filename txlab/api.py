@@ -63,8 +63,8 @@ def encode_text(text: str | Path, tokenizer: str | LanguageModel) -> np.ndarray:
     """Ids of a text (a string, or the path of a UTF-8 file) under ``tokenizer``: a model loaded with
     ``hf:`` (its own tokenizer), or ``hf:PATH_OR_HUB_ID``. No special tokens are added."""
     if isinstance(tokenizer, LanguageModel):
-        source = getattr(tokenizer, "source", None)
-        if source is None:
+        source = getattr(tokenizer, "source", "")
+        if not source:
             raise TxlabError("only a model loaded with hf:... brings a tokenizer; for a txlab run, take its corpus with txlab.run_tokens")
         tokenizer = f"{hf.PREFIX}{source}"
     if not hf.is_hf_spec(str(tokenizer)):

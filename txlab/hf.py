@@ -92,9 +92,11 @@ class HFLanguageModel(LanguageModel):
     (d = vocabulary size in logits mode); nll [B, T].
     """
 
-    def __init__(self, causal_lm: torch.nn.Module, *, logits_mode: bool = False):
+    def __init__(self, causal_lm: torch.nn.Module, *, source: str = "", logits_mode: bool = False):
         super().__init__()
         self.causal_lm = causal_lm
+        self.source = source
+        """The checkpoint it was loaded from (folder or Hub id); empty for a model txlab built."""
         self.logits_mode = logits_mode
         config = causal_lm.config
         self.model_type = str(getattr(config, "model_type", ""))
@@ -262,10 +264,8 @@ def load_causal_lm(spec: str, *, device: str = "cpu", dtype: str = "float32") ->
     except (OSError, ValueError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TxlabError(f"cannot load {source} as a causal language model: {first}") from None
-    wrapped = HFLanguageModel(causal_lm.to(device)).eval()  # the wrapper too: scoring restores the mode it finds
-    if not _probe_matches(wrapped):
-        wrapped.logits_mode = True
-    wrapped.source = source
+    wrapped = HFLanguageModel(causal_lm.to(device), source=source).eval()  # the wrapper too: scoring restores the mode it finds
+    wrapped.logits_mode = not _probe_matches(wrapped)
     return wrapped
 
 
@@ -284,7 +284,7 @@ def load_tokenizer(source: str):
 def describe(model: HFLanguageModel) -> dict[str, Any]:
     """What a record of an HF member holds about it."""
     config = model.causal_lm.config
-    return {"source": getattr(model, "source", ""), "model_type": model.model_type, "vocab_size": model.vocab_size,
+    return {"source": model.source, "model_type": model.model_type, "vocab_size": model.vocab_size,
             "trained_positions": model.trained_positions, "max_context": model.max_context, "logits_mode": model.logits_mode,
             "parameters": model.num_parameters(), "config_sha256": hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]}
 
