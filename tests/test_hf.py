@@ -214,3 +214,11 @@ def test_a_reduced_precision_asked_for_is_used_and_recorded(tmp_path, random_cau
     exact = hf.load_causal_lm(f"hf:{tmp_path / 'g'}")
     reference = collect_losses(exact, tokens, (4, 8), table.meta["block_starts"], 20, tgt_len=16, context=Context(mem_len=0))
     assert table.meta["dtype"] == "bfloat16" and 0 < np.abs(table.losses - reference).max() < 0.5
+
+
+def test_a_dry_run_refuses_runs_that_read_other_tokens_of_one_corpus(tmp_path, untrained_run):
+    """Same corpus name, another seed: the real run would find another token stream, so the plan refuses it already."""
+    a = untrained_run(tmp_path / "a")
+    b = untrained_run(tmp_path / "b", sets=["data.synthetic_seed=1"])
+    with pytest.raises(TxlabError, match="mixes corpora .*data.synthetic_seed"):
+        recl_groups([str(a), str(b)], options={"size": "tiny"}, sets=["grid=4,8"], announce=lambda m: None, dry_run=True)
