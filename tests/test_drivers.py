@@ -116,7 +116,6 @@ def test_a_recl_group_scored_on_other_losses_gets_its_own_folder_and_the_same_co
 
     assert names(["xl151m", "qrnn"]) == ["xl151m+qrnn-cpu"] == names(["xl151m", "qrnn"], sets=["train.threads=1"])
     assert names(["xl151m", "qrnn"], sets=["grid=20:480:20", "blocks=16"]) == ["xl151m+qrnn-cpu-grid-20-480-20-blocks-16"]
-    assert names(["xl151m", "qrnn"], sets=["train.max_steps=400"]) == ["xl151m+qrnn-cpu-train.max_steps-400"]
     usual = "table8-xl-rnn-cpu-synthetic-small-short"
     assert names(["xl-rnn"], "studies/table8.yaml") == [usual]
     assert names(["xl-rnn"], "studies/table8.yaml", ["blocks=16"]) == [f"{usual}-blocks-16"]

@@ -132,3 +132,17 @@ profiles:
     lines.clear()
     ablate.run_study(path, "small", dry_run=True, announce=lines.append, echo=lines.append)
     assert not [line for line in lines if "over an hour" in line]
+
+
+def test_a_trial_run_gets_its_own_directory_and_the_plan_says_so(tmp_path):
+    from txlab.plan import training_plan
+    from txlab.zoo import run_config, run_dir, train_run_dir
+
+    recipe = run_config("xl151m", "cpu")
+    trial = run_config("xl151m", "cpu", overrides=["train.max_steps=300"])
+    assert train_run_dir(recipe, tmp_path) == run_dir(recipe, tmp_path) == tmp_path / "xl151m-cpu-synthetic-small-short"
+    assert train_run_dir(trial, tmp_path) == tmp_path / "xl151m-cpu-synthetic-small-short-300steps"
+    plan = training_plan(trial, train_run_dir(trial, tmp_path), gflops=lambda device, threads: 50.0).describe()
+    assert "a trial run of 300 steps, the recipe trains 2,000: its own directory, which the recipe's run never resumes" in plan
+    shared = training_plan(trial, run_dir(trial, tmp_path), gflops=lambda device, threads: 50.0).describe()  # --run-dir given: said, not hidden
+    assert "300 steps where the recipe trains 2,000" in shared

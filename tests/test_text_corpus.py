@@ -347,6 +347,6 @@ def test_train_and_data_info_on_own_text(tmp_path, text_file, cli):
     result = cli.ok(*args, "--quiet")
     run = Path(result.output.strip().splitlines()[-1].split("run directory: ")[1].split(" (")[0])
     sha = hashlib.sha256(text_file.read_bytes()).hexdigest()[:8]
-    assert run.name == f"xl128m-tiny-text-verse-{sha}-char" and "trained to step 3: valid loss" in result.output and "bpc" in result.output
+    assert run.name == f"xl128m-tiny-text-verse-{sha}-char-3steps" and "trained to step 3: valid loss" in result.output and "bpc" in result.output
     saved = (run / "config.yaml").read_text()
     assert "corpus: text" in saved and f"text: {text_file}" in saved and "tokenizer: char" in saved

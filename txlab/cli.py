@@ -263,7 +263,8 @@ def train(
     tokenizer: str = _TOKENIZER,
     config: str = typer.Option("", "--config", help="YAML file of config overrides, applied before --set."),
     overrides: list[str] = _SET,
-    run_dir: str = typer.Option("", "--run-dir", help="Run directory \\[default: <home>/results/models/<preset>-<size>-<corpus>]."),
+    run_dir: str = typer.Option("", "--run-dir", help="Run directory \\[default: <home>/results/models/<preset>-<size>-<corpus>, "
+                                "with -<N>steps when train.max_steps differs from the recipe's: a trial run never resumes the recipe's]."),
     restart: bool = typer.Option(False, "--restart", help="Train from scratch, replacing what the run directory holds (its checkpoint, records, another configuration).", metavar=""),
     dry_run: bool = _DRY_RUN,
     quiet: bool = _QUIET,
@@ -278,11 +279,11 @@ def train(
     """
     from txlab.plan import training_plan
     from txlab.train import check_run_dir, train as train_run
-    from txlab.zoo import run_config, run_dir as default_run_dir
+    from txlab.zoo import run_config, train_run_dir
 
     cfg = run_config(preset, size, data or None, config or None, [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides],
                      text=text, tokenizer=tokenizer)
-    directory = Path(run_dir) if run_dir else default_run_dir(cfg)
+    directory = Path(run_dir) if run_dir else train_run_dir(cfg)
     main_process = os.environ.get("RANK", "0") == "0"
     if not restart:  # before the plan, which would call another run's directory trained
         check_run_dir(cfg, directory)

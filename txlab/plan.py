@@ -23,7 +23,7 @@ from txlab.evaluate import evaluation_context
 from txlab.lm import LanguageModel
 from txlab.presets import PAPER_SPLIT_TOKENS, SIZES, resolve_preset
 from txlab.timing import matmul_peak_gflops
-from txlab.zoo import corpus_label, known_vocab_size
+from txlab.zoo import corpus_label, known_vocab_size, recipe_steps, trial_steps
 
 COMPUTE_EFFICIENCY = 0.5
 """Share of the measured matmul ceiling a training or evaluation step achieves: `txlab bench model`
@@ -191,6 +191,11 @@ def add_training(plan: Plan, label: str, cfg: RunConfig, run_dir: Path, resume: 
     n_token = vocab_size(cfg)
     params = f"{meta_model(cfg, n_token).num_parameters() / 1e6:.2f}M parameters" if n_token else "parameters known once the corpus is read"
     where = f"resumes at step {done:,}" if done else "from scratch"
+    recipe, trial = recipe_steps(cfg), trial_steps(cfg)
+    if trial and run_dir.name.endswith(f"-{trial}steps"):
+        where += f"; a trial run of {trial:,} steps, the recipe trains {recipe:,}: its own directory, which the recipe's run never resumes"
+    elif trial:
+        where += f"; {trial:,} steps where the recipe trains {recipe:,}"
     if not remaining:
         plan.add(f"  {label}: trained ({done:,} steps) in {run_dir}")
         return

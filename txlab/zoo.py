@@ -72,6 +72,31 @@ def run_name(cfg: RunConfig) -> str:
     return f"{cfg.preset}-{cfg.size}-{corpus_label(cfg)}"
 
 
+def train_run_dir(cfg: RunConfig, root: Path | None = None) -> Path:
+    """Where `txlab train` puts a run without --run-dir: :func:`run_dir`, with ``-<N>steps`` for a trial
+    run whose length differs from the size's recipe (:func:`trial_steps`), so the README's 300-step
+    first step and the 2,000-step quick start never resume each other. (A RECL group's members keep
+    :func:`run_dir`: there another length is the group's recipe, checked member against member.)"""
+    trial = trial_steps(cfg) if not cfg.name else None
+    directory = run_dir(cfg, root)
+    return directory.with_name(f"{directory.name}-{trial}steps") if trial else directory
+
+
+def recipe_steps(cfg: RunConfig) -> int | None:
+    """The training steps of the recipe of ``cfg``'s preset at its size (None without a preset)."""
+    if not cfg.preset or cfg.size not in get_preset(cfg.preset).sizes:
+        return None
+    return resolve_preset(cfg.preset, cfg.size).train.max_steps
+
+
+def trial_steps(cfg: RunConfig) -> int | None:
+    """``train.max_steps`` when it differs from the recipe's, else None. A trial (300 steps) and the
+    recipe (2,000) are different models: resuming one as the other would stretch the learning-rate
+    schedule, so each gets its own run directory and neither resumes the other by accident."""
+    recipe = recipe_steps(cfg)
+    return cfg.train.max_steps if recipe is not None and cfg.train.max_steps != recipe else None
+
+
 def run_dir(cfg: RunConfig, root: Path | None = None) -> Path:
     """``<root>/<run name>``; the root defaults to the home's models folder."""
     return Path(root or models_root()) / run_name(cfg)

@@ -196,7 +196,7 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
         settings = settle_tokenizer(override_settings(_at_home(ReclSettings()), options, setting_sets), members)
         settings = collection_defaults(settings, members, given_keys(options, setting_sets))
-        usual = collection_defaults(replace(settings, **{key: getattr(ReclSettings(), key) for key in NAMED_COLLECTION}, sets=[]), members, set())
+        usual = collection_defaults(replace(settings, **{key: getattr(ReclSettings(), key) for key in NAMED_COLLECTION}), members, set())
         return [Group(name or default_group_name(members, settings) + collection_suffix(settings, usual), list(members), settings)]
     chosen_study = load_study(study, profile)
     settings = override_settings(_at_home(chosen_study.settings), options, setting_sets)
@@ -246,18 +246,14 @@ def corpus_tag(settings: ReclSettings) -> str:
 
 NAMED_COLLECTION = ("grid", "blocks", "block_len", "split", "seed")
 """Settings that change which losses a group's tables are computed from, and so its name when they
-differ from the study's (or, on the command line, from the size's usual collection)."""
-
-WHERE_IT_RUNS = ("train.threads", "train.device", "data.data_dir", "data.corpus_dir", "data.cache_dir")
-"""Member overrides that leave the models as they are, and so out of a group's name."""
-
+differ from the study's (or, on the command line, from the size's usual collection). Member
+overrides (train.max_steps, ...) are not among them: the group's checks compare members' training."""
 
 def collection_suffix(settings: ReclSettings, usual: ReclSettings) -> str:
-    """'' for the usual collection, else what differs, e.g. '-grid-20-480-20-blocks-16' or
-    '-train.max_steps-400': a group scored on another grid, other targets or other models gets its own
-    folders, so its tables never replace the usual ones, and the same command finds its own again."""
+    """'' for the usual collection, else what differs, e.g. '-grid-20-480-20-blocks-16': a group scored
+    on another grid or other targets gets its own folders, so its tables never replace the usual ones,
+    and the same command finds its own again."""
     parts = [f"{key}-{getattr(settings, key)}" for key in NAMED_COLLECTION if getattr(settings, key) != getattr(usual, key)]
-    parts += [s.replace("=", "-") for s in settings.sets if s not in usual.sets and s.split("=", 1)[0] not in WHERE_IT_RUNS]
     return "".join(f"-{re.sub(r'[^A-Za-z0-9_.]+', '-', part).strip('-')}" for part in parts)
 
 
