@@ -186,7 +186,8 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
     paper = rows.dropna(subset=["paper_slowdown"])
     if not paper.empty:
         slow.plot(paper["attn_len"], paper["paper_slowdown"], marker="s", ls="--", color=REFERENCE_COLORS["paper"], label="Dai et al. (2019), one GPU")
-    on = first["device_name"] if first["device"] != "cpu" else f"{first['device_name']}, {int(first['threads'])} threads"
+    threads = f"{int(first['threads'])} thread" + ("s" if int(first["threads"]) != 1 else "")
+    on = first["device_name"] if first["device"] != "cpu" else f"{first['device_name']}, {threads}"
     slow.plot(rows["attn_len"], rows["slowdown"], marker="o", label=f"txlab: {first['model']} at {first['size']} size on {on}")
     for series, other in ((rows["slowdown"], rows["paper_slowdown"]), (paper["paper_slowdown"], rows["slowdown"])):
         for index, y in series.items():
@@ -208,7 +209,7 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
             ax.margins(x=0.08, y=0.15)
     slow.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)  # below the axes, over no point
     where = (f"{first['device_name']}, batch {int(first['batch_size'])}" if first["device"] != "cpu"
-             else f"CPU, {int(first['threads'])} threads, batch {int(first['batch_size'])}")
+             else f"CPU, {threads}, batch {int(first['batch_size'])}")
     title = f"Evaluation speed, vanilla Transformer vs Transformer-XL ({where})"
     shares = [(int(r.attn_len), None if pd.isna(r.others_cpu) else float(r.others_cpu)) for r in rows.itertuples()] if "others_cpu" in rows else []
     warning = contention_note(shares, "attention length")
