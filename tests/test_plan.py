@@ -60,11 +60,13 @@ def test_collection_flops_match_torchs_count_of_a_tiny_collection(tmp_path, plac
         assert counted / FLOP_FACTOR <= estimated <= counted * FLOP_FACTOR, (name, estimated, counted)
 
 
-def test_time_is_flops_over_half_the_ceiling_plus_timing_budgets():
+def test_time_is_flops_over_the_efficient_ceiling_plus_start_up_and_budgets():
+    from txlab.plan import COMPUTE_EFFICIENCY, STARTUP_S
+
     plan = Plan(gflops=10.0)
     plan.add("a", 2e12)
     plan.add("b", 3e12, budget_s=30.0)
-    assert plan.seconds == pytest.approx(5e12 / 5e9 + 30.0)
+    assert plan.seconds == pytest.approx(5e12 / (10e9 * COMPUTE_EFFICIENCY) + 30.0 + STARTUP_S) and STARTUP_S == 5.0
     plan.add("c", None)  # a part that cannot be counted makes the whole estimate unknown
     assert plan.seconds is None and "estimated time: unknown" in plan.describe()
     assert [format_seconds(s) for s in (4.2, 45, 600, 7200, 5 * 86400)] == ["4.2 s", "45 s", "10 min", "2.0 h", "5 days"]
@@ -86,7 +88,7 @@ def test_a_plan_of_hours_on_a_cpu_names_the_size_that_takes_minutes():
     assert plan.seconds > 3600 * 24 * 365
     assert "over an hour on this CPU: `txlab train xl151m --size cpu` (synthetic-small-short) would take about" in plan.describe()
     groups = resolve_groups(["xl151m", "qrnn", "lstm"], None, "cpu", None, {"size": "paper"})
-    plan = plan_groups(groups, {"size"}, gflops=fixed_ceiling(50.0))
+    plan = plan_groups(groups, {"size"}, gflops=fixed_ceiling(100.0))  # the cpu group: 90 TFLOP, under an hour at 100 GFLOP/s
     assert "--size cpu (grid 20:240:20, 8 x 250 targets) would take about" in plan.describe()
     speed = speed_plan(resolve_study(None, "", [8000], {"size": "paper"}, ["budget_s=1.0"]), gflops=fixed_ceiling(5.0))
     assert "--size cpu would take about" in speed.describe()
@@ -146,3 +148,53 @@ def test_a_trial_run_gets_its_own_directory_and_the_plan_says_so(tmp_path):
     assert "a trial run of 300 steps, the recipe trains 2,000: its own directory, which the recipe's run never resumes" in plan
     shared = training_plan(trial, run_dir(trial, tmp_path), gflops=lambda device, threads: 50.0).describe()  # --run-dir given: said, not hidden
     assert "300 steps where the recipe trains 2,000" in shared
+
+
+ESTIMATE_FACTOR = 2.0
+"""How far an estimate may stray from a recorded run of its command family (either way)."""
+
+IDLE_CEILING_2_THREADS = 206.0
+"""The matmul ceiling the quick start's transcript recorded (results/recl/table8-xl-rnn-cpu-rerun-2026-11-23/output.txt)."""
+
+CEILING_1_THREAD = 92.5
+"""The 1-thread ceiling results/speed/table9-paper-cpu-1thread.csv recorded on the same machine: the
+cpu recipe's models train with train.threads=1."""
+
+
+def _last_elapsed(run_dir) -> float:
+    import json
+
+    return max(json.loads(line).get("elapsed_s", 0.0) for line in (run_dir / "metrics.jsonl").read_text().splitlines())
+
+
+def test_estimates_hold_within_their_factor_on_a_recorded_run_of_each_command_family(tmp_path, monkeypatch):
+    """Each family's plan, computed by today's code at the ceiling recorded beside a committed run, against
+    that run's measured time: recl (the quick start, 18 min 39 s), train (the cpu recipe's xl151m),
+    ablate (one Table 6 run's training) and speed (table9-cpu's rows)."""
+    import csv
+    from pathlib import Path
+
+    from txlab.drivers.ablate import estimate, load_study
+    from txlab.drivers.recl import plan_groups, resolve_groups
+    from txlab.drivers.speed import resolve_study, speed_plan
+    from txlab.zoo import run_config
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("TXLAB_HOME", str(tmp_path))  # nothing trained: every model from scratch, as in the records
+    ratios = {}
+    groups = resolve_groups(["xl-rnn"], "studies/table8.yaml", "cpu", None)
+    quick_start = plan_groups(groups, None, gflops=fixed_ceiling(IDLE_CEILING_2_THREADS)).seconds
+    ratios["recl"] = quick_start / (18 * 60 + 39)
+    recipe = run_config("xl151m", "cpu", overrides=["train.threads=1"])
+    train_s = training_plan(recipe, tmp_path / "none", gflops=fixed_ceiling(CEILING_1_THREAD)).seconds
+    ratios["train"] = train_s / _last_elapsed(root / "results" / "models" / "xl151m-cpu-synthetic-small-short")
+    study = load_study("studies/table6.yaml", "cpu")
+    run = next(r for r in study.runs if r.run_id == "recur-ours-full-s0")
+    ablate_s = estimate(study, [run], CEILING_1_THREAD)["runs"][0]["seconds"]
+    ratios["ablate"] = ablate_s / _last_elapsed(root / "results" / "ablate" / "table6-cpu" / "runs" / run.run_id)
+    rows = list(csv.DictReader((root / "results" / "speed" / "table9-cpu.csv").open()))
+    speed = speed_plan(resolve_study("studies/table9.yaml", "cpu", []), gflops=fixed_ceiling(float(rows[0]["matmul_peak_gflops"]))).seconds
+    ratios["speed"] = speed / sum(float(r["seconds"]) for r in rows)
+    for family, ratio in ratios.items():
+        assert 1 / ESTIMATE_FACTOR <= ratio <= ESTIMATE_FACTOR, (family, ratios)
+    assert 0.8 <= ratios["recl"] <= 1.25, ratios  # the README's quick-start time is this estimate's record

@@ -67,7 +67,8 @@ from txlab.evaluate import evaluate_run
 from txlab.fileio import read_json, read_yaml_mapping, write_json_atomic, write_text_atomic
 from txlab.footprint import MIB, fit_length, training_memory
 from txlab.launch import Failure, SlurmSettings, Task, check_launcher, run_jobs
-from txlab.plan import COMPUTE_EFFICIENCY, LONG_S, Plan, format_count, format_seconds, machine_gflops, meta_model, quickest, seconds_for, split_tokens, training_flops, vocab_size
+from txlab.plan import (COMPUTE_EFFICIENCY, LONG_S, MODEL_OVERHEAD_S, STARTUP_S, Plan, format_count, format_seconds, machine_gflops, meta_model, quickest,
+                        seconds_for, split_tokens, training_flops, vocab_size)
 from txlab.presets import PRESETS, SIZES, resolve_preset
 from txlab.train import train
 from txlab.workspace import resolve
@@ -528,10 +529,13 @@ def estimate(study: AblationStudy, runs: Sequence[PlannedRun], gflops: float | N
     rows = [run_cost(run, study.settings) for run in runs]
     for r in rows:
         known = r["train_flops"] is not None and r["eval_flops"] is not None
-        r["seconds"] = seconds_for(r["train_flops"] + r["eval_flops"], gflops) if known else None
+        compute = seconds_for(r["train_flops"] + r["eval_flops"], gflops) if known else None
+        r["seconds"] = None if compute is None else compute + MODEL_OVERHEAD_S  # each run builds, trains and scores a model
     flops = [r[k] for r in rows for k in ("train_flops", "eval_flops")]
     known = None if any(f is None for f in flops) else sum(flops)
-    return {"runs": rows, "total_flops": known, "gflops": gflops, "seconds": seconds_for(known, gflops)}
+    compute = seconds_for(known, gflops)
+    seconds = None if compute is None else compute + STARTUP_S + MODEL_OVERHEAD_S * len(rows)
+    return {"runs": rows, "total_flops": known, "gflops": gflops, "seconds": seconds}
 
 
 def describe_plan(study: AblationStudy, runs: Sequence[PlannedRun], cost: dict[str, Any]) -> str:
@@ -686,7 +690,8 @@ def quicker_profile(study: AblationStudy, gflops: float) -> str:
         other = load_study(study.path, name)
         if torch.device(other.settings.device).type == "cpu":
             candidates.append((f"--profile {name} ({len(other.runs)} runs, size {other.settings.size})",
-                               Plan(flops=estimate(other, other.runs, gflops)["total_flops"], gflops=gflops)))
+                               Plan(flops=estimate(other, other.runs, gflops)["total_flops"], gflops=gflops,
+                                    budget_s=MODEL_OVERHEAD_S * len(other.runs))))
     return quickest(candidates)
 
 
@@ -754,7 +759,8 @@ def run_study(
         announce(f"no time estimate: device {settings.device} cannot be measured on this machine")
     if gflops:
         announce(f"estimated time {format_seconds(cost['seconds'])} for all of them from scratch "
-                 f"({format_count(cost['total_flops'])}FLOP at {COMPUTE_EFFICIENCY:.0%} of the measured {gflops:.0f} GFLOP/s matmul ceiling)")
+                 f"({format_count(cost['total_flops'])}FLOP at {COMPUTE_EFFICIENCY:.0%} of the measured {gflops:.0f} GFLOP/s matmul ceiling, "
+                 f"and {format_seconds(STARTUP_S + MODEL_OVERHEAD_S * len(runs))} of start-up and per-run overheads)")
         if cost["seconds"] is not None and cost["seconds"] > LONG_S and torch.device(settings.device).type == "cpu":
             quicker = quicker_profile(study, gflops)
             if quicker:
