@@ -392,3 +392,62 @@ def test_other_os_errors_stay_bugs_with_a_traceback():
     assert io_error_message(OSError(errno.ECONNRESET, "reset")) is None
     assert io_error_message(OSError(errno.ENOSPC, "No space left on device", "/x/y")) == "/x/y: No space left on device (errno 28, ENOSPC)"
 
+
+
+# --- round 3 (issue 32): devices -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["eval", "attention", "generate", "roles"])
+@pytest.mark.parametrize("device, message", [
+    ("tpu", "--device: unknown device 'tpu' (did you mean 'cpu'?); txlab runs models on cpu, cuda, cuda:N (an NVIDIA GPU) or mps (Apple silicon)"),
+    ("cuda:x", "--device: unknown device 'cuda:x'"),
+])
+def test_a_device_torch_does_not_know_is_one_line_in_every_command(trained, command, device, message):
+    extra = ["--prompt", "b001"] if command == "generate" else []
+    fails_cleanly([command, str(trained), "--device", device, *extra], message)
+
+
+needs_cpu_build = pytest.mark.skipif(__import__("torch").version.cuda is not None, reason="a CPU-only build of torch refuses cuda")
+
+
+@needs_cpu_build
+@pytest.mark.parametrize("args", [
+    ["eval", "RUN"], ["attention", "RUN"], ["generate", "RUN", "--prompt", "b001"], ["roles", "RUN"],
+    ["recl", "--group", "RUN", "--set", "train_missing=false", "--dry-run"], ["speed", "--size", "tiny", "--attn-len", "8", "--dry-run"],
+    ["train", "xl151m", "--size", "tiny", "--dry-run"],
+])
+def test_cuda_on_a_cpu_build_is_one_line_in_every_command(trained, tmp_path, args):
+    args = [str(trained) if a == "RUN" else a for a in args]
+    fails_cleanly([*args, "--device", "cuda"], "--device cuda: this torch (", "is a CPU-only build, without CUDA; install torch's CUDA build")
+    assert not (Path(os.environ["TXLAB_HOME"])).exists()
+
+
+@needs_cpu_build
+def test_train_device_from_set_or_config_is_checked_before_the_plan(tmp_path):
+    fails_cleanly(train_args(tmp_path / "run", 2, "--set", "train.device=cuda"), "train.device cuda: this torch (", "CPU-only build")
+    fails_cleanly(train_args(tmp_path / "run", 2, "--set", "train.device=tpu"), "train.device: unknown device 'tpu'")
+    (tmp_path / "c.yaml").write_text("train: {device: gpu}\n")
+    fails_cleanly(train_args(tmp_path / "run", 2, "--config", str(tmp_path / "c.yaml")), "train.device: unknown device 'gpu'")
+    assert not (tmp_path / "run").exists()
+
+
+def test_study_device_settings_are_checked_where_they_are_given(tmp_path):
+    fails_cleanly(["speed", "--size", "tiny", "--attn-len", "8", "--set", "device=tpu", "--dry-run"], "command line: device: unknown device 'tpu'")
+    fails_cleanly(["ablate", "studies/table6.yaml", "--set", "device=xla", "--dry-run"], "command line: device: unknown device 'xla'")
+
+
+def test_the_device_check_names_missing_gpus_and_indices(monkeypatch):
+    import torch
+
+    from txlab.devices import check_device
+
+    assert check_device("cpu") == torch.device("cpu") and check_device(torch.device("cpu")) == torch.device("cpu")
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(TxlabError, match=r"--device cuda: torch .* \(CUDA 12.8\) sees no GPU here .*CUDA_VISIBLE_DEVICES"):
+        check_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert check_device("cuda:1") == torch.device("cuda:1")
+    with pytest.raises(TxlabError, match=r"--device cuda:2: this machine has 2 GPUs \(cuda:0 to cuda:1\)"):
+        check_device("cuda:2")

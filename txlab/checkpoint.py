@@ -31,8 +31,9 @@ from safetensors.torch import load_file, save_file
 import txlab
 from txlab.build import build_model
 from txlab.config import RunConfig, to_dict, update_dataclass
-from txlab.vocab import Vocab
+from txlab.devices import check_device
 from txlab.errors import TxlabError
+from txlab.vocab import Vocab
 from txlab.fileio import read_back, read_json, write_json_atomic
 from txlab.lm import LanguageModel
 
@@ -237,6 +238,7 @@ def load_checkpoint(
     ``expect_model``: the model section must equal this config's (the error lists every difference).
     ``expect_vocab_hash``: the vocabulary the model was trained with must be this one.
     """
+    check_device(map_location, "the device")  # eval, attention, generate, roles and recl place every run's model here
     directory = _checkpoint_dir(run_dir)
     meta = read_meta(run_dir)
     try:

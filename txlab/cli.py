@@ -263,6 +263,7 @@ def train(
     tokenizer: str = _TOKENIZER,
     config: str = typer.Option("", "--config", help="YAML file of config overrides, applied before --set."),
     overrides: list[str] = _SET,
+    device: str = typer.Option("", "--device", help="cpu, cuda, cuda:1, ... (sets train.device) \\[default: the preset's, cpu]."),
     run_dir: str = typer.Option("", "--run-dir", help="Run directory \\[default: <home>/results/models/<preset>-<size>-<corpus>, "
                                 "with -<N>steps when train.max_steps differs from the recipe's: a trial run never resumes the recipe's]."),
     restart: bool = typer.Option(False, "--restart", help="Train from scratch, replacing what the run directory holds (its checkpoint, records, another configuration).", metavar=""),
@@ -277,12 +278,17 @@ def train(
     Ctrl-C save one before exiting. Under torchrun (`torchrun --nproc_per_node N -m txlab train ...`)
     each process trains its share of the streams with DistributedDataParallel.
     """
+    from txlab.devices import check_device
     from txlab.plan import training_plan
     from txlab.train import check_run_dir, train as train_run
     from txlab.zoo import run_config, train_run_dir
 
-    cfg = run_config(preset, size, data or None, config or None, [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides],
+    if device:
+        check_device(device)
+    cfg = run_config(preset, size, data or None, config or None,
+                     [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *([f"train.device={device}"] if device else []), *overrides],
                      text=text, tokenizer=tokenizer)
+    check_device(cfg.train.device, "train.device")  # set by --set, --config or the preset: checked before the plan
     directory = Path(run_dir) if run_dir else train_run_dir(cfg)
     main_process = os.environ.get("RANK", "0") == "0"
     if not restart:  # before the plan, which would call another run's directory trained
@@ -330,9 +336,11 @@ def eval_command(
     --tgt-len tokens, each after --mem-len tokens of context (default 0), and its record goes to
     <home>/results/eval/.
     """
+    from txlab.devices import check_device
     from txlab.diagnostics import format_summary
     from txlab.evaluate import evaluate_checkpoint, evaluate_run
 
+    check_device(device)
     if str(run_dir).startswith("hf:"):
         from txlab.drivers.recl import settle_tokenizer, ReclSettings
         from txlab.zoo import run_config
@@ -391,9 +399,11 @@ def roles(
     back each run copies from, against the ideal model with and without the source in view.
     """
     from txlab.diagnostics import format_summary
+    from txlab.devices import check_device
     from txlab.roles import score_roles
     from txlab.workspace import resolve
 
+    check_device(device)
     from txlab.report import runs_stem
 
     default = f"figures/roles/{runs_stem(run_dirs)}" + (f"-{split}" if split != "valid" else "") + (f"-{max_tokens}tokens" if max_tokens else "")
@@ -509,6 +519,10 @@ def speed(
     from txlab.speed import command_line, contention_warning, speed_table, table9_markdown
     from txlab.workspace import resolve
 
+    if device is not None:
+        from txlab.devices import check_device
+
+        check_device(device)
     out_dir, fig_dir = out_dir or resolve("results/speed"), fig_dir or resolve("figures/speed")
     if redraw is not None:
         for path in table9_figure(redraw, fig_dir / f"{name or redraw.stem}.png"):
@@ -582,8 +596,11 @@ def recl(
     each model's RECL at each r with a bootstrap interval ('>= c' when it ran off the grid). Example:
     txlab recl --group xl151m qrnn lstm --r 0.1
     """
+    from txlab.devices import check_device
     from txlab.drivers.recl import parse_rs, recl_groups, summary
 
+    if device is not None:
+        check_device(device)
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     options = {"size": size, "data": data, "text": text, "tokenizer": tokenizer, "rs": parse_rs(r), "device": device,
                "models_root": models_root, "launcher": launcher}
@@ -674,7 +691,9 @@ def attention_command(
     and the numbers as CSV to <out-dir>/<run name>/.
     """
     from txlab.attention import attention_analysis
+    from txlab.devices import check_device
 
+    check_device(device)
     chosen = [t.strip() for t in terms.split(",") if t.strip()] if terms else None
     result = attention_analysis(run_dir, split=split, n_targets=tokens, tgt_len=tgt_len, mem_len=mem_len, batch_size=batch_size,
                                 heads=heads, sample_rows=sample_rows, terms=chosen, out_dir=out_dir, device=device, progress=not quiet)
@@ -715,8 +734,10 @@ def generate_command(
     words become <unk> (with a warning) where the vocabulary has it. Example:
     txlab generate runs/results/models/xl128m-cpu-tinyshakespeare --prompt "ROMEO:" --tokens 200 --seed 1
     """
+    from txlab.devices import check_device
     from txlab.generate import generate
 
+    check_device(device)
     say = (lambda message: None) if quiet else (lambda message: typer.echo(message, err=True))
     result = generate(run_dir, prompt=prompt, prompt_file=prompt_file, n_tokens=tokens, top_k=top_k, temperature=temperature,
                       seed=seed, device=device, on_text=lambda text: typer.echo(text, nl=False),

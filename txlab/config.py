@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from txlab.devices import check_device_name
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_text_atomic
 
@@ -339,6 +340,8 @@ def update_dataclass(obj: Any, values: dict[str, Any], prefix: str = "") -> Any:
 
 
 def _check_range(f: dataclasses.Field, value: Any, key: str) -> None:
+    if f.name == "device" and isinstance(value, str):  # every device setting (a run's train.device, each study's device) names a torch device
+        check_device_name(value, key)  # the name only: whether this machine has the device is checked where a model is placed
     valid = f.metadata.get("range")
     if valid is not None:
         valid.check(value, key)

@@ -254,8 +254,10 @@ def evaluate_checkpoint(
     """
     from txlab import hf
     from txlab.corpora import load_corpus
+    from txlab.devices import check_device
     from txlab.workspace import resolve
 
+    check_device(device)
     model = hf.load_causal_lm(spec, device=device, dtype=dtype)
     source = hf.hf_source(spec)
     corpus = load_corpus(data, progress=progress)

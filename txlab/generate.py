@@ -33,6 +33,7 @@ from txlab import hf, synthetic
 from txlab.checkpoint import Checkpoint, load_checkpoint
 from txlab.config import POSITIVE, SEED, Range
 from txlab.corpora import CORPORA, EOS, load_corpus
+from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.evaluate import evaluation_context, read_in_chunks
 from txlab.lm import LanguageModel
@@ -269,6 +270,7 @@ def generate(
 def _hf_generator(spec: str, prompt: str, device: str, on_text: Callable[[str], None]) -> tuple[LanguageModel, list[int], Callable[[int], str]]:
     """A Hugging Face checkpoint, the prompt's ids under its own tokenizer (no special tokens), and the
     text each sampled id adds; the prompt's text goes to ``on_text`` as the tokenizer reads it back."""
+    check_device(device)
     model = hf.load_causal_lm(spec, device=device)
     tokenizer = hf.load_tokenizer(model.source)
     if tokenizer is None:

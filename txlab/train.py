@@ -43,6 +43,7 @@ from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
 from txlab.config import ModelConfig, RunConfig, TrainConfig, load_config, save_config, to_dict, to_yaml, update_dataclass
 from txlab.corpora import Corpus, load_corpus
+from txlab.devices import check_device
 from txlab.diagnostics import flat_metrics, role_summary
 from txlab.errors import TxlabError
 from txlab.evaluate import evaluate, evaluation_context, metric_summary, segment_loss
@@ -252,6 +253,7 @@ def train(
 
 def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo: Callable[[str], None]) -> TrainResult:
     t = cfg.train
+    check_device(t.device, "train.device")  # every way in (train, recl and ablate members) before a tensor is placed
     ddp = init_distributed(t.device)
     if t.threads > 0:
         torch.set_num_threads(t.threads)
