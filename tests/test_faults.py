@@ -451,3 +451,167 @@ def test_the_device_check_names_missing_gpus_and_indices(monkeypatch):
     assert check_device("cuda:1") == torch.device("cuda:1")
     with pytest.raises(TxlabError, match=r"--device cuda:2: this machine has 2 GPUs \(cuda:0 to cuda:1\)"):
         check_device("cuda:2")
+
+
+# --- round 3: paths that escape the home -----------------------------------------------------------
+
+
+def home_dir() -> Path:
+    return Path(os.environ["TXLAB_HOME"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["recl", "--group", "RUN", "--name", "../../x", "--set", "train_missing=false", "--dry-run"], "--name '../../x' is not a name"),
+    (["speed", "--size", "tiny", "--attn-len", "8", "--name", "../../x", "--dry-run"], "--name '../../x' is not a name"),
+    (["train", "xl151m", "--size", "tiny", "--set", "name=../../../../x", "--dry-run"], "the run name (name) '../../../../x' is not a name"),
+    (["train", "xl151m", "--size", "tiny", "--set", "name=.checkpoint", "--dry-run"], "the run name (name) '.checkpoint' is not a name"),
+])
+def test_names_that_would_leave_the_home_are_refused(trained, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    fails_cleanly([str(trained) if a == "RUN" else a for a in args], message, "a path goes to the path options")
+    assert list(tmp_path.iterdir()) == [] and not home_dir().exists()
+
+
+def test_a_study_name_or_relative_output_leaving_the_home_is_refused(tmp_path):
+    from txlab.workspace import resolve
+
+    (tmp_path / "s.yaml").write_text("name: ../../x\nprofiles:\n  cpu: {size: tiny}\n")
+    fails_cleanly(["speed", "--study", str(tmp_path / "s.yaml"), "--dry-run"], "s.yaml: name '../../x' is not a name")
+    with pytest.raises(TxlabError, match=r"\.\./x leaves the home .* \('\.\.'\); give an absolute path to write outside it"):
+        resolve("results/../../x")
+    assert resolve(tmp_path / "abs") == tmp_path / "abs"
+
+
+def test_a_run_directory_that_is_a_device_or_file_is_refused(tmp_path):
+    fails_cleanly(train_args(Path("/dev/null")), "/dev/null is not a directory (a file or a device); choose a folder for the run")
+    (tmp_path / "file").write_text("x")
+    fails_cleanly(train_args(tmp_path / "file"), "is not a directory")
+    assert (tmp_path / "file").read_text() == "x"
+
+
+# --- round 3: resource bombs -------------------------------------------------------------------------
+
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8))
+
+
+def test_a_billion_laughs_config_is_refused_fast(tmp_path):
+    import time
+
+    (tmp_path / "laughs.yaml").write_text(BILLION_LAUGHS)
+    started = time.perf_counter()
+    fails_cleanly(train_args(tmp_path / "run", 2, "--config", str(tmp_path / "laughs.yaml")),
+                  "laughs.yaml expands to more than 200,000 values through its aliases")
+    assert time.perf_counter() - started < 5 and not (tmp_path / "run").exists()
+
+
+def test_a_billion_laughs_study_is_refused_fast(tmp_path):
+    study = "name: laughs\nbase: {preset: xl151m}\nrows: []\nprofiles: {cpu: {size: tiny}}\n"
+    (tmp_path / "laughs.yaml").write_text(study + BILLION_LAUGHS.replace("a: &a", "x: &a", 1))
+    fails_cleanly(["ablate", str(tmp_path / "laughs.yaml"), "--dry-run"], "laughs.yaml expands to more than 200,000 values")
+
+
+def test_special_and_oversized_yaml_files_are_refused(tmp_path):
+    fails_cleanly(train_args(tmp_path / "run", 2, "--config", "/dev/zero"), "the YAML file /dev/zero is not a regular file (a device, pipe or folder)")
+    (tmp_path / "big.yaml").write_bytes(b"#" * (4 * 2**20 + 1))
+    fails_cleanly(train_args(tmp_path / "run", 2, "--config", str(tmp_path / "big.yaml")), "holds 4,194,305 bytes, more than the 4,194,304 txlab reads from one")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_integer_of_100000_digits_in_set_is_one_short_line(tmp_path):
+    line = fails_cleanly(train_args(tmp_path / "run", 2, "--set", "model.d_model=" + "9" * 100_000),
+                         "the value of override 'model.d_model=999", "(100,014 characters)", "settings are 64-bit integers")
+    assert len(line) < 400 and "set_int_max_str_digits" not in line
+
+
+def test_a_loss_block_whose_header_claims_a_huge_shape_is_damage_before_allocating(tmp_path):
+    import numpy.lib.format as npy
+
+    from txlab.fileio import load_npy
+
+    path = tmp_path / "block-00000.npy"
+    with path.open("wb") as fh:
+        npy.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (10**12, 10**6)})
+        fh.write(np.zeros(6, dtype=np.float32).tobytes())
+    with pytest.raises(DamagedFile, match=r"claims shape \(1000000000000, 1000000\) of float32 \(4,000,000,000,000,000,000 bytes\), but the file holds 24 bytes"):
+        load_npy(path, "delete it", ndim=2)
+    np.save(path, np.ones((2, 3), dtype=np.float32))
+    assert load_npy(path, "delete it", ndim=2).sum() == 6
+
+
+def test_a_meta_json_describing_a_model_beyond_memory_is_refused_before_building_it(run_copy):
+    meta = json.loads((run_copy / "checkpoint" / "meta.json").read_text())
+    meta["config"]["model"]["d_model"] = 10**8
+    (run_copy / "checkpoint" / "meta.json").write_text(json.dumps(meta))
+    fails_cleanly(["eval", str(run_copy), "--quiet"], "meta.json is damaged (its config describes a model of at least", "GiB, more than this machine's")
+
+
+# --- round 3: forged or mismatched files --------------------------------------------------------------
+
+
+def test_a_weights_file_whose_dtype_was_forged_is_refused(run_copy):
+    path = run_copy / "checkpoint" / "model.safetensors"
+    data = path.read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    forged = data[8 : 8 + size].replace(b'"F32"', b'"I32"', 1)  # the same 4 bytes a value: the file still parses
+    name = next(k for k, v in json.loads(forged).items() if k != "__metadata__" and v["dtype"] == "I32")
+    path.write_bytes(data[:8] + forged + data[8 + size :])
+    fails_cleanly(["eval", str(run_copy), "--quiet"], "model.safetensors is damaged (", f"{name} is int32", "the model's float32")
+
+
+def test_a_training_state_of_another_model_is_refused_on_resume(run_copy, tmp_path):
+    other = tmp_path / "other"
+    result = runner.invoke(app, train_args(other, 2, "--set", "model.n_layer=1"))
+    assert result.exit_code == 0, result.output
+    shutil.copy(other / "checkpoint" / "train_state.pt", run_copy / "checkpoint" / "train_state.pt")
+    fails_cleanly(train_args(run_copy, 4), "train_state.pt is damaged (its optimizer holds", "it belongs to another run")
+
+
+# --- round 3: half-written state ----------------------------------------------------------------------
+
+
+def test_a_refused_training_leaves_no_run_directory_nor_new_parents(tmp_path):
+    (tmp_path / "text").mkdir()
+    for split, text in {"train": "a", "valid": "a b", "test": "a b"}.items():
+        (tmp_path / "text" / f"{split}.txt").write_text(text)
+    fails_cleanly(train_args(tmp_path / "new" / "a" / "run", 2, "--text", str(tmp_path / "text"), "--tokenizer", "word"), "cannot cut")
+    assert not (tmp_path / "new").exists()
+
+
+def test_an_unknown_corpus_leaves_no_folder_in_the_home(tmp_path):
+    fails_cleanly(["train", "xl151m", "--size", "tiny", "--data", "nosuch", "--quiet"], "unknown corpus 'nosuch'")
+    assert not home_dir().exists()
+
+
+def test_a_full_disk_on_the_second_checkpoint_is_one_line_and_the_rerun_resumes(run_copy, monkeypatch):
+    import safetensors
+
+    from txlab import checkpoint
+
+    real = checkpoint.save_file
+
+    def full(tensors, filename, metadata=None):
+        Path(filename).write_bytes(b"partial")
+        raise safetensors.SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")  # as safetensors 0.7 words it
+
+    monkeypatch.setattr(checkpoint, "save_file", full)
+    fails_cleanly(train_args(run_copy, 4), "model.safetensors: No space left on device (errno 28, ENOSPC)")
+    monkeypatch.setattr(checkpoint, "save_file", real)
+    assert load_checkpoint(run_copy).meta["step"] == 2
+    result = runner.invoke(app, train_args(run_copy, 4))
+    assert result.exit_code == 0 and load_checkpoint(run_copy).meta["step"] == 4, result.output
+
+
+def test_a_full_disk_while_torch_saves_the_training_state_is_one_line(tmp_path, monkeypatch):
+    from txlab import checkpoint
+
+    def full(self, data):
+        self.error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        raise self.error
+
+    monkeypatch.setattr(checkpoint._WriteErrorKeeper, "write", full)
+    fails_cleanly(train_args(tmp_path / "run"), "train_state.pt: No space left on device (errno 28, ENOSPC)")
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()  # no records without a checkpoint: the rerun starts afresh
+    monkeypatch.undo()
+    result = runner.invoke(app, train_args(tmp_path / "run"))
+    assert result.exit_code == 0, result.output

@@ -30,11 +30,12 @@ from safetensors.torch import load_file, save_file
 
 import txlab
 from txlab.build import build_model
+from txlab.capacity import FLOAT_BYTES, GIB, machine_memory, parameter_count
 from txlab.config import RunConfig, to_dict, update_dataclass
 from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.vocab import Vocab
-from txlab.fileio import read_back, read_json, write_json_atomic
+from txlab.fileio import DamagedFile, read_back, read_json, write_json_atomic
 from txlab.lm import LanguageModel
 
 CHECKPOINT_DIR = "checkpoint"
@@ -87,7 +88,7 @@ def save_checkpoint(
     try:
         _save_weights(unique_tensors(model), tmp / WEIGHTS)
         if train_state is not None:
-            torch.save(train_state, tmp / TRAIN_STATE)
+            _save_train_state(train_state, tmp / TRAIN_STATE)
         if vocab is not None:
             vocab.save(tmp / VOCAB)
         meta = {
@@ -119,11 +120,43 @@ def _save_weights(tensors: dict[str, torch.Tensor], path: Path) -> None:
     try:
         save_file(tensors, str(path))
     except SafetensorError as err:
-        code = re.search(r"code: (\d+)", str(err))
+        code = re.search(r"(?:code: |os error )(\d+)", str(err))  # safetensors writes 'code: 28' or '(os error 28)'; both name the errno
         if code is None:
             raise
         errno_ = int(code.group(1))
         raise OSError(errno_, os.strerror(errno_), str(path)) from None
+
+
+class _WriteErrorKeeper:
+    """A file's ``write`` that keeps the OSError it raised: torch.save reports a failed write only as
+    RuntimeError('unexpected pos ...'), losing the errno a full disk gives."""
+
+    def __init__(self, fh) -> None:
+        self.fh, self.error = fh, None
+
+    def write(self, data) -> int:
+        try:
+            return self.fh.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def _save_train_state(state: dict[str, Any], path: Path) -> None:
+    """torch.save of the training state, with a disk error (full, read-only) raised as the OSError it is."""
+    with path.open("wb") as fh:
+        keeper = _WriteErrorKeeper(fh)
+        try:
+            torch.save(state, keeper)
+        except (RuntimeError, OSError) as err:
+            error = keeper.error or (err if isinstance(err, OSError) else None)
+            if error is None:
+                raise
+            raise OSError(error.errno, error.strerror, str(path)) from None
+        fh.flush()
 
 
 def remove_unfinished_saves(run_dir: Path) -> None:
@@ -225,6 +258,46 @@ def _under_saved_names(model: LanguageModel, tensors: dict[str, torch.Tensor], w
     return renamed
 
 
+def _check_model_fits(cfg: RunConfig, directory: Path) -> None:
+    """Refuse, before it is built, a model whose parameters alone would not fit in memory: meta.json's
+    config decides the size (a forged d_model of 10^8 would otherwise be allocated before the weights
+    are read). The count is capacity's lower bound, so no real checkpoint is refused."""
+    needed = parameter_count(cfg.model) * FLOAT_BYTES
+    if needed > machine_memory("cpu"):
+        raise DamagedFile(directory / META, f"its config describes a model of at least {needed / GIB:,.1f} GiB, more than this machine's "
+                          f"{machine_memory('cpu') / GIB:,.1f} GiB of memory", _remedy(directory))
+
+
+def _check_tensor_types(model: LanguageModel, tensors: dict[str, torch.Tensor], directory: Path) -> None:
+    """Every saved tensor must have its parameter's dtype and shape: load_state_dict would copy int32
+    values into a float32 parameter (a forged header evaluates to nan), and names the shape only in a traceback."""
+    expected = model.state_dict()
+    for name, tensor in tensors.items():
+        want = expected.get(name)
+        if want is None:
+            continue  # an unknown name: the missing/unexpected check below names it
+        if tensor.dtype != want.dtype or tensor.shape != want.shape:
+            raise DamagedFile(directory / WEIGHTS, f"{name} is {str(tensor.dtype).removeprefix('torch.')} {list(tensor.shape)}, the model's "
+                              f"{str(want.dtype).removeprefix('torch.')} {list(want.shape)}", _remedy(directory))
+
+
+def _check_optimizer_state(state: Any, model: LanguageModel, path: Path) -> None:
+    """The optimizer state must be one for this model's parameters, in number and shape: one copied from
+    another run would make optimizer.load_state_dict raise a ValueError, or the first step a RuntimeError."""
+    remedy = f"it belongs to another run; delete {path} to keep only the weights, or rerun `txlab train --restart`"
+    if not isinstance(state, dict) or not isinstance(state.get("state"), dict) or not isinstance(state.get("param_groups"), list):
+        raise DamagedFile(path, "its optimizer entry is not an optimizer state", remedy)
+    ids = [i for group in state["param_groups"] if isinstance(group, dict) for i in group.get("params", [])]
+    params = list(model.parameters())
+    if len(ids) != len(params):
+        raise DamagedFile(path, f"its optimizer holds {len(ids)} parameters, the model has {len(params)}", remedy)
+    for number, (index, param) in enumerate(zip(ids, params)):
+        for key, value in (state["state"].get(index) or {}).items():
+            if isinstance(value, torch.Tensor) and value.dim() and value.shape != param.shape:
+                raise DamagedFile(path, f"its optimizer's {key} of parameter {number} has shape {list(value.shape)}, the parameter "
+                                  f"{list(param.shape)}", remedy)
+
+
 def load_checkpoint(
     run_dir: Path,
     *,
@@ -255,9 +328,11 @@ def load_checkpoint(
             f"checkpoint in {run_dir} was trained with vocabulary {meta['vocab_hash'][:12]}..., "
             f"but this data has vocabulary {expect_vocab_hash[:12]}...: the corpora differ"
         )
+    _check_model_fits(cfg, directory)
     model = build_model(cfg.model)
     tensors = read_back(directory / WEIGHTS, lambda p: load_file(str(p)), _remedy(directory))
     tensors = _under_saved_names(model, tensors, directory / WEIGHTS)
+    _check_tensor_types(model, tensors, directory)
     tied_aliases = set(model.state_dict()) - set(_unique_named_tensors(model))
     try:
         result = model.load_state_dict(tensors, strict=False)
@@ -270,5 +345,6 @@ def load_checkpoint(
     if with_train_state and (directory / TRAIN_STATE).is_file():
         train_state = read_back(directory / TRAIN_STATE, lambda p: _train_state(torch.load(p, map_location=map_location, weights_only=True)),
                                 _remedy(directory))
+        _check_optimizer_state(train_state["optimizer"], model, directory / TRAIN_STATE)
     vocab = Vocab.load(directory / VOCAB) if (directory / VOCAB).is_file() else None
     return Checkpoint(model.to(map_location), cfg, meta, train_state, vocab)

@@ -523,6 +523,10 @@ def speed(
         from txlab.devices import check_device
 
         check_device(device)
+    if name is not None:
+        from txlab.workspace import check_name
+
+        check_name(name, "--name")  # the stem of the table and figure files, inside --out-dir and --fig-dir
     out_dir, fig_dir = out_dir or resolve("results/speed"), fig_dir or resolve("figures/speed")
     if redraw is not None:
         for path in table9_figure(redraw, fig_dir / f"{name or redraw.stem}.png"):
@@ -601,6 +605,10 @@ def recl(
 
     if device is not None:
         check_device(device)
+    if name is not None:
+        from txlab.workspace import check_name
+
+        check_name(name, "--name")  # a group's folders are named by it, inside --out-dir and --fig-dir
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     options = {"size": size, "data": data, "text": text, "tokenizer": tokenizer, "rs": parse_rs(r), "device": device,
                "models_root": models_root, "launcher": launcher}

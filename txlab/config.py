@@ -29,7 +29,8 @@ import yaml
 
 from txlab.devices import check_device_name
 from txlab.errors import TxlabError, did_you_mean
-from txlab.fileio import write_text_atomic
+from txlab.fileio import MAX_YAML_BYTES, load_yaml, read_text_file, write_text_atomic
+from txlab.workspace import check_name
 
 FAMILIES = ("xl", "vanilla", "lstm", "qrnn", "hf")
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
@@ -372,10 +373,11 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key = key.strip()
     if not key:
         raise TxlabError(f"override {text!r} has no key")
+    shown = text if len(text) <= 80 else f"{text[:60]}... ({len(text):,} characters)"  # a value of 100,000 digits is not echoed
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw, f"the value of override {shown!r}") if raw.strip() else ""
     except yaml.YAMLError as err:
-        raise TxlabError(f"cannot parse the value of override {text!r}: {err}") from None
+        raise TxlabError(f"cannot parse the value of override {shown!r}: {err}") from None
     return key.split("."), value
 
 
@@ -403,12 +405,13 @@ def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Load a YAML mapping, reporting syntax errors with file and line."""
+    """Load a YAML mapping, reporting syntax errors with file and line; a file that is no regular file,
+    too large, or expands through aliases beyond bounds (txlab.fileio.load_yaml) is refused."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise TxlabError(f"no such file: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_text_file(path, MAX_YAML_BYTES, "the YAML file"), str(path))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -432,6 +435,8 @@ def read_profile(path: str | Path, keys: tuple[str, ...], profile: str, defaults
     unknown = set(data) - set(valid)
     if unknown:
         raise TxlabError(f"{path}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(valid)}")
+    if isinstance(data.get("name"), str):  # a study's name names its output folders and files
+        check_name(data["name"], f"{path}: name")
     profiles = data.get("profiles") or {}
     if not isinstance(profiles, dict) or not profiles:
         raise TxlabError(f"{path}: 'profiles' must map profile names to settings")

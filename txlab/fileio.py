@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import pickle
 import shlex
@@ -201,13 +202,76 @@ def read_jsonl(path: Path | str, remedy: str, on_torn_last_line: Callable[[str],
 
 def read_yaml_mapping(path: Path | str, remedy: str) -> dict[str, Any]:
     """A YAML mapping txlab wrote (a run's config.yaml)."""
-    return read_back(path, lambda p: _expect(yaml.safe_load(p.read_text(encoding="utf-8")), dict, "the top level"), remedy)
+    return read_back(path, lambda p: _expect(load_yaml(read_text_file(p, MAX_YAML_BYTES, "the YAML file"), str(p)), dict, "the top level"), remedy)
+
+
+# --------------------------------------------------------------------------------------------------
+# Bounded reads: a file or a value given by a user must not make txlab allocate without limit
+
+MAX_YAML_BYTES = 4 * 2**20
+"""The largest YAML file txlab reads (configs and studies are a few kB; committed ones below 100 kB)."""
+
+MAX_YAML_NODES = 200_000
+"""The most values a YAML document may expand to, its aliases followed: a 'billion laughs' file of a
+few hundred bytes (aliases of aliases, nine deep) expands to 10^9 and would fill the memory."""
+
+
+def read_text_file(path: Path | str, limit: int, what: str) -> str:
+    """The UTF-8 text of the regular file ``path``, refused when it holds more than ``limit`` bytes. A
+    device (/dev/zero never ends), a pipe or a folder is refused: txlab reads only files it can measure."""
+    import stat
+
+    path = Path(path)
+    info = path.stat()  # FileNotFoundError: the caller's missing-file message
+    if not stat.S_ISREG(info.st_mode):
+        raise TxlabError(f"{what} {path} is not a regular file (a device, pipe or folder): give a text file")
+    if info.st_size > limit:
+        raise TxlabError(f"{what} {path} holds {info.st_size:,} bytes, more than the {limit:,} txlab reads from one")
+    with path.open("rb") as fh:
+        data = fh.read(limit + 1)  # the file may have grown since stat
+    if len(data) > limit:
+        raise TxlabError(f"{what} {path} holds more than the {limit:,} bytes txlab reads from one")
+    return data.decode("utf-8")
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load(text)``, refused when its aliases expand it beyond :data:`MAX_YAML_NODES` values
+    (counted with each alias followed, so the check stops after that many steps however far the
+    expansion would go), or when a number in it has more digits than Python converts (ValueError)."""
+    try:
+        data = yaml.safe_load(text)
+    except RecursionError:
+        raise TxlabError(f"{where} nests too deep to read") from None
+    except ValueError as err:  # int() of more than 4,300 digits, e.g. a key or value of 100,000 digits
+        why = str(err).split(";")[0][:200]  # Python's own advice (sys.set_int_max_str_digits) is not the user's to follow
+        raise TxlabError(f"{where} holds a number txlab does not read ({why}); settings are 64-bit integers") from None
+    if _expanded_size(data, MAX_YAML_NODES) > MAX_YAML_NODES:
+        raise TxlabError(f"{where} expands to more than {MAX_YAML_NODES:,} values through its aliases (&name / *name): "
+                         "refused, as a 'billion laughs' file would fill the memory; write the values out")
+    return data
+
+
+def _expanded_size(data: Any, limit: int) -> int:
+    """Values in ``data`` with every shared (aliased) list or mapping counted each time it is reached, up to ``limit`` + 1."""
+    count, stack = 0, [data]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return count
 
 
 def load_npy(path: Path | str, remedy: str, *, mmap: bool = False, ndim: int | None = None, dtype: Any = None) -> np.ndarray:
-    """A numpy array (never a pickle) from ``path``, checked for ``ndim`` and ``dtype``."""
+    """A numpy array (never a pickle) from ``path``, checked for ``ndim`` and ``dtype``. The header is read
+    first: a shape whose data the file does not hold (a forged header claiming 10^18 values) is damage,
+    found before numpy allocates it."""
 
     def parse(p: Path) -> np.ndarray:
+        _check_npy_header(p, in_memory=not mmap)
         array = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
         if ndim is not None and array.ndim != ndim:
             raise ValueError(f"{array.ndim} dimensions, expected {ndim}")
@@ -216,6 +280,28 @@ def load_npy(path: Path | str, remedy: str, *, mmap: bool = False, ndim: int | N
         return array
 
     return read_back(path, parse, remedy)
+
+
+def _check_npy_header(path: Path, *, in_memory: bool) -> None:
+    """Raise ValueError unless the .npy header's shape and dtype account for exactly the bytes after it
+    (and, for an array read into memory, fit the machine's memory)."""
+    from numpy.lib import format as npy
+
+    with path.open("rb") as fh:
+        version = npy.read_magic(fh)
+        shape, _, kind = npy.read_array_header_1_0(fh) if version == (1, 0) else npy.read_array_header_2_0(fh)
+        header_end = fh.tell()
+    claimed = math.prod(shape) * kind.itemsize  # Python integers: no overflow however large the shape
+    held = path.stat().st_size - header_end
+    if claimed != held:
+        raise ValueError(f"its header claims shape {shape} of {kind} ({claimed:,} bytes), but the file holds {held:,} bytes of data")
+    if in_memory and claimed > machine_ram():
+        raise ValueError(f"its {claimed:,} bytes of data are more than this machine's memory")
+
+
+def machine_ram() -> int:
+    """Bytes of physical memory on this machine."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def read_metrics_log(path: Path | str, on_torn_last_line: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
@@ -240,11 +326,15 @@ def hold_directory(directory: Path | str, command: str) -> Iterator[Path]:
 
     The lock is the kernel's (``flock`` on ``directory/.lock``), so it ends with its process however
     that ends (kill -9 included): the lock file of a dead process is simply taken over. The file
-    records the holder (pid, host, command, start) so that a refusal names it. A directory this
-    call created and that holds nothing else at the end is removed again, leaving nothing behind.
+    records the holder (pid, host, command, start) so that a refusal names it. The folders this
+    call created (the directory and new parents), where they hold nothing else at the end, are removed
+    again, leaving nothing behind. A path that exists but is no directory (/dev/null) is refused.
     """
     directory = Path(directory)
-    created = not directory.exists()
+    if directory.exists() and not directory.is_dir():  # /dev/null, a file: mkdir would raise FileExistsError
+        raise TxlabError(f"{directory} is not a directory (a file or a device); choose a folder for the run")
+    created_folders = [p for p in (directory, *directory.parents) if not p.exists()]
+    created = bool(created_folders)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
@@ -263,7 +353,7 @@ def hold_directory(directory: Path | str, command: str) -> Iterator[Path]:
     finally:
         if created and [p.name for p in directory.iterdir()] == [LOCK_FILE]:
             path.unlink()
-            directory.rmdir()
+            _remove_empty(created_folders)  # the run directory and the parents this call made: a refused command leaves none
         os.close(fd)  # releases the lock
 
 

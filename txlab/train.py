@@ -360,8 +360,13 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
                 "optimizer": optimizer.state_dict(), "step": step, "position": position, "epoch": epoch,
                 "elapsed_s": elapsed, "tokens_seen": tokens_seen, "rng_torch": rng, "recurrent": recurrent,
             }
-            save_checkpoint(run_dir, model, cfg, step=step, vocab_hash=vocab_hash,
-                            metrics={"valid": valid, "level": corpus.level}, train_state=train_state)
+            try:
+                save_checkpoint(run_dir, model, cfg, step=step, vocab_hash=vocab_hash,
+                                metrics={"valid": valid, "level": corpus.level}, train_state=train_state)
+            except BaseException:
+                if not has_checkpoint(run_dir):  # the first save failed (a full disk): records without a checkpoint would
+                    metrics_file.unlink(missing_ok=True)  # make the rerun refuse the directory; without them it starts afresh
+                raise
 
     window_loss = torch.zeros((), dtype=torch.float64, device=device)
     window_steps, window_tokens, window_start = 0, 0, time.perf_counter()

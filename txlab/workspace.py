@@ -15,14 +15,18 @@ Both homes have one layout, so ``--home .`` writes exactly the committed files::
     <home>/figures/<analysis>/...                     figures (speed, recl, ablate, attention, roles, train)
 
 Relative output paths inside study files (``out``, ``figures``, ``models_root``) are read under the
-home too. Paths given explicitly on the command line (``--out-dir``, ``--run-dir``, ...) are taken
-as given, relative to the current directory.
+home too, and may not leave it (``..``). Names (``--name``, a run's ``name``, a study's ``name``) are
+one folder or file name each (:func:`check_name`), so what they name stays inside the home. Paths
+given explicitly on the command line (``--out-dir``, ``--run-dir``, ...) are taken as given,
+relative to the current directory.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from txlab.errors import TxlabError
 
 HOME_ENV = "TXLAB_HOME"
 DEFAULT_HOME = Path("runs")
@@ -37,9 +41,29 @@ def home() -> Path:
 
 
 def resolve(path: str | Path) -> Path:
-    """A path relative to the home (absolute paths are kept as they are)."""
+    """A path relative to the home (absolute paths are kept as they are); a relative one that climbs
+    out of the home (``..``) is refused: write elsewhere only through an absolute path."""
     path = Path(path)
-    return path if path.is_absolute() else home() / path
+    if path.is_absolute():
+        return path
+    if ".." in path.parts:
+        raise TxlabError(f"{path} leaves the home {home()} ('..'); give an absolute path to write outside it")
+    return home() / path
+
+
+NAME_MAX = 200
+"""Characters a name may have (file systems allow 255 bytes for a folder, and txlab appends suffixes)."""
+
+
+def check_name(name: str, what: str) -> str:
+    """``name`` if it is a single folder or file name, else a TxlabError naming ``what`` (e.g. ``--name``):
+    no ``/`` or ``\\`` (a name of ``../../x`` would write outside the home), not ``.`` or ``..``, not hidden
+    (txlab's own temporary folders start with a dot), no control characters, at most NAME_MAX characters."""
+    if (not name or name in (".", "..") or name.startswith(".") or any(c in name for c in "/\\") or len(name) > NAME_MAX
+            or any(ord(c) < 32 or ord(c) == 127 for c in name)):
+        raise TxlabError(f"{what} {name!r} is not a name: give one folder name (letters, digits, '-', '_', '.'; no '/', "
+                         f"not starting with '.', at most {NAME_MAX} characters); a path goes to the path options (--run-dir, --out-dir)")
+    return name
 
 
 def command_prefix() -> str:

@@ -23,7 +23,7 @@ from txlab.corpora import TEXT_CORPUS
 from txlab.errors import TxlabError
 from txlab.fileio import read_metrics_log, read_yaml_mapping
 from txlab.presets import PAPER_VOCAB, PRESETS, SIZES, get_preset, resolve_preset
-from txlab.workspace import models_root, resolve
+from txlab.workspace import check_name, models_root, resolve
 
 
 def run_config(
@@ -66,7 +66,7 @@ def corpus_label(cfg: RunConfig) -> str:
 def run_name(cfg: RunConfig) -> str:
     """``cfg.name``, else ``<preset>-<size>-<corpus label>`` (own text: ``<preset>-<size>-text-<stem>-<hash>-<tokenizer>``)."""
     if cfg.name:
-        return cfg.name
+        return check_name(cfg.name, "the run name (name)")
     if not cfg.preset:
         raise TxlabError("a run needs a name (--set name=...) when it does not start from a preset")
     return f"{cfg.preset}-{cfg.size}-{corpus_label(cfg)}"
