@@ -2,6 +2,7 @@
 `error: ...` line and exit 2 with nothing half-written, or (a torn metrics line) resumes with a warning."""
 
 import errno
+import itertools
 import json
 import os
 import pickle
@@ -615,3 +616,55 @@ def test_a_full_disk_while_torch_saves_the_training_state_is_one_line(tmp_path, 
     monkeypatch.undo()
     result = runner.invoke(app, train_args(tmp_path / "run"))
     assert result.exit_code == 0, result.output
+
+
+def test_an_import_killed_before_its_config_leaves_no_run_and_the_rerun_completes(tmp_path):
+    """kill -9 between the checkpoint and config.yaml (a real kill, in a child process): nothing at --out that
+    the rerun would refuse as 'already holds a run'; the rerun removes the leftover and imports."""
+    script = f"""
+import os, sys
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import torch
+from test_convert import perturbed_model, reference_state_dict, write_vocab, write_model_yaml
+import txlab.convert as convert
+model = perturbed_model()
+torch.save(reference_state_dict(model), {str(tmp_path / 'state.pt')!r})
+write_vocab(Path({str(tmp_path / 'vocab.txt')!r}), 50)
+write_model_yaml(Path({str(tmp_path / 'model.yaml')!r}), model.cfg)
+convert.save_config = lambda *args, **kwargs: os.kill(os.getpid(), 9)
+convert.import_reference({str(tmp_path / 'state.pt')!r}, {str(tmp_path / 'run')!r}, vocab_file={str(tmp_path / 'vocab.txt')!r},
+                         corpus="synthetic", config_file={str(tmp_path / 'model.yaml')!r})
+"""
+    killed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    assert not (tmp_path / "run").exists() and [p.name.split(".")[1] for p in tmp_path.glob(".importing-*")] == ["importing-run"]
+    from txlab.convert import import_reference
+
+    result = import_reference(tmp_path / "state.pt", tmp_path / "run", vocab_file=tmp_path / "vocab.txt", corpus="synthetic",
+                              config_file=tmp_path / "model.yaml")
+    assert sorted(p.name for p in result.run_dir.iterdir()) == ["checkpoint", "config.yaml", "import.json"]
+    assert list(tmp_path.glob(".importing-*")) == [] and load_checkpoint(result.run_dir).meta["step"] == 0
+
+
+def test_special_and_oversized_prompt_files_are_refused(trained, tmp_path):
+    fails_cleanly(["generate", str(trained), "--prompt-file", "/dev/zero"], "the prompt file /dev/zero is not a regular file")
+    (tmp_path / "big.txt").write_bytes(b"b001 " * (16 * 2**20 // 5 + 1))
+    fails_cleanly(["generate", str(trained), "--prompt-file", str(tmp_path / "big.txt")], "more than the 16,777,216 txlab reads from one")
+
+
+def test_generation_is_bounded_and_ctrl_c_stops_it_cleanly(trained, monkeypatch):
+    from txlab import generate
+
+    fails_cleanly(["generate", str(trained), "--prompt", "b001", "--tokens", "1000000000"], "--tokens must be in [1, 1e+06], got 1000000000")
+    real = generate.sample_tokens
+
+    def interrupted(*args, **kwargs):
+        yield from itertools.islice(real(*args, **kwargs), 3)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(generate, "sample_tokens", interrupted)
+    result = runner.invoke(app, ["generate", str(trained), "--prompt", "b001", "--tokens", "1000000", "--json"])
+    assert result.exit_code == 130 and "Traceback" not in result.output, result.output
+    assert "generated 3 tokens after a 1-token prompt (top-k 40, temperature 1, seed 0) before Ctrl-C stopped it" in result.output
+    assert json.loads(result.output.strip().splitlines()[-1])["interrupted"] is True

@@ -752,9 +752,11 @@ def generate_command(
                       warn=lambda message: say(f"warning: {message}"))
     typer.echo("")
     say(f"generated {len(result['tokens'])} tokens after a {result['prompt_tokens']}-token prompt "
-        f"(top-k {top_k}, temperature {temperature:g}, seed {seed})")
+        f"(top-k {top_k}, temperature {temperature:g}, seed {seed})" + (" before Ctrl-C stopped it" if result["interrupted"] else ""))
     if json_output:
         _print_json(result)
+    if result["interrupted"]:
+        raise typer.Exit(code=130)  # the shell's code for a command stopped by Ctrl-C (SIGINT)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -66,9 +66,11 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import pickle
 import re
 import shutil
+import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -603,12 +605,34 @@ def _clear_out_dir(out_dir: Path, force: bool) -> None:
     shutil.rmtree(out_dir)
 
 
+IMPORTING = ".importing-"
+"""Prefix of the folder an import writes beside --out before renaming it into place."""
+
+
 def _write_run(out_dir: Path, model: torch.nn.Module, cfg: RunConfig, vocab: Vocab, record: dict[str, Any]) -> None:
-    """checkpoint/ (with the vocabulary) first, so an interrupted import leaves no run without weights;
-    then config.yaml and import.json."""
-    save_checkpoint(out_dir, model, cfg, step=0, vocab_hash=vocab.sha256, vocab=vocab)
-    save_config(cfg, out_dir / "config.yaml")
-    write_json_atomic(out_dir / "import.json", record)
+    """checkpoint/ (with the vocabulary), config.yaml and import.json, written into a folder beside
+    ``out_dir`` that is renamed into place once complete: a kill at any moment leaves no half run at
+    ``out_dir`` (which the rerun would refuse as 'already holds a run' and eval could not read), only
+    that folder, which the rerun removes."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.parent.glob(f"{IMPORTING}{out_dir.name}.*"):  # what killed imports to this --out left
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f"{IMPORTING}{out_dir.name}."))
+    try:
+        save_checkpoint(staging, model, cfg, step=0, vocab_hash=vocab.sha256, vocab=vocab)
+        save_config(cfg, staging / "config.yaml")
+        write_json_atomic(staging / "import.json", record)
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; a run directory is for everyone
+        os.replace(staging, out_dir)  # onto nothing, or onto the empty folder _clear_out_dir left
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _finish(out_dir: Path, cfg: RunConfig, vocab: Vocab, weights: Path, layout: _Layout, record: dict[str, Any],

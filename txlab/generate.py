@@ -35,10 +35,17 @@ from txlab.config import POSITIVE, SEED, Range
 from txlab.corpora import CORPORA, EOS, load_corpus
 from txlab.devices import check_device
 from txlab.errors import TxlabError
+from txlab.fileio import read_text_file
 from txlab.evaluate import evaluation_context, read_in_chunks
 from txlab.lm import LanguageModel
 from txlab.vocab import Vocab
 
+
+MAX_PROMPT_BYTES = 16 * 2**20
+"""The largest prompt file read (16 MiB of text): /dev/zero or a huge file would otherwise be read until memory runs out."""
+
+GENERATED_TOKENS = Range(1, 1_000_000)
+"""Tokens one call may generate: the ids and text are kept in memory, and 10^9 of them would not fit."""
 
 TEMPERATURE = Range(0.01, 100)
 """Temperatures sampling can use: below 0.01 the float32 probabilities underflow to the single most
@@ -222,13 +229,13 @@ def generate(
     """
     if (prompt is None) == (prompt_file is None):
         raise TxlabError("give the prompt as text (--prompt) or as a file (--prompt-file), one of the two")
-    POSITIVE.check(n_tokens, "--tokens")
+    GENERATED_TOKENS.check(n_tokens, "--tokens")
     POSITIVE.check(top_k, "--top-k")
     TEMPERATURE.check(temperature, "--temperature")
     SEED.check(seed, "--seed")
     if prompt_file is not None:
         try:
-            prompt = Path(prompt_file).read_text(encoding="utf-8")
+            prompt = read_text_file(prompt_file, MAX_PROMPT_BYTES, "the prompt file")
         except (OSError, UnicodeDecodeError) as err:
             raise TxlabError(f"cannot read the prompt file {prompt_file}: {err}") from None
     if hf.is_hf_spec(str(run_dir)):
@@ -256,12 +263,16 @@ def generate(
     if not model.carries_state and len(prompt_ids) > window:
         warn(f"this model has no memory: it sees only the last {window} tokens of the prompt")
 
-    generated, pieces = [], []
-    for token in sample_tokens(ContextReader(model, chunk_len, window), prompt_ids, n_tokens, top_k, temperature, seed):
-        generated.append(token)
-        pieces.append(piece_of(token))
-        on_text(pieces[-1])
+    generated, pieces, interrupted = [], [], False
+    try:
+        for token in sample_tokens(ContextReader(model, chunk_len, window), prompt_ids, n_tokens, top_k, temperature, seed):
+            generated.append(token)
+            pieces.append(piece_of(token))
+            on_text(pieces[-1])
+    except KeyboardInterrupt:  # Ctrl-C: the text so far stands; the caller says so and exits 130
+        interrupted = True
     return {
+        "interrupted": interrupted,
         "run": str(run_dir), "prompt_tokens": len(prompt_ids), "tokens": generated, "text": "".join(pieces),
         "top_k": top_k, "temperature": temperature, "seed": seed, "carries_state": model.carries_state,
     }
