@@ -668,3 +668,34 @@ def test_generation_is_bounded_and_ctrl_c_stops_it_cleanly(trained, monkeypatch)
     assert result.exit_code == 130 and "Traceback" not in result.output, result.output
     assert "generated 3 tokens after a 1-token prompt (top-k 40, temperature 1, seed 0) before Ctrl-C stopped it" in result.output
     assert json.loads(result.output.strip().splitlines()[-1])["interrupted"] is True
+
+
+def test_corpus_options_a_run_cannot_use_are_refused(trained, tmp_path):
+    fails_cleanly(["eval", str(trained), "--corpus-dir", str(tmp_path), "--quiet"],
+                  f"--corpus-dir {tmp_path}: corpus synthetic is generated, not read from a folder; leave --corpus-dir out")
+    fails_cleanly(train_args(tmp_path / "run", 2, "--corpus-dir", str(tmp_path)), "corpus synthetic is generated")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("corpus, files", [
+    ("wikitext-2", {"wiki.train.tokens": " \n" * 2000, "wiki.valid.tokens": " a b c d e f g h \n" * 20, "wiki.test.tokens": " a b c \n" * 20}),
+    ("tinyshakespeare", {"input.txt": " \n\t" * 20000}),
+])
+def test_a_built_in_corpus_whose_split_is_whitespace_only_is_refused(tmp_path, corpus, files):
+    (tmp_path / "c").mkdir()
+    for name, text in files.items():
+        (tmp_path / "c" / name).write_text(text)
+    fails_cleanly(train_args(tmp_path / "run", 2, "--data", corpus, "--corpus-dir", str(tmp_path / "c")),
+                  f"split of {corpus} in {tmp_path / 'c'} holds only whitespace and line ends: give it some text")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_attention_length_of_10_to_the_12_is_refused_before_its_position_table(run_copy, tmp_path):
+    fails_cleanly(["eval", str(run_copy), "--attn-len", "1000000000000", "--quiet"],
+                  "1,000,000,000,016 keys need a relative-position table of at least", "GiB, more than the")
+    assert not (run_copy / "eval").exists()
+    study = "name: huge\nbase: {preset: xl151m}\nrows:\n  - {recurrence: true, encoding: ours, loss: full}\n" \
+            "profiles:\n  tiny: {size: tiny, eval_lens: [1000000000000], seeds: [0], out: " + str(tmp_path / "o") + ", figures: " + str(tmp_path / "f") + \
+            ", sets: [train.max_steps=2, data.synthetic_tokens=5000, data.synthetic_eval_tokens=600, train.eval_interval=2]}\n"
+    (tmp_path / "study.yaml").write_text(study)
+    fails_cleanly(["ablate", str(tmp_path / "study.yaml"), "--profile", "tiny", "--quiet"], "keys need a relative-position table")

@@ -78,3 +78,21 @@ def check_fits(cfg: ModelConfig, rows: int, tgt_len: int, mem_len: int, *, train
             f"{'training' if training else 'evaluation'}), more than the {available / GIB:,.1f} GiB this machine's {torch.device(device).type} has: "
             "lower the batch size, segment or attention length"
         )
+
+
+def position_table_bytes(cfg: ModelConfig, keys: int) -> int:
+    """Bytes of the relative-position table a Transformer-XL builds once for ``keys`` keys (its memory
+    setting plus a segment, however few tokens the memory ever holds): one [keys + 1, heads x head size]
+    table per layer with relative encodings, none otherwise."""
+    if cfg.family not in ("xl", "vanilla") or cfg.pos_enc not in ("ours", "shaw"):
+        return 0
+    return FLOAT_BYTES * (keys + 1) * cfg.n_layer * cfg.n_head * cfg.d_head
+
+
+def check_position_table(cfg: ModelConfig, keys: int, *, device: str | torch.device, what: str) -> None:
+    """Refuse an attention length whose position table alone exceeds the device's memory (a study's
+    eval_lens of 10^12 would otherwise reach the allocator: 8 TB for one table)."""
+    needed, available = position_table_bytes(cfg, keys), machine_memory(device)
+    if needed > available:
+        raise TxlabError(f"{what}: {keys:,} keys need a relative-position table of at least {needed / GIB:,.1f} GiB, more than the "
+                         f"{available / GIB:,.1f} GiB this machine's {torch.device(device).type} has: lower the memory or attention length")

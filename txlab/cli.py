@@ -289,6 +289,9 @@ def train(
                      [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *([f"train.device={device}"] if device else []), *overrides],
                      text=text, tokenizer=tokenizer)
     check_device(cfg.train.device, "train.device")  # set by --set, --config or the preset: checked before the plan
+    from txlab.corpora import check_corpus_dir_applies
+
+    check_corpus_dir_applies(cfg.data.corpus, corpus_dir)
     directory = Path(run_dir) if run_dir else train_run_dir(cfg)
     main_process = os.environ.get("RANK", "0") == "0"
     if not restart:  # before the plan, which would call another run's directory trained

@@ -596,6 +596,7 @@ def _build_cache(spec: CorpusSpec, sources: CorpusSources, entry: Path, options:
         records = source_records(sources)
         vocab, lengths = _count_and_measure(spec, sources, drop, progress)
         _encode_into(spec, sources, vocab, lengths, workdir, drop, progress)
+        _check_splits_not_blank(spec, vocab, workdir, lengths, sources.directory)
         vocab.save(workdir / "vocab.json")
         meta = {
             "format": CACHE_FORMAT, "corpus": spec.name, "level": spec.level, "options": options,
@@ -608,6 +609,26 @@ def _build_cache(spec: CorpusSpec, sources: CorpusSources, entry: Path, options:
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
+
+
+def _check_splits_not_blank(spec: CorpusSpec, vocab: Vocab, workdir: Path, lengths: dict[str, int], where: Path) -> None:
+    """Refuse a split of only whitespace and line ends (a whitespace-only train file would train on <eos>
+    alone): nothing a model can learn or be scored on. Own text has the same check (_check_text_splits)."""
+    def blank(symbol: str) -> bool:
+        if spec.byte_symbols and symbol.isdigit():  # enwik8's symbols are byte values
+            return chr(int(symbol)).isspace()
+        return symbol == EOS or symbol.isspace()
+
+    is_blank = np.array([blank(symbol) for symbol in vocab.symbols], dtype=bool)
+    for split, n in lengths.items():
+        if not n:
+            continue
+        ids = np.load(workdir / f"{split}.npy", mmap_mode="r")
+        counts = np.zeros(len(is_blank), dtype=np.int64)
+        for at in range(0, n, _COPY_TOKENS):  # in pieces: a split may be larger than memory
+            counts += np.bincount(ids[at : at + _COPY_TOKENS], minlength=len(counts))
+        if is_blank[np.flatnonzero(counts)].all():
+            raise TxlabError(f"the {split} split of {spec.name} in {where} holds only whitespace and line ends: give it some text")
 
 
 def read_entry(entry: Path, meta: dict) -> tuple[Vocab, dict[str, np.ndarray]]:
@@ -739,6 +760,17 @@ def _load_synthetic(cfg: DataConfig) -> Corpus:
     truth = {s: synthetic.generate(spec, n, cfg.synthetic_seed, split=s) for s, n in sizes.items()}
     source = f"generated (seed {cfg.synthetic_seed}, copies {spec.min_distance}..{spec.max_distance} tokens back)"
     return Corpus(spec.name, "word", Vocab(spec.symbols()), {s: t.tokens for s, t in truth.items()}, source, truth=truth)
+
+
+def check_corpus_dir_applies(corpus: str, corpus_dir: str, option: str = "--corpus-dir") -> None:
+    """Refuse a corpus folder for a corpus that reads none: a synthetic corpus is generated and own text
+    is read from data.text, so the folder would be silently ignored."""
+    if not corpus_dir:
+        return
+    if corpus in synthetic.VARIANTS:
+        raise TxlabError(f"{option} {corpus_dir}: corpus {corpus} is generated, not read from a folder; leave {option} out")
+    if corpus == TEXT_CORPUS:
+        raise TxlabError(f"{option} {corpus_dir}: this run reads its own text (data.text), not a corpus folder; leave {option} out")
 
 
 def load_corpus(cfg: DataConfig, progress: bool = True) -> Corpus:

@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from txlab.batching import eval_segments
-from txlab.capacity import check_fits
+from txlab.capacity import check_fits, check_position_table
 from txlab.checkpoint import load_checkpoint
 from txlab.config import NON_NEGATIVE, DataConfig, EvalConfig, ModelConfig, update_dataclass
-from txlab.corpora import load_corpus_for_model
+from txlab.corpora import check_corpus_dir_applies, load_corpus_for_model
 from txlab.diagnostics import role_summary
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
@@ -188,6 +188,7 @@ def evaluate_run(
     ckpt = load_checkpoint(run_dir, map_location=device)
     cfg = ckpt.config
     _refuse_memory_settings(cfg.model.family, {"--mem-len": mem_len or None, "--attn-len": attn_len, "--same-length": same_length, "--clamp-len": clamp_len})
+    check_corpus_dir_applies(cfg.data.corpus, corpus_dir)
     data_cfg = update_dataclass(cfg.data, {"corpus_dir": corpus_dir}) if corpus_dir else cfg.data
     corpus = load_corpus_for_model(data_cfg, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
     if attn_len is not None:
@@ -210,6 +211,7 @@ def evaluate_run(
     stream_len = -(-n_targets // eval_cfg.batch_size)  # no segment or memory holds more than its stream
     check_fits(cfg.model, eval_cfg.batch_size, min(seg_len, stream_len), min(context.mem_len, stream_len), training=False, device=device,
                what="this evaluation (--batch-size, --tgt-len, --mem-len/--attn-len)")
+    check_position_table(cfg.model, seg_len + context.mem_len, device=device, what="this evaluation (--mem-len/--attn-len)")
     if by_role and corpus.truth is None:
         raise TxlabError(f"--by-role needs a synthetic corpus (it knows each token's role); {corpus.name} is not one")
     result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress,
