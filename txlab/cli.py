@@ -586,6 +586,8 @@ def recl(
     models_root: str = typer.Option(None, "--models-root", help="Where preset runs live (<root>/<preset>-<size>-<corpus>/) \\[default: the study's, else <home>/results/models]."),
     out_dir: Path = typer.Option(None, "--out-dir", help="Tables go to <out-dir>/<group>/ \\[default: <home>/results/recl].", show_default=False),
     fig_dir: Path = typer.Option(None, "--fig-dir", help="Figures go to <fig-dir>/<group>/ \\[default: <home>/figures/recl].", show_default=False),
+    redraw: Path = typer.Option(None, "--redraw", help="Only draw Figures 3 and 4 again from a group's folder of tables (results/recl/<group>), "
+                                "into <fig-dir>/<group>/; nothing trains or scores.", show_default=False),
     _show: bool = _show_settings("txlab.drivers.recl", "ReclSettings"),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
@@ -604,8 +606,14 @@ def recl(
     txlab recl --group xl151m qrnn lstm --r 0.1
     """
     from txlab.devices import check_device
-    from txlab.drivers.recl import parse_rs, recl_groups, summary
+    from txlab.drivers.recl import parse_rs, recl_groups, redraw_group, summary
 
+    if redraw is not None:
+        from txlab.workspace import resolve
+
+        for path in redraw_group(redraw, fig_dir or resolve("figures/recl")):
+            typer.echo(f"wrote {path}")
+        return
     if device is not None:
         check_device(device)
     if name is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from scipy import stats  # noqa: E402
 from txlab.claims import Claim, claims_markdown, evaluate_claims  # noqa: E402
 from txlab.errors import TxlabError  # noqa: E402
 from txlab.fileio import DamagedFile, read_json, read_metrics_log, read_yaml_mapping, write_atomic, write_text_atomic  # noqa: E402
-from txlab.style import CI_ALPHA, REFERENCE_COLORS, colors, themed  # noqa: E402
+from txlab.style import CI_ALPHA, MARKERS, REFERENCE_COLORS, colors, distinct_colors, themed  # noqa: E402
 from txlab.tables import markdown_table  # noqa: E402
 
 
@@ -305,32 +306,139 @@ def _read_points(table: Path, what: str) -> pd.DataFrame:
     return pd.read_csv(table)
 
 
-def figure3(table: Path, out: Path, title: str = "") -> list[Path]:
-    """Figure 3 from figure3.csv: the unnormalised gain exp f(c,c) - exp f_i(c,c') of each step c -> c',
-    plotted at c', one line per model. Writes ``out`` (.png and .pdf) and its points (.csv).
+MODEL_NAMES = {
+    "xl151m": "Transformer-XL", "xl128m": "Transformer-XL", "xl128m-shaw": "Transformer-XL, Shaw et al. encoding",
+    "xl128m-norecur": "Transformer-XL without recurrence", "transformer128m": "vanilla Transformer",
+    "qrnn": "QRNN", "lstm": "LSTM", "gpt2": "GPT-2", "llama": "Llama",
+}
+"""How figures name a preset: its architecture in words (a preset's name carries its paper size, which
+a cpu or tiny size does not have)."""
 
-    No threshold line: RECL's threshold applies to the gain relative to the group's best loss at c
-    (txlab.recl.relative_gain), not to these unnormalised gains, so a line here would mislead."""
-    points = _read_points(table, "Figure 3")
-    return _lines_by_model(points, "c_next", "gain", "context length c' (step c -> c')", "gain exp f(c,c) - exp f(c,c')", out, title)
+
+def model_name(label: str) -> str:
+    """A group member's legend entry: the preset's architecture in words with its label, e.g.
+    'Transformer-XL (xl151m)', 'QRNN'; a label no preset starts (a run folder, hf:PATH) as it is."""
+    key = label if label in MODEL_NAMES else next((k for k in sorted(MODEL_NAMES, key=len, reverse=True) if label.startswith(k + "-")), None)
+    if key is None:
+        return label
+    # a run folder's label repeats the size and corpus the title already gives: the preset says which
+    return MODEL_NAMES[key] if MODEL_NAMES[key].lower() == key else f"{MODEL_NAMES[key]} ({key})"
 
 
-def figure4(table: Path, out: Path, title: str = "") -> list[Path]:
-    """Figure 4 from figure4.csv: perplexity on the shared targets against context length, one line
-    per model (and the ideal model's on synthetic corpora). Writes ``out`` (.png and .pdf) and its points (.csv)."""
-    points = _read_points(table, "Figure 4")
-    return _lines_by_model(points, "c", "ppl", "context length c", "perplexity exp(mean l(c, t))", out, title)
+def _model_styles(models: list[str]) -> dict[str, dict[str, Any]]:
+    """One colour and marker per model, the same in Figures 3 and 4; the oracle (ground truth) in the
+    reference black, dashed, so it never reads as a model's colour."""
+    palette = distinct_colors(sum(not m.startswith("oracle") for m in models))
+    styles, i = {}, 0
+    for model in models:
+        if model.startswith("oracle"):
+            styles[model] = {"color": REFERENCE_COLORS["ideal"], "ls": "--", "marker": None}
+        else:
+            styles[model] = {"color": palette[i], "ls": "-", "marker": MARKERS[i % len(MARKERS)]}
+            i += 1
+    return styles
+
+
+def _wrapped(title: str, width: int = 70) -> str:
+    """A title's lines wrapped to the figure's width (a long corpus description ran past the edges)."""
+    return "\n".join(textwrap.fill(line, width) for line in title.split("\n"))
+
+
+def _legend_outside(ax: plt.Axes) -> None:
+    """The legend right of the plot, where it covers no line."""
+    ax.legend(fontsize=8, title=None, loc="upper left", bbox_to_anchor=(1.02, 1.0))
 
 
 @themed
-def _lines_by_model(points: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, out: Path, title: str) -> list[Path]:
-    """One line per model of ``points[y]`` against ``points[x]``, written as ``out`` (.png, .pdf and the points as .csv)."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    sns.lineplot(points, x=x, y=y, hue="model", marker="o", markersize=4, ax=ax)
-    ax.set(xlabel=xlabel, ylabel=ylabel)
-    ax.legend(fontsize=8, title=None)
+def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = None, placebo: Path | None = None,
+            r: float = 0.1, threshold: float = 0.01) -> list[Path]:
+    """Figure 3 from figure3.csv: the unnormalised gain exp f(c,c) - exp f_i(c,c') of each step c -> c',
+    plotted at c', one line per model. With ``intervals`` (table8.csv) each model's RECL at ``r`` is
+    marked under its gains with its bootstrap interval; with ``placebo`` (placebo.csv) a second panel
+    shows the relative gain at ``r`` beside the placebo gain (the same step with the context's source
+    shuffled), with RECL's ``threshold``: a real gain stands above both. Writes ``out`` (.png and .pdf)
+    and its points (.csv).
+
+    No threshold line on the unnormalised gains: RECL's threshold applies to the gain relative to the
+    group's best loss at c (txlab.recl.relative_gain), which is what the placebo panel shows."""
+    points = _read_points(table, "Figure 3")
+    models = list(dict.fromkeys(points["model"]))
+    styles = _model_styles(models)
+    placebo_points = pd.read_csv(placebo) if placebo is not None and Path(placebo).is_file() else None
+    if placebo_points is not None:
+        placebo_points = placebo_points[np.isclose(placebo_points["r"], r)]
+    panels = 2 if placebo_points is not None and not placebo_points.empty else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels + 1.6, 4.2), squeeze=False)
+    ax = axes[0][0]
+    for model in models:
+        own = points[points["model"] == model].sort_values("c_next")
+        st = styles[model]
+        ax.plot(own["c_next"], own["gain"], color=st["color"], ls=st["ls"], marker=st["marker"], ms=4, lw=1.4, label=model_name(model))
+    ax.set(xlabel="context length c' (step c \u2192 c')", ylabel="gain exp f(c,c) \u2212 exp f(c,c')")
+    ax.set_title(f"unnormalised gain at r = {r:g}", fontsize=9)
+    rows = pd.read_csv(intervals) if intervals is not None and Path(intervals).is_file() else None
+    if rows is not None and "ci_low" in rows:
+        marked = rows[np.isclose(rows["r"], r) & rows["model"].isin(models)]
+        lo, hi = ax.get_ylim()
+        span = hi - lo
+        ax.set_ylim(lo - 0.08 * span * (len(marked) + 1), hi)
+        for k, row in enumerate(marked.itertuples()):
+            y = lo - 0.08 * span * (k + 1)
+            st = styles[row.model]
+            ax.errorbar([row.recl], [y], xerr=[[row.recl - row.ci_low], [row.ci_high - row.recl]], color=st["color"],
+                        marker=">" if row.censored else "D", ms=5, capsize=3, lw=1.2)
+        ax.set_title(f"unnormalised gain at r = {r:g}\nbelow: RECL with its 95% bootstrap interval (\u25b8: beyond the grid)", fontsize=9)
+    if panels == 2:
+        right = axes[0][1]
+        for model in models:
+            own = placebo_points[placebo_points["model"] == model].sort_values("c_next")
+            if own.empty:
+                continue
+            st = styles[model]
+            right.plot(own["c_next"], own["gain"], color=st["color"], marker=st["marker"], ms=4, lw=1.4)
+            right.plot(own["c_next"], own["placebo_gain"], color=st["color"], ls=":", lw=1.2)
+        right.axhline(threshold, color=REFERENCE_COLORS["bound"], lw=1, ls="--")
+        right.plot([], [], color="0.3", lw=1.4, label="gain")
+        right.plot([], [], color="0.3", ls=":", lw=1.2, label="placebo gain (source shuffled)")
+        right.plot([], [], color=REFERENCE_COLORS["bound"], ls="--", lw=1, label=f"threshold {threshold:g}")
+        right.set(xlabel="context length c' (step c \u2192 c')", ylabel="relative gain g(c, c')")
+        right.set_title(f"relative gain and its placebo at r = {r:g}", fontsize=9)
+        right.legend(fontsize=7, loc="upper right")
     if title:
-        ax.set_title(title, fontsize=9)
+        fig.suptitle(_wrapped(title, 110 if panels == 2 else 70), fontsize=10)
+    if panels == 1:
+        _legend_outside(ax)
+        fig.tight_layout()
+    else:  # between the panels the models' legend would cover the right one: under the figure instead
+        handles, labels = ax.get_legend_handles_labels()
+        fig.tight_layout(rect=(0, 0.1, 1, 1))
+        fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(models), 4), frameon=False)
+    written = save_figure_with_points(fig, out, points)
+    return [*written["figures"], written["table"]]
+
+
+@themed
+def figure4(table: Path, out: Path, title: str = "", char_level: bool = False) -> list[Path]:
+    """Figure 4 from figure4.csv: perplexity on the shared targets against context length, one line
+    per model (and the ideal model's on synthetic corpora, black and dashed); in bits per character
+    (log2 of the perplexity) on a character corpus, as txlab reads character corpora everywhere.
+    Writes ``out`` (.png and .pdf) and its points (.csv)."""
+    points = _read_points(table, "Figure 4")
+    models = list(dict.fromkeys(points["model"]))
+    styles = _model_styles(models)
+    y = np.log2(points["ppl"]) if char_level else points["ppl"]
+    points = points.assign(bpc=y) if char_level else points
+    fig, ax = plt.subplots(figsize=(7.6, 4.2))
+    for model in models:
+        own = points[points["model"] == model].sort_values("c")
+        st = styles[model]
+        ax.plot(own["c"], own["bpc" if char_level else "ppl"], color=st["color"], ls=st["ls"], marker=st["marker"] or "o", ms=4, lw=1.4,
+                label=model_name(model))
+    ax.set(xlabel="context length c", ylabel="bits per character" if char_level else "perplexity exp(mean l(c, t))")
+    _legend_outside(ax)
+    if title:
+        ax.set_title(_wrapped(title), fontsize=10)
+    fig.tight_layout()
     written = save_figure_with_points(fig, out, points)
     return [*written["figures"], written["table"]]
 

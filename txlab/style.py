@@ -54,5 +54,15 @@ def colors(n: int) -> list[tuple[float, float, float]]:
     return sns.color_palette(PALETTE, n)
 
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+"""One marker per line, so that lines of near colours (and a print in grey) still tell apart."""
+
+
+def distinct_colors(n: int) -> list[tuple[float, float, float]]:
+    """``n`` colours that differ in hue: the palette's for up to six lines; past six its light and dark
+    twins (blue and sky blue, orange and vermillion) read as one colour, so matplotlib's tab10 instead."""
+    return colors(n) if n <= 6 else sns.color_palette("tab10", n)
+
+
 def sequential_cmap() -> Colormap:
     return sns.color_palette(SEQUENTIAL, as_cmap=True)

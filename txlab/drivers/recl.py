@@ -41,7 +41,7 @@ from txlab import hf, recl, report
 from txlab.checkpoint import has_checkpoint, read_meta
 from txlab.config import (NON_NEGATIVE, POSITIVE, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile, setting, to_dict,
                           update_dataclass)
-from txlab.corpora import Corpus, load_corpus
+from txlab.corpora import CORPORA, Corpus, load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.lm import Context
@@ -668,13 +668,82 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
     files = report.write_table8(rows, table_dir / "table8")
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
     files += report.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference)
-    files += report.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"{group.name}: gains at r = {FIGURE3_R}")
-    files += report.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", title=f"{group.name}: perplexity by context")
     settings_file = table_dir / "recl.json"
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
                          losses.token_stream_sha256, rows, report.table8_markdown(rows), [settings_file, *files])
+    files += draw_figures(table_dir, figure_dir, result.record(), char_level=corpus.level == "char")
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
-    return result
+    return replace(result, files=[settings_file, *files])
+
+
+def _members_in_words(record: dict[str, Any]) -> str:
+    names = []
+    for member in record.get("members", []):
+        base = Path(str(member).removeprefix("hf:")).name
+        key = base if base in report.MODEL_NAMES else next((k for k in sorted(report.MODEL_NAMES, key=len, reverse=True) if base.startswith(k + "-")), None)
+        names.append(report.MODEL_NAMES[key] if key else base)
+    names = list(dict.fromkeys(names))
+    if len(names) > 3:  # the legend names each; a title listing four or more would outgrow the figure
+        return f"{len(names)} models"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _corpus_of(record: dict[str, Any]) -> str | None:
+    """The corpus a group was scored on: its data setting, else the corpus its name ends with."""
+    settings = record.get("settings", {})
+    if settings.get("data"):
+        return settings["data"]
+    known = sorted([*CORPORA, *SYNTHETIC], key=len, reverse=True)
+    return next((c for c in known if record.get("group", "").endswith("-" + c)), None)
+
+
+def corpus_in_words(record: dict[str, Any]) -> str:
+    """'Tiny Shakespeare', 'the synthetic corpus (small language, copies up to 200 tokens back)', 'own text notes.txt'."""
+    settings = record.get("settings", {})
+    if settings.get("text"):
+        return f"own text {Path(settings['text']).name}"
+    corpus = _corpus_of(record)
+    if corpus in CORPORA:
+        return re.split(r" \(|,", CORPORA[corpus].title)[0]
+    if corpus in SYNTHETIC:
+        return f"the synthetic corpus ({SYNTHETIC[corpus].description.split(' (')[0]})"
+    return corpus or record.get("group", "")
+
+
+def is_char_level(record: dict[str, Any]) -> bool:
+    """Whether a recorded group's corpus is read in characters (so in bits per character)."""
+    settings = record.get("settings", {})
+    if settings.get("text"):
+        return settings.get("tokenizer") in (None, "char")
+    corpus = _corpus_of(record)
+    return corpus in CORPORA and CORPORA[corpus].level == "char"
+
+
+def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char_level: bool | None = None) -> list[Path]:
+    """Figures 3 and 4 of one group from the tables in ``table_dir`` (figure3.csv, figure4.csv, table8.csv's
+    bootstrap intervals, placebo.csv where there is one) into ``figure_dir``, titled in words by ``record``
+    (recl.json's fields). What a run draws, and what --redraw draws again without scoring anything."""
+    table_dir, figure_dir = Path(table_dir), Path(figure_dir)
+    size = record.get("settings", {}).get("size")
+    who = f"{_members_in_words(record)}" + (f" ({size} size)" if size else "")
+    where = corpus_in_words(record)
+    char_level = is_char_level(record) if char_level is None else char_level
+    files = report.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{who} on {where}",
+                           intervals=table_dir / "table8.csv", placebo=table_dir / "placebo.csv", r=FIGURE3_R, threshold=recl.DEFAULT_THRESHOLD)
+    files += report.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", char_level=char_level,
+                            title=f"Figure 4: {'bits per character' if char_level else 'perplexity'} by context length\n{who} on {where}")
+    return files
+
+
+def redraw_group(table_dir: Path, fig_dir: Path) -> list[Path]:
+    """Draw a scored group's figures again from its folder of tables (recl.json beside them) into
+    ``fig_dir``/<group>/: nothing trains or scores."""
+    table_dir = Path(table_dir)
+    record_file = table_dir / "recl.json"
+    if not record_file.is_file():
+        raise TxlabError(f"no recl.json in {table_dir}: --redraw takes a group's folder of tables that txlab recl wrote")
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    return draw_figures(table_dir, Path(fig_dir) / table_dir.name, record)
 
 
 def recl_groups(

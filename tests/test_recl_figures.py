@@ -1,0 +1,61 @@
+"""Figures 3 and 4 drawn again from a group's committed tables (txlab recl --redraw): nothing scores,
+titles are in words, character corpora read in bits per character, placebo gains get their panel."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from txlab import report
+from txlab.cli import app
+from txlab.drivers import recl as recl_driver
+
+runner = CliRunner()
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "recl"
+
+
+def test_redraw_draws_both_figures_from_the_tables_and_scores_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(recl_driver, "score_group", lambda *a, **k: pytest.fail("--redraw scored something"))
+    group = "table8-xl-rnn-cpu-synthetic-small-short"
+    result = runner.invoke(app, ["recl", "--redraw", str(RESULTS / group), "--fig-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in (tmp_path / group).iterdir()} >= {"figure3.png", "figure3.pdf", "figure4.png", "figure4.pdf"}
+    missing = runner.invoke(app, ["recl", "--redraw", str(tmp_path), "--fig-dir", str(tmp_path)])
+    assert missing.exit_code == 2 and "no recl.json" in missing.output
+
+
+def test_figure3_shows_the_placebo_panel_only_when_placebo_gains_were_written(tmp_path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(report, "save_figure_with_points", lambda fig, out, points: drawn.append(len(fig.axes)) or
+                        {"figures": [Path(out)], "table": Path(out).with_suffix(".csv")})
+    group = RESULTS / "table8-xl-rnn-cpu-synthetic-small-short"
+    report.figure3(group / "figure3.csv", tmp_path / "with.png", intervals=group / "table8.csv", placebo=group / "placebo.csv")
+    report.figure3(group / "figure3.csv", tmp_path / "without.png", intervals=group / "table8.csv", placebo=tmp_path / "none.csv")
+    plt.close("all")
+    assert drawn == [2, 1]
+
+
+def test_a_character_corpus_is_drawn_in_bits_per_character_and_titled_in_words(tmp_path):
+    group = "table8-xl-rnn-cpu-tinyshakespeare"
+    shutil.copytree(RESULTS / group, tmp_path / group)
+    recl_driver.redraw_group(tmp_path / group, tmp_path / "figures")
+    points = pd.read_csv(tmp_path / "figures" / group / "figure4.csv")
+    assert np.allclose(points["bpc"], np.log2(points["ppl"]))
+    record = {"group": group, "members": ["xl151m", "qrnn", "lstm"], "settings": {"data": "tinyshakespeare", "size": "cpu"}}
+    assert recl_driver.is_char_level(record) and recl_driver.corpus_in_words(record) == "Tiny Shakespeare"
+    synthetic = {"group": "families-cpu-synthetic-small-short", "settings": {"data": ""}}
+    assert not recl_driver.is_char_level(synthetic)
+    assert recl_driver.corpus_in_words(synthetic).startswith("the synthetic corpus (small language")
+
+
+def test_legend_names_say_the_architecture_not_only_the_preset_slug():
+    assert report.model_name("qrnn") == "QRNN"
+    assert report.model_name("xl128m-shaw") == "Transformer-XL, Shaw et al. encoding (xl128m-shaw)"
+    assert report.model_name("gpt2-cpu-synthetic-small-short") == "GPT-2 (gpt2)"
+    assert report.model_name("my-run") == "my-run"
