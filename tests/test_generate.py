@@ -155,7 +155,7 @@ def test_cli_user_errors_exit_2_without_traceback(tmp_path, untrained_run):
     run = untrained_run(tmp_path / "xl")
     for args, message in [
         (["generate", str(run), "--prompt", ""], "the prompt is empty"),
-        (["generate", str(run), "--prompt", "b001", "--tokens", "0"], "--tokens must be >= 1, got 0"),
+        (["generate", str(run), "--prompt", "b001", "--tokens", "0"], "--tokens must be in [1, 1e+06], got 0"),
         (["generate", str(run), "--prompt", "b001", "--top-k", "0"], "--top-k must be >= 1, got 0"),
         (["generate", str(run)], "give the prompt as text (--prompt) or as a file (--prompt-file)"),
         (["generate", str(run), "--prompt-file", str(tmp_path / "none.txt")], "cannot read the prompt file"),
