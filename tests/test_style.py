@@ -70,3 +70,9 @@ def test_learning_curves_of_seeds_of_one_configuration_share_a_line_with_an_inte
     assert pd.read_csv(written["table"])["label"].tolist() == [labels[0]] * 6 + [labels[3]] * 2
     table = report.mean_intervals(pd.read_csv(written["table"]), ["label", "step"], "loss").set_index(["label", "step"])
     assert table.loc[(labels[0], 10), "mean"] == 4.0 and table.loc[(labels[0], 10), "ci_high"] == pytest.approx(4 + 4.302652729911275 / math.sqrt(3))
+
+
+def test_ablation_labels_say_the_real_size_and_drop_a_remark_that_repeats_the_row():
+    runs = pd.DataFrame({"row_id": ["recur-ours-full", "ours"], "remark": ["Transformer-XL (128M)", "Ours"], "params": [957968, 957968]})
+    assert report.ablation_label(runs, "recur-ours-full") == "recur-ours-full: Transformer-XL (0.96M)"
+    assert report.ablation_label(runs, "ours") == "ours (0.96M)"

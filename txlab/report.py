@@ -691,13 +691,14 @@ def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: 
     # the table's ± is the sd over seeds: the plotted numbers carry it beside the t-interval
     sd = curves.groupby(["row_id", "attn_len"], sort=False)["value"].std(ddof=1).rename("sd").reset_index()
     intervals = intervals.merge(sd, on=["row_id", "attn_len"])
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    palette = colors(intervals["row_id"].nunique())
+    if intervals.groupby("row_id")["attn_len"].nunique().max() == 1:
+        return _ablation_dots(curves, runs, intervals, out, title)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    palette = distinct_colors(intervals["row_id"].nunique())
     for i, (row_id, points) in enumerate(intervals.groupby("row_id", sort=False)):
         points = points.sort_values("attn_len")
-        remark = runs.loc[runs["row_id"] == row_id, "remark"].iloc[0]
-        color = palette[i]
-        ax.plot(points["attn_len"], points["mean"], marker="o", ms=3, lw=1.2, color=color, label=f"{row_id}" + (f" ({remark})" if remark else ""),
+        color, marker = palette[i], MARKERS[i % len(MARKERS)]
+        ax.plot(points["attn_len"], points["mean"], marker=marker, ms=4, lw=1.3, color=color, label=ablation_label(runs, row_id),
                 ls="-" if i < 10 else "--")
         if (points["seeds"] > 1).any():
             for _, seed in curves[curves["row_id"] == row_id].groupby("seed"):
@@ -706,7 +707,7 @@ def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: 
         init = int(runs.loc[runs["row_id"] == row_id, "init_len"].iloc[0])
         at_init = points[points["attn_len"] == init]
         if not at_init.empty:
-            ax.plot([init], at_init["mean"], marker="o", ms=8, mfc="none", color=color)
+            ax.plot([init], at_init["mean"], marker="o", ms=9, mfc="none", color=color)
     metric = curves["metric"].iloc[0]
     lengths = sorted(curves["attn_len"].unique())
     ax.set_xscale("log", base=2)  # the lengths roughly double; equal steps read as equal ratios
@@ -715,6 +716,43 @@ def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: 
     ax.set(xlabel="evaluation attention length", ylabel="perplexity" if metric == "ppl" else "bits per character")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title((title + "\n" if title else "") + "thick: mean over seeds; thin: each seed; open circle: the training attention length (PPL init)", fontsize=9)
+    written = save_figure_with_points(fig, out, intervals)
+    return [*written["figures"], written["table"]]
+
+
+def ablation_label(runs: pd.DataFrame, row_id: str) -> str:
+    """A study row's legend entry: its id, its remark where it adds something, and the size its runs
+    really have (a remark such as 'Transformer-XL (128M)' names the paper's model, not a cpu profile's ~1M)."""
+    row = runs.loc[runs["row_id"] == row_id].iloc[0]
+    remark = re.sub(r"\s*\(\d+(\.\d+)?[KMB]\)", "", str(row.get("remark") or "")).strip()
+    label = row_id if not remark or remark.lower() == row_id.lower() else f"{row_id}: {remark}"
+    params = row.get("params")
+    return label + (f" ({params / 1e6:.2f}M)" if params is not None and pd.notna(params) else "")
+
+
+@themed
+def _ablation_dots(curves: pd.DataFrame, runs: pd.DataFrame, intervals: pd.DataFrame, out: Path, title: str) -> list[Path]:
+    """A study whose rows are each scored at one attention length (Table 7): one line of dots per row,
+    each seed small, the mean large with its sd over seeds, the length written beside it (three lone
+    points on an attention-length axis read as nothing)."""
+    rows = list(dict.fromkeys(intervals["row_id"]))
+    palette = distinct_colors(len(rows))
+    fig, ax = plt.subplots(figsize=(7.5, 0.7 * len(rows) + 1.6))
+    for i, row_id in enumerate(rows):
+        y = len(rows) - 1 - i
+        mean = intervals[intervals["row_id"] == row_id].iloc[0]
+        seeds = curves[curves["row_id"] == row_id]["value"]
+        ax.scatter(seeds, np.full(len(seeds), y), s=14, color=palette[i], alpha=0.55, zorder=2)
+        sd = mean["sd"] if pd.notna(mean["sd"]) else 0.0
+        ax.errorbar([mean["mean"]], [y], xerr=[[sd], [sd]], fmt=MARKERS[i % len(MARKERS)], ms=8, color=palette[i], capsize=4, zorder=3)
+        ax.annotate(f"attention length {int(mean['attn_len'])}", (mean["mean"], y), xytext=(0, 9), textcoords="offset points",
+                    ha="center", fontsize=7, color="0.3")
+    ax.set_yticks(range(len(rows)), [ablation_label(runs, r) for r in reversed(rows)])
+    ax.set_ylim(-0.6, len(rows) - 0.2)
+    metric = curves["metric"].iloc[0]
+    ax.set_xlabel("perplexity" if metric == "ppl" else "bits per character")
+    ax.set_title((_wrapped(title) + "\n" if title else "") + "large: mean over seeds \u00b1 sd; small: each seed", fontsize=9)
+    fig.tight_layout()
     written = save_figure_with_points(fig, out, intervals)
     return [*written["figures"], written["table"]]
 
