@@ -741,6 +741,7 @@ def generate_command(
     prompt_file: Path = typer.Option(None, "--prompt-file", help="Read the text to continue from this UTF-8 file."),
     tokens: int = typer.Option(100, "--tokens", help="Tokens to generate."),
     top_k: int = typer.Option(40, "--top-k", help="Sample from the k most likely tokens, renormalised."),
+    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling: of those k, keep the most likely until their probability reaches p (1 keeps all)."),
     temperature: float = typer.Option(1.0, "--temperature", help="Divide the log-probabilities by this before sampling."),
     seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same text."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
@@ -759,11 +760,11 @@ def generate_command(
     check_device(device)
     say = (lambda message: None) if quiet else (lambda message: typer.echo(message, err=True))
     result = generate(run_dir, prompt=prompt, prompt_file=prompt_file, n_tokens=tokens, top_k=top_k, temperature=temperature,
-                      seed=seed, device=device, on_text=lambda text: typer.echo(text, nl=False),
+                      seed=seed, device=device, top_p=top_p, on_text=lambda text: typer.echo(text, nl=False),
                       warn=lambda message: say(f"warning: {message}"))
     typer.echo("")
     say(f"generated {len(result['tokens'])} tokens after a {result['prompt_tokens']}-token prompt "
-        f"(top-k {top_k}, temperature {temperature:g}, seed {seed})" + (" before Ctrl-C stopped it" if result["interrupted"] else ""))
+        f"(top-k {top_k}" + (f", top-p {top_p:g}" if top_p < 1 else "") + f", temperature {temperature:g}, seed {seed})" + (" before Ctrl-C stopped it" if result["interrupted"] else ""))
     if json_output:
         _print_json(result)
     if result["interrupted"]:

@@ -10,7 +10,7 @@ step. Everything goes through the LanguageModel interface and works for every fa
   ``window`` tokens from a fresh state at every step: the vanilla Transformer's own window
   (``model.max_context``), else the training segment length.
 
-Each step keeps the ``top_k`` most likely next tokens, renormalises their probabilities (after
+Each step keeps the ``top_k`` most likely next tokens (and of those the ``top_p`` nucleus), renormalises their probabilities (after
 dividing the log-probabilities by ``temperature``) and draws one, from a generator seeded by ``seed``.
 
 Text follows the corpus's representation (:class:`Detokenizer`): word-level corpora split the prompt
@@ -52,10 +52,22 @@ TEMPERATURE = Range(0.01, 100)
 likely token (ask for that with --top-k 1), above 100 every token is about equally likely."""
 
 
-def sample_top_k(log_probs: torch.Tensor, top_k: int, temperature: float, generator: torch.Generator) -> torch.Tensor:
-    """One token id per row of ``log_probs`` [..., V]: drawn from the ``top_k`` most likely, renormalised -> [...]."""
+def keep_top_p(top: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus sampling's cut of log-probabilities sorted high to low [..., k]: the most likely tokens
+    are kept until their probability reaches ``top_p`` (the one that crosses it too), the rest get -inf."""
+    if top_p >= 1.0:
+        return top
+    probs = top.softmax(-1)
+    before = probs.cumsum(-1) - probs  # probability of the more likely tokens: the first token always stays
+    return top.masked_fill(before >= top_p, float("-inf"))
+
+
+def sample_top_k(log_probs: torch.Tensor, top_k: int, temperature: float, generator: torch.Generator, top_p: float = 1.0) -> torch.Tensor:
+    """One token id per row of ``log_probs`` [..., V]: drawn from the ``top_k`` most likely, cut to the
+    ``top_p`` nucleus among them (:func:`keep_top_p`), renormalised -> [...]."""
     k = min(top_k, log_probs.size(-1))
-    top, ids = (log_probs / temperature).topk(k, dim=-1)  # [..., k] each
+    top, ids = (log_probs / temperature).topk(k, dim=-1)  # [..., k] each, most likely first
+    top = keep_top_p(top, top_p)
     choice = torch.multinomial(top.softmax(-1).reshape(-1, k), 1, generator=generator)  # [N, 1]
     return ids.reshape(-1, k).gather(1, choice).view(log_probs.shape[:-1])  # [...]
 
@@ -87,12 +99,13 @@ class ContextReader:
         return self.model.log_prob(out.hidden[0, -1]).float().cpu()  # [V]
 
 
-def sample_tokens(reader: ContextReader, prompt: Sequence[int], n_tokens: int, top_k: int, temperature: float, seed: int) -> Iterator[int]:
+def sample_tokens(reader: ContextReader, prompt: Sequence[int], n_tokens: int, top_k: int, temperature: float, seed: int,
+                  top_p: float = 1.0) -> Iterator[int]:
     """Yield ``n_tokens`` sampled ids, each read back into the model before the next is drawn."""
     generator = torch.Generator().manual_seed(seed)
     log_probs = reader.read(prompt)
     for step in range(n_tokens):
-        token = int(sample_top_k(log_probs, top_k, temperature, generator))
+        token = int(sample_top_k(log_probs, top_k, temperature, generator, top_p))
         yield token
         if step + 1 < n_tokens:
             log_probs = reader.read([token])
@@ -218,6 +231,7 @@ def generate(
     temperature: float = 1.0,
     seed: int = 0,
     device: str = "cpu",
+    top_p: float = 1.0,
     on_text: Callable[[str], None] = lambda text: None,
     warn: Callable[[str], None] = lambda message: None,
 ) -> dict[str, Any]:
@@ -231,6 +245,8 @@ def generate(
         raise TxlabError("give the prompt as text (--prompt) or as a file (--prompt-file), one of the two")
     GENERATED_TOKENS.check(n_tokens, "--tokens")
     POSITIVE.check(top_k, "--top-k")
+    if not 0.0 < top_p <= 1.0:
+        raise TxlabError(f"--top-p must be above 0 and at most 1 (1 keeps every token of the top k), got {top_p}")
     TEMPERATURE.check(temperature, "--temperature")
     SEED.check(seed, "--seed")
     if prompt_file is not None:
@@ -265,7 +281,7 @@ def generate(
 
     generated, pieces, interrupted = [], [], False
     try:
-        for token in sample_tokens(ContextReader(model, chunk_len, window), prompt_ids, n_tokens, top_k, temperature, seed):
+        for token in sample_tokens(ContextReader(model, chunk_len, window), prompt_ids, n_tokens, top_k, temperature, seed, top_p):
             generated.append(token)
             pieces.append(piece_of(token))
             on_text(pieces[-1])
@@ -274,7 +290,7 @@ def generate(
     return {
         "interrupted": interrupted,
         "run": str(run_dir), "prompt_tokens": len(prompt_ids), "tokens": generated, "text": "".join(pieces),
-        "top_k": top_k, "temperature": temperature, "seed": seed, "carries_state": model.carries_state,
+        "top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed, "carries_state": model.carries_state,
     }
 
 
