@@ -223,3 +223,11 @@ def test_a_dry_run_refuses_runs_that_read_other_tokens_of_one_corpus(tmp_path, u
     b = untrained_run(tmp_path / "b", sets=["data.synthetic_seed=1"])
     with pytest.raises(TxlabError, match="mixes corpora .*data.synthetic_seed"):
         recl_groups([str(a), str(b)], options={"size": "tiny"}, sets=["grid=4,8"], announce=lambda m: None, dry_run=True)
+
+
+def test_a_device_torch_cannot_use_is_one_line_for_hugging_face_models_and_groups(tmp_path, random_causal_lm):
+    folder = random_causal_lm(tmp_path / "g", "gpt2")
+    with pytest.raises(TxlabError, match="unknown device 'tpu'"):
+        txlab.load_model(f"hf:{folder}", device="tpu")
+    with pytest.raises(TxlabError, match="device cuda"):
+        recl_groups([f"hf:{folder}"], options={"size": "tiny", "data": "synthetic", "device": "cuda"}, announce=lambda m: None, dry_run=True)

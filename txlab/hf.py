@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from txlab.config import ModelConfig
+from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.lm import LanguageModel, LMOutput, State, check_target_shape
 
@@ -251,6 +252,7 @@ def load_causal_lm(spec: str, *, device: str = "cpu", dtype: str = "float32") ->
     of the scored rows is always taken in float32.
     """
     source = hf_source(spec) if is_hf_spec(spec) else str(spec)
+    check_device(device)
     if dtype not in DTYPES:
         raise TxlabError(f"unknown dtype {dtype!r}: choose {', '.join(DTYPES)}")
     transformers = require_transformers()

@@ -43,6 +43,7 @@ from txlab.config import (NON_NEGATIVE, POSITIVE, SEED, DataConfig, Range, RunCo
                           update_dataclass)
 from txlab.corpora import CORPORA, Corpus, load_corpus
 from txlab.errors import TxlabError, did_you_mean
+from txlab import devices
 from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.lm import Context
 from txlab.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, load_group_losses, sample_blocks
@@ -771,6 +772,7 @@ def recl_groups(
     settled = []
     for group in groups:  # every group's members resolve, and are checked against each other, before any model trains
         check_launcher(group.settings.launcher)
+        devices.check_device(group.settings.device, "device")
         resolved = [resolve_member(member, group.settings) for member in group.members]
         check_members(resolved)
         if any(m.source for m in resolved):  # the tokenizer, vocabulary and target checks need the corpus, not the models
