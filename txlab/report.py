@@ -399,11 +399,11 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
             right.plot(own["c_next"], own["placebo_gain"], color=st["color"], ls=":", lw=1.2)
         right.axhline(threshold, color=REFERENCE_COLORS["bound"], lw=1, ls="--")
         right.plot([], [], color="0.3", lw=1.4, label="gain")
-        right.plot([], [], color="0.3", ls=":", lw=1.2, label="placebo gain (source shuffled)")
+        right.plot([], [], color="0.3", ls=":", lw=1.2, label="placebo gain (far context)")
         right.plot([], [], color=REFERENCE_COLORS["bound"], ls="--", lw=1, label=f"threshold {threshold:g}")
         right.set(xlabel="context length c' (step c \u2192 c')", ylabel="relative gain g(c, c')")
         right.set_title(f"relative gain and its placebo at r = {r:g}", fontsize=9)
-        right.legend(fontsize=7, loc="upper right")
+        right.legend(fontsize=7, loc="best", framealpha=0.9)
     if title:
         fig.suptitle(_wrapped(title, 110 if panels == 2 else 70), fontsize=10)
     if panels == 1:
