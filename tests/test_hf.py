@@ -7,6 +7,7 @@ a tokenizer is trained on the spot with the `tokenizers` library (conftest.py's 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -231,3 +232,10 @@ def test_a_device_torch_cannot_use_is_one_line_for_hugging_face_models_and_group
         txlab.load_model(f"hf:{folder}", device="tpu")
     with pytest.raises(TxlabError, match="device cuda"):
         recl_groups([f"hf:{folder}"], options={"size": "tiny", "data": "synthetic", "device": "cuda"}, announce=lambda m: None, dry_run=True)
+
+
+def test_without_transformers_a_hugging_face_model_asks_for_the_extra(tmp_path, monkeypatch, random_causal_lm):
+    folder = random_causal_lm(tmp_path / "g", "gpt2")
+    monkeypatch.setitem(sys.modules, "transformers", None)  # what `import transformers` meets where it is not installed
+    with pytest.raises(TxlabError, match=r"pip install 'txlab\[hf\]'"):
+        txlab.load_model(f"hf:{folder}")

@@ -292,10 +292,19 @@ def describe(model: HFLanguageModel) -> dict[str, Any]:
 
 
 def saved_config(source: str) -> dict[str, Any]:
-    """A local checkpoint's config.json (what plans read without loading weights); {} for a Hub id."""
+    """A checkpoint's config (what plans read without loading weights): a local folder's config.json, or a
+    Hub id's config, fetched (or read from the Hugging Face cache) here so that an unreachable or unknown
+    id is refused before any model runs."""
     path = Path(source) / "config.json"
     if not path.is_file():
-        return {}
+        if Path(source).is_dir():
+            return {}
+        transformers = require_transformers()
+        try:
+            return transformers.AutoConfig.from_pretrained(source).to_dict()
+        except (OSError, ValueError, KeyError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise TxlabError(f"hf:{source} is no local folder, and its config could not be read from the Hub: {first}") from None
     try:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
