@@ -134,11 +134,13 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     assert strip(straight.metrics_file) == strip(resumed.metrics_file)
 
 
-def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_ctrl_c_save_a_checkpoint_and_exit_with_the_signals_code(tmp_path, sig):
     # the signal arrives at step 15, between the checkpoints of steps 10 and 20: the trainer saves one for step 15
-    done = _train_signalled_after_step(tmp_path / "run", 15, signal.SIGTERM)
-    assert done.returncode == 2, done.stderr[-3000:]
-    assert "checkpoint saved" in done.stderr and "Traceback" not in done.stderr
+    done = _train_signalled_after_step(tmp_path / "run", 15, sig)
+    assert done.returncode == 128 + sig, done.stderr[-3000:]  # 143 and 130, the shell's codes: not a user error's 2
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.startswith("interrupted: stopped by") and "checkpoint saved" in said and "Traceback" not in done.stderr
     meta = json.loads((tmp_path / "run" / "checkpoint" / "meta.json").read_text())
     last_logged = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])["step"]
     assert meta["step"] == last_logged == 15

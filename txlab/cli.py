@@ -1,12 +1,14 @@
 """The `txlab` command: thin wrappers that parse, call one library function, and say where results went.
 
 Every error a user can cause is a :class:`~txlab.errors.TxlabError`; the root group turns it into
-one line on stderr and exit code 2, never a traceback.
+one line on stderr and exit code 2, never a traceback. Ctrl-C is one line and exit code 130.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 from pathlib import Path
 
 import typer
@@ -17,22 +19,69 @@ from txlab.errors import TxlabError, io_error_message
 
 
 class _Group(TyperGroup):
-    """Root group that reports TxlabError, and a full or read-only disk, as a clean message with exit code 2."""
+    """Root group that reports TxlabError, and a full or read-only disk, as a clean message with exit code 2.
+
+    Ctrl-C exits 130, the shell's code for a process stopped by SIGINT, with one line: click turns it
+    into "Aborted!" and 1, typer into 130 and nothing said, and neither tells a script it was stopped.
+    """
+
+    def get_help_option(self, ctx):
+        return _without_type(super().get_help_option(ctx))
+
+    def get_command(self, ctx, cmd_name):
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _help_flags_without_type(command, ctx)
+        return command
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            typer.echo("interrupted: stopped by Ctrl-C", err=True)
+            raise typer.Exit(code=130) from None
         except TxlabError as err:
             # typer.Exit rather than a click exception class: recent typer vendors its own click, and
             # only typer's public exceptions are handled the same way by every typer version.
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(code=2) from None
+            code = getattr(err, "exit_code", 2)  # a training stopped by a signal says so with that signal's code
+            typer.echo(f"{'error' if code == 2 else 'interrupted'}: {err}", err=True)
+            raise typer.Exit(code=code) from None
         except OSError as err:
             message = io_error_message(err)
             if message is None:
                 raise
             typer.echo(f"error: {message}", err=True)
             raise typer.Exit(code=2) from None
+
+
+def _without_type(option):
+    # typer shows a flag's type, "<bool>", unless its metavar is empty (the convention of every txlab
+    # flag); click creates --help itself, so it gets the same treatment here.
+    if option is not None:
+        option.metavar = ""
+    return option
+
+
+def _unwrapped(help_text: str | None) -> str | None:
+    """A docstring's paragraphs as one line each, an example (a line starting `txlab `) on its own line.
+
+    typer's rich help keeps a docstring's line breaks after its first paragraph (and in the command
+    list), so a sentence wrapped in the source broke mid-line on any terminal wider or narrower than
+    the source; joined, the terminal wraps it.
+    """
+    if not help_text:
+        return help_text
+    paragraphs = inspect.cleandoc(help_text).split("\n\n")
+    return "\n\n".join(re.sub(r"\n(?!txlab )", " ", paragraph) for paragraph in paragraphs)
+
+
+def _help_flags_without_type(command, ctx) -> None:
+    """Give --help no shown type, and the help text whole sentences, on ``command`` and, for a group
+    (data, bench, import), on its sub-commands."""
+    _without_type(command.get_help_option(ctx))
+    command.help = _unwrapped(command.help)
+    for sub in getattr(command, "commands", {}).values():
+        _help_flags_without_type(sub, ctx)
 
 
 app = typer.Typer(
@@ -390,7 +439,7 @@ def roles(
     out: Path = typer.Option(None, "--out", help="Figure path (.png; a .pdf and a .csv of the points are written beside it) \\[default: <home>/figures/roles/<run names>.png, "
                      "so other runs get another figure].", show_default=False),
     split: str = typer.Option("valid", "--split", help="train, valid or test."),
-    max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets \\[default: all]."),
+    max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets \\[default: all].", show_default=False),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     title: str = typer.Option("", "--title", help="Figure title."),
     json_output: bool = _JSON,
@@ -453,7 +502,8 @@ def bench_model_command(
     shape: list[str] = typer.Option([], "--shape", help="Benchmark shapes (docs/performance.md): tiny, small (repeatable) \\[default: both, unless --preset is given]."),
     preset: list[str] = typer.Option([], "--preset", help="Also benchmark these presets at --size (repeatable), e.g. --preset qrnn --preset lstm."),
     size: str = typer.Option("cpu", "--size", help="Size of the --preset models."),
-    mode: list[str] = typer.Option([], "--mode", help="train, eval_mem<M>, eval_mem<M>_uncached (the training path), vanilla_win<L> (repeatable) \\[default: train, eval_mem128, eval_mem512, and vanilla_win512 for --shape shapes]."),
+    mode: list[str] = typer.Option([], "--mode", help="train, eval_mem<M>, eval_mem<M>_uncached (the training path), generate_mem<M> (text generation after a prompt filling a memory of M; "
+                                                    "generate_mem<M>_uncached too), vanilla_win<L> (repeatable) \\[default: train, eval_mem128, eval_mem512, and vanilla_win512 for --shape shapes]."),
     batch_size: int = typer.Option(8, "--batch-size", help="Streams (or windows) per step."),
     seg_len: int = typer.Option(128, "--seg-len", help="Segment length."),
     threads: int = typer.Option(2, "--threads", help="torch CPU threads."),

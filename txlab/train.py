@@ -193,7 +193,15 @@ def tensorboard_writer(run_dir: Path) -> Any:
 
 
 class TrainingInterrupted(TxlabError):
-    """Raised after a SIGTERM/SIGINT once the checkpoint is safely written."""
+    """Raised after a SIGTERM/SIGINT once the checkpoint is safely written.
+
+    ``exit_code`` is the shell's code for a process stopped by that signal (130 for Ctrl-C, 143 for
+    SIGTERM), so a script or scheduler sees an interruption, not a user error (2).
+    """
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
 
 
 @dataclass
@@ -433,7 +441,9 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
                 window_start = time.perf_counter()
             if stop.signal is not None:
                 bar.close()
-                raise TrainingInterrupted(f"stopped by signal {stop.signal} at step {step}; checkpoint saved in {run_dir}; rerun the same command to resume")
+                name = "Ctrl-C (SIGINT)" if stop.signal == signal.SIGINT else signal.Signals(stop.signal).name
+                raise TrainingInterrupted(f"stopped by {name} at step {step}; checkpoint saved in {run_dir}; rerun the same command to resume",
+                                          stop.signal)
     bar.close()
     if board is not None:
         board.close()
