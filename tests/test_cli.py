@@ -235,3 +235,44 @@ def test_corpus_dir_is_one_option_from_training_to_evaluation(tmp_path, cli):
     assert "tinyshakespeare" in cli.refused("eval", run, "--quiet")
     moved = cli.last_json(cli.ok("eval", run, "--corpus-dir", tmp_path / "moved", "--json", "--quiet").output)
     assert moved["loss"] == first["loss"] and moved["tokens"] == first["tokens"]
+
+
+def _aligned(lines: list[str], *columns: str) -> None:
+    """Every row's entry in each named column starts where the header's name does."""
+    header, rows = lines[0], lines[1:]
+    for column in columns:
+        at = header.index(column)
+        for row in rows:
+            assert row[at - 1] == " " and row[at] != " ", (column, row)
+
+
+def test_models_and_data_list_align_long_corpus_names(cli):
+    # synthetic-small-short (21 characters) is longer than the old fixed corpus columns (13 and 16)
+    models = cli.ok("models", "--size", "cpu").output.splitlines()
+    assert any("synthetic-small-short" in line for line in models)
+    _aligned(models, "size", "corpus", "trained")
+    end = models[0].index("params") + len("params")  # right-aligned: the counts end where 'params' does
+    assert all(row[end - 1] != " " and row[end] == " " for row in models[1:]), models
+    corpora = cli.ok("data", "list").output.splitlines()[1:]
+    assert any(line.startswith("synthetic-small-short ") for line in corpora)
+    _aligned(corpora, "level", "present")
+
+
+def test_models_counts_each_preset_as_the_built_model_has_it():
+    # the table counts without initialising, once per shape, and family hf from its shape: the same numbers
+    import torch
+
+    from txlab.build import build_model
+    from txlab.config import update_dataclass
+    from txlab.presets import PRESETS, SIZES, get_preset, resolve_preset
+    from txlab.zoo import known_vocab_size, parameter_count
+
+    for name in PRESETS:
+        for size in SIZES:
+            if size not in get_preset(name).sizes:
+                continue
+            cfg = resolve_preset(name, size)
+            n_token = cfg.model.n_token or known_vocab_size(cfg.data.corpus)
+            with torch.device("meta"):
+                built = build_model(update_dataclass(cfg.model, {"n_token": n_token})).num_parameters()
+            assert parameter_count(cfg) == built, (name, size)

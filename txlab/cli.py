@@ -165,11 +165,12 @@ def data_list(data_dir: str = _DATA_DIR, json_output: bool = _JSON) -> None:
     cfg = _data_config(data_dir)
     rows = list_corpora(cfg)
     typer.echo(f"data directory: {data_root(cfg)}")
-    typer.echo(f"{'corpus':<16} {'level':<5} {'present':<8} {'size':>9} {'vocab':>8}  description")
+    wide = max([len("corpus"), *(len(r["name"]) for r in rows)])  # the longest name sets the column: a fixed 16 misaligned the rest
+    typer.echo(f"{'corpus':<{wide}} {'level':<5} {'present':<8} {'size':>9} {'vocab':>8}  description")
     for r in rows:
         present = "built-in" if r["kind"] == "synthetic" else "yes" if r["complete"] else "partial" if r["present"] else "no"
         vocab = f"{r['vocab_size']:,}" if r["vocab_size"] else "-"
-        typer.echo(f"{r['name']:<16} {r['level']:<5} {present:<8} {_size(r['size_bytes']):>9} {vocab:>8}  {r['description']}")
+        typer.echo(f"{r['name']:<{wide}} {r['level']:<5} {present:<8} {_size(r['size_bytes']):>9} {vocab:>8}  {r['description']}")
     if json_output:
         _print_json({"data_dir": str(data_root(cfg)), "corpora": rows})
 
