@@ -284,6 +284,19 @@ def test_a_second_training_of_a_held_run_directory_is_refused_naming_the_holder(
     assert read_meta(run_copy)["step"] == 2
 
 
+@pytest.mark.parametrize("extra", [[], ["--set", "train.lr=0.5"], ["--restart"]])
+def test_a_held_run_directory_is_refused_for_its_holder_before_anything_else(run_copy, extra):
+    # a training before its first checkpoint (records, no checkpoint), asked for again with the same or
+    # another configuration, or --restart: the holder is what to know, not "pass --restart" or a plan
+    shutil.rmtree(run_copy / "checkpoint")
+    with hold_directory(run_copy, "txlab train"):
+        result = runner.invoke(app, train_args(run_copy, 4, *extra))
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {run_copy} is in use by pid {os.getpid()}") and "--restart" not in result.output
+    assert result.output.count("\n") == 1, result.output
+    assert (run_copy / "metrics.jsonl").stat().st_size  # the holder's records are untouched
+
+
 def test_the_lock_of_a_killed_process_is_taken_over(run_copy):
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from txlab.fileio import hold_directory\n"
                                f"with hold_directory({str(run_copy)!r}, 'txlab train'):\n    print('held', flush=True); time.sleep(60)"],

@@ -329,6 +329,7 @@ def train(
     each process trains its share of the streams with DistributedDataParallel.
     """
     from txlab.devices import check_device
+    from txlab.fileio import check_not_held
     from txlab.plan import training_plan
     from txlab.train import check_run_dir, train as train_run
     from txlab.zoo import run_config, train_run_dir
@@ -344,6 +345,8 @@ def train(
     check_corpus_dir_applies(cfg.data.corpus, corpus_dir)
     directory = Path(run_dir) if run_dir else train_run_dir(cfg)
     main_process = os.environ.get("RANK", "0") == "0"
+    if main_process:  # a training in progress there is the first thing to say, not what its records would need (--restart)
+        check_not_held(directory, "txlab train")
     if not restart:  # before the plan, which would call another run's directory trained
         check_run_dir(cfg, directory)
     if main_process:

@@ -357,6 +357,31 @@ def hold_directory(directory: Path | str, command: str) -> Iterator[Path]:
         os.close(fd)  # releases the lock
 
 
+def check_not_held(directory: Path | str, command: str) -> None:
+    """Refuse, as :func:`hold_directory` would, a directory another process holds, creating nothing.
+
+    For checks a command makes before it takes the lock (a training's "pass --restart" about records
+    that the running training is writing): the holder is the first thing to know. Call it before
+    taking the lock: within the holding process a second flock on the file would conflict too.
+    """
+    path = Path(directory) / LOCK_FILE
+    if not path.is_file():
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # unreadable or gone: hold_directory decides
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise TxlabError(
+                f"{directory} is in use by {_lock_holder(path)}; wait for it to finish or stop it, then rerun `{command}`"
+            ) from None
+    finally:
+        os.close(fd)  # releases the shared lock taken for the test
+
+
 def _lock_holder(path: Path) -> str:
     """'pid N on HOST (COMMAND, since TIME)' from a lock file, as far as it can be read."""
     try:
