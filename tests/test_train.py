@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -207,6 +208,51 @@ def test_tensorboard_logging_when_installed(tmp_path):
           progress=False, echo=lambda _: None)
     events = list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
     assert events and events[0].stat().st_size > 0
+
+
+class _RecordingWandb(types.ModuleType):
+    """A stand-in for the wandb package that records what training asks of it (tests never need wandb)."""
+
+    def __init__(self) -> None:
+        super().__init__("wandb")
+        self.calls: list[tuple] = []
+
+    def init(self, **kwargs):
+        self.calls.append(("init", kwargs))
+        return self
+
+    def log(self, data, step=None):
+        self.calls.append(("log", dict(data), step))
+
+    def finish(self):
+        self.calls.append(("finish",))
+
+
+def test_wandb_logging_records_every_metric_at_its_step_and_resumes_the_same_run(tmp_path, monkeypatch):
+    fake = _RecordingWandb()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    monkeypatch.delenv("WANDB_PROJECT", raising=False)
+    run = tmp_path / "run"
+    train(tiny("xl151m", "train.max_steps=2", "train.log_interval=1", "train.eval_interval=2", "train.wandb=true"), run,
+          progress=False, echo=lambda _: None)
+    (_, init), *logs, finish = fake.calls
+    assert finish == ("finish",)
+    assert init["project"] == "txlab" and init["name"] == "run" and init["resume"] == "allow" and init["config"]["train"]["wandb"] is True
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    # one log per metrics.jsonl record, its numbers under split/key at the record's step
+    assert [(step, data) for _, data, step in logs] == [
+        (r["step"], {f"{r['split']}/{k}": v for k, v in r.items() if k not in ("step", "split") and isinstance(v, (int, float))}) for r in records]
+    assert {"train/loss", "valid/loss"} <= set().union(*(data for _, data, _ in logs))
+    # resumed (W&B switched on or off freely): the same W&B run id
+    train(tiny("xl151m", "train.max_steps=3", "train.log_interval=1", "train.eval_interval=2", "train.wandb=true"), run,
+          progress=False, echo=lambda _: None)
+    assert [c[1]["id"] for c in fake.calls if c[0] == "init"] == [init["id"]] * 2
+
+
+def test_wandb_missing_is_one_error_naming_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb raises ImportError, as when it is not installed
+    with pytest.raises(TxlabError, match=r"train.wandb=true needs Weights & Biases: pip install 'txlab\[wandb\]'"):
+        train(tiny("xl151m", "train.max_steps=2", "train.wandb=true"), tmp_path / "run", progress=False, echo=lambda _: None)
 
 
 def test_checkpoint_saves_weights_that_are_views_of_one_buffer(tmp_path):

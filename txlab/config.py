@@ -222,6 +222,9 @@ class TrainConfig:
     device: str = setting("cpu", "Torch device ('cpu', 'cuda', 'cuda:1', ...).")
     threads: int = setting(0, "CPU threads for torch; 0 leaves torch's default.", valid=NON_NEGATIVE)
     tensorboard: bool = setting(False, "Also log metrics for TensorBoard under <run>/tensorboard (needs `pip install tensorboard`).")
+    wandb: bool = setting(False, "Also log metrics and the resolved config to Weights & Biases (needs `pip install 'txlab[wandb]'`): "
+                                 "project $WANDB_PROJECT, else txlab; one W&B run per run directory, continued on resume; "
+                                 "$WANDB_MODE=offline keeps it on this machine.")
 
 
 @dataclass

@@ -22,6 +22,7 @@ The periodic validation scores the model with txlab.evaluate, as `txlab eval` do
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -78,7 +79,7 @@ def training_context(model_cfg: ModelConfig) -> Context:
 # --------------------------------------------------------------------------------------------------
 # Run directories and configuration checks
 
-RESUMABLE_CHANGES = ("train.max_steps", "train.device", "train.threads", "train.tensorboard", "train.log_interval",
+RESUMABLE_CHANGES = ("train.max_steps", "train.device", "train.threads", "train.tensorboard", "train.wandb", "train.log_interval",
                      "data.data_dir", "data.corpus_dir", "data.cache_dir")
 """Keys a run may change when it resumes: where it runs and reads its corpus from (the vocabulary is
 checked), how it logs, and its length (with a warning: the learning-rate schedule stretches)."""
@@ -190,6 +191,21 @@ def tensorboard_writer(run_dir: Path) -> Any:
     except ImportError:
         raise TxlabError("train.tensorboard=true needs TensorBoard: pip install tensorboard") from None
     return SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+
+
+def wandb_run(cfg: RunConfig, run_dir: Path) -> Any:
+    """A Weights & Biases run for the run directory (optional dependency, imported only when asked for).
+
+    Its id is derived from the directory, so a resumed training continues the same W&B run.
+    """
+    try:
+        import wandb
+    except ImportError:
+        raise TxlabError("train.wandb=true needs Weights & Biases: pip install 'txlab[wandb]'") from None
+    run_dir = Path(run_dir).resolve()
+    run_id = hashlib.sha256(str(run_dir).encode()).hexdigest()[:16]
+    return wandb.init(project=os.environ.get("WANDB_PROJECT") or "txlab", name=run_dir.name, id=run_id, resume="allow",
+                      dir=str(run_dir), config=to_dict(cfg))
 
 
 class TrainingInterrupted(TxlabError):
@@ -351,14 +367,18 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
         return {**metrics, **flat_metrics(summary)}, summary
 
     board = tensorboard_writer(run_dir) if t.tensorboard and ddp.is_main else None
+    wandb = wandb_run(cfg, run_dir) if t.wandb and ddp.is_main else None
 
     def log(record: dict[str, Any]) -> None:
         if ddp.is_main:
             append_line(metrics_file, json.dumps(record))
+        scalars = {f"{record['split']}/{key}": value for key, value in record.items()
+                   if key not in ("step", "split") and isinstance(value, (int, float))}
         if board is not None:
-            for key, value in record.items():
-                if key not in ("step", "split") and isinstance(value, (int, float)):
-                    board.add_scalar(f"{record['split']}/{key}", value, record["step"])
+            for key, value in scalars.items():
+                board.add_scalar(key, value, record["step"])
+        if wandb is not None:
+            wandb.log(scalars, step=record["step"])
 
     def checkpoint(valid: dict[str, float]) -> None:
         recurrent = gather_objects(_cpu_tensors(states), ddp)
@@ -441,12 +461,16 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
                 window_start = time.perf_counter()
             if stop.signal is not None:
                 bar.close()
+                if wandb is not None:
+                    wandb.finish()
                 name = "Ctrl-C (SIGINT)" if stop.signal == signal.SIGINT else signal.Signals(stop.signal).name
                 raise TrainingInterrupted(f"stopped by {name} at step {step}; checkpoint saved in {run_dir}; rerun the same command to resume",
                                           stop.signal)
     bar.close()
     if board is not None:
         board.close()
+    if wandb is not None:
+        wandb.finish()
     if ddp.world > 1:
         dist.barrier()
     return TrainResult(run_dir, step, resumed_from, valid, metrics_file)
