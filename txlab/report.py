@@ -126,7 +126,7 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
     points = points.assign(loss=loss)[["label", "run", "split", "step", "tokens_seen", "elapsed_s", "loss"]]
 
     fig, (by_tokens, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    palette = colors(points["label"].nunique())
+    palette = distinct_colors(points["label"].nunique())
     seeds = False
     for i, (label, own) in enumerate(points.groupby("label", sort=False)):
         for split, style in (("train", {"lw": 0.8, "alpha": 0.55}), ("valid", {"marker": "o", "ms": 3, "lw": 1.5})):
@@ -147,8 +147,12 @@ def learning_curves(run_dirs: list[Path], out: Path, title: str = "") -> dict[st
     unit = "bits per character" if in_bpc else "loss (nats/token)"
     by_tokens.set(xlabel="training tokens (millions)", ylabel=unit, title="training (thin) and validation (markers)")
     by_time.set(xlabel="training wall time (minutes)", title="validation")
-    by_time.legend(fontsize=8, title="band: 95% interval of the mean over seeds" if seeds else None, title_fontsize=8)
-    return save_figure_with_points(fig, out, points, title or f"Learning curves ({unit})")
+    # below both panels: a legend inside one covered its curves once there were more than a few runs
+    handles, labels = by_time.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2 if len(labels) > 3 else len(labels), fontsize=8, frameon=False,
+               title="band: 95% interval of the mean over seeds" if seeds else None, title_fontsize=8)
+    fig.subplots_adjust(bottom=0.16 + 0.045 * ((len(labels) + 1) // 2), top=0.86)
+    return save_figure_with_points(fig, out, points, title or f"Learning curves: {'bits per character' if in_bpc else 'loss in nats per token'}")
 
 
 def seed_group_labels(run_dirs: list[Path]) -> list[str]:
