@@ -339,12 +339,7 @@ def hold_directory(directory: Path | str, command: str) -> Iterator[Path]:
     path = directory / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise TxlabError(
-                f"{directory} is in use by {_lock_holder(path)}; wait for it to finish or stop it, then rerun `{command}`"
-            ) from None
+        _lock_or_refuse(fd, fcntl.LOCK_EX, directory, command)
         holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                   "command": shlex.join(["txlab", *sys.argv[1:]])[:500]}  # what the user ran (ablate and recl train runs too)
         os.ftruncate(fd, 0)
@@ -372,14 +367,19 @@ def check_not_held(directory: Path | str, command: str) -> None:
     except OSError:
         return  # unreadable or gone: hold_directory decides
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise TxlabError(
-                f"{directory} is in use by {_lock_holder(path)}; wait for it to finish or stop it, then rerun `{command}`"
-            ) from None
+        _lock_or_refuse(fd, fcntl.LOCK_SH, directory, command)
     finally:
         os.close(fd)  # releases the shared lock taken for the test
+
+
+def _lock_or_refuse(fd: int, mode: int, directory: Path | str, command: str) -> None:
+    """flock ``fd`` (LOCK_EX or LOCK_SH) without waiting, or refuse naming the process that holds the directory."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise TxlabError(
+            f"{directory} is in use by {_lock_holder(Path(directory) / LOCK_FILE)}; wait for it to finish or stop it, then rerun `{command}`"
+        ) from None
 
 
 def _lock_holder(path: Path) -> str:
