@@ -769,20 +769,21 @@ def recl_groups(
     Tables go to ``out_dir`` (default ``<home>/results/recl``), figures to ``fig_dir`` (default ``<home>/figures/recl``).
     """
     groups = resolve_groups(members, study, profile, name, options, sets)
-    settled = []
+    settled, synthetic = [], []
     for group in groups:  # every group's members resolve, and are checked against each other, before any model trains
         check_launcher(group.settings.launcher)
         devices.check_device(group.settings.device, "device")
         resolved = [resolve_member(member, group.settings) for member in group.members]
         check_members(resolved)
+        data = group_data(resolved, group.settings)
         if any(m.source for m in resolved):  # the tokenizer, vocabulary and target checks need the corpus, not the models
-            corpus = load_corpus(group_data(resolved, group.settings), progress=progress)
+            corpus = load_corpus(data, progress=progress)
             check_hf_members(resolved, corpus)
             check_room_for_targets(corpus, group.settings)
-        settled.append(replace(group, settings=settle_placebo(group.settings, group_data(resolved, group.settings))))
+        settled.append(replace(group, settings=settle_placebo(group.settings, data)))
+        synthetic.append(data.corpus in SYNTHETIC)
     groups = settled
-    for group in groups:
-        truth = group_data([resolve_member(m, group.settings) for m in group.members], group.settings).corpus in SYNTHETIC
+    for group, truth in zip(groups, synthetic):
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
                  f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer})' if s.text else s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
