@@ -83,6 +83,17 @@ def hf_source(spec: str) -> str:
     source = str(spec)[len(PREFIX):].strip()
     if not source:
         raise TxlabError(f"{spec!r} names no model: write hf:PATH (a folder saved by save_pretrained) or hf:ORG/NAME (a Hub id)")
+    return checked_source(source)
+
+
+def checked_source(source: str) -> str:
+    """``source`` if it can name a checkpoint: a folder with a config.json, or something shaped like a Hub id
+    (a path that is no folder is refused here, not after a failed download)."""
+    path = Path(source)
+    if not path.is_dir() and (path.is_absolute() or source.startswith(".") or source.count("/") > 1):
+        raise TxlabError(f"no folder {source} (an hf: member is a folder saved by save_pretrained, or a Hub id ORG/NAME)")
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise TxlabError(f"{source} has no config.json: is it a Hugging Face checkpoint (a folder written by save_pretrained)?")
     return source
 
 
@@ -251,16 +262,11 @@ def load_causal_lm(spec: str, *, device: str = "cpu", dtype: str = "float32") ->
     ``dtype`` float32 (default), bfloat16 or float16: the weights and the computation; the log-softmax
     of the scored rows is always taken in float32.
     """
-    source = hf_source(spec) if is_hf_spec(spec) else str(spec)
+    source = hf_source(spec) if is_hf_spec(spec) else checked_source(str(spec))
     check_device(device)
     if dtype not in DTYPES:
         raise TxlabError(f"unknown dtype {dtype!r}: choose {', '.join(DTYPES)}")
     transformers = require_transformers()
-    path = Path(source)
-    if not path.is_dir() and (path.is_absolute() or source.startswith(".") or source.count("/") > 1):
-        raise TxlabError(f"no folder {source} (an hf: member is a folder saved by save_pretrained, or a Hub id ORG/NAME)")
-    if path.is_dir() and not (path / "config.json").is_file():
-        raise TxlabError(f"{source} has no config.json: is it a Hugging Face checkpoint (a folder written by save_pretrained)?")
     try:
         causal_lm = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype])
     except (OSError, ValueError, KeyError) as err:

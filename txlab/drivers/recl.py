@@ -267,11 +267,7 @@ def resolve_member(member: str, settings: ReclSettings) -> Member:
     """An existing directory is a run used as-is; a preset name resolves to its zoo directory; ``hf:SOURCE``
     is a Hugging Face checkpoint, whose losses go to ``<models_root>/hf/<name>-<fingerprint>/``."""
     if hf.is_hf_spec(member):
-        source = hf.hf_source(member)
-        if not Path(source).is_dir() and (Path(source).is_absolute() or source.startswith(".") or source.count("/") > 1):
-            raise TxlabError(f"no folder {source} (an hf: member is a folder saved by save_pretrained, or a Hub id ORG/NAME)")
-        if Path(source).is_dir() and not (Path(source) / "config.json").is_file():
-            raise TxlabError(f"{source} has no config.json: is it a Hugging Face checkpoint (a folder written by save_pretrained)?")
+        source = hf.hf_source(member)  # checked: a folder with a config.json, or a Hub id
         label = Path(source.rstrip("/")).name
         return Member(label, Path(settings.models_root) / "hf" / f"{label}-{hf.fingerprint(source)}", None, source)
     path = Path(member)
