@@ -39,6 +39,9 @@ def test_learning_rate_table():
     np.testing.assert_allclose([learning_rate(s, inv) for s in (3, 15)], [1.0, 0.5])
     const = update_dataclass(cfg, {"scheduler": "constant", "warmup_steps": 0})
     assert {learning_rate(s, const) for s in range(12)} == {1.0}
+    # wsd: warm-up to step 4, lr held to step 8 (80% of 10 steps), then linear down to lr_min at the last
+    wsd = TrainConfig(lr=1.0, lr_min=0.1, warmup_steps=2, max_steps=10, scheduler="wsd", decay_fraction=0.2)
+    np.testing.assert_allclose([learning_rate(s, wsd) for s in range(10)], [0.5, 1, 1, 1, 1, 1, 1, 1, 0.55, 0.1])
 
 
 def test_half_loss_is_the_mean_over_the_most_recent_half():

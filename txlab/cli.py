@@ -240,7 +240,7 @@ def data_info(
         syn = info["synthetic"]
         typer.echo(
             f"copies {syn['min_distance']}..{syn['max_distance']} tokens back (longest needed context {syn['max_context']}); "
-            f"valid split: {syn['fraction_copy_value']:.1%} copied values, oracle loss {syn['oracle_nll_full_context']:.3f} nats "
+            f"valid split: {syn['fraction_copied']:.1%} copied values, oracle loss {syn['oracle_nll_full_context']:.3f} nats "
             f"with full context, {syn['oracle_nll_no_context']:.3f} with none"
         )
     if json_output:

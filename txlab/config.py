@@ -209,9 +209,13 @@ class TrainConfig:
     optimizer: str = setting("adam", "Optimizer.", ("adam", "adamw"))
     lr: float = setting(2.5e-4, "Peak learning rate.", valid=POSITIVE_REAL)
     weight_decay: float = setting(0.0, "Weight decay (decoupled for adamw).", valid=NON_NEGATIVE)
-    scheduler: str = setting("cosine", "Learning-rate schedule after warm-up.", ("cosine", "constant", "inv_sqrt"))
+    scheduler: str = setting(
+        "cosine", "Learning-rate schedule after warm-up: 'wsd' holds lr, then decays linearly to lr_min over the last decay_fraction of the steps.",
+        ("cosine", "constant", "inv_sqrt", "wsd"),
+    )
     warmup_steps: int = setting(0, "Linear warm-up steps.", valid=NON_NEGATIVE)
-    lr_min: float = setting(0.0, "Final learning rate of the cosine schedule.", valid=NON_NEGATIVE)
+    lr_min: float = setting(0.0, "Final learning rate of the cosine and wsd schedules.", valid=NON_NEGATIVE)
+    decay_fraction: float = setting(0.2, "Share of max_steps over which the wsd schedule decays linearly to lr_min.", valid=PROBABILITY)
     clip: float = setting(0.25, "Gradient-norm clipping threshold; 0 disables.", valid=NON_NEGATIVE)
     grad_accum: int = setting(1, "Micro-batches accumulated per optimizer step.", valid=POSITIVE)
     loss: str = setting("full", "Cross entropy on every position ('full') or the most recent half of each segment ('half').", ("full", "half"))

@@ -9,7 +9,9 @@ without the context the group needs:
 - per role (background, hint, source key, source value, copy key, copied value): tokens, the model's
   mean loss, the ideal model's mean loss with its needed context (``ideal_with``) and without it
   (``ideal_without``);
-- copied values by distance D to their source value (D = needed_context - 1; the copy key is D
+- on the recall family, the roles are its own (registers, latch emissions, markers, keys, source
+  and recalled values), and latch emissions are also shown by distance to their latch's last token;
+- copied (recalled) values by distance D to their source value (D = needed_context - 1; the copy key is D
   back as well), in buckets: the same three numbers. Copying shows as loss near 0 inside the distances
   a model uses and near ln(n_values) beyond them, which makes this the most direct picture of "how far
   back does this model use context", and a check on RECL.
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from txlab.errors import TxlabError
-from txlab.synthetic import COPY_VALUE, ROLE_NAMES, SyntheticText
+from txlab.synthetic import SyntheticText
 
 DEFAULT_BUCKETS = 12
 """Copy-distance buckets when none are given: equal widths over [min_distance, max_distance]."""
@@ -51,9 +53,10 @@ def _group(loss: np.ndarray, truth: SyntheticText, where: np.ndarray) -> GroupLo
     return GroupLoss(n, float(loss[where].mean()), float(truth.oracle_nll_with[where].mean()), float(truth.oracle_nll_without[where].mean()))
 
 
-def distance_edges(truth: SyntheticText, buckets: int = DEFAULT_BUCKETS) -> np.ndarray:
-    """[buckets + 1] integer edges covering the corpus's copy distances in equal widths (last edge exclusive)."""
-    lo, hi = truth.spec.min_distance, truth.spec.max_distance + 1
+def distance_edges(truth: SyntheticText, buckets: int = DEFAULT_BUCKETS, name: str = "copy_distance") -> np.ndarray:
+    """[buckets + 1] integer edges covering the corpus's distances of ``name`` (one of the spec's
+    ``distance_roles``: copies, and on the recall family latch emissions) in equal widths (last edge exclusive)."""
+    lo, hi = truth.spec.distance_range(name)
     if buckets < 1:
         raise TxlabError(f"need at least one distance bucket, got {buckets}")
     return np.unique(np.round(np.linspace(lo, hi, buckets + 1)).astype(np.int64))
@@ -69,22 +72,27 @@ def role_summary(loss: np.ndarray, truth: SyntheticText, edges: np.ndarray | Non
 
         {"roles": {role: {tokens, model, ideal_with, ideal_without}},
          "copy_distance": [{lo, hi, tokens, model, ideal_with, ideal_without}, ...]}
+
+    On the recall family "copy_distance" holds the recalled values, and "latch_distance" the latch
+    emissions by distance to their latch's previous token (``edges`` applies to copies only).
     """
     loss = np.asarray(loss, dtype=np.float64)
     if loss.shape != truth.tokens.shape:
         raise TxlabError(f"per-token losses have shape {loss.shape}, the text {truth.tokens.shape}")
     scored = ~np.isnan(loss)
-    roles = {name: _group(loss, truth, scored & (truth.role == r)).as_dict() for r, name in enumerate(ROLE_NAMES)}
-    edges = distance_edges(truth) if edges is None else np.asarray(edges, dtype=np.int64)
-    if edges.ndim != 1 or len(edges) < 2 or np.any(np.diff(edges) <= 0):
-        raise TxlabError(f"copy-distance bucket edges must increase, got {edges.tolist()}")
-    copied = scored & (truth.role == COPY_VALUE)
-    distance = truth.needed_context - 1
-    by_distance = [
-        {"lo": int(lo), "hi": int(hi), **_group(loss, truth, copied & (distance >= lo) & (distance < hi)).as_dict()}
-        for lo, hi in zip(edges[:-1], edges[1:])
-    ]
-    return {"roles": roles, "copy_distance": by_distance}
+    roles = {name: _group(loss, truth, scored & (truth.role == r)).as_dict() for r, name in enumerate(truth.spec.role_names)}
+    summary = {"roles": roles}
+    for name, (role, offset) in truth.spec.distance_roles.items():
+        bucket_edges = distance_edges(truth, name=name) if edges is None or name != "copy_distance" else np.asarray(edges, dtype=np.int64)
+        if bucket_edges.ndim != 1 or len(bucket_edges) < 2 or np.any(np.diff(bucket_edges) <= 0):
+            raise TxlabError(f"copy-distance bucket edges must increase, got {bucket_edges.tolist()}")
+        of_role = scored & (truth.role == role)
+        distance = truth.needed_context - offset
+        summary[name] = [
+            {"lo": int(lo), "hi": int(hi), **_group(loss, truth, of_role & (distance >= lo) & (distance < hi)).as_dict()}
+            for lo, hi in zip(bucket_edges[:-1], bucket_edges[1:])
+        ]
+    return summary
 
 
 def flat_metrics(summary: dict) -> dict[str, float]:
@@ -93,13 +101,16 @@ def flat_metrics(summary: dict) -> dict[str, float]:
 
 
 def format_summary(summary: dict) -> str:
-    """The summary as two plain-text tables (roles, then copied values by distance)."""
-    lines = [f"{'role':<14}{'tokens':>9}{'model':>9}{'ideal':>9}{'no ctx':>9}"]
+    """The summary as plain-text tables (roles, then copied values by distance, then on the recall
+    family latch emissions by distance)."""
+    lines = [f"{'role':<16}{'tokens':>9}{'model':>9}{'ideal':>9}{'no ctx':>9}"]
     for name, g in summary["roles"].items():
-        lines.append(f"{name:<14}{g['tokens']:>9,}{g['model']:>9.3f}{g['ideal_with']:>9.3f}{g['ideal_without']:>9.3f}")
-    lines.append("")
-    lines.append(f"{'copy distance':<14}{'tokens':>9}{'model':>9}{'ideal':>9}{'no ctx':>9}")
-    for b in summary["copy_distance"]:
-        span = f"{b['lo']}-{b['hi'] - 1}"
-        lines.append(f"{span:<14}{b['tokens']:>9,}{b['model']:>9.3f}{b['ideal_with']:>9.3f}{b['ideal_without']:>9.3f}")
+        lines.append(f"{name:<16}{g['tokens']:>9,}{g['model']:>9.3f}{g['ideal_with']:>9.3f}{g['ideal_without']:>9.3f}")
+    for name, buckets in summary.items():
+        if name == "roles":
+            continue
+        lines += ["", f"{name.replace('_', ' '):<16}{'tokens':>9}{'model':>9}{'ideal':>9}{'no ctx':>9}"]
+        for b in buckets:
+            span = f"{b['lo']}-{b['hi'] - 1}"
+            lines.append(f"{span:<16}{b['tokens']:>9,}{b['model']:>9.3f}{b['ideal_with']:>9.3f}{b['ideal_without']:>9.3f}")
     return "\n".join(lines)

@@ -38,6 +38,42 @@ far back copies reach. The ``synthetic-small*`` variants speak a smaller one (12
 values: 784 symbols; the same background chain) that the cpu-size models learn to copy in minutes;
 a copied value out of view costs ln 512 = 6.2 nats there.
 
+The recall family
+-----------------
+``recall-small``, ``recall-small-local`` and ``recall`` are a second process, built so that every model
+family learns what a context measurement needs (the copy family's 4-hint facts ask an RNN to buffer
+four ordered symbols, and its grouped values let a transformer stop at the group). Over the same
+background chain it plants:
+
+* *Latches* (``n_latches``, each with its own symbols): a latch's tokens are spaced by gaps of about
+  uniform 1..latch_max_gap. Each is a *register* (share ``register_fraction``), which sets one of
+  ``latch_groups`` groups, or an *emission*, drawn uniformly from the ``symbols_per_group`` symbols of
+  the latch's current group. An emission costs ln(symbols_per_group) with its latch's previous token
+  in view (a register or an emission: both show the group) and ln(groups * symbols) without, so its
+  needed context is the distance to that token. An LSTM cell or a QRNN forget gate can hold a latch.
+* *Associative recall* in the style of MQAR (Arora et al. 2023): a source ``S k v1 v2`` and, D tokens
+  later (key to key), its recall ``Q k v1 v2``. Keys are unique among pending facts; values are
+  uniform over ``n_values`` with no group structure. D is near (uniform on min_distance..near_max_distance)
+  with probability ``near_fraction``, else far (up to max_distance): abundant near recalls let the
+  induction circuit form early, the far ones measure reach. Events lie on a lattice of 8-token slots.
+
+=================  ===============================  ===================  ===================
+token              needed_context                   oracle_nll_with      oracle_nll_without
+=================  ===============================  ===================  ===================
+register           0                                ln latch_groups      ln latch_groups
+latch emission     distance to the latch's          ln symbols_per_group ln(groups * symbols)
+                   previous token
+S, Q markers       0                                0                    0
+source key         0                                ln n_keys            ln n_keys
+source value       0                                ln n_values          ln n_values
+recall key         D                                0                    ln n_keys
+recalled value     D + 1                            0                    ln n_values
+=================  ===============================  ===================  ===================
+
+(Background tokens as below.) The source-key entry leaves out one small long-range term: a new key
+is never one of the few pending keys, which a model that sees them could exploit; with ~3 facts
+pending among 64 keys that is worth about ln(64/61) = 0.05 nats on 4% of tokens.
+
 Ground truth (per target position t)
 ------------------------------------
 ``needed_context[t]`` is the smallest c such that x_{t-c} .. x_{t-1} holds what resolves x_t:
@@ -120,6 +156,18 @@ class SyntheticSpec:
         """The largest needed_context of any token: the corpus's true horizon."""
         return self.max_distance + 1
 
+    role_names = ROLE_NAMES
+    distance_roles = {"copy_distance": (COPY_VALUE, 1)}
+    """Roles whose loss is shown by distance: name -> (role, needed_context - distance)."""
+
+    def with_horizon(self, max_context: int) -> SyntheticSpec:
+        """The same corpus with copies reaching back at most ``max_context`` tokens."""
+        return dataclasses.replace(self, max_distance=max_context - 1)
+
+    def distance_range(self, name: str) -> tuple[int, int]:
+        """[lo, hi) of the distances of the ``distance_roles`` entry ``name``."""
+        return self.min_distance, self.max_distance + 1
+
     def symbols(self) -> list[str]:
         """Symbol names in id order: background, hints, keys, values (roughly by falling frequency)."""
         return (
@@ -139,6 +187,108 @@ class SyntheticSpec:
             raise TxlabError(f"synthetic corpus {self.name!r}: step_probs must be {len(_STEP_DELTAS)} probabilities summing to 1")
         if not 0 <= self.copy_fraction < 0.25:
             raise TxlabError(f"synthetic corpus {self.name!r}: copy_fraction must lie in [0, 0.25)")
+
+
+# Roles of the recall family (BACKGROUND is shared: the background chain is the same process).
+REGISTER, LATCH_EMISSION, SOURCE_MARKER, FACT_KEY, FACT_VALUE, RECALL_MARKER, RECALL_KEY, RECALLED_VALUE = range(1, 9)
+RECALL_ROLE_NAMES = (
+    "background", "register", "latch_emission", "source_marker", "source_key", "source_value", "recall_marker", "recall_key", "recalled_value",
+)
+_FACT_EVENT_LEN = 4  # S k v1 v2 and Q k v1 v2
+_FACT_SLOT = 8  # lattice slot of the recall family: one source or recall event per 8 tokens
+
+
+@dataclass(frozen=True)
+class RecallSpec:
+    """One corpus of the recall family: background chain, latches and associative recall (module docstring)."""
+
+    name: str
+    description: str
+    min_distance: int = 8
+    """Shortest recall distance D (source key to recall key); at least 8, the lattice slot."""
+    near_max_distance: int = 48
+    """Near recalls have D uniform on [min_distance, near_max_distance]."""
+    max_distance: int = 199
+    """Far recalls have D uniform on (near_max_distance, max_distance]; the longest needed context is max_distance + 1."""
+    near_fraction: float = 0.5
+    """Share of recalls that are near: abundant near copies let the induction circuit form early."""
+    recall_fraction: float = 0.08
+    """Target fraction of all tokens that are recalled values."""
+    values_per_fact: int = 2
+    n_background: int = 128
+    step_probs: tuple[float, ...] = (0.6, 0.25, 0.1, 0.05)
+    n_keys: int = 64
+    n_values: int = 256
+    """Values carry no group structure: a recalled value out of view costs ln n_values."""
+    n_latches: int = 4
+    """Independent latches, each with its own registers and emission symbols."""
+    latch_groups: int = 16
+    """Groups a latch's register can set."""
+    symbols_per_group: int = 4
+    """Emission symbols of one group: an emission costs ln symbols_per_group with its latch in view, ln(groups * symbols) without."""
+    latch_max_gap: int = 200
+    """Tokens of one latch are spaced by gaps of about uniform 1..latch_max_gap (exactly at most that)."""
+    register_fraction: float = 0.3
+    """Share of a latch's tokens that are registers (a new group); the rest emit from the current group."""
+
+    role_names = RECALL_ROLE_NAMES
+    distance_roles = {"copy_distance": (RECALLED_VALUE, 1), "latch_distance": (LATCH_EMISSION, 0)}
+    """Roles whose loss is shown by distance: name -> (role, needed_context - distance)."""
+
+    @property
+    def n_registers(self) -> int:
+        return self.n_latches * self.latch_groups
+
+    @property
+    def n_emissions(self) -> int:
+        return self.n_registers * self.symbols_per_group
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_background + self.n_registers + self.n_emissions + 2 + self.n_keys + self.n_values
+
+    @property
+    def max_context(self) -> int:
+        """The largest needed_context of any token: the corpus's true horizon."""
+        return max(self.max_distance + 1, self.latch_max_gap)
+
+    def with_horizon(self, max_context: int) -> RecallSpec:
+        """The same corpus with recalls and latch gaps reaching back at most ``max_context`` tokens."""
+        return dataclasses.replace(self, max_distance=max_context - 1, latch_max_gap=max_context)
+
+    def distance_range(self, name: str) -> tuple[int, int]:
+        """[lo, hi) of the distances of the ``distance_roles`` entry ``name``."""
+        return (self.min_distance, self.max_distance + 1) if name == "copy_distance" else (1, self.latch_max_gap + 1)
+
+    def symbols(self) -> list[str]:
+        """Symbol names in id order: background, registers, emissions, the two markers, keys, values."""
+        return (
+            [f"b{i:03d}" for i in range(self.n_background)]
+            + [f"r{j}g{g:02d}" for j in range(self.n_latches) for g in range(self.latch_groups)]
+            + [f"e{j}g{g:02d}s{m}" for j in range(self.n_latches) for g in range(self.latch_groups) for m in range(self.symbols_per_group)]
+            + ["S", "Q"]
+            + [f"k{i:03d}" for i in range(self.n_keys)]
+            + [f"v{i:04d}" for i in range(self.n_values)]
+        )
+
+    def check(self) -> None:
+        problems = []
+        if not _FACT_SLOT <= self.min_distance <= self.near_max_distance:
+            problems.append(f"need {_FACT_SLOT} <= min_distance <= near_max_distance, got {self.min_distance}, {self.near_max_distance}")
+        if self.max_distance < self.min_distance:
+            problems.append(f"max_distance {self.max_distance} is below min_distance {self.min_distance}")
+        if not 0 <= self.recall_fraction <= 0.12:
+            problems.append("recall_fraction must lie in [0, 0.12]: facts take 4 tokens per recalled value")
+        if not 0 <= self.near_fraction <= 1 or not 0 < self.register_fraction <= 1:
+            problems.append("near_fraction must lie in [0, 1] and register_fraction in (0, 1]")
+        if self.values_per_fact != _FACT_EVENT_LEN - 2:
+            problems.append(f"values_per_fact must be {_FACT_EVENT_LEN - 2}")
+        if self.latch_max_gap < 1 or min(self.n_latches, self.latch_groups, self.symbols_per_group) < 1:
+            problems.append("latch_max_gap, n_latches, latch_groups and symbols_per_group must be positive")
+        if len(self.step_probs) != len(_STEP_DELTAS) or abs(sum(self.step_probs) - 1) > 1e-9:
+            problems.append(f"step_probs must be {len(_STEP_DELTAS)} probabilities summing to 1")
+        if problems:
+            raise TxlabError(f"synthetic corpus {self.name!r}: " + "; ".join(problems))
 
 
 # Sizes of the small language (see VARIANTS): a copied value costs ln 512 = 6.2 nats without its
@@ -162,17 +312,24 @@ VARIANTS: dict[str, SyntheticSpec] = {
                 ("synthetic-small-local", "small language, copies at most 32 tokens back: no long-range dependency", 31),
             )
         ),
+        # The recall family: latches an RNN can hold, and recalls of values without group structure,
+        # half of them near, so that every model family learns what the measurement needs.
+        RecallSpec("recall-small", "recall family at cpu scale: latches and recalls up to 200 tokens back (the cpu RECL grid 20..240)"),
+        RecallSpec("recall-small-local", "recall family at cpu scale, nothing more than 32 tokens back: no long-range dependency",
+                   max_distance=31, near_max_distance=31, latch_max_gap=32),
+        RecallSpec("recall", "recall family, latches and recalls up to 1000 tokens back (the default RECL grid 100..1000)",
+                   max_distance=999, latch_max_gap=1000, n_keys=256, n_values=1024),
     )
 }
 
 
-def get_spec(name: str, max_context: int = 0) -> SyntheticSpec:
+def get_spec(name: str, max_context: int = 0) -> SyntheticSpec | RecallSpec:
     """The named variant, optionally with its horizon moved to ``max_context`` (0 keeps the variant's)."""
     if name not in VARIANTS:
         raise did_you_mean(name, VARIANTS, "synthetic corpus")
     spec = VARIANTS[name]
     if max_context:
-        spec = dataclasses.replace(spec, max_distance=max_context - 1)
+        spec = spec.with_horizon(max_context)
     spec.check()
     return spec
 
@@ -181,7 +338,7 @@ def get_spec(name: str, max_context: int = 0) -> SyntheticSpec:
 class SyntheticText:
     """A generated text and its ground truth, all arrays of length n (see the module docstring)."""
 
-    spec: SyntheticSpec
+    spec: SyntheticSpec | RecallSpec
     tokens: np.ndarray
     """[n] uint16 token ids."""
     role: np.ndarray
@@ -203,10 +360,11 @@ class SyntheticText:
     def stats(self) -> dict[str, float | int]:
         """Token mix and horizon, as documented numbers (used by `txlab data info` and the tests)."""
         n = len(self)
-        copied = self.role == COPY_VALUE
+        copied = self.role == self.spec.distance_roles["copy_distance"][0]
         return {
             "tokens": n,
-            **{f"fraction_{name}": float(np.mean(self.role == r)) for r, name in enumerate(ROLE_NAMES)},
+            **{f"fraction_{name}": float(np.mean(self.role == r)) for r, name in enumerate(self.spec.role_names)},
+            "fraction_copied": float(np.mean(copied)),
             "copied_value_min_context": int(self.needed_context[copied].min()) if copied.any() else 0,
             "copied_value_max_context": int(self.needed_context[copied].max()) if copied.any() else 0,
             "oracle_nll_full_context": float(self.oracle_nll_with.mean()),
@@ -222,17 +380,28 @@ def _language(spec: SyntheticSpec) -> np.ndarray:
 def _place_facts(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Non-overlapping facts: source starts and copy distances (key to key), sorted by source start.
 
-    The text is cut into slots of 3 * fact_len + 1 tokens holding at most one event each (a source of
-    2L + 1 tokens or a copy of L + 1, the rest background). That slot length leaves enough room for
-    offsets that every distance D is reachable, so D stays exactly uniform. Each round, free slots
-    propose a source with a uniform D; a proposal is kept if its copy lands in a slot that is still
-    free and that no other proposal of the round claims first (in random order).
+    A source is 2L + 1 tokens with its key at offset L, a copy L + 1 tokens starting with its key, on
+    slots of 3L + 1 tokens (see :func:`_place_pairs`).
     """
     L = spec.fact_len
-    src_len, copy_len = 2 * L + 1, L + 1
-    slot = 3 * L + 1
-    n_slots = n // slot
     target = int(round(spec.copy_fraction * n / L))
+    draw = lambda size: rng.integers(spec.min_distance, spec.max_distance + 1, size)  # noqa: E731
+    return _place_pairs(n, 2 * L + 1, L + 1, L, 3 * L + 1, target, draw, rng)
+
+
+def _place_pairs(
+    n: int, src_len: int, copy_len: int, lead: int, slot: int, target: int, draw_distance, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``target`` non-overlapping (source, copy) event pairs: source starts and distances D, by source start.
+
+    A copy starts ``lead + D`` tokens after its source starts (D is measured key to key). The text is
+    cut into slots of ``slot`` tokens holding at most one event each, the rest background; a slot of at
+    least src_len + copy_len - 1 tokens leaves enough room for offsets that every distance is reachable,
+    so D keeps the distribution ``draw_distance(size)`` draws from. Each round, free slots propose a
+    source with a drawn D; a proposal is kept if its copy lands in a slot that is still free and that no
+    other proposal of the round claims first (in random order).
+    """
+    n_slots = n // slot
     kind = np.zeros(n_slots, dtype=np.int8)  # 0 free, 1 source, 2 copy
     starts: list[np.ndarray] = []
     distances: list[np.ndarray] = []
@@ -243,14 +412,14 @@ def _place_facts(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> tuple
         if need <= 0 or len(free) < 2:
             break
         src = free[rng.random(len(free)) < 0.5]
-        dist = rng.integers(spec.min_distance, spec.max_distance + 1, len(src))
+        dist = draw_distance(len(src))
         # Source offset within its slot: uniform over the offsets whose copy fits inside one slot
-        # (among any L + 1 consecutive offsets at least one does).
-        copy_if_zero = src * slot + L + dist
+        # (among any copy_len consecutive offsets at least one does).
+        copy_if_zero = src * slot + lead + dist
         fits = (copy_if_zero[:, None] + np.arange(slot - src_len + 1)) % slot <= slot - copy_len
         offset = np.argmax(rng.random(fits.shape) * fits, axis=1)
-        copy_key = copy_if_zero + offset
-        target_slot = copy_key // slot
+        copy_start = copy_if_zero + offset
+        target_slot = copy_start // slot
         proposing = np.zeros(n_slots + 1, dtype=bool)
         proposing[src] = True
         ok = target_slot < n_slots
@@ -325,27 +494,131 @@ def build_text(spec: SyntheticSpec, n_tokens: int, fact_starts: np.ndarray, dist
         nll_with[pos] = w
         nll_without[pos] = wo
 
-    # Background: a random walk z -> z + delta (mod n_background), emitted through a fixed permutation.
-    bg = np.flatnonzero(role == BACKGROUND)
-    if len(bg):
-        step = np.searchsorted(np.cumsum(spec.step_probs), rng.random(len(bg)), side="right")
-        step = np.minimum(step, len(_STEP_DELTAS) - 1)  # guards float rounding at the top edge
-        walk = np.concatenate([[0], np.cumsum(_STEP_DELTAS[step[1:]])])
-        state = (rng.integers(spec.n_background) + walk) % spec.n_background
-        tokens[bg] = _language(spec)[state]
-        needed[bg[1:]] = np.diff(bg)
-        nll_with[bg[1:]] = -np.log(np.asarray(spec.step_probs))[step[1:]]
-        nll_with[bg[0]] = ln(spec.n_background)
-        nll_without[bg] = ln(spec.n_background)
-    return SyntheticText(spec, tokens, role, needed, nll_with, nll_without)
+    text = SyntheticText(spec, tokens, role, needed, nll_with, nll_without)
+    _fill_background(text, rng)
+    return text
 
 
-def generate(spec: SyntheticSpec, n_tokens: int, seed: int = 0, split: str = "train") -> SyntheticText:
+def _fill_background(text: SyntheticText, rng: np.random.Generator) -> None:
+    """Write the background chain into every BACKGROUND position of ``text``: a random walk
+    z -> z + delta (mod n_background), emitted through a fixed permutation."""
+    spec = text.spec
+    bg = np.flatnonzero(text.role == BACKGROUND)
+    if not len(bg):
+        return
+    step = np.searchsorted(np.cumsum(spec.step_probs), rng.random(len(bg)), side="right")
+    step = np.minimum(step, len(_STEP_DELTAS) - 1)  # guards float rounding at the top edge
+    walk = np.concatenate([[0], np.cumsum(_STEP_DELTAS[step[1:]])])
+    state = (rng.integers(spec.n_background) + walk) % spec.n_background
+    text.tokens[bg] = _language(spec)[state]
+    text.needed_context[bg[1:]] = np.diff(bg)
+    text.oracle_nll_with[bg[1:]] = -np.log(np.asarray(spec.step_probs))[step[1:]]
+    text.oracle_nll_with[bg[0]] = np.log(spec.n_background)
+    text.oracle_nll_without[bg] = np.log(spec.n_background)
+
+
+def _draw_recall_distances(spec: RecallSpec, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Recall distances: near (uniform up to near_max_distance) with probability near_fraction, else far."""
+    near = rng.integers(spec.min_distance, min(spec.near_max_distance, spec.max_distance) + 1, size)
+    if spec.max_distance <= spec.near_max_distance:
+        return near
+    far = rng.integers(spec.near_max_distance + 1, spec.max_distance + 1, size)
+    return np.where(rng.random(size) < spec.near_fraction, near, far)
+
+
+def _place_latches(spec: RecallSpec, occupied: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Positions of each latch's tokens among the free positions, in text order.
+
+    A latch's next token goes to the last free position at most ``gap`` after its previous one
+    (gap uniform on 1..latch_max_gap), or, when no position there is free, to the first free one
+    after it (a gap of a few tokens at most, since events are 4 tokens long). Latches are placed
+    one after another, each on the positions the earlier ones left free.
+    """
+    n = len(occupied)
+    index = np.arange(n)
+    placed = []
+    for _ in range(spec.n_latches):
+        free = ~occupied
+        last_free = np.maximum.accumulate(np.where(free, index, -1))  # last free position <= i
+        next_free = np.minimum.accumulate(np.where(free, index, n)[::-1])[::-1]  # first free position >= i
+        gaps = rng.integers(1, spec.latch_max_gap + 1, 4 * n // (spec.latch_max_gap + 1) + 64)  # more than the text needs
+        positions = []
+        prev = int(next_free[0]) if n else n
+        for gap in gaps.tolist():
+            if prev >= n:
+                break
+            positions.append(prev)
+            target = prev + gap
+            if target >= n:
+                break
+            candidate = int(last_free[target])
+            prev = candidate if candidate > prev else (int(next_free[prev + 1]) if prev + 1 < n else n)
+        latch = np.asarray(positions, dtype=np.int64)
+        occupied[latch] = True
+        placed.append(latch)
+    return placed
+
+
+def _generate_recall(spec: RecallSpec, n: int, rng: np.random.Generator) -> SyntheticText:
+    """A text of the recall family with its ground truth (module docstring, 'The recall family')."""
+    target = int(round(spec.recall_fraction * n / spec.values_per_fact))
+    starts, distances = _place_pairs(
+        n, _FACT_EVENT_LEN, _FACT_EVENT_LEN, 0, _FACT_SLOT, target, lambda size: _draw_recall_distances(spec, size, rng), rng
+    )
+    text = SyntheticText(
+        spec, np.zeros(n, np.uint16), np.full(n, BACKGROUND, np.int8), np.zeros(n, np.int32), np.zeros(n, np.float32), np.zeros(n, np.float32)
+    )
+    register_base = spec.n_background
+    emission_base = register_base + spec.n_registers
+    marker_base = emission_base + spec.n_emissions
+    key_base = marker_base + 2
+    value_base = key_base + spec.n_keys
+
+    def put(pos, role, token, needed, with_, without) -> None:
+        text.tokens[pos], text.role[pos], text.needed_context[pos] = token, role, needed
+        text.oracle_nll_with[pos], text.oracle_nll_without[pos] = with_, without
+
+    recall_start = starts + distances
+    keys = _draw_keys(spec, starts + 1, recall_start + 1, rng)
+    values = rng.integers(0, spec.n_values, (len(starts), spec.values_per_fact))
+    value_offsets = 2 + np.arange(spec.values_per_fact)
+    ln = np.log
+    # Markers are the role itself (the oracle is told roles): free with or without context.
+    put(starts, SOURCE_MARKER, marker_base, 0, 0.0, 0.0)
+    put(starts + 1, FACT_KEY, key_base + keys, 0, ln(spec.n_keys), ln(spec.n_keys))
+    put(starts[:, None] + value_offsets, FACT_VALUE, value_base + values, 0, ln(spec.n_values), ln(spec.n_values))
+    put(recall_start, RECALL_MARKER, marker_base + 1, 0, 0.0, 0.0)
+    put(recall_start + 1, RECALL_KEY, key_base + keys, distances, 0.0, ln(spec.n_keys))
+    put(recall_start[:, None] + value_offsets, RECALLED_VALUE, value_base + values, distances[:, None] + 1, 0.0, ln(spec.n_values))
+
+    occupied = text.role != BACKGROUND
+    for latch, positions in enumerate(_place_latches(spec, occupied, rng)):
+        if not len(positions):
+            continue
+        is_register = rng.random(len(positions)) < spec.register_fraction
+        is_register[0] = True  # a latch starts set
+        group = rng.integers(0, spec.latch_groups, len(positions))
+        # an emission's group is the one its latch's last register set
+        last_register = np.maximum.accumulate(np.where(is_register, np.arange(len(positions)), 0))
+        group = group[last_register] + latch * spec.latch_groups
+        registers, emissions = positions[is_register], positions[~is_register]
+        put(registers, REGISTER, register_base + group[is_register], 0, ln(spec.latch_groups), ln(spec.latch_groups))
+        symbol = rng.integers(0, spec.symbols_per_group, len(emissions))
+        gap = np.diff(positions)[~is_register[1:]]  # emissions are never first
+        put(emissions, LATCH_EMISSION, emission_base + group[~is_register] * spec.symbols_per_group + symbol, gap,
+            ln(spec.symbols_per_group), ln(spec.latch_groups * spec.symbols_per_group))
+    _fill_background(text, rng)
+    return text
+
+
+def generate(spec: SyntheticSpec | RecallSpec, n_tokens: int, seed: int = 0, split: str = "train") -> SyntheticText:
     """``n_tokens`` tokens of ``spec``, a deterministic function of (spec, n_tokens, seed, split)."""
     spec.check()
     if n_tokens <= 0:
         raise TxlabError(f"synthetic corpus {spec.name!r}: number of tokens must be positive, got {n_tokens}")
     rng = np.random.default_rng([seed, _SPLIT_INDEX[split], zlib.crc32(spec.name.encode())])
+    if isinstance(spec, RecallSpec):
+        return _generate_recall(spec, n_tokens, rng)
     starts, distances = _place_facts(spec, n_tokens, rng)
     return build_text(spec, n_tokens, starts, distances, rng)
 

@@ -58,7 +58,10 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
 
     - cosine: from ``lr`` down to ``lr_min`` over the steps after warm-up (the reference scripts);
     - constant: ``lr``;
-    - inv_sqrt: ``lr * sqrt(warmup / (step + 1))`` after warm-up, so the peak is ``lr``.
+    - inv_sqrt: ``lr * sqrt(warmup / (step + 1))`` after warm-up, so the peak is ``lr``;
+    - wsd (warm-up, stable, decay): ``lr`` until the last ``decay_fraction`` of the steps, then a linear
+      decay to ``lr_min``. A late transition (a copy circuit that forms after half the run) still
+      trains at the full rate, which a cosine schedule has already halved.
     """
     n = step + 1  # steps completed after this one; warm-up reaches lr exactly at n == warmup_steps
     if n <= cfg.warmup_steps:
@@ -67,6 +70,10 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
         return cfg.lr
     if cfg.scheduler == "inv_sqrt":
         return cfg.lr * math.sqrt(max(cfg.warmup_steps, 1) / n)
+    if cfg.scheduler == "wsd":
+        decay_start = max(cfg.warmup_steps, cfg.max_steps - round(cfg.decay_fraction * cfg.max_steps))
+        remaining = min((n - decay_start) / max(cfg.max_steps - decay_start, 1), 1.0)
+        return cfg.lr if n <= decay_start else cfg.lr + (cfg.lr_min - cfg.lr) * remaining
     decay_steps = max(cfg.max_steps - cfg.warmup_steps, 1)
     progress = min((n - cfg.warmup_steps) / decay_steps, 1.0)
     return cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (1 + math.cos(math.pi * progress))

@@ -1,0 +1,152 @@
+"""The recall family of synthetic corpora: every ground-truth entry checked by a rule that reads only tokens."""
+
+import math
+
+import numpy as np
+import pytest
+
+from txlab import diagnostics, synthetic
+from txlab.errors import TxlabError
+from txlab.synthetic import (
+    BACKGROUND,
+    FACT_KEY,
+    FACT_VALUE,
+    LATCH_EMISSION,
+    RECALL_KEY,
+    RECALL_MARKER,
+    RECALLED_VALUE,
+    REGISTER,
+    SOURCE_MARKER,
+    VARIANTS,
+    generate,
+    get_spec,
+)
+
+SPEC = VARIANTS["recall-small"]
+
+
+@pytest.fixture(scope="module")
+def text():
+    return generate(SPEC, 200_000, seed=5, split="valid")
+
+
+def _bases(spec):
+    register = spec.n_background
+    emission = register + spec.n_registers
+    marker = emission + spec.n_emissions
+    return register, emission, marker, marker + 2, marker + 2 + spec.n_keys
+
+
+def test_deterministic_and_documented_sizes():
+    a, b = generate(SPEC, 30_000, seed=1), generate(SPEC, 30_000, seed=1)
+    for field in ("tokens", "role", "needed_context", "oracle_nll_with", "oracle_nll_without"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert not np.array_equal(a.tokens, generate(SPEC, 30_000, seed=2).tokens)
+    # 128 background + 4 latches x 16 registers + 4 x 16 x 4 emissions + 2 markers + 64 keys + 256 values
+    assert SPEC.vocab_size == 770 == len(set(SPEC.symbols()))
+    assert a.tokens.max() < SPEC.vocab_size
+    # the background chain is the copy family's language
+    np.testing.assert_array_equal(synthetic._language(SPEC), synthetic._language(VARIANTS["synthetic-small"]))
+
+
+def test_token_mix_and_distances(text):
+    stats = text.stats()
+    assert stats["fraction_recalled_value"] == pytest.approx(SPEC.recall_fraction, abs=0.002)
+    assert stats["fraction_source_marker"] == stats["fraction_recall_marker"] == pytest.approx(SPEC.recall_fraction / 2, abs=0.001)
+    # 4 latches with gaps of mean ~100: about 4% of tokens, 30% of them registers
+    latch = stats["fraction_register"] + stats["fraction_latch_emission"]
+    assert 0.035 < latch < 0.045 and stats["fraction_register"] / latch == pytest.approx(SPEC.register_fraction, abs=0.03)
+    recalled = text.role == RECALLED_VALUE
+    distance = text.needed_context[recalled] - 1
+    assert distance.min() == SPEC.min_distance and distance.max() == SPEC.max_distance
+    near = np.mean(distance <= SPEC.near_max_distance)
+    assert near == pytest.approx(SPEC.near_fraction, abs=0.03)
+    gaps = text.needed_context[text.role == LATCH_EMISSION]
+    assert gaps.min() == 1 and gaps.max() == SPEC.latch_max_gap
+    assert np.mean(gaps > 100) == pytest.approx(0.5, abs=0.05)  # about uniform on 1..200
+    assert text.needed_context.max() == SPEC.max_context == 200
+
+
+def test_recalls_resolved_by_a_rule_on_tokens(text):
+    """The previous source with the recall's key holds the recalled values, D back; no other event with
+    that key lies between (keys are unique among pending facts)."""
+    _, _, marker, key_base, _ = _bases(SPEC)
+    tok = text.tokens.astype(np.int64)
+    recall_keys = np.flatnonzero(text.role == RECALL_KEY)
+    assert (tok[recall_keys - 1] == marker + 1).all() and (text.role[recall_keys - 1] == RECALL_MARKER).all()
+    last_source_of_key = {}
+    key_events = np.flatnonzero((text.role == FACT_KEY) | (text.role == RECALL_KEY))
+    for p in key_events.tolist():
+        k = tok[p]
+        if text.role[p] == FACT_KEY:
+            assert k not in last_source_of_key, "a key is reused while its fact is pending"
+            assert tok[p - 1] == marker and text.role[p - 1] == SOURCE_MARKER
+            last_source_of_key[k] = p
+            continue
+        src = last_source_of_key.pop(k)
+        assert text.needed_context[p] == p - src
+        np.testing.assert_array_equal(tok[p + 1 : p + 3], tok[src + 1 : src + 3])
+        assert (text.role[p + 1 : p + 3] == RECALLED_VALUE).all() and (text.role[src + 1 : src + 3] == FACT_VALUE).all()
+        np.testing.assert_array_equal(text.needed_context[p + 1 : p + 3], p - src + 1)
+    assert key_base <= tok[key_events].min() and tok[key_events].max() < key_base + SPEC.n_keys
+
+
+def test_latches_resolved_by_a_rule_on_tokens(text):
+    """Reading tokens alone: an emission lies in the group its latch's last token (register or emission)
+    shows, and its needed context is the distance to that token."""
+    register_base, emission_base, *_ = _bases(SPEC)
+    tok = text.tokens.astype(np.int64)
+    latch_tokens = np.flatnonzero((text.role == REGISTER) | (text.role == LATCH_EMISSION))
+    group_of = np.where(text.role[latch_tokens] == REGISTER, tok[latch_tokens] - register_base,
+                        (tok[latch_tokens] - emission_base) // SPEC.symbols_per_group)
+    latch_of = group_of // SPEC.latch_groups
+    checked = 0
+    for latch in range(SPEC.n_latches):
+        pos, groups, roles = latch_tokens[latch_of == latch], group_of[latch_of == latch], text.role[latch_tokens[latch_of == latch]]
+        assert roles[0] == REGISTER
+        emits = roles[1:] == LATCH_EMISSION
+        np.testing.assert_array_equal(groups[1:][emits], groups[:-1][emits])
+        np.testing.assert_array_equal(text.needed_context[pos[1:][emits]], np.diff(pos)[emits])
+        checked += int(emits.sum())
+    assert checked == int(np.sum(text.role == LATCH_EMISSION)) > 1000
+
+
+def test_oracle_losses():
+    t = generate(SPEC, 50_000, seed=0)
+    ln = math.log
+    expected = {
+        REGISTER: (ln(16), ln(16)), LATCH_EMISSION: (ln(4), ln(64)), SOURCE_MARKER: (0, 0), FACT_KEY: (ln(64), ln(64)),
+        FACT_VALUE: (ln(256), ln(256)), RECALL_MARKER: (0, 0), RECALL_KEY: (0, ln(64)), RECALLED_VALUE: (0, ln(256)),
+    }
+    for role, (with_, without) in expected.items():
+        np.testing.assert_allclose(t.oracle_nll_with[t.role == role], with_, rtol=1e-6)
+        np.testing.assert_allclose(t.oracle_nll_without[t.role == role], without, rtol=1e-6)
+    assert (t.needed_context[np.isin(t.role, [REGISTER, SOURCE_MARKER, FACT_KEY, FACT_VALUE, RECALL_MARKER])] == 0).all()
+    bg = np.flatnonzero(t.role == BACKGROUND)
+    np.testing.assert_array_equal(t.needed_context[bg[1:]], np.diff(bg))
+    losses = [t.oracle_loss(c).mean() for c in range(0, 260, 20)]
+    assert all(a >= b for a, b in zip(losses, losses[1:]))
+    assert losses[-1] == pytest.approx(float(t.oracle_nll_with.mean()))
+
+
+def test_local_and_moved_horizons():
+    local = generate(get_spec("recall-small-local"), 40_000, seed=0)
+    assert local.needed_context.max() <= 32
+    moved = get_spec("recall-small", max_context=100)
+    assert moved.max_context == 100
+    assert generate(moved, 40_000, seed=0).needed_context.max() == 100
+    with pytest.raises(TxlabError, match="min_distance"):
+        get_spec("recall-small", max_context=5)
+
+
+def test_diagnostics_split_recalls_and_latches(text):
+    """A model that copies every recall within 100 tokens and holds every latch: the per-distance tables say so."""
+    loss = text.oracle_loss(100).astype(np.float64)
+    summary = diagnostics.role_summary(loss, text)
+    assert set(summary["roles"]) == set(SPEC.role_names)
+    assert set(summary) == {"roles", "copy_distance", "latch_distance"}
+    for name in ("copy_distance", "latch_distance"):
+        for bucket in summary[name]:
+            assert bucket["model"] == pytest.approx(bucket["ideal_with"] if bucket["hi"] <= 100 else bucket["ideal_without"]) or bucket["lo"] < 100 < bucket["hi"]
+    assert sum(b["tokens"] for b in summary["latch_distance"]) == summary["roles"]["latch_emission"]["tokens"]
+    assert "latch distance" in diagnostics.format_summary(summary)
