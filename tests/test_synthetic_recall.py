@@ -12,6 +12,7 @@ from txlab.synthetic import (
     FACT_KEY,
     FACT_VALUE,
     LATCH_EMISSION,
+    LATCH_MARKER,
     RECALL_KEY,
     RECALL_MARKER,
     RECALLED_VALUE,
@@ -31,7 +32,7 @@ def text():
 
 
 def _bases(spec):
-    register = spec.n_background
+    register = spec.n_background + 2 * spec.n_latches
     emission = register + spec.n_registers
     marker = emission + spec.n_emissions
     return register, emission, marker, marker + 2, marker + 2 + spec.n_keys
@@ -42,8 +43,8 @@ def test_deterministic_and_documented_sizes():
     for field in ("tokens", "role", "needed_context", "oracle_nll_with", "oracle_nll_without"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert not np.array_equal(a.tokens, generate(SPEC, 30_000, seed=2).tokens)
-    # 128 background + 4 latches x 16 registers + 4 x 16 x 4 emissions + 2 markers + 64 keys + 256 values
-    assert SPEC.vocab_size == 770 == len(set(SPEC.symbols()))
+    # 128 background + 8 latch markers + 4 latches x 16 registers + 4 x 16 x 4 emissions + 2 markers + 64 keys + 256 values
+    assert SPEC.vocab_size == 778 == len(set(SPEC.symbols()))
     assert a.tokens.max() < SPEC.vocab_size
     # the background chain is the copy family's language
     np.testing.assert_array_equal(synthetic._language(SPEC), synthetic._language(VARIANTS["synthetic-small"]))
@@ -53,8 +54,9 @@ def test_token_mix_and_distances(text):
     stats = text.stats()
     assert stats["fraction_recalled_value"] == pytest.approx(SPEC.recall_fraction, abs=0.002)
     assert stats["fraction_source_marker"] == stats["fraction_recall_marker"] == pytest.approx(SPEC.recall_fraction / 2, abs=0.001)
-    # 4 latches with gaps of mean ~100: about 4% of tokens, 30% of them registers
+    # 4 latches with events every ~100 tokens: about 4% of tokens, 30% of them registers, each after its marker
     latch = stats["fraction_register"] + stats["fraction_latch_emission"]
+    assert stats["fraction_latch_marker"] == pytest.approx(latch)
     assert 0.035 < latch < 0.045 and stats["fraction_register"] / latch == pytest.approx(SPEC.register_fraction, abs=0.03)
     recalled = text.role == RECALLED_VALUE
     distance = text.needed_context[recalled] - 1
@@ -62,7 +64,7 @@ def test_token_mix_and_distances(text):
     near = np.mean(distance <= SPEC.near_max_distance)
     assert near == pytest.approx(SPEC.near_fraction, abs=0.03)
     gaps = text.needed_context[text.role == LATCH_EMISSION]
-    assert gaps.min() == 1 and gaps.max() == SPEC.latch_max_gap
+    assert gaps.min() == 2 and gaps.max() == SPEC.latch_max_gap
     assert np.mean(gaps > 100) == pytest.approx(0.5, abs=0.05)  # about uniform on 1..200
     assert text.needed_context.max() == SPEC.max_context == 200
 
@@ -92,10 +94,18 @@ def test_recalls_resolved_by_a_rule_on_tokens(text):
 
 
 def test_latches_resolved_by_a_rule_on_tokens(text):
-    """Reading tokens alone: an emission lies in the group its latch's last token (register or emission)
-    shows, and its needed context is the distance to that token."""
+    """Reading tokens alone: an emission lies in the group its latch's last event (register or emission)
+    shows, and its needed context is the distance to that event; a marker naming the latch and whether
+    it sets or emits comes right before."""
     register_base, emission_base, *_ = _bases(SPEC)
     tok = text.tokens.astype(np.int64)
+    marker = tok[np.flatnonzero(text.role == LATCH_MARKER)] - SPEC.n_background
+    after_marker = np.flatnonzero(text.role == LATCH_MARKER) + 1
+    is_set = text.role[after_marker] == REGISTER
+    assert (is_set | (text.role[after_marker] == LATCH_EMISSION)).all()
+    np.testing.assert_array_equal(marker % 2, np.where(is_set, 0, 1))
+    symbol_group = np.where(is_set, tok[after_marker] - register_base, (tok[after_marker] - emission_base) // SPEC.symbols_per_group)
+    np.testing.assert_array_equal(marker // 2, symbol_group // SPEC.latch_groups)
     latch_tokens = np.flatnonzero((text.role == REGISTER) | (text.role == LATCH_EMISSION))
     group_of = np.where(text.role[latch_tokens] == REGISTER, tok[latch_tokens] - register_base,
                         (tok[latch_tokens] - emission_base) // SPEC.symbols_per_group)
@@ -115,13 +125,13 @@ def test_oracle_losses():
     t = generate(SPEC, 50_000, seed=0)
     ln = math.log
     expected = {
-        REGISTER: (ln(16), ln(16)), LATCH_EMISSION: (ln(4), ln(64)), SOURCE_MARKER: (0, 0), FACT_KEY: (ln(64), ln(64)),
+        LATCH_MARKER: (0, 0), REGISTER: (ln(16), ln(16)), LATCH_EMISSION: (ln(4), ln(64)), SOURCE_MARKER: (0, 0), FACT_KEY: (ln(64), ln(64)),
         FACT_VALUE: (ln(256), ln(256)), RECALL_MARKER: (0, 0), RECALL_KEY: (0, ln(64)), RECALLED_VALUE: (0, ln(256)),
     }
     for role, (with_, without) in expected.items():
         np.testing.assert_allclose(t.oracle_nll_with[t.role == role], with_, rtol=1e-6)
         np.testing.assert_allclose(t.oracle_nll_without[t.role == role], without, rtol=1e-6)
-    assert (t.needed_context[np.isin(t.role, [REGISTER, SOURCE_MARKER, FACT_KEY, FACT_VALUE, RECALL_MARKER])] == 0).all()
+    assert (t.needed_context[np.isin(t.role, [LATCH_MARKER, REGISTER, SOURCE_MARKER, FACT_KEY, FACT_VALUE, RECALL_MARKER])] == 0).all()
     bg = np.flatnonzero(t.role == BACKGROUND)
     np.testing.assert_array_equal(t.needed_context[bg[1:]], np.diff(bg))
     losses = [t.oracle_loss(c).mean() for c in range(0, 260, 20)]

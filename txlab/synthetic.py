@@ -45,12 +45,15 @@ family learns what a context measurement needs (the copy family's 4-hint facts a
 four ordered symbols, and its grouped values let a transformer stop at the group). Over the same
 background chain it plants:
 
-* *Latches* (``n_latches``, each with its own symbols): a latch's tokens are spaced by gaps of about
-  uniform 1..latch_max_gap. Each is a *register* (share ``register_fraction``), which sets one of
-  ``latch_groups`` groups, or an *emission*, drawn uniformly from the ``symbols_per_group`` symbols of
-  the latch's current group. An emission costs ln(symbols_per_group) with its latch's previous token
-  in view (a register or an emission: both show the group) and ln(groups * symbols) without, so its
-  needed context is the distance to that token. An LSTM cell or a QRNN forget gate can hold a latch.
+* *Latches* (``n_latches``, each with its own symbols): a latch speaks in two-token events spaced by
+  gaps of about uniform 2..latch_max_gap: a marker (``R<j>`` or ``E<j>``: which latch, set or emit),
+  then a *register* (share ``register_fraction``), which sets one of ``latch_groups`` groups, or an
+  *emission*, drawn uniformly from the ``symbols_per_group`` symbols of the latch's current group.
+  An emission costs ln(symbols_per_group) with its latch's previous event in view (a register or an
+  emission: both show the group) and ln(groups * symbols) without, so its needed context is the
+  distance to that event. The marker makes the ideal loss reachable: a model that holds the latch
+  pays for *when* a latch speaks on the marker, not on the symbol. An LSTM cell or a QRNN forget gate
+  can hold a latch.
 * *Associative recall* in the style of MQAR (Arora et al. 2023): a source ``S k v1 v2`` and, D tokens
   later (key to key), its recall ``Q k v1 v2``. Keys are unique among pending facts; values are
   uniform over ``n_values`` with no group structure. D is near (uniform on min_distance..near_max_distance)
@@ -60,9 +63,10 @@ background chain it plants:
 =================  ===============================  ===================  ===================
 token              needed_context                   oracle_nll_with      oracle_nll_without
 =================  ===============================  ===================  ===================
+latch marker       0                                0                    0
 register           0                                ln latch_groups      ln latch_groups
 latch emission     distance to the latch's          ln symbols_per_group ln(groups * symbols)
-                   previous token
+                   previous event
 S, Q markers       0                                0                    0
 source key         0                                ln n_keys            ln n_keys
 source value       0                                ln n_values          ln n_values
@@ -190,9 +194,9 @@ class SyntheticSpec:
 
 
 # Roles of the recall family (BACKGROUND is shared: the background chain is the same process).
-REGISTER, LATCH_EMISSION, SOURCE_MARKER, FACT_KEY, FACT_VALUE, RECALL_MARKER, RECALL_KEY, RECALLED_VALUE = range(1, 9)
+LATCH_MARKER, REGISTER, LATCH_EMISSION, SOURCE_MARKER, FACT_KEY, FACT_VALUE, RECALL_MARKER, RECALL_KEY, RECALLED_VALUE = range(1, 10)
 RECALL_ROLE_NAMES = (
-    "background", "register", "latch_emission", "source_marker", "source_key", "source_value", "recall_marker", "recall_key", "recalled_value",
+    "background", "latch_marker", "register", "latch_emission", "source_marker", "source_key", "source_value", "recall_marker", "recall_key", "recalled_value",
 )
 _FACT_EVENT_LEN = 4  # S k v1 v2 and Q k v1 v2
 _FACT_SLOT = 8  # lattice slot of the recall family: one source or recall event per 8 tokens
@@ -227,7 +231,7 @@ class RecallSpec:
     symbols_per_group: int = 4
     """Emission symbols of one group: an emission costs ln symbols_per_group with its latch in view, ln(groups * symbols) without."""
     latch_max_gap: int = 200
-    """Tokens of one latch are spaced by gaps of about uniform 1..latch_max_gap (exactly at most that)."""
+    """Events of one latch are spaced by gaps of about uniform 2..latch_max_gap (exactly at most that)."""
     register_fraction: float = 0.3
     """Share of a latch's tokens that are registers (a new group); the rest emit from the current group."""
 
@@ -245,7 +249,7 @@ class RecallSpec:
 
     @property
     def vocab_size(self) -> int:
-        return self.n_background + self.n_registers + self.n_emissions + 2 + self.n_keys + self.n_values
+        return self.n_background + 2 * self.n_latches + self.n_registers + self.n_emissions + 2 + self.n_keys + self.n_values
 
     @property
     def max_context(self) -> int:
@@ -258,12 +262,13 @@ class RecallSpec:
 
     def distance_range(self, name: str) -> tuple[int, int]:
         """[lo, hi) of the distances of the ``distance_roles`` entry ``name``."""
-        return (self.min_distance, self.max_distance + 1) if name == "copy_distance" else (1, self.latch_max_gap + 1)
+        return (self.min_distance, self.max_distance + 1) if name == "copy_distance" else (2, self.latch_max_gap + 1)
 
     def symbols(self) -> list[str]:
-        """Symbol names in id order: background, registers, emissions, the two markers, keys, values."""
+        """Symbol names in id order: background, latch markers (set, emit), registers, emissions, the two fact markers, keys, values."""
         return (
             [f"b{i:03d}" for i in range(self.n_background)]
+            + [f"{kind}{j}" for j in range(self.n_latches) for kind in ("R", "E")]
             + [f"r{j}g{g:02d}" for j in range(self.n_latches) for g in range(self.latch_groups)]
             + [f"e{j}g{g:02d}s{m}" for j in range(self.n_latches) for g in range(self.latch_groups) for m in range(self.symbols_per_group)]
             + ["S", "Q"]
@@ -283,8 +288,8 @@ class RecallSpec:
             problems.append("near_fraction must lie in [0, 1] and register_fraction in (0, 1]")
         if self.values_per_fact != _FACT_EVENT_LEN - 2:
             problems.append(f"values_per_fact must be {_FACT_EVENT_LEN - 2}")
-        if self.latch_max_gap < 1 or min(self.n_latches, self.latch_groups, self.symbols_per_group) < 1:
-            problems.append("latch_max_gap, n_latches, latch_groups and symbols_per_group must be positive")
+        if self.latch_max_gap < 2 or min(self.n_latches, self.latch_groups, self.symbols_per_group) < 1:
+            problems.append("latch_max_gap must be at least 2, and n_latches, latch_groups and symbols_per_group positive")
         if len(self.step_probs) != len(_STEP_DELTAS) or abs(sum(self.step_probs) - 1) > 1e-9:
             problems.append(f"step_probs must be {len(_STEP_DELTAS)} probabilities summing to 1")
         if problems:
@@ -316,7 +321,7 @@ VARIANTS: dict[str, SyntheticSpec] = {
         # half of them near, so that every model family learns what the measurement needs.
         RecallSpec("recall-small", "recall family at cpu scale: latches and recalls up to 200 tokens back (the cpu RECL grid 20..240)"),
         RecallSpec("recall-small-local", "recall family at cpu scale, nothing more than 32 tokens back: no long-range dependency",
-                   max_distance=31, near_max_distance=31, latch_max_gap=32),
+                   max_distance=31, near_max_distance=31, latch_max_gap=32, n_latches=1),  # one latch: events every ~17 tokens
         RecallSpec("recall", "recall family, latches and recalls up to 1000 tokens back (the default RECL grid 100..1000)",
                    max_distance=999, latch_max_gap=1000, n_keys=256, n_values=1024),
     )
@@ -527,34 +532,34 @@ def _draw_recall_distances(spec: RecallSpec, size: int, rng: np.random.Generator
 
 
 def _place_latches(spec: RecallSpec, occupied: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
-    """Positions of each latch's tokens among the free positions, in text order.
+    """Start positions of each latch's two-token events (marker, then register or emission symbol), in text order.
 
-    A latch's next token goes to the last free position at most ``gap`` after its previous one
-    (gap uniform on 1..latch_max_gap), or, when no position there is free, to the first free one
-    after it (a gap of a few tokens at most, since events are 4 tokens long). Latches are placed
-    one after another, each on the positions the earlier ones left free.
+    A latch's next event goes to the last position at most ``gap`` after its previous one where two
+    free positions begin (gap uniform on 2..latch_max_gap), or, when none lies there, to the first
+    one after it (a few tokens further at most, since fact events are 4 tokens long). Latches are
+    placed one after another, each on the positions the earlier ones left free.
     """
     n = len(occupied)
     index = np.arange(n)
     placed = []
     for _ in range(spec.n_latches):
-        free = ~occupied
-        last_free = np.maximum.accumulate(np.where(free, index, -1))  # last free position <= i
-        next_free = np.minimum.accumulate(np.where(free, index, n)[::-1])[::-1]  # first free position >= i
-        gaps = rng.integers(1, spec.latch_max_gap + 1, 4 * n // (spec.latch_max_gap + 1) + 64)  # more than the text needs
-        positions = []
+        pair_free = ~occupied & ~np.append(occupied[1:], True)  # positions i and i + 1 both free
+        last_free = np.maximum.accumulate(np.where(pair_free, index, -1))  # last pair start <= i
+        next_free = np.minimum.accumulate(np.where(pair_free, index, n)[::-1])[::-1]  # first pair start >= i
+        gaps = rng.integers(2, spec.latch_max_gap + 1, 4 * n // (spec.latch_max_gap + 2) + 64)  # more than the text needs
+        starts = []
         prev = int(next_free[0]) if n else n
         for gap in gaps.tolist():
             if prev >= n:
                 break
-            positions.append(prev)
+            starts.append(prev)
             target = prev + gap
             if target >= n:
                 break
             candidate = int(last_free[target])
-            prev = candidate if candidate > prev else (int(next_free[prev + 1]) if prev + 1 < n else n)
-        latch = np.asarray(positions, dtype=np.int64)
-        occupied[latch] = True
+            prev = candidate if candidate >= prev + 2 else (int(next_free[prev + 2]) if prev + 2 < n else n)
+        latch = np.asarray(starts, dtype=np.int64)
+        occupied[latch] = occupied[latch + 1] = True
         placed.append(latch)
     return placed
 
@@ -568,7 +573,8 @@ def _generate_recall(spec: RecallSpec, n: int, rng: np.random.Generator) -> Synt
     text = SyntheticText(
         spec, np.zeros(n, np.uint16), np.full(n, BACKGROUND, np.int8), np.zeros(n, np.int32), np.zeros(n, np.float32), np.zeros(n, np.float32)
     )
-    register_base = spec.n_background
+    latch_marker_base = spec.n_background
+    register_base = latch_marker_base + 2 * spec.n_latches
     emission_base = register_base + spec.n_registers
     marker_base = emission_base + spec.n_emissions
     key_base = marker_base + 2
@@ -592,20 +598,24 @@ def _generate_recall(spec: RecallSpec, n: int, rng: np.random.Generator) -> Synt
     put(recall_start[:, None] + value_offsets, RECALLED_VALUE, value_base + values, distances[:, None] + 1, 0.0, ln(spec.n_values))
 
     occupied = text.role != BACKGROUND
-    for latch, positions in enumerate(_place_latches(spec, occupied, rng)):
-        if not len(positions):
+    for latch, starts in enumerate(_place_latches(spec, occupied, rng)):
+        if not len(starts):
             continue
-        is_register = rng.random(len(positions)) < spec.register_fraction
+        is_register = rng.random(len(starts)) < spec.register_fraction
         is_register[0] = True  # a latch starts set
-        group = rng.integers(0, spec.latch_groups, len(positions))
+        group = rng.integers(0, spec.latch_groups, len(starts))
         # an emission's group is the one its latch's last register set
-        last_register = np.maximum.accumulate(np.where(is_register, np.arange(len(positions)), 0))
+        last_register = np.maximum.accumulate(np.where(is_register, np.arange(len(starts)), 0))
         group = group[last_register] + latch * spec.latch_groups
-        registers, emissions = positions[is_register], positions[~is_register]
-        put(registers, REGISTER, register_base + group[is_register], 0, ln(spec.latch_groups), ln(spec.latch_groups))
+        registers, emissions = starts[is_register], starts[~is_register]
+        # The marker says which latch speaks and whether it sets or emits, so a model that holds the
+        # latch can reach the ideal loss on the symbol after it.
+        put(registers, LATCH_MARKER, latch_marker_base + 2 * latch, 0, 0.0, 0.0)
+        put(emissions, LATCH_MARKER, latch_marker_base + 2 * latch + 1, 0, 0.0, 0.0)
+        put(registers + 1, REGISTER, register_base + group[is_register], 0, ln(spec.latch_groups), ln(spec.latch_groups))
         symbol = rng.integers(0, spec.symbols_per_group, len(emissions))
-        gap = np.diff(positions)[~is_register[1:]]  # emissions are never first
-        put(emissions, LATCH_EMISSION, emission_base + group[~is_register] * spec.symbols_per_group + symbol, gap,
+        gap = np.diff(starts)[~is_register[1:]]  # emissions are never first
+        put(emissions + 1, LATCH_EMISSION, emission_base + group[~is_register] * spec.symbols_per_group + symbol, gap,
             ln(spec.symbols_per_group), ln(spec.latch_groups * spec.symbols_per_group))
     _fill_background(text, rng)
     return text
