@@ -761,8 +761,19 @@ def _ablation_dots(curves: pd.DataFrame, runs: pd.DataFrame, intervals: pd.DataF
     return [*written["figures"], written["table"]]
 
 
-LEARNED_ROLES = {"background": "background", "hint": "hint", "source_value": "source value", "copy_value": "copied value"}
-"""The token roles of a synthetic corpus the learned-structure table shows, with their headers."""
+LEARNED_ROLES = (
+    {"background": "background", "hint": "hint", "source_value": "source value", "copy_value": "copied value"},
+    {"background": "background", "latch_emission": "latch emission", "recall_key": "recall key", "recalled_value": "recalled value"},
+)
+"""The token roles the learned-structure table shows, with their headers: for the copy family and the recall family."""
+
+
+def learned_roles(role_names) -> dict[str, str]:
+    """The LEARNED_ROLES entry of the synthetic family whose roles are ``role_names``."""
+    for roles in LEARNED_ROLES:
+        if set(roles) <= set(role_names):
+            return roles
+    raise ValueError(f"no learned-structure roles for a corpus with roles {sorted(role_names)}")
 
 
 def _last_role_record(run_dir: Path) -> dict | None:
@@ -785,7 +796,7 @@ def copies_beyond(record: dict, distance: int) -> dict:
 
 def learned_rows(out_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
     """What every run of a study learned on a synthetic corpus, from its last per-role validation in
-    training: one line per run with the loss of each role in LEARNED_ROLES and of the copies whose
+    training: one line per run with the loss of each role in its family's LEARNED_ROLES and of the copies whose
     source lies at or beyond the training segment (which only memory can resolve), and the ideal
     model's losses with and without the needed context. Empty when no run has per-role records."""
     lines = []
@@ -793,7 +804,7 @@ def learned_rows(out_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
         record = _last_role_record(Path(out_dir) / "runs" / run.run_id)
         if record is None:
             continue
-        groups = {role: record["roles"][role] for role in LEARNED_ROLES} | {"copy_beyond_segment": copies_beyond(record, int(run.backprop_len))}
+        groups = {role: record["roles"][role] for role in learned_roles(record["roles"])} | {"copy_beyond_segment": copies_beyond(record, int(run.backprop_len))}
         measured = {"train_segment": int(run.backprop_len), "measured_segment": run.valid_tgt_len, "measured_memory": run.valid_mem_len,
                     "measured_targets": run.valid_tokens}
         for what in ("model", "ideal_with", "ideal_without"):
@@ -805,8 +816,10 @@ def learned_rows(out_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
 def learned_markdown(learned: pd.DataFrame) -> str:
     """The learned-structure table: the ideal model's two lines, then each study row's mean ± sd over
     seeds with how it was measured, and notes saying that this is not how the table scores the row."""
-    roles = [*LEARNED_ROLES, "copy_beyond_segment"]
-    headers = ["Row", "Seeds", "Measured with", *LEARNED_ROLES.values(), "copied value, D >= training segment"]
+    shown = learned_roles([c for c in learned.columns if not pd.isna(learned[c]).all()])
+    roles = [*shown, "copy_beyond_segment"]
+    copied = list(shown.values())[-1]
+    headers = ["Row", "Seeds", "Measured with", *shown.values(), f"{copied}, D >= training segment"]
     rows: list[list[object]] = []
     first = learned[learned["row_id"] == learned["row_id"].iloc[0]]
     def cell(values: pd.Series) -> str:  # '-' where no copy lies that far back (a corpus of short copies)

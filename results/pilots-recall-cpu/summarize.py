@@ -1,0 +1,86 @@
+"""Summarise the recall-family pilot runs from their training records: what each run learned, per seed.
+
+    python results/pilots-recall-cpu/summarize.py        # writes pilots.csv and pilots.md beside this file
+
+Reads each run's per-role validation records (metrics.jsonl, split valid_by_role; the checkpoints are
+not committed) and reports, at the run's last validation, the loss on latch emissions and recalled
+values against the ideal model, recalled values by distance band (inside the 128-token training
+segment, and beyond it inside the 256-token span), the first step at which recalled values fall
+below 1 nat, and the stall rule fixed before the runs: a run is *stalled* at a step when neither
+structure has left its plateau, i.e. both latch emissions and recalled values are still within
+0.5 nats of the ideal model's loss without context.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from txlab.tables import markdown_table
+
+HERE = Path(__file__).resolve().parent
+STALL_MARGIN = 0.5
+"""Nats below the no-context loss that a structure must reach to count as learned."""
+SEGMENT, SPAN = 128, 256
+"""The cpu recipe's training segment and memory + segment."""
+
+
+def band(record: dict, lo: int, hi: int) -> float:
+    """Token-weighted mean model loss of recalled values with distance lo <= D < hi."""
+    buckets = [b for b in record["copy_distance"] if b["lo"] >= lo and b["hi"] <= hi and b["tokens"]]
+    tokens = sum(b["tokens"] for b in buckets)
+    return sum(b["model"] * b["tokens"] for b in buckets) / tokens if tokens else float("nan")
+
+
+def learned(group: dict) -> bool:
+    return group["model"] < group["ideal_without"] - STALL_MARGIN
+
+
+def summarise_run(run_dir: Path) -> dict | None:
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"valid_by_role"' in line]
+    if not records:
+        return None
+    last = records[-1]
+    roles = last["roles"]
+    recall_below_1 = next((r["step"] for r in records if r["roles"]["recalled_value"]["model"] < 1.0), None)
+    name, _, seed = run_dir.name.rpartition("-s")
+    return {
+        "row": name, "seed": int(seed), "step": last["step"],
+        "background": roles["background"]["model"],
+        "latch_emission": roles["latch_emission"]["model"], "latch_ideal": roles["latch_emission"]["ideal_with"],
+        "latch_without": roles["latch_emission"]["ideal_without"],
+        "recalled_value": roles["recalled_value"]["model"], "recalled_without": roles["recalled_value"]["ideal_without"],
+        "recalled_near_lt_segment": band(last, 0, SEGMENT), "recalled_segment_to_span": band(last, SEGMENT, SPAN),
+        "recall_below_1_nat_at_step": recall_below_1,
+        "stalled": not (learned(roles["latch_emission"]) or learned(roles["recalled_value"])),
+    }
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    cell = lambda v: f"{v:.2f}" if isinstance(v, float) else ("-" if v is None else str(v))  # noqa: E731
+    return markdown_table(list(frame.columns), [[cell(v) for v in row] for row in frame.itertuples(index=False)])
+
+
+def main() -> None:
+    rows = [r for d in sorted(HERE.iterdir()) if (d / "metrics.jsonl").is_file() and (r := summarise_run(d))]
+    table = pd.DataFrame(rows)
+    table.to_csv(HERE / "pilots.csv", index=False, float_format="%.3f")
+    per_row = table.groupby("row", sort=False).agg(
+        seeds=("seed", "count"), step=("step", "max"), stalled=("stalled", "sum"),
+        latch=("latch_emission", "mean"), latch_ideal=("latch_ideal", "first"), latch_without=("latch_without", "first"),
+        recalled=("recalled_value", "mean"), inside_segment=("recalled_near_lt_segment", "mean"),
+        segment_to_span=("recalled_segment_to_span", "mean"),
+    )
+    (HERE / "pilots.md").write_text(
+        "# Recall-family pilots (cpu profile), last validation of each run\n\n"
+        "Per seed (`pilots.csv`), and the mean over seeds per row (nats; `stalled`: runs on which neither latch emissions nor "
+        f"recalled values are {STALL_MARGIN} nats below the no-context loss):\n\n"
+        + _markdown(per_row.reset_index()) + "\n\n" + _markdown(table) + "\n"
+    )
+    print(f"wrote {HERE / 'pilots.csv'} and {HERE / 'pilots.md'}")
+
+
+if __name__ == "__main__":
+    main()
