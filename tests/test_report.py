@@ -211,11 +211,11 @@ def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(
     assert str(out / "learned.md") in result["files"]
     # beyond the segment: seed 0 (3*10 + 5*30)/40 = 4.5, seed 1 (6*10 + 6*30)/40 = 6 -> mean 5.25, sd 1.06
     assert (out / "learned.md").read_text().splitlines() == [
-        "| Row | Seeds | Measured with | background | hint | source value | copied value | copied value, D >= training segment |",
-        "|---|---|---|---|---|---|---|---|",
-        "| ideal model, needed context in view |  |  | 1.00 | 2.80 | 3.50 | 0.00 | 0.00 |",
-        "| ideal model, without it |  |  | 4.80 | 2.80 | 6.20 | 6.20 | 6.20 |",
-        "| xl | 2 | segment 8, memory 16 (trained on 16) | 2.00 ± 0.00 | 3.80 ± 0.00 | 4.50 ± 0.00 | 3.00 ± 1.41 | 5.25 ± 1.06 |",
+        "| Row | Seeds | Stalled | Measured with | background | hint | source value | copied value | copied value, D >= training segment |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| ideal model, needed context in view |  |  |  | 1.00 | 2.80 | 3.50 | 0.00 | 0.00 |",
+        "| ideal model, without it |  |  |  | 4.80 | 2.80 | 6.20 | 6.20 | 6.20 |",
+        "| xl | 2 | 0 of 2 | segment 8, memory 16 (trained on 16) | 2.00 ± 0.00 | 3.80 ± 0.00 | 4.50 ± 0.00 | 3.00 ± 1.41 | 5.25 ± 1.06 |",
         "",
         "- Measured in each run's last validation during training (step 20, the first 500 validation targets) with the segment "
         "and memory shown, not as the table scores the row (attention length A with A tokens of memory). A row measured with "
@@ -223,13 +223,15 @@ def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(
         "not in the table's.",
         "- Mean ± standard deviation over the row's seeds (n - 1); losses in nats. The last column keeps the copies whose source "
         "lies at or beyond the row's training segment.",
+        "- Stalled: seeds on which no structure that needs context was learned at that step (source value and copy value all "
+        "within 0.5 nats of the ideal model's loss without context). Every run is counted; none was dropped or restarted.",
     ]
     # a corpus whose copies all lie inside the segment has nothing beyond it: '-', not 'nan'
     for seed in (0, 1):
         records = [role_record(20, 1.0, [(8, 16, 30, 1.0)])]
         (out / "runs" / f"xl-s{seed}" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     write_ablation_report(out, tmp_path / "figures", [("remark", "Remark")], ["xl-s0", "xl-s1"])
-    assert (out / "learned.md").read_text().splitlines()[4] == "| xl | 2 | segment 8, memory 16 (trained on 16) | 2.00 ± 0.00 | 3.80 ± 0.00 | 4.50 ± 0.00 | 1.00 ± 0.00 | - |"
+    assert (out / "learned.md").read_text().splitlines()[4] == "| xl | 2 | 0 of 2 | segment 8, memory 16 (trained on 16) | 2.00 ± 0.00 | 3.80 ± 0.00 | 4.50 ± 0.00 | 1.00 ± 0.00 | - |"
     learned = pd.read_csv(out / "learned.csv")
     assert set(learned["step"]) == {20} and learned[learned["what"] == "model"]["copy_beyond_segment"].isna().all()
     assert learned.loc[0, ["train_segment", "measured_segment", "measured_memory", "measured_targets"]].tolist() == [16, 8, 16, 500]
@@ -241,3 +243,14 @@ def test_copies_beyond_a_distance_with_no_copy_that_far_is_nan():
     record = role_record(1, 1.0, [(8, 16, 5, 1.0)])
     assert copies_beyond(record, 16)["tokens"] == 0 and pd.isna(copies_beyond(record, 16)["model"])
     assert copies_beyond(record, 8)["model"] == 1.0
+
+
+def test_stalled_runs_follow_the_stated_rule():
+    from txlab.report import LEARNED_ROLES, STALL_MARGIN, stalled_runs
+    recall = LEARNED_ROLES[1]
+    lines = []
+    for seed, (latch, recalled) in enumerate([(4.0, 5.5), (2.0, 5.5), (4.0, 1.0), (4.16 - STALL_MARGIN, 5.5)]):
+        lines.append({"row_id": "r", "seed": seed, "what": "model", "latch_emission": latch, "recalled_value": recalled})
+        lines.append({"row_id": "r", "seed": seed, "what": "ideal_without", "latch_emission": 4.16, "recalled_value": 5.55})
+    # learned = strictly more than the margin below the no-context loss, in any structure of the family
+    assert stalled_runs(pd.DataFrame(lines), recall).tolist() == [True, False, False, True]

@@ -7,6 +7,7 @@ tables and PNG/PDF figures, so reports can be rebuilt anywhere without a model o
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 import re
 import textwrap
 from pathlib import Path
@@ -761,19 +762,45 @@ def _ablation_dots(curves: pd.DataFrame, runs: pd.DataFrame, intervals: pd.DataF
     return [*written["figures"], written["table"]]
 
 
+@dataclass(frozen=True)
+class LearnedRoles:
+    """What the learned-structure table shows for one family of synthetic corpora."""
+
+    headers: dict[str, str]
+    """Role -> column header, in column order; the last role is the copied one."""
+    structures: tuple[str, ...]
+    """The roles whose loss falls well below the no-context loss once the model learns a structure
+    that needs context: a run that has learned none of them is stalled (STALL_MARGIN)."""
+
+
 LEARNED_ROLES = (
-    {"background": "background", "hint": "hint", "source_value": "source value", "copy_value": "copied value"},
-    {"background": "background", "latch_emission": "latch emission", "recall_key": "recall key", "recalled_value": "recalled value"},
+    LearnedRoles({"background": "background", "hint": "hint", "source_value": "source value", "copy_value": "copied value"},
+                 ("source_value", "copy_value")),
+    LearnedRoles({"background": "background", "latch_emission": "latch emission", "recall_key": "recall key", "recalled_value": "recalled value"},
+                 ("latch_emission", "recalled_value")),
 )
-"""The token roles the learned-structure table shows, with their headers: for the copy family and the recall family."""
+"""For the copy family and the recall family."""
+
+STALL_MARGIN = 0.5
+"""Nats below the ideal model's no-context loss that a structure's role must reach to count as learned."""
 
 
-def learned_roles(role_names) -> dict[str, str]:
+def learned_roles(role_names) -> LearnedRoles:
     """The LEARNED_ROLES entry of the synthetic family whose roles are ``role_names``."""
     for roles in LEARNED_ROLES:
-        if set(roles) <= set(role_names):
+        if set(roles.headers) <= set(role_names):
             return roles
     raise ValueError(f"no learned-structure roles for a corpus with roles {sorted(role_names)}")
+
+
+def stalled_runs(learned: pd.DataFrame, roles: LearnedRoles) -> pd.Series:
+    """Per (row_id, seed): True where the run's last validation shows none of the family's structures
+    learned (each structure role within STALL_MARGIN of the ideal model's loss without context)."""
+    key = ["row_id", "seed"]
+    model = learned[learned["what"] == "model"].set_index(key)
+    without = learned[learned["what"] == "ideal_without"].set_index(key)
+    learned_any = pd.concat([model[r] < without[r] - STALL_MARGIN for r in roles.structures], axis=1).any(axis=1)
+    return ~learned_any
 
 
 def _last_role_record(run_dir: Path) -> dict | None:
@@ -804,7 +831,7 @@ def learned_rows(out_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
         record = _last_role_record(Path(out_dir) / "runs" / run.run_id)
         if record is None:
             continue
-        groups = {role: record["roles"][role] for role in learned_roles(record["roles"])} | {"copy_beyond_segment": copies_beyond(record, int(run.backprop_len))}
+        groups = {role: record["roles"][role] for role in learned_roles(record["roles"]).headers} | {"copy_beyond_segment": copies_beyond(record, int(run.backprop_len))}
         measured = {"train_segment": int(run.backprop_len), "measured_segment": run.valid_tgt_len, "measured_memory": run.valid_mem_len,
                     "measured_targets": run.valid_tokens}
         for what in ("model", "ideal_with", "ideal_without"):
@@ -816,10 +843,11 @@ def learned_rows(out_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
 def learned_markdown(learned: pd.DataFrame) -> str:
     """The learned-structure table: the ideal model's two lines, then each study row's mean ± sd over
     seeds with how it was measured, and notes saying that this is not how the table scores the row."""
-    shown = learned_roles([c for c in learned.columns if not pd.isna(learned[c]).all()])
-    roles = [*shown, "copy_beyond_segment"]
-    copied = list(shown.values())[-1]
-    headers = ["Row", "Seeds", "Measured with", *shown.values(), f"{copied}, D >= training segment"]
+    family = learned_roles([c for c in learned.columns if not pd.isna(learned[c]).all()])
+    roles = [*family.headers, "copy_beyond_segment"]
+    copied = list(family.headers.values())[-1]
+    headers = ["Row", "Seeds", "Stalled", "Measured with", *family.headers.values(), f"{copied}, D >= training segment"]
+    stalled = stalled_runs(learned, family)
     rows: list[list[object]] = []
     first = learned[learned["row_id"] == learned["row_id"].iloc[0]]
     def cell(values: pd.Series) -> str:  # '-' where no copy lies that far back (a corpus of short copies)
@@ -836,10 +864,10 @@ def learned_markdown(learned: pd.DataFrame) -> str:
 
     for what, name in (("ideal_with", "ideal model, needed context in view"), ("ideal_without", "ideal model, without it")):
         ideal = first[first["what"] == what].iloc[:1]
-        rows.append([name, "", "", *(cell(ideal[r]) for r in roles)])
+        rows.append([name, "", "", "", *(cell(ideal[r]) for r in roles)])
     model = learned[learned["what"] == "model"]
     for row_id, seeds in model.groupby("row_id", sort=False):
-        rows.append([row_id, len(seeds), measured_with(seeds), *(cell(seeds[r]) for r in roles)])
+        rows.append([row_id, len(seeds), f"{int(stalled.loc[row_id].sum())} of {len(seeds)}", measured_with(seeds), *(cell(seeds[r]) for r in roles)])
     steps = sorted(set(model["step"]))
     targets = sorted({int(t) for t in model.get("measured_targets", pd.Series(dtype=float)).dropna()})
     notes = [
@@ -850,6 +878,8 @@ def learned_markdown(learned: pd.DataFrame) -> str:
         "in these numbers but not in the table's.",
         "Mean ± standard deviation over the row's seeds (n - 1); losses in nats. The last column keeps the copies whose source "
         "lies at or beyond the row's training segment.",
+        f"Stalled: seeds on which no structure that needs context was learned at that step ({' and '.join(s.replace('_', ' ') for s in family.structures)} "
+        f"all within {STALL_MARGIN} nats of the ideal model's loss without context). Every run is counted; none was dropped or restarted.",
     ]
     return markdown_table(headers, rows) + "\n\n" + "".join(f"- {note}\n" for note in notes)
 
