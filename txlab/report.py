@@ -329,6 +329,29 @@ def model_name(label: str) -> str:
     return MODEL_NAMES[key] if MODEL_NAMES[key].lower() == key else f"{MODEL_NAMES[key]} ({key})"
 
 
+def models_in_words(names: list[str]) -> str:
+    """A figure title's models: 'Transformer-XL, QRNN and LSTM' from presets, run folders or hf: paths
+    (each architecture once), '4 models' past three, where the legend names each."""
+    words = []
+    for name in names:
+        base = Path(str(name).removeprefix("hf:")).name
+        key = base if base in MODEL_NAMES else next((k for k in sorted(MODEL_NAMES, key=len, reverse=True) if base.startswith(k + "-")), None)
+        words.append(MODEL_NAMES[key] if key else base)
+    words = list(dict.fromkeys(words))
+    if len(words) > 3:  # a title listing four or more would outgrow the figure
+        return f"{len(words)} models"
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def sized_label(name: str, params: int | None) -> str:
+    """A model's legend entry with the size it really has: 'Transformer-XL (xl128m), 0.96M parameters'
+    (a preset's name carries its paper size, 128M, which a cpu or tiny size does not have)."""
+    if params is None:
+        return model_name(name)
+    size = f"{params / 1e6:.2f}M" if params >= 100_000 else f"{params / 1e3:.1f}k"
+    return f"{model_name(name)}, {size} parameters"
+
+
 def _model_styles(models: list[str]) -> dict[str, dict[str, Any]]:
     """One colour and marker per model, the same in Figures 3 and 4; the oracle (ground truth) in the
     reference black, dashed, so it never reads as a model's colour."""
