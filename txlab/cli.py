@@ -445,7 +445,9 @@ def roles(
     split: str = typer.Option("valid", "--split", help="train, valid or test."),
     max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets \\[default: all].", show_default=False),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
-    title: str = typer.Option("", "--title", help="Figure title."),
+    title: str = typer.Option("", "--title", help="Figure title \\[default: the models, their size, the corpus and the targets, in words].", show_default=False),
+    from_records: bool = typer.Option(False, "--from-records", help="Only draw the figure again from the records an earlier scoring of the same "
+                                      "--split and --max-tokens left in each RUN/eval/: no checkpoint needed, nothing is scored.", metavar=""),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -455,15 +457,18 @@ def roles(
     back each run copies from, against the ideal model with and without the source in view.
     """
     from txlab.diagnostics import format_summary
-    from txlab.devices import check_device
-    from txlab.roles import score_roles
+    from txlab.report import runs_stem
+    from txlab.roles import redraw_roles, score_roles
     from txlab.workspace import resolve
 
-    check_device(device)
-    from txlab.report import runs_stem
+    default = resolve(f"figures/roles/{runs_stem(run_dirs)}" + (f"-{split}" if split != "valid" else "") + (f"-{max_tokens}tokens" if max_tokens else "") + ".png")
+    if from_records:
+        result = redraw_roles(run_dirs, out or default, split=split, max_tokens=max_tokens, title=title)
+    else:
+        from txlab.devices import check_device
 
-    default = f"figures/roles/{runs_stem(run_dirs)}" + (f"-{split}" if split != "valid" else "") + (f"-{max_tokens}tokens" if max_tokens else "")
-    result = score_roles(run_dirs, out or resolve(f"{default}.png"), split=split, max_tokens=max_tokens, device=device, title=title, progress=not quiet)
+        check_device(device)
+        result = score_roles(run_dirs, out or default, split=split, max_tokens=max_tokens, device=device, title=title, progress=not quiet)
     for run in result["runs"]:
         typer.echo(f"{run['label']} ({run['run_dir']}, step {run['step']}): loss {run['loss']:.4f}\n{format_summary(run['by_role'])}\n")
     for path in [*result["figures"], result["table"]]:
