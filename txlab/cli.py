@@ -758,6 +758,8 @@ def attention_command(
     terms: str = typer.Option(None, "--terms", help="Score terms of Figure 7, comma-separated letters from a,b,c,d \\[default: those of a,b,d the model has]."),
     out_dir: Path = typer.Option(None, "--out-dir", help="Figures and tables go to <out-dir>/<run name>/ \\[default: <home>/figures/attention].", show_default=False),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    from_csv: bool = typer.Option(False, "--from-csv", help="Only draw Figures 5-7 again from the tables (CSV and attention.json) an earlier run of this "
+                                  "command wrote in <out-dir>/<run name>/: no checkpoint needed, nothing is read through the model.", metavar=""),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -768,9 +770,16 @@ def attention_command(
     content-content, (b) content-position and (d) global position bias, each alone. Writes PNG, PDF
     and the numbers as CSV to <out-dir>/<run name>/.
     """
-    from txlab.attention import attention_analysis
+    from txlab.attention import attention_analysis, redraw_attention
     from txlab.devices import check_device
 
+    if from_csv:
+        result = redraw_attention(run_dir, out_dir=out_dir)
+        for path in result["files"]:
+            typer.echo(f"written {path}")
+        if json_output:
+            _print_json({"files": result["files"]})
+        return
     check_device(device)
     chosen = [t.strip() for t in terms.split(",") if t.strip()] if terms else None
     result = attention_analysis(run_dir, split=split, n_targets=tokens, tgt_len=tgt_len, mem_len=mem_len, batch_size=batch_size,
