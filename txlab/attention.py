@@ -52,7 +52,7 @@ from txlab.evaluate import evaluation_context, read_in_chunks
 from txlab.fileio import read_json, write_json_atomic, write_text_atomic
 from txlab.model import SCORE_TERMS, AttentionRecord, TransformerXL, capture_attention
 from txlab.progress import Progress
-from txlab.report import run_label, save_figure, sized_label
+from txlab.report import SPLIT_NAMES, run_label, save_figure, sized_label
 from txlab.style import colors, sequential_cmap, themed
 from txlab.workspace import command_prefix, resolve
 from txlab.zoo import parameter_count
@@ -323,7 +323,7 @@ def draw_attention_figures(target: Path, summary: dict[str, Any], model: str) ->
     The analysis draws its figures this way too, from the tables it has just written, so a redraw
     gives the same figures."""
     target = Path(target)
-    split = {"valid": "validation", "train": "training"}.get(summary["split"], summary["split"])
+    split = SPLIT_NAMES.get(summary["split"], summary["split"])
     setting = (f"{split} split, {summary['queries']:,} queries, segment {summary['tgt_len']}, memory {summary['mem_len']}"
                f"{' (same length)' if summary['same_length'] else ''}, step {summary['step']}")
 

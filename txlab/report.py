@@ -343,6 +343,10 @@ def models_in_words(names: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
+SPLIT_NAMES = {"train": "training", "valid": "validation", "test": "test"}
+"""How titles name a split."""
+
+
 def sized_label(name: str, params: int | None) -> str:
     """A model's legend entry with the size it really has: 'Transformer-XL (xl128m), 0.96M parameters'
     (a preset's name carries its paper size, 128M, which a cpu or tiny size does not have)."""

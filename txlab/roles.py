@@ -21,11 +21,8 @@ from txlab.corpora import corpus_in_words
 from txlab.errors import TxlabError
 from txlab.evaluate import evaluate_run, evaluation_context
 from txlab.fileio import read_json
-from txlab.report import models_in_words, role_figure, sized_label
+from txlab.report import SPLIT_NAMES, models_in_words, role_figure, sized_label
 from txlab.zoo import parameter_count
-
-SPLIT_NAMES = {"train": "training", "valid": "validation", "test": "test"}
-
 
 def _config(run_dir: Path) -> RunConfig:
     path = Path(run_dir) / "config.yaml"
