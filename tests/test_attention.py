@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -12,9 +14,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from txlab.attention import attention_analysis, by_distance
+from txlab.attention import _read_sample, attention_analysis, by_distance, model_in_words, redraw_attention
+from txlab.checkpoint import load_checkpoint
 from txlab.cli import app
-from txlab.config import ModelConfig
+from txlab.config import ModelConfig, load_config, save_config
 from txlab.errors import TxlabError
 from txlab.lm import Context
 from txlab.model import (
@@ -218,6 +221,46 @@ def test_analysis_of_a_random_model_writes_normalised_tables_and_the_figures(tmp
     context = pd.read_csv(target / "figure6_context.csv", keep_default_na=False)
     assert set(fig6["query_position"]) <= set(context["position"])
     assert json.loads((target / "attention.json").read_text())["queries"] == result["queries"]
+
+
+def test_figure6_read_back_from_its_tables_puts_each_probability_at_its_key(tmp_path, unrendered, untrained_run):
+    run = untrained_run(tmp_path / "uniform", sets=ATTENTION_SETS, prepare=zero_queries)
+    result = attention_analysis(run, n_targets=200, heads=2, sample_rows=5, out_dir=tmp_path / "fig", progress=False)
+    panels = _read_sample(tmp_path / "fig" / "uniform", result)
+    first, last = result["sample_queries"]
+    assert [(p["layer"], p["head"]) for p in panels] == [(w["layer"], w["head"]) for w in result["widest"]]
+    for panel in panels:
+        assert panel["queries"].tolist() == list(range(first, last + 1))
+        seen = ~np.isnan(panel["probs"])
+        for row, query in enumerate(panel["queries"]):  # same_length: query q sees the 32 keys q-31..q, all alike
+            assert panel["context"][seen[row]].tolist() == list(range(query - 31, query + 1))
+        np.testing.assert_allclose(panel["probs"][seen], 1 / 32, rtol=1e-5)
+
+
+def test_figures_drawn_again_from_the_tables_are_the_analysis_figures(tmp_path, untrained_run, cli):
+    run = untrained_run(tmp_path / "xl", sets=ATTENTION_SETS)
+    save_config(load_checkpoint(run).config, run / "config.yaml")  # as training writes it: the titles read it
+    attention_analysis(run, n_targets=100, heads=2, sample_rows=5, out_dir=tmp_path / "fig", progress=False)
+    shutil.copytree(tmp_path / "fig" / "xl", tmp_path / "copy" / "xl", ignore=shutil.ignore_patterns("*.png", "*.pdf"))
+    again = redraw_attention(run, out_dir=tmp_path / "copy")
+    assert [Path(f).name for f in again["files"]] == [f"figure{n}.{ext}" for n in (5, 6, 7) for ext in ("png", "pdf")]
+    for name in ("figure5.png", "figure6.png", "figure7.png"):
+        assert (tmp_path / "copy" / "xl" / name).read_bytes() == (tmp_path / "fig" / "xl" / name).read_bytes(), name
+    (tmp_path / "copy" / "xl" / "attention.json").unlink()
+    assert "no attention.json in" in cli.refused("attention", run, "--from-csv", "--out-dir", tmp_path / "copy")
+    (run / "config.yaml").unlink()
+    assert "has no config.yaml" in cli.refused("attention", run, "--from-csv", "--out-dir", tmp_path / "fig")
+
+
+def test_the_committed_figures_are_drawn_from_their_committed_tables(tmp_path, unrendered):
+    # results/models/README.md records the command; the committed run keeps no checkpoint
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "figures" / "attention" / "xl128m-cpu-attention", tmp_path / "xl128m-cpu-attention")
+    again = redraw_attention(root / "results" / "models" / "xl128m-cpu-attention", out_dir=tmp_path)
+    assert unrendered == ["figure5.png", "figure6.png", "figure7.png"] and again["queries"] == 195_584
+    # titled with the size the run has (957,968 parameters), not its preset's 128M
+    assert model_in_words(load_config(root / "results" / "models" / "xl128m-cpu-attention" / "config.yaml")) == (
+        "Transformer-XL (xl128m), 0.96M parameters, cpu size\non the synthetic corpus (small language, copies up to 200 tokens back)")
 
 
 def test_terms_a_scheme_lacks_are_noted_or_refused(tmp_path, unrendered, untrained_run):

@@ -28,9 +28,8 @@ def test_a_themed_figure_function_draws_with_the_palette_and_leaves_the_settings
 
 
 def test_every_figure_function_runs_under_the_theme():
-    # attention's figures are drawn and saved in _write_outputs
     drawing = [report.learning_curves, report.table9_figure, report.figure3, report.figure4, report.ablation_figure,
-               report.role_figure, report.role_curves, attention._write_outputs]
+               report.role_figure, report.role_curves, attention.draw_attention_figures]
     assert [f.__qualname__ for f in drawing if getattr(f, "__wrapped__", None) is None] == []
 
 

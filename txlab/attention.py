@@ -21,11 +21,16 @@ with a note. Figures 5 and 6 work for every scheme. Models that are not Transfor
 Transformer, LSTM, QRNN) are refused.
 
 Layers and heads are numbered from 1 in every output (layer 1 is the bottom layer), as the paper does.
+
+The figures are drawn from the tables written beside them (:func:`draw_attention_figures`), so
+:func:`redraw_attention` draws them again from those tables alone, without the checkpoint that
+committed runs do not keep.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,22 +45,23 @@ from matplotlib.ticker import MaxNLocator
 
 from txlab.batching import batchify
 from txlab.checkpoint import Checkpoint, load_checkpoint
-from txlab.config import update_dataclass
-from txlab.corpora import Corpus, load_corpus_for_model
+from txlab.config import RunConfig, load_config, update_dataclass
+from txlab.corpora import Corpus, corpus_in_words, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.evaluate import evaluation_context, read_in_chunks
-from txlab.fileio import write_json_atomic, write_text_atomic
+from txlab.fileio import read_json, write_json_atomic, write_text_atomic
 from txlab.model import SCORE_TERMS, AttentionRecord, TransformerXL, capture_attention
 from txlab.progress import Progress
-from txlab.report import run_label, save_figure
+from txlab.report import SPLIT_NAMES, run_label, save_figure, sized_label
 from txlab.style import colors, sequential_cmap, themed
 from txlab.workspace import command_prefix, resolve
+from txlab.zoo import parameter_count
 
 PAPER_TERMS = ("a", "b", "d")
 """Figure 7's terms: (c), the global content bias, is a prior over keys whatever the query, so the paper leaves it out."""
 
 MEMORY_EDGE = colors(4)[3]
-"""The palette's red: the line between the memory and the current segment in Figure 6."""
+"""The palette's vermillion: the dashed line between the memory and the current segment in Figure 6."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -241,16 +247,12 @@ def attention_analysis(
     widest = [tuple(int(i) for i in np.unravel_index(flat, spans.shape)) for flat in np.argsort(-spans, axis=None)[:heads]]
 
     target = Path(out_dir or resolve("figures/attention")) / run_dir.name
-    label = run_label(run_dir)
-    setting = (f"{split}, {averages.n_queries:,} queries, segment {seg_len}, memory {context.mem_len}"
-               f"{', same length' if context.same_length else ''}, step {ckpt.meta['step']}")
     rows = min(sample_rows, seg_len)
-    files = _write_outputs(target, label, setting, attention, term_means, widest, spans, sample, rows,
-                           streams[0].cpu().numpy(), corpus, notes)
+    tables = _write_tables(target, attention, term_means, widest, sample, rows, streams[0].cpu().numpy(), corpus)
     command = (f"{command_prefix()} attention {run_dir} --split {split} --tokens {n_targets} --tgt-len {seg_len} --mem-len {context.mem_len} "
                f"--batch-size {streams.size(0)} --heads {heads} --sample-rows {sample_rows}" + (f" --terms {','.join(terms)}" if terms else ""))
     summary = {
-        "command": command, "run": str(run_dir), "label": label, "step": ckpt.meta["step"], "split": split, "queries": averages.n_queries,
+        "command": command, "run": str(run_dir), "label": run_label(run_dir), "step": ckpt.meta["step"], "split": split, "queries": averages.n_queries,
         "tgt_len": seg_len, "mem_len": context.mem_len, "same_length": context.same_length, "clamp_len": context.clamp_len,
         "pos_enc": model.pos_enc, "terms": terms, "notes": notes,
         "heads": [{"layer": l + 1, "head": h + 1, "mean_distance": float(spans[l, h])} for l, h in np.ndindex(*spans.shape)],
@@ -258,9 +260,33 @@ def attention_analysis(
         "term_mean_distance": {t: float(mean_distance(m).mean()) for t, m in term_means.items()},
         "sample_queries": [sample.start + seg_len - rows, sample.start + seg_len - 1],
     }
-    summary["files"] = [str(p) for p in files] + [str(target / "attention.json")]
+    figures = draw_attention_figures(target, summary, model_in_words(ckpt.config))
+    summary["files"] = [str(p) for p in [*tables, *figures, target / "attention.json"]]
     write_json_atomic(target / "attention.json", summary)
     return summary
+
+
+def redraw_attention(run_dir: Path, out_dir: Path | None = None) -> dict[str, Any]:
+    """Figures 5-7 drawn again from the tables :func:`attention_analysis` wrote in ``out_dir/<run name>/``
+    (attention.json beside them), titled from the run's config.yaml: no checkpoint needed, nothing is read
+    through the model. Returns attention.json's summary with the figures written."""
+    run_dir = Path(run_dir)
+    target = Path(out_dir or resolve("figures/attention")) / run_dir.name
+    if not (target / "attention.json").is_file():
+        raise TxlabError(f"no attention.json in {target}: the tables are drawn again from where `txlab attention {run_dir}` wrote them "
+                         "(give the same --out-dir)")
+    if not (run_dir / "config.yaml").is_file():
+        raise TxlabError(f"{run_dir} has no config.yaml, which names the model and its size in the titles: is it a run directory made by `txlab train`?")
+    summary = read_json(target / "attention.json", f"delete it and run `txlab attention {run_dir}` again (it needs the checkpoint)")
+    figures = draw_attention_figures(target, summary, model_in_words(load_config(run_dir / "config.yaml")))
+    return {**summary, "files": [str(p) for p in figures]}
+
+
+def model_in_words(cfg: RunConfig) -> str:
+    """The model of a run as the titles name it, on two lines: 'Transformer-XL (xl128m), 0.96M parameters,
+    cpu size' and 'on the synthetic corpus (...)': the size it really has, not its preset's paper size."""
+    size = f", {cfg.size} size" if cfg.size else ""
+    return f"{sized_label(cfg.preset or cfg.name, parameter_count(cfg))}{size}\non {corpus_in_words(cfg.data.corpus)}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -278,29 +304,58 @@ def _distance_table(means: np.ndarray, keys: dict[str, Any] | None = None) -> pd
     return pd.concat([rows, probs], axis=1)
 
 
-@themed
-def _write_outputs(target, label, setting, attention, term_means, widest, spans, sample, rows, stream, corpus, notes) -> list[Path]:
-    files = []
-    write_text_atomic(target / "figure5.csv", _distance_table(attention).to_csv(index=False, float_format="%.6g"))
-    files.append(target / "figure5.csv")
-    files += save_figure(_heatmap_figure({"": attention}, f"Average attention by relative distance (Figure 5): {label}\n{setting}"),
-                         target / "figure5.png")
-
-    table6, context6, fig6 = _sample_outputs(sample, widest, spans, rows, stream, corpus, f"Widest-span heads (Figure 6): {label}\n{setting}")
-    write_text_atomic(target / "figure6.csv", table6.to_csv(index=False, float_format="%.6g"))
-    write_text_atomic(target / "figure6_context.csv", context6.to_csv(index=False))
-    files += [target / "figure6.csv", target / "figure6_context.csv"]
-    files += save_figure(fig6, target / "figure6.png")
-
+def _write_tables(target, attention, term_means, widest, sample, rows, stream, corpus) -> list[Path]:
+    """figure5.csv, figure6.csv with figure6_context.csv, figure7.csv (with terms): every number the figures draw."""
+    tables = {"figure5.csv": _distance_table(attention)}
+    tables["figure6.csv"], tables["figure6_context.csv"] = _sample_tables(sample, widest, rows, stream, corpus)
     if term_means:
-        table7 = pd.concat([_distance_table(m, {"term": t}) for t, m in term_means.items()], ignore_index=True)
-        write_text_atomic(target / "figure7.csv", table7.to_csv(index=False, float_format="%.6g"))
-        files.append(target / "figure7.csv")
-        title = f"Each score term alone, averaged by distance (Figure 7): {label}\n{setting}"
-        if notes:
-            title += "\n" + "; ".join(notes)
-        files += save_figure(_heatmap_figure({f"({t}) {SCORE_TERMS[t]}": m for t, m in term_means.items()}, title), target / "figure7.png")
+        tables["figure7.csv"] = pd.concat([_distance_table(m, {"term": t}) for t, m in term_means.items()], ignore_index=True)
+    for name, table in tables.items():
+        write_text_atomic(target / name, table.to_csv(index=False, float_format="%.6g"))
+    return [target / name for name in tables]
+
+
+@themed
+def draw_attention_figures(target: Path, summary: dict[str, Any], model: str) -> list[Path]:
+    """Figures 5, 6 and 7 (with score terms) from the tables in ``target``, with the settings
+    of ``summary`` (attention.json's fields) and ``model`` (:func:`model_in_words`) in the titles.
+
+    The analysis draws its figures this way too, from the tables it has just written, so a redraw
+    gives the same figures."""
+    target = Path(target)
+    split = SPLIT_NAMES.get(summary["split"], summary["split"])
+    setting = (f"{split} split, {summary['queries']:,} queries, segment {summary['tgt_len']}, memory {summary['mem_len']}"
+               f"{' (same length)' if summary['same_length'] else ''}, step {summary['step']}")
+
+    def heading(what: str) -> str:
+        return "\n".join([what, model, setting])
+
+    files = save_figure(_heatmap_figure({"": _distances(_read_table(target / "figure5.csv"))},
+                                        heading("Figure 5: average attention by relative distance, every head")), target / "figure5.png")
+    widest = len(summary["widest"])
+    files += save_figure(_sample_figure(_read_sample(target, summary), summary,
+                                        heading(f"Figure 6: the {widest} widest-span head{'s' if widest != 1 else ''} at one position")),
+                         target / "figure6.png")
+    if summary["terms"]:
+        terms = _read_table(target / "figure7.csv")
+        panels = {f"({t}) {SCORE_TERMS[t]}": _distances(terms[terms["term"] == t]) for t in dict.fromkeys(terms["term"])}
+        title = heading("Figure 7: each score term alone, averaged by distance")
+        if summary["notes"]:
+            title += "\n" + "; ".join(summary["notes"])
+        files += save_figure(_heatmap_figure(panels, title), target / "figure7.png")
     return files
+
+
+def _distances(table: pd.DataFrame) -> np.ndarray:
+    """[L, H, D] probabilities by distance from a table of :func:`_distance_table`."""
+    n_layer, n_head = int(table["layer"].max()), int(table["head"].max())
+    return table.sort_values(["layer", "head"]).filter(regex=r"^d\d+$").to_numpy().reshape(n_layer, n_head, -1)
+
+
+def _read_table(path: Path, **options: Any) -> pd.DataFrame:
+    if not path.is_file():
+        raise TxlabError(f"no {path.name} in {path.parent}: run `txlab attention` on the run again to write its tables")
+    return pd.read_csv(path, **options)
 
 
 def _heatmap_figure(panels: dict[str, np.ndarray], title: str):
@@ -337,8 +392,10 @@ def _heatmap_figure(panels: dict[str, np.ndarray], title: str):
     return fig
 
 
-def _sample_outputs(sample: _Sample, widest, spans, rows, stream, corpus, title):
-    """Figure 6 (one panel per head: the sample queries against the context positions they see) and its tables."""
+def _sample_tables(sample: _Sample, widest, rows, stream, corpus) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Figure 6's numbers: for each widest head, the last ``rows`` queries of the sample chunk with their
+    attention by distance over the keys they see (figure6.csv), and the context positions any of them
+    sees with their tokens (figure6_context.csv)."""
     _, _, n_query, n_keys = sample.probs.shape
     visible = sample.visible[n_query - rows :]  # [rows, K]
     seen = np.flatnonzero(visible.any(0))
@@ -347,27 +404,55 @@ def _sample_outputs(sample: _Sample, widest, spans, rows, stream, corpus, title)
     queries = np.arange(sample.start + n_query - rows, sample.start + n_query)  # split positions
     context = sample.start + n_query - n_keys + keys  # split positions of those keys
     distance = queries[:, None] - context[None, :]  # [rows, C]
-
-    fig, axes = plt.subplots(len(widest), 1, figsize=(12, 1.0 + len(widest) * (0.6 + 0.11 * rows)), squeeze=False,
-                             layout="constrained")
     table = []
-    for ax, (layer, head) in zip(axes[:, 0], widest):
-        probs = np.where(visible, sample.probs[layer, head, n_query - rows :][:, keys], np.nan)  # [rows, C]
-        # A square-root scale: the patterns of wide heads are many small probabilities, not a few large ones.
-        image = ax.imshow(probs, aspect="auto", interpolation="nearest", cmap=sequential_cmap(), norm=PowerNorm(0.5, vmin=0, vmax=np.nanmax(probs)),
-                          extent=(context[0] - 0.5, context[-1] + 0.5, queries[-1] + 0.5, queries[0] - 0.5))
-        ax.grid(False)
-        ax.axvline(sample.start - 0.5, color=MEMORY_EDGE, lw=0.8, ls="--")
-        ax.set_title(f"layer {layer + 1}, head {head + 1} (mean distance {spans[layer, head]:.1f}); red line: memory | current segment", fontsize=8)
-        ax.set_ylabel("query position")
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        fig.colorbar(image, ax=ax, pad=0.01, fraction=0.03, label="attention (sqrt scale)")
+    for layer, head in widest:
+        probs = sample.probs[layer, head, n_query - rows :][:, keys]  # [rows, C]
         for row, query in enumerate(queries):
             seen_row = visible[row][::-1]  # context runs forward, so reversed it runs from distance 0 back
             cells = zip(distance[row][::-1][seen_row], probs[row][::-1][seen_row])
             table.append({"layer": layer + 1, "head": head + 1, "query_position": int(query),
                           "query_token": corpus.vocab.symbols[stream[query]], **{f"d{d}": p for d, p in cells}})
+    tokens = pd.DataFrame({"position": context, "token": corpus.vocab.decode(stream[context])})
+    return pd.DataFrame(table), tokens
+
+
+def _read_sample(target: Path, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Figure 6's panels from figure6.csv and figure6_context.csv: per widest head, its queries, the
+    context positions, and the [queries, positions] attention (NaN where a query does not see the key)."""
+    table = _read_table(target / "figure6.csv")
+    context = _read_table(target / "figure6_context.csv", usecols=["position"])["position"].to_numpy()
+    columns = [c for c in table.columns if re.fullmatch(r"d\d+", c)]
+    distance = np.array([int(c[1:]) for c in columns])
+    panels = []
+    for head in summary["widest"]:
+        mine = table[(table["layer"] == head["layer"]) & (table["head"] == head["head"])].sort_values("query_position")
+        queries = mine["query_position"].to_numpy()
+        probs = np.full((len(queries), len(context)), np.nan)
+        for row, (query, values) in enumerate(zip(queries, mine[columns].to_numpy(dtype=float))):
+            seen = ~np.isnan(values)  # the distances this query sees
+            probs[row, query - distance[seen] - context[0]] = values[seen]
+        panels.append({**head, "queries": queries, "context": context, "probs": probs})
+    return panels
+
+
+def _sample_figure(panels: list[dict[str, Any]], summary: dict[str, Any], title: str):
+    """Figure 6: one panel per head, the sample queries against the context positions they see."""
+    segment_start = summary["sample_queries"][1] + 1 - summary["tgt_len"]  # the sample queries end their segment
+    rows = len(panels[0]["queries"])
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 1.4 + len(panels) * (0.6 + 0.11 * rows)), squeeze=False,
+                             layout="constrained")
+    for ax, panel in zip(axes[:, 0], panels):
+        probs, queries, context = panel["probs"], panel["queries"], panel["context"]
+        # A square-root scale: the patterns of wide heads are many small probabilities, not a few large ones.
+        image = ax.imshow(probs, aspect="auto", interpolation="nearest", cmap=sequential_cmap(), norm=PowerNorm(0.5, vmin=0, vmax=np.nanmax(probs)),
+                          extent=(context[0] - 0.5, context[-1] + 0.5, queries[-1] + 0.5, queries[0] - 0.5))
+        ax.grid(False)
+        ax.axvline(segment_start - 0.5, color=MEMORY_EDGE, lw=0.8, ls="--")
+        ax.set_title(f"layer {panel['layer']}, head {panel['head']} (mean distance {panel['mean_distance']:.1f}); "
+                     "dashed line: memory | current segment", fontsize=8)
+        ax.set_ylabel("query position")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        fig.colorbar(image, ax=ax, pad=0.01, fraction=0.03, label="attention (sqrt scale)")
     axes[-1, 0].set_xlabel("context position in the first stream (memory, then the current segment)")
     fig.suptitle(title, fontsize=9)
-    tokens = pd.DataFrame({"position": context, "token": corpus.vocab.decode(stream[context])})
-    return pd.DataFrame(table), tokens, fig
+    return fig

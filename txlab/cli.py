@@ -445,7 +445,9 @@ def roles(
     split: str = typer.Option("valid", "--split", help="train, valid or test."),
     max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets \\[default: all].", show_default=False),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
-    title: str = typer.Option("", "--title", help="Figure title."),
+    title: str = typer.Option("", "--title", help="Figure title \\[default: the models, their size, the corpus and the targets, in words].", show_default=False),
+    from_records: bool = typer.Option(False, "--from-records", help="Only draw the figure again from the records an earlier scoring of the same "
+                                      "--split and --max-tokens left in each RUN/eval/: no checkpoint needed, nothing is scored.", metavar=""),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -455,15 +457,18 @@ def roles(
     back each run copies from, against the ideal model with and without the source in view.
     """
     from txlab.diagnostics import format_summary
-    from txlab.devices import check_device
-    from txlab.roles import score_roles
+    from txlab.report import runs_stem
+    from txlab.roles import redraw_roles, score_roles
     from txlab.workspace import resolve
 
-    check_device(device)
-    from txlab.report import runs_stem
+    default = resolve(f"figures/roles/{runs_stem(run_dirs)}" + (f"-{split}" if split != "valid" else "") + (f"-{max_tokens}tokens" if max_tokens else "") + ".png")
+    if from_records:
+        result = redraw_roles(run_dirs, out or default, split=split, max_tokens=max_tokens, title=title)
+    else:
+        from txlab.devices import check_device
 
-    default = f"figures/roles/{runs_stem(run_dirs)}" + (f"-{split}" if split != "valid" else "") + (f"-{max_tokens}tokens" if max_tokens else "")
-    result = score_roles(run_dirs, out or resolve(f"{default}.png"), split=split, max_tokens=max_tokens, device=device, title=title, progress=not quiet)
+        check_device(device)
+        result = score_roles(run_dirs, out or default, split=split, max_tokens=max_tokens, device=device, title=title, progress=not quiet)
     for run in result["runs"]:
         typer.echo(f"{run['label']} ({run['run_dir']}, step {run['step']}): loss {run['loss']:.4f}\n{format_summary(run['by_role'])}\n")
     for path in [*result["figures"], result["table"]]:
@@ -753,6 +758,8 @@ def attention_command(
     terms: str = typer.Option(None, "--terms", help="Score terms of Figure 7, comma-separated letters from a,b,c,d \\[default: those of a,b,d the model has]."),
     out_dir: Path = typer.Option(None, "--out-dir", help="Figures and tables go to <out-dir>/<run name>/ \\[default: <home>/figures/attention].", show_default=False),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    from_csv: bool = typer.Option(False, "--from-csv", help="Only draw Figures 5-7 again from the tables (CSV and attention.json) an earlier run of this "
+                                  "command wrote in <out-dir>/<run name>/: no checkpoint needed, nothing is read through the model.", metavar=""),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -763,9 +770,16 @@ def attention_command(
     content-content, (b) content-position and (d) global position bias, each alone. Writes PNG, PDF
     and the numbers as CSV to <out-dir>/<run name>/.
     """
-    from txlab.attention import attention_analysis
+    from txlab.attention import attention_analysis, redraw_attention
     from txlab.devices import check_device
 
+    if from_csv:
+        result = redraw_attention(run_dir, out_dir=out_dir)
+        for path in result["files"]:
+            typer.echo(f"written {path}")
+        if json_output:
+            _print_json({"files": result["files"]})
+        return
     check_device(device)
     chosen = [t.strip() for t in terms.split(",") if t.strip()] if terms else None
     result = attention_analysis(run_dir, split=split, n_targets=tokens, tgt_len=tgt_len, mem_len=mem_len, batch_size=batch_size,

@@ -223,6 +223,16 @@ def check_corpus_name(name: str) -> None:
         raise did_you_mean(name, CORPUS_NAMES, "corpus")
 
 
+def corpus_in_words(name: str) -> str:
+    """How a figure's title names a corpus: 'Tiny Shakespeare', 'the synthetic corpus (small language,
+    copies up to 200 tokens back)'; any other name as it is."""
+    if name in CORPORA:
+        return re.split(r" \(|,", CORPORA[name].title)[0]
+    if name in synthetic.VARIANTS:
+        return f"the synthetic corpus ({synthetic.VARIANTS[name].description.split(' (')[0]})"
+    return name
+
+
 # ----------------------------------------------------------------------------------------------------
 # Where things live
 

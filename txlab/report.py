@@ -330,6 +330,33 @@ def model_name(label: str) -> str:
     return MODEL_NAMES[key] if MODEL_NAMES[key].lower() == key else f"{MODEL_NAMES[key]} ({key})"
 
 
+def models_in_words(names: list[str]) -> str:
+    """A figure title's models: 'Transformer-XL, QRNN and LSTM' from presets, run folders or hf: paths
+    (each architecture once), '4 models' past three, where the legend names each."""
+    words = []
+    for name in names:
+        base = Path(str(name).removeprefix("hf:")).name
+        key = base if base in MODEL_NAMES else next((k for k in sorted(MODEL_NAMES, key=len, reverse=True) if base.startswith(k + "-")), None)
+        words.append(MODEL_NAMES[key] if key else base)
+    words = list(dict.fromkeys(words))
+    if len(words) > 3:  # a title listing four or more would outgrow the figure
+        return f"{len(words)} models"
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+SPLIT_NAMES = {"train": "training", "valid": "validation", "test": "test"}
+"""How titles name a split."""
+
+
+def sized_label(name: str, params: int | None) -> str:
+    """A model's legend entry with the size it really has: 'Transformer-XL (xl128m), 0.96M parameters'
+    (a preset's name carries its paper size, 128M, which a cpu or tiny size does not have)."""
+    if params is None:
+        return model_name(name)
+    size = f"{params / 1e6:.2f}M" if params >= 100_000 else f"{params / 1e3:.1f}k"
+    return f"{model_name(name)}, {size} parameters"
+
+
 def _model_styles(models: list[str]) -> dict[str, dict[str, Any]]:
     """One colour and marker per model, the same in Figures 3 and 4; the oracle (ground truth) in the
     reference black, dashed, so it never reads as a model's colour."""
@@ -924,8 +951,9 @@ def role_figure(runs: list[dict], out: Path, title: str = "") -> dict[str, list[
     ``runs`` are dicts with ``label``, ``train_span`` (the training attention span tgt_len + mem_len;
     0 to leave it unmarked) and ``by_role`` (a :func:`txlab.diagnostics.role_summary`). The left panel
     draws the ideal model with the source in view (0 nats) and without it (ln n_values): a model uses
-    context as far back as its curve stays near the first. Writes ``out`` (.png and .pdf) and a CSV of
-    every plotted number beside it.
+    context as far back as its curve stays near the first. Each run keeps one colour and marker in
+    both panels; one legend under both covers no line or bar. Writes ``out`` (.png and .pdf) and a
+    CSV of every plotted number beside it.
     """
     if not runs:
         raise TxlabError("role_figure needs at least one run")
@@ -937,37 +965,57 @@ def role_figure(runs: list[dict], out: Path, title: str = "") -> dict[str, list[
         for role, group in run["by_role"]["roles"].items():
             rows.append({"run": i, "label": run["label"], "group": role, **{k: group[k] for k in ("tokens", "model", "ideal_with", "ideal_without")}})
     points = pd.DataFrame.from_records(rows)
+    palette = distinct_colors(len(runs))
 
-    fig, (by_distance, by_role) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (by_distance, by_role) = plt.subplots(1, 2, figsize=(12, 5.4), gridspec_kw={"width_ratios": [3, 2]}, layout="constrained")
     copies = points[points["group"] == "copy_distance"].copy()
     copies["mid"] = (copies["lo"] + copies["hi"] - 1) / 2
     first = copies[copies["run"] == 0]
-    by_distance.step(first["mid"], first["ideal_without"], where="mid", color=REFERENCE_COLORS["bound"], ls="--", label="ideal, source out of view")
-    by_distance.step(first["mid"], first["ideal_with"], where="mid", color=REFERENCE_COLORS["ideal"], ls="--", label="ideal, source in view")
+    # over the models' lines: a model at the ideal model's loss without the source reads as just that
+    by_distance.step(first["mid"], first["ideal_without"], where="mid", color=REFERENCE_COLORS["bound"], ls="--", zorder=3)
+    by_distance.step(first["mid"], first["ideal_with"], where="mid", color=REFERENCE_COLORS["ideal"], ls="--", zorder=3)
+    spans: dict[int, int] = {}  # span -> runs marked there so far
     for i, run in enumerate(runs):
         mine = copies[copies["run"] == i]
-        line, = by_distance.plot(mine["mid"], mine["model"], marker="o", ms=3, label=run["label"])
-        if run.get("train_span"):
-            by_distance.axvline(run["train_span"], color=line.get_color(), ls=":", lw=1)
-    by_distance.set(xlabel="copy distance D (tokens back to the source value; dotted: training span)",
-                    ylabel="copied-value loss (nats)")
-    by_distance.legend(fontsize=7)
+        by_distance.plot(mine["mid"], mine["model"], marker=MARKERS[i % len(MARKERS)], ms=4, lw=1.4, color=palette[i], label=run["label"])
+        span = run.get("train_span")
+        if span:
+            # one grey line per span and the run's marker above the top edge, stacked: coloured lines of
+            # runs of one span were drawn over each other, so only the last one's colour showed
+            if span not in spans:
+                by_distance.axvline(span, color=REFERENCE_COLORS["bound"], ls=":", lw=1)
+            spans[span] = spans.get(span, 0) + 1
+            by_distance.plot([span], [1 + 0.045 * spans[span]], marker=MARKERS[i % len(MARKERS)], ms=4.5, color=palette[i],
+                             transform=by_distance.get_xaxis_transform(), clip_on=False)
+    by_distance.set(xlabel="copy distance D (tokens back to the source value)", ylabel="copied-value loss (nats)")
+    by_distance.set_title("copied values by distance to their source" + ("\ndotted: training span, with the models' markers above" if spans else ""),
+                          fontsize=9, pad=8 + 9 * max(spans.values(), default=0))
 
     roles = [r for r in runs[0]["by_role"]["roles"] if runs[0]["by_role"]["roles"][r]["tokens"]]
     width = 0.8 / (len(runs) + 1)
     table = points[points["group"].isin(roles)]
-    for i, run in enumerate(runs):
+    for i in range(len(runs)):
         mine = table[table["run"] == i].set_index("group").loc[roles]
-        by_role.bar([j + i * width for j in range(len(roles))], mine["model"], width, label=run["label"])
+        by_role.bar([j + i * width for j in range(len(roles))], mine["model"], width, color=palette[i])
     ideal = table[table["run"] == 0].set_index("group").loc[roles]
-    by_role.bar([j + len(runs) * width for j in range(len(roles))], ideal["ideal_with"], width, color=REFERENCE_COLORS["ideal"], label="ideal (needed context)")
+    by_role.bar([j + len(runs) * width for j in range(len(roles))], ideal["ideal_with"], width, color=REFERENCE_COLORS["ideal"])
     by_role.scatter([j + (len(runs) * width) / 2 for j in range(len(roles))], ideal["ideal_without"], marker="_", s=300,
-                    color=REFERENCE_COLORS["bound"], label="ideal without it", zorder=3)
+                    color=REFERENCE_COLORS["bound"], zorder=3)
     by_role.set_xticks([j + (len(runs) * width) / 2 for j in range(len(roles))], [r.replace("_", " ") for r in roles], rotation=30, fontsize=8)
     by_role.set(ylabel="loss (nats)")
+    by_role.set_title("every token role\nbars: the models, then the ideal model", fontsize=9, pad=8 + 9 * max(spans.values(), default=0))
     by_role.grid(False, axis="x")
-    by_role.legend(fontsize=6)
-    return save_figure_with_points(fig, out, points, title)
+
+    # one legend for both panels, under them: inside either it covered a curve or a bar
+    handles, labels = by_distance.get_legend_handles_labels()
+    handles += [plt.Line2D([], [], color=REFERENCE_COLORS["ideal"], ls="--", lw=1.5),
+                plt.Line2D([], [], color=REFERENCE_COLORS["bound"], ls="--", lw=1.5)]
+    labels += ["ideal model, the needed context in view (left: dashed; right: black bar)",
+               "ideal model without it (left: dashed; right: grey tick)"]
+    fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(_wrapped(title, 110), fontsize=10)
+    return save_figure_with_points(fig, out, points)
 
 
 @themed

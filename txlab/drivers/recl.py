@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from txlab import hf, recl, report
+from txlab import corpora, hf, recl, report
 from txlab.checkpoint import has_checkpoint, read_meta
 from txlab.config import (NON_NEGATIVE, POSITIVE, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile, setting, to_dict,
                           update_dataclass)
@@ -673,18 +673,6 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
     return replace(result, files=[settings_file, *files])
 
 
-def _members_in_words(record: dict[str, Any]) -> str:
-    names = []
-    for member in record.get("members", []):
-        base = Path(str(member).removeprefix("hf:")).name
-        key = base if base in report.MODEL_NAMES else next((k for k in sorted(report.MODEL_NAMES, key=len, reverse=True) if base.startswith(k + "-")), None)
-        names.append(report.MODEL_NAMES[key] if key else base)
-    names = list(dict.fromkeys(names))
-    if len(names) > 3:  # the legend names each; a title listing four or more would outgrow the figure
-        return f"{len(names)} models"
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
 def _corpus_of(record: dict[str, Any]) -> str | None:
     """The corpus a group was scored on: its data setting, else the corpus its name ends with."""
     settings = record.get("settings", {})
@@ -700,11 +688,7 @@ def corpus_in_words(record: dict[str, Any]) -> str:
     if settings.get("text"):
         return f"own text {Path(settings['text']).name}"
     corpus = _corpus_of(record)
-    if corpus in CORPORA:
-        return re.split(r" \(|,", CORPORA[corpus].title)[0]
-    if corpus in SYNTHETIC:
-        return f"the synthetic corpus ({SYNTHETIC[corpus].description.split(' (')[0]})"
-    return corpus or record.get("group", "")
+    return corpora.corpus_in_words(corpus) if corpus else record.get("group", "")
 
 
 def is_char_level(record: dict[str, Any]) -> bool:
@@ -722,7 +706,7 @@ def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char
     (recl.json's fields). What a run draws, and what --redraw draws again without scoring anything."""
     table_dir, figure_dir = Path(table_dir), Path(figure_dir)
     size = record.get("settings", {}).get("size")
-    who = f"{_members_in_words(record)}" + (f" ({size} size)" if size else "")
+    who = report.models_in_words(record.get("members", [])) + (f" ({size} size)" if size else "")
     where = corpus_in_words(record)
     char_level = is_char_level(record) if char_level is None else char_level
     files = report.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{who} on {where}",
