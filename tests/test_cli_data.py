@@ -3,6 +3,7 @@
 import dataclasses
 import hashlib
 import io
+import tarfile
 import threading
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -194,6 +195,48 @@ def test_unreachable_mirror(file_server, monkeypatch, cli):
     _serve_shakespeare(file_server, monkeypatch)
     del file_server.files["files/input.txt"]
     cli.assert_refused(cli("data", "get", "tinyshakespeare", "-q"), "could not download input.txt", "HTTP 404")
+
+
+def _tar_gz(members: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
+        for name, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_get_lm1b_unpacks_the_shards_and_fetches_the_reference_vocabulary(file_server, monkeypatch, tmp_path, cli):
+    top = "1-billion-word-language-modeling-benchmark-r13output/"
+    archive = _tar_gz({
+        top + "training-monolingual.tokenized.shuffled/news.en-00001-of-00100": "the cat sat\n",
+        top + "training-monolingual.tokenized.shuffled/news.en-00002-of-00100": "a dog ran\nthe end\n",
+        top + "heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050": "the dog sat\n",
+        top + "heldout-monolingual.tokenized.shuffled/news.en.heldout-00001-of-00050": "not extracted\n",
+        top + "README": "not extracted",
+    })
+    vocab_file, shards = corpora.CORPORA["lm1b"].downloads
+    assert vocab_file.filename == "1b_word_vocab.txt" and shards.sha256 is not None and vocab_file.sha256 is None
+    shards = dataclasses.replace(shards, size=len(archive), sha256=hashlib.sha256(archive).hexdigest())
+    monkeypatch.setitem(corpora.CORPORA, "lm1b", dataclasses.replace(corpora.CORPORA["lm1b"], downloads=(vocab_file, shards)))
+    file_server.files["files/" + shards.filename] = archive
+    file_server.files["files/1b_word_vocab.txt"] = "<S> 5\nthe 3\ndog 2\n<UNK> 0\n".encode()
+    result = cli("data", "get", "lm1b", "--data-dir", str(tmp_path), "-q")
+    assert result.exit_code == 0, result.output
+    assert "note: 1b_word_vocab.txt has no published checksum (unverified)" in result.output
+    directory = tmp_path / "lm1b"
+    assert sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()) == [
+        "1b_word_vocab.txt",
+        "heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050",
+        "training-monolingual.tokenized.shuffled/news.en-00001-of-00100",
+        "training-monolingual.tokenized.shuffled/news.en-00002-of-00100",
+    ]
+    info = cli.json("data", "info", "lm1b", "--data-dir", str(tmp_path), "--json", "-q")
+    assert info["vocab_size"] == 4  # the downloaded list, not the words counted in training
+    # <S> the cat sat <S> a dog ran <S> the end <S>; valid and test: <S> the dog sat <S>
+    assert {s: v["tokens"] for s, v in info["splits"].items()} == {"train": 12, "valid": 5, "test": 5}
 
 
 def test_get_unpacks_an_archive(file_server, monkeypatch, tmp_path, cli):

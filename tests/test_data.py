@@ -176,19 +176,30 @@ def _lm1b_tree(root: Path) -> Path:
     return root
 
 
+def _reference_sentence_stream(sentences: list[list[str]]) -> list[str]:
+    """What the reference's sentence streams read: each sentence as <S> words <S>, the next one taking
+    over when one token (the closing <S>, already a target) is left, so that it opens the next."""
+    stream: list[str] = []
+    for words in sentences:
+        stream = stream[:-1] + ["<S>", *words, "<S>"]
+    return stream
+
+
 def test_lm1b_reader_sentence_markers_min_count_and_heldout(tmp_path):
     corpus = load("lm1b", _lm1b_tree(tmp_path))
-    assert corpus.vocab.symbols == ["<S>", "</S>", "<UNK>", "b", "a"]  # c (seen once) is below the min count 3
-    assert corpus.to_text(corpus.split("train")) == "<S> a a b </S> <S> b b b </S> <S> <UNK> a </S>"
-    assert corpus.split("valid").tolist() == corpus.split("test").tolist() == [0, 4, 2, 1]
+    assert corpus.vocab.symbols == ["<S>", "<UNK>", "b", "a"]  # c (seen once) is below the min count 3
+    train = [["a", "a", "b"], ["b", "b", "b"], ["<UNK>", "a"]]  # shard 00001, then 00002 (c unknown)
+    assert corpus.to_text(corpus.split("train")) == " ".join(_reference_sentence_stream(train)) == "<S> a a b <S> b b b <S> <UNK> a <S>"
+    assert corpus.split("valid").tolist() == corpus.split("test").tolist() == [0, 3, 1, 0]
+    assert json.loads((corpus.cache_dir / "meta.json").read_text())["options"] == {"sentence_marker": "<S>"}  # part of the cache key
 
 
 def test_lm1b_reference_vocab_file_wins(tmp_path):
     _lm1b_tree(tmp_path)
-    write(tmp_path / "1b_word_vocab.txt", "<S> 0\n</S> 0\n<UNK> 0\nc 9\na 8\n")
+    write(tmp_path / "1b_word_vocab.txt", "c 9\n<S> 8\na 8\n<UNK> 0\n")
     corpus = load("lm1b", tmp_path)
-    assert corpus.vocab.symbols == ["<S>", "</S>", "<UNK>", "c", "a"]
-    assert corpus.to_text(corpus.split("valid")) == "<S> a <UNK> </S>"
+    assert corpus.vocab.symbols == ["c", "<S>", "a", "<UNK>"]
+    assert corpus.split("valid").tolist() == [1, 2, 3, 1]  # <S> a z <S>, z unknown
 
 
 def test_tinyshakespeare_reader_unicode_characters(tmp_path):

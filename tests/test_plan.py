@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from txlab.cli import app
 from txlab.drivers.recl import collection_flops, plan_groups, resolve_groups, resolve_member
 from txlab.losses import collect_group_losses
-from txlab.plan import Plan, format_seconds, training_flops, training_plan
+from txlab.plan import Plan, format_seconds, split_tokens, training_flops, training_plan
 from txlab.drivers.speed import resolve_study, speed_plan
 from txlab.train import train
 from txlab.zoo import run_config
@@ -58,6 +58,17 @@ def test_collection_flops_match_torchs_count_of_a_tiny_collection(tmp_path, plac
                                  batch_size=s.batch_size, progress=False)
         estimated, counted = collection_flops(member, s), counter.get_total_flops()
         assert counted / FLOP_FACTOR <= estimated <= counted * FLOP_FACTOR, (name, estimated, counted)
+
+
+def test_split_sizes_are_known_for_the_paper_corpora_and_generated_for_the_synthetic_ones():
+    assert split_tokens(run_config("xl-text8-24l", "paper"), "test") == 5_000_000
+    assert split_tokens(run_config("xl-ptb", "paper"), "valid") == 73_760
+    # One Billion Word's are not recorded: unknown, not the synthetic corpus's size (its vocabulary is known)
+    lm1b = run_config("xl-lm1b-base", "paper")
+    assert split_tokens(lm1b, "valid") is None
+    plan = training_plan(lm1b, Path("unused"), gflops=fixed_ceiling(100.0)).describe()
+    assert "357.81M parameters" in plan and "unknown (a vocabulary or split size is not known" in plan
+    assert split_tokens(run_config("xl151m", "tiny", overrides=TINY_DATA), "valid") == 600
 
 
 def test_time_is_flops_over_the_efficient_ceiling_plus_start_up_and_budgets():

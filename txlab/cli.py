@@ -197,7 +197,7 @@ def data_get(
     for path in result["files"]:
         typer.echo(f"  {path}")
     for unverified in result["unverified"]:
-        typer.echo(f"  note: {unverified} has no published checksum; only its size was checked (unverified)")
+        typer.echo(f"  note: {unverified} has no published checksum (unverified)")
 
 
 _TEXT = typer.Option("", "--text", help="Own text: a UTF-8 text file (cut into train/valid/test by data.text_split, 0.9/0.05/0.05) "

@@ -21,20 +21,23 @@ ptb                ptb.{train,valid,test}.txt (Mikolov) or      same as WikiText
 enwik8             enwik8 (100,000,000 bytes) or enwik8.zip     bytes; the last 10% of the file split
                                                                 into valid and test (90M/5M/5M)
 text8              text8 or text8.zip                           characters (27), same split
-lm1b               training-monolingual.tokenized.shuffled/     <S> words </S> per sentence; training
-                   news.en-*-of-00100 (train) and heldout-...   shards concatenated in name order;
-                   /news.en.heldout-00000-of-00050 (valid and   heldout shard 0 is both valid and test
-                   test, as the reference does)                 (as the reference)
+lm1b               training-monolingual.tokenized.shuffled/     words, <S> after every sentence and once
+                   news.en-*-of-00100 (train) and heldout-...   at the start of a split (one marker
+                   /news.en.heldout-00000-of-00050 (valid and   between sentences, as the reference);
+                   test, as the reference does)                 training shards concatenated in name
+                                                                order; heldout shard 0 is both valid
+                                                                and test (as the reference)
 tinyshakespeare    input.txt                                    characters; first 90% train, 5%, 5%
 =================  ==========================================  =======================================
 
 The vocabulary lists special symbols first, then symbols by falling frequency, ties by first occurrence
 (the reference's ``Counter.most_common`` order). Which splits are counted follows the reference code:
-WikiText-103 and lm1b count train only (lm1b keeps words seen at least 3 times, as its standard
-vocabulary does, or reads ``1b_word_vocab.txt`` if present); WikiText-2, PTB, enwik8, text8 and
-tinyshakespeare count all splits (for the word corpora this changes only the order of ids, since
-their valid/test words all occur in train). A directory holding only some splits loads what it has;
-asking for a missing split is an error that names the files looked for.
+WikiText-103 and lm1b count train only (lm1b reads the reference's ``1b_word_vocab.txt``, which
+`txlab data get lm1b` fetches, and without it keeps <S>, <UNK> and the words seen at least 3
+times); WikiText-2, PTB, enwik8, text8 and tinyshakespeare count all splits (for the word corpora
+this changes only the order of ids, since their valid/test words all occur in train). A directory
+holding only some splits loads what it has; asking for a missing split is an error that names the
+files looked for.
 
 enwik8 keeps newline bytes by default (so every byte of the file is predicted, which is what bits per
 byte means); ``DataConfig.enwik8_drop_newlines`` drops them after splitting, as the reference
@@ -86,6 +89,8 @@ from txlab.textdata import (
 from txlab.vocab import Vocab
 
 EOS = "<eos>"
+SENTENCE = "<S>"
+"""lm1b's sentence marker: the reference wraps every sentence in it and has no separate end marker."""
 CACHE_FORMAT = 1
 _BLOCK_CHARS = 1 << 22  # text read per block: large enough to amortise Python overhead, small in memory
 _FINGERPRINT_BYTES = 1 << 20
@@ -129,7 +134,8 @@ class CorpusSpec:
     files: dict[str, tuple[str, ...]]
     """Glob patterns per split ('lines') or for the single file ('all'); the first that matches wins."""
     markers: str = "eos"
-    """'lines' only: 'eos' appends <eos> to every line; 'sentence' wraps it in <S> ... </S>."""
+    """'lines' only: 'eos' appends <eos> to every line; 'sentence' appends <S> to every line and puts
+    one <S> before a split's first line, so that one marker ends a sentence and opens the next."""
     vocab_from: tuple[str, ...] = SPLITS
     specials: tuple[str, ...] = ()
     min_freq: int = 1
@@ -195,8 +201,10 @@ CORPORA: dict[str, CorpusSpec] = {
             "lm1b", "One Billion Word benchmark (Chelba et al. 2013), shuffled sentences, word level", "word", "lines",
             {"train": (_LM1B_TRAIN, _LM1B_TOP + _LM1B_TRAIN, "news.en-*-of-00100"),
              **{s: (_LM1B_HELDOUT, _LM1B_TOP + _LM1B_HELDOUT, "news.en.heldout-00000-of-00050") for s in ("valid", "test")}},
-            markers="sentence", vocab_from=("train",), specials=("<S>", "</S>", "<UNK>"), min_freq=3, unk="<UNK>",
-            downloads=(RemoteFile("1-billion-word-language-modeling-benchmark-r13output.tar.gz",
+            markers="sentence", vocab_from=("train",), specials=(SENTENCE, "<UNK>"), min_freq=3, unk="<UNK>",
+            # getdata.sh fetches the vocabulary file beside the corpus; its size and checksum are not recorded here
+            downloads=(RemoteFile("1b_word_vocab.txt", ("https://github.com/rafaljozefowicz/lm/raw/master/1b_word_vocab.txt",), None, None),
+                       RemoteFile("1-billion-word-language-modeling-benchmark-r13output.tar.gz",
                                   ("http://www.statmt.org/lm-benchmark/1-billion-word-language-modeling-benchmark-r13output.tar.gz",),
                                   1792209805, "01ba60381110baf7f189dfd2b8374de371e8c9a340835793f190bdae9e90a34e",
                                   extract=(re.escape(_LM1B_TOP) + r"training-monolingual\.tokenized\.shuffled/news\.en-\d{5}-of-00100",
@@ -327,14 +335,19 @@ def _text_blocks(path: Path, bar: Progress) -> Iterator[str]:
 def _words(block: str, markers: str) -> list[str]:
     """Whitespace-split words with a marker after every line, as the reference tokenises.
 
-    The reference strips and splits each line, then appends <eos> (or wraps it in <S> ... </S>);
-    replacing the newlines in a whole block does the same in one C-level pass.
+    The reference strips and splits each line, then appends <eos>, or for lm1b wraps it in <S> ... <S>
+    and lets consecutive sentences share the marker between them (its sentence streams drop a
+    sentence's last token when the next one starts; :func:`_split_opening` is the first sentence's
+    opening marker). Replacing the newlines in a whole block does the same in one C-level pass.
     """
     if not block.endswith("\n"):
         block += "\n"
-    if markers == "eos":
-        return block.replace("\n", f" {EOS} ").split()
-    return ("<S> " + block[:-1].replace("\n", " </S> <S> ") + " </S>").split()
+    return block.replace("\n", f" {EOS if markers == 'eos' else SENTENCE} ").split()
+
+
+def _split_opening(spec: CorpusSpec) -> list[str]:
+    """Tokens before a split's first line: the opening <S> of its first sentence for lm1b, none otherwise."""
+    return [SENTENCE] if spec.markers == "sentence" else []
 
 
 @contextlib.contextmanager
@@ -436,8 +449,12 @@ def _id_dtype(vocab_size: int) -> np.dtype:
 
 
 def _options(spec: CorpusSpec, cfg: DataConfig) -> dict:
-    """The settings that change the encoded result (part of the cache key)."""
-    return {"drop_newlines": bool(cfg.enwik8_drop_newlines)} if spec.reader == "bytes" else {}
+    """The settings that change the encoded result (part of the cache key). lm1b's names its sentence
+    marker, so that an entry encoded with another marker scheme (an end marker </S> of its own, as
+    txlab once wrote) is never read as this one."""
+    if spec.reader == "bytes":
+        return {"drop_newlines": bool(cfg.enwik8_drop_newlines)}
+    return {"sentence_marker": SENTENCE} if spec.markers == "sentence" else {}
 
 
 def _entry_dir(spec: CorpusSpec, directory: Path, options: dict, cfg: DataConfig) -> Path:
@@ -490,6 +507,9 @@ def _count_and_measure(spec: CorpusSpec, sources: CorpusSources, drop_newlines: 
             counts: Counter[str] = Counter()
             for split, paths in sources.files.items():
                 counting = split in spec.vocab_from or not set(spec.vocab_from) & set(sources.files)
+                lengths[split] += len(_split_opening(spec))
+                if counting:
+                    counts.update(_split_opening(spec))
                 for path in paths:
                     for block in _text_blocks(path, bar):
                         words = _words(block, spec.markers)
@@ -538,6 +558,8 @@ def _encode_into(spec: CorpusSpec, sources: CorpusSources, vocab: Vocab, lengths
     with Progress(total=total, desc=f"encode {spec.name}", unit="B", unit_scale=True, disable=not progress, file=sys.stderr) as bar:
         if spec.reader == "lines":
             for split, paths in sources.files.items():
+                if opening := _split_opening(spec):
+                    put(split, vocab.encode(opening))
                 for path in paths:
                     for block in _text_blocks(path, bar):
                         put(split, vocab.encode(_words(block, spec.markers)))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from txlab import synthetic
 from txlab.build import build_model
 from txlab.checkpoint import has_checkpoint, read_meta
 from txlab.config import RunConfig
@@ -56,7 +57,8 @@ class Plan:
 
     lines: list[str] = field(default_factory=list)
     flops: float | None = 0.0
-    """Total analytic FLOPs (None when some part cannot be counted, e.g. an unknown vocabulary)."""
+    """Total analytic FLOPs (None when some part cannot be counted: an unknown vocabulary, or the unknown
+    size of a split that is evaluated whole)."""
     gflops: float | None = None
     """The measured matmul ceiling of the device (None when it cannot be measured here)."""
     budget_s: float = 0.0
@@ -83,7 +85,7 @@ class Plan:
         if self.gflops is None:
             lines.append("estimated time: unknown (the device cannot be measured on this machine)")
         elif self.flops is None:
-            lines.append("estimated time: unknown (a vocabulary size is not known before the corpus is read)")
+            lines.append("estimated time: unknown (a vocabulary or split size is not known before the corpus is read)")
         else:
             fixed = f", and {format_seconds(self.budget_s + self.startup_s)} of start-up, per-model overheads and timing budgets"
             lines.append(f"estimated time: {format_seconds(self.seconds)} ({format_count(self.flops)}FLOP at {COMPUTE_EFFICIENCY:.0%} "
@@ -164,7 +166,7 @@ def split_tokens(cfg: RunConfig, split: str) -> int | None:
         return text_token_counts(cfg.data).splits.get(split)
     if corpus in PAPER_SPLIT_TOKENS:
         return PAPER_SPLIT_TOKENS[corpus].get(split)
-    if known_vocab_size(corpus) is not None:  # synthetic: generated at the configured size
+    if corpus in synthetic.VARIANTS:  # generated at the configured size
         return cfg.data.synthetic_tokens if split == "train" else cfg.data.synthetic_eval_tokens
     return None
 

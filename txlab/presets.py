@@ -3,7 +3,8 @@
 Each preset is a base set of config overrides plus one set per size:
 
 - ``paper``: the paper's configuration (Dai et al. 2019, Appendix/Table settings of the authors'
-  scripts), for GPUs. Its default corpus is the paper's (WikiText-103 or enwik8).
+  scripts), for GPUs. Its default corpus is the paper's (WikiText-103, enwik8, text8, One Billion
+  Word or Penn Treebank).
 - ``cpu``: the same family and variant with smaller dimensions, default corpus the built-in
   synthetic one, trainable on 2 CPU cores in minutes.
 - ``tiny``: a debug size for tests and smoke runs (seconds).
@@ -23,18 +24,27 @@ from txlab.errors import did_you_mean
 SIZES = ("paper", "cpu", "tiny")
 
 # Vocabulary sizes of the paper corpora, so paper-size parameter counts need no data on disk.
-# lm1b: the standard vocabulary, words seen at least 3 times in training (the reference's vocab file).
-PAPER_VOCAB = {"wikitext-103": 267_735, "enwik8": 204, "lm1b": 793_471}
+# lm1b: the standard vocabulary, the reference's 1b_word_vocab.txt (its size is what makes the authors'
+# One Billion Word models 357,812,082 and 841,295,982 parameters). text8: 26 letters and the space.
+# ptb: Mikolov's vocabulary, 9,999 words (<unk> among them) and <eos>.
+PAPER_VOCAB = {"wikitext-103": 267_735, "enwik8": 204, "text8": 27, "lm1b": 793_471, "ptb": 10_000}
 
-# Tokens in the splits of the paper corpora, for cost estimates without data on disk.
+# Tokens in the splits of the paper corpora, for cost estimates without data on disk (ptb: words and an
+# <eos> per line; lm1b's are not known here, and its plans leave the split sizes out).
 PAPER_SPLIT_TOKENS = {
     "wikitext-103": {"train": 103_227_021, "valid": 217_646, "test": 245_569},
     "enwik8": {"train": 90_000_000, "valid": 5_000_000, "test": 5_000_000},
+    "text8": {"train": 90_000_000, "valid": 5_000_000, "test": 5_000_000},
+    "ptb": {"train": 929_589, "valid": 73_760, "test": 82_430},
 }
 
 # --- building blocks shared by several presets -------------------------------------------------
 
 _WT103_ADAPTIVE = {"adaptive": True, "cutoffs": [20_000, 40_000, 200_000], "div_val": 1}
+
+# train.py's adaptive input and softmax for One Billion Word: its own cutoffs, every cluster projected
+# (also the head, 1024 or 1280 wide: div_val 4), and no projection shared between input and output.
+_LM1B_ADAPTIVE = {"adaptive": True, "cutoffs": [60_000, 100_000, 640_000], "div_val": 4, "full_width_proj": True, "tie_projs": False}
 
 _XL_TRAIN = {"optimizer": "adam", "lr": 2.5e-4, "scheduler": "cosine", "clip": 0.25}
 
@@ -127,6 +137,56 @@ _XL128M_PAPER = _merge(
     {"model": {"n_layer": 7, "tgt_len": 128, "mem_len": 128}, "eval": {"tgt_len": 128, "mem_len": 640}},
 )
 
+# The character-level models of run_enwik8_*.sh; run_text8_*.sh train the same ones on text8, except
+# that run_text8_large.sh gives no warm-up (train.py's default, 0) where run_enwik8_large.sh warms up
+# for 4000 steps.
+_ENWIK8_12L_PAPER = {
+    "model": {"n_layer": 12, "d_model": 512, "n_head": 8, "d_head": 64, "d_inner": 2048,
+              "dropout": 0.1, "dropatt": 0.0, "tgt_len": 512, "mem_len": 512},
+    "data": {"corpus": "enwik8"},
+    "train": {**_XL_TRAIN, **_REFERENCE_INTERVALS, "batch_size": 22, "max_steps": 400_000, "warmup_steps": 0},
+    "eval": {"tgt_len": 80, "mem_len": 2100, "clamp_len": 820, "same_length": True, "batch_size": _REFERENCE_EVAL_STREAMS},
+}
+_ENWIK8_24L_PAPER = {
+    "model": {"n_layer": 24, "d_model": 1024, "n_head": 8, "d_head": 128, "d_inner": 3072,
+              "dropout": 0.15, "dropatt": 0.15, "tgt_len": 768, "mem_len": 768},
+    "data": {"corpus": "enwik8"},
+    "train": {**_XL_TRAIN, **_REFERENCE_INTERVALS, "batch_size": 64, "max_steps": 400_000, "warmup_steps": 4000},
+    "eval": {"tgt_len": 128, "mem_len": 3800, "clamp_len": 1000, "same_length": True, "batch_size": _REFERENCE_EVAL_STREAMS},
+}
+_TEXT8_12L_PAPER = _merge(_ENWIK8_12L_PAPER, {"data": {"corpus": "text8"}})
+_TEXT8_24L_PAPER = _merge(_ENWIK8_24L_PAPER, {"data": {"corpus": "text8"}, "train": {"warmup_steps": 0}})
+
+# run_lm1b_*.sh: 32-token segments with 32 of memory (sentences are shuffled, so there is little
+# beyond them to find), evaluated with 128 of memory and no clamping on 64 (base) or 8 (large) streams.
+_LM1B_BASE_PAPER = {
+    "model": {"n_layer": 18, "d_model": 1024, "n_head": 8, "d_head": 128, "d_inner": 4096,
+              "dropout": 0.0, "dropatt": 0.0, "tgt_len": 32, "mem_len": 32, **_LM1B_ADAPTIVE},
+    "data": {"corpus": "lm1b"},
+    "train": {**_XL_TRAIN, **_REFERENCE_INTERVALS, "batch_size": 224, "max_steps": 500_000, "warmup_steps": 20_000},
+    "eval": {"tgt_len": 32, "mem_len": 128, "clamp_len": 0, "same_length": True, "batch_size": 64},
+}
+_LM1B_LARGE_PAPER = _merge(_LM1B_BASE_PAPER, {
+    "model": {"n_layer": 24, "d_model": 1280, "n_head": 16, "d_head": 80, "d_inner": 8192, "dropout": 0.05, "dropatt": 0.05},
+    "train": {"batch_size": 512, "max_steps": 1_200_000, "warmup_steps": 30_000},
+    "eval": {"batch_size": 8},
+})
+
+# Penn Treebank: the paper gives only the size of its model (24M, Table 5) and says it was trained
+# with variational dropout and weight averaging, as AWD-LSTM; the authors' code has no PTB script.
+# As for xl128m, the 151M model's layer (width 410, 10 heads of 41, inner 2100) is kept and the depth
+# chosen for the size: 8 layers give 24.6M parameters with PTB's 10,000 words (7 give 22.1M). Segments
+# of 70 with 70 of memory, batch 20 and output dropout 0.4 are AWD-LSTM's PTB settings; 100,000 steps
+# are about 150 passes over the 930k training tokens. Evaluation keeps four times the training memory,
+# as the large WikiText-103 model (1600 for 384). docs/presets.md lists what txlab does not do.
+_PTB_PAPER = {
+    "model": {"n_layer": 8, "d_model": 410, "n_head": 10, "d_head": 41, "d_inner": 2100,
+              "dropout": 0.4, "dropatt": 0.0, "tgt_len": 70, "mem_len": 70, "adaptive": False, "cutoffs": []},
+    "data": {"corpus": "ptb"},
+    "train": {**_XL_TRAIN, **_REFERENCE_INTERVALS, "batch_size": 20, "max_steps": 100_000, "warmup_steps": 0},
+    "eval": {"tgt_len": 70, "mem_len": 280, "clamp_len": 0, "same_length": True, "batch_size": _REFERENCE_EVAL_STREAMS},
+}
+
 # The recurrent baselines share the XL cpu/tiny training protocol; at cpu size their recurrent widths
 # are chosen so that each has about the parameters of the XL cpu model on the small synthetic
 # language (0.96M), as the paper compares models of equal budget.
@@ -198,28 +258,13 @@ PRESETS: dict[str, Preset] = {
                 "eval": {"tgt_len": 128, "mem_len": 1600, "clamp_len": 1000, "same_length": True, "batch_size": _REFERENCE_EVAL_STREAMS},
             },
         ),
-        _xl_variant(
-            "xl-enwik8-12l",
-            "Transformer-XL, enwik8 12 layers (41M), the speed table's model",
-            {
-                "model": {"n_layer": 12, "d_model": 512, "n_head": 8, "d_head": 64, "d_inner": 2048,
-                          "dropout": 0.1, "dropatt": 0.0, "tgt_len": 512, "mem_len": 512},
-                "data": {"corpus": "enwik8"},
-                "train": {**_XL_TRAIN, **_REFERENCE_INTERVALS, "batch_size": 22, "max_steps": 400_000, "warmup_steps": 0},
-                "eval": {"tgt_len": 80, "mem_len": 2100, "clamp_len": 820, "same_length": True, "batch_size": _REFERENCE_EVAL_STREAMS},
-            },
-        ),
-        _xl_variant(
-            "xl-enwik8-24l",
-            "Transformer-XL, enwik8 24 layers (277M)",
-            {
-                "model": {"n_layer": 24, "d_model": 1024, "n_head": 8, "d_head": 128, "d_inner": 3072,
-                          "dropout": 0.15, "dropatt": 0.15, "tgt_len": 768, "mem_len": 768},
-                "data": {"corpus": "enwik8"},
-                "train": {**_XL_TRAIN, **_REFERENCE_INTERVALS, "batch_size": 64, "max_steps": 400_000, "warmup_steps": 4000},
-                "eval": {"tgt_len": 128, "mem_len": 3800, "clamp_len": 1000, "same_length": True, "batch_size": _REFERENCE_EVAL_STREAMS},
-            },
-        ),
+        _xl_variant("xl-enwik8-12l", "Transformer-XL, enwik8 12 layers (41M), the speed table's model", _ENWIK8_12L_PAPER),
+        _xl_variant("xl-enwik8-24l", "Transformer-XL, enwik8 24 layers (277M)", _ENWIK8_24L_PAPER),
+        _xl_variant("xl-text8-12l", "Transformer-XL, text8 12 layers (41M): the enwik8 model on 27 characters", _TEXT8_12L_PAPER),
+        _xl_variant("xl-text8-24l", "Transformer-XL, text8 24 layers (277M): Table 3", _TEXT8_24L_PAPER),
+        _xl_variant("xl-lm1b-base", "Transformer-XL, One Billion Word base (18 layers, d1024, 358M)", _LM1B_BASE_PAPER),
+        _xl_variant("xl-lm1b-large", "Transformer-XL, One Billion Word large (24 layers, d1280, 841M): Table 4", _LM1B_LARGE_PAPER),
+        _xl_variant("xl-ptb", "Transformer-XL, Penn Treebank (24.6M): Table 5's size; shape and training are txlab's", _PTB_PAPER),
         _xl_variant("xl128m", "Transformer-XL 128M: the Table 6/8 ablation model", _XL128M_PAPER),
         _xl_variant(
             "xl128m-shaw", "xl128m with Shaw et al. relative encodings (Table 8 group 2)", _XL128M_PAPER,
