@@ -34,7 +34,8 @@ def planned(monkeypatch):
 
 
 @pytest.mark.parametrize("option, setting", [(["--r", "0.1,0.5"], "rs=[0.1, 0.5]"), (["--size", "tiny"], "size=tiny"), (["--device", "cuda"], "device=cuda"),
-                                             (["--models-root", "zoo"], "models_root=zoo"), (["--launcher", "slurm"], "launcher=slurm")])
+                                             (["--models-root", "zoo"], "models_root=zoo"), (["--launcher", "slurm"], "launcher=slurm"),
+                                             (["--train-seeds", "0,1,2"], "train_seeds=[0,1,2]")])
 def test_a_recl_option_and_its_set_give_the_same_settings(option, setting, planned, cli):
     group = ["recl", "--group", "xl151m", "qrnn", "--dry-run", "--quiet"]
     cli.ok(*group, *option)
