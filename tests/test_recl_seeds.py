@@ -204,3 +204,21 @@ def test_training_seeds_need_a_preset_member(tmp_path, untrained_run, cli):
     run = untrained_run(tmp_path / "run")
     assert "has none: its run directories and Hugging Face members are the same model for every seed" in cli.refused(
         "recl", "--group", run, "--size", "tiny", "--train-seeds", "0,1", "--set", "grid=2:8:2", "--dry-run", "--quiet")
+
+
+def test_with_the_slurm_launcher_every_seed_trains_in_one_batch_of_jobs(tmp_path, monkeypatch, cli):
+    # the jobs' work runs in-process in place of submitit, as in tests/test_group.py
+    batches = []
+
+    def run_in_process(tasks, settings, folder, name, echo):
+        for task in tasks:
+            task.function(*task.args)
+        batches.append((name, [task.name for task in tasks], [task.progress() for task in tasks]))
+        return []
+
+    monkeypatch.setattr("txlab.drivers.recl.run_jobs", run_in_process)
+    cli.ok("recl", "--group", "xl151m", *TINY_COLLECTION, *TINY_TRAINING, "--set", "placebo=false", "--train-seeds", "0,1", "--launcher", "slurm",
+           "--models-root", tmp_path / "models", "--out-dir", tmp_path / "results", "--fig-dir", tmp_path / "figures", "--quiet")
+    assert batches == [("txlab-train", ["xl151m", "xl151m"], ["checkpoint at step 2/2"] * 2),
+                       ("txlab-losses", ["xl151m"], ["3 loss blocks written"]), ("txlab-losses", ["xl151m"], ["3 loss blocks written"])]
+    assert [read_meta(tmp_path / "models" / f"xl151m-tiny-synthetic-seed{s}")["config"]["train"]["seed"] for s in (0, 1)] == [0, 1]
