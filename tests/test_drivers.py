@@ -34,7 +34,8 @@ def planned(monkeypatch):
 
 
 @pytest.mark.parametrize("option, setting", [(["--r", "0.1,0.5"], "rs=[0.1, 0.5]"), (["--size", "tiny"], "size=tiny"), (["--device", "cuda"], "device=cuda"),
-                                             (["--models-root", "zoo"], "models_root=zoo"), (["--launcher", "slurm"], "launcher=slurm")])
+                                             (["--models-root", "zoo"], "models_root=zoo"), (["--launcher", "slurm"], "launcher=slurm"),
+                                             (["--train-seeds", "0,1,2"], "train_seeds=[0,1,2]")])
 def test_a_recl_option_and_its_set_give_the_same_settings(option, setting, planned, cli):
     group = ["recl", "--group", "xl151m", "qrnn", "--dry-run", "--quiet"]
     cli.ok(*group, *option)
@@ -122,6 +123,9 @@ def test_a_recl_group_scored_on_other_losses_gets_its_own_folder_and_the_same_co
     assert names(["xl-rnn"], "studies/table8.yaml") == [usual]
     assert names(["xl-rnn"], "studies/table8.yaml", ["blocks=16"]) == [f"{usual}-blocks-16"]
     assert names(["xl-rnn"], "studies/table8.yaml", ["split=test", "seed=1"]) == [f"{usual}-split-test-seed-1"]
+    # a group over training seeds keeps its seeds' folders and its spread apart from the single runs' tables
+    assert names(["xl-rnn"], "studies/table8.yaml", ["train_seeds=[0,1,2]"]) == [f"{usual}-train_seeds-0-1-2"]
+    assert names(["xl151m", "qrnn"], sets=["train_seeds=[3]"]) == ["xl151m+qrnn-cpu-train_seeds-3"]
 
 
 def test_the_recl_and_speed_studies_have_tiny_profiles():

@@ -638,6 +638,10 @@ def recl(
                                         "(where they live, how missing ones train), e.g. --set train.max_steps=400. Repeatable."),
     launcher: str = typer.Option(None, "--launcher", help="How missing presets train and each member's losses are collected: local (here) or slurm "
                                  "(one submitit job each, waited for) \\[default: the study's, else local]."),
+    train_seeds: str = typer.Option(None, "--train-seeds", help="Training seeds, comma-separated: each preset member trains once per seed "
+                                    "(<preset>-<size>-<corpus>-seed<s>), RECL is computed once per seed's group (<group>/seed-<s>/), and "
+                                    "table8-seeds.{csv,md,json} give each RECL per seed and its spread \\[default: the study's, else one run, no seed].",
+                                    show_default=False),
     dry_run: bool = _DRY_RUN,
     study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile (with --study)."),
@@ -665,7 +669,7 @@ def recl(
     txlab recl --group xl151m qrnn lstm --r 0.1
     """
     from txlab.devices import check_device
-    from txlab.drivers.recl import parse_rs, recl_groups, redraw_group, summary
+    from txlab.drivers.recl import SeedsResult, parse_rs, parse_seeds, recl_groups, redraw_group, summary
 
     if redraw is not None:
         from txlab.workspace import resolve
@@ -681,15 +685,16 @@ def recl(
         check_name(name, "--name")  # a group's folders are named by it, inside --out-dir and --fig-dir
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     options = {"size": size, "data": data, "text": text, "tokenizer": tokenizer, "rs": parse_rs(r), "device": device,
-               "models_root": models_root, "launcher": launcher}
+               "models_root": models_root, "launcher": launcher, "train_seeds": parse_seeds(train_seeds)}
     results = recl_groups(
         [*group, *(members or [])], study, profile, name, options=options, sets=[*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides],
         out_dir=out_dir, fig_dir=fig_dir, announce=typer.echo, echo=say, progress=not quiet, dry_run=dry_run,
     )
     for result in results:
-        typer.echo(f"RECL of {result.group} ({result.n_targets:,} targets; '>= c': ran off the grid):")
+        seeds = f" over training seeds {', '.join(map(str, result.train_seeds))}" if isinstance(result, SeedsResult) else ""
+        typer.echo(f"RECL of {result.group}{seeds} ({result.n_targets:,} targets; '>= c': ran off the grid):")
         typer.echo(result.markdown.rstrip())
-        for path in result.files:
+        for path in [*(f for one in getattr(result, "seeds", []) for f in one.files), *result.files]:
             typer.echo(f"written {path}")
     if json_output:
         _print_json(summary(results))

@@ -495,3 +495,90 @@ def _row_cells(res: ReclResult | ReclInterval, ci: float | None) -> dict:
     if ci is not None:
         cells.update(ci_low=res.low, ci_high=res.high, ci=ci, censored_fraction=res.censored_fraction)
     return cells
+
+
+# --------------------------------------------------------------------------------------------------
+# Over training seeds: one group per seed, one RECL per seed, and their spread
+
+
+@dataclass(frozen=True)
+class SeedSpread:
+    """The spread over training seeds of one model's RECL at one r, with censoring carried through: a
+    censored reading (the walk ran off the grid) says only that the RECL is at least its value."""
+
+    n: int
+    min: int
+    min_censored: bool
+    """True when every reading at the minimum is censored: the smallest RECL is at least ``min``."""
+    max: int
+    max_censored: bool
+    """True when any reading is censored: that seed's RECL, and so the largest, may lie beyond ``max``."""
+    mean: float
+    mean_censored: bool
+    """True when any reading is censored: the mean of the readings is then a lower bound."""
+    sd: float | None
+    """Sample standard deviation (n - 1) of the readings as they stand; None for one seed. With censored
+    readings the true spread is unknown (it may be larger or smaller), which ``n_censored`` says."""
+    n_censored: int
+
+    def cells(self) -> dict:
+        """The spread as a table row's cells, with the labels tables print ('>= 240' for a bound)."""
+        return {"min": self.min, "min_censored": self.min_censored, "min_label": recl_label(self.min, self.min_censored),
+                "max": self.max, "max_censored": self.max_censored, "max_label": recl_label(self.max, self.max_censored),
+                "mean": self.mean, "mean_censored": self.mean_censored,
+                "mean_label": f"{'>= ' if self.mean_censored else ''}{self.mean:.1f}",
+                "sd": self.sd, "sd_label": "-" if self.sd is None else f"{self.sd:.1f}", "n_censored": self.n_censored}
+
+
+def seed_spread(recls: Sequence[int], censored: Sequence[bool]) -> SeedSpread:
+    """Min, max, mean and sd of one RECL read once per training seed (``recls[k]``, censored when
+    ``censored[k]``): each a plain statistic of the readings, flagged where a censored reading makes
+    it a lower bound (see :class:`SeedSpread`)."""
+    values = np.asarray(recls, dtype=np.int64)
+    flags = np.asarray(censored, dtype=bool)
+    if values.ndim != 1 or values.size == 0 or flags.shape != values.shape:
+        raise TxlabError(f"one censoring flag per reading and at least one reading, got {list(recls)} and {list(censored)}")
+    low = int(values.min())
+    return SeedSpread(
+        n=int(values.size),
+        min=low, min_censored=bool(flags[values == low].all()),
+        max=int(values.max()), max_censored=bool(flags.any()),
+        mean=float(values.mean()), mean_censored=bool(flags.any()),
+        sd=float(values.std(ddof=1)) if values.size > 1 else None,
+        n_censored=int(flags.sum()),
+    )
+
+
+SEED_ESTIMATES = (("paper", ""), ("placebo-aware", "placebo_"))
+"""The RECLs a seed's rows may carry: the paper's, and the placebo-aware one under the ``placebo_`` keys."""
+
+
+def seed_rows(rows_by_seed: Mapping[int, Sequence[dict]], same_every_seed: Sequence[str] = ()) -> list[dict]:
+    """Each seed's :func:`recl_rows` (training seed -> that seed's group's rows) as one row per model, r and
+    estimate ('paper', and 'placebo-aware' where the rows carry it), in the rows' order: the reading of
+    every seed (``recl``, ``censored``, ``labels``, and for the paper's RECL ``below_placebo``, marked '†'
+    in its label as Table 8 marks it) and their :func:`seed_spread`. ``same_every_seed``: the models that
+    are the same for every seed (a run directory, a Hugging Face checkpoint, the ideal model), whose rows say so."""
+    seeds = list(rows_by_seed)
+    if not seeds:
+        raise TxlabError("no seeds' rows to summarise")
+    keyed = {seed: {(row["model"], row["r"]): row for row in rows} for seed, rows in rows_by_seed.items()}
+    keys = list(keyed[seeds[0]])
+    for seed in seeds[1:]:
+        if set(keyed[seed]) != set(keys):
+            raise TxlabError(f"seed {seed}'s group reads other models or r than seed {seeds[0]}'s: {sorted(set(keyed[seed]) ^ set(keys))}")
+    rows = []
+    for model, r in keys:
+        readings = [keyed[seed][model, r] for seed in seeds]
+        for estimate, prefix in SEED_ESTIMATES:
+            if prefix + "recl" not in readings[0]:
+                continue
+            row = {"model": model, "r": r, "estimate": estimate, "same_every_seed": model in same_every_seed, "seeds": seeds,
+                   "recl": [int(x[prefix + "recl"]) for x in readings], "censored": [bool(x[prefix + "censored"]) for x in readings],
+                   "labels": [x[prefix + "label"] + (" †" if not prefix and x.get("below_placebo") else "") for x in readings]}
+            if not prefix and "below_placebo" in readings[0]:
+                row["below_placebo"] = [bool(x["below_placebo"]) for x in readings]
+            if readings[0].get("ground_truth"):
+                row["ground_truth"] = True
+            rows.append({**row, **seed_spread(row["recl"], row["censored"]).cells()})
+    return rows

@@ -280,6 +280,91 @@ def write_table8(rows: list[dict], stem: Path) -> list[Path]:
     return [csv, md]
 
 
+def seed_spread_markdown(rows: list[dict]) -> str:
+    """RECL over training seeds from txlab.recl.seed_rows rows: one line per r, model and estimate (the
+    paper's RECL, the placebo-aware one), each seed's reading as Table 8 prints it ('>= c', '†') and
+    their min, max, mean and sd, with notes on what a bound means and on members the same for every seed."""
+    if not rows:
+        raise TxlabError("no RECL rows over seeds to tabulate")
+    seeds = rows[0]["seeds"]
+    body = [[row["model"], f"{row['r']:g}", row["estimate"], *row["labels"], row["min_label"], row["max_label"], row["mean_label"],
+             row["sd_label"] + (" *" if row["n_censored"] and row["sd"] is not None else "")] for row in rows]
+    lines = [markdown_table(["model", "r", "RECL", *(f"seed {s}" for s in seeds), "min", "max", "mean", "sd"], body)]
+    notes = []
+    if any(row["n_censored"] for row in rows):
+        notes.append("'>= c': the walk ran off the grid, so that RECL is at least c, and a min, max or mean marked '>=' is a lower "
+                     "bound for the same reason. * the sd of readings some of which are such bounds: the true spread may be larger or smaller.")
+    if any(any(row.get("below_placebo") or []) for row in rows):
+        notes.append("† a step this RECL rests on did not beat its placebo gain (extra context from far away) by the threshold; "
+                     "the placebo-aware RECL stops at the first such step.")
+    same = list(dict.fromkeys(row["model"] for row in rows if row["same_every_seed"] and not row.get("ground_truth")))
+    if same:
+        notes.append(f"{', '.join(same)}: the same model for every seed (used as it is); {'its' if len(same) == 1 else 'their'} RECL "
+                     "changes from seed to seed only because RECL is relative to the group's other members, which are trained once per seed.")
+    return "\n".join(lines + [f"\n{note}" for note in notes]) + "\n"
+
+
+def write_seed_spread(rows: list[dict], stem: Path) -> list[Path]:
+    """RECL over seeds as ``stem``.csv (one row per model, r and estimate: each seed's label, RECL and censoring in
+    columns of its own, then the spread) and ``stem``.md (:func:`seed_spread_markdown`)."""
+    stem = Path(stem)
+    flat = []
+    for row in rows:
+        cells = {k: row[k] for k in ("model", "r", "estimate", "same_every_seed")}
+        for k, seed in enumerate(row["seeds"]):
+            cells.update({f"seed_{seed}": row["labels"][k], f"recl_seed_{seed}": row["recl"][k], f"censored_seed_{seed}": row["censored"][k]})
+            if "below_placebo" in row:
+                cells[f"below_placebo_seed_{seed}"] = row["below_placebo"][k]
+        spread = ("min", "min_censored", "min_label", "max", "max_censored", "max_label", "mean", "mean_censored", "mean_label", "sd", "n_censored")
+        flat.append({**cells, **{k: row[k] for k in spread}})
+    csv, md = stem.with_suffix(".csv"), stem.with_suffix(".md")
+    write_text_atomic(csv, pd.DataFrame.from_records(flat).to_csv(index=False))
+    write_text_atomic(md, seed_spread_markdown(rows))
+    return [csv, md]
+
+
+@themed
+def seed_spread_figure(rows: list[dict], out: Path, title: str = "") -> list[Path]:
+    """RECL over training seeds from txlab.recl.seed_rows rows: one panel per r, one line per model, a dot
+    per seed (filled: the paper's RECL; open: the placebo-aware one; ▸: the walk ran off the grid, so at
+    least there; the seeds a little apart in height, so equal readings stay countable) and a bar at the mean
+    of the readings. Writes ``out`` (.png and .pdf) and its points (.csv)."""
+    if not rows:
+        raise TxlabError("no RECL rows over seeds to draw")
+    points = pd.DataFrame([{"model": row["model"], "r": row["r"], "estimate": row["estimate"], "seed": seed, "recl": value, "censored": censored}
+                           for row in rows for seed, value, censored in zip(row["seeds"], row["recl"], row["censored"])])
+    models = list(dict.fromkeys(points["model"]))
+    styles = _model_styles(models)
+    rs = list(dict.fromkeys(points["r"]))
+    title = _wrapped(title, 45 * len(rs) + 30) if title else ""
+    height = 0.8 * len(models) + 1.2 + 0.25 * (title.count("\n") + 1) * bool(title)
+    fig, axes = plt.subplots(1, len(rs), figsize=(3.4 * len(rs) + 1.8, height), sharex=True, sharey=True, squeeze=False)
+    for ax, r in zip(axes[0], rs):
+        for row in (row for row in rows if row["r"] == r):
+            y = models.index(row["model"]) + (0.2 if row["estimate"] == "placebo-aware" else -0.2)
+            color = styles[row["model"]]["color"]
+            filled = row["estimate"] == "paper"
+            for k, (value, censored) in enumerate(zip(row["recl"], row["censored"])):
+                apart = 0.16 / max(len(row["recl"]) - 1, 1) * (k - (len(row["recl"]) - 1) / 2)
+                ax.plot([value], [y + apart], marker=">" if censored else "o", ms=5, ls="", color=color, mfc=color if filled else "none", alpha=0.85)
+            ax.plot([row["mean"]], [y], marker="|", ms=12, mew=2, color=color)
+        ax.set_title(_r_label(r), fontsize=9)
+        ax.set_xlabel("RECL (tokens)")
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(models)), [model_name(m) for m in models])
+    axes[0][0].set_ylim(len(models) - 0.5, -0.5)
+    handles = [plt.Line2D([], [], marker="o", ls="", color="0.3", label="paper's RECL, one seed"),
+               plt.Line2D([], [], marker="o", ls="", color="0.3", mfc="none", label="placebo-aware RECL, one seed"),
+               plt.Line2D([], [], marker=">", ls="", color="0.3", label="ran off the grid (at least)"),
+               plt.Line2D([], [], marker="|", ms=12, mew=2, ls="", color="0.3", label="mean of the seeds")]
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.55 / height, 1, 1))
+    fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=2 if len(rs) < 3 else 4, frameon=False)
+    written = save_figure_with_points(fig, out, points)
+    return [*written["figures"], written["table"]]
+
+
 def write_context_curves(gains, perplexity, grid, models, out_dir: Path, placebo: dict | None = None,
                          reference: dict[str, Any] | None = None) -> list[Path]:
     """The points of Figures 3 and 4 as CSV in ``out_dir``: figure3.csv (model, c, c_next, gain: the

@@ -14,11 +14,16 @@ One call of :func:`recl_groups` does what the command does, for each group:
 5. write the Table 8 table (CSV, Markdown), the Figure 3 and Figure 4 points (CSV) under
    ``<out_dir>/<group>/`` and the figures (PNG, PDF) under ``<fig_dir>/<group>/``.
 
+With training seeds (``train_seeds``, :func:`run_seeds`) each preset member trains once per seed into
+``<preset>-<size>-<corpus>-seed<s>/``, steps 1 to 5 run once per seed's group (its preset runs of that
+seed, its run directories and Hugging Face members as they are) into ``<group>/seed-<s>/``, and
+``<group>/table8-seeds.{csv,md,json}`` give each model's RECL per seed and their spread (txlab.recl.seed_rows).
+
 A study file (studies/table8.yaml) names groups and profiles of :class:`ReclSettings`. As in every
 study driver (txlab.drivers), the profile is read by :func:`txlab.config.read_profile` and the command
 line's options and ``--set`` overrides go through :func:`txlab.config.override_settings`, the strict
 path of run configs; ``--set`` keys under model., data., train. or eval. configure the preset members
-instead (:data:`MEMBER_SECTIONS`). Each group's result is a :class:`GroupResult`.
+instead (:data:`MEMBER_SECTIONS`). Each group's result is a :class:`GroupResult` (a :class:`SeedsResult` over training seeds).
 
 The module carries its command's name; ``txlab.recl``, the pure-numpy metric it computes with, has
 the plain one.
@@ -48,7 +53,8 @@ from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.lm import Context
 from txlab.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, load_group_losses, sample_blocks
 from txlab.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
-from txlab.plan import Plan, add_training, checkpoint_step, evaluation_keys, is_long_on_cpu, machine_gflops, meta_model, quickest, smaller_sizes, vocab_size
+from txlab.plan import (Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest,
+                        seconds_for, smaller_sizes, vocab_size)
 from txlab.presets import PRESETS, SIZES
 from txlab.synthetic import VARIANTS as SYNTHETIC
 from txlab.train import train
@@ -76,6 +82,9 @@ class ReclSettings:
                              "member's own tokenizer, else char).")
     sets: list[str] = setting([], "Config overrides (key=value) for preset members: where their runs live and how missing ones train "
                               "(on the command line: --set train.max_steps=400, any key under model., data., train. or eval.).")
+    train_seeds: list[int] = setting([], "Training seeds of the preset members (--train-seeds 0,1,2): one run per seed (its train.seed, its "
+                                     "directory <preset>-<size>-<corpus>-seed<s>), one group and one RECL per seed, and their spread "
+                                     "(empty: one run per preset, named without a seed, as trained by train.seed).", valid=SEED)
     rs: list[float] = setting(list(recl.DEFAULT_RS), "Fractions of the hardest targets RECL is computed at (--r).", valid=Range(0, 1, low_open=True))
     grid: str = setting("100:1000:100", "Context lengths: start:stop:step (stop included) or a comma-separated list "
                         "(without --study, at a smaller size than paper: about ten lengths up to the members' training span).")
@@ -113,6 +122,14 @@ class Group:
     name: str
     members: list[str]
     settings: ReclSettings
+    train_seed: int | None = None
+    """One of ``settings.train_seeds``: the group of that training seed (its preset members' runs of that seed,
+    its tables in ``<group>/seed-<s>/``); None for a group without seeds."""
+
+    @property
+    def folder(self) -> Path:
+        """Where its tables and figures go under the output folders: ``<name>``, or ``<name>/seed-<s>``."""
+        return Path(self.name) if self.train_seed is None else Path(self.name) / f"seed-{self.train_seed}"
 
 
 @dataclass(frozen=True)
@@ -245,10 +262,11 @@ def corpus_tag(settings: ReclSettings) -> str:
     return f"{settings.size}-{settings.data}" if settings.data else settings.size
 
 
-NAMED_COLLECTION = ("grid", "blocks", "block_len", "split", "seed")
-"""Settings that change which losses a group's tables are computed from, and so its name when they
-differ from the study's (or, on the command line, from the size's usual collection). Member
-overrides (train.max_steps, ...) are not among them: the group's checks compare members' training."""
+NAMED_COLLECTION = ("grid", "blocks", "block_len", "split", "seed", "train_seeds")
+"""Settings that change which losses a group's tables are computed from (the training seeds: which
+runs), and so its name when they differ from the study's (or, on the command line, from the size's
+usual collection): '-train_seeds-0-1-2' keeps a group over seeds apart from the single runs' tables.
+Member overrides (train.max_steps, ...) are not among them: the group's checks compare members' training."""
 
 def collection_suffix(settings: ReclSettings, usual: ReclSettings) -> str:
     """'' for the usual collection, else what differs, e.g. '-grid-20-480-20-blocks-16': a group scored
@@ -263,9 +281,13 @@ def default_group_name(members: Sequence[str], settings: ReclSettings) -> str:
     return "+".join(Path(hf.hf_source(m) if hf.is_hf_spec(m) else m).name for m in members) + f"-{corpus_tag(settings)}"
 
 
-def resolve_member(member: str, settings: ReclSettings) -> Member:
+def resolve_member(member: str, settings: ReclSettings, train_seed: int | None = None) -> Member:
     """An existing directory is a run used as-is; a preset name resolves to its zoo directory; ``hf:SOURCE``
-    is a Hugging Face checkpoint, whose losses go to ``<models_root>/hf/<name>-<fingerprint>/``."""
+    is a Hugging Face checkpoint, whose losses go to ``<models_root>/hf/<name>-<fingerprint>/``.
+
+    With a ``train_seed`` a preset's run trains with that seed in its own directory, the zoo's name
+    ending ``-seed<s>`` (seed 0 too: the name without a seed says nothing of the seed its run was trained
+    with, since ``--set train.seed=3`` trains into it as well); the other members are the same for every seed."""
     if hf.is_hf_spec(member):
         source = hf.hf_source(member)  # checked: a folder with a config.json, or a Hub id
         label = Path(source.rstrip("/")).name
@@ -280,7 +302,39 @@ def resolve_member(member: str, settings: ReclSettings) -> Member:
             raise TxlabError(f"no run directory {member}")
         raise did_you_mean(member, PRESETS, "preset (or an existing run directory)")
     cfg = run_config(member, settings.size, settings.data or None, overrides=list(settings.sets), text=settings.text, tokenizer=settings.tokenizer)
-    return Member(member, run_dir(cfg, Path(settings.models_root)), cfg)
+    if train_seed is None:
+        return Member(member, run_dir(cfg, Path(settings.models_root)), cfg)
+    cfg = replace(cfg, train=replace(cfg.train, seed=train_seed))
+    directory = run_dir(cfg, Path(settings.models_root))
+    return Member(member, directory.with_name(f"{directory.name}-seed{train_seed}"), cfg)
+
+
+def parse_seeds(spec: str | None) -> list[int] | None:
+    """--train-seeds' value, '0,1,2' -> [0, 1, 2]; None when it is not given (their range is checked with the
+    other settings)."""
+    if spec is None:
+        return None
+    try:
+        return [int(x) for x in spec.split(",")]
+    except ValueError:
+        raise TxlabError(f"--train-seeds takes comma-separated integers, e.g. --train-seeds 0,1,2; got {spec!r}") from None
+
+
+def seed_groups(group: Group) -> list[Group]:
+    """The groups one group is scored as: itself, or with ``train_seeds`` one per seed (:attr:`Group.train_seed`).
+    A seed is given once and only there (not also as a member override ``train.seed``), and some member must
+    be a preset: run directories and Hugging Face members are the same model for every seed."""
+    seeds = group.settings.train_seeds
+    if not seeds:
+        return [group]
+    if len(set(seeds)) != len(seeds):
+        raise TxlabError(f"train_seeds must be distinct, got {seeds}")
+    if any(s.split("=", 1)[0].strip() == "train.seed" for s in group.settings.sets):
+        raise TxlabError("give the preset members' seeds as train_seeds (--train-seeds 0,1,2), not also as --set train.seed")
+    if all(hf.is_hf_spec(m) or Path(m).is_dir() for m in group.members):
+        raise TxlabError(f"train_seeds trains the preset members once per seed, and group {group.name} has none: "
+                         "its run directories and Hugging Face members are the same model for every seed")
+    return [replace(group, train_seed=seed) for seed in seeds]
 
 
 def collection_cost(settings: ReclSettings) -> int:
@@ -380,26 +434,56 @@ def collection_flops(member: Member, settings: ReclSettings) -> float | None:
 
 
 def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
-    """What the groups will do: the members that train (steps, tokens), what is collected (token-steps), and the FLOPs."""
+    """What the groups will do: the members that train (steps, tokens), what is collected (token-steps), and the FLOPs;
+    a group with training seeds once per seed, each seed with its runs counted and its time."""
     plan = Plan(gflops=gflops)
     for group in groups:
-        s = group.settings
-        members = [resolve_member(m, s) for m in group.members]
-        plan.add(f"group {group.name}:")
-        for m in members:
-            if m.config is not None:
-                add_training(plan, m.label, m.config, m.run_dir)
-            elif m.source:
-                plan.add(f"  {m.label}: Hugging Face checkpoint {m.source}, used as it is")
-            else:
-                plan.add(f"  {m.label}: run directory {m.run_dir}, used as it is")
-        grid = s.context_grid()
-        placebo = f", {placebo_cost(s) / 1e6:.1f}M more for the placebo losses" if s.placebo else ""
-        flops = [collection_flops(m, s) for m in members]
-        plan.add(f"  collect losses of {len(members)} models on {s.blocks} blocks x {s.block_len} targets of {s.split} at contexts "
-                 f"{grid[0]}..{grid[-1]} ({len(grid)} lengths): {collection_cost(s) / 1e6:.1f}M token-steps each{placebo}, on {s.device} "
-                 "(blocks already collected are skipped)", None if None in flops else sum(flops))
+        if not group.settings.train_seeds:
+            plan.add(f"group {group.name}:")
+            _plan_members(plan, group)
+            continue
+        collected: set[Path] = set()
+        for one in seed_groups(group):
+            part = Plan(gflops=gflops)
+            members = _plan_members(part, one, collected)
+            presets = [m for m in members if m.config is not None]
+            to_train = sum(checkpoint_step(m.run_dir) < m.config.train.max_steps for m in presets)
+            same = len(members) - len(presets)
+            compute = seconds_for(part.flops, gflops)
+            plan.add(f"group {group.name}, training seed {one.train_seed}: {len(presets)} preset {'run' if len(presets) == 1 else 'runs'} "
+                     f"({to_train} to train)"
+                     + (f", {same} {'member' if same == 1 else 'members'} the same for every seed" if same else "")
+                     + f", about {format_seconds(None if compute is None else compute + part.budget_s)}", part.flops, part.budget_s)
+            plan.lines += part.lines
+        plan.add(f"group {group.name}: RECL once per training seed ({', '.join(map(str, group.settings.train_seeds))}), then its spread "
+                 f"over the seeds ({SEED_SUMMARY}.csv, .md, .json)")
     return plan
+
+
+def _plan_members(plan: Plan, group: Group, collected: set[Path] | None = None) -> list[Member]:
+    """One group's lines of the plan: each member trained or used as it is, then the loss collection; returns its members.
+    ``collected``: the runs whose losses an earlier seed's group of the plan collects (not counted again), updated."""
+    s = group.settings
+    members = [resolve_member(m, s, group.train_seed) for m in group.members]
+    every_seed = "" if group.train_seed is None else " for every seed"
+    for m in members:
+        if m.config is not None:
+            add_training(plan, m.label, m.config, m.run_dir)
+        elif m.source:
+            plan.add(f"  {m.label}: Hugging Face checkpoint {m.source}, used as it is{every_seed}")
+        else:
+            plan.add(f"  {m.label}: run directory {m.run_dir}, used as it is{every_seed}")
+    grid = s.context_grid()
+    placebo = f", {placebo_cost(s) / 1e6:.1f}M more for the placebo losses" if s.placebo else ""
+    again = [m for m in members if collected is not None and m.run_dir in collected]
+    flops = [collection_flops(m, s) for m in members if m not in again]
+    reused = f"; {', '.join(m.label for m in again)} collected with an earlier seed's group" if again else ""
+    plan.add(f"  collect losses of {len(members)} models on {s.blocks} blocks x {s.block_len} targets of {s.split} at contexts "
+             f"{grid[0]}..{grid[-1]} ({len(grid)} lengths): {collection_cost(s) / 1e6:.1f}M token-steps each{placebo}, on {s.device} "
+             f"(blocks already collected are skipped{reused})", None if None in flops else sum(flops))
+    if collected is not None:
+        collected.update(m.run_dir for m in members)
+    return members
 
 
 def plan_groups(groups: Sequence[Group], given: set[str] | None, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
@@ -480,6 +564,9 @@ def check_training(members: Sequence[Member], settings: ReclSettings, echo: Call
         tokens = step * trained.train.batch_size * trained.model.tgt_len
         planned = f" of the recipe's {m.config.train.max_steps:,}" if m.config is not None else ""
         echo(f"  {m.label}: trained {step:,} steps{planned}, {tokens / 1e6:.1f}M tokens ({m.run_dir})")
+        if m.config is not None and settings.train_seeds and trained.train.seed != m.config.train.seed:
+            raise TxlabError(f"{m.run_dir} holds a run of train.seed {trained.train.seed}, where the group of training seed "
+                             f"{m.config.train.seed} expects that seed: move it away to train the seed's run there")
         if m.config is not None and step != m.config.train.max_steps:
             unequal.append(f"{m.label} ({m.run_dir}) stopped at step {step:,} where its recipe trains {m.config.train.max_steps:,}")
     if not unequal:
@@ -630,10 +717,13 @@ class GroupResult:
     """Table 8's rows (txlab.recl.recl_rows, the placebo-aware RECL and the ideal model's where there are)."""
     markdown: str
     files: list[Path]
+    train_seed: int | None = None
+    """The training seed of the preset members' runs, for one seed's group of ``settings.train_seeds``."""
 
     def record(self) -> dict[str, Any]:
-        """What recl.json holds."""
-        return {"group": self.group, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
+        """What recl.json holds (``train_seed`` only in one seed's group)."""
+        seed = {} if self.train_seed is None else {"train_seed": self.train_seed}
+        return {"group": self.group, **seed, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
                 "grid": self.grid, "n_targets": self.n_targets, "token_stream_sha256": self.token_stream_sha256, "rows": self.rows}
 
 
@@ -641,7 +731,7 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
     """Train what is missing, collect the losses, compute RECL, write the tables and figures of one group."""
     settings = group.settings
     grid = settings.context_grid()
-    members = [resolve_member(m, settings) for m in group.members]
+    members = [resolve_member(m, settings, group.train_seed) for m in group.members]
     labels = [m.label for m in members]
     if len(set(labels)) != len(labels):
         raise TxlabError(f"the group names a model twice: {labels}")
@@ -661,16 +751,69 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
     oracle = oracle_losses(corpus, losses.targets, settings)
     rows = scores.rows + oracle_rows(oracle, settings)
 
-    table_dir, figure_dir = Path(out_dir) / group.name, Path(fig_dir) / group.name
+    table_dir, figure_dir = Path(out_dir) / group.folder, Path(fig_dir) / group.folder
     files = report.write_table8(rows, table_dir / "table8")
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
     files += report.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference)
     settings_file = table_dir / "recl.json"
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
-                         losses.token_stream_sha256, rows, report.table8_markdown(rows), [settings_file, *files])
+                         losses.token_stream_sha256, rows, report.table8_markdown(rows), [settings_file, *files], group.train_seed)
     files += draw_figures(table_dir, figure_dir, result.record(), char_level=corpus.level == "char")
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
     return replace(result, files=[settings_file, *files])
+
+
+SEED_SUMMARY = "table8-seeds"
+"""The stem of a group's RECL over its training seeds (.csv, .md, .json), beside the seeds' folders seed-<s>/."""
+
+
+@dataclass(frozen=True)
+class SeedsResult:
+    """A group scored once per training seed (``settings.train_seeds``): each seed's group and the spread over them."""
+
+    group: str
+    train_seeds: list[int]
+    seeds: list[GroupResult]
+    """Each seed's group, as :func:`run_group` wrote it into ``<group>/seed-<s>/``."""
+    rows: list[dict]
+    """txlab.recl.seed_rows rows: per model, r and estimate, the RECL of each seed and their spread."""
+    markdown: str
+    files: list[Path]
+
+    @property
+    def n_targets(self) -> int:
+        return self.seeds[0].n_targets
+
+    def record(self) -> dict[str, Any]:
+        """What table8-seeds.json holds."""
+        first = self.seeds[0]
+        return {"group": self.group, "train_seeds": self.train_seeds, "members": first.members,
+                "run_dirs": {str(r.train_seed): r.run_dirs for r in self.seeds}, "settings": asdict(first.settings), "grid": first.grid,
+                "n_targets": first.n_targets, "token_stream_sha256": first.token_stream_sha256, "rows": self.rows}
+
+
+def run_seeds(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> SeedsResult:
+    """A group once per training seed (:func:`run_group` of each of :func:`seed_groups`), then each model's RECL
+    of every seed and its spread (txlab.recl.seed_rows) into ``<out_dir>/<group>/table8-seeds.{csv,md,json}``."""
+    groups = seed_groups(group)
+    members = {g.train_seed: [resolve_member(m, g.settings, g.train_seed) for m in g.members] for g in groups}
+    if group.settings.launcher == "slurm":  # every seed's missing runs as one batch of jobs, rather than a batch per seed
+        ensure_trained([m for listed in members.values() for m in listed], group.settings, echo, progress)
+    results = []
+    for one in groups:
+        echo(f"group {group.name}, training seed {one.train_seed}:")
+        results.append(run_group(one, out_dir, fig_dir, echo, progress))
+    same = [m.label for m in members[groups[0].train_seed] if m.config is None] + [ORACLE]
+    rows = recl.seed_rows({r.train_seed: r.rows for r in results}, same)
+    table_dir = Path(out_dir) / group.name
+    files = report.write_seed_spread(rows, table_dir / SEED_SUMMARY)
+    result = SeedsResult(group.name, list(group.settings.train_seeds), results, rows, report.seed_spread_markdown(rows), [])
+    record, record_file = result.record(), table_dir / f"{SEED_SUMMARY}.json"
+    write_text_atomic(record_file, json.dumps(record, indent=1) + "\n")
+    title = (f"RECL over training seeds {', '.join(map(str, result.train_seeds))}\n"
+             f"{report.models_in_words(record.get('members', []))} ({group.settings.size} size) on {corpus_in_words(record)}")
+    files += report.seed_spread_figure(rows, Path(fig_dir) / group.name / SEED_SUMMARY, title)
+    return replace(result, files=[*files, record_file])
 
 
 def _corpus_of(record: dict[str, Any]) -> str | None:
@@ -706,7 +849,8 @@ def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char
     (recl.json's fields). What a run draws, and what --redraw draws again without scoring anything."""
     table_dir, figure_dir = Path(table_dir), Path(figure_dir)
     size = record.get("settings", {}).get("size")
-    who = report.models_in_words(record.get("members", [])) + (f" ({size} size)" if size else "")
+    about = [f"{size} size"] * bool(size) + [f"training seed {record.get('train_seed')}"] * ("train_seed" in record)
+    who = report.models_in_words(record.get("members", [])) + (f" ({', '.join(about)})" if about else "")
     where = corpus_in_words(record)
     char_level = is_char_level(record) if char_level is None else char_level
     files = report.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{who} on {where}",
@@ -718,13 +862,15 @@ def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char
 
 def redraw_group(table_dir: Path, fig_dir: Path) -> list[Path]:
     """Draw a scored group's figures again from its folder of tables (recl.json beside them) into
-    ``fig_dir``/<group>/: nothing trains or scores."""
+    ``fig_dir``/<group>/ (one training seed's group: ``fig_dir``/<group>/seed-<s>/): nothing trains or scores."""
     table_dir = Path(table_dir)
     record_file = table_dir / "recl.json"
     if not record_file.is_file():
         raise TxlabError(f"no recl.json in {table_dir}: --redraw takes a group's folder of tables that txlab recl wrote")
     record = json.loads(record_file.read_text(encoding="utf-8"))
-    return draw_figures(table_dir, Path(fig_dir) / table_dir.name, record)
+    where = table_dir.resolve()
+    folder = Path(where.parent.name, where.name) if "train_seed" in record else Path(table_dir.name)
+    return draw_figures(table_dir, Path(fig_dir) / folder, record)
 
 
 def recl_groups(
@@ -741,9 +887,10 @@ def recl_groups(
     echo: Callable[[str], None] = print,
     progress: bool = True,
     dry_run: bool = False,
-) -> list[GroupResult]:
+) -> list[GroupResult | SeedsResult]:
     """What `txlab recl` does: resolve the groups (see :func:`resolve_groups`; ``options`` and ``sets``
-    are the command line's), print the plan, then :func:`run_group` each (none with ``dry_run``).
+    are the command line's), print the plan, then :func:`run_group` each, or :func:`run_seeds` a group
+    with training seeds (none with ``dry_run``).
 
     ``announce`` gets the settings of each group and the plan before any runs; ``echo`` gets the progress messages.
     Tables go to ``out_dir`` (default ``<home>/results/recl``), figures to ``fig_dir`` (default ``<home>/figures/recl``).
@@ -753,8 +900,10 @@ def recl_groups(
     for group in groups:  # every group's members resolve, and are checked against each other, before any model trains
         check_launcher(group.settings.launcher)
         devices.check_device(group.settings.device, "device")
-        resolved = [resolve_member(member, group.settings) for member in group.members]
-        check_members(resolved)
+        by_seed = [[resolve_member(member, one.settings, one.train_seed) for member in one.members] for one in seed_groups(group)]
+        for resolved in by_seed:
+            check_members(resolved)
+        resolved = by_seed[0]
         data = group_data(resolved, group.settings)
         if any(m.source for m in resolved):  # the tokenizer, vocabulary and target checks need the corpus, not the models
             corpus = load_corpus(data, progress=progress)
@@ -767,7 +916,8 @@ def recl_groups(
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
                  f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer})' if s.text else s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
-                 f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}")
+                 f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}"
+                 + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else ""))
         if not s.placebo:
             announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"
                      + ("; on this synthetic corpus the ideal model's row gives the truth" if truth else " (--set placebo=true)"))
@@ -775,21 +925,37 @@ def recl_groups(
     if dry_run:
         return []
     out_dir, fig_dir = Path(out_dir or resolve("results/recl")), Path(fig_dir or resolve("figures/recl"))
-    return [run_group(group, out_dir, fig_dir, echo, progress) for group in groups]
+    return [run_group(group, out_dir, fig_dir, echo, progress) if not group.settings.train_seeds else run_seeds(group, out_dir, fig_dir, echo, progress)
+            for group in groups]
 
 
-def summary(results: Sequence[GroupResult]) -> dict[str, Any]:
+def summary(results: Sequence[GroupResult | SeedsResult]) -> dict[str, Any]:
     """The --json document: per group, model and r, the RECL, its interval and whether it is censored (and,
-    with placebo losses, the placebo-aware RECL, its interval and whether the RECL is below its placebo)."""
+    with placebo losses, the placebo-aware RECL, its interval and whether the RECL is below its placebo).
+    A group with training seeds holds that per seed (``seeds``), and per model, r and estimate the RECL of
+    every seed with their spread (``spread``)."""
     groups = []
     for result in results:
-        per_model: dict[str, dict[str, Any]] = {}
-        for row in result.rows:
-            per_model.setdefault(row["model"], {})[str(row["r"])] = {
-                k: row[k] for k in ("recl", "ci_low", "ci_high", "censored", "label", "placebo_recl", "placebo_ci_low", "placebo_ci_high",
-                                    "placebo_censored", "placebo_label", "below_placebo") if k in row
-            }
-        groups.append({"group": result.group, "members": result.members, "run_dirs": result.run_dirs,
-                       "grid": result.grid, "n_targets": result.n_targets, "recl": per_model,
-                       "files": [str(f) for f in result.files]})
+        if isinstance(result, SeedsResult):
+            spread: dict[str, dict[str, Any]] = {}
+            for row in result.rows:
+                spread.setdefault(row["model"], {}).setdefault(str(row["r"]), {})[row["estimate"]] = {
+                    k: v for k, v in row.items() if k not in ("model", "r", "estimate", "seeds")}
+            first = result.seeds[0]
+            groups.append({"group": result.group, "members": first.members, "train_seeds": result.train_seeds, "grid": first.grid,
+                           "n_targets": first.n_targets, "seeds": {str(r.train_seed): _group_summary(r) for r in result.seeds},
+                           "spread": spread, "files": [str(f) for f in result.files]})
+        else:
+            groups.append(_group_summary(result))
     return {"groups": groups}
+
+
+def _group_summary(result: GroupResult) -> dict[str, Any]:
+    per_model: dict[str, dict[str, Any]] = {}
+    for row in result.rows:
+        per_model.setdefault(row["model"], {})[str(row["r"])] = {
+            k: row[k] for k in ("recl", "ci_low", "ci_high", "censored", "label", "placebo_recl", "placebo_ci_low", "placebo_ci_high",
+                                "placebo_censored", "placebo_label", "below_placebo") if k in row
+        }
+    return {"group": result.group, "members": result.members, "run_dirs": result.run_dirs, "grid": result.grid, "n_targets": result.n_targets,
+            "recl": per_model, "files": [str(f) for f in result.files]}
