@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from txlab.tables import markdown_table
 
@@ -46,8 +47,9 @@ def summarise_run(run_dir: Path) -> dict | None:
     roles = last["roles"]
     recall_below_1 = next((r["step"] for r in records if r["roles"]["recalled_value"]["model"] < 1.0), None)
     name, _, seed = run_dir.name.rpartition("-s")
+    max_steps = yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["max_steps"]
     return {
-        "row": name, "seed": int(seed), "step": last["step"],
+        "row": name, "seed": int(seed), "step": last["step"], "of_steps": max_steps,
         "background": roles["background"]["model"],
         "latch_emission": roles["latch_emission"]["model"], "latch_ideal": roles["latch_emission"]["ideal_with"],
         "latch_without": roles["latch_emission"]["ideal_without"],
@@ -68,13 +70,14 @@ def main() -> None:
     table = pd.DataFrame(rows)
     table.to_csv(HERE / "pilots.csv", index=False, float_format="%.3f")
     per_row = table.groupby("row", sort=False).agg(
-        seeds=("seed", "count"), step=("step", "max"), stalled=("stalled", "sum"),
+        seeds=("seed", "count"), step=("step", "max"), of_steps=("of_steps", "max"), stalled=("stalled", "sum"),
         latch=("latch_emission", "mean"), latch_ideal=("latch_ideal", "first"), latch_without=("latch_without", "first"),
         recalled=("recalled_value", "mean"), inside_segment=("recalled_near_lt_segment", "mean"),
         segment_to_span=("recalled_segment_to_span", "mean"),
     )
     (HERE / "pilots.md").write_text(
         "# Recall-family pilots (cpu profile), last validation of each run\n\n"
+        "A run whose `step` is below `of_steps` was stopped at the end of the session that started it (not resumed).\n\n"
         "Per seed (`pilots.csv`), and the mean over seeds per row (nats; `stalled`: runs on which neither latch emissions nor "
         f"recalled values are {STALL_MARGIN} nats below the no-context loss):\n\n"
         + _markdown(per_row.reset_index()) + "\n\n" + _markdown(table) + "\n"
