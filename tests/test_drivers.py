@@ -57,7 +57,7 @@ def test_the_command_line_overrides_a_study_profile_the_same_way_for_every_comma
     (settings,) = planned["recl"]
     assert (settings.blocks, settings.slurm.gpus, settings.block_len) == (3, 1, 250)  # block_len stays the profile's
     cli.ok("speed", "--study", STUDIES["speed"], "--profile", "cpu", "--dry-run", "--set", "repeats=3")
-    assert (planned["speed"].repeats, planned["speed"].batch_size) == (3, 4)
+    assert (planned["speed"].repeats, planned["speed"].batch_size) == (3, 1)  # batch_size stays the profile's
     study = ablate.load_study(STUDIES["ablate"], "cpu", ["eval_tokens=400", "slurm.cpus=4"])
     assert (study.settings.eval_tokens, study.settings.slurm.cpus, study.settings.size) == (400, 4, "cpu")
 

@@ -24,6 +24,8 @@ from txlab.model import (
 )
 
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
+KERNELS = ("unfused", "sdpa")
+"""Every attention kernel (txlab.model.ATTENTION_KERNELS): the loop references hold on each."""
 
 
 def tiny_cfg(**kw) -> ModelConfig:
@@ -75,9 +77,11 @@ def _explicit_attention(attn, window, n_query, mask, score_fn):
     return attn.layer_norm(residual)
 
 
-def test_four_term_relative_attention_matches_explicit_loop():
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("gradients", [True, False])
+def test_four_term_relative_attention_matches_explicit_loop(kernel, gradients):
     torch.manual_seed(1)
-    cfg = tiny_cfg(d_model=6, n_head=2, d_head=3)
+    cfg = tiny_cfg(d_model=6, n_head=2, d_head=3, attn_kernel=kernel)
     attn = RelativeSinusoidAttention(cfg).double().eval()
     n_query, n_mem, clamp_len = 3, 4, 2
     n_keys = n_query + n_mem
@@ -85,7 +89,8 @@ def test_four_term_relative_attention_matches_explicit_loop():
     u, v = torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)
     r = sinusoid(relative_distances(n_keys, clamp_len).double(), 6)
     mask = attention_mask(n_query, n_mem, 0, torch.float64)
-    got = attn(window, n_query, mask, RelativeSinusoidPositions(content_bias_u=u, position_bias_v=v, position_keys=attn.position_keys(r)))
+    with torch.set_grad_enabled(gradients):  # the training path, and inference's (position scores one batch row at a time)
+        got = attn(window, n_query, mask, RelativeSinusoidPositions(content_bias_u=u, position_bias_v=v, position_keys=attn.position_keys(r)))
 
     w_r = attn.r_net.weight.view(2, 3, 6)  # [H, Dh, d]
 
@@ -102,16 +107,19 @@ def test_four_term_relative_attention_matches_explicit_loop():
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
 
 
-def test_shaw_attention_matches_explicit_loop_and_shares_the_last_row():
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("gradients", [True, False])
+def test_shaw_attention_matches_explicit_loop_and_shares_the_last_row(kernel, gradients):
     torch.manual_seed(2)
-    cfg = tiny_cfg(d_model=6, n_head=2, d_head=3)
+    cfg = tiny_cfg(d_model=6, n_head=2, d_head=3, attn_kernel=kernel)
     n_dist = 3  # distances 3.. share row 2
     attn = LearnedRelativeAttention(cfg, n_dist).double().eval()
     n_query, n_mem = 3, 3
     n_keys = n_query + n_mem
     window = torch.randn(2, n_keys, 6, dtype=torch.float64)
     mask = attention_mask(n_query, n_mem, 0, torch.float64)
-    got = attn(window, n_query, mask, LearnedRelativePositions(attn.position_keys(relative_distances(n_keys, 0))))
+    with torch.set_grad_enabled(gradients):
+        got = attn(window, n_query, mask, LearnedRelativePositions(attn.position_keys(relative_distances(n_keys, 0))))
 
     def score(b, h, i, j, q, k):
         row = min(n_mem + i - j, n_dist - 1)
@@ -171,9 +179,10 @@ def test_clamp_len_distances_share_one_embedding():
 # --- recurrence -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("pos_enc", ["ours", "shaw"])
-def test_segments_with_enough_memory_equal_one_pass(pos_enc):
-    model = tiny_model(pos_enc=pos_enc, max_len=16)
+def test_segments_with_enough_memory_equal_one_pass(pos_enc, kernel):
+    model = tiny_model(pos_enc=pos_enc, max_len=16, attn_kernel=kernel)
     tokens = torch.randint(0, 37, (3, 13))
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
     with torch.no_grad():
@@ -228,9 +237,10 @@ def test_gradients_never_flow_into_memory():
 # --- causality and state hygiene ---------------------------------------------------------------
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("family,pos_enc", [("xl", p) for p in POS_ENCODINGS] + [("vanilla", "alrfou"), ("vanilla", "vaswani")])
-def test_loss_at_k_never_depends_on_later_tokens(family, pos_enc):
-    model = tiny_model(family=family, pos_enc=pos_enc, tgt_len=8, max_len=16)
+def test_loss_at_k_never_depends_on_later_tokens(family, pos_enc, kernel):
+    model = tiny_model(family=family, pos_enc=pos_enc, tgt_len=8, max_len=16, attn_kernel=kernel)
     tokens = torch.randint(0, 37, (2, 17))
     with torch.no_grad():
         state = model(tokens[:, :8], model.init_state(2)).state  # memory for xl, nothing for vanilla
@@ -273,14 +283,105 @@ def test_vanilla_has_a_fixed_window_and_no_memory():
         build_transformer(tiny_cfg(family="vanilla", pos_enc="ours"))
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("family,pos_enc", [("vanilla", "alrfou"), ("xl", "ours"), ("xl", "shaw")])
-def test_window_last_nll_equals_the_last_position_of_a_full_pass(family, pos_enc):
-    model = tiny_model(family=family, pos_enc=pos_enc, tgt_len=6, max_len=8)
+def test_window_last_nll_equals_the_last_position_of_a_full_pass(family, pos_enc, kernel):
+    model = tiny_model(family=family, pos_enc=pos_enc, tgt_len=6, max_len=8, attn_kernel=kernel)
     windows = torch.randint(0, 37, (5, 6))
     targets = torch.randint(0, 37, (5,))
     with torch.no_grad():
-        full = model(windows, model.init_state(5), torch.cat([windows[:, 1:], targets[:, None]], 1)).nll[:, -1]
-        torch.testing.assert_close(model.window_last_nll(windows, targets), full)
+        full = model(windows, model.init_state(5), torch.cat([windows[:, 1:], targets[:, None]], 1)).nll
+        torch.testing.assert_close(model.window_last_nll(windows, targets), full[:, -1])
+        torch.testing.assert_close(model.window_tail_nll(windows, torch.cat([windows[:, 4:], targets[:, None]], 1)), full[:, -3:])
+
+
+# --- attention kernels and torch.compile ------------------------------------------------------
+
+
+def kernel_stream(model, tokens, chunks, gradients):
+    """Losses of reading ``tokens`` chunk by chunk carrying the state, the final state, and (with gradients) the
+    gradient of their sum for every parameter."""
+    state, losses, start = model.init_state(tokens.size(0)), [], 0
+    with torch.set_grad_enabled(gradients):
+        for n in chunks:
+            out = model(tokens[:, start : start + n], state, tokens[:, start + 1 : start + n + 1])
+            losses.append(out.nll)
+            state, start = out.state, start + n
+        nll = torch.cat(losses, 1)
+        grads = torch.autograd.grad(nll.sum(), list(model.parameters()), allow_unused=True) if gradients else []
+    return nll.detach(), state, [g for g in grads if g is not None]
+
+
+@pytest.mark.parametrize("family,pos_enc", [("xl", p) for p in POS_ENCODINGS] + [("vanilla", "alrfou"), ("vanilla", "vaswani")])
+@pytest.mark.parametrize("gradients", [True, False])
+def test_every_kernel_computes_the_same_attention(family, pos_enc, gradients):
+    """fp32, random weights, memory over several chunks, same_length and clamp_len, dropout off: each kernel
+    agrees with the unfused one to 1e-6 in losses, the memory of every layer and (with gradients) every gradient."""
+    model = tiny_model(family=family, pos_enc=pos_enc, max_len=12, mem_len=6)
+    with torch.no_grad():
+        for p in model.parameters():  # weights far from the tiny initial ones, so attention is far from uniform
+            p.normal_(0, 0.3)
+    model.train(gradients)  # training mode with gradients (dropout is 0), evaluation mode (the cached state) without
+    model.set_context(Context(mem_len=6, same_length=True, clamp_len=3))
+    tokens = torch.randint(0, 37, (3, 14))
+    chunks = [4, 4, 1, 3] if family == "xl" else [4]
+    results = {}
+    for kernel in ("auto", *KERNELS):
+        model.set_attn_kernel(kernel)
+        results[kernel] = kernel_stream(model, tokens, chunks, gradients)
+    nll, state, grads = results["unfused"]
+    assert nll.std() > 0.1  # far from uniform: a wrong score term would show
+    for kernel, (other_nll, other_state, other_grads) in results.items():
+        torch.testing.assert_close(other_nll, nll, rtol=0, atol=1e-6, msg=f"{kernel}: losses")
+        for m_other, m in zip(other_state, state):
+            torch.testing.assert_close(m_other, m, rtol=0, atol=1e-6, msg=f"{kernel}: memory")
+        assert len(other_grads) == len(grads)
+        for g_other, g in zip(other_grads, grads):
+            torch.testing.assert_close(g_other, g, rtol=1e-5, atol=1e-6, msg=f"{kernel}: gradients")
+
+
+def test_choose_kernel_auto_and_attention_dropout():
+    from txlab.model import AUTO_KERNEL, choose_kernel
+
+    assert AUTO_KERNEL == {(False, False): "sdpa", (False, True): "sdpa", (True, False): "unfused", (True, True): "unfused"}
+    assert choose_kernel("auto", relative=False, gradients=True, dropatt=0.0) == "sdpa"
+    assert choose_kernel("auto", relative=True, gradients=False, dropatt=0.0) == "unfused"
+    assert choose_kernel("sdpa", relative=True, gradients=True, dropatt=0.0) == "sdpa"
+    assert choose_kernel("sdpa", relative=False, gradients=True, dropatt=0.1) == "unfused"  # only the unfused kernel drops attention
+    with pytest.raises(TxlabError, match="unknown attention kernel 'flex'; valid: auto, unfused, sdpa"):
+        tiny_model().set_attn_kernel("flex")
+
+
+def test_attention_dropout_trains_on_every_kernel_setting():
+    model = tiny_model(dropatt=0.5, attn_kernel="sdpa").train()
+    tokens = torch.randint(0, 37, (2, 9))
+    torch.manual_seed(3)
+    sdpa = model(tokens[:, :8], model.init_state(2), tokens[:, 1:]).nll
+    model.set_attn_kernel("unfused")
+    torch.manual_seed(3)
+    torch.testing.assert_close(model(tokens[:, :8], model.init_state(2), tokens[:, 1:]).nll, sdpa, rtol=0, atol=0)
+
+
+def test_a_compiled_model_keeps_its_parameter_names():
+    plain, compiled = tiny_model(), tiny_model(compile=True)
+    assert list(compiled.state_dict()) == list(plain.state_dict())
+    compiled.load_state_dict(plain.state_dict())  # checkpoints load either way
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pos_enc", ["ours", "alrfou"])
+def test_a_compiled_model_trains_and_evaluates_like_the_eager_one(pos_enc):
+    """torch.compile of every layer: the same losses, gradients and cached evaluation (to 1e-5: inductor may reorder sums)."""
+    eager, compiled = tiny_model(pos_enc=pos_enc, max_len=12, mem_len=6), tiny_model(pos_enc=pos_enc, max_len=12, mem_len=6, compile=True)
+    tokens = torch.randint(0, 37, (3, 14))
+    for gradients in (True, False):
+        for model in (eager, compiled):
+            model.train(gradients)
+            model.set_context(Context(mem_len=6, same_length=not gradients, clamp_len=0))
+        want, got = kernel_stream(eager, tokens, [4, 4, 4], gradients), kernel_stream(compiled, tokens, [4, 4, 4], gradients)
+        torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+        for g_got, g_want in zip(got[2], want[2]):
+            torch.testing.assert_close(g_got, g_want, rtol=1e-4, atol=1e-5)
 
 
 # --- softmax, sizes, FLOPs --------------------------------------------------------------------

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,17 +13,22 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from txlab.api import load_model, run_tokens
 from txlab.build import build_model
-from txlab.checkpoint import save_checkpoint
+from txlab.checkpoint import load_checkpoint, save_checkpoint
 from txlab.cli import app
 from txlab.config import ModelConfig, RunConfig
 from txlab.errors import TxlabError
+from txlab.evaluate import evaluation_context
 from txlab.lm import Context
-from txlab.model import attention_mask
+from txlab.presets import resolve_preset
+from txlab.model import RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
 from txlab.drivers.speed import load_study
 from txlab.speed import (
     SpeedSettings,
     speed_table,
+    strided_nll,
+    time_strided,
     time_vanilla,
     time_xl,
     vanilla_nll,
@@ -120,11 +127,62 @@ def test_xl_attends_exactly_attn_len_keys():
 @torch.inference_mode()
 def test_both_paths_score_the_same_stream_with_finite_losses():
     attn_len, tgt_len, tokens = 6, 4, stream(2, 6 + 3 * 4 + 1)
-    seconds, xl_nll = time_xl(xl_model(), tokens, attn_len, tgt_len, warmup=1, repeats=2, sync=lambda: None)
-    assert seconds > 0 and xl_nll.shape == (2, 2 * tgt_len) and torch.isfinite(xl_nll).all()
-    seconds, positions, van_nll = time_vanilla(vanilla_model(attn_len), tokens, attn_len, n_windows=2, warmup=1, budget_s=0,
-                                               sync=lambda: None, generator=torch.Generator().manual_seed(0))
-    assert seconds > 0 and positions == 3 * 2 and van_nll.shape == (positions,) and torch.isfinite(van_nll).all()
+    xl = time_xl(xl_model(), tokens, attn_len, tgt_len, warmup=1, repeats=2, sync=lambda: None)
+    assert len(xl.seconds) == 2 and xl.nll.shape == (2, 2 * tgt_len) and torch.isfinite(xl.nll).all()
+    assert xl.tokens_per_s == pytest.approx(2 * tgt_len / statistics.median(xl.seconds))
+    vanilla = time_vanilla(vanilla_model(attn_len), tokens, attn_len, n_windows=2, warmup=1, budget_s=0,
+                           sync=lambda: None, generator=torch.Generator().manual_seed(0))
+    assert len(vanilla.seconds) == 3 and vanilla.nll.shape == (3 * 2,) and torch.isfinite(vanilla.nll).all()
+
+
+@pytest.mark.parametrize("family,pos_enc", [("vanilla", "alrfou"), ("xl", "ours")])
+@torch.inference_mode()
+def test_strided_recompute_scores_the_last_stride_predictions_of_each_full_window(family, pos_enc):
+    attn_len, stride, tokens = 7, 3, stream(2, 7 + 4 * 3 + 1)
+    model = vanilla_model(attn_len) if family == "vanilla" else xl_model(pos_enc=pos_enc)
+    timed = time_strided(model, tokens, attn_len, stride, warmup=1, repeats=3, sync=lambda: None)
+    assert timed.predictions == stride and timed.nll.shape == (2, 3 * stride)
+    # The naive loop: every window read whole from nothing, all its positions scored, the last `stride` kept.
+    # The timed windows are the 2nd to 4th (one warm-up), ending where the XL segments after the memory end.
+    expected = []
+    for end in (attn_len + 2 * stride, attn_len + 3 * stride, attn_len + 4 * stride):
+        window, targets = tokens[:, end - attn_len : end], tokens[:, end - attn_len + 1 : end + 1]
+        expected.append(model(window, model.init_state(2), targets).nll[:, -stride:])
+    torch.testing.assert_close(timed.nll, torch.cat(expected, 1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(strided_nll(model, tokens, 10, attn_len, 1)[:, 0], vanilla_nll(model, tokens, torch.tensor([0, 1]),
+                                                                                            torch.tensor([10, 10]), attn_len))
+
+
+@torch.inference_mode()
+def test_the_rolling_cache_equals_a_naive_loop_of_one_token_windows_and_is_not_recompute():
+    """Each new token attends, at every layer, to the states of the last attn_len tokens, each computed when its token was new."""
+    attn_len, n_tokens = 5, 14
+    model = xl_model(n_layer=3)
+    with torch.no_grad():
+        for p in model.parameters():  # weights far from the tiny initial ones, so every state matters visibly
+            p.normal_(0, 0.3)
+    tokens = stream(1, n_tokens + 1, seed=3)
+    rolling = time_xl(model, tokens, attn_len, 1, warmup=0, repeats=n_tokens - attn_len, sync=lambda: None)
+    assert rolling.predictions == 1 and rolling.state_bytes > 0
+
+    d = SHAPE.d_model
+    inputs = [[] for _ in model.blocks]  # per layer, its input row of every token so far
+    naive = []
+    for t in range(n_tokens):
+        h = model.word_emb(tokens[:, t : t + 1])  # [1, 1, d]
+        for layer, block in enumerate(model.blocks):
+            window = torch.cat([*inputs[layer][-(attn_len - 1) :], h], dim=1)  # the last attn_len - 1 rows and the new one
+            inputs[layer].append(h)
+            n_keys = window.size(1)
+            r = sinusoid(relative_distances(n_keys, 0).float(), d)
+            positions = RelativeSinusoidPositions(model.u[0], model.v[0], block.attn.position_keys(r))
+            h = block(window, 1, torch.zeros(1, n_keys), positions)  # [1, 1, d]: every key visible
+        naive.append(model.crit.nll(h[:, 0], tokens[:, t + 1]))
+    torch.testing.assert_close(rolling.nll[0], torch.stack(naive)[attn_len:, 0], rtol=1e-5, atol=1e-5)
+
+    # Not recompute: reading each token's window of attn_len from nothing gives other losses (lower layers differ).
+    recompute = torch.stack([strided_nll(model, tokens, end, attn_len, 1)[0, 0] for end in range(attn_len + 1, n_tokens + 1)])
+    assert (recompute - rolling.nll[0]).abs().max() > 1e-3
 
 
 def test_flop_counts_match_a_hand_calculation():
@@ -141,16 +199,47 @@ def test_flop_counts_match_a_hand_calculation():
 
 
 def test_speed_table_rows_and_files(tmp_path):
-    settings = SpeedSettings(size="tiny", threads=1, budget_s=0, repeats=2, batch_size=2, tgt_len=8)
+    settings = SpeedSettings(size="tiny", threads=1, budget_s=0, repeats=2, batch_size=2, tgt_len=8, stride=4)
     result = speed_table([8, 20], settings, out_dir=tmp_path, name="t9")
     for row in result.rows:
         assert row["slowdown"] == pytest.approx(row["xl_tokens_per_s"] / row["vanilla_tokens_per_s"])
-        assert row["xl_gflops"] == pytest.approx(row["xl_tokens_per_s"] * row["xl_flops_per_token"] / 1e9)
-        assert row["vanilla_gflops"] == pytest.approx(row["vanilla_tokens_per_s"] * row["vanilla_flops_per_token"] / 1e9)
-        assert row["xl_tokens"] == 2 * 8 * 2 and row["vanilla_positions"] == 2 * 3 and row["tgt_len"] == 8
+        for method in ("vanilla", "strided", "rolling", "xl"):
+            assert row[f"{method}_gflops"] == pytest.approx(row[f"{method}_tokens_per_s"] * row[f"{method}_flops_per_token"] / 1e9)
+            assert 0 < row[f"{method}_p50_ms"] <= row[f"{method}_p99_ms"] and row[f"{method}_ppl"] is None  # random weights
+            assert row[f"{method}_peak_mb"] is None or row[f"{method}_peak_mb"] >= 0
+        assert row["xl_tokens"] == 2 * 8 * 2 and row["vanilla_positions"] == 2 * 3 and row["tgt_len"] == 8 and row["stride"] == 4
+        assert row["xl_predictions"] == row["rolling_predictions"] == 2 * 2 * 8 and row["strided_predictions"] == 2 * 2 * 4
+        assert row["vanilla_state_mb"] == row["strided_state_mb"] == 0 < row["rolling_state_mb"] <= row["xl_state_mb"]
+    # the strided rows' FLOPs: one window of L with its last s rows in the top layer, shared by its s predictions
+    tiny = resolve_preset("xl-enwik8-12l", "tiny").model
+    vanilla = build_model(replace(tiny, n_token=204, family="vanilla", pos_enc="alrfou", mem_len=0, max_len=20, tgt_len=20))
+    assert result.rows[1]["strided_flops_per_token"] == vanilla.window_flops(20, 4) / 4 < result.rows[1]["vanilla_flops_per_token"]
     assert (tmp_path / "t9.csv").read_text().count("\n") == 3
     markdown = (tmp_path / "t9.md").read_text()
     assert result.command in markdown and result.machine.device_name in markdown and torch.__version__ in markdown
+    assert "| 20 | strided recompute (s = 4) |" in markdown and "every method timed again at batch 1" in markdown
+
+
+def test_a_run_is_timed_on_its_own_text_with_perplexities_where_its_weights_run(tmp_path, untrained_run):
+    settings = dict(threads=1, budget_s=0, repeats=2, warmup=0)
+    xl = speed_table([12], SpeedSettings(run=str(untrained_run(tmp_path / "xl")), **settings), out_dir=tmp_path, name="xl").rows[0]
+    for method in ("vanilla", "strided", "rolling", "xl"):  # an XL run's weights in every row: the recompute rows read windows with them
+        assert xl[f"{method}_ppl"] == pytest.approx(math.exp(xl[f"{method}_nll"]))
+    # the XL row scores the run's own evaluation text: the same losses as reading it with the model directly
+    model = load_model(tmp_path / "xl")
+    text = torch.as_tensor(run_tokens(tmp_path / "xl", "valid").astype("int64"))[None]
+    losses = []
+    with torch.inference_mode():
+        model.set_context(xl_context(model, 12))
+        _, state = xl_fill(model, text, 12)
+        for start in (12, 12 + xl["tgt_len"]):
+            nll, state = xl_segment(model, text, state, start, xl["tgt_len"])
+            losses.append(nll)
+    assert xl["xl_nll"] == pytest.approx(torch.cat(losses, 1).mean().item(), abs=1e-5)
+    vanilla = speed_table([12], SpeedSettings(run=str(untrained_run(tmp_path / "van", "transformer128m")), tgt_len=4, **settings),
+                          out_dir=tmp_path, name="van").rows[0]
+    assert vanilla["vanilla_ppl"] == pytest.approx(math.exp(vanilla["vanilla_nll"])) and vanilla["strided_ppl"] is not None
+    assert vanilla["xl_ppl"] is None and vanilla["rolling_ppl"] is None  # a random relative model of the run's shape
 
 
 def test_the_training_path_scores_the_same_and_counts_what_the_cache_avoids(tmp_path):
@@ -196,7 +285,8 @@ def test_a_table_is_named_by_what_the_command_line_changed_from_the_study():
     assert resolve_study(None, "cpu", [800], {"size": "tiny", "threads": 1}).name == "table9-tiny-1thread"
     assert resolve_study(None, "cpu", [], {"run": "runs/results/models/xl128m-cpu-attention/"}).name == "table9-run-xl128m-cpu-attention"
     assert resolve_study("studies/table9.yaml", "cpu", [], {"size": "cpu", "threads": 2}).name == "table9-cpu"  # the profile's own values
-    assert resolve_study("studies/table9.yaml", "cpu", [], {}, ["batch_size=1", "eval_cache=false"]).name == "table9-cpu-batch1-nocache"
+    assert resolve_study("studies/table9.yaml", "cpu", [], {}, ["batch_size=4", "eval_cache=false"]).name == "table9-cpu-batch4-nocache"
+    assert resolve_study("studies/table9.yaml", "cpu", [], {}, ["stride=8", "attn_kernel=sdpa"]).name == "table9-cpu-stride8-sdpa"
 
 
 def test_contended_timings_are_flagged_in_the_output_the_markdown_and_the_figure(tmp_path):
@@ -242,12 +332,12 @@ def test_repository_study_has_the_paper_lengths_and_both_profiles():
     assert load_study("studies/table9.yaml", "paper").settings.device == "cuda"
 
 
-def test_a_trained_xl_run_is_timed_with_its_weights(tmp_path):
-    cfg = RunConfig(model=replace(SHAPE, family="xl"))
-    model = build_model(cfg.model)
-    save_checkpoint(tmp_path / "run", model, cfg, step=0, vocab_hash="0" * 64)
-    result = speed_table([6], SpeedSettings(run=str(tmp_path / "run"), threads=1, budget_s=0, repeats=1), out_dir=tmp_path)
-    assert result.size == "run" and result.params == model.num_parameters() and result.rows[0]["tgt_len"] == SHAPE.tgt_len
+def test_a_trained_xl_run_is_timed_with_its_weights(tmp_path, untrained_run):
+    run_dir = untrained_run(tmp_path / "run")
+    result = speed_table([6], SpeedSettings(run=str(run_dir), threads=1, budget_s=0, repeats=1), out_dir=tmp_path)
+    ckpt = load_checkpoint(run_dir)
+    assert result.size == "run" and result.params == ckpt.model.num_parameters()
+    assert result.rows[0]["tgt_len"] == evaluation_context(ckpt.config.model, ckpt.config.eval)[0]
 
 
 @pytest.mark.parametrize(
@@ -278,10 +368,9 @@ def test_a_recurrent_run_is_refused(tmp_path):
         speed_table([8], SpeedSettings(run=str(tmp_path / "qrnn")), out_dir=tmp_path)
 
 
-def test_a_trained_vanilla_run_is_timed_up_to_its_window(tmp_path):
-    cfg = RunConfig(model=replace(SHAPE, family="vanilla", pos_enc="alrfou", mem_len=0, max_len=8, tgt_len=8))
-    save_checkpoint(tmp_path / "vanilla", build_model(cfg.model), cfg, step=0, vocab_hash="0" * 64)
-    settings = SpeedSettings(run=str(tmp_path / "vanilla"), threads=1, budget_s=0, repeats=1, tgt_len=4)
+def test_a_trained_vanilla_run_is_timed_up_to_its_window(tmp_path, untrained_run):
+    run_dir = untrained_run(tmp_path / "vanilla", "transformer128m", sets=["model.max_len=8"])
+    settings = SpeedSettings(run=str(run_dir), threads=1, budget_s=0, repeats=1, tgt_len=4)
     assert speed_table([8], settings, out_dir=tmp_path).rows[0]["vanilla_positions"] == 3
     with pytest.raises(TxlabError, match="reads at most 8 tokens"):
         speed_table([12], settings, out_dir=tmp_path)

@@ -52,3 +52,38 @@ def test_others_cpu_is_busy_time_of_all_cores_minus_our_own(monkeypatch):
     start = timing.cpu_snapshot()
     assert timing.others_cpu(start) == pytest.approx(0.35)
     assert timing.others_cpu(None) is None
+
+
+def test_latency_percentiles_are_nearest_rank_recorded_times():
+    # p of n: the ceil(p/100 * n)-th smallest time, never an interpolation
+    assert timing.latency_percentiles([0.5, 0.1, 0.3, 0.2, 0.4]) == {50: 0.3, 99: 0.5}  # ranks 3 and 5 of 5
+    assert timing.latency_percentiles([float(t) for t in range(100, 0, -1)], (1, 50, 99, 100)) == {1: 1.0, 50: 50.0, 99: 99.0, 100: 100.0}
+    assert timing.latency_percentiles([0.25] * 3 + [7.0]) == {50: 0.25, 99: 7.0}  # one slow token in four is the p99
+    assert timing.latency_percentiles([2.0], (0, 50)) == {0: 2.0, 50: 2.0}
+    with pytest.raises(ValueError, match="no per-token times"):
+        timing.latency_percentiles([])
+
+
+def test_per_token_times_split_each_call_over_its_predictions():
+    import torch
+
+    from txlab.speed import Timed
+
+    timed = Timed(seconds=[0.8, 0.4, 1.2], predictions=4, batch=2, nll=torch.zeros(2, 12))
+    assert timed.per_token_seconds() == [0.2] * 4 + [0.1] * 4 + [0.3] * 4
+    assert timing.latency_percentiles(timed.per_token_seconds()) == {50: 0.2, 99: 0.3}
+    assert timed.tokens_per_s == 2 * 4 / 0.8  # the median call
+
+
+@pytest.mark.skipif(not timing._reset_resident_peak(), reason="no resettable resident-set peak (Linux /proc/self/clear_refs)")
+def test_peak_memory_counts_what_the_block_touched_at_most():
+    import torch
+
+    with timing.PeakMemory(torch.device("cpu")) as peak:
+        big = torch.ones(40 * 2**20 // 4)  # 40 MiB written, so resident (above glibc's largest mmap threshold: fresh pages)
+        del big
+        small = torch.ones(1024)
+    assert 38 * 2**20 <= peak.bytes <= 56 * 2**20 and small.sum() == 1024  # freed by the end, counted at its peak
+    with timing.PeakMemory(torch.device("cpu")) as idle:
+        pass
+    assert idle.bytes < 4 * 2**20

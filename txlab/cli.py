@@ -566,13 +566,13 @@ def speed(
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
-    """Evaluation speed of the vanilla Transformer vs Transformer-XL at equal attention length (the paper's Table 9).
+    """Evaluation speed of the vanilla Transformer vs Transformer-XL at equal attention length (the paper's Table 9), with today's baselines.
 
-    Vanilla predicts each token from a window of the attn_len tokens before it, recomputed for every prediction; Transformer-XL reads segments with a memory of attn_len, so every query attends exactly attn_len keys.
+    Vanilla recompute predicts each token from a window of the attn_len tokens before it, recomputed for every prediction; strided recompute advances that window by a stride and scores its last stride predictions; a rolling KV cache reads one token at a time over the cached keys and values of the last attn_len tokens; Transformer-XL reads segments with a memory of attn_len, so every query attends exactly attn_len keys.
 
-    Both run the same shape, batched, in inference mode with fused attention. The table goes to --out-dir (CSV, Markdown), the figure to --fig-dir.
+    All run the same shape, in inference mode: tokens/s, latency per token at batch 1, peak memory, and with --run perplexity. The table goes to --out-dir (CSV, Markdown), the figure to --fig-dir.
 
-    First prints the plan with an estimated time on this machine (--dry-run stops there). How it times (budget_s, repeats, warmup, batch_size, tgt_len, eval_cache, seed) are --set keys: `txlab speed --show-settings`.
+    First prints the plan with an estimated time on this machine (--dry-run stops there). How it times (budget_s, repeats, warmup, batch_size, tgt_len, stride, eval_cache, attn_kernel, seed) are --set keys: `txlab speed --show-settings`.
     """
     from dataclasses import asdict
 

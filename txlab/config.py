@@ -34,6 +34,7 @@ from txlab.workspace import check_name
 
 FAMILIES = ("xl", "vanilla", "lstm", "qrnn", "hf")
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
+ATTN_KERNELS = ("auto", "unfused", "sdpa")
 
 
 MAX_INT = 2**63 - 1
@@ -164,6 +165,18 @@ class ModelConfig:
         "(the authors' WikiText-103 models: [false, true, true, true]).",
     )
     qrnn_window: int = setting(2, "QRNN only: convolution window of the first layer (later layers use 1).", valid=POSITIVE)
+    attn_kernel: str = setting(
+        "auto",
+        "Transformers only: the attention kernel, which changes speed, not results: 'unfused' (explicit products and softmax), "
+        "'sdpa' (PyTorch's fused scaled_dot_product_attention, relative position scores as its additive mask), or 'auto' "
+        "(per case the one measured fastest on CPU: sdpa for absolute positions, unfused for relative ones; docs/performance.md).",
+        ATTN_KERNELS,
+    )
+    compile: bool = setting(
+        False,
+        "Transformers only: torch.compile every layer, in training and evaluation (a compile per new chunk shape, tens of seconds "
+        "on CPU; docs/performance.md has what it bought).",
+    )
 
 
 @dataclass

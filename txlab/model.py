@@ -204,10 +204,11 @@ def update_memory(memory: torch.Tensor, inputs: torch.Tensor, mem_len: int) -> t
 class MultiHeadAttention(nn.Module):
     """Multi-head attention of the current rows of a window over the whole window, plus residual.
 
-    Subclasses choose the positional terms by overriding :meth:`position_terms`: the query used for
-    the content term and an additive bias [.., T, K] (the mask plus any position-dependent score),
-    given the layer's :data:`Positions`. The scaled dot product, softmax, attention dropout and
-    weighted sum run in :func:`attend`. Projections have no biases, as in the reference code.
+    Subclasses choose the positional terms by overriding :meth:`position_scores`: the query used for
+    the content term and the scaled position scores by distance [B, H, T, K+1] (none for absolute
+    positions), given the layer's :data:`Positions`. The scaled dot product, the mask, softmax,
+    attention dropout and weighted sum run in one of the :data:`ATTENTION_KERNELS`, which all compute
+    the same attention. Projections have no biases, as in the reference code.
     """
 
     terms: tuple[str, ...] = ()
@@ -215,6 +216,9 @@ class MultiHeadAttention(nn.Module):
 
     records: list[AttentionRecord] | None = None
     """Set by :func:`capture_attention`: where each forward call appends its record; None records nothing."""
+
+    attn_kernel: str = "auto"
+    """The attention kernel (``ModelConfig.attn_kernel``, :data:`ATTENTION_KERNELS`; ``auto``: :data:`AUTO_KERNEL`)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -227,15 +231,13 @@ class MultiHeadAttention(nn.Module):
         self.dropatt = cfg.dropatt
         self.pre_lnorm = cfg.pre_lnorm
         self.scale = 1.0 / math.sqrt(cfg.d_head)
+        self.attn_kernel = cfg.attn_kernel
 
-    def position_terms(self, q: torch.Tensor, mask: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """(query for the content term [B, T, H, Dh], additive score bias [T, K] or [B, H, T, K])."""
-        return q, mask
-
-    def position_scores(self, q: torch.Tensor, positions: Positions) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """For inference: (query for the content term [B, T, H, Dh], scaled position scores by distance
-        [B, H, T, K+1], a new tensor), or None for schemes without position scores."""
-        return None
+    def position_scores(self, q: torch.Tensor, positions: Positions, shared_keys: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(query for the content term [B, T, H, Dh], scaled position scores by distance [B, H, T, K+1], a new
+        tensor, or None for schemes without position scores). ``shared_keys``: multiply by the position keys
+        one batch row at a time (:func:`matmul_shared_keys`, without autograd), not by a broadcast product."""
+        return q, None
 
     def score_terms(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> dict[str, torch.Tensor]:
         """The score's terms separately (see :attr:`AttentionRecord.terms`) for q [B, T, H, Dh], k [B, K, H, Dh]."""
@@ -255,37 +257,28 @@ class MultiHeadAttention(nn.Module):
     def attend_projected(self, current: torch.Tensor, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
                          positions: Positions) -> torch.Tensor:
         """The layer's output rows [B, T, d] from its residual rows ``current`` [B, T, d], their queries
-        ``q`` [B, T, H*Dh] and the keys and values of the whole window ``keys``, ``values`` [B, H, K, Dh] (any strides)."""
+        ``q`` [B, T, H*Dh] and the keys and values of the whole window ``keys``, ``values`` [B, H, K, Dh] (any strides).
+        The attention itself runs on the kernel :func:`choose_kernel` picks from :attr:`attn_kernel`."""
         batch, n_query, _ = current.shape
         inner = self.n_head * self.d_head
         q = q.view(batch, n_query, self.n_head, self.d_head)  # [B, T, H, Dh]
-        inference = not torch.is_grad_enabled() and not (self.training and self.dropatt > 0)
-        scored = self.position_scores(q, positions) if inference else None
-        if scored is not None:
-            content_q, by_distance = scored
-            if self.records is not None:
-                self.records.append(self._record(q, keys.transpose(1, 2), content_q, mask + rel_shift(by_distance), mask, positions))  # keys [B, K, H, Dh]
-            attn = attend_relative(content_q.transpose(1, 2), keys, values, by_distance, mask, self.scale)  # [B, H, T, Dh]
-        else:
-            content_q, bias = self.position_terms(q, mask, positions)
-            if self.records is not None:
-                self.records.append(self._record(q, keys.transpose(1, 2), content_q, bias, mask, positions))  # keys [B, K, H, Dh]
-            attn = attend(
-                content_q.transpose(1, 2),  # [B, T, H, Dh] -> [B, H, T, Dh]
-                keys,
-                values,
-                bias,
-                self.dropatt if self.training else 0.0,
-                self.scale,
-            )  # [B, H, T, Dh]
+        gradients = torch.is_grad_enabled()
+        dropatt = self.dropatt if self.training else 0.0
+        kernel = choose_kernel(self.attn_kernel, relative=bool(self.terms), gradients=gradients, dropatt=dropatt)
+        content_q, by_distance = self.position_scores(q, positions, shared_keys=not gradients)
+        if self.records is not None:
+            bias = mask if by_distance is None else mask + rel_shift(by_distance)
+            self.records.append(self._record(q, keys.transpose(1, 2), content_q, bias, mask, positions))  # keys [B, K, H, Dh]
+        attend = ATTENTION_KERNELS[kernel]
+        attn = attend(content_q.transpose(1, 2), keys, values, by_distance, mask, self.scale, dropatt)  # q [B, H, T, Dh] -> [B, H, T, Dh]
         attn = attn.transpose(1, 2).reshape(batch, n_query, inner)  # [B, H, T, Dh] -> [B, T, H*Dh]
         out = self.drop(self.o_net(attn))
         return current + out if self.pre_lnorm else self.layer_norm(current + out)
 
     @torch.no_grad()
     def _record(self, q, k, content_q, bias, mask, positions: Positions) -> AttentionRecord:
-        """The scores and probabilities :func:`attend` computes, recomputed beside it rather than taken
-        from it, so that recording leaves the fused kernel, and so every output, untouched."""
+        """The scores and probabilities the attention kernel computes, recomputed beside it rather than taken
+        from it, so that recording leaves the kernel, and so every output, untouched."""
         keys_t = k.permute(0, 2, 3, 1)  # [B, K, H, Dh] -> [B, H, Dh, K]
         scores = torch.matmul(content_q.transpose(1, 2), keys_t) * self.scale + bias  # [B, H, T, K]
         return AttentionRecord(scores.softmax(-1), scores, self.score_terms(q, k, positions), mask)
@@ -303,8 +296,8 @@ class RelativeSinusoidAttention(MultiHeadAttention):
 
     R is the fixed sinusoid of the distance and W_{k,R} (``r_net``) is separate from the content key
     projection; u and v arrive in :class:`RelativeSinusoidPositions`. term_bd is computed for all
-    K+1 distances with one matmul and re-indexed by :func:`rel_shift`; term_ac goes to the fused
-    kernel with the query q + u.
+    K+1 distances with one matmul and re-indexed by :func:`rel_shift` inside the attention kernel, which
+    computes term_ac as the content product with the query q + u.
     """
 
     terms = ("a", "b", "c", "d")
@@ -318,16 +311,10 @@ class RelativeSinusoidAttention(MultiHeadAttention):
         laid out for a matmul: [H, Dh, K+1]."""
         return self.r_net(r).view(-1, self.n_head, self.d_head).permute(1, 2, 0)  # [K+1, H, Dh] -> [H, Dh, K+1]
 
-    def position_terms(self, q, mask, positions: RelativeSinusoidPositions):
-        # Scaled here because the fused kernel scales only the content term (a)+(c).
+    def position_scores(self, q, positions: RelativeSinusoidPositions, shared_keys: bool):
         qv = ((q + positions.position_bias_v) * self.scale).transpose(1, 2)  # [B, T, H, Dh] -> [B, H, T, Dh]
-        by_distance = torch.matmul(qv, positions.position_keys)  # [B, H, T, Dh] @ [H, Dh, K+1] -> [B, H, T, K+1]
-        term_bd = rel_shift(by_distance)  # [B, H, T, K]
-        return q + positions.content_bias_u, mask + term_bd  # [B, T, H, Dh], [B, H, T, K]
-
-    def position_scores(self, q, positions: RelativeSinusoidPositions):
-        qv = ((q + positions.position_bias_v) * self.scale).transpose(1, 2)  # [B, T, H, Dh] -> [B, H, T, Dh]
-        return q + positions.content_bias_u, matmul_shared_keys(qv, positions.position_keys)  # [B, T, H, Dh], [B, H, T, K+1]
+        matmul = matmul_shared_keys if shared_keys else torch.matmul
+        return q + positions.content_bias_u, matmul(qv, positions.position_keys)  # [B, T, H, Dh], [B, H, T, K+1]
 
     def score_terms(self, q, k, positions: RelativeSinusoidPositions):
         """(a) q.k, (b) q.W_{k,R}R, (c) u.k, (d) v.W_{k,R}R, each computed on its own."""
@@ -368,14 +355,10 @@ class LearnedRelativeAttention(MultiHeadAttention):
         rows = distances.clamp(0, self.rel_emb.size(0) - 1)  # [K+1]
         return self.rel_emb[rows].permute(1, 2, 0)  # [K+1, H, Dh] (a gather of K+1 rows, not of K*T pairs) -> [H, Dh, K+1]
 
-    def position_terms(self, q, mask, positions: LearnedRelativePositions):
+    def position_scores(self, q, positions: LearnedRelativePositions, shared_keys: bool):
         scaled_q = (q * self.scale).transpose(1, 2)  # [B, T, H, Dh] -> [B, H, T, Dh]
-        by_distance = torch.matmul(scaled_q, positions.position_keys)  # [B, H, T, K+1]
-        return q, mask + rel_shift(by_distance)  # [B, T, H, Dh], [B, H, T, K]
-
-    def position_scores(self, q, positions: LearnedRelativePositions):
-        scaled_q = (q * self.scale).transpose(1, 2)  # [B, T, H, Dh] -> [B, H, T, Dh]
-        return q, matmul_shared_keys(scaled_q, positions.position_keys)  # [B, T, H, Dh], [B, H, T, K+1]
+        matmul = matmul_shared_keys if shared_keys else torch.matmul
+        return q, matmul(scaled_q, positions.position_keys)  # [B, T, H, Dh], [B, H, T, K+1]
 
     def score_terms(self, q, k, positions: LearnedRelativePositions):
         """(a) q.k and (b) q.E, each computed on its own."""
@@ -418,9 +401,16 @@ class Block(nn.Module):
         super().__init__()
         self.attn, self.ff = attn, ff
 
-    def forward(self, window: torch.Tensor, n_query: int, mask: torch.Tensor, positions: Positions = None) -> torch.Tensor:
-        """window [B, K, d] -> new states of its last ``n_query`` rows [B, T, d]."""
-        return self.ff(self.attn(window, n_query, mask, positions))
+    def forward(self, window: torch.Tensor, n_query: int, mask: torch.Tensor, positions: Positions = None,
+                projected: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """window [B, K, d] -> new states of its last ``n_query`` rows [B, T, d].
+
+        ``projected``: the queries [B, T, H*Dh] and the whole window's keys and values [B, H, K, Dh], already
+        computed (the cached evaluation state); ``window`` is then only the residual rows [B, T, d].
+        """
+        if projected is None:
+            return self.ff(self.attn(window, n_query, mask, positions))
+        return self.ff(self.attn.attend_projected(window, *projected, mask, positions))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -473,6 +463,21 @@ class TransformerXL(LanguageModel):
             return LearnedRelativeAttention(cfg, self.n_pos)
         return AbsoluteAttention(cfg)
 
+    def compile_layers(self) -> None:
+        """torch.compile every layer (``ModelConfig.compile``): the training path, window scoring and the cached
+        evaluation state all run their layers through ``Block.__call__``. The weights and their names are
+        unchanged, so checkpoints load either way. Each new chunk shape compiles again (automatic dynamic
+        shapes after the first change); outside the layers (embedding, memory, softmax) nothing is compiled."""
+        for block in self.blocks:
+            block.compile()
+
+    def set_attn_kernel(self, kernel: str) -> None:
+        """Run every layer's attention on ``kernel`` (``ModelConfig.attn_kernel``: auto, unfused or sdpa)."""
+        if kernel not in ("auto", *ATTENTION_KERNELS):
+            raise TxlabError(f"unknown attention kernel {kernel!r}; valid: auto, {', '.join(ATTENTION_KERNELS)}")
+        for block in self.blocks:
+            block.attn.attn_kernel = kernel
+
     def _init_weights(self) -> None:
         """As the reference: N(0, 0.02) weights, zero biases; the softmax module initialises itself."""
         for block in self.blocks:
@@ -493,7 +498,7 @@ class TransformerXL(LanguageModel):
 
     def forward(self, tokens: torch.Tensor, state: Memory, targets: torch.Tensor | None = None) -> LMOutput:
         check_target_shape(tokens, targets)
-        hidden, new_state = self._hidden(tokens, state, keep=self.context.mem_len, last_only=False)
+        hidden, new_state = self._hidden(tokens, state, keep=self.context.mem_len, n_last=0)
         nll = None
         if targets is not None:
             d = hidden.size(-1)
@@ -511,8 +516,17 @@ class TransformerXL(LanguageModel):
         the last layer, the output dropout and the softmax run only for the last position: this is
         the vanilla Transformer's sliding-window evaluation (one prediction per window).
         """
-        hidden, _ = self._hidden(windows, self.init_state(windows.size(0)), keep=0, last_only=True)
-        return self.crit.nll(hidden[:, -1], targets)
+        return self.window_tail_nll(windows, targets[:, None])[:, 0]
+
+    def window_tail_nll(self, windows: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """NLL [N, s] of ``targets`` [N, s] at the last s positions of each window [N, L], read from an empty memory.
+
+        Equals ``forward(windows, init_state(N)).nll[:, -s:]``, but the last layer, the output dropout and
+        the softmax run only for those s positions: strided recompute, whose windows advance by s tokens
+        and score their last s predictions (each from L-s+1 to L tokens of context).
+        """
+        hidden, _ = self._hidden(windows, self.init_state(windows.size(0)), keep=0, n_last=targets.size(1))
+        return self.crit.nll(hidden.reshape(-1, hidden.size(-1)), targets.reshape(-1)).view(targets.shape)
 
     @property
     def carries_state(self) -> bool:
@@ -521,18 +535,18 @@ class TransformerXL(LanguageModel):
 
     # -- the stack: positions, memory, layers ----------------------------------------------------------
 
-    def _hidden(self, tokens: torch.Tensor, state: Memory, keep: int, last_only: bool) -> tuple[torch.Tensor, Memory]:
-        """Final hidden states [B, T, d] (only [B, 1, d] with ``last_only``) and the next memory.
+    def _hidden(self, tokens: torch.Tensor, state: Memory, keep: int, n_last: int) -> tuple[torch.Tensor, Memory]:
+        """Final hidden states [B, T, d] (only the last [B, n_last, d] when ``n_last`` > 0) and the next memory.
 
         Once per chunk: the token embeddings, the mask and what the relative schemes' position keys
         are computed from. Then, layer by layer: the memory update (the window [SG(m) o h] and the
         layer's next memory, :func:`update_memory`), the absolute schemes' positions added to the
         window, and the layer itself with its positional inputs. ``keep``: memory rows kept per layer
-        for the next chunk (0 = none). ``last_only``: the top layer computes only the last row
-        (window scoring). In evaluation this runs as :meth:`_hidden_cached`.
+        for the next chunk (0 = none). ``n_last`` > 0: the top layer computes only the last ``n_last``
+        rows (window scoring). In evaluation this runs as :meth:`_hidden_cached`.
         """
         self._check_chunk(tokens, state)
-        if self._uses_eval_cache(keep, last_only):
+        if self._uses_eval_cache(keep, n_last):
             return self._hidden_cached(tokens, state, keep)
         n_query, n_mem = tokens.size(1), state[0].size(1)
         n_keys = n_mem + n_query
@@ -545,13 +559,13 @@ class TransformerXL(LanguageModel):
             next_state.append(next_memory)
             if self._adds_absolute_positions(i):
                 window = window + self._absolute_positions(i, n_keys, h.dtype)  # a new tensor: the memory holds inputs without positions
-            n_out = self._output_rows(i, n_query, last_only)
+            n_out = self._output_rows(i, n_query, n_last)
             h = block(window, n_out, mask[n_query - n_out :], self._layer_positions(i, position_source))  # [B, n_out, d]
         return self.drop(h), next_state
 
-    def _output_rows(self, layer: int, n_query: int, last_only: bool) -> int:
-        """Rows a layer computes: all T, except the top layer under ``last_only`` (window scoring), which needs only the last."""
-        return 1 if last_only and layer == len(self.blocks) - 1 else n_query
+    def _output_rows(self, layer: int, n_query: int, n_last: int) -> int:
+        """Rows a layer computes: all T, except the top layer with ``n_last`` > 0 (window scoring), which needs only the last n_last."""
+        return min(n_last, n_query) if n_last > 0 and layer == len(self.blocks) - 1 else n_query
 
     def _check_chunk(self, tokens: torch.Tensor, state: Memory) -> None:
         """Callers (the trainer, evaluation, generation) check what users give; a mismatch here is a bug."""
@@ -665,12 +679,13 @@ class TransformerXL(LanguageModel):
         position_keys = 2 * c.d_model * c.n_head * c.d_head * (n_mem + n_query + 1) / (n_query * batch_size) if self.pos_enc == "ours" else 0
         return float(c.n_layer * (memory_kv + position_keys))
 
-    def window_flops(self, length: int) -> float:
-        """Forward FLOPs of one window of :meth:`window_last_nll` (all rows but one query in the last layer)."""
+    def window_flops(self, length: int, n_last: int = 1) -> float:
+        """Forward FLOPs of one window of :meth:`window_last_nll` (all rows but one query in the last layer),
+        or of :meth:`window_tail_nll` scoring its last ``n_last`` positions."""
         n_layer = self.cfg.n_layer
         kv = n_layer * length * self._flops_kv_per_key()
-        queries = ((n_layer - 1) * length + 1) * self._flops_per_query(length)
-        return float(kv + queries + self._flops_io())
+        queries = ((n_layer - 1) * length + n_last) * self._flops_per_query(length)
+        return float(kv + queries + n_last * self._flops_io())
 
     # -- evaluation with a cached state -------------------------------------------------------------
 
@@ -678,9 +693,9 @@ class TransformerXL(LanguageModel):
     """Evaluate with :class:`CachedMemory` (on by default; see :meth:`_hidden_cached`). Off, evaluation
     runs the training path: every chunk re-projects the whole memory, as the authors' code does."""
 
-    def _uses_eval_cache(self, keep: int, last_only: bool) -> bool:
+    def _uses_eval_cache(self, keep: int, n_last: int) -> bool:
         """The cached path runs in evaluation mode without autograd, with memory kept (not for window scoring)."""
-        return self.eval_cache and keep > 0 and not last_only and not self.training and not torch.is_grad_enabled()
+        return self.eval_cache and keep > 0 and n_last == 0 and not self.training and not torch.is_grad_enabled()
 
     def _weights_signature(self) -> tuple | None:
         """Changes whenever a parameter is written (in place: its version counter) or replaced (its storage).
@@ -809,7 +824,7 @@ class TransformerXL(LanguageModel):
                 keys, values = windows[1] + position_keys, windows[2] + position_values  # [B, H, K, Dh]
             else:
                 keys, values = windows[1], windows[2]
-            h = block.ff(attn.attend_projected(current, q, keys, values, mask, relative))  # [B, T, d]
+            h = block(current, n_query, mask, relative, projected=(q, keys, values))  # [B, T, d]
         return self.drop(h), CachedMemory(layers, signature)
 
 
@@ -857,7 +872,7 @@ def capture_attention(model: TransformerXL) -> Iterator[list[list[AttentionRecor
     gets one :class:`AttentionRecord` per forward call; the caller may clear the lists as it goes.
 
     The model's outputs are the same as without it, bit for bit: recording recomputes the scores
-    beside the fused attention instead of replacing it. Outside the block nothing is recorded and
+    beside the attention kernel instead of replacing it. Outside the block nothing is recorded and
     nothing is computed beyond one attribute check per layer.
     """
     layers = [block.attn for block in model.blocks]
@@ -875,11 +890,12 @@ def build_transformer(cfg: ModelConfig) -> TransformerXL:
     """A freshly initialised Transformer-XL (family 'xl') or vanilla Transformer (family 'vanilla')."""
     if cfg.n_token <= 0:
         raise TxlabError("model.n_token is not set: take it from the corpus vocabulary before building the model")
-    if cfg.family == "vanilla":
-        return VanillaTransformer(cfg)
-    if cfg.family == "xl":
-        return TransformerXL(cfg)
-    raise ValueError(f"build_transformer builds families 'xl' and 'vanilla', not {cfg.family!r}: build_model dispatches the others")
+    if cfg.family not in ("xl", "vanilla"):
+        raise ValueError(f"build_transformer builds families 'xl' and 'vanilla', not {cfg.family!r}: build_model dispatches the others")
+    model = VanillaTransformer(cfg) if cfg.family == "vanilla" else TransformerXL(cfg)
+    if cfg.compile:
+        model.compile_layers()
+    return model
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1004,15 +1020,17 @@ class Dropout(nn.Dropout):
         return dropout(x, self.p, self.training)
 
 
-def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor, dropatt: float, scale: float) -> torch.Tensor:
-    """softmax(scale * q.keys + bias), attention dropout, times values: q [B, H, T, Dh], keys, values [B, H, K, Dh] -> [B, H, T, Dh].
+def attend_unfused(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, by_distance: torch.Tensor | None, mask: torch.Tensor,
+                   scale: float, dropatt: float) -> torch.Tensor:
+    """The ``unfused`` kernel: softmax(scale * q.keys + bias), attention dropout, times values, as three explicit steps.
 
-    The fused kernel is fastest in inference; when gradients must flow into ``bias`` (relative
-    terms in training) or attention dropout is on, it falls back to a composite that is slower
-    than the explicit three steps below (measured on CPU).
+    q [B, H, T, Dh], keys, values [B, H, K, Dh] -> [B, H, T, Dh]; the bias is the mask [T, K] plus, for the
+    relative schemes, the relative-shifted position scores ``by_distance`` [B, H, T, K+1] (scaled). Without
+    gradients the relative case runs :func:`attend_relative`, which builds no separate bias tensor.
     """
-    if not (bias.requires_grad or dropatt > 0):
-        return F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale)
+    if by_distance is not None and dropatt == 0 and not torch.is_grad_enabled():
+        return attend_relative(q, keys, values, by_distance, mask, scale)
+    bias = mask if by_distance is None else mask + rel_shift(by_distance)  # [T, K] or [B, H, T, K]
     batch, n_head, n_query, d_head = q.shape
     n_keys = keys.size(2)
     bias = bias.expand(batch, n_head, n_query, n_keys).reshape(batch * n_head, n_query, n_keys)  # [B*H, T, K]
@@ -1022,6 +1040,39 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torc
     probs = dropout(scores.softmax(-1), dropatt, training=dropatt > 0)
     out = torch.bmm(probs, values.reshape(batch * n_head, n_keys, d_head))  # values [B*H, K, Dh]; out [B*H, T, Dh]
     return out.view(batch, n_head, n_query, d_head)  # [B, H, T, Dh]
+
+
+def attend_sdpa(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, by_distance: torch.Tensor | None, mask: torch.Tensor,
+                scale: float, dropatt: float) -> torch.Tensor:
+    """The ``sdpa`` kernel: PyTorch's fused ``scaled_dot_product_attention``, arguments as :func:`attend_unfused`.
+
+    The relative schemes' position scores (terms b and d, relative-shifted) are added to the mask and passed
+    as its additive float ``attn_mask``: the kernel computes softmax(scale * q.k + attn_mask), so the four-term
+    score is exact. Never called with attention dropout (:func:`choose_kernel`).
+    """
+    bias = mask if by_distance is None else mask + rel_shift(by_distance)  # [T, K] or [B, H, T, K]
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale)
+
+
+ATTENTION_KERNELS = {"unfused": attend_unfused, "sdpa": attend_sdpa}
+"""The attention kernels by name (``ModelConfig.attn_kernel``); each computes the same attention."""
+
+AUTO_KERNEL = {
+    (False, False): "sdpa",
+    (False, True): "sdpa",
+    (True, False): "unfused",
+    (True, True): "unfused",
+}
+"""What ``attn_kernel: auto`` runs, by (relative positions, gradients): the kernel measured fastest on a 2-core CPU
+for that case (results/bench/attention-kernels-cpu.md, docs/performance.md)."""
+
+
+def choose_kernel(setting: str, *, relative: bool, gradients: bool, dropatt: float) -> str:
+    """The kernel one attention call runs: ``setting``, where ``auto`` means :data:`AUTO_KERNEL`; with attention
+    dropout always ``unfused``, the only kernel that applies txlab's dropout (:func:`dropout`)."""
+    if dropatt > 0:
+        return "unfused"
+    return AUTO_KERNEL[relative, gradients] if setting == "auto" else setting
 
 
 def matmul_shared_keys(q: torch.Tensor, position_keys: torch.Tensor) -> torch.Tensor:

@@ -174,7 +174,7 @@ def seed_group_labels(run_dirs: list[Path]) -> list[str]:
 def table9_figure(table: Path, out: Path) -> list[Path]:
     """Table 9 as a figure, from the CSV `txlab speed` wrote: the slowdown against attention length
     (ours, the paper's, and the FLOP ratio that equal GFLOP/s on both sides would give; log scale)
-    and each model's tokens/s. Writes ``out`` (.png and .pdf) and the plotted columns as a CSV beside it.
+    and each method's tokens/s (today's baselines too, in tables that have them). Writes ``out`` (.png and .pdf) and the plotted columns as a CSV beside it.
 
     Drawn with matplotlib under the shared theme: each point carries its value as a label, which
     seaborn's plotting functions do not place. Ours are labelled above their points and the paper's
@@ -201,8 +201,13 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
             slow.annotate(f"{y:,.0f}x", (rows.loc[index, "attn_len"], y), textcoords="offset points", xytext=(0, 7 if above else -7),
                           ha="center", va="bottom" if above else "top", fontsize=8)
     slow.set(xlabel="attention length (tokens)", ylabel="slowdown of vanilla (XL tokens/s / vanilla tokens/s)", yscale="log")
-    rate.plot(rows["attn_len"], rows["xl_tokens_per_s"], marker="o", label="Transformer-XL")
-    rate.plot(rows["attn_len"], rows["vanilla_tokens_per_s"], marker="o", label="vanilla (sliding window)")
+    rate.plot(rows["attn_len"], rows["xl_tokens_per_s"], marker="o", label="Transformer-XL segments")
+    rate.plot(rows["attn_len"], rows["vanilla_tokens_per_s"], marker="o", label="vanilla recompute (sliding window)")
+    baselines = [column for column in ("strided_tokens_per_s", "rolling_tokens_per_s") if column in rows]  # tables before 2026-11-24 have none
+    if "strided_tokens_per_s" in baselines:
+        rate.plot(rows["attn_len"], rows["strided_tokens_per_s"], marker="^", label=f"strided recompute (s = {int(first['stride'])})")
+    if "rolling_tokens_per_s" in baselines:
+        rate.plot(rows["attn_len"], rows["rolling_tokens_per_s"], marker="v", label="rolling KV cache (one token at a time)")
     rate.set(xlabel="attention length (tokens)", ylabel="evaluation tokens/s", yscale="log")
     rate.legend(fontsize=8)
     for ax in (slow, rate):
@@ -216,12 +221,13 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
     slow.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)  # below the axes, over no point
     where = (f"{first['device_name']}, batch {int(first['batch_size'])}" if first["device"] != "cpu"
              else f"CPU, {threads}, batch {int(first['batch_size'])}")
-    title = f"Evaluation speed, vanilla Transformer vs Transformer-XL ({where})"
+    title = (f"Evaluation speed: Table 9 with today's baselines ({where})" if baselines else
+             f"Evaluation speed, vanilla Transformer vs Transformer-XL ({where})")
     shares = [(int(r.attn_len), None if pd.isna(r.others_cpu) else float(r.others_cpu)) for r in rows.itertuples()] if "others_cpu" in rows else []
     warning = contention_note(shares, "attention length")
     if warning:  # under the legend, where bbox_inches="tight" keeps it and it covers nothing
         fig.text(0.5, -0.16, f"Warning: {warning}.", ha="center", va="top", fontsize=9, color="#b2182b")
-    points = rows[["attn_len", "slowdown", "paper_slowdown", "flop_ratio", "xl_tokens_per_s", "vanilla_tokens_per_s"]]
+    points = rows[["attn_len", "slowdown", "paper_slowdown", "flop_ratio", "xl_tokens_per_s", "vanilla_tokens_per_s", *baselines]]
     written = save_figure_with_points(fig, out, points, title)
     return [*written["figures"], written["table"]]
 

@@ -1,43 +1,59 @@
-"""Evaluation speed, vanilla Transformer vs Transformer-XL: the paper's Table 9.
+"""Evaluation speed, vanilla Transformer vs Transformer-XL: the paper's Table 9, with today's baselines beside it.
 
-Both models have the same shape (by default the enwik8 12-layer model, ``xl-enwik8-12l``) and are
-timed at the same *attention length* L on the same random token stream, in inference mode with the
-fused attention kernel of :func:`txlab.model.attend`:
+Every model has the same shape (by default the enwik8 12-layer model, ``xl-enwik8-12l``) and is timed at
+the same *attention length* L on the same token stream (random tokens, or a trained run's validation text),
+in inference mode with the attention kernel ``attn_kernel`` chooses (:data:`txlab.model.AUTO_KERNEL`). Four
+ways to predict every token from L tokens of context, one row each:
 
-- **Vanilla** (Al-Rfou et al.): to predict token x_t it reads the window x_{t-L} .. x_{t-1}, exactly
-  L tokens of context, from nothing; the window slides one position per prediction and is recomputed
-  whole, and only its last position is scored (:meth:`~txlab.model.TransformerXL.window_last_nll`).
-  ``batch_size`` windows, at sampled positions, go through the model at once.
-- **Transformer-XL**: ``batch_size`` streams are read in segments of ``tgt_len`` tokens (the model's
-  evaluation segment, 80 for the paper's enwik8 model) with mem_len = L and same_length on, so every
-  query attends exactly L keys, its own position and the L-1 before it, in every layer (the last
-  layer's query for x_t sees x_{t-L} .. x_{t-1}, as the vanilla window does; lower layers reach
-  further back through the memory, as recurrence intends). The memory is filled by one chunk of L
-  tokens first, which gives the same states as streaming those L tokens segment by segment (a query
-  never needs a key more than L-1 back), and segments are timed only once it is full.
+- **Vanilla recompute** (Al-Rfou et al., the paper's baseline): to predict token x_t it reads the window
+  x_{t-L} .. x_{t-1}, exactly L tokens of context, from nothing; the window slides one position per
+  prediction and is recomputed whole, and only its last position is scored
+  (:meth:`~txlab.model.TransformerXL.window_last_nll`). ``batch_size`` windows, at sampled positions, go
+  through the model at once.
+- **Strided recompute**: the same windows advanced by a stride s > 1 (default the XL segment length), each
+  scoring its last s predictions (:meth:`~txlab.model.TransformerXL.window_tail_nll`): every token is
+  predicted from between L-s+1 and L tokens of context, s predictions for the price of one window.
+- **Rolling KV cache** (StreamingLLM's window-attention baseline, without attention sinks), on a model with
+  the paper's relative positions: each new token attends to the cached keys and values of the last L tokens
+  at every layer. It is Transformer-XL's cached evaluation state read one token at a time with memory L and
+  same_length. It is *not* vanilla recompute: a cached lower-layer state was computed when its token was
+  new, from that token's own window, so upper layers see information from further back than L (as XL does).
+- **Transformer-XL segments**: ``batch_size`` streams are read in segments of ``tgt_len`` tokens (the model's
+  evaluation segment, 80 for the paper's enwik8 model) with mem_len = L and same_length on, so every query
+  attends exactly L keys, its own position and the L-1 before it, in every layer (the last layer's query for
+  x_t sees x_{t-L} .. x_{t-1}, as the vanilla window does; lower layers reach further back through the
+  memory, as recurrence intends). The memory is filled by one chunk of L tokens first, which gives the same
+  states as streaming those L tokens segment by segment (a query never needs a key more than L-1 back), and
+  segments are timed only once it is full. The rolling cache is filled the same way.
 
-Timing: ``warmup`` untimed calls, then the median wall time of the timed calls (synchronised on a
-GPU). XL times ``repeats`` segments; vanilla times calls until ``budget_s`` seconds have passed (at
-least :data:`MIN_VANILLA_CALLS`), and the number of positions it scored is reported. Per-token time is
-the median call time divided by the tokens predicted in a call, and slowdown = XL tokens/s over
-vanilla tokens/s.
+Timing: ``warmup`` untimed calls, then timed calls: vanilla until ``budget_s`` seconds have passed (at least
+:data:`MIN_VANILLA_CALLS`), strided ``repeats`` windows, XL ``repeats`` segments and the rolling cache as many
+tokens one by one (synchronised on a GPU). Tokens/s = predictions per call over the median call time; slowdown
+= XL tokens/s over vanilla tokens/s. Latency per token is each timed call's time divided by the predictions it
+makes per stream, at batch 1 (when ``batch_size`` is larger every method is timed again at batch 1 for it),
+summarised by nearest-rank p50 and p99 (:func:`txlab.timing.latency_percentiles`). Peak memory is what the warm-up and
+timed calls added at most on top of what was in use before them, the memory fill excluded (:class:`txlab.timing.PeakMemory`: resident
+memory on a CPU, allocated tensors on a GPU); the state a method keeps between calls (XL's memory and cached
+keys and values, the rolling cache) is counted exactly beside it. With a trained run (``run``), the stream is
+the run's evaluation split and each method's perplexity is exp(mean NLL) of the predictions it timed.
 
 Achieved GFLOP/s are counted against the analytic forward FLOPs of the useful work: vanilla
 ``window_flops(L)`` per prediction (it executes exactly that: L queries of L keys in every layer
-but the last), XL ``flops_per_token(L)`` (one query of L keys per layer). XL evaluates with the cached
-state (:class:`~txlab.model.CachedMemory`): each segment projects the keys and values of its own rows
-only and reads the position keys from a table built once. The work that saves, which the authors' code
-and txlab's training path repeat every segment (re-projecting the L memory rows and applying ``r_net``
-to all distances), is reported per row as ``xl_avoided_flops_per_token`` and never counted as useful;
-``eval_cache: false`` (``--set eval_cache=false``) times that path instead. The fused kernel still computes
-the masked score columns (L + tgt_len keys per query), so the XL GFLOP/s is a lower bound on the
-hardware rate.
+but the last), strided ``window_flops(L, s) / s``, XL and the rolling cache ``flops_per_token(L)`` (one query
+of L keys per layer). XL evaluates with the cached state (:class:`~txlab.model.CachedMemory`): each segment
+projects the keys and values of its own rows only and reads the position keys from a table built once. The
+work that saves, which the authors' code and txlab's training path repeat every segment (re-projecting the L
+memory rows and applying ``r_net`` to all distances), is reported per row as ``xl_avoided_flops_per_token``
+and never counted as useful; ``eval_cache: false`` (``--set eval_cache=false``) times that path instead. The
+kernels still compute the masked score columns (L + tgt_len keys per query), so the XL GFLOP/s is a lower
+bound on the hardware rate.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import statistics
 import time
@@ -51,15 +67,26 @@ import torch
 from txlab.build import build_model
 from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, read_meta
-from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, check_fields, setting, update_dataclass
+from txlab.config import ATTN_KERNELS, NON_NEGATIVE, POSITIVE, SEED, RunConfig, check_fields, setting, update_dataclass
+from txlab.corpora import load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.evaluate import evaluation_context
 from txlab.fileio import write_text_atomic
 from txlab.lm import Context
-from txlab.model import TransformerXL
+from txlab.model import CachedMemory, TransformerXL
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.tables import markdown_table
-from txlab.timing import contention_note, cpu_model, cpu_snapshot, matmul_peak_gflops, median_seconds, others_cpu, times_within
+from txlab.timing import (
+    PeakMemory,
+    contention_note,
+    cpu_model,
+    cpu_snapshot,
+    latency_percentiles,
+    matmul_peak_gflops,
+    median_seconds,
+    others_cpu,
+    times_within,
+)
 from txlab.workspace import DEFAULT_HOME, home, resolve
 
 PAPER_ATTN_LENS = (800, 1800, 2800, 3800)
@@ -87,12 +114,16 @@ class SpeedSettings:
                               valid=NON_NEGATIVE)
     tgt_len: int = setting(0, "XL evaluation segment length; 0 = the model's (80 for the paper's enwik8 model).", valid=NON_NEGATIVE)
     budget_s: float = setting(30.0, f"Seconds of timed vanilla calls per attention length (at least {MIN_VANILLA_CALLS} calls).", valid=NON_NEGATIVE)
-    repeats: int = setting(5, "Timed XL segments per attention length (after the memory is full).", valid=POSITIVE)
+    repeats: int = setting(5, "Timed XL segments per attention length (after the memory is full), strided windows, and rolling-cache tokens "
+                           "repeats x tgt_len.", valid=POSITIVE)
+    stride: int = setting(0, "Strided recompute: windows advance by this many tokens and score their last stride predictions; "
+                          "0 = the XL segment length (at most the attention length).", valid=NON_NEGATIVE)
     warmup: int = setting(1, "Untimed calls before timing, for each model and attention length.", valid=NON_NEGATIVE)
     threads: int = setting(2, "torch CPU threads.", valid=POSITIVE)
     seed: int = setting(0, "Seed of the random weights, tokens and sampled vanilla positions.", valid=SEED)
     eval_cache: bool = setting(True, "XL with the cached evaluation state (each segment projects only its own rows); false: the training "
                                "path, which re-projects the whole memory every segment as the authors' code does.")
+    attn_kernel: str = setting("auto", "The attention kernel of every model timed (model.attn_kernel: auto, unfused or sdpa).", ATTN_KERNELS)
 
 
 COMMAND_OPTIONS = ("size", "run", "device", "threads")
@@ -126,6 +157,9 @@ def check_request(attn_lens: Sequence[int], settings: SpeedSettings) -> None:
     for n in attn_lens:
         if n < 1:
             raise TxlabError(f"attention length must be >= 1, got {n}")
+    if settings.stride > min(attn_lens):
+        raise TxlabError(f"stride {settings.stride} is longer than attention length {min(attn_lens)}: a window of L tokens makes "
+                         "L predictions, so the stride must be at most the shortest attention length")
 
 
 def timed_config(settings: SpeedSettings) -> RunConfig:
@@ -161,6 +195,12 @@ def xl_context(model: TransformerXL, attn_len: int) -> Context:
     return Context(mem_len=attn_len, same_length=True, clamp_len=model.context.clamp_len)
 
 
+def strided_nll(model: TransformerXL, tokens: torch.Tensor, end: int, attn_len: int, stride: int) -> torch.Tensor:
+    """NLL [B, stride] of tokens[:, end-stride+1 : end+1], all from the one window tokens[:, end-attn_len : end]:
+    the target x_t is predicted from x_{end-attn_len} .. x_{t-1}, between attn_len-stride+1 and attn_len tokens."""
+    return model.window_tail_nll(tokens[:, end - attn_len : end], tokens[:, end - stride + 1 : end + 1])
+
+
 def vanilla_nll(model: TransformerXL, tokens: torch.Tensor, rows: torch.Tensor, ends: torch.Tensor, attn_len: int) -> torch.Tensor:
     """NLL [N] of tokens[rows, ends], each predicted from the window tokens[rows, ends-attn_len : ends]."""
     offsets = torch.arange(-attn_len, 0, device=tokens.device)  # [L]
@@ -189,9 +229,11 @@ def _sync(device: torch.device) -> Callable[[], None]:
 
 
 class _Models:
-    """The XL model (trained or random) and a vanilla model of the same shape per attention length."""
+    """The models timed: XL (trained or random) for the XL segments and the rolling cache, and per attention
+    length the model the two recompute rows read windows with (a trained run's own, else Al-Rfou et al.'s)."""
 
     def __init__(self, settings: SpeedSettings, device: torch.device):
+        self.text = None
         if settings.run:
             ckpt = load_checkpoint(Path(settings.run), map_location=device)
             cfg, trained = ckpt.config, ckpt.model
@@ -200,6 +242,9 @@ class _Models:
                     f"{settings.run} holds a {cfg.model.family} model; txlab speed times Transformer-XL against the vanilla "
                     "Transformer, so it needs a run of family xl or vanilla"
                 )
+            # The run's evaluation split is the token stream every method reads, so that perplexities mean something.
+            corpus = load_corpus_for_model(cfg.data, ckpt.meta["vocab_hash"], ckpt.vocab, cfg.eval.split, settings.run, progress=False)
+            self.text = torch.as_tensor(corpus.split(cfg.eval.split), dtype=torch.long)
         else:
             cfg, trained = timed_config(settings), None
         self.cfg: RunConfig = cfg
@@ -208,24 +253,36 @@ class _Models:
             self.xl = trained
         else:  # the paper's relative encoding on a vanilla run's shape, or a random model
             self.xl = build_model(replace(shape, family="xl", pos_enc="ours", max_len=0)).to(device)
+        self.xl_trained = trained is not None and cfg.model.family == "xl"
         self.trained_vanilla = trained if trained is not None and cfg.model.family == "vanilla" else None
-        self.shape, self.device = shape, device
+        if self.trained_vanilla is not None:
+            self.trained_vanilla.set_attn_kernel(settings.attn_kernel)
+        self.shape, self.device, self.attn_kernel = shape, device, settings.attn_kernel
         eval_len, context = evaluation_context(cfg.model, cfg.eval)
         self.tgt_len = settings.tgt_len or eval_len
         self.xl.set_context(context)  # keeps the evaluation clamp_len; mem_len is set per attention length
         self.xl.eval()
         self.xl.eval_cache = settings.eval_cache
+        self.xl.set_attn_kernel(settings.attn_kernel)
 
     def vanilla(self, attn_len: int) -> TransformerXL:
-        """Al-Rfou et al.'s model (learned positions at every layer) with a window of ``attn_len``."""
+        """The model the recompute rows read windows of ``attn_len`` tokens with: a trained run's (a vanilla run's, up to
+        its window; an XL run's, from an empty memory), else Al-Rfou et al.'s (learned positions at every layer)."""
         if self.trained_vanilla is not None:
             if attn_len > self.trained_vanilla.max_context:
                 raise TxlabError(f"the vanilla model of this run reads at most {self.trained_vanilla.max_context} tokens; attention length {attn_len} is longer")
             return self.trained_vanilla.eval()
+        if self.xl_trained:
+            self.xl.set_context(xl_context(self.xl, attn_len))  # a same_length window as long as the window: every key visible
+            return self.xl
         cfg = replace(self.shape, family="vanilla", pos_enc="alrfou", mem_len=0, same_length=False, max_len=attn_len, tgt_len=attn_len)
-        return build_model(cfg).to(self.device).eval()
+        model = build_model(cfg).to(self.device).eval()
+        model.set_attn_kernel(self.attn_kernel)
+        return model
 
-
+    def trained(self, method: str) -> bool:
+        """Whether ``method``'s row runs trained weights (its perplexity means something)."""
+        return (self.trained_vanilla is not None or self.xl_trained) if method in RECOMPUTE else self.xl_trained
 
 
 def _matmul_peak(device: torch.device, threads: int) -> float:
@@ -269,11 +326,54 @@ def machine(device: torch.device, threads: int) -> Machine:
 
 
 
-def time_xl(model: TransformerXL, tokens: torch.Tensor, attn_len: int, tgt_len: int, warmup: int, repeats: int,
-            sync: Callable[[], None]) -> tuple[float, torch.Tensor]:
-    """Median seconds per segment with a full memory, and the NLL [B, repeats*tgt_len] of the timed segments.
+METHODS = ("vanilla", "strided", "rolling", "xl")
+"""The rows of the table, by their column prefix: vanilla recompute, strided recompute, the rolling KV cache, XL segments."""
 
-    ``tokens`` [B, attn_len + (warmup + repeats) * tgt_len + 1].
+METHOD_NAMES = {"vanilla": "vanilla recompute", "strided": "strided recompute", "rolling": "rolling KV cache", "xl": "Transformer-XL segments"}
+
+RECOMPUTE = ("vanilla", "strided")
+"""The methods that read every window from nothing (the others carry a state)."""
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One method's timed calls at one attention length."""
+
+    seconds: list[float]
+    """Wall time of each timed call."""
+    predictions: int
+    """Predictions per call and stream."""
+    batch: int
+    """Streams (or windows) per call."""
+    nll: torch.Tensor
+    """NLL of every timed prediction."""
+    state_bytes: int = 0
+    """Bytes of the state the method keeps between calls (each storage once)."""
+    peak_bytes: int | None = None
+    """The most memory the warm-up and timed calls added at once on top of what was in use before them
+    (:class:`txlab.timing.PeakMemory`; the memory fill before them excluded); None where it cannot be told."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.batch * self.predictions / statistics.median(self.seconds)
+
+    def per_token_seconds(self) -> list[float]:
+        """Each timed prediction's share of its call: a call's time over the predictions it makes per stream."""
+        return [t / self.predictions for t in self.seconds for _ in range(self.predictions)]
+
+
+def state_bytes(state: list[torch.Tensor]) -> int:
+    """Bytes of the tensors a state keeps (a :class:`~txlab.model.CachedMemory`'s row stores, or a memory's rows), each storage once."""
+    tensors = [t for rows in state.layers for t in rows.store.tensors] if isinstance(state, CachedMemory) else list(state)
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+
+
+def time_xl(model: TransformerXL, tokens: torch.Tensor, attn_len: int, tgt_len: int, warmup: int, repeats: int,
+            sync: Callable[[], None]) -> Timed:
+    """Segments of ``tgt_len`` with a full memory of ``attn_len`` (same_length): Transformer-XL, or with ``tgt_len`` 1 the
+    rolling KV cache. The NLL is of the ``repeats`` timed segments, [B, repeats*tgt_len].
+
+    ``tokens`` [B, attn_len + (warmup + repeats) * tgt_len + 1] at least.
     """
     model.set_context(xl_context(model, attn_len))
     _, state = xl_fill(model, tokens, attn_len)
@@ -285,13 +385,30 @@ def time_xl(model: TransformerXL, tokens: torch.Tensor, attn_len: int, tgt_len: 
         losses.append(nll)
         sync()
 
-    seconds = median_seconds(step, warmup, repeats)
-    return seconds, torch.cat(losses[warmup:], dim=1)
+    with PeakMemory(tokens.device) as peak:
+        times = times_within(step, warmup, 0, repeats)
+    return Timed(times, tgt_len, tokens.size(0), torch.cat(losses[warmup:], dim=1), state_bytes(memory[0]), peak.bytes)
+
+
+def time_strided(model: TransformerXL, tokens: torch.Tensor, attn_len: int, stride: int, warmup: int, repeats: int,
+                 sync: Callable[[], None]) -> Timed:
+    """Windows of ``attn_len`` advanced by ``stride``, each scoring its last ``stride`` predictions; the first timed window
+    predicts what the first timed XL segment of the same length does. ``tokens`` [B, attn_len + (warmup + repeats) * stride + 1]."""
+    ends = iter(range(attn_len + stride, tokens.size(1), stride))
+    losses = []
+
+    def step() -> None:
+        losses.append(strided_nll(model, tokens, next(ends), attn_len, stride))
+        sync()
+
+    with PeakMemory(tokens.device) as peak:
+        times = times_within(step, warmup, 0, repeats)
+    return Timed(times, stride, tokens.size(0), torch.cat(losses[warmup:], dim=1), peak_bytes=peak.bytes)
 
 
 def time_vanilla(model: TransformerXL, tokens: torch.Tensor, attn_len: int, n_windows: int, warmup: int, budget_s: float,
-                 sync: Callable[[], None], generator: torch.Generator) -> tuple[float, int, torch.Tensor]:
-    """Median seconds per call of ``n_windows`` windows, positions scored in timed calls, and their NLL.
+                 sync: Callable[[], None], generator: torch.Generator) -> Timed:
+    """Calls of ``n_windows`` windows at sampled positions, for ``budget_s`` seconds (at least :data:`MIN_VANILLA_CALLS`).
 
     Targets are drawn from tokens[:, attn_len+1:], the positions the XL segments predict.
     """
@@ -304,49 +421,104 @@ def time_vanilla(model: TransformerXL, tokens: torch.Tensor, attn_len: int, n_wi
         losses.append(vanilla_nll(model, tokens, rows, ends, attn_len))
         sync()
 
-    times = times_within(step, warmup, budget_s, MIN_VANILLA_CALLS)
-    return statistics.median(times), len(times) * n_windows, torch.cat(losses[warmup:])
+    with PeakMemory(tokens.device) as peak:
+        times = times_within(step, warmup, budget_s, MIN_VANILLA_CALLS)
+    return Timed(times, 1, n_windows, torch.cat(losses[warmup:]), peak_bytes=peak.bytes)
+
+
+def stream_length(attn_len: int, tgt_len: int, stride: int, warmup: int, repeats: int) -> int:
+    """Tokens per stream that every method's warm-up and timed calls read (XL's segments, the rolling cache's tokens, the strided windows)."""
+    return attn_len + (warmup + repeats) * max(tgt_len, stride) + 1
+
+
+def token_stream(models: _Models, batch: int, length: int, generator: torch.Generator) -> torch.Tensor:
+    """[batch, length] tokens: random, or ``batch`` consecutive stretches of a trained run's evaluation text."""
+    if models.text is None:
+        return torch.randint(0, models.shape.n_token, (batch, length), generator=generator)
+    if batch * length > len(models.text):
+        raise TxlabError(f"the run's evaluation split holds {len(models.text):,} tokens; {batch} stream(s) of {length:,} "
+                         "(the attention length and the timed calls) need more: lower batch_size, repeats or the attention length")
+    return models.text[: batch * length].view(batch, length)
+
+
+def time_methods(models: _Models, vanilla: TransformerXL, tokens: torch.Tensor, attn_len: int, stride: int, settings: SpeedSettings,
+                 generator: torch.Generator) -> dict[str, Timed]:
+    """Every method timed on ``tokens`` at ``attn_len`` (the recompute rows with ``vanilla``), one after the other."""
+    sync, batch = _sync(tokens.device), tokens.size(0)
+    return {
+        "vanilla": time_vanilla(vanilla, tokens, attn_len, batch, settings.warmup, settings.budget_s, sync, generator),
+        "strided": time_strided(vanilla, tokens, attn_len, stride, settings.warmup, settings.repeats, sync),
+        "rolling": time_xl(models.xl, tokens, attn_len, 1, settings.warmup, settings.repeats * models.tgt_len, sync),
+        "xl": time_xl(models.xl, tokens, attn_len, models.tgt_len, settings.warmup, settings.repeats, sync),
+    }
 
 
 def measure(models: _Models, attn_len: int, settings: SpeedSettings, device: torch.device) -> dict[str, Any]:
-    """One row of Table 9: both models at ``attn_len`` on the same token stream."""
+    """One row of the table: every method at ``attn_len`` on the same token stream."""
     batch = settings.batch_size or (DEFAULT_GPU_BATCH if device.type == "cuda" else 1)
-    tgt_len, sync = models.tgt_len, _sync(device)
+    tgt_len = models.tgt_len
+    stride = settings.stride or min(tgt_len, attn_len)  # a window of L tokens makes L predictions
     generator = torch.Generator().manual_seed(settings.seed + attn_len)
-    n_stream = attn_len + (settings.warmup + settings.repeats) * tgt_len + 1
-    tokens = torch.randint(0, models.shape.n_token, (batch, n_stream), generator=generator).to(device)
+    length = stream_length(attn_len, tgt_len, stride, settings.warmup, settings.repeats)
+    tokens = token_stream(models, batch, length, generator).to(device)
     vanilla = models.vanilla(attn_len)
     load, snapshot, start = os.getloadavg()[0], cpu_snapshot(), time.perf_counter()
     with torch.inference_mode():
-        xl_s, xl_nll = time_xl(models.xl, tokens, attn_len, tgt_len, settings.warmup, settings.repeats, sync)
-        van_s, positions, van_nll = time_vanilla(vanilla, tokens, attn_len, batch, settings.warmup, settings.budget_s, sync, generator)
-    xl_tok_s, van_tok_s = batch * tgt_len / xl_s, batch / van_s
-    xl_flops, van_flops = models.xl.flops_per_token(attn_len), vanilla.window_flops(attn_len)
-    xl_recomputed = models.xl.recomputed_flops_per_token(attn_len, tgt_len, batch)
-    return {
-        "attn_len": attn_len,
-        "vanilla_tokens_per_s": van_tok_s,
-        "xl_tokens_per_s": xl_tok_s,
-        "slowdown": xl_tok_s / van_tok_s,
+        timed = time_methods(models, vanilla, tokens, attn_len, stride, settings, generator)
+        latency = timed if batch == 1 else time_methods(models, vanilla, tokens[:1], attn_len, stride, settings, generator)
+    flops = {
+        "vanilla": vanilla.window_flops(attn_len),
+        "strided": vanilla.window_flops(attn_len, stride) / stride,
+        "rolling": models.xl.flops_per_token(attn_len),
+        "xl": models.xl.flops_per_token(attn_len),
+    }
+    row: dict[str, Any] = {"attn_len": attn_len}
+    rate = {method: timed[method].tokens_per_s for method in METHODS}
+    row.update({
+        "vanilla_tokens_per_s": rate["vanilla"],
+        "xl_tokens_per_s": rate["xl"],
+        "slowdown": rate["xl"] / rate["vanilla"],
         "paper_slowdown": PAPER_SLOWDOWN.get(attn_len),
-        "vanilla_gflops": van_tok_s * van_flops / 1e9,
-        "xl_gflops": xl_tok_s * xl_flops / 1e9,
-        "flop_ratio": van_flops / xl_flops,
-        "vanilla_flops_per_token": van_flops,
-        "xl_flops_per_token": xl_flops,
+        "vanilla_gflops": rate["vanilla"] * flops["vanilla"] / 1e9,
+        "xl_gflops": rate["xl"] * flops["xl"] / 1e9,
+        "flop_ratio": flops["vanilla"] / flops["xl"],
+        "vanilla_flops_per_token": flops["vanilla"],
+        "xl_flops_per_token": flops["xl"],
+    })
+    recomputed = models.xl.recomputed_flops_per_token(attn_len, tgt_len, batch)
+    row.update({
         "xl_eval_cache": settings.eval_cache,
-        "xl_avoided_flops_per_token": xl_recomputed if settings.eval_cache else 0.0,
-        "xl_repeated_flops_per_token": 0.0 if settings.eval_cache else xl_recomputed,
-        "vanilla_positions": positions,
+        "xl_avoided_flops_per_token": recomputed if settings.eval_cache else 0.0,
+        "xl_repeated_flops_per_token": 0.0 if settings.eval_cache else recomputed,
+        "vanilla_positions": len(timed["vanilla"].seconds) * batch,
         "xl_tokens": batch * tgt_len * settings.repeats,
         "batch_size": batch,
         "tgt_len": tgt_len,
-        "vanilla_nll": van_nll.float().mean().item(),
-        "xl_nll": xl_nll.float().mean().item(),
+        "stride": stride,
+    })
+    for method in METHODS:
+        result, peak = timed[method], timed[method].peak_bytes
+        percentiles = latency_percentiles(latency[method].per_token_seconds())
+        nll = result.nll.float().mean().item()
+        row.update({
+            f"{method}_nll": nll,
+            f"{method}_ppl": math.exp(nll) if models.trained(method) else None,
+            f"{method}_predictions": result.nll.numel(),
+            f"{method}_p50_ms": percentiles[50] * 1e3,
+            f"{method}_p99_ms": percentiles[99] * 1e3,
+            f"{method}_peak_mb": None if peak is None else peak / 2**20,
+            f"{method}_state_mb": result.state_bytes / 2**20,
+        })
+        if method not in ("vanilla", "xl"):
+            row.update({f"{method}_tokens_per_s": rate[method], f"{method}_gflops": rate[method] * flops[method] / 1e9,
+                        f"{method}_flops_per_token": flops[method]})
+    row.update({
+        "attn_kernel": settings.attn_kernel,
         "seconds": time.perf_counter() - start,
         "load_avg_1m": load,
         "others_cpu": others_cpu(snapshot),
-    }
+    })
+    return row
 
 
 # --------------------------------------------------------------------------------------------------
@@ -408,7 +580,8 @@ def speed_table(
         host = machine(device, settings.threads)
         rows = []
         for n in attn_lens:
-            echo(f"attention length {n}: filling the XL memory, timing {settings.repeats} XL segments, then vanilla windows for {settings.budget_s:g} s")
+            echo(f"attention length {n}: vanilla windows for {settings.budget_s:g} s, {settings.repeats} strided windows, "
+                 f"{settings.repeats * models.tgt_len} rolling-cache tokens and {settings.repeats} XL segments")
             rows.append(measure(models, n, settings, device))
             echo(table9_markdown(rows[-1:]).splitlines()[-1])
     finally:
@@ -432,6 +605,27 @@ def table9_markdown(rows: Sequence[dict[str, Any]]) -> str:
                       f"{r['vanilla_gflops']:,.1f}", f"{r['xl_gflops']:,.1f}", f"{r['flop_ratio']:,.0f}", f"{r['vanilla_positions']:,}",
                       f"{r['xl_tokens']:,}", others])
     return markdown_table(headers, lines, numeric=[True] * len(headers))
+
+
+def baselines_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """Every method at every attention length, one line each: the paper's two rows and today's baselines beside them."""
+    headers = ["attn len", "method", "tok/s", "GFLOP/s", "vs XL", "p50 ms/token", "p99 ms/token", "peak MB", "state MB", "perplexity",
+               "predictions"]
+    lines = []
+    for r in rows:
+        for method in METHODS:
+            name = METHOD_NAMES[method] + (f" (s = {r['stride']})" if method == "strided" else "")
+            rate = r[f"{method}_tokens_per_s"]
+            peak, ppl = r.get(f"{method}_peak_mb"), r.get(f"{method}_ppl")
+            lines.append([r["attn_len"], name, _figure(rate), f"{r[f'{method}_gflops']:,.1f}", f"{_figure(r['xl_tokens_per_s'] / rate)}x",
+                          _figure(r[f"{method}_p50_ms"]), _figure(r[f"{method}_p99_ms"]), "-" if peak is None else f"{peak:,.1f}",
+                          f"{r[f'{method}_state_mb']:,.1f}", "-" if ppl is None else f"{ppl:,.3f}", f"{r[f'{method}_predictions']:,}"])
+    return markdown_table(headers, lines, numeric=[True, False] + [True] * (len(headers) - 2))
+
+
+def _figure(value: float) -> str:
+    """Three significant digits below 100, whole numbers with thousands separators above: 0.294, 19.3, 1,171."""
+    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
 
 
 def contention_warning(rows: Sequence[dict[str, Any]]) -> str:
@@ -469,6 +663,26 @@ torch {m.torch}; a large fp32 matmul reaches {m.matmul_peak_gflops:,.0f} GFLOP/s
 - XL {xl_path}. Re-projecting the memory every segment, as the authors' code does, costs per token
   {repeated} the useful FLOPs (never counted as useful work).
 - others' CPU: the share of all cores other processes used during the row (timings on a shared machine).
+
+## Today's baselines beside the paper's
+
+{baselines_markdown(rows)}
+
+- Vanilla recompute is the paper's baseline (one window of L per prediction); strided recompute advances the
+  window by s = {rows[0]['stride']} and scores its last s predictions (context between L-s+1 and L); the rolling KV cache
+  reads one token at a time, attending the cached keys and values of the last L tokens at every layer (XL's
+  cached evaluation state with segments of 1: a lower layer's cached state was computed from its own token's
+  window, so this is not recompute); XL segments as above. "vs XL": how many times slower than XL segments.
+- Latency per token: each timed call's time over the predictions it makes per stream, at batch 1
+  ({"the calls above" if rows[0]['batch_size'] == 1 else "every method timed again at batch 1"}); p50 and p99 are nearest-rank
+  percentiles. A stride or segment makes its first token wait for the whole call: per call, multiply by s or {rows[0]['tgt_len']}.
+- Peak MB: the most memory the warm-up and timed calls added at once on top of what was in use before them (the
+  memory fill excluded; {"resident memory, after freed memory went back to the system: a lower bound" if m.device == "cpu" else "allocated tensors"}).
+  State MB: the tensors a method keeps between calls (XL's memory with its cached keys and values, in stores
+  with room for as many rows again; the rolling cache the same at segments of 1).
+- Perplexity: exp(mean NLL) of the predictions a row timed (count in the last column), only where the row
+  runs trained weights (`--run`); "-" for random weights or random tokens.
+- Attention kernel: `{rows[0].get('attn_kernel', 'auto')}` (docs/performance.md).
 """
 
 

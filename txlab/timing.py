@@ -12,11 +12,15 @@ The benchmarks (``txlab bench model``) and the speed table (``txlab speed``) tim
   between machines of the same kind;
 - each row records the share of all cores *other* processes used while it ran (:func:`cpu_snapshot`
   and :func:`others_cpu`, from /proc/stat minus this process's CPU time): with 2 threads on 2 cores a
-  competitor stalls every parallel region, so rows with more than a few percent should be rerun.
+  competitor stalls every parallel region, so rows with more than a few percent should be rerun;
+- latency is summarised by nearest-rank percentiles of recorded per-token times (:func:`latency_percentiles`),
+  and memory by the peak a block of work adds (:class:`PeakMemory`).
 """
 
 from __future__ import annotations
 
+import ctypes
+import math
 import os
 import platform
 import resource
@@ -124,3 +128,82 @@ def contention_note(shares: Sequence[tuple[object, float | None]], what: str = "
     which = f"every {what}" if len(busy) == len(shares) > 1 else f"{what} " + ", ".join(str(label) for label, _ in busy)
     return (f"other processes took up to {worst:.0%} of the CPU while timing ({which}; over {CONTENDED_SHARE:.0%} distorts "
             f"the numbers): rerun on an idle machine")
+
+
+def latency_percentiles(per_token_seconds: Sequence[float], percents: Sequence[float] = (50, 99)) -> dict[float, float]:
+    """Nearest-rank percentiles of recorded per-token times: for each p, the smallest recorded time such that at
+    least p% of the tokens took no longer (the ceil(p/100 * n)-th smallest of n). Always one of the recorded
+    times, never an interpolation: a p99 over fewer than 100 tokens is their slowest."""
+    if not per_token_seconds:
+        raise ValueError("no per-token times recorded")
+    ordered = sorted(per_token_seconds)
+    return {p: ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1] for p in percents}
+
+
+class PeakMemory:
+    """``with PeakMemory(device) as peak: ...``, then ``peak.bytes``: the most memory the block held at once beyond
+    what was in use when it began (None where that cannot be told).
+
+    On a GPU, tensors only: ``torch.cuda.max_memory_allocated`` after resetting its peak, less the allocation at the
+    start. On a CPU, the process's resident set: its high-water mark (``VmHWM`` in /proc/self/status, reset by
+    writing 5 to /proc/self/clear_refs) less the resident set at the start, after handing the memory freed by earlier
+    work back to the system (glibc's ``malloc_trim``). That counts every page the block touched, tensors and
+    interpreter alike, but not freed memory the allocator could not hand back and the block reused, so it is a
+    lower bound on the block's own peak.
+    """
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.bytes: int | None = None
+        self._start: int | None = None
+
+    def __enter__(self) -> PeakMemory:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+        else:
+            _release_freed_memory()
+            if _reset_resident_peak():
+                self._start = _resident_kib("VmRSS") * 1024
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._start is None:
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            peak = torch.cuda.max_memory_allocated(self.device)
+        else:
+            peak = _resident_kib("VmHWM") * 1024
+        self.bytes = max(0, peak - self._start)
+
+
+def _release_freed_memory() -> None:
+    """Hand the heap's free memory back to the system (glibc), so that the next block's pages count as new; elsewhere nothing."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def _reset_resident_peak() -> bool:
+    """Reset this process's resident-set high-water mark (Linux); False where it cannot be."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return _resident_kib("VmHWM") > 0
+    except OSError:
+        return False
+
+
+def _resident_kib(field: str) -> int:
+    """A memory field of /proc/self/status in KiB (VmRSS: resident now, VmHWM: its peak); 0 if absent."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

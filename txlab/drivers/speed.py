@@ -46,13 +46,13 @@ def load_study(path: str | Path, profile: str) -> SpeedStudy:
     return SpeedStudy(f"{data.get('name') or Path(path).stem}-{profile}", lens, profile, settings)
 
 
-NAMED_SETTINGS = ("run", "size", "device", "threads", "batch_size", "tgt_len", "eval_cache")
+NAMED_SETTINGS = ("run", "size", "device", "threads", "batch_size", "tgt_len", "stride", "eval_cache", "attn_kernel")
 """Settings that change what is timed, and so the table's name when the command line sets them apart
 from the study (budget_s, repeats, warmup and seed change only how precisely it is timed)."""
 
 
 def name_part(key: str, value: Any) -> str:
-    """How a setting reads in a table's name: '-run-xl128m-cpu-attention', '-1thread', '-batch4', '-tiny'."""
+    """How a setting reads in a table's name: '-run-xl128m-cpu-attention', '-1thread', '-batch4', '-tiny', '-sdpa'."""
     if key == "run":
         return f"-run-{Path(str(value).rstrip('/')).name}"
     if key == "threads":
@@ -61,6 +61,8 @@ def name_part(key: str, value: Any) -> str:
         return f"-batch{value}"
     if key == "tgt_len":
         return f"-tgt{value}"
+    if key == "stride":
+        return f"-stride{value}"
     if key == "eval_cache":
         return "-nocache" if not value else "-cache"
     return f"-{str(value).replace(':', '')}"
@@ -115,14 +117,21 @@ def _timing_plan(study: SpeedStudy, gflops: float | None) -> Plan:
     label = settings.run or f"{PRESET} at size {settings.size}"
     plan.add(f"time {label} ({xl.num_parameters() / 1e6:.1f}M parameters) on {settings.device}, {settings.threads} threads, "
              f"{batch} streams/windows per call:")
+    passes = 1 if batch == 1 else 2  # with more streams, every method is timed again at batch 1 for its latency
     for n in study.attn_lens:
         vanilla = meta_model(replace(cfg, model=replace(shape, family="vanilla", pos_enc="alrfou", mem_len=0, same_length=False, max_len=n, tgt_len=n)))
-        xl_flops = batch * (n * xl.flops_per_token(n // 2) + (settings.warmup + settings.repeats) * tgt_len * xl.flops_per_token(n))
+        fill = n * xl.flops_per_token(n // 2)
+        xl_flops = batch * (fill + (settings.warmup + settings.repeats) * tgt_len * xl.flops_per_token(n))
+        rolling_flops = batch * (fill + (settings.warmup + settings.repeats * tgt_len) * xl.flops_per_token(n))
+        stride = settings.stride or min(tgt_len, n)
+        strided_flops = batch * (settings.warmup + settings.repeats) * vanilla.window_flops(n, stride)
         call_s = seconds_for(batch * vanilla.window_flops(n), gflops) or 0.0
         vanilla_s = max(settings.budget_s, MIN_VANILLA_CALLS * call_s) + settings.warmup * call_s
-        plan.add(f"  attention length {n}: XL fills {n} tokens of memory and times {settings.repeats} segments of {tgt_len}; "
-                 f"vanilla times windows of {n} for {settings.budget_s:g} s (at least {MIN_VANILLA_CALLS} calls, "
-                 f"about {format_seconds(call_s)} each here)", xl_flops, vanilla_s)
+        plan.add(f"  attention length {n}: vanilla times windows of {n} for {settings.budget_s:g} s (at least {MIN_VANILLA_CALLS} calls, "
+                 f"about {format_seconds(call_s)} each here); strided {settings.repeats} windows advanced by {stride}; XL and the rolling "
+                 f"cache fill {n} tokens of memory, then XL times {settings.repeats} segments of {tgt_len} and the rolling cache "
+                 f"{settings.repeats * tgt_len} single tokens" + (" (everything twice: again at batch 1 for latency)" if passes == 2 else ""),
+                 passes * (xl_flops + rolling_flops + strided_flops), passes * vanilla_s)
     return plan
 
 
