@@ -348,3 +348,12 @@ def test_raising_max_steps_on_a_finished_run_warns_that_the_schedule_stretches(t
     said.clear()
     train(longer, tmp_path / "run", progress=False, echo=said.append)  # the same length again: nothing to warn about
     assert not any(m.startswith("warning") for m in said)
+
+
+def test_a_run_resumes_with_another_attention_kernel(tmp_path):
+    train(tiny("xl151m", "train.max_steps=2", "model.attn_kernel=unfused"), tmp_path / "run", progress=False)
+    train(tiny("xl151m", "train.max_steps=3", "model.attn_kernel=sdpa"), tmp_path / "run", progress=False)
+    assert load_checkpoint(tmp_path / "run").meta["step"] == 3
+    assert "attn_kernel: sdpa" in (tmp_path / "run" / "config.yaml").read_text()
+    with pytest.raises(TxlabError, match="another configuration"):
+        train(tiny("xl151m", "train.max_steps=4", "model.d_inner=48"), tmp_path / "run", progress=False)

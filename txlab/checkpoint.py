@@ -20,7 +20,7 @@ import platform
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from safetensors.torch import load_file, save_file
 import txlab
 from txlab.build import build_model
 from txlab.capacity import FLOAT_BYTES, GIB, machine_memory, parameter_count
-from txlab.config import RunConfig, to_dict, update_dataclass
+from txlab.config import COMPUTE_SETTINGS, RunConfig, to_dict, update_dataclass
 from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.vocab import Vocab
@@ -319,7 +319,9 @@ def load_checkpoint(
     except TxlabError as err:
         raise TxlabError(f"{directory / META} is damaged ({err}); {_remedy(directory)}") from None
     if expect_model is not None:
-        # the resolved config, so keys added to txlab after the checkpoint compare as their defaults
+        # the resolved config, so keys added to txlab after the checkpoint compare as their defaults; the
+        # expected way of computing (kernel, compilation) replaces the saved one
+        cfg = replace(cfg, model=replace(cfg.model, **{key: getattr(expect_model.model, key) for key in COMPUTE_SETTINGS}))
         diffs = config_differences(to_dict(cfg.model), to_dict(expect_model.model), "model.")
         if diffs:
             raise TxlabError(f"checkpoint in {run_dir} is for another model:\n  " + "\n  ".join(diffs))

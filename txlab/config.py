@@ -179,6 +179,11 @@ class ModelConfig:
     )
 
 
+COMPUTE_SETTINGS = ("attn_kernel", "compile")
+"""ModelConfig fields that choose how a model computes, not what: a checkpoint loads under any of their
+values, and a run may change them when it resumes."""
+
+
 @dataclass
 class DataConfig:
     """Where tokens come from."""

@@ -42,7 +42,7 @@ from txlab.batching import batchify, iter_segments
 from txlab.build import build_model
 from txlab.capacity import check_fits
 from txlab.checkpoint import has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
-from txlab.config import ModelConfig, RunConfig, TrainConfig, load_config, save_config, to_dict, to_yaml, update_dataclass
+from txlab.config import COMPUTE_SETTINGS, ModelConfig, RunConfig, TrainConfig, load_config, save_config, to_dict, to_yaml, update_dataclass
 from txlab.corpora import Corpus, load_corpus
 from txlab.devices import check_device
 from txlab.diagnostics import flat_metrics, role_summary
@@ -87,9 +87,10 @@ def training_context(model_cfg: ModelConfig) -> Context:
 # Run directories and configuration checks
 
 RESUMABLE_CHANGES = ("train.max_steps", "train.device", "train.threads", "train.tensorboard", "train.wandb", "train.log_interval",
-                     "data.data_dir", "data.corpus_dir", "data.cache_dir")
+                     "data.data_dir", "data.corpus_dir", "data.cache_dir", *(f"model.{key}" for key in COMPUTE_SETTINGS))
 """Keys a run may change when it resumes: where it runs and reads its corpus from (the vocabulary is
-checked), how it logs, and its length (with a warning: the learning-rate schedule stretches)."""
+checked), how it logs, how attention is computed (the kernels agree to 1e-6; compilation changes no
+parameter name), and its length (with a warning: the learning-rate schedule stretches)."""
 
 
 def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
