@@ -43,8 +43,8 @@ def test_deterministic_and_documented_sizes():
     for field in ("tokens", "role", "needed_context", "oracle_nll_with", "oracle_nll_without"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert not np.array_equal(a.tokens, generate(SPEC, 30_000, seed=2).tokens)
-    # 128 background + 8 latch markers + 4 latches x 16 registers + 4 x 16 x 4 emissions + 2 markers + 64 keys + 256 values
-    assert SPEC.vocab_size == 778 == len(set(SPEC.symbols()))
+    # 128 background + 4 latches x 2 markers + 8 registers + 8 x 4 emissions (shared by the latches) + 2 markers + 64 keys + 256 values
+    assert SPEC.vocab_size == 498 == len(set(SPEC.symbols()))
     assert a.tokens.max() < SPEC.vocab_size
     # the background chain is the copy family's language
     np.testing.assert_array_equal(synthetic._language(SPEC), synthetic._language(VARIANTS["synthetic-small"]))
@@ -53,7 +53,8 @@ def test_deterministic_and_documented_sizes():
 def test_token_mix_and_distances(text):
     stats = text.stats()
     assert stats["fraction_recalled_value"] == pytest.approx(SPEC.recall_fraction, abs=0.002)
-    assert stats["fraction_source_marker"] == stats["fraction_recall_marker"] == pytest.approx(SPEC.recall_fraction / 2, abs=0.001)
+    per_fact = SPEC.recall_fraction / SPEC.values_per_fact
+    assert stats["fraction_source_marker"] == stats["fraction_recall_marker"] == pytest.approx(per_fact, abs=0.001)
     # 4 latches with events every ~100 tokens: about 4% of tokens, 30% of them registers, each after its marker
     latch = stats["fraction_register"] + stats["fraction_latch_emission"]
     assert stats["fraction_latch_marker"] == pytest.approx(latch)
@@ -87,34 +88,33 @@ def test_recalls_resolved_by_a_rule_on_tokens(text):
             continue
         src = last_source_of_key.pop(k)
         assert text.needed_context[p] == p - src
-        np.testing.assert_array_equal(tok[p + 1 : p + 3], tok[src + 1 : src + 3])
-        assert (text.role[p + 1 : p + 3] == RECALLED_VALUE).all() and (text.role[src + 1 : src + 3] == FACT_VALUE).all()
-        np.testing.assert_array_equal(text.needed_context[p + 1 : p + 3], p - src + 1)
+        L = SPEC.values_per_fact
+        np.testing.assert_array_equal(tok[p + 1 : p + 1 + L], tok[src + 1 : src + 1 + L])
+        assert (text.role[p + 1 : p + 1 + L] == RECALLED_VALUE).all() and (text.role[src + 1 : src + 1 + L] == FACT_VALUE).all()
+        np.testing.assert_array_equal(text.needed_context[p + 1 : p + 1 + L], p - src + 1)
     assert key_base <= tok[key_events].min() and tok[key_events].max() < key_base + SPEC.n_keys
 
 
 def test_latches_resolved_by_a_rule_on_tokens(text):
-    """Reading tokens alone: an emission lies in the group its latch's last event (register or emission)
-    shows, and its needed context is the distance to that event; a marker naming the latch and whether
-    it sets or emits comes right before."""
+    """Reading tokens alone: the marker before each latch symbol names its latch and whether it sets or
+    emits; an emission lies in the group its latch's last event (register or emission) shows, and its
+    needed context is the distance to that event."""
     register_base, emission_base, *_ = _bases(SPEC)
     tok = text.tokens.astype(np.int64)
-    marker = tok[np.flatnonzero(text.role == LATCH_MARKER)] - SPEC.n_background
-    after_marker = np.flatnonzero(text.role == LATCH_MARKER) + 1
-    is_set = text.role[after_marker] == REGISTER
-    assert (is_set | (text.role[after_marker] == LATCH_EMISSION)).all()
+    markers = np.flatnonzero(text.role == LATCH_MARKER)
+    symbols = markers + 1
+    marker = tok[markers] - SPEC.n_background
+    is_set = text.role[symbols] == REGISTER
+    assert (is_set | (text.role[symbols] == LATCH_EMISSION)).all()
     np.testing.assert_array_equal(marker % 2, np.where(is_set, 0, 1))
-    symbol_group = np.where(is_set, tok[after_marker] - register_base, (tok[after_marker] - emission_base) // SPEC.symbols_per_group)
-    np.testing.assert_array_equal(marker // 2, symbol_group // SPEC.latch_groups)
-    latch_tokens = np.flatnonzero((text.role == REGISTER) | (text.role == LATCH_EMISSION))
-    group_of = np.where(text.role[latch_tokens] == REGISTER, tok[latch_tokens] - register_base,
-                        (tok[latch_tokens] - emission_base) // SPEC.symbols_per_group)
-    latch_of = group_of // SPEC.latch_groups
+    group = np.where(is_set, tok[symbols] - register_base, (tok[symbols] - emission_base) // SPEC.symbols_per_group)
+    assert ((0 <= group) & (group < SPEC.latch_groups)).all()
     checked = 0
     for latch in range(SPEC.n_latches):
-        pos, groups, roles = latch_tokens[latch_of == latch], group_of[latch_of == latch], text.role[latch_tokens[latch_of == latch]]
-        assert roles[0] == REGISTER
-        emits = roles[1:] == LATCH_EMISSION
+        mine = marker // 2 == latch
+        pos, groups, sets = symbols[mine], group[mine], is_set[mine]
+        assert sets[0]
+        emits = ~sets[1:]
         np.testing.assert_array_equal(groups[1:][emits], groups[:-1][emits])
         np.testing.assert_array_equal(text.needed_context[pos[1:][emits]], np.diff(pos)[emits])
         checked += int(emits.sum())
@@ -125,7 +125,7 @@ def test_oracle_losses():
     t = generate(SPEC, 50_000, seed=0)
     ln = math.log
     expected = {
-        LATCH_MARKER: (0, 0), REGISTER: (ln(16), ln(16)), LATCH_EMISSION: (ln(4), ln(64)), SOURCE_MARKER: (0, 0), FACT_KEY: (ln(64), ln(64)),
+        LATCH_MARKER: (0, 0), REGISTER: (ln(8), ln(8)), LATCH_EMISSION: (ln(4), ln(32)), SOURCE_MARKER: (0, 0), FACT_KEY: (ln(64), ln(64)),
         FACT_VALUE: (ln(256), ln(256)), RECALL_MARKER: (0, 0), RECALL_KEY: (0, ln(64)), RECALLED_VALUE: (0, ln(256)),
     }
     for role, (with_, without) in expected.items():
@@ -147,6 +147,8 @@ def test_local_and_moved_horizons():
     assert generate(moved, 40_000, seed=0).needed_context.max() == 100
     with pytest.raises(TxlabError, match="min_distance"):
         get_spec("recall-small", max_context=5)
+    with pytest.raises(TxlabError, match="recall_fraction"):
+        synthetic.RecallSpec("dense", "", recall_fraction=0.3).check()
 
 
 def test_diagnostics_split_recalls_and_latches(text):
