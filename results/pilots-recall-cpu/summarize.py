@@ -1,6 +1,6 @@
 """Summarise the recall-family pilot runs from their training records: what each run learned, per seed.
 
-    python results/pilots-recall-cpu/summarize.py        # writes pilots.csv and pilots.md beside this file
+    python results/pilots-recall-cpu/summarize.py results/pilots-recall-cpu/v2    # writes v2/pilots.csv and v2/pilots.md
 
 Reads each run's per-role validation records (metrics.jsonl, split valid_by_role; the checkpoints are
 not committed) and reports, at the run's last validation, the loss on latch emissions and recalled
@@ -14,6 +14,7 @@ structure has left its plateau, i.e. both latch emissions and recalled values ar
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +22,6 @@ import yaml
 
 from txlab.tables import markdown_table
 
-HERE = Path(__file__).resolve().parent
 STALL_MARGIN = 0.5
 """Nats below the no-context loss that a structure must reach to count as learned."""
 SEGMENT, SPAN = 128, 256
@@ -66,23 +66,24 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def main() -> None:
-    rows = [r for d in sorted(HERE.iterdir()) if (d / "metrics.jsonl").is_file() and (r := summarise_run(d))]
+    folder = Path(sys.argv[1])
+    rows = [r for d in sorted(folder.iterdir()) if (d / "metrics.jsonl").is_file() and (r := summarise_run(d))]
     table = pd.DataFrame(rows)
-    table.to_csv(HERE / "pilots.csv", index=False, float_format="%.3f")
+    table.to_csv(folder / "pilots.csv", index=False, float_format="%.3f")
     per_row = table.groupby("row", sort=False).agg(
         seeds=("seed", "count"), step=("step", "max"), of_steps=("of_steps", "max"), stalled=("stalled", "sum"),
         latch=("latch_emission", "mean"), latch_ideal=("latch_ideal", "first"), latch_without=("latch_without", "first"),
         recalled=("recalled_value", "mean"), inside_segment=("recalled_near_lt_segment", "mean"),
         segment_to_span=("recalled_segment_to_span", "mean"),
     )
-    (HERE / "pilots.md").write_text(
+    (folder / "pilots.md").write_text(
         "# Recall-family pilots (cpu profile), last validation of each run\n\n"
         "A run whose `step` is below `of_steps` was stopped at the end of the session that started it (not resumed).\n\n"
         "Per seed (`pilots.csv`), and the mean over seeds per row (nats; `stalled`: runs on which neither latch emissions nor "
         f"recalled values are {STALL_MARGIN} nats below the no-context loss):\n\n"
         + _markdown(per_row.reset_index()) + "\n\n" + _markdown(table) + "\n"
     )
-    print(f"wrote {HERE / 'pilots.csv'} and {HERE / 'pilots.md'}")
+    print(f"wrote {folder / 'pilots.csv'} and {folder / 'pilots.md'}")
 
 
 if __name__ == "__main__":
