@@ -91,8 +91,8 @@ def test_out_of_range_ids_and_bad_specs_are_refused(tmp_path, random_causal_lm):
         hf.load_causal_lm(f"hf:{tmp_path}")
     with pytest.raises(TxlabError, match="no folder"):
         hf.load_causal_lm("hf:./not/there")
-    with pytest.raises(TxlabError, match="unknown dtype"):
-        hf.load_causal_lm(f"hf:{tmp_path / 'g'}", dtype="int8")
+    with pytest.raises(TxlabError, match="unknown precision 'int8'.*Valid: bf16, fp16, fp32"):
+        hf.load_causal_lm(f"hf:{tmp_path / 'g'}", precision="int8")
 
 
 def test_an_adaptive_softmax_refuses_ids_it_would_have_scored_zero():
@@ -207,15 +207,18 @@ def test_eval_and_generate_take_a_hugging_face_checkpoint(tmp_path, hf_checkpoin
 def test_a_reduced_precision_asked_for_is_used_and_recorded(tmp_path, random_causal_lm):
     from txlab.losses import collect_model_losses
 
-    model = hf.load_causal_lm(f"hf:{random_causal_lm(tmp_path / 'g', 'gpt2')}", dtype="bfloat16")
+    model = hf.load_causal_lm(f"hf:{random_causal_lm(tmp_path / 'g', 'gpt2')}", precision="bf16")
+    assert next(model.parameters()).dtype == torch.bfloat16
     tokens = tokens_for(200)
-    kwargs = dict(tgt_len=16, context=Context(mem_len=0), identity={"dtype": "bfloat16"}, progress=False)
+    kwargs = dict(tgt_len=16, context=Context(mem_len=0), identity={}, progress=False)
     with pytest.raises(TxlabError, match="float32 or better"):
         collect_model_losses(model, tokens, "h", tmp_path / "m", "valid", (4, 8), 2, 20, **kwargs)
-    table = collect_model_losses(model, tokens, "h", tmp_path / "m", "valid", (4, 8), 2, 20, reduced_precision=True, **kwargs)
+    table = collect_model_losses(model, tokens, "h", tmp_path / "m", "valid", (4, 8), 2, 20, precision="bf16", **kwargs)
     exact = hf.load_causal_lm(f"hf:{tmp_path / 'g'}")
     reference = collect_losses(exact, tokens, (4, 8), table.meta["block_starts"], 20, tgt_len=16, context=Context(mem_len=0))
-    assert table.meta["dtype"] == "bfloat16" and 0 < np.abs(table.losses - reference).max() < 0.5
+    assert table.meta["precision"] == "bf16" and 0 < np.abs(table.losses - reference).max() < 0.5
+    with pytest.raises(TxlabError, match="other settings .*precision: stored 'bf16', now 'fp32'"):  # never finished in another precision
+        collect_model_losses(exact, tokens, "h", tmp_path / "m", "valid", (4, 8), 2, 20, **kwargs)
 
 
 def test_a_dry_run_refuses_runs_that_read_other_tokens_of_one_corpus(tmp_path, untrained_run):

@@ -27,18 +27,22 @@ from txlab.errors import TxlabError
 from txlab.evaluate import evaluate, evaluation_context
 from txlab.lm import Context, LanguageModel
 from txlab.losses import collect_losses, sample_blocks
+from txlab.precision import check_precision
 
 
-def load_model(spec: str | Path, *, device: str = "cpu", dtype: str = "float32") -> LanguageModel:
+def load_model(spec: str | Path, *, device: str = "cpu", precision: str | None = None) -> LanguageModel:
     """A model ready to score: ``hf:PATH_OR_HUB_ID`` (any transformers causal LM) or a txlab run directory.
 
     A run is set to its evaluation memory settings (``model.context``) and remembers its evaluation
     segment length (``model.eval_tgt_len``), which :func:`context_losses` reads by; a Hugging Face model
-    reads every context from a fresh start (``Context(mem_len=0)``). ``dtype`` applies to Hugging Face models.
+    reads every context from a fresh start (``Context(mem_len=0)``). ``precision`` (fp32, bf16 or fp16,
+    txlab.precision) is what :func:`context_losses` and :func:`perplexity` compute in, kept as
+    ``model.precision``: a Hugging Face model's weights are loaded in it; default fp32, a run's eval.precision.
     """
     if hf.is_hf_spec(str(spec)):
-        model = hf.load_causal_lm(str(spec), device=device, dtype=dtype)
+        model = hf.load_causal_lm(str(spec), device=device, precision=precision or "fp32")
         model.set_context(Context(mem_len=0))
+        model.precision = precision or "fp32"
         return model
     run_dir = Path(spec)
     if not has_checkpoint(run_dir):
@@ -48,6 +52,8 @@ def load_model(spec: str | Path, *, device: str = "cpu", dtype: str = "float32")
     model = ckpt.model.eval()
     model.set_context(context)
     model.eval_tgt_len = tgt_len
+    model.precision = precision or ckpt.config.eval.precision
+    check_precision(model.precision, device, ckpt.config.model.family)
     model.run_dir = run_dir
     return model
 
@@ -100,12 +106,13 @@ def context_losses(
 ) -> ContextLosses:
     """l(c, t) for every c of ``grid`` on ``n_blocks`` contiguous blocks of ``block_len`` targets drawn by
     ``seed`` (after the first max(grid) tokens): exactly c tokens of context each, read as the model is
-    evaluated (see txlab.losses). Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed."""
+    evaluated (see txlab.losses), in ``model.precision`` (:func:`load_model`; fp32 for a model built otherwise).
+    Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed."""
     grid = tuple(int(c) for c in grid)
     tokens = np.asarray(tokens)
     starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
     tgt_len = getattr(model, "eval_tgt_len", max(grid))
-    kwargs = dict(tgt_len=tgt_len, context=model.context, batch_size=batch_size, progress=progress)
+    kwargs = dict(tgt_len=tgt_len, context=model.context, batch_size=batch_size, progress=progress, precision=getattr(model, "precision", "fp32"))
     losses = collect_losses(model, tokens, grid, starts, block_len, **kwargs)
     placebo_losses = collect_losses(model, tokens, grid, starts, block_len, placebo=True, **kwargs) if placebo else None
     targets = (starts[:, None] + np.arange(block_len)).reshape(-1)
@@ -132,8 +139,9 @@ def perplexity(model: LanguageModel, tokens: np.ndarray, *, segment: int | None 
                batch_size: int = 1, max_tokens: int = 0) -> dict:
     """The model's loss over ``tokens`` with the paper's protocol: every target once, read in segments of
     ``segment`` tokens, each carrying ``memory`` tokens of the past (defaults: a run's evaluation settings;
-    a Hugging Face model's position table or 512, and no memory). Returns {'loss' (nats per token), 'ppl', 'tokens'}."""
+    a Hugging Face model's position table or 512, and no memory), in ``model.precision`` as :func:`context_losses`.
+    Returns {'loss' (nats per token), 'ppl', 'tokens'}."""
     tgt_len = segment or getattr(model, "eval_tgt_len", None) or (model.max_context or 512)
     context = model.context if memory is None else Context(mem_len=memory, same_length=model.context.same_length, clamp_len=model.context.clamp_len)
-    result = evaluate(model, np.asarray(tokens), tgt_len, context, batch_size, max_tokens)
+    result = evaluate(model, np.asarray(tokens), tgt_len, context, batch_size, max_tokens, precision=getattr(model, "precision", "fp32"))
     return {"loss": result["loss"], "ppl": float(np.exp(min(result["loss"], 700.0))), "tokens": result["tokens"]}

@@ -7,7 +7,7 @@ refuses with the estimate. Being a lower bound, it never refuses a size that fit
 the limit are left to the allocator. (:mod:`txlab.footprint` measures a step exactly, but it has to
 build and run the model to do so.)
 
-What the bound counts, in float32:
+What the bound counts, in float32 (the activations in 2 bytes under bf16 or fp16 autocast, txlab.precision):
 
 - Transformer: with relative positions, the attention bias of one layer (batch x heads x queries x
   keys; during training every layer's, twice: scores and probabilities are kept for the backward
@@ -51,8 +51,9 @@ def parameter_count(cfg: ModelConfig) -> int:
     return embedding + cfg.n_layer * (attention + 2 * cfg.d_model * cfg.d_inner)
 
 
-def step_bytes(cfg: ModelConfig, rows: int, tgt_len: int, mem_len: int, *, training: bool) -> int:
-    """A lower bound on the bytes one forward (and with ``training`` backward and optimizer) step holds at once."""
+def step_bytes(cfg: ModelConfig, rows: int, tgt_len: int, mem_len: int, *, training: bool, precision: str = "fp32") -> int:
+    """A lower bound on the bytes one forward (and with ``training`` backward and optimizer) step holds at once,
+    in ``precision`` (the log-probabilities over the vocabulary and the weights are fp32 in every one)."""
     vocab = cfg.cutoffs[0] if cfg.adaptive and cfg.cutoffs else cfg.n_token
     logits = rows * tgt_len * vocab
     if cfg.family in ("lstm", "qrnn"):
@@ -66,12 +67,14 @@ def step_bytes(cfg: ModelConfig, rows: int, tgt_len: int, mem_len: int, *, train
         hidden = (cfg.n_layer + 1) * rows * keys * cfg.d_model
         activations = scores + hidden
     weights = parameter_count(cfg) * (4 if training else 1)
-    return FLOAT_BYTES * (logits + activations + weights)
+    activation_bytes = FLOAT_BYTES if precision == "fp32" else FLOAT_BYTES // 2
+    return FLOAT_BYTES * (logits + weights) + activation_bytes * activations
 
 
-def check_fits(cfg: ModelConfig, rows: int, tgt_len: int, mem_len: int, *, training: bool, device: str | torch.device, what: str) -> None:
+def check_fits(cfg: ModelConfig, rows: int, tgt_len: int, mem_len: int, *, training: bool, device: str | torch.device, what: str,
+               precision: str = "fp32") -> None:
     """Refuse (with the estimate) a step that needs more memory than the device has."""
-    needed, available = step_bytes(cfg, rows, tgt_len, mem_len, training=training), machine_memory(device)
+    needed, available = step_bytes(cfg, rows, tgt_len, mem_len, training=training, precision=precision), machine_memory(device)
     if needed > available:
         raise TxlabError(
             f"{what} needs at least {needed / GIB:,.1f} GiB ({rows:,} streams x {tgt_len:,} tokens, memory {mem_len:,}, "

@@ -331,6 +331,7 @@ def train(
     from txlab.devices import check_device
     from txlab.fileio import check_not_held
     from txlab.plan import training_plan
+    from txlab.precision import check_precision
     from txlab.train import check_run_dir, train as train_run
     from txlab.zoo import run_config, train_run_dir
 
@@ -340,6 +341,8 @@ def train(
                      [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *([f"train.device={device}"] if device else []), *overrides],
                      text=text, tokenizer=tokenizer)
     check_device(cfg.train.device, "train.device")  # set by --set, --config or the preset: checked before the plan
+    check_precision(cfg.train.precision, cfg.train.device, cfg.model.family, "train.precision")
+    check_precision(cfg.eval.precision, cfg.train.device, cfg.model.family, "eval.precision")
     from txlab.corpora import check_corpus_dir_applies
 
     check_corpus_dir_applies(cfg.data.corpus, corpus_dir)
@@ -376,6 +379,8 @@ def eval_command(
     streams: str = typer.Option(None, "--streams", help="exact: every target once; reference: the targets the authors' eval.py scores "
                                 "(each stream's first token and the len % batch tail left out) [default: the run's eval.streams]."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    precision: str = typer.Option(None, "--precision", help="fp32, or bf16 or fp16 autocast (the log-softmax stays fp32); a Hugging Face "
+                                  "model's weights are loaded in it \\[default: the run's eval.precision; fp32 for hf:]."),
     corpus_dir: str = typer.Option("", "--corpus-dir", help="Read the corpus from this folder instead of the run's data.corpus_dir (its vocabulary must be the run's)."),
     by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: also the loss per token role and per copy distance, beside the ideal model's.", metavar=""),
     data: str = typer.Option(None, "--data", help="hf: models only: the corpus to score (`txlab data list`)."),
@@ -411,29 +416,29 @@ def eval_command(
             raise TxlabError("a Hugging Face model is scored on --text FILE (your text) or --data NAME (`txlab data list`)")
         data_cfg = run_config(None, corpus=chosen.data or None, text=chosen.text, tokenizer=chosen.tokenizer).data
         r = evaluate_checkpoint(spec, data_cfg, split=split, tgt_len=tgt_len, mem_len=mem_len or 0, batch_size=batch_size or 1,
-                                max_tokens=max_tokens, device=device, progress=not quiet)
+                                max_tokens=max_tokens, device=device, precision=precision or "fp32", progress=not quiet)
         metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
         typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens (segments of {r['tgt_len']} after "
-                   f"{r['mem_len']} tokens of context, {r['batch_size']} streams)")
+                   f"{r['mem_len']} tokens of context, {r['batch_size']} streams, {r['precision']})")
         typer.echo(f"written to {r['path']}")
         if json_output:
-            _print_json({k: r[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "batch_size") if k in r})
+            _print_json({k: r[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "batch_size", "precision") if k in r})
         return
     for option, value in {"--data": data, "--text": text, "--tokenizer": tokenizer}.items():
         if value is not None:
             raise TxlabError(f"{option} is for hf: models; a txlab run is scored on its own corpus (--corpus-dir if it moved)")
     r = evaluate_run(run_dir, split=split, tgt_len=tgt_len, mem_len=mem_len, clamp_len=clamp_len, same_length=same_length,
-                     attn_len=attn_len, batch_size=batch_size, streams=streams, device=device, progress=not quiet, by_role=by_role,
-                     corpus_dir=corpus_dir, max_tokens=max_tokens)
+                     attn_len=attn_len, batch_size=batch_size, streams=streams, precision=precision, device=device, progress=not quiet,
+                     by_role=by_role, corpus_dir=corpus_dir, max_tokens=max_tokens)
     metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
     memory = f", mem_len {r['mem_len']}, clamp_len {r['clamp_len']}, same_length {r['same_length']}" if r["family"] == "xl" else ""
     typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens "
-               f"(tgt_len {r['tgt_len']}{memory}, {r['batch_size']} streams, {r['streams']})")
+               f"(tgt_len {r['tgt_len']}{memory}, {r['batch_size']} streams, {r['streams']}, {r['precision']})")
     if by_role:
         typer.echo(format_summary(r["by_role"]))
     typer.echo(f"written to {r['path']}")
     if json_output:
-        keys = ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "by_role")
+        keys = ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "precision", "by_role")
         _print_json({k: r[k] for k in keys if k in r})
 
 

@@ -35,6 +35,8 @@ from txlab.workspace import check_name
 FAMILIES = ("xl", "vanilla", "lstm", "qrnn", "hf")
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
 ATTN_KERNELS = ("auto", "unfused", "sdpa")
+PRECISIONS = ("fp32", "bf16", "fp16")
+"""How a model computes (txlab.precision): float32, or mixed precision under autocast in bfloat16 or float16."""
 
 
 MAX_INT = 2**63 - 1
@@ -242,6 +244,12 @@ class TrainConfig:
     log_interval: int = setting(20, "Steps between metric lines.", valid=POSITIVE)
     seed: int = setting(0, "Seed for parameters, dropout and data order.", valid=SEED)
     device: str = setting("cpu", "Torch device ('cpu', 'cuda', 'cuda:1', ...).")
+    precision: str = setting(
+        "fp32",
+        "Training steps in fp32, or in mixed precision: bf16 or fp16 autocast (fp16 with dynamic loss scaling), weights and "
+        "optimizer in fp32, the log-softmax and losses in fp32; on a CUDA GPU with TF32, bf16 and fp16 also use it for fp32 matmuls.",
+        PRECISIONS,
+    )
     threads: int = setting(0, "CPU threads for torch; 0 leaves torch's default.", valid=NON_NEGATIVE)
     tensorboard: bool = setting(False, "Also log metrics for TensorBoard under <run>/tensorboard (needs `pip install tensorboard`).")
     wandb: bool = setting(False, "Also log metrics and the resolved config to Weights & Biases (needs `pip install 'txlab[wandb]'`): "
@@ -265,6 +273,12 @@ class EvalConfig:
         "stream boundaries included); 'reference' as the authors' eval.py (len // batch_size tokens a stream, the rest "
         "dropped, each stream's first token not scored).",
         ("exact", "reference"),
+    )
+    precision: str = setting(
+        "fp32",
+        "Evaluation (the periodic validation, txlab eval, loss tables for RECL) in fp32, or under bf16 or fp16 autocast; the "
+        "log-softmax and the losses stay fp32, but reduced-precision noise in a loss can read as context gain in RECL.",
+        PRECISIONS,
     )
 
 

@@ -33,6 +33,7 @@ from txlab.diagnostics import role_summary
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
 from txlab.lm import Context, LanguageModel, LMOutput, State
+from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
 
 
@@ -90,12 +91,15 @@ def evaluate(
     progress: bool = False,
     token_losses: bool = False,
     reference_streams: bool = False,
+    precision: str = "fp32",
 ) -> dict[str, Any]:
     """Token-weighted mean NLL over ``tokens`` (the first ``max_tokens`` + 1 if > 0), every target
     scored exactly once: the paper's protocol. ``reference_streams``: only the targets the authors'
-    eval.py scores (see :func:`txlab.batching.eval_segments`).
+    eval.py scores (see :func:`txlab.batching.eval_segments`). ``precision``: the forward passes in
+    fp32 or under bf16 or fp16 autocast (txlab.precision); the losses are summed in float64 either way.
 
-    With ``token_losses`` the result also holds ``nll``: [len(tokens)] float64 nats in text order,
+    The result holds ``loss``, ``tokens`` and ``tf32`` (whether TF32 matmuls were on). With
+    ``token_losses`` it also holds ``nll``: [len(tokens)] float64 nats in text order,
     NaN for the first token and any token past ``max_tokens`` (what txlab.diagnostics reads)."""
     if tgt_len <= 0:
         raise TxlabError(f"segment length must be positive, got {tgt_len}")
@@ -110,7 +114,7 @@ def evaluate(
     total = torch.zeros((), dtype=torch.float64, device=model.device)
     count = 0
     try:
-        with using_context(model, context):
+        with using_context(model, context), scoring_precision(precision, model.device) as tf32:
             chunks = read_in_chunks(model, torch.as_tensor(streams.inputs), tgt_len, targets=torch.as_tensor(streams.targets))
             for start, out in Progress(chunks, total=n_segments, desc="eval", unit="seg", disable=not progress, leave=False):
                 columns = slice(start, start + tgt_len)
@@ -122,7 +126,7 @@ def evaluate(
                     per_token[streams.target_index[:, columns][real]] = nll.cpu().numpy()
     finally:
         model.train(was_training)
-    result: dict[str, Any] = {"loss": total.item() / count, "tokens": count}
+    result: dict[str, Any] = {"loss": total.item() / count, "tokens": count, "tf32": tf32}
     if per_token is not None:
         result["nll"] = per_token
     return result
@@ -163,6 +167,7 @@ def evaluate_run(
     attn_len: int | None = None,
     batch_size: int | None = None,
     streams: str | None = None,
+    precision: str | None = None,
     max_tokens: int = 0,
     device: str = "cpu",
     progress: bool = True,
@@ -175,9 +180,9 @@ def evaluate_run(
     Unset options take the run's evaluation settings. ``attn_len`` is the paper's "attention length":
     every query attends exactly that many keys (mem_len = attn_len with same_length on).
     ``max_tokens`` > 0 scores only the split's first ``max_tokens`` targets. ``streams``: 'exact' or
-    'reference' (see ``EvalConfig.streams``).
+    'reference' (see ``EvalConfig.streams``). ``precision``: fp32, bf16 or fp16 (``EvalConfig.precision``).
     Returns loss, ppl (word level) or bpc (character level), tokens scored and the settings used,
-    and writes them to ``record_path``, by default ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same]-b<B>[-reference][-n<N>].json``:
+    and writes them to ``record_path``, by default ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same]-b<B>[-reference][-bf16|-fp16][-n<N>].json``:
     every setting that changes the number is in the name (the batch size too: streams cut the split into
     pieces that each start without context), so records of other settings never overwrite each other.
     ``corpus_dir`` reads the corpus from that folder instead of the run's ``data.corpus_dir`` (a corpus
@@ -197,9 +202,11 @@ def evaluate_run(
             raise TxlabError("give either --attn-len or --mem-len, not both")
         mem_len, same_length = attn_len, True
     changes = {k: v for k, v in {"tgt_len": tgt_len, "mem_len": mem_len, "clamp_len": clamp_len,
-                                 "same_length": same_length, "batch_size": batch_size, "streams": streams, "split": split}.items()
+                                 "same_length": same_length, "batch_size": batch_size, "streams": streams, "split": split,
+                                 "precision": precision}.items()
                if v is not None}
     eval_cfg = update_dataclass(cfg.eval, changes, prefix="eval.")
+    check_precision(eval_cfg.precision, device, cfg.model.family, "eval.precision")
     seg_len, context = evaluation_context(cfg.model, eval_cfg)
     if ckpt.model.max_context is not None and seg_len > ckpt.model.max_context:
         raise TxlabError(f"this model reads at most {ckpt.model.max_context} tokens at once; --tgt-len {seg_len} is too long")
@@ -210,17 +217,17 @@ def evaluate_run(
                          "every stream needs at least one target (and without context it scores them blind)")
     stream_len = -(-n_targets // eval_cfg.batch_size)  # no segment or memory holds more than its stream
     check_fits(cfg.model, eval_cfg.batch_size, min(seg_len, stream_len), min(context.mem_len, stream_len), training=False, device=device,
-               what="this evaluation (--batch-size, --tgt-len, --mem-len/--attn-len)")
+               what="this evaluation (--batch-size, --tgt-len, --mem-len/--attn-len)", precision=eval_cfg.precision)
     check_position_table(cfg.model, seg_len + context.mem_len, device=device, what="this evaluation (--mem-len/--attn-len)")
     if by_role and corpus.truth is None:
         raise TxlabError(f"--by-role needs a synthetic corpus (it knows each token's role); {corpus.name} is not one")
     result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress,
-                      token_losses=by_role, reference_streams=eval_cfg.streams == "reference")
+                      token_losses=by_role, reference_streams=eval_cfg.streams == "reference", precision=eval_cfg.precision)
     record = {
         **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "step": ckpt.meta["step"],
         "family": cfg.model.family, "tgt_len": seg_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
-        "batch_size": eval_cfg.batch_size, "streams": eval_cfg.streams, "max_tokens": max_tokens,
-        "token_stream_sha256": corpus.token_stream_hash(split),
+        "batch_size": eval_cfg.batch_size, "streams": eval_cfg.streams, "precision": eval_cfg.precision, "tf32": result["tf32"],
+        "max_tokens": max_tokens, "token_stream_sha256": corpus.token_stream_hash(split),
     }
     if by_role:
         record["by_role"] = role_summary(result["nll"], corpus.truth[split])
@@ -228,6 +235,8 @@ def evaluate_run(
         name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}-b{eval_cfg.batch_size}"
         if eval_cfg.streams == "reference":  # scores other targets: not the same number
             name += "-reference"
+        if eval_cfg.precision != "fp32":
+            name += f"-{eval_cfg.precision}"
         record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}{'-roles' if by_role else ''}.json"
     record["path"] = str(write_json_atomic(record_path, record))
     return record
@@ -243,7 +252,7 @@ def evaluate_checkpoint(
     batch_size: int = 1,
     max_tokens: int = 0,
     device: str = "cpu",
-    dtype: str = "float32",
+    precision: str = "fp32",
     progress: bool = True,
     record_path: Path | None = None,
 ) -> dict[str, Any]:
@@ -252,7 +261,8 @@ def evaluate_checkpoint(
     The split is read in segments of ``tgt_len`` tokens (default: the model's position table or trained
     length, else 512), each from a fresh start after the ``mem_len`` tokens before it (default 0: disjoint
     windows, as lm-evaluation-harness scores; ``mem_len`` > 0 gives every target at least that much
-    context, the strided protocol). The record goes to ``<home>/results/eval/<name>-<fingerprint>/``.
+    context, the strided protocol). ``precision``: the weights' and the computation's (txlab.hf.load_causal_lm).
+    The record goes to ``<home>/results/eval/<name>-<fingerprint>/``.
     """
     from txlab import hf
     from txlab.corpora import load_corpus
@@ -260,7 +270,7 @@ def evaluate_checkpoint(
     from txlab.workspace import resolve
 
     check_device(device)
-    model = hf.load_causal_lm(spec, device=device, dtype=dtype)
+    model = hf.load_causal_lm(spec, device=device, precision=precision)
     source = hf.hf_source(spec)
     corpus = load_corpus(data, progress=progress)
     hf.check_corpus(source, Path(source.rstrip("/")).name, corpus)
@@ -271,14 +281,16 @@ def evaluate_checkpoint(
         raise TxlabError(f"this model reads at most {model.max_context} tokens at once (its position table): "
                          f"--tgt-len {seg_len} with --mem-len {mem_len} is too long")
     context = Context(mem_len=mem_len)
-    result = evaluate(model, tokens, seg_len, context, batch_size, max_tokens, progress=progress)
+    result = evaluate(model, tokens, seg_len, context, batch_size, max_tokens, progress=progress, precision=precision)
     record = {
         **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "model": spec,
-        "family": "hf", "tgt_len": seg_len, "mem_len": mem_len, "batch_size": batch_size, "max_tokens": max_tokens, "dtype": dtype,
+        "family": "hf", "tgt_len": seg_len, "mem_len": mem_len, "batch_size": batch_size, "max_tokens": max_tokens,
+        "precision": precision, "tf32": result["tf32"],
         "corpus": corpus.name, "tokenizer_id": corpus.tokenizer_id, "token_stream_sha256": corpus.token_stream_hash(split),
     }
     if record_path is None:
         folder = resolve("results/eval") / f"{Path(source.rstrip('/')).name}-{hf.fingerprint(source)}"
-        record_path = folder / f"{corpus.name}-{split}-tgt{seg_len}-mem{mem_len}-b{batch_size}{f'-n{max_tokens}' if max_tokens > 0 else ''}.json"
+        record_path = folder / (f"{corpus.name}-{split}-tgt{seg_len}-mem{mem_len}-b{batch_size}{'' if precision == 'fp32' else f'-{precision}'}"
+                                f"{f'-n{max_tokens}' if max_tokens > 0 else ''}.json")
     record["path"] = str(write_json_atomic(record_path, record))
     return record

@@ -47,6 +47,7 @@ from txlab.config import ModelConfig
 from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.lm import LanguageModel, LMOutput, State, check_target_shape
+from txlab.precision import DTYPES, check_precision
 
 PREFIX = "hf:"
 """A member or model spec starting with this names a Hugging Face checkpoint (folder or Hub id)."""
@@ -56,8 +57,6 @@ ARCHITECTURES = ("gpt2", "llama")
 
 LEARNED_ABSOLUTE = ("gpt2", "gpt_neo", "opt", "biogpt", "gpt_bigcode", "xglm", "imagegpt", "ctrl")
 """transformers model types whose position table bounds the context (their max_context)."""
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 INSTALL_HINT = "pip install 'txlab[hf]'"
 
@@ -256,19 +255,18 @@ def _probe_matches(wrapped: HFLanguageModel) -> bool:
     return bool(torch.allclose(own, ours, rtol=1e-4, atol=1e-4 * max(1.0, own.abs().max().item())))
 
 
-def load_causal_lm(spec: str, *, device: str = "cpu", dtype: str = "float32") -> HFLanguageModel:
+def load_causal_lm(spec: str, *, device: str = "cpu", precision: str = "fp32") -> HFLanguageModel:
     """``hf:PATH_OR_HUB_ID`` (or the bare path or id) as a LanguageModel, in evaluation mode.
 
-    ``dtype`` float32 (default), bfloat16 or float16: the weights and the computation; the log-softmax
-    of the scored rows is always taken in float32.
+    ``precision`` fp32 (default), bf16 or fp16 (txlab.precision): the weights are loaded in it, halving
+    their memory, and scoring computes in it; the log-softmax of the scored rows is always taken in float32.
     """
     source = hf_source(spec) if is_hf_spec(spec) else checked_source(str(spec))
     check_device(device)
-    if dtype not in DTYPES:
-        raise TxlabError(f"unknown dtype {dtype!r}: choose {', '.join(DTYPES)}")
+    check_precision(precision, device)
     transformers = require_transformers()
     try:
-        causal_lm = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype])
+        causal_lm = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[precision])
     except (OSError, ValueError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TxlabError(f"cannot load {source} as a causal language model: {first}") from None

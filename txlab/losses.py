@@ -42,6 +42,8 @@ token of each chunk, so the length of a short last chunk moves every position; s
 
 Only the target's log-probability at the needed rows is computed (``model.log_prob`` on the hidden
 states of those rows), in float32 or float64: noise in l turns into spurious gain through RECL's min().
+The forward passes run in the precision asked for (a run's ``eval.precision``, fp32 by default; under
+bf16 or fp16 autocast the log-softmax stays fp32, txlab.precision), recorded as ``precision`` in meta.json.
 
 Placebo
 -------
@@ -55,7 +57,7 @@ On disk
 target blocks), so every model of a group scored on the same targets uses the same name:
 
     meta.json            split, token_stream_sha256, grid, block_starts, block_len, seed, the model's
-                         max_context, the evaluation settings (tgt_len, context), method, model step
+                         max_context, the evaluation settings (tgt_len, context, precision), method, model step
     block-00000.npy      float32 [G, block_len]: l(grid[j], block_start + i), nats
     placebo-00000.npy    float32 [G-1, block_len]: placebo losses of step grid[j] -> grid[j+1]
 
@@ -86,6 +88,7 @@ from txlab.errors import TxlabError
 from txlab.evaluate import evaluation_context, read_in_chunks, using_context
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
 from txlab.lm import Context, LanguageModel
+from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
 from txlab.recl import DEFAULT_GRID
 
@@ -247,11 +250,13 @@ def placebo_block_losses(
 
 
 @contextmanager
-def scoring(model: LanguageModel, context: Context, reduced_precision: bool = False) -> Iterator[None]:
-    """Evaluation mode, no autograd, the given memory settings; refuses reduced precision unless asked for
-    (``reduced_precision``: a user's explicit dtype, recorded with the losses)."""
+def scoring(model: LanguageModel, context: Context, precision: str = "fp32") -> Iterator[None]:
+    """Evaluation mode, no autograd, the given memory settings, forward passes in ``precision``
+    (txlab.precision). Weights in reduced precision are refused unless that precision is asked for
+    (a user's explicit choice, recorded with the losses)."""
+    check_precision(precision, model.device)
     dtype = next(model.parameters()).dtype
-    if dtype not in (torch.float32, torch.float64) and not reduced_precision:
+    if dtype not in (torch.float32, torch.float64) and precision == "fp32":
         raise TxlabError(f"losses for RECL need float32 or better (noise becomes gain through the min()); the model is {dtype}")
     was_training = model.training
     model.eval()
@@ -259,6 +264,7 @@ def scoring(model: LanguageModel, context: Context, reduced_precision: bool = Fa
         with ExitStack() as stack:
             stack.enter_context(torch.inference_mode())
             stack.enter_context(using_context(model, context))
+            stack.enter_context(scoring_precision(precision, model.device))
             yield
     finally:
         model.train(was_training)
@@ -312,17 +318,18 @@ def collect_losses(
     placebo: bool = False,
     offset: int | None = None,
     progress: bool = False,
+    precision: str = "fp32",
 ) -> np.ndarray:
     """l(c, t) for c in ``grid`` and the targets of the blocks, in memory: float32 [G, n_blocks * block_len];
     with ``placebo``, the placebo losses of every grid step instead, far spans ``offset`` away (see
     :func:`placebo_block_losses`): float32 [G-1, n_blocks * block_len].
 
-    ``tgt_len`` and ``context`` are the model's evaluation settings (see the module docstring);
+    ``tgt_len``, ``context`` and ``precision`` are the model's evaluation settings (see the module docstring);
     targets are ``block_starts[k] + i`` for i < block_len, block by block.
     """
     check_targets(len(tokens), grid, block_starts, block_len)
     check_token_ids(model, tokens, "the token stream")
-    with scoring(model, context):
+    with scoring(model, context, precision):
         chunk_len = chunk_length(model, tgt_len)
         if not placebo:  # placebo contexts are read one window per (c, t): no method to choose
             lengths, _ = context_lengths(grid, model.max_context)
@@ -482,7 +489,8 @@ def collect_run_losses(
     """Collect (or finish collecting) a trained run's loss table on ``split`` and return it.
 
     Targets: ``n_blocks`` contiguous blocks of ``block_len`` drawn by ``seed`` after the first
-    max(grid) tokens (:func:`sample_blocks`); the run's evaluation settings decide how context is read.
+    max(grid) tokens (:func:`sample_blocks`); the run's evaluation settings decide how context is read
+    and in which precision.
     Finished blocks are skipped, so an interrupted call resumes; ``placebo`` adds the placebo losses
     of every grid step (also resumable, also skipped when present).
     """
@@ -492,12 +500,12 @@ def collect_run_losses(
 
     def fits(chunk_len: int | None, longest: int) -> None:
         check_fits(ckpt.config.model, batch_size, chunk_len or longest, context.mem_len if chunk_len else 0, training=False,
-                   device=device, what=f"collecting the losses of {run_dir} (--set batch_size, --set grid)")
+                   device=device, what=f"collecting the losses of {run_dir} (--set batch_size, --set grid)", precision=ckpt.config.eval.precision)
 
     return collect_model_losses(
         ckpt.model, corpus.split(split), corpus.token_stream_hash(split), run_dir, split, grid, n_blocks, block_len, seed,
         tgt_len=tgt_len, context=context, identity={"model_step": ckpt.meta["step"]}, placebo=placebo, batch_size=batch_size,
-        method=method, progress=progress, check_memory=fits,
+        method=method, progress=progress, check_memory=fits, precision=ckpt.config.eval.precision,
     )
 
 
@@ -520,7 +528,7 @@ def collect_model_losses(
     method: str = "auto",
     progress: bool = True,
     check_memory: Callable[[int | None, int], None] | None = None,
-    reduced_precision: bool = False,
+    precision: str = "fp32",
 ) -> LossTable:
     """Collect (or finish) any model's loss table under ``home/losses/<split>-<key>/`` and return it.
 
@@ -529,7 +537,8 @@ def collect_model_losses(
     ``context`` how it reads context; ``identity`` goes into meta.json and must match on resume (a
     run's step, a checkpoint's fingerprint), so losses of another model are never mixed in.
     ``check_memory(chunk_len, longest context)`` may refuse a collection that cannot fit.
-    ``reduced_precision`` accepts a bfloat16 or float16 model (the user asked for it; noise can read as gain).
+    ``precision``: fp32, or bf16 or fp16 autocast (txlab.precision), which also accepts a model whose weights are
+    in it; recorded in meta.json, so a collection is never finished in another precision (noise can read as gain).
     """
     home = Path(home)
     grid = tuple(int(c) for c in grid)
@@ -538,7 +547,7 @@ def collect_model_losses(
     check_token_ids(model, tokens, f"the {split} split")
     starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
     directory = home / "losses" / f"{split}-{collection_key(token_hash, grid, starts, block_len)}"
-    with scoring(model, context, reduced_precision):
+    with scoring(model, context, precision):
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(grid, model.max_context)
         if check_memory is not None:
@@ -548,7 +557,7 @@ def collect_model_losses(
             "block_starts": starts.tolist(), "block_len": block_len, "seed": seed,
             "max_context": model.max_context, "tgt_len": tgt_len, "chunk_len": chunk_len,
             "context": {"mem_len": context.mem_len, "same_length": context.same_length, "clamp_len": context.clamp_len},
-            "method": choose_method(model, tokens, lengths, chunk_len, method), **identity,
+            "method": choose_method(model, tokens, lengths, chunk_len, method), "precision": precision, **identity,
             "units": "nats",
         }
         _write_or_check_meta(directory, meta)

@@ -694,8 +694,10 @@ class TransformerXL(LanguageModel):
     runs the training path: every chunk re-projects the whole memory, as the authors' code does."""
 
     def _uses_eval_cache(self, keep: int, n_last: int) -> bool:
-        """The cached path runs in evaluation mode without autograd, with memory kept (not for window scoring)."""
-        return self.eval_cache and keep > 0 and n_last == 0 and not self.training and not torch.is_grad_enabled()
+        """The cached path runs in evaluation mode without autograd, with memory kept (not for window scoring), and
+        in full precision: its tables are kept across calls, and autocast's would outlive the autocast region."""
+        return (self.eval_cache and keep > 0 and n_last == 0 and not self.training and not torch.is_grad_enabled()
+                and not torch.is_autocast_enabled(self.device.type))
 
     def _weights_signature(self) -> tuple | None:
         """Changes whenever a parameter is written (in place: its version counter) or replaced (its storage).
@@ -1083,6 +1085,7 @@ def matmul_shared_keys(q: torch.Tensor, position_keys: torch.Tensor) -> torch.Te
     """
     batch, n_head, n_query, _ = q.shape
     out = q.new_empty(batch, n_head, n_query, position_keys.size(-1))
+    position_keys = position_keys.to(q.dtype)  # they may differ under autocast, which leaves a product written into out= alone
     for b in range(batch):
         torch.bmm(q[b], position_keys, out=out[b])
     return out

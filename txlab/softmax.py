@@ -125,8 +125,9 @@ class _LinearNLL(torch.autograd.Function):
 def linear_nll(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor) -> torch.Tensor:
     """-log_softmax(F.linear(hidden, weight, bias))[target] for hidden [N, d], target [N] -> [N]: the loss of a
     plain softmax layer without the [N, V] temporaries of composing it (:class:`_LinearNLL`). In fp32 and fp64;
-    lower precisions go through :func:`_log_softmax`, which computes in fp32."""
-    if hidden.dtype not in (torch.float32, torch.float64):
+    lower precisions, and mixed precision (autocast, whose logits come out in bf16 or fp16), go through
+    :func:`_log_softmax`, which takes the log-sum-exp in fp32."""
+    if hidden.dtype not in (torch.float32, torch.float64) or torch.is_autocast_enabled(hidden.device.type):
         return -_log_softmax(F.linear(hidden, weight, bias)).gather(1, target.unsqueeze(1)).squeeze(1)
     return _LinearNLL.apply(hidden, weight, bias, target)
 
@@ -165,8 +166,8 @@ class AdaptiveEmbedding(nn.Module):
         out = torch.empty(flat.numel(), self.d_proj, dtype=self.emb_layers[0].weight.dtype, device=flat.device)
         for i, (lo, hi) in enumerate(zip(self.bounds, self.bounds[1:])):
             idx = ((flat >= lo) & (flat < hi)).nonzero(as_tuple=True)[0]
-            if idx.numel():
-                out.index_copy_(0, idx, self._embed_cluster(i, flat[idx] - lo))
+            if idx.numel():  # under autocast a projected cluster comes out in bf16 or fp16: stored at the weights' precision
+                out.index_copy_(0, idx, self._embed_cluster(i, flat[idx] - lo).to(out.dtype))
         return out.view(*tokens.shape, self.d_proj) * self.scale  # [*, d_proj]
 
 

@@ -18,6 +18,10 @@ and ends with the same parameters as a run that was never interrupted. SIGTERM a
 checkpoint before exiting.
 
 The periodic validation scores the model with txlab.evaluate, as `txlab eval` does.
+
+``train.precision`` bf16 or fp16 runs each forward pass and its loss under autocast (txlab.precision);
+fp16 scales the loss, and the scaler's state is part of the checkpoint. Each training record of
+metrics.jsonl names the precision and whether TF32 was on.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from txlab.errors import TxlabError
 from txlab.evaluate import evaluate, evaluation_context, metric_summary, segment_loss
 from txlab.fileio import append_line, hold_directory, read_metrics_log, write_text_atomic
 from txlab.lm import Context
+from txlab.precision import autocast, check_precision, loss_scaler, matmul_precision
 from txlab.progress import Progress
 
 
@@ -286,6 +291,8 @@ def train(
 def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo: Callable[[str], None]) -> TrainResult:
     t = cfg.train
     check_device(t.device, "train.device")  # every way in (train, recl and ablate members) before a tensor is placed
+    check_precision(t.precision, t.device, cfg.model.family, "train.precision")
+    check_precision(cfg.eval.precision, t.device, cfg.model.family, "eval.precision")
     ddp = init_distributed(t.device)
     if t.threads > 0:
         torch.set_num_threads(t.threads)
@@ -297,16 +304,17 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
     if t.batch_size % (t.grad_accum * ddp.world):
         raise TxlabError(f"train.batch_size ({t.batch_size}) must divide evenly over {ddp.world} processes x {t.grad_accum} accumulation steps")
     check_fits(cfg.model, t.batch_size // (t.grad_accum * ddp.world), cfg.model.tgt_len, cfg.model.mem_len, training=True, device=t.device,
-               what="training (model.tgt_len, model.mem_len, train.batch_size / train.grad_accum)")
+               what="training (model.tgt_len, model.mem_len, train.batch_size / train.grad_accum)", precision=t.precision)
     eval_tgt_len, eval_context = evaluation_context(cfg.model, cfg.eval)
     check_fits(cfg.model, cfg.eval.batch_size, eval_tgt_len, eval_context.mem_len, training=False, device=t.device,
-               what="the periodic evaluation (eval.tgt_len, eval.mem_len, eval.batch_size)")
+               what="the periodic evaluation (eval.tgt_len, eval.mem_len, eval.batch_size)", precision=cfg.eval.precision)
 
     torch.manual_seed(t.seed)
     model = build_model(cfg.model).to(device)
     model.set_context(training_context(cfg.model))
     optimizer_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
     optimizer = optimizer_cls(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+    scaler = loss_scaler(t.precision, device)
 
     # This rank's streams, split into grad_accum groups that each keep their own state.
     streams = batchify(corpus.split("train"), t.batch_size)
@@ -328,6 +336,10 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
         model.load_state_dict(ckpt.model.state_dict())
         ts = ckpt.train_state
         optimizer.load_state_dict(ts["optimizer"])
+        if scaler.is_enabled():  # fp16: the loss scale goes on from where it was (train.precision cannot change on resume)
+            if not ts.get("loss_scaler"):
+                raise TxlabError(f"{run_dir}: its checkpoint has no loss-scaler state for fp16 training; rerun with --restart to train afresh")
+            scaler.load_state_dict(ts["loss_scaler"])
         step, position, epoch = ts["step"], ts["position"], ts["epoch"]
         elapsed, tokens_seen = ts["elapsed_s"], ts["tokens_seen"]
         states = _to_device(ts["recurrent"][ddp.rank], device)
@@ -354,7 +366,8 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
         save_config(cfg, run_dir / "config.yaml")
         echo(f"--- resolved config, as saved in {run_dir / 'config.yaml'} ---\n{to_yaml(cfg)}---")
         _trim_metrics(metrics_file, step, echo)
-        echo(f"run {run_dir} | {model.num_parameters():,} parameters | corpus {corpus.name} ({corpus.n_token} symbols)")
+        echo(f"run {run_dir} | {model.num_parameters():,} parameters | corpus {corpus.name} ({corpus.n_token} symbols) | "
+             f"precision {t.precision}, evaluation {cfg.eval.precision}")
 
     wrapped: Any = model
     if ddp.world > 1:
@@ -367,7 +380,8 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
     def run_eval() -> tuple[dict[str, float], dict[str, Any] | None]:
         """The validation metrics, and on synthetic corpora the per-role summary (txlab.diagnostics)."""
         result = evaluate(model, valid_tokens, eval_tgt_len, eval_context, cfg.eval.batch_size, t.eval_tokens,
-                          progress=progress and ddp.is_main, token_losses=valid_truth is not None, reference_streams=cfg.eval.streams == "reference")
+                          progress=progress and ddp.is_main, token_losses=valid_truth is not None, reference_streams=cfg.eval.streams == "reference",
+                          precision=cfg.eval.precision)
         metrics = {**metric_summary(result["loss"], corpus.level), "tokens": result["tokens"]}
         if valid_truth is None:
             return metrics, None
@@ -395,6 +409,7 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
             train_state = {
                 "optimizer": optimizer.state_dict(), "step": step, "position": position, "epoch": epoch,
                 "elapsed_s": elapsed, "tokens_seen": tokens_seen, "rng_torch": rng, "recurrent": recurrent,
+                "loss_scaler": scaler.state_dict(),  # {} unless fp16
             }
             try:
                 save_checkpoint(run_dir, model, cfg, step=step, vocab_hash=vocab_hash,
@@ -410,7 +425,7 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
     # steps' (a validation then makes the estimate jump, and between validations it leaves them out)
     bar = Progress(total=t.max_steps, initial=step, desc="train", unit="step", smoothing=0, disable=not (progress and ddp.is_main))
     model.train()
-    with _StopRequest() as stop:
+    with _StopRequest() as stop, matmul_precision(t.precision, device) as tf32:
         while step < t.max_steps:
             lr = learning_rate(step, t)
             for param_group in optimizer.param_groups:
@@ -428,16 +443,19 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
                 targets = torch.as_tensor(segment.targets, device=device)
                 sync = g == len(groups) - 1 or ddp.world == 1
                 with wrapped.no_sync() if not sync else nullcontext():
-                    out = wrapped(inputs, states[g], targets)
-                    loss = segment_loss(out.nll, t.loss) / t.grad_accum
-                    loss.backward()
+                    with autocast(t.precision, device):  # the forward pass and the loss; backward follows their dtypes
+                        out = wrapped(inputs, states[g], targets)
+                        loss = segment_loss(out.nll, t.loss) / t.grad_accum
+                    scaler.scale(loss).backward()
                 states[g] = out.state
                 window_loss += loss.detach().double()
                 segment_len = segment.next_position - segment.position
             position += segment_len
             if t.clip > 0:
+                scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
                 torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
-            optimizer.step()
+            scaler.step(optimizer)  # fp16: skipped when a gradient overflowed, and the scale lowered
+            scaler.update()
             optimizer.zero_grad(set_to_none=True)
             step += 1
             step_tokens = segment_len * t.batch_size
@@ -454,7 +472,8 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
                     raise TxlabError(f"training loss became {mean_loss} by step {step}; the last good checkpoint in {run_dir} was kept (try a lower train.lr or clip)")
                 elapsed += now - window_start
                 rate = window_tokens / max(now - window_start, 1e-9)
-                log({"step": step, "split": "train", "loss": mean_loss, "lr": lr, "tokens": tokens_seen, "elapsed_s": elapsed, "tokens_per_s": rate})
+                log({"step": step, "split": "train", "loss": mean_loss, "lr": lr, "tokens": tokens_seen, "elapsed_s": elapsed, "tokens_per_s": rate,
+                     "precision": t.precision, "tf32": tf32, **({"loss_scale": scaler.get_scale()} if scaler.is_enabled() else {})})
                 bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{rate:,.0f}")
                 window_loss.zero_()
                 window_steps, window_tokens = 0, 0

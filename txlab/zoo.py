@@ -76,11 +76,16 @@ def run_name(cfg: RunConfig) -> str:
 def train_run_dir(cfg: RunConfig, root: Path | None = None) -> Path:
     """Where `txlab train` puts a run without --run-dir: :func:`run_dir`, with ``-<N>steps`` for a trial
     run whose length differs from the size's recipe (:func:`trial_steps`), so the README's 300-step
-    first step and the 2,000-step quick start never resume each other. (A RECL group's members keep
-    :func:`run_dir`: there another length is the group's recipe, checked member against member.)"""
-    trial = trial_steps(cfg) if not cfg.name else None
+    first step and the 2,000-step quick start never resume each other, and ``-bf16`` or ``-fp16`` for
+    a run in mixed precision (another model than the fp32 recipe's). A run named by ``name`` keeps its
+    name. (A RECL group's members keep :func:`run_dir`: there another length is the group's recipe,
+    checked member against member.)"""
     directory = run_dir(cfg, root)
-    return directory.with_name(f"{directory.name}-{trial}steps") if trial else directory
+    if cfg.name:
+        return directory
+    trial = trial_steps(cfg)
+    suffix = (f"-{trial}steps" if trial else "") + ("" if cfg.train.precision == "fp32" else f"-{cfg.train.precision}")
+    return directory.with_name(directory.name + suffix)
 
 
 def recipe_steps(cfg: RunConfig) -> int | None:

@@ -44,8 +44,8 @@ import numpy as np
 
 from txlab import corpora, hf, recl, report
 from txlab.checkpoint import has_checkpoint, read_meta
-from txlab.config import (NON_NEGATIVE, POSITIVE, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile, setting, to_dict,
-                          update_dataclass)
+from txlab.config import (NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile,
+                          setting, to_dict, update_dataclass)
 from txlab.corpora import CORPORA, Corpus, load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab import devices
@@ -101,8 +101,9 @@ class ReclSettings:
                                    "the losses can then read as context).")
     batch_size: int = setting(16, "Windows per forward pass.", valid=POSITIVE)
     device: str = setting("cpu", "Torch device of the loss collection (cpu, cuda, cuda:1, ...).")
-    dtype: str = setting("float32", "Hugging Face members: dtype of their weights and computation (bfloat16 halves the memory on a GPU; "
-                         "losses are always taken in float32, but reduced-precision noise can read as gain).", tuple(hf.DTYPES))
+    precision: str = setting("fp32", "Hugging Face members: the precision of their weights and computation (bf16 halves the memory on a "
+                             "GPU; the log-softmax is always taken in fp32, but reduced-precision noise can read as gain). txlab runs are "
+                             "read in their own eval.precision.", PRECISIONS)
     train_missing: bool = setting(True, "Train preset members that have no checkpoint, or resume one interrupted under the same recipe "
                                   "(false: refuse instead).")
     allow_unequal: bool = setting(False, "Score a group whose preset members were not all trained to their recipe's steps (else refused): "
@@ -647,13 +648,13 @@ def collect_member(member: Member, corpus: Corpus, settings: ReclSettings, progr
     if not member.source:
         return collect_run_losses(member.run_dir, settings.split, grid, settings.blocks, settings.block_len, settings.seed,
                                   placebo=bool(settings.placebo), batch_size=settings.batch_size, device=settings.device, progress=progress)
-    model = hf.load_causal_lm(member.source, device=settings.device, dtype=settings.dtype)
-    write_json_atomic(member.run_dir / "member.json", {"kind": "hf", **hf.describe(model), "dtype": settings.dtype})
+    model = hf.load_causal_lm(member.source, device=settings.device, precision=settings.precision)
+    write_json_atomic(member.run_dir / "member.json", {"kind": "hf", **hf.describe(model), "precision": settings.precision})
     return collect_model_losses(
         model, corpus.split(settings.split), corpus.token_stream_hash(settings.split), member.run_dir, settings.split, grid,
         settings.blocks, settings.block_len, settings.seed, tgt_len=grid[-1], context=Context(mem_len=0),
-        identity={"model": hf.fingerprint(member.source), "dtype": settings.dtype}, placebo=bool(settings.placebo),
-        batch_size=settings.batch_size, progress=progress, reduced_precision=settings.dtype != "float32",
+        identity={"model": hf.fingerprint(member.source)}, placebo=bool(settings.placebo),
+        batch_size=settings.batch_size, progress=progress, precision=settings.precision,
     )
 
 
