@@ -149,6 +149,8 @@ def test_local_and_moved_horizons():
         get_spec("recall-small", max_context=5)
     with pytest.raises(TxlabError, match="recall_fraction"):
         synthetic.RecallSpec("dense", "", recall_fraction=0.3).check()
+    with pytest.raises(TxlabError, match="step_probs must be 4 probabilities"):
+        synthetic.RecallSpec("skewed", "", step_probs=(0.5, 0.5, 0.5, 0.5)).check()
 
 
 def test_diagnostics_split_recalls_and_latches(text):
@@ -162,3 +164,5 @@ def test_diagnostics_split_recalls_and_latches(text):
             assert bucket["model"] == pytest.approx(bucket["ideal_with"] if bucket["hi"] <= 100 else bucket["ideal_without"]) or bucket["lo"] < 100 < bucket["hi"]
     assert sum(b["tokens"] for b in summary["latch_distance"]) == summary["roles"]["latch_emission"]["tokens"]
     assert "latch distance" in diagnostics.format_summary(summary)
+    with pytest.raises(TxlabError, match="copy distance bucket edges must increase"):
+        diagnostics.role_summary(loss, text, edges=np.array([20, 10]))

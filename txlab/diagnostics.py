@@ -85,7 +85,7 @@ def role_summary(loss: np.ndarray, truth: SyntheticText, edges: np.ndarray | Non
     for name, (role, offset) in truth.spec.distance_roles.items():
         bucket_edges = distance_edges(truth, name=name) if edges is None or name != "copy_distance" else np.asarray(edges, dtype=np.int64)
         if bucket_edges.ndim != 1 or len(bucket_edges) < 2 or np.any(np.diff(bucket_edges) <= 0):
-            raise TxlabError(f"copy-distance bucket edges must increase, got {bucket_edges.tolist()}")
+            raise TxlabError(f"{name.replace('_', ' ')} bucket edges must increase, got {bucket_edges.tolist()}")
         of_role = scored & (truth.role == role)
         distance = truth.needed_context - offset
         summary[name] = [

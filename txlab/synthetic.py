@@ -134,6 +134,13 @@ _SPLIT_INDEX = {"train": 0, "valid": 1, "test": 2}
 _STEP_DELTAS = np.array([1, 2, 3, 4])
 
 
+def _step_probs_problem(step_probs: tuple[float, ...]) -> str:
+    """What is wrong with a background chain's step probabilities ('' when nothing is)."""
+    if len(step_probs) != len(_STEP_DELTAS) or abs(sum(step_probs) - 1) > 1e-9:
+        return f"step_probs must be {len(_STEP_DELTAS)} probabilities summing to 1"
+    return ""
+
+
 @dataclass(frozen=True)
 class SyntheticSpec:
     """One synthetic corpus: the language's sizes and where its long-range dependencies reach."""
@@ -193,8 +200,8 @@ class SyntheticSpec:
                 f"synthetic corpus {self.name!r}: need fact_len < min_distance <= max_distance, "
                 f"got {self.fact_len}, {self.min_distance}, {self.max_distance}"
             )
-        if len(self.step_probs) != len(_STEP_DELTAS) or abs(sum(self.step_probs) - 1) > 1e-9:
-            raise TxlabError(f"synthetic corpus {self.name!r}: step_probs must be {len(_STEP_DELTAS)} probabilities summing to 1")
+        if problem := _step_probs_problem(self.step_probs):
+            raise TxlabError(f"synthetic corpus {self.name!r}: {problem}")
         if not 0 <= self.copy_fraction < 0.25:
             raise TxlabError(f"synthetic corpus {self.name!r}: copy_fraction must lie in [0, 0.25)")
 
@@ -306,8 +313,8 @@ class RecallSpec:
             problems.append("values_per_fact must be positive")
         if self.latch_max_gap < 2 or min(self.n_latches, self.latch_groups, self.symbols_per_group) < 1:
             problems.append("latch_max_gap must be at least 2, and n_latches, latch_groups and symbols_per_group positive")
-        if len(self.step_probs) != len(_STEP_DELTAS) or abs(sum(self.step_probs) - 1) > 1e-9:
-            problems.append(f"step_probs must be {len(_STEP_DELTAS)} probabilities summing to 1")
+        if problem := _step_probs_problem(self.step_probs):
+            problems.append(problem)
         if problems:
             raise TxlabError(f"synthetic corpus {self.name!r}: " + "; ".join(problems))
 

@@ -20,10 +20,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from txlab.report import STALL_MARGIN, learned_roles
 from txlab.tables import markdown_table
 
-STALL_MARGIN = 0.5
-"""Nats below the no-context loss that a structure must reach to count as learned."""
 SEGMENT, SPAN = 128, 256
 """The cpu recipe's training segment and memory + segment."""
 
@@ -33,10 +32,6 @@ def band(record: dict, lo: int, hi: int) -> float:
     buckets = [b for b in record["copy_distance"] if b["lo"] >= lo and b["hi"] <= hi and b["tokens"]]
     tokens = sum(b["tokens"] for b in buckets)
     return sum(b["model"] * b["tokens"] for b in buckets) / tokens if tokens else float("nan")
-
-
-def learned(group: dict) -> bool:
-    return group["model"] < group["ideal_without"] - STALL_MARGIN
 
 
 def summarise_run(run_dir: Path) -> dict | None:
@@ -56,7 +51,7 @@ def summarise_run(run_dir: Path) -> dict | None:
         "recalled_value": roles["recalled_value"]["model"], "recalled_without": roles["recalled_value"]["ideal_without"],
         "recalled_near_lt_segment": band(last, 0, SEGMENT), "recalled_segment_to_span": band(last, SEGMENT, SPAN),
         "recall_below_1_nat_at_step": recall_below_1,
-        "stalled": not (learned(roles["latch_emission"]) or learned(roles["recalled_value"])),
+        "stalled": not any(roles[r]["model"] < roles[r]["ideal_without"] - STALL_MARGIN for r in learned_roles(roles).structures),
     }
 
 
