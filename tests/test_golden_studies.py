@@ -1,0 +1,71 @@
+"""Two tiny studies, run end to end, give the tables committed under tests/golden/.
+
+Every stage runs for real (synthetic corpus, training, evaluation, per-token losses, RECL, placebos,
+claims, learned-structure tables), so a change anywhere in the package that moves a number shows
+here: the tables are the package's output, held fixed across restructurings. The tiny models' numbers
+mean nothing about language modelling; they only have to stay the same.
+
+CSV tables are compared number by number (relative 1e-4, absolute 1e-6: the same code on another
+CPU of this kind may round the last bits differently); Markdown tables word by word, with numbers
+compared as in the CSVs. After a change that is meant to move the numbers, write the golden tables
+again with ``TXLAB_WRITE_GOLDEN=1 pytest tests/test_golden_studies.py`` and commit them with the
+reason.
+"""
+
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+STUDIES = Path(__file__).parent.parent / "studies"
+
+_COMMANDS = {
+    "ablate-table6-tiny": (["ablate", str(STUDIES / "table6.yaml"), "--profile", "tiny"], "results/ablate/table6-tiny"),
+    "recl-table8-tiny": (["recl", "--study", str(STUDIES / "table8.yaml"), "--profile", "tiny", "xl-rnn"],
+                         "results/recl/table8-xl-rnn-tiny-synthetic"),
+}
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _close(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
+
+
+def _assert_same_csv(made: Path, golden: Path) -> None:
+    new, old = pd.read_csv(made), pd.read_csv(golden)
+    assert list(new.columns) == list(old.columns), made.name
+    assert len(new) == len(old), made.name
+    for column in old.columns:
+        for i, (a, b) in enumerate(zip(new[column], old[column])):
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+                assert _close(float(a), float(b)), f"{made.name} row {i} {column}: {a} != {b}"
+            else:
+                assert str(a) == str(b), f"{made.name} row {i} {column}: {a!r} != {b!r}"
+
+
+def _assert_same_text(made: Path, golden: Path) -> None:
+    new, old = made.read_text(), golden.read_text()
+    assert _NUMBER.sub("#", new) == _NUMBER.sub("#", old), f"{made.name}: the words differ"
+    for a, b in zip(_NUMBER.findall(new), _NUMBER.findall(old)):
+        assert _close(float(a), float(b)), f"{made.name}: {a} != {b}"
+
+
+@pytest.mark.parametrize("name", sorted(_COMMANDS))
+def test_a_tiny_study_gives_the_committed_tables(name, tmp_path, cli):
+    args, out = _COMMANDS[name]
+    cli.ok("--home", tmp_path, *args)
+    made = sorted(p for p in (tmp_path / out).iterdir() if p.suffix in (".csv", ".md"))
+    golden = GOLDEN / name
+    if os.environ.get("TXLAB_WRITE_GOLDEN") == "1":
+        shutil.rmtree(golden, ignore_errors=True)
+        golden.mkdir(parents=True)
+        for path in made:
+            shutil.copy(path, golden / path.name)
+    assert [p.name for p in made] == sorted(p.name for p in golden.iterdir())
+    for path in made:
+        (_assert_same_csv if path.suffix == ".csv" else _assert_same_text)(path, golden / path.name)
