@@ -193,3 +193,11 @@ def test_loss_falls_on_a_deterministic_markov_chain(family):
         losses.append(loss.item())
     assert losses[0] == pytest.approx(np.log(16), abs=0.1)
     assert losses[-1] < 0.1 * losses[0]
+
+
+def test_embedding_init_range_is_a_setting():
+    """model.rnn_embed_init sets the uniform range of the embedding and the (tied) softmax weights."""
+    for width in (0.1, 1.7):
+        cfg = ModelConfig(family="lstm", n_token=50, d_model=16, d_inner=24, n_layer=2, rnn_embed_init=width)
+        weight = build_rnn(cfg).embedding.emb_layers[0].weight
+        assert width * 0.9 < weight.abs().max().item() <= width

@@ -43,8 +43,8 @@ def test_deterministic_and_documented_sizes():
     for field in ("tokens", "role", "needed_context", "oracle_nll_with", "oracle_nll_without"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert not np.array_equal(a.tokens, generate(SPEC, 30_000, seed=2).tokens)
-    # 128 background + 4 latches x 2 markers + 8 registers + 8 x 4 emissions (shared by the latches) + 2 markers + 64 keys + 256 values
-    assert SPEC.vocab_size == 498 == len(set(SPEC.symbols()))
+    # 128 background + 2 latches x 2 markers + 8 registers + 8 x 4 emissions (shared by the latches) + 2 markers + 64 keys + 256 values
+    assert SPEC.vocab_size == 494 == len(set(SPEC.symbols()))
     assert a.tokens.max() < SPEC.vocab_size
     # the background chain is the copy family's language
     np.testing.assert_array_equal(synthetic._language(SPEC), synthetic._language(VARIANTS["synthetic-small"]))
@@ -55,10 +55,11 @@ def test_token_mix_and_distances(text):
     assert stats["fraction_recalled_value"] == pytest.approx(SPEC.recall_fraction, abs=0.002)
     per_fact = SPEC.recall_fraction / SPEC.values_per_fact
     assert stats["fraction_source_marker"] == stats["fraction_recall_marker"] == pytest.approx(per_fact, abs=0.001)
-    # 4 latches with events every ~100 tokens: about 4% of tokens, 30% of them registers, each after its marker
+    # 2 latches with events every ~30 tokens (3/4 of gaps 2..8, the rest 9..200): about 6.7% of tokens,
+    # 30% of them registers, each after its marker
     latch = stats["fraction_register"] + stats["fraction_latch_emission"]
     assert stats["fraction_latch_marker"] == pytest.approx(latch)
-    assert 0.035 < latch < 0.045 and stats["fraction_register"] / latch == pytest.approx(SPEC.register_fraction, abs=0.03)
+    assert 0.06 < latch < 0.075 and stats["fraction_register"] / latch == pytest.approx(SPEC.register_fraction, abs=0.03)
     recalled = text.role == RECALLED_VALUE
     distance = text.needed_context[recalled] - 1
     assert distance.min() == SPEC.min_distance and distance.max() == SPEC.max_distance
@@ -66,7 +67,11 @@ def test_token_mix_and_distances(text):
     assert near == pytest.approx(SPEC.near_fraction, abs=0.03)
     gaps = text.needed_context[text.role == LATCH_EMISSION]
     assert gaps.min() == 2 and gaps.max() == SPEC.latch_max_gap
-    assert np.mean(gaps > 100) == pytest.approx(0.5, abs=0.05)  # about uniform on 1..200
+    # a near gap that lands on a fact event moves to the first free place after it when none lies
+    # between, so the measured near share is somewhat below latch_near_fraction (0.66 of 0.75)
+    assert 0.6 < np.mean(gaps <= SPEC.latch_near_max_gap) < SPEC.latch_near_fraction
+    far = gaps[gaps > 2 * SPEC.latch_near_max_gap]
+    assert np.mean(far > 100) == pytest.approx(0.5, abs=0.06)  # the far gaps about uniform up to 200
     assert text.needed_context.max() == SPEC.max_context == 200
 
 
@@ -141,7 +146,10 @@ def test_oracle_losses():
 
 def test_local_and_moved_horizons():
     local = generate(get_spec("recall-small-local"), 40_000, seed=0)
-    assert local.needed_context.max() <= 32
+    planted = local.role != synthetic.BACKGROUND
+    assert local.needed_context[planted].max() <= 32
+    # a background token after a rare run of back-to-back events reaches past it (the chain's last state)
+    assert np.mean(local.needed_context > 32) < 1e-3
     moved = get_spec("recall-small", max_context=100)
     assert moved.max_context == 100
     assert generate(moved, 40_000, seed=0).needed_context.max() == 100

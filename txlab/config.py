@@ -167,6 +167,13 @@ class ModelConfig:
         "(the authors' WikiText-103 models: [false, true, true, true]).",
     )
     qrnn_window: int = setting(2, "QRNN only: convolution window of the first layer (later layers use 1).", valid=POSITIVE)
+    rnn_embed_init: float = setting(
+        0.1,
+        "RNN only: embedding and softmax weights start uniform on +-rnn_embed_init. 0.1 is AWD-LSTM's (SGD at lr 30); "
+        "with Adam at the cpu recipe's lr 3e-3, inputs that small leave the gates deaf to them and an LSTM learns no "
+        "latch (docs/models.md), so the cpu presets start at 1.7 (about unit variance).",
+        valid=POSITIVE_REAL,
+    )
     attn_kernel: str = setting(
         "auto",
         "Transformers only: the attention kernel, which changes speed, not results: 'unfused' (explicit products and softmax), "

@@ -188,10 +188,10 @@ class RNNLanguageModel(LanguageModel):
             self.stack = QRNNStack(sizes, cfg.qrnn_window, cfg.dropout_hidden)
         self.softmax = AdaptiveLogSoftmax(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val, full_width_proj=cfg.full_width_proj)
         self.vocab_size = cfg.n_token
-        # AWD-LSTM's initialisation: without the sqrt(d) input scale, N(0, 0.02) inputs would be
-        # too small for the gates; uniform(+-0.1) is what both baselines were trained from.
+        # Uniform initial embeddings: without the transformer's sqrt(d) input scale, N(0, 0.02) inputs
+        # would be too small for the gates (cfg.rnn_embed_init says how wide, and why it depends on the optimizer).
         for layer in [*self.embedding.emb_layers, *self.softmax.out_layers]:
-            nn.init.uniform_(layer.weight, -0.1, 0.1)
+            nn.init.uniform_(layer.weight, -cfg.rnn_embed_init, cfg.rnn_embed_init)
         self.softmax.tie_to(self.embedding, cfg.tie_weight, cfg.tie_projs)
 
     def init_state(self, batch_size: int) -> State:

@@ -45,16 +45,17 @@ family learns what a context measurement needs (the copy family's 4-hint facts a
 four ordered symbols, and its grouped values let a transformer stop at the group). Over the same
 background chain it plants:
 
-* *Latches* (``n_latches``): a latch speaks in two-token events spaced by gaps of about uniform
-  2..latch_max_gap: its own marker (``R<j>`` or ``E<j>``: which latch, set or emit), then a
-  *register* (share ``register_fraction``), which sets one of ``latch_groups`` groups, or an
-  *emission*, drawn uniformly from the ``symbols_per_group`` symbols of the latch's current group.
-  Latches share the register and emission symbols (only the marker says whose they are), which keeps
-  each symbol frequent enough to learn. An emission costs ln(symbols_per_group) with its latch's
-  previous event in view (a register or an emission: both show the group) and ln(groups * symbols)
-  without, so its needed context is the distance to that event. The marker makes the ideal loss
-  reachable: a model that holds the latch pays for *when* a latch speaks on the marker, not on the
-  symbol. An LSTM cell or a QRNN forget gate can hold a latch.
+* *Latches* (``n_latches``): a latch speaks in two-token events: its own marker (``R<j>`` or
+  ``E<j>``: which latch, set or emit), then a *register* (share ``register_fraction``), which sets one
+  of ``latch_groups`` groups, or an *emission*, drawn uniformly from the ``symbols_per_group`` symbols
+  of the latch's current group. The gap to the latch's next event is near (2..latch_near_max_gap)
+  with probability ``latch_near_fraction``, else far (up to latch_max_gap): the near holds teach a
+  recurrent cell to latch at all, the far ones measure how long it holds. Latches share the register
+  and emission symbols (only the marker says whose they are), which keeps each symbol frequent
+  enough to learn. An emission costs ln(symbols_per_group) with its latch's previous event in view
+  (a register or an emission: both show the group) and ln(groups * symbols) without, so its needed
+  context is the distance to that event. The marker makes the ideal loss reachable: a model that
+  holds the latch pays for *when* a latch speaks on the marker, not on the symbol.
 * *Associative recall* in the style of MQAR (Arora et al. 2023): a source ``S k v1 .. vL`` and, D
   tokens later (key to key), its recall ``Q k v1 .. vL`` (L = values_per_fact, 4). Keys are unique
   among pending facts; values are uniform over ``n_values`` with no group structure. D is near
@@ -62,9 +63,9 @@ background chain it plants:
   max_distance): abundant near recalls let the induction circuit form early, the far ones measure
   reach. Events lie on a lattice of 2L + 3-token slots.
 
-The first pilot of this family (two values per fact, 4 x 16 groups with symbols of their own per
-latch, near recalls up to 48) taught a cpu-size Transformer-XL no recall in 2,000 steps and an LSTM
-no latch in 4,750 (results/pilots-recall-cpu): the sizes above are the second design.
+This is the third design. The first two (four latches with gaps uniform up to 200, half the recalls
+far) taught a cpu-size Transformer-XL no recall in 2,000 steps and an LSTM no latch at all
+(results/pilots-recall-cpu); most dependencies are now near and a minority far.
 
 =================  ===============================  ===================  ===================
 token              needed_context                   oracle_nll_with      oracle_nll_without
@@ -221,11 +222,11 @@ class RecallSpec:
     description: str
     min_distance: int = 12
     """Shortest recall distance D (source key to recall key); at least the lattice slot (2 * values_per_fact + 3)."""
-    near_max_distance: int = 36
+    near_max_distance: int = 24
     """Near recalls have D uniform on [min_distance, near_max_distance]."""
     max_distance: int = 199
     """Far recalls have D uniform on (near_max_distance, max_distance]; the longest needed context is max_distance + 1."""
-    near_fraction: float = 0.5
+    near_fraction: float = 0.75
     """Share of recalls that are near: abundant near copies let the induction circuit form early."""
     recall_fraction: float = 0.12
     """Target fraction of all tokens that are recalled values."""
@@ -236,7 +237,7 @@ class RecallSpec:
     n_keys: int = 64
     n_values: int = 256
     """Values carry no group structure: a recalled value out of view costs ln n_values."""
-    n_latches: int = 4
+    n_latches: int = 2
     """Independent latches, each with its own markers; they share the register and emission symbols, so
     each symbol is frequent enough to learn, and only the marker says which latch a token belongs to."""
     latch_groups: int = 8
@@ -244,7 +245,11 @@ class RecallSpec:
     symbols_per_group: int = 4
     """Emission symbols of one group: an emission costs ln symbols_per_group with its latch in view, ln(groups * symbols) without."""
     latch_max_gap: int = 200
-    """Events of one latch are spaced by gaps of about uniform 2..latch_max_gap (exactly at most that)."""
+    """Events of one latch are spaced by at most this many tokens (about; exactly at most that)."""
+    latch_near_max_gap: int = 8
+    """Near gaps are uniform on 2..latch_near_max_gap: short holds teach a recurrent cell to latch at all."""
+    latch_near_fraction: float = 0.75
+    """Share of near gaps; the others are uniform on (latch_near_max_gap, latch_max_gap] and measure reach."""
     register_fraction: float = 0.3
     """Share of a latch's tokens that are registers (a new group); the rest emit from the current group."""
 
@@ -307,12 +312,12 @@ class RecallSpec:
             problems.append(f"max_distance {self.max_distance} is below min_distance {self.min_distance}")
         if not 0 <= self.recall_fraction * 2 * self.event_len / max(self.values_per_fact, 1) <= 0.5:
             problems.append(f"recall_fraction must leave half the text to the background: at most {self.values_per_fact / (4 * self.event_len):.3f}")
-        if not 0 <= self.near_fraction <= 1 or not 0 < self.register_fraction <= 1:
-            problems.append("near_fraction must lie in [0, 1] and register_fraction in (0, 1]")
+        if not 0 <= self.near_fraction <= 1 or not 0 <= self.latch_near_fraction <= 1 or not 0 < self.register_fraction <= 1:
+            problems.append("near_fraction and latch_near_fraction must lie in [0, 1], register_fraction in (0, 1]")
         if self.values_per_fact < 1:
             problems.append("values_per_fact must be positive")
-        if self.latch_max_gap < 2 or min(self.n_latches, self.latch_groups, self.symbols_per_group) < 1:
-            problems.append("latch_max_gap must be at least 2, and n_latches, latch_groups and symbols_per_group positive")
+        if min(self.latch_max_gap, self.latch_near_max_gap) < 2 or min(self.n_latches, self.latch_groups, self.symbols_per_group) < 1:
+            problems.append("latch_max_gap and latch_near_max_gap must be at least 2, and n_latches, latch_groups and symbols_per_group positive")
         if problem := _step_probs_problem(self.step_probs):
             problems.append(problem)
         if problems:
@@ -343,7 +348,7 @@ VARIANTS: dict[str, SyntheticSpec] = {
         # The recall family: latches an RNN can hold, and recalls of values without group structure,
         # half of them near, so that every model family learns what the measurement needs.
         RecallSpec("recall-small", "recall family at cpu scale: latches and recalls up to 200 tokens back (the cpu RECL grid 20..240)"),
-        RecallSpec("recall-small-local", "recall family at cpu scale, nothing more than 32 tokens back: no long-range dependency",
+        RecallSpec("recall-small-local", "recall family at cpu scale, no dependency planted more than 32 tokens back",
                    max_distance=31, near_max_distance=31, latch_max_gap=32, n_latches=1),  # one latch: events every ~17 tokens
         RecallSpec("recall", "recall family, latches and recalls up to 1000 tokens back (the default RECL grid 100..1000)",
                    max_distance=999, latch_max_gap=1000, n_keys=256, n_values=1024),
@@ -545,20 +550,24 @@ def _fill_background(text: SyntheticText, rng: np.random.Generator) -> None:
     text.oracle_nll_without[bg] = np.log(spec.n_background)
 
 
-def _draw_recall_distances(spec: RecallSpec, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Recall distances: near (uniform up to near_max_distance) with probability near_fraction, else far."""
-    near = rng.integers(spec.min_distance, min(spec.near_max_distance, spec.max_distance) + 1, size)
-    if spec.max_distance <= spec.near_max_distance:
+def _near_or_far(lo: int, near_hi: int, hi: int, near_fraction: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` integers: uniform on lo..near_hi with probability ``near_fraction``, else on (near_hi, hi]."""
+    near = rng.integers(lo, min(near_hi, hi) + 1, size)
+    if hi <= near_hi:
         return near
-    far = rng.integers(spec.near_max_distance + 1, spec.max_distance + 1, size)
-    return np.where(rng.random(size) < spec.near_fraction, near, far)
+    far = rng.integers(near_hi + 1, hi + 1, size)
+    return np.where(rng.random(size) < near_fraction, near, far)
+
+
+def _draw_recall_distances(spec: RecallSpec, size: int, rng: np.random.Generator) -> np.ndarray:
+    return _near_or_far(spec.min_distance, spec.near_max_distance, spec.max_distance, spec.near_fraction, size, rng)
 
 
 def _place_latches(spec: RecallSpec, occupied: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     """Start positions of each latch's two-token events (marker, then register or emission symbol), in text order.
 
     A latch's next event goes to the last position at most ``gap`` after its previous one where two
-    free positions begin (gap uniform on 2..latch_max_gap), or, when none lies there, to the first
+    free positions begin (gap near or far, as the spec's fields say), or, when none lies there, to the first
     one after it (a few tokens further at most, since fact events are short). Latches are
     placed one after another, each on the positions the earlier ones left free.
     """
@@ -569,7 +578,8 @@ def _place_latches(spec: RecallSpec, occupied: np.ndarray, rng: np.random.Genera
         pair_free = ~occupied & ~np.append(occupied[1:], True)  # positions i and i + 1 both free
         last_free = np.maximum.accumulate(np.where(pair_free, index, -1))  # last pair start <= i
         next_free = np.minimum.accumulate(np.where(pair_free, index, n)[::-1])[::-1]  # first pair start >= i
-        gaps = rng.integers(2, spec.latch_max_gap + 1, 4 * n // (spec.latch_max_gap + 2) + 64)  # more than the text needs
+        # events are at least 2 tokens apart, so n // 2 + 1 gaps are more than the text needs
+        gaps = _near_or_far(2, spec.latch_near_max_gap, spec.latch_max_gap, spec.latch_near_fraction, n // 2 + 1, rng)
         starts = []
         prev = int(next_free[0]) if n else n
         for gap in gaps.tolist():
