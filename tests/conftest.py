@@ -18,12 +18,12 @@ import pytest
 import torch
 from typer.testing import CliRunner, Result
 
-from txlab.build import build_model
-from txlab.checkpoint import save_checkpoint
 from txlab.cli import app
 from txlab.config import update_dataclass
-from txlab.corpora import load_corpus
-from txlab.zoo import run_config
+from txlab.data.corpora import load_corpus
+from txlab.models.build import build_model
+from txlab.runs.checkpoint import save_checkpoint
+from txlab.runs.zoo import run_config
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -1,4 +1,4 @@
-"""Attention capture (txlab.model.capture_attention) and the Appendix D analysis (txlab.attention)."""
+"""Attention capture (txlab.models.transformer.capture_attention) and the Appendix D analysis (txlab.measure.attention)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from txlab.attention import _read_sample, attention_analysis, by_distance, model_in_words, redraw_attention
-from txlab.checkpoint import load_checkpoint
 from txlab.cli import app
 from txlab.config import ModelConfig, load_config, save_config
 from txlab.errors import TxlabError
-from txlab.lm import Context
-from txlab.model import (
+from txlab.measure.attention import _read_sample, attention_analysis, by_distance, model_in_words, redraw_attention
+from txlab.models.interface import Context
+from txlab.models.transformer import (
     LearnedRelativeAttention,
     LearnedRelativePositions,
     RelativeSinusoidAttention,
@@ -31,6 +30,7 @@ from txlab.model import (
     relative_distances,
     sinusoid,
 )
+from txlab.runs.checkpoint import load_checkpoint
 
 runner = CliRunner()
 
@@ -45,7 +45,7 @@ def unrendered(monkeypatch):
         asked.append(path.name)
         return [path]
 
-    monkeypatch.setattr("txlab.attention.save_figure", save_figure)
+    monkeypatch.setattr("txlab.measure.attention.save_figure", save_figure)
     return asked
 
 

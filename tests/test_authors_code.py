@@ -7,10 +7,10 @@ import textwrap
 import pytest
 import torch
 
-from txlab import authors_code
-from txlab.bench import bench_model, bench_table_markdown
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
+from txlab.measure import authors_code
+from txlab.measure.bench import bench_model, bench_table_markdown
 
 MICRO = {"micro": {"n_layer": 1, "d_model": 16, "n_head": 2, "d_head": 8, "d_inner": 32, "n_token": 50}}
 

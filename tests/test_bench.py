@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from torch.utils.flop_counter import FlopCounterMode
 
-from txlab import bench
-from txlab.bench import bench_model, bench_table_markdown
 from txlab.errors import TxlabError
+from txlab.measure import bench
+from txlab.measure.bench import bench_model, bench_table_markdown
 
 MICRO = {"micro": {"n_layer": 1, "d_model": 16, "n_head": 2, "d_head": 8, "d_inner": 32, "n_token": 50}}
 BATCH, SEG = 2, 8

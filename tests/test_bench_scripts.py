@@ -1,11 +1,12 @@
-"""The benchmark scripts committed beside their results still import against today's package."""
+"""The benchmark scripts (benchmarks/) and the scripts committed beside their results still import against today's package."""
 
 import importlib.util
 from pathlib import Path
 
 import pytest
 
-SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "results").rglob("*.py"))
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted([*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "results").rglob("*.py")])
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
@@ -15,4 +16,4 @@ def test_a_committed_script_imports(script):
 
 
 def test_there_are_scripts_to_check():
-    assert {p.name for p in SCRIPTS} >= {"recl_collection_eval_cache.py", "xl_eval_segment.py"}
+    assert {p.name for p in SCRIPTS} >= {"recl_collection_eval_cache.py", "xl_eval_segment.py", "summarize.py"}

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import txlab.checkpoint as checkpoint
-from txlab.build import build_model
-from txlab.checkpoint import load_checkpoint, read_meta, save_checkpoint
+import txlab.runs.checkpoint as checkpoint
 from txlab.config import apply_overrides
+from txlab.models.build import build_model
 from txlab.presets import resolve_preset
+from txlab.runs.checkpoint import load_checkpoint, read_meta, save_checkpoint
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="kills are simulated in a forked child")
 

@@ -6,7 +6,6 @@ import pytest
 
 from txlab.cli import app
 
-
 COMMANDS = ["version", "models", "runs", "train", "eval", "roles", "curves", "speed", "recl", "ablate", "attention", "generate",
             "export", "data", "bench", "import"]
 
@@ -101,7 +100,7 @@ def test_user_errors_exit_2_without_traceback(tmp_path, cli):
 
 def test_bench_model_json_rows(monkeypatch, cli):
     # stubbed timers: every step takes 0.5 s, the matmul ceiling reads 40 GFLOP/s before the rows and 60 after
-    monkeypatch.setattr("txlab.bench.interleaved_median_seconds", lambda steps, warmup, repeats: [0.5] * len(steps))
+    monkeypatch.setattr("txlab.measure.bench.interleaved_median_seconds", lambda steps, warmup, repeats: [0.5] * len(steps))
     ceilings = itertools.cycle([40.0, 60.0])
     monkeypatch.setattr("txlab.timing.matmul_peak_gflops", lambda threads: next(ceilings))
     result = cli("bench", "model", "--shape", "tiny", "--preset", "qrnn", "--size", "tiny", "--mode", "train",
@@ -173,16 +172,16 @@ def test_help_paragraphs_wrap_at_the_terminal_not_where_the_source_broke_its_lin
 
 
 def test_bench_mode_help_lists_every_mode(cli):
-    import txlab.bench
+    import txlab.measure.bench
 
     text = " ".join(cli("bench", "model", "--help", env={"COLUMNS": "400"}).output.split())
     for mode in ("train", "eval_mem<M>", "eval_mem<M>_uncached", "generate_mem<M>", "generate_mem<M>_uncached", "vanilla_win<L>"):
         # each is a mode the benchmark takes
-        assert mode in text and txlab.bench._MODE.fullmatch(mode.replace("<M>", "8").replace("<L>", "8")), mode
+        assert mode in text and txlab.measure.bench._MODE.fullmatch(mode.replace("<M>", "8").replace("<L>", "8")), mode
 
 
-@pytest.mark.parametrize("args, stopped", [(["data", "list"], "txlab.corpora.list_corpora"),
-                                           (["models", "--size", "tiny"], "txlab.zoo.list_models")])
+@pytest.mark.parametrize("args, stopped", [(["data", "list"], "txlab.data.corpora.list_corpora"),
+                                           (["models", "--size", "tiny"], "txlab.runs.zoo.list_models")])
 def test_ctrl_c_exits_130_with_one_line(args, stopped, monkeypatch, cli):
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
@@ -262,10 +261,10 @@ def test_models_counts_each_preset_as_the_built_model_has_it():
     # the table counts without initialising, once per shape, and family hf from its shape: the same numbers
     import torch
 
-    from txlab.build import build_model
     from txlab.config import update_dataclass
+    from txlab.models.build import build_model
     from txlab.presets import PRESETS, SIZES, get_preset, resolve_preset
-    from txlab.zoo import known_vocab_size, parameter_count
+    from txlab.runs.zoo import known_vocab_size, parameter_count
 
     for name in PRESETS:
         for size in SIZES:

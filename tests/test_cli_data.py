@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from txlab import corpora
 from txlab.config import DataConfig
-from txlab.corpora import RemoteFile
+from txlab.data import corpora
+from txlab.data.corpora import RemoteFile
 
 SHAKESPEARE = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 30).encode()
 

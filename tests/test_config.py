@@ -3,17 +3,7 @@ import dataclasses
 import pytest
 import yaml
 
-from txlab.config import (
-    check_fields,
-    ModelConfig,
-    RunConfig,
-    apply_overrides,
-    field_doc,
-    load_config,
-    parse_override,
-    save_config,
-    to_dict,
-)
+from txlab.config import ModelConfig, RunConfig, apply_overrides, check_fields, field_doc, load_config, parse_override, save_config, to_dict
 from txlab.errors import TxlabError
 
 
@@ -146,7 +136,7 @@ def _is_numeric(annotation) -> bool:
 def test_every_numeric_field_declares_its_range():
     from txlab.drivers.ablate import AblationSettings
     from txlab.drivers.recl import ReclSettings
-    from txlab.speed import SpeedSettings
+    from txlab.measure.speed import SpeedSettings
 
     undeclared = [key for key, f in _leaf_fields() if _is_numeric(f.type) and f.metadata.get("range") is None]
     for settings in (AblationSettings, ReclSettings, SpeedSettings):
@@ -231,10 +221,10 @@ def _exercise(cfg):
 
     import torch
 
-    from txlab.build import build_model
-    from txlab.capacity import check_fits, parameter_count, step_bytes
-    from txlab.evaluate import evaluation_context, segment_loss
-    from txlab.train import resolve_for_corpus, training_context
+    from txlab.models.build import build_model
+    from txlab.runs.capacity import check_fits, parameter_count, step_bytes
+    from txlab.runs.evaluate import evaluation_context, segment_loss
+    from txlab.runs.train import resolve_for_corpus, training_context
 
     cfg = resolve_for_corpus(cfg, types.SimpleNamespace(n_token=cfg.model.n_token or 40, name="synthetic"))
     check_fields(cfg)

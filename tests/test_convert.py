@@ -1,9 +1,9 @@
-"""txlab.convert: checkpoints of Hugging Face and of the authors' code imported into run directories.
+"""txlab.runs.convert: checkpoints of Hugging Face and of the authors' code imported into run directories.
 
 Every import is checked on numbers: per-token losses over two segments with memory must match the
 original model's. The Hugging Face TransfoXL tests need the optional extra (`pip install -e '.[transfoxl]'`) and skip
 without it; the reference-layout tests build the authors' state dict from a txlab model, following
-mem_transformer.py's layout independently of txlab.convert.
+mem_transformer.py's layout independently of txlab.runs.convert.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from txlab.checkpoint import load_checkpoint
 from txlab.cli import app
 from txlab.config import DataConfig, ModelConfig
-from txlab.convert import import_hf, import_reference, read_vocabulary
-from txlab.corpora import load_corpus
+from txlab.data.corpora import load_corpus
 from txlab.errors import TxlabError
-from txlab.evaluate import evaluate
-from txlab.lm import Context
-from txlab.model import build_transformer
+from txlab.models.interface import Context
+from txlab.models.transformer import build_transformer
+from txlab.runs.checkpoint import load_checkpoint
+from txlab.runs.convert import import_hf, import_reference, read_vocabulary
+from txlab.runs.evaluate import evaluate
 
 runner = CliRunner()
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from txlab import corpora
-from txlab.batching import batchify, eval_segments, iter_segments, varlen_length
 from txlab.config import DataConfig
-from txlab.corpora import EOS, load_corpus
+from txlab.data import corpora
+from txlab.data.batching import batchify, eval_segments, iter_segments, varlen_length
+from txlab.data.corpora import EOS, load_corpus
+from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
-from txlab.vocab import Vocab
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared sample data not found at {SHARED} (CI clones it beside the repo)")
@@ -39,8 +39,8 @@ def write(path: Path, text: str | bytes) -> Path:
 
 
 @pytest.mark.parametrize(("module", "kept_out"), [
-    ("txlab.checkpoint", ["txlab.corpora", "txlab.download", "txlab.batching"]),  # loading weights needs only the vocabulary
-    ("txlab.corpora", ["txlab.download"]),  # reading a corpus never touches the network code
+    ("txlab.runs.checkpoint", ["txlab.data.corpora", "txlab.data.download", "txlab.data.batching"]),  # loading weights needs only the vocabulary
+    ("txlab.data.corpora", ["txlab.data.download"]),  # reading a corpus never touches the network code
 ])
 def test_module_boundaries_keep_download_code_out(module, kept_out):
     code = f"import sys, {module}; print(sorted(m for m in {kept_out!r} if m in sys.modules))"

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from txlab.diagnostics import distance_edges, flat_metrics, format_summary, role_summary
+from txlab.data.diagnostics import distance_edges, flat_metrics, format_summary, role_summary
+from txlab.data.synthetic import VARIANTS, build_text, generate
 from txlab.errors import TxlabError
-from txlab.synthetic import VARIANTS, build_text, generate
 
 SMALL = VARIANTS["synthetic-small-short"]
 

@@ -94,19 +94,31 @@ def test_every_command_shown_exists_with_the_options_it_uses(page):
                 assert option in known, f"{page.name}: `{name}` has no option {option}"
 
 
+def _imported_modules(source: str, package: Path) -> set[str]:
+    """The txlab modules a source file imports, as dotted names relative to the package."""
+    named = set(re.findall(r"^\s*(?:from|import) txlab\.([\w.]+)", source, flags=re.M))
+    for parent, names in re.findall(r"^\s*from txlab((?:\.\w+)*) import ([\w, ]+)", source, flags=re.M):
+        for name in names.split(","):
+            dotted = f"{parent.lstrip('.')}.{name.split(' as ')[0].strip()}".lstrip(".")
+            named.add(dotted)
+    return {name for name in named if (package / f"{name.replace('.', '/')}.py").exists()}
+
+
 def test_the_module_map_orders_the_layers_as_the_imports_run():
     """docs/design.md: "a module imports only modules above it" in its table of layers."""
     order = []
     for line in (ROOT / "docs" / "design.md").read_text().splitlines():
-        if re.match(r"\| (settings|data|models|runs|measurements|analysis|drivers|interface) \|", line):
+        if re.match(r"\| (settings|analysis|data|models|runs|measure|drivers|interface) \|", line):
             order += re.findall(r"`([\w.]+)`", line.split("|")[2])
     package = ROOT / "txlab"
-    modules = {str(p.relative_to(package).with_suffix("")).replace("/", ".") for p in package.rglob("*.py")} - {"__init__", "__main__", "drivers.__init__"}
+    modules = {str(p.relative_to(package).with_suffix("")).replace("/", ".") for p in package.rglob("*.py")}
+    modules = {name for name in modules if not name.endswith("__init__") and name != "__main__"}
     assert sorted(order) == sorted(modules), "every module appears once in the map"
     position = {name: i for i, name in enumerate(order)}
     for name in order:
-        source = (package / f"{name.replace('.', '/')}.py").read_text()
-        imported = set(re.findall(r"^\s*(?:from|import) txlab\.([\w.]+)", source, flags=re.M))
-        imported |= set(re.findall(r"^\s*from txlab import (\w+)", source, flags=re.M)) & set(position)
-        for other in imported:
+        for other in _imported_modules((package / f"{name.replace('.', '/')}.py").read_text(), package):
             assert position[other] < position[name], f"{name} imports {other}, which the map places below it"
+    layers = [line.split("|")[1].strip() for line in (ROOT / "docs" / "design.md").read_text().splitlines()
+              if re.match(r"\| (settings|analysis|data|models|runs|measure|drivers|interface) \|", line)]
+    folders = sorted(p.name for p in package.iterdir() if (p / "__init__.py").exists())
+    assert folders == sorted(set(layers) - {"settings", "interface"}), "each subpackage is one layer of the map"

@@ -8,7 +8,7 @@ import pytest
 
 from txlab import config, devices
 from txlab.drivers import ablate, recl, speed
-from txlab.plan import Plan
+from txlab.runs.plan import Plan
 
 STUDIES = {"recl": "studies/table8.yaml", "speed": "studies/table9.yaml", "ablate": "studies/table6.yaml"}
 

@@ -1,4 +1,4 @@
-"""The cached evaluation state of Transformer-XL (txlab.model.CachedMemory) against the training path.
+"""The cached evaluation state of Transformer-XL (txlab.models.transformer.CachedMemory) against the training path.
 
 In evaluation (eval mode, no autograd) Transformer-XL keeps, per layer, the keys and values of its
 memory rows and reuses its position keys, so a chunk projects only its own rows. Everything here
@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from txlab.config import ModelConfig
-from txlab.lm import Context
-from txlab.model import CachedMemory, build_transformer, capture_attention
+from txlab.models.interface import Context
+from txlab.models.transformer import CachedMemory, build_transformer, capture_attention
 
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
 KERNELS = ("unfused", "sdpa")

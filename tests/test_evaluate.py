@@ -1,4 +1,4 @@
-"""txlab.evaluate: the shared chunked-reading loop, and the paper's protocol built on it."""
+"""txlab.runs.evaluate: the shared chunked-reading loop, and the paper's protocol built on it."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from txlab.build import build_model
 from txlab.config import ModelConfig, update_dataclass
-from txlab.evaluate import evaluate, read_in_chunks
-from txlab.lm import Context
+from txlab.models.build import build_model
+from txlab.models.interface import Context
 from txlab.presets import resolve_preset
+from txlab.runs.evaluate import evaluate, read_in_chunks
 
 N_TOKEN = 37
 LONG_MEMORY = Context(mem_len=64)  # longer than every stream below: the memory loses nothing

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from txlab import report
-from txlab.claims import ALPHA, VERDICTS, claims_markdown, evaluate_claims, smallest_p, verdict_word
+from txlab.analysis import report
+from txlab.analysis.claims import ALPHA, VERDICTS, claims_markdown, evaluate_claims, smallest_p, verdict_word
 from txlab.drivers.ablate import load_study
 
 ROOT = Path(__file__).resolve().parents[1]

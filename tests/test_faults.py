@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from txlab.checkpoint import load_checkpoint, read_meta
 from txlab.cli import app
 from txlab.config import update_dataclass
 from txlab.errors import TxlabError
 from txlab.fileio import DamagedFile, hold_directory, read_jsonl, write_text_atomic
+from txlab.runs.checkpoint import load_checkpoint, read_meta
 
 runner = CliRunner()
 
@@ -91,7 +91,7 @@ def test_eval_options_out_of_range_or_beyond_memory(trained, options, message):
 
 
 def test_an_evaluation_beyond_memory_is_refused_with_the_estimate(trained, monkeypatch):
-    from txlab import capacity
+    from txlab.runs import capacity
 
     monkeypatch.setattr(capacity, "machine_memory", lambda device: 2**20)  # a machine of 1 MiB
     line = fails_cleanly(["eval", str(trained), "--split", "test", "--quiet", "--batch-size", "64"], "this evaluation", "needs at least")
@@ -100,9 +100,9 @@ def test_an_evaluation_beyond_memory_is_refused_with_the_estimate(trained, monke
 
 
 def test_the_memory_bound_is_below_the_measured_footprint():
-    from txlab.capacity import step_bytes
-    from txlab.footprint import training_memory
     from txlab.presets import resolve_preset
+    from txlab.runs.capacity import step_bytes
+    from txlab.runs.footprint import training_memory
 
     for preset in ("xl151m", "transformer128m", "lstm", "qrnn"):
         cfg = update_dataclass(resolve_preset(preset, "tiny"), {"model": {"n_token": 300}})
@@ -123,7 +123,7 @@ def test_recl_settings_are_refused_before_any_work(trained, tmp_path, options, m
 
 
 def test_recl_refuses_a_collection_beyond_memory_before_collecting(run_copy, tmp_path, monkeypatch):
-    from txlab import capacity
+    from txlab.runs import capacity
 
     monkeypatch.setattr(capacity, "machine_memory", lambda device: 2**20)
     fails_cleanly(["recl", "--group", str(run_copy), "--set", "train_missing=false", "--set", "grid=4,8", "--set", "blocks=2", "--set", "block_len=20", "--set", "batch_size=512",
@@ -186,7 +186,7 @@ def test_jsonl_reader_keeps_complete_lines_and_reports_the_torn_one(tmp_path):
 
 @pytest.fixture(scope="module")
 def collected(trained, tmp_path_factory) -> Path:
-    from txlab.losses import collect_run_losses
+    from txlab.measure.losses import collect_run_losses
 
     run = tmp_path_factory.mktemp("losses") / "run"
     shutil.copytree(trained, run)
@@ -196,7 +196,7 @@ def collected(trained, tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("damage", ["meta truncated", "meta a list", "block truncated", "block of another shape"])
 def test_damaged_loss_caches_name_themselves(collected, tmp_path, damage):
-    from txlab.losses import load_losses
+    from txlab.measure.losses import load_losses
 
     directory = tmp_path / "losses"
     shutil.copytree(collected, directory)
@@ -218,7 +218,7 @@ def test_damaged_loss_caches_name_themselves(collected, tmp_path, damage):
 
 def test_a_damaged_corpus_cache_names_itself(tmp_path):
     from txlab.config import DataConfig
-    from txlab.corpora import load_corpus
+    from txlab.data.corpora import load_corpus
 
     corpus_dir = tmp_path / "data" / "tinyshakespeare"
     corpus_dir.mkdir(parents=True)
@@ -234,7 +234,7 @@ def test_a_damaged_corpus_cache_names_itself(tmp_path):
 
 @pytest.mark.parametrize("damage", ["row.json a list", "row.json without eval_lens", "config.yaml without model", "record truncated"])
 def test_damaged_study_outputs_name_themselves(tmp_path, damage):
-    from txlab.report import ablation_curves, ablation_eval_name
+    from txlab.analysis.report import ablation_curves, ablation_eval_name
 
     run = tmp_path / "runs" / "r-s0"
     (run / "ablate").mkdir(parents=True)
@@ -262,7 +262,7 @@ def test_import_hf_config_with_wrong_value_types(tmp_path):
 
 
 def test_a_vocabulary_pickle_asking_for_unbounded_memory_is_refused(tmp_path):
-    from txlab.convert import read_vocabulary
+    from txlab.runs.convert import read_vocabulary
 
     class Huge:
         def __reduce__(self):
@@ -353,7 +353,7 @@ def test_a_group_mixing_corpora_is_refused_before_any_model_trains(trained, tmp_
 def test_a_disk_refusing_writes_ends_in_one_line_and_keeps_the_checkpoint(run_copy, monkeypatch, code):
     import safetensors.torch
 
-    from txlab import checkpoint
+    from txlab.runs import checkpoint
 
     def refuse(tensors, filename, metadata=None):
         Path(filename).write_bytes(b"partial")  # what a full disk leaves before the error
@@ -600,7 +600,7 @@ def test_an_unknown_corpus_leaves_no_folder_in_the_home(tmp_path):
 def test_a_full_disk_on_the_second_checkpoint_is_one_line_and_the_rerun_resumes(run_copy, monkeypatch):
     import safetensors
 
-    from txlab import checkpoint
+    from txlab.runs import checkpoint
 
     real = checkpoint.save_file
 
@@ -617,7 +617,7 @@ def test_a_full_disk_on_the_second_checkpoint_is_one_line_and_the_rerun_resumes(
 
 
 def test_a_full_disk_while_torch_saves_the_training_state_is_one_line(tmp_path, monkeypatch):
-    from txlab import checkpoint
+    from txlab.runs import checkpoint
 
     def full(self, data):
         self.error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -640,7 +640,7 @@ from pathlib import Path
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 import torch
 from test_convert import perturbed_model, reference_state_dict, write_vocab, write_model_yaml
-import txlab.convert as convert
+import txlab.runs.convert as convert
 model = perturbed_model()
 torch.save(reference_state_dict(model), {str(tmp_path / 'state.pt')!r})
 write_vocab(Path({str(tmp_path / 'vocab.txt')!r}), 50)
@@ -652,7 +652,7 @@ convert.import_reference({str(tmp_path / 'state.pt')!r}, {str(tmp_path / 'run')!
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert killed.returncode == -9, killed.stderr
     assert not (tmp_path / "run").exists() and [p.name.split(".")[1] for p in tmp_path.glob(".importing-*")] == ["importing-run"]
-    from txlab.convert import import_reference
+    from txlab.runs.convert import import_reference
 
     result = import_reference(tmp_path / "state.pt", tmp_path / "run", vocab_file=tmp_path / "vocab.txt", corpus="synthetic",
                               config_file=tmp_path / "model.yaml")
@@ -667,7 +667,7 @@ def test_special_and_oversized_prompt_files_are_refused(trained, tmp_path):
 
 
 def test_generation_is_bounded_and_ctrl_c_stops_it_cleanly(trained, monkeypatch):
-    from txlab import generate
+    from txlab.measure import generate
 
     fails_cleanly(["generate", str(trained), "--prompt", "b001", "--tokens", "1000000000"], "--tokens must be in [1, 1e+06], got 1000000000")
     real = generate.sample_tokens

@@ -2,8 +2,8 @@ import pytest
 
 from txlab.config import update_dataclass
 from txlab.errors import TxlabError
-from txlab.footprint import fit_length, training_memory
 from txlab.presets import resolve_preset
+from txlab.runs.footprint import fit_length, training_memory
 
 VOCAB = 50
 
@@ -21,7 +21,7 @@ def test_cpu_training_memory_is_exact_and_grows_with_the_segment_and_the_memory(
     # the memory itself is held: 2 layers x 4 streams x 16 rows x d 32 in fp32, at least
     assert with_memory - training_memory(base, VOCAB) >= 2 * 4 * 16 * 32 * 4
     # parameters, gradients and two Adam moments: at least four copies of the weights
-    from txlab.build import build_model
+    from txlab.models.build import build_model
 
     n_params = build_model(update_dataclass(base.model, {"n_token": VOCAB})).num_parameters()
     assert training_memory(base, VOCAB) > 4 * 4 * n_params

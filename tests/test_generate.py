@@ -1,4 +1,4 @@
-"""Sampling with memory (txlab.generate): top-k, seeds, the memory path, text in and out, the command."""
+"""Sampling with memory (txlab.measure.generate): top-k, seeds, the memory path, text in and out, the command."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from txlab.build import build_model
-from txlab.checkpoint import save_checkpoint
 from txlab.cli import app
 from txlab.config import ModelConfig, update_dataclass
-from txlab.corpora import load_corpus
+from txlab.data.corpora import load_corpus
+from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
-from txlab.generate import ContextReader, Detokenizer, TextFormat, encode_prompt, generate, prompt_symbols, sample_tokens, sample_top_k
-from txlab.lm import Context
-from txlab.vocab import Vocab
-from txlab.zoo import run_config
+from txlab.measure.generate import ContextReader, Detokenizer, TextFormat, encode_prompt, generate, prompt_symbols, sample_tokens, sample_top_k
+from txlab.models.build import build_model
+from txlab.models.interface import Context
+from txlab.runs.checkpoint import save_checkpoint
+from txlab.runs.zoo import run_config
 
 runner = CliRunner()
 

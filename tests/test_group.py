@@ -8,12 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from txlab import recl
-from txlab.errors import TxlabError
+from txlab.analysis import recl
+from txlab.analysis.report import table8_markdown
 from txlab.drivers.recl import ReclSettings, parse_grid, score_group
-from txlab.losses import GroupLosses, find_losses, load_losses
-from txlab.report import table8_markdown
-
+from txlab.errors import TxlabError
+from txlab.measure.losses import GroupLosses, find_losses, load_losses
 
 TINY_TRAINING = ["--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
                  "--set", "data.synthetic_eval_tokens=600"]
@@ -53,7 +52,7 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo, cli):
     assert list(ideal["c"]) == [2, 4, 6, 8] and (ideal["ppl"].diff().dropna() <= 1e-9).all()
     assert set(figure4["model"]) == {"xl151m", "qrnn", "lstm", "oracle (ground truth)"}
 
-    # recl.json holds what txlab.recl gives on the loss tables stored in the runs, placebo-aware RECL included.
+    # recl.json holds what txlab.analysis.recl gives on the loss tables stored in the runs, placebo-aware RECL included.
     record = json.loads((zoo / "results" / name / "recl.json").read_text())
     tables = [load_losses(find_losses(run_dir)) for run_dir in record["run_dirs"]]
     models = ["xl151m", "qrnn", "lstm"]
@@ -195,8 +194,8 @@ def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_
 
 
 def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp_path, cli):
-    from txlab.checkpoint import read_meta
     from txlab.fileio import write_json_atomic
+    from txlab.runs.checkpoint import read_meta
 
     models = tmp_path / "models"
     trained = cli("train", "xl151m", "--size", "tiny", "--run-dir", str(models / "xl151m-tiny-synthetic"), "--quiet", *TINY_TRAINING)

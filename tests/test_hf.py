@@ -17,12 +17,12 @@ import torch
 transformers = pytest.importorskip("transformers", reason="Hugging Face members need the [hf] extra")
 
 import txlab  # noqa: E402
-from txlab import hf  # noqa: E402
 from txlab.drivers.recl import recl_groups  # noqa: E402
 from txlab.errors import TxlabError  # noqa: E402
-from txlab.evaluate import read_in_chunks  # noqa: E402
-from txlab.lm import Context  # noqa: E402
-from txlab.losses import collect_losses, sample_blocks  # noqa: E402
+from txlab.measure.losses import collect_losses, sample_blocks  # noqa: E402
+from txlab.models import hf  # noqa: E402
+from txlab.models.interface import Context  # noqa: E402
+from txlab.runs.evaluate import read_in_chunks  # noqa: E402
 
 VOCAB = 41
 GRID = (2, 5, 9, 16)  # 16 > the GPT-2's 12 positions below: its cap
@@ -96,8 +96,8 @@ def test_out_of_range_ids_and_bad_specs_are_refused(tmp_path, random_causal_lm):
 
 
 def test_an_adaptive_softmax_refuses_ids_it_would_have_scored_zero():
-    from txlab.build import build_model
     from txlab.config import ModelConfig
+    from txlab.models.build import build_model
 
     model = build_model(ModelConfig(n_token=30, n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=8, adaptive=True, cutoffs=[10, 20],
                                     tgt_len=4, mem_len=0))
@@ -190,8 +190,8 @@ def test_eval_and_generate_take_a_hugging_face_checkpoint(tmp_path, hf_checkpoin
     record = cli.json("--home", home, "eval", f"hf:{folder}", "--text", tmp_path / "my.txt", "--tgt-len", 32, "--mem-len", 16,
                       "--max-tokens", 100, "-q", "--json")
     assert record["tokens"] == 100 and record["mem_len"] == 16 and record["ppl"] > 1
-    from txlab.corpora import load_corpus
-    from txlab.textdata import text_data_config
+    from txlab.data.corpora import load_corpus
+    from txlab.data.textdata import text_data_config
 
     model = txlab.load_model(f"hf:{folder}")
     valid = np.asarray(load_corpus(text_data_config(tmp_path / "my.txt", f"hf:{folder}"), progress=False).split("valid"))[:101]
@@ -205,7 +205,7 @@ def test_eval_and_generate_take_a_hugging_face_checkpoint(tmp_path, hf_checkpoin
 
 
 def test_a_reduced_precision_asked_for_is_used_and_recorded(tmp_path, random_causal_lm):
-    from txlab.losses import collect_model_losses
+    from txlab.measure.losses import collect_model_losses
 
     model = hf.load_causal_lm(f"hf:{random_causal_lm(tmp_path / 'g', 'gpt2')}", precision="bf16")
     assert next(model.parameters()).dtype == torch.bfloat16

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from txlab.convert import import_hf
 from txlab.errors import TxlabError
+from txlab.runs.convert import import_hf
 
 huggingface_hub = pytest.importorskip("huggingface_hub", reason="the Hub path needs huggingface_hub (pip install 'txlab[hub]')")
 

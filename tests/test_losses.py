@@ -9,24 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from txlab import losses as losses_mod
-from txlab.build import build_model
-from txlab.checkpoint import save_checkpoint
+from txlab.analysis.recl import DEFAULT_GRID, recl
 from txlab.config import DataConfig, ModelConfig, RunConfig
-from txlab.corpora import load_corpus
+from txlab.data.corpora import load_corpus
 from txlab.errors import TxlabError
-from txlab.lm import Context
-from txlab.losses import (
-    benchmark_collection,
-    collect_group_losses,
-    collect_losses,
-    collect_run_losses,
-    context_lengths,
-    is_prefix_causal,
-    load_group_losses,
-    sample_blocks,
-)
-from txlab.recl import DEFAULT_GRID, recl
+from txlab.measure import losses as losses_mod
+from txlab.measure.losses import benchmark_collection, collect_group_losses, collect_losses, collect_run_losses, context_lengths, is_prefix_causal, load_group_losses, sample_blocks
+from txlab.models.build import build_model
+from txlab.models.interface import Context
+from txlab.runs.checkpoint import save_checkpoint
 
 N_TOKEN = 37
 GRID = (2, 4, 6, 8)

@@ -9,8 +9,8 @@ import torch
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
-from txlab.lm import Context
-from txlab.model import (
+from txlab.models.interface import Context
+from txlab.models.transformer import (
     LearnedRelativeAttention,
     LearnedRelativePositions,
     RelativeSinusoidAttention,
@@ -25,7 +25,7 @@ from txlab.model import (
 
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
 KERNELS = ("unfused", "sdpa")
-"""Every attention kernel (txlab.model.ATTENTION_KERNELS): the loop references hold on each."""
+"""Every attention kernel (txlab.models.transformer.ATTENTION_KERNELS): the loop references hold on each."""
 
 
 def tiny_cfg(**kw) -> ModelConfig:
@@ -341,7 +341,7 @@ def test_every_kernel_computes_the_same_attention(family, pos_enc, gradients):
 
 
 def test_choose_kernel_auto_and_attention_dropout():
-    from txlab.model import AUTO_KERNEL, choose_kernel
+    from txlab.models.transformer import AUTO_KERNEL, choose_kernel
 
     assert AUTO_KERNEL == {(False, False): "sdpa", (False, True): "sdpa", (True, False): "unfused", (True, True): "unfused"}
     assert choose_kernel("auto", relative=False, gradients=True, dropatt=0.0) == "sdpa"

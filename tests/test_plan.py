@@ -9,11 +9,11 @@ from typer.testing import CliRunner
 
 from txlab.cli import app
 from txlab.drivers.recl import collection_flops, plan_groups, resolve_groups, resolve_member
-from txlab.losses import collect_group_losses
-from txlab.plan import Plan, format_seconds, split_tokens, training_flops, training_plan
 from txlab.drivers.speed import resolve_study, speed_plan
-from txlab.train import train
-from txlab.zoo import run_config
+from txlab.measure.losses import collect_group_losses
+from txlab.runs.plan import Plan, format_seconds, split_tokens, training_flops, training_plan
+from txlab.runs.train import train
+from txlab.runs.zoo import run_config
 
 runner = CliRunner()
 
@@ -72,7 +72,7 @@ def test_split_sizes_are_known_for_the_paper_corpora_and_generated_for_the_synth
 
 
 def test_time_is_flops_over_the_efficient_ceiling_plus_start_up_and_budgets():
-    from txlab.plan import COMPUTE_EFFICIENCY, STARTUP_S
+    from txlab.runs.plan import COMPUTE_EFFICIENCY, STARTUP_S
 
     plan = Plan(gflops=10.0)
     plan.add("a", 2e12)
@@ -148,8 +148,8 @@ profiles:
 
 
 def test_a_trial_run_gets_its_own_directory_and_the_plan_says_so(tmp_path):
-    from txlab.plan import training_plan
-    from txlab.zoo import run_config, run_dir, train_run_dir
+    from txlab.runs.plan import training_plan
+    from txlab.runs.zoo import run_config, run_dir, train_run_dir
 
     recipe = run_config("xl151m", "cpu")
     trial = run_config("xl151m", "cpu", overrides=["train.max_steps=300"])
@@ -188,7 +188,7 @@ def test_estimates_hold_within_their_factor_on_a_recorded_run_of_each_command_fa
     from txlab.drivers.ablate import estimate, load_study
     from txlab.drivers.recl import plan_groups, resolve_groups
     from txlab.drivers.speed import resolve_study, speed_plan
-    from txlab.zoo import run_config
+    from txlab.runs.zoo import run_config
 
     root = Path(__file__).resolve().parents[1]
     monkeypatch.setenv("TXLAB_HOME", str(tmp_path))  # nothing trained: every model from scratch, as in the records

@@ -14,18 +14,18 @@ import torch
 import torch.nn.functional as F
 
 from txlab import precision as precision_mod
-from txlab.checkpoint import load_checkpoint, save_checkpoint
 from txlab.config import ModelConfig, apply_overrides, load_config
-from txlab.corpora import load_corpus
+from txlab.data.corpora import load_corpus
 from txlab.errors import TxlabError
-from txlab.evaluate import evaluate, evaluate_run, evaluation_context
-from txlab.losses import collect_losses, collect_model_losses, sample_blocks
+from txlab.measure.losses import collect_losses, collect_model_losses, sample_blocks
+from txlab.models.rnn import build_rnn
+from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, linear_nll
 from txlab.precision import autocast, check_precision, loss_scaler
 from txlab.presets import resolve_preset
-from txlab.rnn import build_rnn
-from txlab.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, linear_nll
-from txlab.train import train
-from txlab.zoo import run_config, train_run_dir
+from txlab.runs.checkpoint import load_checkpoint, save_checkpoint
+from txlab.runs.evaluate import evaluate, evaluate_run, evaluation_context
+from txlab.runs.train import train
+from txlab.runs.zoo import run_config, train_run_dir
 
 SMALL_CORPUS = ["data.synthetic_tokens=20000", "data.synthetic_eval_tokens=3000", "train.threads=1"]
 

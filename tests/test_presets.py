@@ -1,12 +1,12 @@
 import pytest
 import torch
 
-from txlab.build import build_model
 from txlab.config import update_dataclass
+from txlab.data.corpora import CORPORA
 from txlab.errors import TxlabError
-from txlab.corpora import CORPORA
+from txlab.models.build import build_model
 from txlab.presets import PRESETS, SIZES, resolve_preset
-from txlab.zoo import known_vocab_size, list_models, parameter_count, run_config, run_dir
+from txlab.runs.zoo import known_vocab_size, list_models, parameter_count, run_config, run_dir
 
 
 @pytest.mark.parametrize(

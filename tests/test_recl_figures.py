@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from txlab import report
+from txlab.analysis import report
 from txlab.cli import app
 from txlab.drivers import recl as recl_driver
 

@@ -16,23 +16,13 @@ import pandas as pd
 import pytest
 import torch
 
-from txlab.build import build_model
+from txlab.analysis.recl import ReclInterval, ReclResult, bootstrap_recl, falls_short, n_selected, placebo_aware_walk, recl, recl_rows, top_r_positions
+from txlab.analysis.report import write_context_curves
 from txlab.config import ModelConfig
 from txlab.drivers.recl import ReclSettings, score_group
-from txlab.lm import Context
-from txlab.losses import GroupLosses, collect_losses
-from txlab.recl import (
-    ReclInterval,
-    ReclResult,
-    bootstrap_recl,
-    falls_short,
-    n_selected,
-    placebo_aware_walk,
-    recl,
-    recl_rows,
-    top_r_positions,
-)
-from txlab.report import write_context_curves
+from txlab.measure.losses import GroupLosses, collect_losses
+from txlab.models.build import build_model
+from txlab.models.interface import Context
 
 # --- the placebo-aware walk -----------------------------------------------------------------------
 # One model, one target, r = 1 unless said otherwise, so each gain is 1 - exp(-drop) of that target.
@@ -253,7 +243,7 @@ def test_a_cap_applies_to_its_models_table_before_the_group_baseline():
     assert v.gains == (0.0, 0.0, 0.0)
 
 
-# --- the placebo losses and placebo.csv (read-only use of txlab.losses, txlab.drivers.recl, txlab.report) --
+# --- the placebo losses and placebo.csv (read-only use of txlab.measure.losses, txlab.drivers.recl, txlab.analysis.report) --
 
 
 def test_the_placebo_takes_its_far_span_half_the_stream_away_by_default():

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from txlab import recl
-from txlab.checkpoint import read_meta
+from txlab.analysis import recl
+from txlab.analysis.report import seed_spread_markdown
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
-from txlab.report import seed_spread_markdown
+from txlab.runs.checkpoint import read_meta
 
 TINY_TRAINING = ["--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
                  "--set", "data.synthetic_eval_tokens=600"]

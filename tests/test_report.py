@@ -1,14 +1,12 @@
 import json
 import math
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import yaml
 
+from txlab.analysis.report import learning_curves, run_label
 from txlab.errors import TxlabError
-from txlab.report import learning_curves, run_label
 
 
 def fake_run(root, name, losses, corpus="synthetic"):
@@ -71,15 +69,10 @@ def test_learning_curves_refuse_non_runs(tmp_path):
         learning_curves([tmp_path], tmp_path / "x.png")
 
 
-def test_report_does_not_import_torch():
-    code = "import sys, txlab.report; print('torch' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
-
-
 # --------------------------------------------------------------------------------------------------
 # Ablation tables (txlab ablate)
 
-from txlab.report import ablation_latex, ablation_markdown, init_best, write_ablation_report  # noqa: E402
+from txlab.analysis.report import ablation_latex, ablation_markdown, init_best, write_ablation_report  # noqa: E402
 
 
 def test_init_best_takes_the_training_length_the_minimum_and_its_shortest_length():
@@ -156,7 +149,7 @@ def test_ablation_report_without_runs_says_what_to_do(tmp_path):
 
 
 def test_ablation_report_reads_each_row_one_way_in_table_claims_and_figure(tmp_path):
-    from txlab.claims import Claim
+    from txlab.analysis.claims import Claim
 
     out = tmp_path / "results"
     # ours: seed 2 stalls, so its own best length (32) differs from the row's (64, where the mean is lowest)
@@ -238,7 +231,7 @@ def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(
 
 
 def test_copies_beyond_a_distance_with_no_copy_that_far_is_nan():
-    from txlab.report import copies_beyond
+    from txlab.analysis.report import copies_beyond
 
     record = role_record(1, 1.0, [(8, 16, 5, 1.0)])
     assert copies_beyond(record, 16)["tokens"] == 0 and pd.isna(copies_beyond(record, 16)["model"])
@@ -246,7 +239,7 @@ def test_copies_beyond_a_distance_with_no_copy_that_far_is_nan():
 
 
 def test_stalled_runs_follow_the_stated_rule():
-    from txlab.report import LEARNED_ROLES, STALL_MARGIN, stalled_runs
+    from txlab.analysis.report import LEARNED_ROLES, STALL_MARGIN, stalled_runs
     recall = LEARNED_ROLES[1]
     lines = []
     for seed, (latch, recalled) in enumerate([(4.0, 5.5), (2.0, 5.5), (4.0, 1.0), (4.16 - STALL_MARGIN, 5.5)]):

@@ -4,7 +4,7 @@ import torch
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
-from txlab.rnn import ForgetMult, build_rnn
+from txlab.models.rnn import ForgetMult, build_rnn
 
 FAMILIES = ("lstm", "qrnn")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from txlab.checkpoint import load_checkpoint, read_meta
 from txlab.config import save_config
+from txlab.drivers.roles import redraw_roles, score_roles
 from txlab.errors import TxlabError
-from txlab.roles import redraw_roles, score_roles
+from txlab.runs.checkpoint import load_checkpoint, read_meta
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ("data.corpus=synthetic-small-short", "data.synthetic_tokens=3000", "data.synthetic_eval_tokens=2000")
@@ -79,7 +79,7 @@ def test_the_title_says_the_models_their_size_the_corpus_and_the_targets(scored_
 
 def test_the_committed_figures_are_drawn_from_the_committed_records(tmp_path, monkeypatch):
     # results/models/README.md records the commands; drawing is left out (the CSV holds every plotted number)
-    monkeypatch.setattr("txlab.report.save_figure", lambda fig, path: [])
+    monkeypatch.setattr("txlab.analysis.report.save_figure", lambda fig, path: [])
     models = ROOT / "results" / "models"
     for name, presets in [("table8-xl-rnn-cpu-synthetic-small-short", ("xl151m", "qrnn", "lstm")),
                           ("table8-xl-ablations-cpu-synthetic-small-short", ("xl128m", "xl128m-shaw", "xl128m-norecur", "transformer128m"))]:

@@ -5,7 +5,7 @@ import json
 from typer.testing import CliRunner
 
 from txlab.cli import app
-from txlab.zoo import list_runs
+from txlab.runs.zoo import list_runs
 
 runner = CliRunner()
 

@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from txlab.errors import TxlabError
-from txlab.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, linear_nll
+from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, linear_nll
 
 
 def _pair(n_token=50, d_embed=16, d_proj=8, cutoffs=(10, 30), div_val=2, seed=0):

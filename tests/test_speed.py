@@ -14,28 +14,17 @@ import torch
 from typer.testing import CliRunner
 
 from txlab.api import load_model, run_tokens
-from txlab.build import build_model
-from txlab.checkpoint import load_checkpoint, save_checkpoint
 from txlab.cli import app
 from txlab.config import ModelConfig, RunConfig
-from txlab.errors import TxlabError
-from txlab.evaluate import evaluation_context
-from txlab.lm import Context
-from txlab.presets import resolve_preset
-from txlab.model import RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
 from txlab.drivers.speed import load_study
-from txlab.speed import (
-    SpeedSettings,
-    speed_table,
-    strided_nll,
-    time_strided,
-    time_vanilla,
-    time_xl,
-    vanilla_nll,
-    xl_context,
-    xl_fill,
-    xl_segment,
-)
+from txlab.errors import TxlabError
+from txlab.measure.speed import SpeedSettings, speed_table, strided_nll, time_strided, time_vanilla, time_xl, vanilla_nll, xl_context, xl_fill, xl_segment
+from txlab.models.build import build_model
+from txlab.models.interface import Context
+from txlab.models.transformer import RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
+from txlab.presets import resolve_preset
+from txlab.runs.checkpoint import load_checkpoint, save_checkpoint
+from txlab.runs.evaluate import evaluation_context
 
 runner = CliRunner()
 SHAPE = ModelConfig(family="xl", n_token=10, n_layer=2, d_model=8, n_head=2, d_head=4, d_inner=16, tgt_len=4, mem_len=4)
@@ -45,7 +34,7 @@ FAST = ["--size", "tiny", "--threads", "1", "--set", "budget_s=0", "--set", "rep
 @pytest.fixture(autouse=True)
 def _no_matmul_ceiling(monkeypatch):
     """The machine's matmul ceiling takes seconds to measure on a busy CPU; the tests do not need it."""
-    monkeypatch.setattr("txlab.speed._matmul_peak", lambda device, threads: 100.0)
+    monkeypatch.setattr("txlab.measure.speed._matmul_peak", lambda device, threads: 100.0)
 
 
 def xl_model(**changes) -> torch.nn.Module:
@@ -290,7 +279,7 @@ def test_a_table_is_named_by_what_the_command_line_changed_from_the_study():
 
 
 def test_contended_timings_are_flagged_in_the_output_the_markdown_and_the_figure(tmp_path):
-    from txlab.speed import contention_warning
+    from txlab.measure.speed import contention_warning
     from txlab.timing import CONTENDED_SHARE
 
     idle = [{"attn_len": 800, "others_cpu": 0.02}, {"attn_len": 1800, "others_cpu": None}]
@@ -301,15 +290,15 @@ def test_contended_timings_are_flagged_in_the_output_the_markdown_and_the_figure
     table = Path(__file__).resolve().parents[1] / "results" / "speed" / "table9-paper-cpu-issue15.csv"
     result = runner.invoke(app, ["speed", "--redraw", str(table), "--fig-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    import txlab.report
+    import txlab.analysis.report
 
     texts = []
-    original = txlab.report.save_figure_with_points
-    txlab.report.save_figure_with_points = lambda fig, *a, **k: texts.extend(t.get_text() for t in fig.texts) or original(fig, *a, **k)
+    original = txlab.analysis.report.save_figure_with_points
+    txlab.analysis.report.save_figure_with_points = lambda fig, *a, **k: texts.extend(t.get_text() for t in fig.texts) or original(fig, *a, **k)
     try:
-        txlab.report.table9_figure(table, tmp_path / "again.png")
+        txlab.analysis.report.table9_figure(table, tmp_path / "again.png")
     finally:
-        txlab.report.save_figure_with_points = original
+        txlab.analysis.report.save_figure_with_points = original
     assert any(t.startswith("Warning: other processes took up to 72% of the CPU") for t in texts)
 
 
@@ -377,9 +366,9 @@ def test_a_trained_vanilla_run_is_timed_up_to_its_window(tmp_path, untrained_run
 
 
 def test_speed_redraw_draws_the_figure_again_from_a_written_table_and_times_nothing(tmp_path, monkeypatch):
-    import txlab.speed
+    import txlab.measure.speed
 
-    monkeypatch.setattr(txlab.speed, "speed_table", lambda *a, **k: pytest.fail("--redraw timed something"))
+    monkeypatch.setattr(txlab.measure.speed, "speed_table", lambda *a, **k: pytest.fail("--redraw timed something"))
     table = Path(__file__).resolve().parents[1] / "results" / "speed" / "table9-cpu.csv"
     result = runner.invoke(app, ["speed", "--redraw", str(table), "--fig-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output

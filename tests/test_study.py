@@ -6,10 +6,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from txlab.drivers import ablate
 from txlab.cli import app
-from txlab.errors import TxlabError
+from txlab.drivers import ablate
 from txlab.drivers.ablate import load_study, parse_shard, run_study, shard_runs
+from txlab.errors import TxlabError
 
 runner = CliRunner()
 
@@ -202,7 +202,7 @@ def test_tiny_study_end_to_end_then_resume_skips_every_finished_stage(tmp_path, 
     run_study(path, dry_run=True, announce=lines.append, echo=lines.append)
     status = {line.split()[0]: line.split()[-1] for line in "\n".join(lines).splitlines() if line.endswith(("done", "new"))}
     assert status == {**{r: "done" for r in status if r != "vanilla-s1"}, "vanilla-s1": "new"} and len(status) == 6
-    from txlab.train import train as real_train
+    from txlab.runs.train import train as real_train
 
     trained = []
     monkeypatch.setattr(ablate, "train", lambda cfg, d, **kw: trained.append(cfg.name) or real_train(cfg, d, **kw))
@@ -216,7 +216,7 @@ def test_interrupted_training_resumes_and_a_changed_study_is_refused(tmp_path, m
     study = load_study(path)
     run = study.runs[0]
     # a run killed after its checkpoint at step 2 of 4 (the kill lands as step 4 is being reported)
-    from txlab.train import train
+    from txlab.runs.train import train
 
     def killed_at_step_4(message):
         if message.startswith("step 4"):

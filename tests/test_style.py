@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 import seaborn as sns
 
-from txlab import attention, report
+from txlab.analysis import report
+from txlab.measure import attention
 from txlab.style import PALETTE, themed
 
 

@@ -6,22 +6,10 @@ import numpy as np
 import pytest
 from tqdm import tqdm
 
-from txlab import synthetic
-from txlab.corpora import EOS, _text_blocks, _words
+from txlab.data import synthetic
+from txlab.data.corpora import EOS, _text_blocks, _words
+from txlab.data.synthetic import BACKGROUND, COPY_KEY, COPY_VALUE, HINT, SOURCE_KEY, SOURCE_VALUE, VARIANTS, build_text, generate, get_spec, write_wikitext_format
 from txlab.errors import TxlabError
-from txlab.synthetic import (
-    BACKGROUND,
-    COPY_KEY,
-    COPY_VALUE,
-    HINT,
-    SOURCE_KEY,
-    SOURCE_VALUE,
-    VARIANTS,
-    build_text,
-    generate,
-    get_spec,
-    write_wikitext_format,
-)
 
 SPEC = VARIANTS["synthetic"]
 

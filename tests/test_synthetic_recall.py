@@ -5,23 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from txlab import diagnostics, synthetic
+from txlab.data import diagnostics, synthetic
+from txlab.data.synthetic import BACKGROUND, FACT_KEY, FACT_VALUE, LATCH_EMISSION, LATCH_MARKER, RECALL_KEY, RECALL_MARKER, RECALLED_VALUE, REGISTER, SOURCE_MARKER, VARIANTS, generate, get_spec
 from txlab.errors import TxlabError
-from txlab.synthetic import (
-    BACKGROUND,
-    FACT_KEY,
-    FACT_VALUE,
-    LATCH_EMISSION,
-    LATCH_MARKER,
-    RECALL_KEY,
-    RECALL_MARKER,
-    RECALLED_VALUE,
-    REGISTER,
-    SOURCE_MARKER,
-    VARIANTS,
-    generate,
-    get_spec,
-)
 
 SPEC = VARIANTS["recall-small"]
 

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from txlab import corpora, textdata
 from txlab.config import DataConfig, RunConfig
-from txlab.corpora import load_corpus, text_token_counts
+from txlab.data import corpora, textdata
+from txlab.data.corpora import load_corpus, text_token_counts
+from txlab.data.textdata import NotBlockwise, load_hf_tokenizer, text_data_config
 from txlab.errors import TxlabError
-from txlab.plan import split_tokens, training_plan, vocab_size
 from txlab.progress import Progress
-from txlab.textdata import NotBlockwise, load_hf_tokenizer, text_data_config
-from txlab.zoo import run_config, run_name
+from txlab.runs.plan import split_tokens, training_plan, vocab_size
+from txlab.runs.zoo import run_config, run_name
 
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare" / "input.txt"
 

@@ -67,7 +67,7 @@ def test_latency_percentiles_are_nearest_rank_recorded_times():
 def test_per_token_times_split_each_call_over_its_predictions():
     import torch
 
-    from txlab.speed import Timed
+    from txlab.measure.speed import Timed
 
     timed = Timed(seconds=[0.8, 0.4, 1.2], predictions=4, batch=2, nll=torch.zeros(2, 12))
     assert timed.per_token_seconds() == [0.2] * 4 + [0.1] * 4 + [0.3] * 4

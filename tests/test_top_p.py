@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from txlab.errors import TxlabError
-from txlab.generate import generate, sample_top_k
+from txlab.measure.generate import generate, sample_top_k
 
 PROBS = torch.tensor([0.05, 0.5, 0.15, 0.3])  # most likely first: ids 1, 3, 2, 0
 

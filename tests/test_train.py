@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from txlab.checkpoint import load_checkpoint
 from txlab.config import TrainConfig, apply_overrides, update_dataclass
 from txlab.errors import TxlabError
-from txlab.evaluate import segment_loss
 from txlab.presets import resolve_preset
-from txlab.train import learning_rate, train
+from txlab.runs.checkpoint import load_checkpoint
+from txlab.runs.evaluate import segment_loss
+from txlab.runs.train import learning_rate, train
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def test_loss_falls_on_synthetic_corpus(tmp_path):
     train_losses = [r["loss"] for r in lines if r["split"] == "train"]
     assert train_losses[-1] < train_losses[0] - 1.0
     assert result.valid["loss"] < math.log(5312) - 1.0
-    # on a synthetic corpus every evaluation also splits the loss by role (txlab.diagnostics)
+    # on a synthetic corpus every evaluation also splits the loss by role (txlab.data.diagnostics)
     by_role = [r for r in lines if r["split"] == "valid_by_role"]
     assert [r["step"] for r in by_role] == [60] and len(by_role[0]["copy_distance"]) == 12
     roles = by_role[0]["roles"]
@@ -92,11 +92,11 @@ RESUME_ARGS = [
 # chosen step: the signal lands at a known step, however fast the machine (no polling, no sleeping).
 _SIGNAL_AFTER_LOGGED_STEP = """
 import json, os, sys
-import txlab.train
+import txlab.runs.train
 from txlab.cli import main
 
 step_to_signal, signal_number = int(sys.argv[1]), int(sys.argv[2])
-real_append_line = txlab.train.append_line
+real_append_line = txlab.runs.train.append_line
 
 
 def append_then_signal(path, line):
@@ -106,7 +106,7 @@ def append_then_signal(path, line):
         os.kill(os.getpid(), signal_number)
 
 
-txlab.train.append_line = append_then_signal
+txlab.runs.train.append_line = append_then_signal
 sys.argv = ["txlab", *sys.argv[3:]]
 main()
 """
@@ -174,7 +174,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
     good = json.loads((tmp_path / "run" / "checkpoint" / "meta.json").read_text())["step"]
     # a good run that diverges after its checkpoint: here by resuming it with a learning rate that
     # blows it up, which train refuses as another configuration unless that check is taken away
-    monkeypatch.setattr("txlab.train.check_run_dir", lambda cfg, run_dir: None)
+    monkeypatch.setattr("txlab.runs.train.check_run_dir", lambda cfg, run_dir: None)
     bad = apply_overrides(cfg, ["train.max_steps=8", "train.lr=1e30", "train.clip=0"])
     with pytest.raises(TxlabError, match="last good checkpoint"):
         train(bad, tmp_path / "run", progress=False, echo=lambda _: None)
@@ -262,8 +262,8 @@ def test_wandb_missing_is_one_error_naming_the_extra(tmp_path, monkeypatch):
 
 def test_checkpoint_saves_weights_that_are_views_of_one_buffer(tmp_path):
     # cuDNN keeps an LSTM's weights as views of one flat buffer; safetensors refuses shared storage
-    from txlab.build import build_model
-    from txlab.checkpoint import save_checkpoint
+    from txlab.models.build import build_model
+    from txlab.runs.checkpoint import save_checkpoint
 
     cfg = update_dataclass(resolve_preset("lstm", "tiny"), {"model": {"n_token": 50}})
     model = build_model(cfg.model)
@@ -284,8 +284,8 @@ def test_a_tied_weight_saved_under_another_name_of_its_tie_still_loads(tmp_path)
     # checkpoints written before a module moved carry the tied embedding under its softmax name
     from safetensors.torch import load_file, save_file
 
-    from txlab.build import build_model
-    from txlab.checkpoint import save_checkpoint
+    from txlab.models.build import build_model
+    from txlab.runs.checkpoint import save_checkpoint
 
     cfg = update_dataclass(resolve_preset("xl128m", "tiny"), {"model": {"n_token": 50}})
     torch.manual_seed(0)
@@ -308,8 +308,8 @@ def test_checkpoints_from_before_per_cluster_ties_load_or_say_why(tmp_path):
     div_val-1 input projections were kept per cluster loads if they are equal and is refused if they drifted."""
     from safetensors.torch import load_file, save_file
 
-    from txlab.build import build_model
-    from txlab.checkpoint import save_checkpoint
+    from txlab.models.build import build_model
+    from txlab.runs.checkpoint import save_checkpoint
 
     cfg = update_dataclass(resolve_preset("xl128m", "tiny"),
                            {"model": {"n_token": 50, "adaptive": True, "cutoffs": [10, 30], "div_val": 1, "d_embed": 24}})
@@ -336,8 +336,8 @@ def test_checkpoints_from_before_per_cluster_ties_load_or_say_why(tmp_path):
 
 
 def test_raising_max_steps_on_a_finished_run_warns_that_the_schedule_stretches(tmp_path):
-    from txlab.train import train
-    from txlab.zoo import run_config
+    from txlab.runs.train import train
+    from txlab.runs.zoo import run_config
 
     cfg = run_config("xl151m", "tiny", overrides=["train.max_steps=2", "train.eval_interval=2", "data.synthetic_tokens=5000",
                                                   "data.synthetic_eval_tokens=600"])

@@ -47,7 +47,7 @@ def test_home_option_beats_the_environment_which_beats_runs(tmp_path, monkeypatc
     assert "--home" in cli("--help").output
 
     # what a table records of its command names the home it was written to, unless the default
-    from txlab.speed import SpeedSettings, command_line
+    from txlab.measure.speed import SpeedSettings, command_line
 
     monkeypatch.setenv("TXLAB_HOME", ".")
     assert command_line([8], SpeedSettings(), "table9") == "txlab --home . speed --attn-len 8"

@@ -2,7 +2,7 @@
 
 The Python API in a few names (docs/api.md): ``load_model`` (a txlab run directory or ``hf:PATH``),
 ``run_tokens`` and ``encode_text`` (token ids for it), ``context_losses`` (losses at exact context
-lengths), ``group_recl`` (the paper's metric over a group; the module txlab.recl holds the metric itself) and ``perplexity``. They load on first use, so
+lengths), ``group_recl`` (the paper's metric over a group; the module txlab.analysis.recl holds the metric itself) and ``perplexity``. They load on first use, so
 ``import txlab`` stays light (and torch-free for the pure-numpy metric modules).
 """
 

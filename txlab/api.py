@@ -7,8 +7,8 @@ context lengths, RECL.
     table = txlab.context_losses(model, tokens, grid=[16, 32, 64, 128], n_blocks=4, block_len=200)
     print(txlab.group_recl([table], ["mine"], rs=[0.1, 1.0]))
 
-Everything here composes the library's own functions (txlab.hf, txlab.losses, txlab.recl,
-txlab.evaluate); the commands use the same ones.
+Everything here composes the library's own functions (txlab.models.hf, txlab.measure.losses, txlab.analysis.recl,
+txlab.runs.evaluate); the commands use the same ones.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from txlab import hf
-from txlab import recl as recl_metric
-from txlab.checkpoint import has_checkpoint, load_checkpoint
-from txlab.corpora import load_corpus_for_model
+from txlab.analysis import recl as recl_metric
+from txlab.data.corpora import load_corpus_for_model
 from txlab.errors import TxlabError
-from txlab.evaluate import evaluate, evaluation_context
-from txlab.lm import Context, LanguageModel
-from txlab.losses import collect_losses, sample_blocks
+from txlab.measure.losses import collect_losses, sample_blocks
+from txlab.models import hf
+from txlab.models.interface import Context, LanguageModel
 from txlab.precision import check_precision
+from txlab.runs.checkpoint import has_checkpoint, load_checkpoint
+from txlab.runs.evaluate import evaluate, evaluation_context
 
 
 def load_model(spec: str | Path, *, device: str = "cpu", precision: str | None = None) -> LanguageModel:
@@ -106,7 +106,7 @@ def context_losses(
 ) -> ContextLosses:
     """l(c, t) for every c of ``grid`` on ``n_blocks`` contiguous blocks of ``block_len`` targets drawn by
     ``seed`` (after the first max(grid) tokens): exactly c tokens of context each, read as the model is
-    evaluated (see txlab.losses), in ``model.precision`` (:func:`load_model`; fp32 for a model built otherwise).
+    evaluated (see txlab.measure.losses), in ``model.precision`` (:func:`load_model`; fp32 for a model built otherwise).
     Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed."""
     grid = tuple(int(c) for c in grid)
     tokens = np.asarray(tokens)
@@ -121,7 +121,7 @@ def context_losses(
 
 def group_recl(tables: Sequence[ContextLosses], names: Sequence[str], rs: Sequence[float] = recl_metric.DEFAULT_RS, *,
          n_boot: int = 0, seed: int = 0) -> list[dict]:
-    """RECL of a group (one row per model and r; txlab.recl.recl_rows), from the tables of
+    """RECL of a group (one row per model and r; txlab.analysis.recl.recl_rows), from the tables of
     :func:`context_losses` on the same targets; with placebo losses in every table, the placebo-aware RECL too."""
     if len(tables) != len(names) or not tables:
         raise TxlabError(f"give one name per table: {len(tables)} tables, {len(names)} names")

@@ -160,7 +160,7 @@ def _print_json(obj) -> None:
 @data_app.command("list")
 def data_list(data_dir: str = _DATA_DIR, json_output: bool = _JSON) -> None:
     """List every corpus: whether its files are present, their size, and the vocabulary size once encoded."""
-    from txlab.corpora import data_root, list_corpora
+    from txlab.data.corpora import data_root, list_corpora
 
     cfg = _data_config(data_dir)
     rows = list_corpora(cfg)
@@ -187,7 +187,7 @@ def data_get(
     Interrupted downloads resume where they stopped (from the .part file). Set $TXLAB_DATA_MIRROR to a
     URL to fetch <URL>/<file name> instead of the canonical sources. Synthetic corpora need nothing.
     """
-    from txlab.download import fetch_corpus
+    from txlab.data.download import fetch_corpus
 
     result = fetch_corpus(name, _data_config(data_dir), force=force, progress=not quiet)
     if result["status"] == "built in":
@@ -221,7 +221,7 @@ def data_info(
 
     The first call on a real corpus or a text encodes it (cached afterwards, so later loads take seconds).
     """
-    from txlab.corpora import text_corpus_info
+    from txlab.data.corpora import text_corpus_info
 
     info = text_corpus_info(name, text, tokenizer, text_split, _data_config(data_dir, name or "synthetic", corpus_dir), progress=not quiet)
     typer.echo(f"{info['name']} ({info['level']} level) from {info['source']}")
@@ -280,7 +280,7 @@ def models(
 ) -> None:
     """List the presets with parameter counts at each size, and which are trained in <home>/results/models/."""
     from txlab.presets import SIZES
-    from txlab.zoo import format_models, list_models
+    from txlab.runs.zoo import format_models, list_models
 
     rows = list_models(tuple(size) or SIZES)
     typer.echo(format_models(rows))
@@ -295,7 +295,7 @@ def runs(
 ) -> None:
     """List the run directories under folders: preset, size, family, corpus, steps reached of the
     recipe's, last validation, whether the checkpoint is there (committed results keep only records)."""
-    from txlab.zoo import default_run_folders, format_runs, list_runs
+    from txlab.runs.zoo import default_run_folders, format_runs, list_runs
 
     rows = list_runs(roots or default_run_folders())
     typer.echo(format_runs(rows))
@@ -330,10 +330,11 @@ def train(
     """
     from txlab.devices import check_device
     from txlab.fileio import check_not_held
-    from txlab.plan import training_plan
     from txlab.precision import check_precision
-    from txlab.train import check_run_dir, train as train_run
-    from txlab.zoo import run_config, train_run_dir
+    from txlab.runs.plan import training_plan
+    from txlab.runs.train import check_run_dir
+    from txlab.runs.train import train as train_run
+    from txlab.runs.zoo import run_config, train_run_dir
 
     if device:
         check_device(device)
@@ -343,7 +344,7 @@ def train(
     check_device(cfg.train.device, "train.device")  # set by --set, --config or the preset: checked before the plan
     check_precision(cfg.train.precision, cfg.train.device, cfg.model.family, "train.precision")
     check_precision(cfg.eval.precision, cfg.train.device, cfg.model.family, "eval.precision")
-    from txlab.corpora import check_corpus_dir_applies
+    from txlab.data.corpora import check_corpus_dir_applies
 
     check_corpus_dir_applies(cfg.data.corpus, corpus_dir)
     directory = Path(run_dir) if run_dir else train_run_dir(cfg)
@@ -397,14 +398,14 @@ def eval_command(
     --tgt-len tokens, each after --mem-len tokens of context (default 0), and its record goes to
     <home>/results/eval/.
     """
+    from txlab.data.diagnostics import format_summary
     from txlab.devices import check_device
-    from txlab.diagnostics import format_summary
-    from txlab.evaluate import evaluate_checkpoint, evaluate_run
+    from txlab.runs.evaluate import evaluate_checkpoint, evaluate_run
 
     check_device(device)
     if str(run_dir).startswith("hf:"):
-        from txlab.drivers.recl import settle_tokenizer, ReclSettings
-        from txlab.zoo import run_config
+        from txlab.drivers.recl import ReclSettings, settle_tokenizer
+        from txlab.runs.zoo import run_config
 
         for option, value in {"--clamp-len": clamp_len, "--same-length": same_length, "--attn-len": attn_len, "--streams": streams,
                               "--corpus-dir": corpus_dir or None, "--by-role": by_role or None}.items():
@@ -461,9 +462,9 @@ def roles(
     Each run is scored with its evaluation settings (records in RUN/eval/); the figure shows how far
     back each run copies from, against the ideal model with and without the source in view.
     """
-    from txlab.diagnostics import format_summary
-    from txlab.report import runs_stem
-    from txlab.roles import redraw_roles, score_roles
+    from txlab.analysis.report import runs_stem
+    from txlab.data.diagnostics import format_summary
+    from txlab.drivers.roles import redraw_roles, score_roles
     from txlab.workspace import resolve
 
     default = resolve(f"figures/roles/{runs_stem(run_dirs)}" + (f"-{split}" if split != "valid" else "") + (f"-{max_tokens}tokens" if max_tokens else "") + ".png")
@@ -496,7 +497,7 @@ def curves(
 
     A run still short of its first validation is drawn from its training loss.
     """
-    from txlab.report import learning_curves, role_curves, runs_stem
+    from txlab.analysis.report import learning_curves, role_curves, runs_stem
     from txlab.workspace import resolve
 
     default = resolve(f"figures/train/{runs_stem(run_dirs)}{'-roles' if by_role else ''}.png")
@@ -531,7 +532,7 @@ def bench_model_command(
     Rows also carry the load average and the CPU share other processes took while they ran: with 2
     threads on 2 cores any competitor distorts the numbers, so rerun rows where it is above a few percent.
     """
-    from txlab.bench import DEFAULT_MODES, bench_model, bench_table_markdown, preset_configs
+    from txlab.measure.bench import DEFAULT_MODES, bench_model, bench_table_markdown, preset_configs
     from txlab.timing import matmul_peak_gflops
 
     shapes = shape or ([] if preset else ["tiny", "small"])
@@ -567,7 +568,7 @@ def speed(
     redraw: Path = typer.Option(None, "--redraw", help="Only draw the figure again from a table txlab speed wrote (its .csv), into --fig-dir; time nothing."),
     out_dir: Path = typer.Option(None, "--out-dir", help="Where the table (.csv, .md) goes \\[default: <home>/results/speed].", show_default=False),
     fig_dir: Path = typer.Option(None, "--fig-dir", help="Where the figure (.png, .pdf) goes \\[default: <home>/figures/speed].", show_default=False),
-    _show: bool = _show_settings("txlab.speed", "SpeedSettings"),
+    _show: bool = _show_settings("txlab.measure.speed", "SpeedSettings"),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -581,9 +582,9 @@ def speed(
     """
     from dataclasses import asdict
 
+    from txlab.analysis.report import table9_figure
     from txlab.drivers.speed import check_output, resolve_study, speed_plan
-    from txlab.report import table9_figure
-    from txlab.speed import command_line, contention_warning, speed_table, table9_markdown
+    from txlab.measure.speed import command_line, contention_warning, speed_table, table9_markdown
     from txlab.workspace import resolve
 
     if device is not None:
@@ -737,7 +738,7 @@ def ablate(
     if result.table is not None:
         typer.echo(result.table.markdown.rstrip())
         if result.table.claims:
-            from txlab.claims import claims_markdown
+            from txlab.analysis.claims import claims_markdown
 
             typer.echo("\n" + claims_markdown(result.table.claims).rstrip())
         for path in result.table.files:
@@ -780,8 +781,8 @@ def attention_command(
     content-content, (b) content-position and (d) global position bias, each alone. Writes PNG, PDF
     and the numbers as CSV to <out-dir>/<run name>/.
     """
-    from txlab.attention import attention_analysis, redraw_attention
     from txlab.devices import check_device
+    from txlab.measure.attention import attention_analysis, redraw_attention
 
     if from_csv:
         result = redraw_attention(run_dir, out_dir=out_dir)
@@ -833,7 +834,7 @@ def generate_command(
     txlab generate runs/results/models/xl128m-cpu-tinyshakespeare --prompt "ROMEO:" --tokens 200 --seed 1
     """
     from txlab.devices import check_device
-    from txlab.generate import generate
+    from txlab.measure.generate import generate
 
     check_device(device)
     say = (lambda message: None) if quiet else (lambda message: typer.echo(message, err=True))
@@ -882,7 +883,7 @@ def import_hf_command(
 
     The tokenizer's pickled vocabulary is read without running code from it.
     """
-    from txlab.convert import import_hf
+    from txlab.runs.convert import import_hf
 
     _report_import(import_hf(directory, out, corpus=data, vocab_file=vocab, config_file=config or None, overrides=overrides, force=force))
 
@@ -903,7 +904,7 @@ def import_reference_command(
 
     model.n_token is the vocabulary's size; shared or per-layer biases and weight tying are read off the weights.
     """
-    from txlab.convert import import_reference
+    from txlab.runs.convert import import_reference
 
     _report_import(import_reference(state_dict, out, vocab_file=vocab, corpus=data, preset=preset or None, size=size,
                                     config_file=config or None, overrides=overrides, force=force))
@@ -919,7 +920,7 @@ def export_command(
     transformers' from_pretrained loads it, and every txlab command takes it as hf:OUT. It reads the
     token ids of the run's corpus (txlab_export.json names the corpus): score it on that corpus.
     """
-    from txlab.convert import export_hf_run
+    from txlab.runs.convert import export_hf_run
 
     for path in export_hf_run(run_dir, out):
         typer.echo(f"written {path}")

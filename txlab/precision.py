@@ -12,12 +12,12 @@ run (the periodic validation, ``txlab eval``, its loss tables for RECL):
   resumed run goes on with the scale it had.
 
 What precision needs stays in fp32 whatever the setting: the log-softmax over the vocabulary (its
-log-sum-exp, txlab.softmax), hence every per-token loss and the loss tables RECL reads; evaluation sums
+log-sum-exp, txlab.models.softmax), hence every per-token loss and the loss tables RECL reads; evaluation sums
 losses in float64. On a CUDA GPU with TF32 (compute capability 8.0 and later) bf16 and fp16 also let the
 matmuls autocast leaves in fp32 use TF32. Runs record their precision (config.yaml) and whether TF32 was
 on (each training record of metrics.jsonl); evaluation records and loss tables record theirs.
 
-A Hugging Face checkpoint (``hf:``) is loaded with its weights in the precision asked for (txlab.hf).
+A Hugging Face checkpoint (``hf:``) is loaded with its weights in the precision asked for (txlab.models.hf).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ holds every step's gain and placebo gain at each r (computed as today: on the ca
 its own T(c)), but recl.json, table8.csv and table8.md had no placebo-aware fields. Their loss tables
 and checkpoints are not committed, so the bootstrap cannot be rerun: this script adds the point
 estimates only (placebo_recl, placebo_censored, placebo_label, below_placebo), walked by
-txlab.recl.placebo_aware_walk on the committed gains with each member's cap, after checking that the
+txlab.analysis.recl.placebo_aware_walk on the committed gains with each member's cap, after checking that the
 paper's walk on the same gains gives the committed RECL of every row. The placebo-aware cells carry
 no interval.
 
@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from txlab.build import build_model
+from txlab.analysis.recl import ReclResult, capped, placebo_aware_walk, recl_label, walk
+from txlab.analysis.report import table8_markdown, write_table8
 from txlab.config import load_config
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
-from txlab.recl import ReclResult, capped, placebo_aware_walk, recl_label, walk
-from txlab.report import table8_markdown, write_table8
+from txlab.models.build import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUPS = ("table8-xl-rnn-gpu-small-synthetic-short", "table8-xl-ablations-gpu-small-synthetic-short")

@@ -2,7 +2,7 @@
 (`txlab recl`) and ``speed`` (`txlab speed`).
 
 A driver reads a study YAML's profile and the command line into a settings dataclass, plans, runs the
-measurement libraries (txlab.train, txlab.losses and txlab.recl, txlab.speed) and writes the tables.
-They live in a package of their own so that each can carry its command's name: ``txlab.recl`` is the
-pure-numpy RECL metric and ``txlab.speed`` the Table 9 measurement, which their drivers use.
+measurement libraries (txlab.runs.train, txlab.measure.losses and txlab.analysis.recl, txlab.measure.speed) and writes the tables.
+They live in a package of their own so that each can carry its command's name: ``txlab.analysis.recl`` is the
+pure-numpy RECL metric and ``txlab.measure.speed`` the Table 9 measurement, which their drivers use.
 """

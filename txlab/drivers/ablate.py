@@ -10,12 +10,12 @@ A study file (see ``studies/table6.yaml``) holds:
     grid         axes crossed with every row: key -> values (key: recurrence, encoding, loss or a
                  dotted config key such as train.lr)
     seeds        training seeds of every variant (the table shows mean and spread)
-    columns      the table's columns (see txlab.report.ABLATION_COLUMNS), optionally renamed
+    columns      the table's columns (see txlab.analysis.report.ABLATION_COLUMNS), optionally renamed
     memory_budget  for rows with ``fit``: the id of the row whose training memory is the budget,
                  or a number of MiB
     claims       the paper's claims as {claim, better, worse, metric, two_sided} (row ids; metric
                  ppl_init or ppl_best; one-sided unless two_sided: true), tested seed by seed as one
-                 family in the report (txlab.claims: exact sign-flip test on log-perplexity, Holm)
+                 family in the report (txlab.analysis.claims: exact sign-flip test on log-perplexity, Holm)
     profiles     profile name -> settings (:class:`AblationSettings`): size, corpus, overrides,
                  evaluation lengths, ...
 
@@ -57,22 +57,36 @@ from typing import Any
 import torch
 import yaml
 
-from txlab import report
-from txlab.checkpoint import config_differences, has_checkpoint, read_meta
-from txlab.claims import Claim, TestedClaim, read_claims
+from txlab.analysis import report
+from txlab.analysis.claims import Claim, TestedClaim, read_claims
 from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, override_settings, read_profile, read_yaml, setting, to_dict, update_dataclass
-from txlab.corpora import load_corpus
+from txlab.data.corpora import load_corpus
 from txlab.errors import TxlabError, did_you_mean
-from txlab.evaluate import evaluate_run
 from txlab.fileio import read_json, read_yaml_mapping, write_json_atomic, write_text_atomic
-from txlab.footprint import MIB, fit_length, training_memory
-from txlab.launch import Failure, SlurmSettings, Task, check_launcher, run_jobs
-from txlab.plan import (COMPUTE_EFFICIENCY, LONG_S, MODEL_OVERHEAD_S, STARTUP_S, Plan, format_count, format_seconds, machine_gflops, meta_model, quickest,
-                        seconds_for, split_tokens, training_flops, vocab_size)
 from txlab.presets import PRESETS, SIZES, resolve_preset
-from txlab.train import train
+from txlab.runs.checkpoint import config_differences, has_checkpoint, read_meta
+from txlab.runs.evaluate import evaluate_run
+from txlab.runs.footprint import MIB, fit_length, training_memory
+from txlab.runs.launch import Failure, SlurmSettings, Task, check_launcher, run_jobs
+from txlab.runs.plan import (
+    COMPUTE_EFFICIENCY,
+    LONG_S,
+    MODEL_OVERHEAD_S,
+    STARTUP_S,
+    Plan,
+    format_count,
+    format_seconds,
+    machine_gflops,
+    meta_model,
+    quickest,
+    seconds_for,
+    split_tokens,
+    training_flops,
+    vocab_size,
+)
+from txlab.runs.train import train
+from txlab.runs.zoo import known_vocab_size, logged_training_step
 from txlab.workspace import resolve
-from txlab.zoo import known_vocab_size, logged_training_step
 
 STUDY_KEYS = ("name", "description", "base", "rows", "grid", "seeds", "columns", "memory_budget", "claims")
 ROW_KEYS = ("id", "remark", "preset", "recurrence", "encoding", "loss", "set", "eval_lens", "fit")
@@ -167,14 +181,14 @@ class AblationStudy:
 
 @dataclass(frozen=True)
 class AblationTable:
-    """The table, figure and claims an ablation study wrote (txlab.report.write_ablation_report)."""
+    """The table, figure and claims an ablation study wrote (txlab.analysis.report.write_ablation_report)."""
 
     rows: list[dict[str, Any]]
     """One per row of the study: its columns, over the seeds that finished."""
     markdown: str
     files: list[str]
     claims: list[TestedClaim]
-    """The paper's claims, tested seed by seed as one family (txlab.claims)."""
+    """The paper's claims, tested seed by seed as one family (txlab.analysis.claims)."""
     finished_runs: int
     rows_finished: int
     """Rows with at least one finished seed."""

@@ -7,8 +7,8 @@ One call of :func:`recl_groups` does what the command does, for each group:
 2. train the presets that have no checkpoint there (unless told not to: then it is an error that
    names the missing runs and the command that trains them);
 3. collect per-token losses at the grid of context lengths on one shared set of target blocks
-   (txlab.losses: resumable, refused when the members read different token streams);
-4. compute every member's RECL at each r with a block-bootstrap interval (txlab.recl), beside it the
+   (txlab.measure.losses: resumable, refused when the members read different token streams);
+4. compute every member's RECL at each r with a block-bootstrap interval (txlab.analysis.recl), beside it the
    placebo-aware RECL when placebo losses were collected, and on a synthetic corpus the RECL of the
    ideal model that sees exactly c tokens (the ground truth);
 5. write the Table 8 table (CSV, Markdown), the Figure 3 and Figure 4 points (CSV) under
@@ -17,7 +17,7 @@ One call of :func:`recl_groups` does what the command does, for each group:
 With training seeds (``train_seeds``, :func:`run_seeds`) each preset member trains once per seed into
 ``<preset>-<size>-<corpus>-seed<s>/``, steps 1 to 5 run once per seed's group (its preset runs of that
 seed, its run directories and Hugging Face members as they are) into ``<group>/seed-<s>/``, and
-``<group>/table8-seeds.{csv,md,json}`` give each model's RECL per seed and their spread (txlab.recl.seed_rows).
+``<group>/table8-seeds.{csv,md,json}`` give each model's RECL per seed and their spread (txlab.analysis.recl.seed_rows).
 
 A study file (studies/table8.yaml) names groups and profiles of :class:`ReclSettings`. As in every
 study driver (txlab.drivers), the profile is read by :func:`txlab.config.read_profile` and the command
@@ -25,7 +25,7 @@ line's options and ``--set`` overrides go through :func:`txlab.config.override_s
 path of run configs; ``--set`` keys under model., data., train. or eval. configure the preset members
 instead (:data:`MEMBER_SECTIONS`). Each group's result is a :class:`GroupResult` (a :class:`SeedsResult` over training seeds).
 
-The module carries its command's name; ``txlab.recl``, the pure-numpy metric it computes with, has
+The module carries its command's name; ``txlab.analysis.recl``, the pure-numpy metric it computes with, has
 the plain one.
 """
 
@@ -42,24 +42,24 @@ from typing import Any
 
 import numpy as np
 
-from txlab import corpora, hf, recl, report
-from txlab.checkpoint import has_checkpoint, read_meta
-from txlab.config import (NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile,
-                          setting, to_dict, update_dataclass)
-from txlab.corpora import CORPORA, Corpus, load_corpus
-from txlab.errors import TxlabError, did_you_mean
 from txlab import devices
+from txlab.analysis import recl, report
+from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile, setting, to_dict, update_dataclass
+from txlab.data import corpora
+from txlab.data.corpora import CORPORA, Corpus, load_corpus
+from txlab.data.synthetic import VARIANTS as SYNTHETIC
+from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_json_atomic, write_text_atomic
-from txlab.lm import Context
-from txlab.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, load_group_losses, sample_blocks
-from txlab.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
-from txlab.plan import (Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest,
-                        seconds_for, smaller_sizes, vocab_size)
+from txlab.measure.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, load_group_losses, sample_blocks
+from txlab.models import hf
+from txlab.models.interface import Context
 from txlab.presets import PRESETS, SIZES
-from txlab.synthetic import VARIANTS as SYNTHETIC
-from txlab.train import train
+from txlab.runs.checkpoint import has_checkpoint, read_meta
+from txlab.runs.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
+from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes, vocab_size
+from txlab.runs.train import train
+from txlab.runs.zoo import run_config, run_dir
 from txlab.workspace import MODELS, resolve
-from txlab.zoo import run_config, run_dir
 
 FIGURE3_R = 0.1
 """The paper's Figure 3 shows the gains at r = 0.1."""
@@ -530,7 +530,7 @@ def check_room_for_targets(corpus: Corpus, settings: ReclSettings) -> None:
 
 
 def check_hf_members(members: Sequence[Member], corpus: Corpus) -> None:
-    """Before any model runs: every Hugging Face member can read the group's corpus (txlab.hf.check_corpus)."""
+    """Before any model runs: every Hugging Face member can read the group's corpus (txlab.models.hf.check_corpus)."""
     for m in members:
         if m.source:
             hf.check_corpus(m.source, m.label, corpus)
@@ -680,7 +680,7 @@ class GroupScores:
     """What a group's loss table gives: Table 8's rows and the points of Figures 3 and 4."""
 
     rows: list[dict]
-    """txlab.recl.recl_rows rows, with the placebo-aware RECL when placebo losses were collected."""
+    """txlab.analysis.recl.recl_rows rows, with the placebo-aware RECL when placebo losses were collected."""
     figure3_gains: np.ndarray
     """[M, G-1] unnormalised gains at r = FIGURE3_R."""
     perplexity: np.ndarray
@@ -715,7 +715,7 @@ class GroupResult:
     n_targets: int
     token_stream_sha256: str
     rows: list[dict]
-    """Table 8's rows (txlab.recl.recl_rows, the placebo-aware RECL and the ideal model's where there are)."""
+    """Table 8's rows (txlab.analysis.recl.recl_rows, the placebo-aware RECL and the ideal model's where there are)."""
     markdown: str
     files: list[Path]
     train_seed: int | None = None
@@ -777,7 +777,7 @@ class SeedsResult:
     seeds: list[GroupResult]
     """Each seed's group, as :func:`run_group` wrote it into ``<group>/seed-<s>/``."""
     rows: list[dict]
-    """txlab.recl.seed_rows rows: per model, r and estimate, the RECL of each seed and their spread."""
+    """txlab.analysis.recl.seed_rows rows: per model, r and estimate, the RECL of each seed and their spread."""
     markdown: str
     files: list[Path]
 
@@ -795,7 +795,7 @@ class SeedsResult:
 
 def run_seeds(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> SeedsResult:
     """A group once per training seed (:func:`run_group` of each of :func:`seed_groups`), then each model's RECL
-    of every seed and its spread (txlab.recl.seed_rows) into ``<out_dir>/<group>/table8-seeds.{csv,md,json}``."""
+    of every seed and its spread (txlab.analysis.recl.seed_rows) into ``<out_dir>/<group>/table8-seeds.{csv,md,json}``."""
     groups = seed_groups(group)
     members = {g.train_seed: [resolve_member(m, g.settings, g.train_seed) for m in g.members] for g in groups}
     if group.settings.launcher == "slurm":  # every seed's missing runs as one batch of jobs, rather than a batch per seed

@@ -1,7 +1,7 @@
 """`txlab speed`'s driver: a speed study (studies/table9.yaml) or the command line, read into the
 settings of the Table 9 measurement, and the plan printed before it runs.
 
-The measurement itself, and the :class:`~txlab.speed.SpeedSettings` it takes, are txlab.speed: a
+The measurement itself, and the :class:`~txlab.measure.speed.SpeedSettings` it takes, are txlab.measure.speed: a
 library call (``speed_table``) that other code and the benchmarks use without any study file. This
 module does for `txlab speed` what txlab.drivers.ablate and txlab.drivers.recl do for theirs: the
 study's profile through :func:`txlab.config.read_profile`, then the command line's options and
@@ -19,9 +19,9 @@ import torch
 
 from txlab.config import override_settings, read_profile
 from txlab.errors import TxlabError
-from txlab.evaluate import evaluation_context
-from txlab.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes
-from txlab.speed import DEFAULT_GPU_BATCH, MIN_VANILLA_CALLS, PAPER_ATTN_LENS, PRESET, SpeedSettings, check_request, timed_config
+from txlab.measure.speed import DEFAULT_GPU_BATCH, MIN_VANILLA_CALLS, PAPER_ATTN_LENS, PRESET, SpeedSettings, check_request, timed_config
+from txlab.runs.evaluate import evaluation_context
+from txlab.runs.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,21 @@
+"""The package's shape holds: the analysis layer is pure (no torch), and the old flat module names are gone."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ANALYSIS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "txlab" / "analysis").glob("*.py") if p.stem != "__init__")
+
+
+def test_there_are_analysis_modules():
+    assert {"recl", "recl_limits", "claims", "report"} <= set(ANALYSIS)
+
+
+@pytest.mark.parametrize("module", ANALYSIS)
+def test_no_analysis_module_imports_torch(module):
+    """Metrics and reports are functions of tables: importing one never loads torch."""
+    code = f"import sys, txlab.analysis.{module}; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

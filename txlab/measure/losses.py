@@ -1,0 +1,703 @@
+"""Per-token losses at controlled context lengths: the loss tables that txlab.analysis.recl reads.
+
+What is measured
+----------------
+l(c, t) = -ln P(x_t | x_{t-c} .. x_{t-1}), in nats, with exactly c tokens of context and a fresh
+state, for every c of a grid (default 100, 200, ..., 1000) and every target t of some contiguous
+blocks of a token stream. "Reading c tokens" follows docs/recl.md and uses only the
+LanguageModel interface, never the model family:
+
+- The c tokens are fed from ``model.init_state`` in chunks of the model's *evaluation* segment
+  length (tgt_len), carrying the state, with the evaluation mem_len / same_length / clamp_len set
+  through ``model.set_context``. The first chunk starts at x_{t-c}; the last one ends at x_{t-1}
+  (it may be short). For Transformer-XL this is "empty memory at t-c, then stream the c tokens in
+  segments", so recurrence may reach back beyond mem_len, as it does when the model is evaluated.
+  With same_length (the paper's evaluation setting) the chunk length does not even matter: every
+  query attends to the keys at distances 0 .. mem_len-1 of each layer, which the memory always holds.
+- A model without memory (``context.mem_len == 0``: XL without recurrence, the vanilla
+  Transformer) reads the c tokens as one segment. RNNs carry their state exactly, so their chunking
+  does not matter.
+- A model with a maximum context L_max (``model.max_context``, the vanilla Transformer) reads
+  min(c, L_max) tokens: l(c, t) = l(L_max, t) for c > L_max. Its table stores l(L_max, t) in every
+  such column, computed once, so txlab.analysis.recl can report min(RECL, L_max) even when L_max is not a
+  grid value (the paper's 128).
+
+The window method (how it is computed, exactly)
+----------------------------------------------
+Reading the window x[s : s + c_max] from a fresh state, the prediction after k + 1 tokens is
+l(k + 1, s + k + 1): the window *is* the definition's stream for every pair (c, t) with t - c = s,
+chunk grid included, because its chunks are laid from s = t - c just as the definition lays them
+from x_{t-c}. A given t gets its different c from different windows (s = t - c), each chunked from
+its own start, so no chunk alignment is shared between context lengths. Windows starting at every
+s in [t0 - c_max, t1 - c_min) give the whole [c, t] table of the target block [t0, t1) in one sweep,
+(T + c_max) * c_max token-steps instead of T * sum(c) for one window per (c, t).
+
+Exactness needs one property: a prediction must not depend on the tokens *after* it in the window
+(the rest of its chunk, later chunks). Causal attention and a memory of the past give that for
+relative encodings (the paper's and Shaw's), for the vanilla Transformer (positions counted from the
+window start) and for RNNs. Transformer-XL with absolute positions counts them back from the last
+token of each chunk, so the length of a short last chunk moves every position; such a model fails
+:func:`is_prefix_causal` and is collected per context length instead (one window x[t-c : t] per
+(c, t)), exact by construction and ``sum(c) / (c_max + c_max^2 / T)`` times slower.
+
+Only the target's log-probability at the needed rows is computed (``model.log_prob`` on the hidden
+states of those rows), in float32 or float64: noise in l turns into spurious gain through RECL's min().
+The forward passes run in the precision asked for (a run's ``eval.precision``, fp32 by default; under
+bf16 or fp16 autocast the log-softmax stays fp32, txlab.precision), recorded as ``precision`` in meta.json.
+
+Placebo
+-------
+For a step c -> c', :func:`placebo_block_losses` scores x_t after a context whose nearest c tokens
+are the true x_{t-c} .. x_{t-1} and whose extra c' - c tokens are a span of the same stream far
+away (half the stream onward, by default). Fed to txlab.analysis.recl.placebo_gain it should give ~0.
+
+On disk
+-------
+``run_dir/losses/<split>-<key>/`` where key = 12 hex digits of the sha256 of (token stream, grid,
+target blocks), so every model of a group scored on the same targets uses the same name:
+
+    meta.json            split, token_stream_sha256, grid, block_starts, block_len, seed, the model's
+                         max_context, the evaluation settings (tgt_len, context, precision), method, model step
+    block-00000.npy      float32 [G, block_len]: l(grid[j], block_start + i), nats
+    placebo-00000.npy    float32 [G-1, block_len]: placebo losses of step grid[j] -> grid[j+1]
+
+Each block is written atomically once it is complete; rerunning skips finished blocks, so an
+interrupted collection resumes where it stopped and every (model, c, t) is computed exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.lib.stride_tricks import sliding_window_view
+
+from txlab.analysis.recl import DEFAULT_GRID
+from txlab.config import RunConfig, update_dataclass
+from txlab.data.corpora import load_corpus, load_corpus_for_model
+from txlab.errors import TxlabError
+from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
+from txlab.models.interface import Context, LanguageModel
+from txlab.precision import check_precision, scoring_precision
+from txlab.progress import Progress
+from txlab.runs.capacity import check_fits
+from txlab.runs.checkpoint import load_checkpoint, read_meta
+from txlab.runs.evaluate import evaluation_context, read_in_chunks, using_context
+
+OnBatch = Callable[[int], None]
+"""Progress callback: called with the number of windows just read."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading windows
+
+
+def context_lengths(grid: Sequence[int], max_context: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(lengths, column): the distinct context lengths actually read, min(c, max_context) ascending,
+    and for each grid value the index of its length (grid values beyond the cap share L_max)."""
+    effective = [min(c, max_context) if max_context else c for c in grid]
+    lengths = np.array(sorted(set(effective)), dtype=np.int64)
+    return lengths, np.searchsorted(lengths, effective)
+
+
+def gather_windows(tokens: np.ndarray, first: int, count: int, length: int, end: int) -> np.ndarray:
+    """Windows tokens[s : s + length] for s = first .. first + count - 1: int64 [count, length].
+
+    Positions >= ``end`` are filled with 0: the caller guarantees they are never the context of a
+    scored prediction (they only pad batched windows to one length).
+    """
+    span = np.zeros(count - 1 + length, dtype=np.int64)
+    available = tokens[first : min(end, first + count - 1 + length)]
+    span[: len(available)] = available
+    return sliding_window_view(span, length)  # [count, length], a view of span
+
+
+def read_fresh(model: LanguageModel, windows: np.ndarray, chunk_len: int | None) -> torch.Tensor:
+    """Final hidden states [B, L, d] after reading each window [B, L] from a fresh state, in chunks
+    of ``chunk_len`` (None: the whole window as one segment), carrying the state between chunks."""
+    x = torch.tensor(windows, device=model.device)  # a copy: the windows are a read-only view
+    return torch.cat([out.hidden for _, out in read_in_chunks(model, x, chunk_len)], dim=1)  # [B, L, d]
+
+
+def target_nll(model: LanguageModel, hidden: torch.Tensor, targets: np.ndarray) -> np.ndarray:
+    """-ln P(target) for hidden rows [N, d] and targets [N], through ``model.log_prob``: float32 [N].
+
+    Rows go through the softmax in groups of at most ~4M log-probabilities (16 MB in float32).
+    """
+    targets_t = torch.as_tensor(targets.astype(np.int64), device=hidden.device)
+    n_token = model.log_prob(hidden[:1]).size(-1)
+    rows = max(1, 2**22 // n_token)
+    nll = [
+        -model.log_prob(hidden[i : i + rows]).gather(1, targets_t[i : i + rows, None])[:, 0]  # [rows]
+        for i in range(0, hidden.size(0), rows)
+    ]
+    return torch.cat(nll).float().cpu().numpy()
+
+
+def chunk_length(model: LanguageModel, tgt_len: int) -> int | None:
+    """Chunk length for reading a context: the evaluation tgt_len when the model carries memory,
+    else None (one segment: XL without recurrence, the vanilla Transformer)."""
+    return tgt_len if model.context.mem_len > 0 else None
+
+
+def is_prefix_causal(model: LanguageModel, tokens: np.ndarray, length: int, chunk_len: int | None, atol: float = 1e-4) -> bool:
+    """Are a chunk's predictions unchanged when the chunk is cut short after them?
+
+    Reads the first min(length, chunk_len, max_context) tokens as one chunk, and the same tokens but the last;
+    the window method is exact only if the shared positions agree. True for relative encodings, the
+    vanilla Transformer and RNNs; False for Transformer-XL with absolute positions, which counts
+    positions back from the chunk's last token. (Later chunks cannot matter: memory holds only the past.)
+    """
+    n = min(length, chunk_len or length, model.max_context or length, len(tokens))
+    if n < 2:
+        return True
+    window = tokens[None, :n].astype(np.int64)  # [1, n]
+    full = read_fresh(model, window, None)
+    cut = read_fresh(model, window[:, :-1], None)
+    return bool(torch.allclose(full[:, :-1], cut, rtol=0, atol=atol))
+
+
+# --------------------------------------------------------------------------------------------------
+# One block of targets, three ways
+
+
+def window_block_losses(
+    model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, start: int, stop: int,
+    chunk_len: int | None, batch_size: int, on_batch: OnBatch | None = None,
+) -> np.ndarray:
+    """l(c, t) [C, stop - start] for every c in ``lengths`` (ascending) and t in [start, stop), by
+    the window method: one fresh window per start s, each serving every (c, s + c) in the block."""
+    c_lo, c_hi = int(lengths[0]), int(lengths[-1])
+    out = np.full((len(lengths), stop - start), np.nan, dtype=np.float32)
+    last_start = stop - c_lo  # one past the last window whose shortest context still reaches the block
+    for s0 in range(start - c_hi, last_start, batch_size):
+        starts = np.arange(s0, min(s0 + batch_size, last_start))  # [B]
+        n_read = min(c_hi, stop - 1 - s0)  # the longest context any target of this batch needs
+        # Inputs of scored predictions end at x_{stop-2}; later positions only pad the batch.
+        windows = gather_windows(tokens, s0, len(starts), n_read, end=stop - 1)  # [B, n_read]
+        hidden = read_fresh(model, windows, chunk_len)  # [B, n_read, d]
+        targets = starts[:, None] + lengths[None, :]  # [B, C]: x_t predicted after reading c tokens
+        b_idx, c_idx = np.nonzero((targets >= start) & (targets < stop))
+        t = targets[b_idx, c_idx]
+        rows = hidden[torch.as_tensor(b_idx, device=hidden.device), torch.as_tensor(lengths[c_idx] - 1, device=hidden.device)]  # [N, d]
+        cells = (c_idx, t - start)
+        assert np.isnan(out[cells]).all(), "a (c, t) cell was scored twice"
+        if len(t):  # with a sparse grid a batch of windows may serve no target of the block
+            out[cells] = target_nll(model, rows, tokens[t])
+        if on_batch:
+            on_batch(len(starts))
+    assert not np.isnan(out).any(), "a (c, t) cell was never scored"
+    return out
+
+
+def naive_block_losses(
+    model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, start: int, stop: int,
+    chunk_len: int | None, batch_size: int, on_batch: OnBatch | None = None,
+) -> np.ndarray:
+    """The same [C, stop - start] table with one window x[t-c : t] per (c, t): T * sum(c) token-steps."""
+    out = np.empty((len(lengths), stop - start), dtype=np.float32)
+    for ci, c in enumerate(lengths.tolist()):
+        for t0 in range(start, stop, batch_size):
+            t = np.arange(t0, min(t0 + batch_size, stop))  # [B]
+            windows = gather_windows(tokens, t0 - c, len(t), c, end=stop - 1)  # [B, c]: x_{t-c} .. x_{t-1}
+            hidden = read_fresh(model, windows, chunk_len)  # [B, c, d]
+            out[ci, t - start] = target_nll(model, hidden[:, -1], tokens[t])
+            if on_batch:
+                on_batch(len(t))
+    return out
+
+
+def placebo_block_losses(
+    model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], start: int, stop: int,
+    chunk_len: int | None, batch_size: int, offset: int | None = None, on_batch: OnBatch | None = None,
+) -> np.ndarray:
+    """Placebo losses [G-1, stop - start]: row j scores x_t after a context of grid[j+1] tokens whose
+    nearest grid[j] are x_{t-c} .. x_{t-1} and whose extra ones are the span of the same length
+    starting ``offset`` (default half the stream) after x_{t-c'}, wrapped around the stream's end."""
+    n = len(tokens)
+    offset = n // 2 if offset is None else offset
+    out = np.empty((len(grid) - 1, stop - start), dtype=np.float32)
+    for j, (c, c2) in enumerate(zip(grid, grid[1:])):
+        extra = c2 - c
+        for t0 in range(start, stop, batch_size):
+            t = np.arange(t0, min(t0 + batch_size, stop))  # [B]
+            far = (t - c2 + offset) % (n - extra)  # [B] start of each distant span
+            if ((far + extra > t - c2) & (far <= t)).any():
+                raise TxlabError(f"a stream of {n} tokens is too short for placebo spans of {extra} tokens far from a {c2}-token context")
+            distant = tokens[far[:, None] + np.arange(extra)].astype(np.int64)  # [B, extra]
+            near = gather_windows(tokens, t0 - c, len(t), c, end=stop - 1)  # [B, c]
+            windows = np.concatenate([distant, near], axis=1)  # [B, c2]
+            if model.max_context:
+                windows = windows[:, -model.max_context :]  # a capped model sees only the nearest L_max
+            hidden = read_fresh(model, windows, chunk_len)
+            out[j, t - start] = target_nll(model, hidden[:, -1], tokens[t])
+            if on_batch:
+                on_batch(len(t))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Collection in memory
+
+
+@contextmanager
+def scoring(model: LanguageModel, context: Context, precision: str = "fp32") -> Iterator[None]:
+    """Evaluation mode, no autograd, the given memory settings, forward passes in ``precision``
+    (txlab.precision). Weights in reduced precision are refused unless that precision is asked for
+    (a user's explicit choice, recorded with the losses)."""
+    check_precision(precision, model.device)
+    dtype = next(model.parameters()).dtype
+    if dtype not in (torch.float32, torch.float64) and precision == "fp32":
+        raise TxlabError(f"losses for RECL need float32 or better (noise becomes gain through the min()); the model is {dtype}")
+    was_training = model.training
+    model.eval()
+    try:
+        with ExitStack() as stack:
+            stack.enter_context(torch.inference_mode())
+            stack.enter_context(using_context(model, context))
+            stack.enter_context(scoring_precision(precision, model.device))
+            yield
+    finally:
+        model.train(was_training)
+
+
+def choose_method(model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, chunk_len: int | None, method: str) -> str:
+    """'window' or 'naive': 'auto' picks the window method when the model is prefix-causal."""
+    if method not in ("auto", "window", "naive"):
+        raise TxlabError(f"unknown collection method {method!r}; choose auto, window or naive")
+    if method != "auto":
+        return method
+    return "window" if is_prefix_causal(model, tokens, int(lengths[-1]), chunk_len) else "naive"
+
+
+def check_targets(n_tokens: int, grid: Sequence[int], block_starts: Sequence[int], block_len: int) -> None:
+    """Every target t needs t - max(grid) >= 0 and t < n_tokens; blocks must not overlap."""
+    if block_len < 1 or len(block_starts) == 0:
+        raise TxlabError("need at least one target block of at least one target")
+    starts = sorted(block_starts)
+    if starts[0] < max(grid) or starts[-1] + block_len > n_tokens:
+        raise TxlabError(f"target blocks must lie in [{max(grid)}, {n_tokens}) (the longest context needs {max(grid)} tokens before each target)")
+    if any(b - a < block_len for a, b in zip(starts, starts[1:])):
+        raise TxlabError("target blocks overlap")
+
+
+def block_losses(
+    model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], start: int, block_len: int,
+    chunk_len: int | None, batch_size: int, method: str, on_batch: OnBatch | None = None,
+    *, placebo: bool = False, offset: int | None = None,
+) -> np.ndarray:
+    """The [G, block_len] table of one block (context already set): l(grid[j], start + i); with
+    ``placebo``, the block's [G-1, block_len] placebo losses instead (:func:`placebo_block_losses`)."""
+    if placebo:
+        return placebo_block_losses(model, tokens, grid, start, start + block_len, chunk_len, batch_size, offset, on_batch)
+    lengths, column = context_lengths(grid, model.max_context)
+    read = window_block_losses if method == "window" else naive_block_losses
+    return read(model, tokens, lengths, start, start + block_len, chunk_len, batch_size, on_batch)[column]  # [G, T]
+
+
+def collect_losses(
+    model: LanguageModel,
+    tokens: np.ndarray,
+    grid: Sequence[int],
+    block_starts: Sequence[int],
+    block_len: int,
+    *,
+    tgt_len: int,
+    context: Context,
+    batch_size: int = 16,
+    method: str = "auto",
+    placebo: bool = False,
+    offset: int | None = None,
+    progress: bool = False,
+    precision: str = "fp32",
+) -> np.ndarray:
+    """l(c, t) for c in ``grid`` and the targets of the blocks, in memory: float32 [G, n_blocks * block_len];
+    with ``placebo``, the placebo losses of every grid step instead, far spans ``offset`` away (see
+    :func:`placebo_block_losses`): float32 [G-1, n_blocks * block_len].
+
+    ``tgt_len``, ``context`` and ``precision`` are the model's evaluation settings (see the module docstring);
+    targets are ``block_starts[k] + i`` for i < block_len, block by block.
+    """
+    check_targets(len(tokens), grid, block_starts, block_len)
+    check_token_ids(model, tokens, "the token stream")
+    with scoring(model, context, precision):
+        chunk_len = chunk_length(model, tgt_len)
+        if not placebo:  # placebo contexts are read one window per (c, t): no method to choose
+            lengths, _ = context_lengths(grid, model.max_context)
+            method = choose_method(model, tokens, lengths, chunk_len, method)
+        with Progress(total=len(block_starts) * block_len, desc="losses", unit="target", disable=not progress, leave=False) as bar:
+            tables = []
+            for start in block_starts:
+                tables.append(block_losses(model, tokens, grid, start, block_len, chunk_len, batch_size, method, placebo=placebo, offset=offset))
+                bar.update(block_len)
+    return np.concatenate(tables, axis=1)
+
+
+def benchmark_collection(
+    model: LanguageModel,
+    tokens: np.ndarray,
+    grid: Sequence[int],
+    n_targets: int,
+    *,
+    tgt_len: int,
+    context: Context,
+    batch_size: int = 16,
+    start: int | None = None,
+    repeats: int = 3,
+) -> dict[str, Any]:
+    """Time the window method against one window per (c, t) on the same block of targets.
+
+    Returns seconds (median of ``repeats``), the speed-up, the token-steps each reads and the largest
+    difference between their losses (float noise for a prefix-causal model).
+    """
+    start = max(grid) if start is None else start
+    check_targets(len(tokens), grid, [start], n_targets)
+    lengths, _ = context_lengths(grid, model.max_context)
+    seconds: dict[str, float] = {}
+    tables: dict[str, np.ndarray] = {}
+    with scoring(model, context):
+        chunk_len = chunk_length(model, tgt_len)
+        for method in ("window", "naive"):
+            times = []
+            for _ in range(repeats):
+                began = time.perf_counter()
+                tables[method] = block_losses(model, tokens, grid, start, n_targets, chunk_len, batch_size, method)
+                times.append(time.perf_counter() - began)
+            seconds[method] = float(np.median(times))
+    c_lo, c_hi = int(lengths[0]), int(lengths[-1])
+    stop = start + n_targets
+    window_steps = sum(min(c_hi, stop - 1 - s0) * min(batch_size, stop - c_lo - s0) for s0 in range(start - c_hi, stop - c_lo, batch_size))
+    naive_steps = n_targets * int(lengths.sum())
+    return {
+        "targets": n_targets, "grid": [int(c) for c in grid], "batch_size": batch_size,
+        "window_s": seconds["window"], "naive_s": seconds["naive"], "speedup": seconds["naive"] / seconds["window"],
+        "window_token_steps": window_steps, "naive_token_steps": naive_steps, "token_step_ratio": naive_steps / window_steps,
+        "max_abs_diff": float(np.abs(tables["window"] - tables["naive"]).max()),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Run directories: resumable collection, loading, groups
+
+
+def sample_blocks(n_tokens: int, n_blocks: int, block_len: int, min_start: int, seed: int = 0) -> np.ndarray:
+    """Starts (ascending) of ``n_blocks`` non-overlapping blocks of ``block_len`` targets in
+    [min_start, n_tokens): slots of block_len from min_start, drawn without replacement by seed."""
+    n_slots = (n_tokens - min_start) // block_len
+    if n_blocks < 1 or block_len < 1:
+        raise TxlabError(f"need n_blocks >= 1 and block_len >= 1, got {n_blocks} and {block_len}")
+    if n_blocks > n_slots:
+        raise TxlabError(
+            f"the split holds {n_tokens} tokens: room for only {max(n_slots, 0)} blocks of {block_len} targets "
+            f"after the first {min_start} (the longest context)"
+        )
+    slots = np.random.default_rng(seed).choice(n_slots, size=n_blocks, replace=False)
+    return min_start + np.sort(slots).astype(np.int64) * block_len
+
+
+def collection_key(token_stream_sha256: str, grid: Sequence[int], block_starts: Sequence[int], block_len: int) -> str:
+    """12 hex digits naming what is measured (same stream, grid and targets -> same name for every model)."""
+    what = {"token_stream_sha256": token_stream_sha256, "grid": [int(c) for c in grid],
+            "block_starts": [int(s) for s in block_starts], "block_len": int(block_len)}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass
+class LossTable:
+    """One model's collected losses (see the module docstring for the files)."""
+
+    losses: np.ndarray
+    """float32 [G, T] nats: l(grid[j], targets[i])."""
+    grid: tuple[int, ...]
+    targets: np.ndarray
+    """int64 [T] ascending positions in the split."""
+    block_len: int
+    token_stream_sha256: str
+    max_context: int | None
+    meta: dict[str, Any]
+    path: Path
+    placebo: np.ndarray | None = None
+    """float32 [G-1, T]: placebo losses of each grid step, when collected."""
+
+
+@dataclass
+class GroupLosses:
+    """The losses of a group of models on the same targets: what txlab.analysis.recl takes."""
+
+    models: list[str]
+    losses: np.ndarray
+    """float32 [M, G, T]."""
+    grid: tuple[int, ...]
+    targets: np.ndarray
+    block_len: int
+    token_stream_sha256: str
+    caps: dict[str, int | None]
+    """Model -> maximum context (None: unbounded), for txlab.analysis.recl's caps."""
+    run_dirs: list[Path]
+    placebo: np.ndarray | None = None
+    """float32 [M, G-1, T] when every run has placebo losses."""
+    tables: list[LossTable] = field(default_factory=list, repr=False)
+
+
+def _block_file(directory: Path, kind: str, index: int) -> Path:
+    return directory / f"{kind}-{index:05d}.npy"
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    write_atomic(path, lambda fh: np.save(fh, array))
+
+
+def _open_run(run_dir: Path, split: str, device: str, progress: bool):
+    """(checkpoint, corpus) of a run, checking the corpus still has the run's vocabulary."""
+    ckpt = load_checkpoint(run_dir, map_location=device)
+    corpus = load_corpus_for_model(ckpt.config.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
+    corpus.split(split)  # a clear error for a missing split
+    return ckpt, corpus
+
+
+def check_token_ids(model: LanguageModel, tokens: np.ndarray, what: str) -> None:
+    """Refuse a token stream holding ids the model has no output for (numbered for another model)."""
+    top = int(tokens.max()) if len(tokens) else -1
+    if model.vocab_size and top >= model.vocab_size:
+        raise TxlabError(f"{what} holds token id {top}, outside the model's vocabulary of {model.vocab_size}: "
+                         "the text was tokenized for another model (give the group the model's own tokenizer)")
+
+
+def collect_run_losses(
+    run_dir: str | Path,
+    split: str = "valid",
+    grid: Sequence[int] = DEFAULT_GRID,
+    n_blocks: int = 20,
+    block_len: int = 500,
+    seed: int = 0,
+    *,
+    placebo: bool = False,
+    batch_size: int = 16,
+    method: str = "auto",
+    device: str = "cpu",
+    progress: bool = True,
+) -> LossTable:
+    """Collect (or finish collecting) a trained run's loss table on ``split`` and return it.
+
+    Targets: ``n_blocks`` contiguous blocks of ``block_len`` drawn by ``seed`` after the first
+    max(grid) tokens (:func:`sample_blocks`); the run's evaluation settings decide how context is read
+    and in which precision.
+    Finished blocks are skipped, so an interrupted call resumes; ``placebo`` adds the placebo losses
+    of every grid step (also resumable, also skipped when present).
+    """
+    run_dir = Path(run_dir)
+    ckpt, corpus = _open_run(run_dir, split, device, progress)
+    tgt_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
+
+    def fits(chunk_len: int | None, longest: int) -> None:
+        check_fits(ckpt.config.model, batch_size, chunk_len or longest, context.mem_len if chunk_len else 0, training=False,
+                   device=device, what=f"collecting the losses of {run_dir} (--set batch_size, --set grid)", precision=ckpt.config.eval.precision)
+
+    return collect_model_losses(
+        ckpt.model, corpus.split(split), corpus.token_stream_hash(split), run_dir, split, grid, n_blocks, block_len, seed,
+        tgt_len=tgt_len, context=context, identity={"model_step": ckpt.meta["step"]}, placebo=placebo, batch_size=batch_size,
+        method=method, progress=progress, check_memory=fits, precision=ckpt.config.eval.precision,
+    )
+
+
+def collect_model_losses(
+    model: LanguageModel,
+    tokens: np.ndarray,
+    token_hash: str,
+    home: str | Path,
+    split: str = "valid",
+    grid: Sequence[int] = DEFAULT_GRID,
+    n_blocks: int = 20,
+    block_len: int = 500,
+    seed: int = 0,
+    *,
+    tgt_len: int,
+    context: Context,
+    identity: dict[str, Any],
+    placebo: bool = False,
+    batch_size: int = 16,
+    method: str = "auto",
+    progress: bool = True,
+    check_memory: Callable[[int | None, int], None] | None = None,
+    precision: str = "fp32",
+) -> LossTable:
+    """Collect (or finish) any model's loss table under ``home/losses/<split>-<key>/`` and return it.
+
+    What :func:`collect_run_losses` does for a run, for a model from anywhere (a Hugging Face checkpoint):
+    ``tokens`` is the split in the model's ids and ``token_hash`` its stream hash; ``tgt_len`` and
+    ``context`` how it reads context; ``identity`` goes into meta.json and must match on resume (a
+    run's step, a checkpoint's fingerprint), so losses of another model are never mixed in.
+    ``check_memory(chunk_len, longest context)`` may refuse a collection that cannot fit.
+    ``precision``: fp32, or bf16 or fp16 autocast (txlab.precision), which also accepts a model whose weights are
+    in it; recorded in meta.json, so a collection is never finished in another precision (noise can read as gain).
+    """
+    home = Path(home)
+    grid = tuple(int(c) for c in grid)
+    if len(grid) < 2 or grid[0] < 1 or any(b <= a for a, b in zip(grid, grid[1:])):
+        raise TxlabError(f"the context grid must hold at least two strictly ascending positive lengths, got {list(grid)}")
+    check_token_ids(model, tokens, f"the {split} split")
+    starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
+    directory = home / "losses" / f"{split}-{collection_key(token_hash, grid, starts, block_len)}"
+    with scoring(model, context, precision):
+        chunk_len = chunk_length(model, tgt_len)
+        lengths, _ = context_lengths(grid, model.max_context)
+        if check_memory is not None:
+            check_memory(chunk_len, int(lengths[-1]))
+        meta = {
+            "split": split, "token_stream_sha256": token_hash, "n_tokens": len(tokens), "grid": list(grid),
+            "block_starts": starts.tolist(), "block_len": block_len, "seed": seed,
+            "max_context": model.max_context, "tgt_len": tgt_len, "chunk_len": chunk_len,
+            "context": {"mem_len": context.mem_len, "same_length": context.same_length, "clamp_len": context.clamp_len},
+            "method": choose_method(model, tokens, lengths, chunk_len, method), "precision": precision, **identity,
+            "units": "nats",
+        }
+        _write_or_check_meta(directory, meta)
+        todo = [(kind, i) for kind in ("block", "placebo")[: 1 + placebo] for i in range(n_blocks)
+                if not _block_file(directory, kind, i).is_file()]
+        windows = {"block": block_len + int(lengths[-1] - lengths[0]) if meta["method"] == "window" else block_len * len(lengths),
+                   "placebo": block_len * (len(grid) - 1)}
+        with Progress(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {home.name}", unit="window",
+                      disable=not progress, leave=False) as bar:
+            for kind, i in todo:
+                table = block_losses(model, tokens, grid, int(starts[i]), block_len, chunk_len, batch_size, meta["method"], bar.update,
+                                     placebo=kind == "placebo")
+                _save_npy(_block_file(directory, kind, i), table)
+    return load_losses(directory)
+
+
+def _write_or_check_meta(directory: Path, meta: dict[str, Any]) -> None:
+    path = directory / "meta.json"
+    if not path.is_file():
+        write_json_atomic(path, meta)
+        return
+    saved = read_json(path, _remedy(directory))
+    diffs = [f"{k}: stored {saved.get(k)!r}, now {v!r}" for k, v in meta.items() if saved.get(k) != v]
+    if diffs:
+        raise TxlabError(f"losses in {directory} were collected with other settings ({'; '.join(diffs)}): delete the directory to collect them again")
+
+
+def _remedy(directory: Path) -> str:
+    return f"delete it and rerun `txlab recl` to collect {directory} again"
+
+
+def _load_blocks(directory: Path, kind: str, n_blocks: int, shape: tuple[int, int]) -> np.ndarray:
+    """The ``kind`` blocks side by side, each checked for its [rows, block_len] shape."""
+    blocks = []
+    for i in range(n_blocks):
+        path = _block_file(directory, kind, i)
+        block = load_npy(path, _remedy(directory), ndim=2)
+        if block.shape != shape:
+            raise TxlabError(f"{path} is damaged (shape {block.shape}, its meta.json says {shape}); {_remedy(directory)}")
+        blocks.append(block)
+    return np.concatenate(blocks, axis=1)
+
+
+def load_losses(directory: str | Path) -> LossTable:
+    """A complete loss table from its directory; an error says what is missing."""
+    directory = Path(directory)
+    if not (directory / "meta.json").is_file():
+        raise TxlabError(f"no loss collection in {directory} (meta.json missing)")
+    meta = read_json(directory / "meta.json", _remedy(directory),
+                     keys={"block_starts": list, "block_len": int, "grid": list, "token_stream_sha256": str, "max_context": (int, type(None))})
+    n_blocks, block_len = len(meta["block_starts"]), meta["block_len"]
+    grid = tuple(meta["grid"])
+    if not all(isinstance(x, int) for x in [*meta["block_starts"], *grid]) or len(grid) < 2:
+        raise TxlabError(f"{directory / 'meta.json'} is damaged (its grid or block starts are not integers); {_remedy(directory)}")
+    missing = [i for i in range(n_blocks) if not _block_file(directory, "block", i).is_file()]
+    if missing:
+        raise TxlabError(f"the loss collection in {directory} is incomplete ({len(missing)} of {n_blocks} blocks missing): rerun the collection to finish it")
+    losses = _load_blocks(directory, "block", n_blocks, (len(grid), block_len))  # [G, T]
+    placebo = None
+    if all(_block_file(directory, "placebo", i).is_file() for i in range(n_blocks)):
+        placebo = _load_blocks(directory, "placebo", n_blocks, (len(grid) - 1, block_len))  # [G-1, T]
+    targets = (np.asarray(meta["block_starts"], dtype=np.int64)[:, None] + np.arange(block_len)).reshape(-1)  # [T]
+    return LossTable(losses, grid, targets, block_len, meta["token_stream_sha256"], meta["max_context"], meta, directory, placebo)
+
+
+def find_losses(run_dir: str | Path, split: str = "valid", key: str | None = None) -> Path:
+    """The loss collection of a run for ``split``: the one there is, or the one named by ``key``."""
+    base = Path(run_dir) / "losses"
+    if key is not None:
+        path = base / f"{split}-{key}"
+        if not path.is_dir():
+            raise TxlabError(f"{run_dir} has no {split} losses with key {key}")
+        return path
+    found = sorted(p for p in base.glob(f"{split}-*") if p.is_dir())
+    if not found:
+        raise TxlabError(f"{run_dir} has no {split} losses: collect them first (txlab.measure.losses.collect_run_losses)")
+    if len(found) > 1:
+        raise TxlabError(f"{run_dir} has several {split} loss collections ({', '.join(p.name for p in found)}): name one by its key")
+    return found[0]
+
+
+def _model_names(run_dirs: Sequence[Path]) -> list[str]:
+    names = [d.name for d in run_dirs]
+    return names if len(set(names)) == len(names) else [str(d) for d in run_dirs]
+
+
+def load_group_losses(run_dirs: Sequence[str | Path], split: str = "valid", key: str | None = None) -> GroupLosses:
+    """The loss tables of a group of runs, refused unless all saw the same token stream, grid and targets."""
+    run_dirs = [Path(d) for d in run_dirs]
+    if not run_dirs:
+        raise TxlabError("a RECL group needs at least one run")
+    tables = [load_losses(find_losses(d, split, key)) for d in run_dirs]
+    first, first_dir = tables[0], run_dirs[0]
+    for table, run_dir in zip(tables[1:], run_dirs[1:]):
+        if table.token_stream_sha256 != first.token_stream_sha256:
+            raise TxlabError(
+                f"{run_dir} was scored on another token stream ({table.token_stream_sha256[:12]}) than {first_dir} "
+                f"({first.token_stream_sha256[:12]}): every model of a group must see the same {split} tokens"
+            )
+        if table.grid != first.grid:
+            raise TxlabError(f"{run_dir} has losses for context lengths {list(table.grid)}, {first_dir} for {list(first.grid)}")
+        if not np.array_equal(table.targets, first.targets):
+            raise TxlabError(f"{run_dir} was scored on other target positions than {first_dir}: collect both with the same n_blocks, block_len and seed")
+    names = _model_names(run_dirs)
+    placebo = np.stack([t.placebo for t in tables]) if all(t.placebo is not None for t in tables) else None
+    return GroupLosses(
+        names, np.stack([t.losses for t in tables]), first.grid, first.targets, first.block_len, first.token_stream_sha256,
+        {name: t.max_context for name, t in zip(names, tables)}, run_dirs, placebo, tables,
+    )
+
+
+def collect_group_losses(
+    run_dirs: Sequence[str | Path],
+    split: str = "valid",
+    grid: Sequence[int] = DEFAULT_GRID,
+    n_blocks: int = 20,
+    block_len: int = 500,
+    seed: int = 0,
+    *,
+    placebo: bool = False,
+    batch_size: int = 16,
+    device: str = "cpu",
+    progress: bool = True,
+) -> GroupLosses:
+    """Collect whatever is missing for every run of a group, then load the group.
+
+    The runs' token streams are compared before any model is run, so a mismatched group fails at once.
+    """
+    run_dirs = [Path(d) for d in run_dirs]
+    hashes = []
+    for run_dir in run_dirs:
+        data_cfg = update_dataclass(RunConfig(), read_meta(run_dir)["config"]).data
+        hashes.append(load_corpus(data_cfg, progress=progress).token_stream_hash(split))
+    for run_dir, token_hash in zip(run_dirs[1:], hashes[1:]):
+        if token_hash != hashes[0]:
+            raise TxlabError(
+                f"{run_dir} reads another {split} token stream ({token_hash[:12]}) than {run_dirs[0]} ({hashes[0][:12]}): "
+                "every model of a group must see the same tokens"
+            )
+    tables = [
+        collect_run_losses(d, split, grid, n_blocks, block_len, seed, placebo=placebo, batch_size=batch_size, device=device, progress=progress)
+        for d in run_dirs
+    ]
+    return load_group_losses(run_dirs, split, tables[0].path.name.removeprefix(f"{split}-"))

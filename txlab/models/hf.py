@@ -1,0 +1,353 @@
+"""Hugging Face causal language models behind txlab's one interface (txlab.models.interface.LanguageModel).
+
+Two ways in:
+
+- **A checkpoint** (``hf:PATH_OR_HUB_ID``): :func:`load_causal_lm` loads any
+  ``transformers.AutoModelForCausalLM`` (GPT-2, Llama, Mistral, Mamba, RWKV, ...) and wraps it, so the
+  loss collector, RECL, evaluation and generation take it like a txlab run.
+- **An architecture trained by txlab** (model family ``hf``): :func:`build_hf` builds a small GPT-2
+  (learned absolute positions) or Llama (rotary positions) from a :class:`~txlab.config.ModelConfig`,
+  so ``txlab train`` trains it like any preset; :func:`export_hf` writes it as a Hugging Face folder.
+
+What "context" means for such a model
+-------------------------------------
+A transformers model is read from a fresh start: positions count from 0 at the first token it is
+given, as it was trained. Its state in txlab is therefore the *tokens* it remembers, not a cache:
+``forward(tokens, state)`` reads ``[state ; tokens]`` in one fresh forward pass and returns the rows
+of ``tokens``; the next state keeps the last ``context.mem_len`` tokens. With ``mem_len`` 0 (what the
+loss collector uses) every chunk is read alone, so l(c, t) is exactly one forward over x_{t-c} ..
+x_{t-1}, whatever the architecture: learned absolute positions, rotary, ALiBi, or a recurrent state
+(Mamba, RWKV) all see exactly those c tokens, positions 0 .. c-1. Recomputing instead of carrying a KV
+cache keeps this exact for every architecture (a cache shifted by one token would change every
+position of an absolute model); the window method of txlab.measure.losses needs one forward per window anyway.
+
+A model with learned absolute positions cannot read past its position table: ``max_context`` is the
+table's length, and longer contexts score as that many tokens (as the vanilla Transformer's window).
+Rotary, ALiBi and recurrent models have no such limit; reading past the length they were trained on
+is extrapolation, which the RECL plan points out.
+
+Output head. Only the rows that are scored go through the output layer (``log_prob``): the hidden
+states are the base model's last (normalised) states and the head is the model's output embedding.
+:func:`load_causal_lm` checks that this reproduces the model's own logits on a probe; an architecture
+whose logits do something more (a soft cap, a scale) is wrapped in logits mode instead, where the
+"hidden state" is the logits themselves: the same numbers, more memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from txlab.config import ModelConfig
+from txlab.devices import check_device
+from txlab.errors import TxlabError
+from txlab.models.interface import LanguageModel, LMOutput, State, check_target_shape
+from txlab.precision import DTYPES, check_precision
+
+PREFIX = "hf:"
+"""A member or model spec starting with this names a Hugging Face checkpoint (folder or Hub id)."""
+
+ARCHITECTURES = ("gpt2", "llama")
+"""Architectures txlab builds and trains itself (model family ``hf``, ``model.hf_arch``)."""
+
+LEARNED_ABSOLUTE = ("gpt2", "gpt_neo", "opt", "biogpt", "gpt_bigcode", "xglm", "imagegpt", "ctrl")
+"""transformers model types whose position table bounds the context (their max_context)."""
+
+INSTALL_HINT = "pip install 'txlab[hf]'"
+
+
+def require_transformers():
+    """The transformers module, or one clear error saying how to install it."""
+    try:
+        import transformers
+    except ImportError:
+        raise TxlabError(f"Hugging Face models need the transformers package: {INSTALL_HINT}") from None
+    # txlab reports its own progress; the library's loading bars and advice would interleave with it
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    return transformers
+
+
+def is_hf_spec(spec: str) -> bool:
+    return str(spec).startswith(PREFIX)
+
+
+def hf_source(spec: str) -> str:
+    """'hf:PATH_OR_ID' -> 'PATH_OR_ID' (refusing an empty one)."""
+    source = str(spec)[len(PREFIX):].strip()
+    if not source:
+        raise TxlabError(f"{spec!r} names no model: write hf:PATH (a folder saved by save_pretrained) or hf:ORG/NAME (a Hub id)")
+    return checked_source(source)
+
+
+def checked_source(source: str) -> str:
+    """``source`` if it can name a checkpoint: a folder with a config.json, or something shaped like a Hub id
+    (a path that is no folder is refused here, not after a failed download)."""
+    path = Path(source)
+    if not path.is_dir() and (path.is_absolute() or source.startswith(".") or source.count("/") > 1):
+        raise TxlabError(f"no folder {source} (an hf: member is a folder saved by save_pretrained, or a Hub id ORG/NAME)")
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise TxlabError(f"{source} has no config.json: is it a Hugging Face checkpoint (a folder written by save_pretrained)?")
+    return source
+
+
+class HFLanguageModel(LanguageModel):
+    """A transformers causal LM with the LanguageModel interface.
+
+    Shapes: tokens, targets [B, T]; state [B, k] token ids (k <= context.mem_len); hidden [B, T, d]
+    (d = vocabulary size in logits mode); nll [B, T].
+    """
+
+    def __init__(self, causal_lm: torch.nn.Module, *, source: str = "", logits_mode: bool = False):
+        super().__init__()
+        self.causal_lm = causal_lm
+        self.source = source
+        """The checkpoint it was loaded from (folder or Hub id); empty for a model txlab built."""
+        self.logits_mode = logits_mode
+        config = causal_lm.config
+        self.model_type = str(getattr(config, "model_type", ""))
+        self.vocab_size = int(causal_lm.get_output_embeddings().weight.shape[0])
+        positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        self.trained_positions: int | None = int(positions) if positions else None
+        """The model's position table or trained length (None: the config names none)."""
+        self.max_context = self.trained_positions if self.model_type in LEARNED_ABSOLUTE else None
+
+    # -- the interface ---------------------------------------------------------------------------
+
+    def init_state(self, batch_size: int) -> State:
+        return torch.zeros(batch_size, 0, dtype=torch.long, device=self.device)  # [B, 0]: nothing remembered yet
+
+    @property
+    def carries_state(self) -> bool:
+        return self.context.mem_len > 0
+
+    def forward(self, tokens: torch.Tensor, state: State, targets: torch.Tensor | None = None) -> LMOutput:
+        check_target_shape(tokens, targets)
+        self._check_ids(tokens)
+        T = tokens.size(1)
+        if self.max_context is not None and T > self.max_context:
+            raise TxlabError(f"this model reads at most {self.max_context} tokens at once (its position table); got a chunk of {T}")
+        window = torch.cat([state, tokens], dim=1) if state is not None and state.size(1) else tokens  # [B, k + T]
+        if self.max_context is not None:
+            window = window[:, -self.max_context:]  # the oldest remembered tokens fall off the position table
+        hidden = self._hidden(window)[:, -T:]  # [B, T, d]
+        next_state = window[:, max(0, window.size(1) - self.context.mem_len):]  # [B, min(k + T, mem_len)]
+        nll = None
+        if targets is not None:
+            self._check_ids(targets)
+            nll = -self.log_prob(hidden).gather(-1, targets[..., None])[..., 0]  # [B, T]
+        return LMOutput(nll, hidden, next_state.detach())
+
+    def log_prob(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = hidden if self.logits_mode else self.causal_lm.get_output_embeddings()(hidden)  # [*, V]
+        return F.log_softmax(logits.float(), dim=-1)
+
+    def flops_per_token(self, n_keys: int) -> float:
+        """2 x the weights a token passes through (embeddings excluded) + attention over ``n_keys`` keys + the output layer."""
+        config = self.causal_lm.config
+        body = sum(p.numel() for name, p in self.causal_lm.named_parameters() if "embed" not in name and "wte" not in name and "wpe" not in name
+                   and "lm_head" not in name)
+        attention = 0
+        if getattr(config, "num_attention_heads", None) and getattr(config, "hidden_size", None):
+            attention = 2 * 2 * int(config.num_hidden_layers) * int(config.hidden_size) * n_keys
+        return float(2 * body + attention + self.output_flops_per_token())
+
+    def output_flops_per_token(self) -> float:
+        weight = self.causal_lm.get_output_embeddings().weight
+        return float(2 * weight.shape[0] * weight.shape[1])
+
+    # -- inside ------------------------------------------------------------------------------------
+
+    def _hidden(self, window: torch.Tensor) -> torch.Tensor:
+        """[B, L, d]: the base model's last hidden states (or the logits, in logits mode) of one fresh read."""
+        if self.logits_mode:
+            return self.causal_lm(input_ids=window, use_cache=False).logits
+        return self.causal_lm.base_model(input_ids=window, use_cache=False).last_hidden_state
+
+    def _check_ids(self, ids: torch.Tensor) -> None:
+        if ids.numel() and (int(ids.max()) >= self.vocab_size or int(ids.min()) < 0):
+            raise TxlabError(f"token id {int(ids.max())} is outside this model's vocabulary of {self.vocab_size}: "
+                             "the text was tokenized for another model")
+
+
+# ------------------------------------------------------------------------------------------------
+# Architectures txlab trains (model family "hf")
+
+
+def hf_config(cfg: ModelConfig) -> Any:
+    """The transformers config of a txlab ModelConfig with family 'hf': the same width, depth, heads and
+    vocabulary; ``max_len`` (else ``tgt_len``) positions; tied input and output embeddings."""
+    transformers = require_transformers()
+    positions = cfg.max_len or cfg.tgt_len
+    no_special = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
+    if cfg.hf_arch == "gpt2":
+        return transformers.GPT2Config(
+            vocab_size=cfg.n_token, n_positions=positions, n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=cfg.n_head,
+            n_inner=cfg.d_inner, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropatt,
+            tie_word_embeddings=True, **no_special,
+        )
+    if cfg.hf_arch == "llama":
+        return transformers.LlamaConfig(
+            vocab_size=cfg.n_token, max_position_embeddings=positions, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layer,
+            num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head, head_dim=cfg.d_head, intermediate_size=cfg.d_inner,
+            attention_dropout=cfg.dropatt, tie_word_embeddings=True, **no_special,
+        )
+    raise TxlabError(f"model.hf_arch must be one of {', '.join(ARCHITECTURES)} for model.family hf, got {cfg.hf_arch!r}")
+
+
+def build_hf(cfg: ModelConfig) -> HFLanguageModel:
+    """A freshly initialised transformers model of ``cfg.hf_arch`` (txlab's family 'hf')."""
+    if cfg.hf_arch == "gpt2" and cfg.d_model != cfg.n_head * cfg.d_head:
+        raise TxlabError(f"a GPT-2 has heads of d_model / n_head: model.d_head must be {cfg.d_model // cfg.n_head}, got {cfg.d_head}")
+    transformers = require_transformers()
+    causal_lm = transformers.AutoModelForCausalLM.from_config(hf_config(cfg), attn_implementation="eager")
+    return HFLanguageModel(causal_lm)
+
+
+def export_hf(model: LanguageModel, out_dir: Path, record: dict[str, Any] | None = None) -> list[Path]:
+    """Write a model of family 'hf' as a Hugging Face folder (config.json, model.safetensors) that
+    ``hf:OUT_DIR`` loads again, with ``record`` (where it came from) as txlab_export.json. Returns the files written."""
+    if not isinstance(model, HFLanguageModel):
+        raise TxlabError("only models of family hf (a GPT-2 or Llama trained by txlab) can be written as a Hugging Face folder")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise TxlabError(f"{out_dir} exists and is not an empty folder: choose a new folder for the Hugging Face checkpoint")
+    require_transformers()
+    model.causal_lm.save_pretrained(out_dir, safe_serialization=True)
+    if record is not None:
+        (out_dir / "txlab_export.json").write_text(json.dumps(record, indent=1) + "\n")
+    return sorted(p for p in out_dir.iterdir() if p.is_file())
+
+
+# ------------------------------------------------------------------------------------------------
+# Checkpoints (hf:PATH_OR_HUB_ID)
+
+
+def fingerprint(source: str) -> str:
+    """16 hex digits naming a checkpoint's contents: its config and the size and ends of each weights
+    file (a retrained model in the same folder gets another name, so its losses are collected anew)."""
+    path = Path(source)
+    if not path.is_dir():
+        return hashlib.sha256(f"hub:{source}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256()
+    for file in sorted(path.iterdir()):
+        if file.suffix in (".json", ".safetensors", ".bin", ".model") and file.is_file():
+            digest.update(file.name.encode())
+            digest.update(str(file.stat().st_size).encode())
+            with file.open("rb") as fh:
+                digest.update(fh.read(1 << 20))
+                fh.seek(max(0, file.stat().st_size - (1 << 20)))
+                digest.update(fh.read(1 << 20))
+    return digest.hexdigest()[:16]
+
+
+def _probe_matches(wrapped: HFLanguageModel) -> bool:
+    """Do base-model states through the output embedding give the model's own logits?"""
+    probe = torch.arange(8, device=wrapped.device)[None] % wrapped.vocab_size  # [1, 8]
+    with torch.inference_mode():
+        own = wrapped.causal_lm(input_ids=probe, use_cache=False).logits.float()
+        ours = wrapped.causal_lm.get_output_embeddings()(wrapped._hidden(probe)).float()
+    return bool(torch.allclose(own, ours, rtol=1e-4, atol=1e-4 * max(1.0, own.abs().max().item())))
+
+
+def load_causal_lm(spec: str, *, device: str = "cpu", precision: str = "fp32") -> HFLanguageModel:
+    """``hf:PATH_OR_HUB_ID`` (or the bare path or id) as a LanguageModel, in evaluation mode.
+
+    ``precision`` fp32 (default), bf16 or fp16 (txlab.precision): the weights are loaded in it, halving
+    their memory, and scoring computes in it; the log-softmax of the scored rows is always taken in float32.
+    """
+    source = hf_source(spec) if is_hf_spec(spec) else checked_source(str(spec))
+    check_device(device)
+    check_precision(precision, device)
+    transformers = require_transformers()
+    try:
+        causal_lm = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[precision])
+    except (OSError, ValueError, KeyError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TxlabError(f"cannot load {source} as a causal language model: {first}") from None
+    wrapped = HFLanguageModel(causal_lm.to(device), source=source).eval()  # the wrapper too: scoring restores the mode it finds
+    wrapped.logits_mode = not _probe_matches(wrapped)
+    return wrapped
+
+
+def load_tokenizer(source: str):
+    """The tokenizer saved with a checkpoint, or None when its folder has none."""
+    transformers = require_transformers()
+    path = Path(source)
+    if path.is_dir() and not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")):
+        return None
+    try:
+        return transformers.AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def describe(model: HFLanguageModel) -> dict[str, Any]:
+    """What a record of an HF member holds about it."""
+    config = model.causal_lm.config
+    return {"source": model.source, "model_type": model.model_type, "vocab_size": model.vocab_size,
+            "trained_positions": model.trained_positions, "max_context": model.max_context, "logits_mode": model.logits_mode,
+            "parameters": model.num_parameters(), "config_sha256": hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]}
+
+
+def saved_config(source: str) -> dict[str, Any]:
+    """A checkpoint's config (what plans read without loading weights): a local folder's config.json, or a
+    Hub id's config, fetched (or read from the Hugging Face cache) here so that an unreachable or unknown
+    id is refused before any model runs."""
+    path = Path(source) / "config.json"
+    if not path.is_file():
+        if Path(source).is_dir():
+            return {}
+        transformers = require_transformers()
+        try:
+            return transformers.AutoConfig.from_pretrained(source).to_dict()
+        except (OSError, ValueError, KeyError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise TxlabError(f"hf:{source} is no local folder, and its config could not be read from the Hub: {first}") from None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise TxlabError(f"{path} is not a readable config ({err})") from None
+
+
+def trained_length(source: str) -> int | None:
+    """The positions a checkpoint was built for (n_positions / max_position_embeddings), from its config alone."""
+    config = saved_config(source)
+    value = config.get("max_position_embeddings") or config.get("n_positions")
+    return int(value) if value else None
+
+
+def meta_model(source: str) -> HFLanguageModel | None:
+    """The checkpoint's model on the meta device (shapes only, no weights read): for FLOP counts in plans."""
+    if not saved_config(source):
+        return None
+    transformers = require_transformers()
+    try:
+        config = transformers.AutoConfig.from_pretrained(source)
+        with torch.device("meta"):
+            return HFLanguageModel(transformers.AutoModelForCausalLM.from_config(config))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def check_corpus(source: str, label: str, corpus: Any) -> None:
+    """Refuse a corpus (txlab.data.corpora.Corpus) the checkpoint cannot read: text not encoded by the tokenizer
+    the checkpoint brings, or ids beyond its outputs (the models `txlab export` writes read their training
+    corpus's ids and bring no tokenizer)."""
+    if load_tokenizer(source) is not None:
+        from txlab.data.textdata import load_hf_tokenizer
+
+        if corpus.tokenizer_id != load_hf_tokenizer(source).tokenizer_id:
+            raise TxlabError(
+                f"{label} brings its own tokenizer, and corpus {corpus.name} was not encoded by it: score it on text tokenized by "
+                f"{source} (--text FILE, whose tokenizer then defaults to the checkpoint's)"
+            )
+    vocab = saved_config(source).get("vocab_size")
+    if vocab and corpus.n_token > int(vocab):
+        raise TxlabError(f"{label} has outputs for {vocab} token ids, and corpus {corpus.name} numbers {corpus.n_token}: "
+                         "it was trained on another vocabulary")

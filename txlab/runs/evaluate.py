@@ -1,0 +1,296 @@
+"""Evaluation: how a trained model is read and scored, for every command that reads one.
+
+This module owns
+- :func:`read_in_chunks`, the one loop that feeds a model a token stream chunk by chunk, each chunk
+  starting from the state the one before left (Transformer-XL's memory, an RNN's state). Evaluation,
+  the loss tables of txlab.measure.losses, generation and the attention analysis all read through it;
+- the evaluation settings (:func:`evaluation_context`: segment length and memory, "-1 = as in
+  training") and :func:`using_context` to apply them for a while;
+- the paper's protocol: :func:`evaluate` scores every target of a split exactly once, and
+  :func:`evaluate_run` does so for a trained run and records the result in its directory;
+- :func:`segment_loss`, the training objective on a segment's losses, and :func:`metric_summary`
+  (perplexity or bits per character), so that code which measures or reports a model needs
+  nothing from the trainer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from txlab.data.batching import eval_segments
+from txlab.runs.capacity import check_fits, check_position_table
+from txlab.runs.checkpoint import load_checkpoint
+from txlab.config import NON_NEGATIVE, DataConfig, EvalConfig, ModelConfig, update_dataclass
+from txlab.data.corpora import check_corpus_dir_applies, load_corpus_for_model
+from txlab.data.diagnostics import role_summary
+from txlab.errors import TxlabError
+from txlab.fileio import write_json_atomic
+from txlab.models.interface import Context, LanguageModel, LMOutput, State
+from txlab.precision import check_precision, scoring_precision
+from txlab.progress import Progress
+
+
+def read_in_chunks(
+    model: LanguageModel, tokens: torch.Tensor, chunk_len: int | None, state: State | None = None, targets: torch.Tensor | None = None,
+) -> Iterator[tuple[int, LMOutput]]:
+    """Feed ``tokens`` [B, n] to ``model`` ``chunk_len`` columns at a time (None: all n as one chunk), each
+    chunk from the state the previous one left, the first from ``state`` (default: a fresh state).
+
+    Yields (first column, output) per chunk; the last chunk may be shorter. ``targets`` [B, n], when
+    given, are scored with their chunk (``out.nll``). The state of the last output holds everything
+    read: pass it back to go on reading. Chunks move to the model's device one at a time.
+    """
+    state = model.init_state(tokens.size(0)) if state is None else state
+    step = chunk_len or tokens.size(1)
+    for start in range(0, tokens.size(1), step):
+        columns = slice(start, start + step)
+        chunk_targets = None if targets is None else targets[:, columns].to(model.device)
+        out = model(tokens[:, columns].to(model.device), state, chunk_targets)
+        state = out.state
+        yield start, out
+
+
+def evaluation_context(model_cfg: ModelConfig, eval_cfg: EvalConfig) -> tuple[int, Context]:
+    """Segment length and memory settings for evaluation (-1 means 'as in training')."""
+    pick = lambda value, default: default if value < 0 else value  # noqa: E731
+    tgt_len = pick(eval_cfg.tgt_len, model_cfg.tgt_len)
+    context = Context(
+        pick(eval_cfg.mem_len, model_cfg.mem_len), eval_cfg.same_length, pick(eval_cfg.clamp_len, model_cfg.clamp_len)
+    )
+    if tgt_len < 1:
+        raise TxlabError(f"evaluation segment length must be >= 1, got {tgt_len}")
+    return tgt_len, context
+
+
+@contextmanager
+def using_context(model: LanguageModel, context: Context):
+    """Temporarily switch the model's memory settings (e.g. to evaluate during training)."""
+    previous = model.context
+    model.set_context(context)
+    try:
+        yield
+    finally:
+        model.set_context(previous)
+
+
+@torch.no_grad()
+def evaluate(
+    model: LanguageModel,
+    tokens: np.ndarray,
+    tgt_len: int,
+    context: Context,
+    batch_size: int,
+    max_tokens: int = 0,
+    progress: bool = False,
+    token_losses: bool = False,
+    reference_streams: bool = False,
+    precision: str = "fp32",
+) -> dict[str, Any]:
+    """Token-weighted mean NLL over ``tokens`` (the first ``max_tokens`` + 1 if > 0), every target
+    scored exactly once: the paper's protocol. ``reference_streams``: only the targets the authors'
+    eval.py scores (see :func:`txlab.data.batching.eval_segments`). ``precision``: the forward passes in
+    fp32 or under bf16 or fp16 autocast (txlab.precision); the losses are summed in float64 either way.
+
+    The result holds ``loss``, ``tokens`` and ``tf32`` (whether TF32 matmuls were on). With
+    ``token_losses`` it also holds ``nll``: [len(tokens)] float64 nats in text order,
+    NaN for the first token and any token past ``max_tokens`` (what txlab.data.diagnostics reads)."""
+    if tgt_len <= 0:
+        raise TxlabError(f"segment length must be positive, got {tgt_len}")
+    per_token = np.full(len(tokens), np.nan) if token_losses else None
+    if max_tokens > 0:
+        tokens = tokens[: max_tokens + 1]
+    # The evaluation streams whole (one segment longer than any stream), read below in segments of tgt_len.
+    streams = next(eval_segments(tokens, batch_size, len(tokens), reference_streams))  # [B, n] each
+    n_segments = -(-streams.inputs.shape[1] // tgt_len)
+    was_training = model.training
+    model.eval()
+    total = torch.zeros((), dtype=torch.float64, device=model.device)
+    count = 0
+    try:
+        with using_context(model, context), scoring_precision(precision, model.device) as tf32:
+            chunks = read_in_chunks(model, torch.as_tensor(streams.inputs), tgt_len, targets=torch.as_tensor(streams.targets))
+            for start, out in Progress(chunks, total=n_segments, desc="eval", unit="seg", disable=not progress, leave=False):
+                columns = slice(start, start + tgt_len)
+                real = streams.mask[:, columns]  # [B, T] bool: padding is not scored
+                nll = out.nll.double()[torch.as_tensor(real, device=model.device)]  # [targets in this segment]
+                total += nll.sum()
+                count += int(real.sum())
+                if per_token is not None:
+                    per_token[streams.target_index[:, columns][real]] = nll.cpu().numpy()
+    finally:
+        model.train(was_training)
+    result: dict[str, Any] = {"loss": total.item() / count, "tokens": count, "tf32": tf32}
+    if per_token is not None:
+        result["nll"] = per_token
+    return result
+
+
+def segment_loss(nll: torch.Tensor, loss: str) -> torch.Tensor:
+    """Mean training loss of a segment's per-token NLL [B, T]: all positions, or the most recent half."""
+    if loss == "half":
+        return nll[:, nll.shape[1] // 2 :].mean()
+    return nll.mean()
+
+
+def metric_summary(loss: float, level: str) -> dict[str, float]:
+    """Loss plus the paper's headline metric: perplexity for words, bits per character for characters."""
+    return {"loss": loss, "bpc": loss / math.log(2)} if level == "char" else {"loss": loss, "ppl": math.exp(min(loss, 700.0))}
+
+
+def _refuse_memory_settings(family: str, given: dict[str, Any]) -> None:
+    """Memory settings mean something to Transformer-XL only: refuse them for other families rather
+    than report a number as if they had applied (a memory of 0, no memory, is what they all have)."""
+    if family == "xl":
+        return
+    named = [option for option, value in given.items() if value is not None]
+    if named:
+        what = "a vanilla Transformer reads fixed windows without memory" if family == "vanilla" else f"an {family.upper()} carries its state without attention"
+        raise TxlabError(f"{', '.join(named)} set{'s' if len(named) == 1 else ''} Transformer-XL's memory, and {what}: "
+                         "leave out the option (--tgt-len sets how much it reads at once)")
+
+
+def evaluate_run(
+    run_dir: Path,
+    *,
+    split: str = "valid",
+    tgt_len: int | None = None,
+    mem_len: int | None = None,
+    clamp_len: int | None = None,
+    same_length: bool | None = None,
+    attn_len: int | None = None,
+    batch_size: int | None = None,
+    streams: str | None = None,
+    precision: str | None = None,
+    max_tokens: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+    record_path: Path | None = None,
+    by_role: bool = False,
+    corpus_dir: str = "",
+) -> dict[str, Any]:
+    """Score a trained run on a split with the paper's protocol and record it in the run directory.
+
+    Unset options take the run's evaluation settings. ``attn_len`` is the paper's "attention length":
+    every query attends exactly that many keys (mem_len = attn_len with same_length on).
+    ``max_tokens`` > 0 scores only the split's first ``max_tokens`` targets. ``streams``: 'exact' or
+    'reference' (see ``EvalConfig.streams``). ``precision``: fp32, bf16 or fp16 (``EvalConfig.precision``).
+    Returns loss, ppl (word level) or bpc (character level), tokens scored and the settings used,
+    and writes them to ``record_path``, by default ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same]-b<B>[-reference][-bf16|-fp16][-n<N>].json``:
+    every setting that changes the number is in the name (the batch size too: streams cut the split into
+    pieces that each start without context), so records of other settings never overwrite each other.
+    ``corpus_dir`` reads the corpus from that folder instead of the run's ``data.corpus_dir`` (a corpus
+    moved since training; its vocabulary must still be the run's).
+    ``by_role`` (synthetic corpora only) adds ``by_role``: the loss per token role and per copy distance
+    beside the ideal model's (:func:`txlab.data.diagnostics.role_summary`).
+    """
+    ckpt = load_checkpoint(run_dir, map_location=device)
+    cfg = ckpt.config
+    _refuse_memory_settings(cfg.model.family, {"--mem-len": mem_len or None, "--attn-len": attn_len, "--same-length": same_length, "--clamp-len": clamp_len})
+    check_corpus_dir_applies(cfg.data.corpus, corpus_dir)
+    data_cfg = update_dataclass(cfg.data, {"corpus_dir": corpus_dir}) if corpus_dir else cfg.data
+    corpus = load_corpus_for_model(data_cfg, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
+    if attn_len is not None:
+        NON_NEGATIVE.check(attn_len, "--attn-len")
+        if mem_len is not None and mem_len != attn_len:
+            raise TxlabError("give either --attn-len or --mem-len, not both")
+        mem_len, same_length = attn_len, True
+    changes = {k: v for k, v in {"tgt_len": tgt_len, "mem_len": mem_len, "clamp_len": clamp_len,
+                                 "same_length": same_length, "batch_size": batch_size, "streams": streams, "split": split,
+                                 "precision": precision}.items()
+               if v is not None}
+    eval_cfg = update_dataclass(cfg.eval, changes, prefix="eval.")
+    check_precision(eval_cfg.precision, device, cfg.model.family, "eval.precision")
+    seg_len, context = evaluation_context(cfg.model, eval_cfg)
+    if ckpt.model.max_context is not None and seg_len > ckpt.model.max_context:
+        raise TxlabError(f"this model reads at most {ckpt.model.max_context} tokens at once; --tgt-len {seg_len} is too long")
+    n_targets = len(corpus.split(split)) - 1
+    n_targets = min(max_tokens, n_targets) if max_tokens > 0 else n_targets
+    if eval_cfg.batch_size > n_targets:
+        raise TxlabError(f"eval.batch_size {eval_cfg.batch_size:,} is more streams than the {n_targets:,} targets scored: "
+                         "every stream needs at least one target (and without context it scores them blind)")
+    stream_len = -(-n_targets // eval_cfg.batch_size)  # no segment or memory holds more than its stream
+    check_fits(cfg.model, eval_cfg.batch_size, min(seg_len, stream_len), min(context.mem_len, stream_len), training=False, device=device,
+               what="this evaluation (--batch-size, --tgt-len, --mem-len/--attn-len)", precision=eval_cfg.precision)
+    check_position_table(cfg.model, seg_len + context.mem_len, device=device, what="this evaluation (--mem-len/--attn-len)")
+    if by_role and corpus.truth is None:
+        raise TxlabError(f"--by-role needs a synthetic corpus (it knows each token's role); {corpus.name} is not one")
+    result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress,
+                      token_losses=by_role, reference_streams=eval_cfg.streams == "reference", precision=eval_cfg.precision)
+    record = {
+        **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "step": ckpt.meta["step"],
+        "family": cfg.model.family, "tgt_len": seg_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
+        "batch_size": eval_cfg.batch_size, "streams": eval_cfg.streams, "precision": eval_cfg.precision, "tf32": result["tf32"],
+        "max_tokens": max_tokens, "token_stream_sha256": corpus.token_stream_hash(split),
+    }
+    if by_role:
+        record["by_role"] = role_summary(result["nll"], corpus.truth[split])
+    if record_path is None:
+        name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}-b{eval_cfg.batch_size}"
+        if eval_cfg.streams == "reference":  # scores other targets: not the same number
+            name += "-reference"
+        if eval_cfg.precision != "fp32":
+            name += f"-{eval_cfg.precision}"
+        record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}{'-roles' if by_role else ''}.json"
+    record["path"] = str(write_json_atomic(record_path, record))
+    return record
+
+
+def evaluate_checkpoint(
+    spec: str,
+    data: DataConfig,
+    *,
+    split: str = "valid",
+    tgt_len: int | None = None,
+    mem_len: int = 0,
+    batch_size: int = 1,
+    max_tokens: int = 0,
+    device: str = "cpu",
+    precision: str = "fp32",
+    progress: bool = True,
+    record_path: Path | None = None,
+) -> dict[str, Any]:
+    """Score a Hugging Face checkpoint (``hf:PATH_OR_HUB_ID``) on a corpus, every target once.
+
+    The split is read in segments of ``tgt_len`` tokens (default: the model's position table or trained
+    length, else 512), each from a fresh start after the ``mem_len`` tokens before it (default 0: disjoint
+    windows, as lm-evaluation-harness scores; ``mem_len`` > 0 gives every target at least that much
+    context, the strided protocol). ``precision``: the weights' and the computation's (txlab.models.hf.load_causal_lm).
+    The record goes to ``<home>/results/eval/<name>-<fingerprint>/``.
+    """
+    from txlab.models import hf
+    from txlab.data.corpora import load_corpus
+    from txlab.devices import check_device
+    from txlab.workspace import resolve
+
+    check_device(device)
+    model = hf.load_causal_lm(spec, device=device, precision=precision)
+    source = hf.hf_source(spec)
+    corpus = load_corpus(data, progress=progress)
+    hf.check_corpus(source, Path(source.rstrip("/")).name, corpus)
+    tokens = corpus.split(split)
+    seg_len = tgt_len or model.max_context or model.trained_positions or 512
+    NON_NEGATIVE.check(mem_len, "--mem-len")
+    if model.max_context is not None and seg_len + mem_len > model.max_context:
+        raise TxlabError(f"this model reads at most {model.max_context} tokens at once (its position table): "
+                         f"--tgt-len {seg_len} with --mem-len {mem_len} is too long")
+    context = Context(mem_len=mem_len)
+    result = evaluate(model, tokens, seg_len, context, batch_size, max_tokens, progress=progress, precision=precision)
+    record = {
+        **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "model": spec,
+        "family": "hf", "tgt_len": seg_len, "mem_len": mem_len, "batch_size": batch_size, "max_tokens": max_tokens,
+        "precision": precision, "tf32": result["tf32"],
+        "corpus": corpus.name, "tokenizer_id": corpus.tokenizer_id, "token_stream_sha256": corpus.token_stream_hash(split),
+    }
+    if record_path is None:
+        folder = resolve("results/eval") / f"{Path(source.rstrip('/')).name}-{hf.fingerprint(source)}"
+        record_path = folder / (f"{corpus.name}-{split}-tgt{seg_len}-mem{mem_len}-b{batch_size}{'' if precision == 'fp32' else f'-{precision}'}"
+                                f"{f'-n{max_tokens}' if max_tokens > 0 else ''}.json")
+    record["path"] = str(write_json_atomic(record_path, record))
+    return record

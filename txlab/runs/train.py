@@ -1,0 +1,503 @@
+"""The trainer: one loop for every model family, resumable, single process or torchrun/DDP.
+
+Protocol (as the paper's reference scripts): the training split is cut into ``batch_size``
+contiguous streams; each step reads the next ``tgt_len`` tokens of every stream and carries the
+model state (XL memory, RNN state) from segment to segment. With ``grad_accum = k`` the streams
+are split into k groups that keep their own state, so the global batch, and the result, do not
+depend on k. Under torchrun each rank trains its own slice of the streams and DDP averages
+gradients, so N processes reach the same parameters as one process with the same global batch.
+
+A run directory is the record of a run::
+
+    config.yaml      the resolved configuration (printed at start)
+    metrics.jsonl    one JSON object per logged step / evaluation
+    checkpoint/      weights, metadata, training state (see txlab.runs.checkpoint)
+
+Killing a run (even with SIGKILL) and rerunning the same command resumes from the last checkpoint
+and ends with the same parameters as a run that was never interrupted. SIGTERM and SIGINT save a
+checkpoint before exiting.
+
+The periodic validation scores the model with txlab.runs.evaluate, as `txlab eval` does.
+
+``train.precision`` bf16 or fp16 runs each forward pass and its loss under autocast (txlab.precision);
+fp16 scales the loss, and the scaler's state is part of the checkpoint. Each training record of
+metrics.jsonl names the precision and whether TF32 was on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import signal
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from txlab.data.batching import batchify, iter_segments
+from txlab.models.build import build_model
+from txlab.runs.capacity import check_fits
+from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
+from txlab.config import COMPUTE_SETTINGS, ModelConfig, RunConfig, TrainConfig, load_config, save_config, to_dict, to_yaml, update_dataclass
+from txlab.data.corpora import Corpus, load_corpus
+from txlab.devices import check_device
+from txlab.data.diagnostics import flat_metrics, role_summary
+from txlab.errors import TxlabError
+from txlab.runs.evaluate import evaluate, evaluation_context, metric_summary, segment_loss
+from txlab.fileio import append_line, hold_directory, read_metrics_log, write_text_atomic
+from txlab.models.interface import Context
+from txlab.precision import autocast, check_precision, loss_scaler, matmul_precision
+from txlab.progress import Progress
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """Learning rate of optimizer step ``step`` (0-based): linear warm-up, then the schedule.
+
+    - cosine: from ``lr`` down to ``lr_min`` over the steps after warm-up (the reference scripts);
+    - constant: ``lr``;
+    - inv_sqrt: ``lr * sqrt(warmup / (step + 1))`` after warm-up, so the peak is ``lr``;
+    - wsd (warm-up, stable, decay): ``lr`` until the last ``decay_fraction`` of the steps, then a linear
+      decay to ``lr_min``. A late transition (a copy circuit that forms after half the run) still
+      trains at the full rate, which a cosine schedule has already halved.
+    """
+    n = step + 1  # steps completed after this one; warm-up reaches lr exactly at n == warmup_steps
+    if n <= cfg.warmup_steps:
+        return cfg.lr * n / cfg.warmup_steps
+    if cfg.scheduler == "constant":
+        return cfg.lr
+    if cfg.scheduler == "inv_sqrt":
+        return cfg.lr * math.sqrt(max(cfg.warmup_steps, 1) / n)
+    if cfg.scheduler == "wsd":
+        decay_start = max(cfg.warmup_steps, cfg.max_steps - round(cfg.decay_fraction * cfg.max_steps))
+        remaining = min((n - decay_start) / max(cfg.max_steps - decay_start, 1), 1.0)
+        return cfg.lr if n <= decay_start else cfg.lr + (cfg.lr_min - cfg.lr) * remaining
+    decay_steps = max(cfg.max_steps - cfg.warmup_steps, 1)
+    progress = min((n - cfg.warmup_steps) / decay_steps, 1.0)
+    return cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (1 + math.cos(math.pi * progress))
+
+
+def training_context(model_cfg: ModelConfig) -> Context:
+    return Context(model_cfg.mem_len, model_cfg.same_length, model_cfg.clamp_len)
+
+
+# --------------------------------------------------------------------------------------------------
+# Run directories and configuration checks
+
+RESUMABLE_CHANGES = ("train.max_steps", "train.device", "train.threads", "train.tensorboard", "train.wandb", "train.log_interval",
+                     "data.data_dir", "data.corpus_dir", "data.cache_dir", *(f"model.{key}" for key in COMPUTE_SETTINGS))
+"""Keys a run may change when it resumes: where it runs and reads its corpus from (the vocabulary is
+checked), how it logs, how attention is computed (the kernels agree to 1e-6; compilation changes no
+parameter name), and its length (with a warning: the learning-rate schedule stretches)."""
+
+
+def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        flat.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return flat
+
+
+def check_run_dir(cfg: RunConfig, run_dir: Path) -> None:
+    """Refuse to train into a run directory whose records training would overwrite: one holding a run
+    of another configuration (saved config.yaml), or the records of a run (metrics.jsonl) with no
+    checkpoint to resume from, as committed results are kept. A ``cfg`` not yet resolved for its corpus
+    (``model.n_token`` 0) is checked on everything else."""
+    run_dir = Path(run_dir)
+    way_out = "train into another run directory (--run-dir), or pass --restart to `txlab train` to replace it"
+    config_file = run_dir / "config.yaml"
+    if config_file.is_file():
+        saved, wanted = _flat(to_dict(load_config(config_file))), _flat(to_dict(cfg))
+        if not wanted["model.n_token"]:  # not resolved yet: 0 means "the corpus's", which the corpus checks
+            del saved["model.n_token"], wanted["model.n_token"]
+        changed = [key for key in sorted(set(saved) | set(wanted)) if saved.get(key) != wanted.get(key) and key not in RESUMABLE_CHANGES]
+        if changed:
+            listed = "; ".join(f"{key}: {saved.get(key)!r} there, {wanted.get(key)!r} now" for key in changed)
+            raise TxlabError(f"{run_dir} holds a run of another configuration ({listed}): {way_out}")
+    metrics_file = run_dir / "metrics.jsonl"
+    if not has_checkpoint(run_dir) and metrics_file.is_file() and metrics_file.stat().st_size:
+        raise TxlabError(f"{run_dir} holds a run's records (metrics.jsonl) but no checkpoint to resume from (committed results keep "
+                         f"none): training would replace them; {way_out}")
+
+def resolve_for_corpus(cfg: RunConfig, corpus: Corpus) -> RunConfig:
+    """Fill in the vocabulary size from the corpus and check the lengths make sense."""
+    if cfg.model.n_token not in (0, corpus.n_token):
+        raise TxlabError(f"model.n_token is {cfg.model.n_token} but corpus {corpus.name} has {corpus.n_token} symbols")
+    cfg = update_dataclass(cfg, {"model": {"n_token": corpus.n_token}})
+    m, t = cfg.model, cfg.train
+    if m.tgt_len < 1 or m.mem_len < 0:
+        raise TxlabError(f"model.tgt_len must be >= 1 and model.mem_len >= 0 (got {m.tgt_len}, {m.mem_len})")
+    if t.batch_size < 1 or t.grad_accum < 1 or t.batch_size % t.grad_accum:
+        raise TxlabError(f"train.batch_size ({t.batch_size}) must be a positive multiple of train.grad_accum ({t.grad_accum})")
+    if m.family == "vanilla" and m.max_len and m.tgt_len > m.max_len:
+        raise TxlabError(f"the vanilla Transformer reads at most model.max_len={m.max_len} tokens, but model.tgt_len is {m.tgt_len}")
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------------
+# Distributed helpers (torchrun sets RANK / WORLD_SIZE / MASTER_ADDR ...)
+
+
+@dataclass(frozen=True)
+class Distributed:
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device: str) -> Distributed:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Distributed()
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+    return Distributed(dist.get_rank(), dist.get_world_size())
+
+
+def gather_objects(obj: Any, ddp: Distributed) -> list[Any]:
+    """Every rank's ``obj`` (in rank order); just [obj] in a single process."""
+    if ddp.world == 1:
+        return [obj]
+    out: list[Any] = [None] * ddp.world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The training loop
+
+
+class _StopRequest:
+    """Records SIGTERM/SIGINT so the loop can save a checkpoint at the next step boundary."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopRequest:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signal = signum
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def tensorboard_writer(run_dir: Path) -> Any:
+    """A TensorBoard SummaryWriter for the run (optional dependency)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise TxlabError("train.tensorboard=true needs TensorBoard: pip install tensorboard") from None
+    return SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+
+
+def wandb_run(cfg: RunConfig, run_dir: Path) -> Any:
+    """A Weights & Biases run for the run directory (optional dependency, imported only when asked for).
+
+    Its id is derived from the directory, so a resumed training continues the same W&B run.
+    """
+    try:
+        import wandb
+    except ImportError:
+        raise TxlabError("train.wandb=true needs Weights & Biases: pip install 'txlab[wandb]'") from None
+    run_dir = Path(run_dir).resolve()
+    run_id = hashlib.sha256(str(run_dir).encode()).hexdigest()[:16]
+    return wandb.init(project=os.environ.get("WANDB_PROJECT") or "txlab", name=run_dir.name, id=run_id, resume="allow",
+                      dir=str(run_dir), config=to_dict(cfg))
+
+
+class TrainingInterrupted(TxlabError):
+    """Raised after a SIGTERM/SIGINT once the checkpoint is safely written.
+
+    ``exit_code`` is the shell's code for a process stopped by that signal (130 for Ctrl-C, 143 for
+    SIGTERM), so a script or scheduler sees an interruption, not a user error (2).
+    """
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    step: int
+    resumed_from: int
+    valid: dict[str, float]
+    metrics_file: Path
+
+
+def _cpu_tensors(obj: Any) -> Any:
+    """A recurrent state moved to the CPU, structure kept (lists and tuples of tensors)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_cpu_tensors(o) for o in obj)
+    return obj
+
+
+def _to_device(obj: Any, device: torch.device) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_device(o, device) for o in obj)
+    return obj
+
+
+def _trim_metrics(path: Path, last_step: int, warn: Callable[[str], None]) -> None:
+    """On resume, drop metric lines logged after the checkpoint (they will be logged again), and a
+    last line a kill cut short (with a warning)."""
+    if not path.exists():
+        return
+    keep = [record for record in read_metrics_log(path, lambda message: warn(f"warning: {message}")) if record["step"] <= last_step]
+    write_text_atomic(path, "".join(json.dumps(record) + "\n" for record in keep))
+
+
+def train(
+    cfg: RunConfig,
+    run_dir: Path,
+    *,
+    resume: bool = True,
+    progress: bool = True,
+    echo: Callable[[str], None] = print,
+) -> TrainResult:
+    """Train ``cfg`` into ``run_dir`` (resuming from its checkpoint if there is one and ``resume``).
+
+    The process holds ``run_dir`` while it trains (under torchrun, rank 0 for all): a second
+    training of the same directory is refused, naming the holder.
+    """
+    main_process = os.environ.get("RANK", "0") == "0"
+    with hold_directory(run_dir, "txlab train") if main_process else nullcontext():
+        if main_process:  # what saves killed mid-way left: a full-size copy each
+            remove_unfinished_saves(Path(run_dir))
+        return _train(cfg, Path(run_dir), resume=resume, progress=progress, echo=echo)
+
+
+def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo: Callable[[str], None]) -> TrainResult:
+    t = cfg.train
+    check_device(t.device, "train.device")  # every way in (train, recl and ablate members) before a tensor is placed
+    check_precision(t.precision, t.device, cfg.model.family, "train.precision")
+    check_precision(cfg.eval.precision, t.device, cfg.model.family, "eval.precision")
+    ddp = init_distributed(t.device)
+    if t.threads > 0:
+        torch.set_num_threads(t.threads)
+    device = torch.device(t.device)
+
+    corpus = load_corpus(cfg.data, progress=progress and ddp.is_main)
+    cfg = resolve_for_corpus(cfg, corpus)
+    vocab_hash = corpus.vocab.sha256
+    if t.batch_size % (t.grad_accum * ddp.world):
+        raise TxlabError(f"train.batch_size ({t.batch_size}) must divide evenly over {ddp.world} processes x {t.grad_accum} accumulation steps")
+    check_fits(cfg.model, t.batch_size // (t.grad_accum * ddp.world), cfg.model.tgt_len, cfg.model.mem_len, training=True, device=t.device,
+               what="training (model.tgt_len, model.mem_len, train.batch_size / train.grad_accum)", precision=t.precision)
+    eval_tgt_len, eval_context = evaluation_context(cfg.model, cfg.eval)
+    check_fits(cfg.model, cfg.eval.batch_size, eval_tgt_len, eval_context.mem_len, training=False, device=t.device,
+               what="the periodic evaluation (eval.tgt_len, eval.mem_len, eval.batch_size)", precision=cfg.eval.precision)
+
+    torch.manual_seed(t.seed)
+    model = build_model(cfg.model).to(device)
+    model.set_context(training_context(cfg.model))
+    optimizer_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
+    optimizer = optimizer_cls(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+    scaler = loss_scaler(t.precision, device)
+
+    # This rank's streams, split into grad_accum groups that each keep their own state.
+    streams = batchify(corpus.split("train"), t.batch_size)
+    per_rank = t.batch_size // ddp.world
+    streams = streams[ddp.rank * per_rank : (ddp.rank + 1) * per_rank]
+    group_rows = per_rank // t.grad_accum
+    groups = [streams[g * group_rows : (g + 1) * group_rows] for g in range(t.grad_accum)]
+    states = [model.init_state(group_rows) for _ in groups]
+    position, epoch, step, elapsed, tokens_seen = 0, 0, 0, 0.0, 0
+
+    metrics_file = run_dir / "metrics.jsonl"
+    resumed_from = 0
+    if resume:
+        check_run_dir(cfg, run_dir)
+    if resume and has_checkpoint(run_dir):
+        ckpt = load_checkpoint(run_dir, expect_model=cfg, expect_vocab_hash=vocab_hash, with_train_state=True, map_location=device)
+        if ckpt.train_state is None:
+            raise TxlabError(f"{run_dir} holds a finished model without training state; use another run name to train again")
+        model.load_state_dict(ckpt.model.state_dict())
+        ts = ckpt.train_state
+        optimizer.load_state_dict(ts["optimizer"])
+        if scaler.is_enabled():  # fp16: the loss scale goes on from where it was (train.precision cannot change on resume)
+            if not ts.get("loss_scaler"):
+                raise TxlabError(f"{run_dir}: its checkpoint has no loss-scaler state for fp16 training; rerun with --restart to train afresh")
+            scaler.load_state_dict(ts["loss_scaler"])
+        step, position, epoch = ts["step"], ts["position"], ts["epoch"]
+        elapsed, tokens_seen = ts["elapsed_s"], ts["tokens_seen"]
+        states = _to_device(ts["recurrent"][ddp.rank], device)
+        resumed_from = step
+        if ddp.is_main:
+            echo(f"resuming {run_dir} from step {step}")
+            saved = ckpt.config.train
+            if saved.max_steps != cfg.train.max_steps and saved.scheduler != "constant":
+                echo(f"warning: train.max_steps changed from {saved.max_steps} to {cfg.train.max_steps}: the {saved.scheduler} learning-rate "
+                     f"schedule stretches to the new length from step {step}, so this run will not equal one trained for "
+                     f"{cfg.train.max_steps} steps from the start")
+    elif ddp.is_main:
+        if metrics_file.exists():
+            metrics_file.unlink()
+    if resumed_from:  # the dropout random stream continues exactly where the checkpoint left it
+        torch.set_rng_state(ckpt.train_state["rng_torch"][ddp.rank])
+        valid = ckpt.meta["metrics"].get("valid", {})
+    else:
+        torch.manual_seed(t.seed + 1 + ddp.rank)
+        valid = {}
+
+    if ddp.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
+        echo(f"--- resolved config, as saved in {run_dir / 'config.yaml'} ---\n{to_yaml(cfg)}---")
+        _trim_metrics(metrics_file, step, echo)
+        echo(f"run {run_dir} | {model.num_parameters():,} parameters | corpus {corpus.name} ({corpus.n_token} symbols) | "
+             f"precision {t.precision}, evaluation {cfg.eval.precision}")
+
+    wrapped: Any = model
+    if ddp.world > 1:
+        wrapped = DistributedDataParallel(model)
+
+    valid_tokens = corpus.split("valid")
+
+    valid_truth = corpus.truth["valid"] if corpus.truth is not None else None
+
+    def run_eval() -> tuple[dict[str, float], dict[str, Any] | None]:
+        """The validation metrics, and on synthetic corpora the per-role summary (txlab.data.diagnostics)."""
+        result = evaluate(model, valid_tokens, eval_tgt_len, eval_context, cfg.eval.batch_size, t.eval_tokens,
+                          progress=progress and ddp.is_main, token_losses=valid_truth is not None, reference_streams=cfg.eval.streams == "reference",
+                          precision=cfg.eval.precision)
+        metrics = {**metric_summary(result["loss"], corpus.level), "tokens": result["tokens"]}
+        if valid_truth is None:
+            return metrics, None
+        summary = role_summary(result["nll"], valid_truth)
+        return {**metrics, **flat_metrics(summary)}, summary
+
+    board = tensorboard_writer(run_dir) if t.tensorboard and ddp.is_main else None
+    wandb = wandb_run(cfg, run_dir) if t.wandb and ddp.is_main else None
+
+    def log(record: dict[str, Any]) -> None:
+        if ddp.is_main:
+            append_line(metrics_file, json.dumps(record))
+        scalars = {f"{record['split']}/{key}": value for key, value in record.items()
+                   if key not in ("step", "split") and isinstance(value, (int, float))}
+        if board is not None:
+            for key, value in scalars.items():
+                board.add_scalar(key, value, record["step"])
+        if wandb is not None:
+            wandb.log(scalars, step=record["step"])
+
+    def checkpoint(valid: dict[str, float]) -> None:
+        recurrent = gather_objects(_cpu_tensors(states), ddp)
+        rng = gather_objects(torch.get_rng_state(), ddp)
+        if ddp.is_main:
+            train_state = {
+                "optimizer": optimizer.state_dict(), "step": step, "position": position, "epoch": epoch,
+                "elapsed_s": elapsed, "tokens_seen": tokens_seen, "rng_torch": rng, "recurrent": recurrent,
+                "loss_scaler": scaler.state_dict(),  # {} unless fp16
+            }
+            try:
+                save_checkpoint(run_dir, model, cfg, step=step, vocab_hash=vocab_hash,
+                                metrics={"valid": valid, "level": corpus.level}, train_state=train_state)
+            except BaseException:
+                if not has_checkpoint(run_dir):  # the first save failed (a full disk): records without a checkpoint would
+                    metrics_file.unlink(missing_ok=True)  # make the rerun refuse the directory; without them it starts afresh
+                raise
+
+    window_loss = torch.zeros((), dtype=torch.float64, device=device)
+    window_steps, window_tokens, window_start = 0, 0, time.perf_counter()
+    # smoothing 0: the ETA from the mean rate since the start, validations included, not from the last
+    # steps' (a validation then makes the estimate jump, and between validations it leaves them out)
+    bar = Progress(total=t.max_steps, initial=step, desc="train", unit="step", smoothing=0, disable=not (progress and ddp.is_main))
+    model.train()
+    with _StopRequest() as stop, matmul_precision(t.precision, device) as tf32:
+        while step < t.max_steps:
+            lr = learning_rate(step, t)
+            for param_group in optimizer.param_groups:
+                param_group["lr"] = lr
+            # One segment per group and optimizer step, not txlab.runs.evaluate.read_in_chunks: each group keeps its own
+            # state, the position must survive a resume, and the epoch's end resets the state mid-stream.
+            segment_len = 0
+            for g, group in enumerate(groups):
+                segment = next(iter_segments(group, cfg.model.tgt_len, start=position), None)
+                if segment is None:  # end of the training split: start the next epoch with fresh state
+                    position, epoch = 0, epoch + 1
+                    states = [model.init_state(group_rows) for _ in groups]
+                    segment = next(iter_segments(group, cfg.model.tgt_len, start=0))
+                inputs = torch.as_tensor(segment.inputs, device=device)
+                targets = torch.as_tensor(segment.targets, device=device)
+                sync = g == len(groups) - 1 or ddp.world == 1
+                with wrapped.no_sync() if not sync else nullcontext():
+                    with autocast(t.precision, device):  # the forward pass and the loss; backward follows their dtypes
+                        out = wrapped(inputs, states[g], targets)
+                        loss = segment_loss(out.nll, t.loss) / t.grad_accum
+                    scaler.scale(loss).backward()
+                states[g] = out.state
+                window_loss += loss.detach().double()
+                segment_len = segment.next_position - segment.position
+            position += segment_len
+            if t.clip > 0:
+                scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
+                torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
+            scaler.step(optimizer)  # fp16: skipped when a gradient overflowed, and the scale lowered
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            step_tokens = segment_len * t.batch_size
+            tokens_seen += step_tokens
+            window_tokens += step_tokens
+            window_steps += 1
+            bar.update(1)
+
+            at_eval = step % t.eval_interval == 0 or step == t.max_steps
+            if step % t.log_interval == 0 or at_eval or stop.signal is not None:
+                now = time.perf_counter()
+                mean_loss = window_loss.item() / window_steps
+                if not math.isfinite(mean_loss):
+                    raise TxlabError(f"training loss became {mean_loss} by step {step}; the last good checkpoint in {run_dir} was kept (try a lower train.lr or clip)")
+                elapsed += now - window_start
+                rate = window_tokens / max(now - window_start, 1e-9)
+                log({"step": step, "split": "train", "loss": mean_loss, "lr": lr, "tokens": tokens_seen, "elapsed_s": elapsed, "tokens_per_s": rate,
+                     "precision": t.precision, "tf32": tf32, **({"loss_scale": scaler.get_scale()} if scaler.is_enabled() else {})})
+                bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{rate:,.0f}")
+                window_loss.zero_()
+                window_steps, window_tokens = 0, 0
+                if at_eval:
+                    valid, by_role = run_eval()
+                    log({"step": step, "split": "valid", **valid, "tokens_seen": tokens_seen, "elapsed_s": elapsed})
+                    if by_role is not None:
+                        log({"step": step, "split": "valid_by_role", **by_role, "tokens_seen": tokens_seen, "elapsed_s": elapsed})
+                    (bar.write if progress and ddp.is_main else echo)(f"step {step}: valid " + ", ".join(f"{k} {v:.4g}" for k, v in valid.items() if k != "tokens"))
+                if at_eval or stop.signal is not None:
+                    checkpoint(valid)
+                window_start = time.perf_counter()
+            if stop.signal is not None:
+                bar.close()
+                if wandb is not None:
+                    wandb.finish()
+                name = "Ctrl-C (SIGINT)" if stop.signal == signal.SIGINT else signal.Signals(stop.signal).name
+                raise TrainingInterrupted(f"stopped by {name} at step {step}; checkpoint saved in {run_dir}; rerun the same command to resume",
+                                          stop.signal)
+    bar.close()
+    if board is not None:
+        board.close()
+    if wandb is not None:
+        wandb.finish()
+    if ddp.world > 1:
+        dist.barrier()
+    return TrainResult(run_dir, step, resumed_from, valid, metrics_file)
