@@ -4,7 +4,8 @@
     python benchmarks/command_trip.py --moves -- ...    # also lists every move and how often it ran
 
 Runs the `txlab` command given after ``--`` in this process under a profiler hook and counts, over
-txlab's own functions only (torch, numpy and the standard library are left out):
+txlab's own functions only (torch, numpy and the standard library are left out, and so is code that
+runs at import time):
 
 - files entered: the txlab source files at least one of whose functions ran;
 - moves: distinct calls from a function in one txlab file to a function in another (caller, callee);
@@ -26,6 +27,9 @@ PACKAGE = Path(txlab.__file__).resolve().parent
 
 
 def _txlab_file(code) -> str | None:
+    """The package-relative path of a txlab function's file; None for other code and module bodies."""
+    if code.co_name == "<module>":
+        return None
     path = Path(code.co_filename)
     if not path.is_absolute() or PACKAGE not in path.parents:
         return None
@@ -47,8 +51,10 @@ def trip(argv: list[str]) -> tuple[Counter, Counter]:
             return
         entered[callee] += 1
         caller_frame = frame.f_back
-        while caller_frame is not None and _txlab_file(caller_frame.f_code) is None:
+        while caller_frame is not None and _txlab_file(caller_frame.f_code) is None and caller_frame.f_code.co_name != "<module>":
             caller_frame = caller_frame.f_back
+        if caller_frame is not None and caller_frame.f_code.co_name == "<module>":
+            return  # called while a module is imported
         if caller_frame is None:
             return
         caller = _txlab_file(caller_frame.f_code)
