@@ -556,7 +556,8 @@ def bench_model_command(
                f"{peak_before:.1f} before the rows, {peak_after:.1f} after)")
     typer.echo(bench_table_markdown(rows, peak))
     if json_output:
-        _print_json({"matmul_peak_gflops": peak, "matmul_peak_gflops_before": peak_before, "matmul_peak_gflops_after": peak_after, "rows": rows})
+        _print_json({"matmul_peak_gflops": peak, "matmul_peak_gflops_before": peak_before, "matmul_peak_gflops_after": peak_after,
+                     "rows": [row.as_record() for row in rows]})
 
 
 @app.command()
