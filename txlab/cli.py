@@ -545,11 +545,11 @@ def bench_model_command(
     shapes = shape or ([] if preset else ["tiny", "small"])
     rows = []
     peak_before = matmul_peak_gflops(threads)  # the ceiling, measured before and after the rows in the same run
+    timing = dict(batch_size=batch_size, seg_len=seg_len, threads=threads, repeats=repeats, warmup=warmup, authors_code_dir=authors_code)
     if shapes:
-        rows += bench_model(shapes, mode or DEFAULT_MODES, batch_size, seg_len, threads, repeats, warmup, authors_code_dir=authors_code)
+        rows += bench_model(shapes, mode or DEFAULT_MODES, **timing)
     if preset:
-        rows += bench_model(preset_configs(preset, size), mode or ("train", "eval_mem128", "eval_mem512"),
-                            batch_size, seg_len, threads, repeats, warmup, authors_code_dir=authors_code)
+        rows += bench_model(preset_configs(preset, size), mode or ("train", "eval_mem128", "eval_mem512"), **timing)
     peak_after = matmul_peak_gflops(threads)
     peak = (peak_before + peak_after) / 2
     typer.echo(f"machine: {threads} threads, fp32 matmul 2048^3 reaches {peak:.1f} GFLOP/s (the practical ceiling; "

@@ -249,6 +249,7 @@ def _authors_step(model_class: type, cfg: ModelConfig, match: re.Match, tokens: 
 def bench_model(
     configs: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("tiny", "small"),
     modes: Sequence[str] = DEFAULT_MODES,
+    *,
     batch_size: int = 8,
     seg_len: int = 128,
     threads: int = 2,

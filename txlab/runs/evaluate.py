@@ -106,6 +106,7 @@ def evaluate(
     context: Context,
     batch_size: int,
     max_tokens: int = 0,
+    *,
     progress: bool = False,
     token_losses: bool = False,
     reference_streams: bool = False,
