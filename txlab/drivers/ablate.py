@@ -664,8 +664,8 @@ def _evaluate(run: PlannedRun, config: RunConfig, settings: AblationSettings, wi
             scoring = {"tgt_len": config.eval.tgt_len if config.eval.tgt_len > 0 else config.model.tgt_len, "attn_len": length}
         else:  # a fixed window: segments of `length` tokens without memory, as in training
             scoring = {"tgt_len": length, "mem_len": 0}
-        scored = EvalSettings(split=settings.split, batch_size=settings.eval_batch_size or None, max_tokens=settings.eval_tokens, **scoring)
-        metric, value = evaluate_run(run.directory, scored, device=settings.device, progress=progress, record_path=record_path).metric
+        evaluation = EvalSettings(split=settings.split, batch_size=settings.eval_batch_size or None, max_tokens=settings.eval_tokens, **scoring)
+        metric, value = evaluate_run(run.directory, evaluation, device=settings.device, progress=progress, record_path=record_path).metric
         echo(f"{run.run_id}: attention length {length}: {metric} {value:.3f}")
 
 
