@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from txlab.measure.speed import SpeedSettings, _Models, xl_context, xl_fill, xl_segment
+from txlab.measure.speed import SpeedSettings, TimedModels, xl_context, xl_fill, xl_segment
 from txlab.timing import cpu_snapshot, matmul_peak_gflops, others_cpu
 
 
@@ -28,7 +28,7 @@ def main() -> None:
     threads = int(os.environ.get("THREADS", "2"))
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    models = _Models(SpeedSettings(size="paper"), torch.device("cpu"))
+    models = TimedModels(SpeedSettings(size="paper"), torch.device("cpu"))
     model, tgt_len = models.xl, models.tgt_len
     rows = []
     for attn_len in lens:

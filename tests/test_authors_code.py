@@ -91,7 +91,7 @@ def test_bench_rows_carry_the_side_by_side_ratio(clone):
     rows = bench_model(MICRO, modes=("train", "eval_mem16", "vanilla_win8", "generate_mem16"), batch_size=2, seg_len=8,
                        threads=1, repeats=1, warmup=0, authors_code_dir=clone)
     for row in rows[:3]:
-        assert row["reference_source"] == "side by side"
-        assert row["speedup"] == pytest.approx(row["tokens_per_s"] / row["reference_tokens_per_s"])
-    assert rows[3]["reference_tokens_per_s"] is None  # they have no one-token generation mode
+        assert row.reference_source == "side by side" and row.reference_params > 0
+        assert row.speedup == pytest.approx(row.tokens_per_s / row.reference_tokens_per_s)
+    assert rows[3].reference_tokens_per_s is None and rows[3].speedup is None  # they have no one-token generation mode
     assert "(recorded)" not in bench_table_markdown(rows)

@@ -12,7 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from txlab.errors import TxlabError
 from txlab.measure import bench
-from txlab.measure.bench import bench_model, bench_table_markdown
+from txlab.measure.bench import BenchRow, bench_model, bench_table_markdown
 
 MICRO = {"micro": {"n_layer": 1, "d_model": 16, "n_head": 2, "d_head": 8, "d_inner": 32, "n_token": 50}}
 BATCH, SEG = 2, 8
@@ -38,15 +38,15 @@ def timed(monkeypatch):
 
 def test_tokens_per_second_is_the_work_of_one_call_over_its_median_time(timed):
     rows = bench_model(MICRO, modes=ALL_MODES, batch_size=BATCH, seg_len=SEG, threads=1, repeats=3, warmup=0)
-    assert [(r["config"], r["mode"]) for r in rows] == [("micro", mode) for mode in ALL_MODES]
+    assert [(r.config, r.mode) for r in rows] == [("micro", mode) for mode in ALL_MODES]
     # train and eval predict batch x seg tokens a call; a vanilla call one token per window; generation 16 tokens of one stream
     tokens_per_call = {"train": BATCH * SEG, "eval_mem16": BATCH * SEG, "eval_mem16_uncached": BATCH * SEG,
                        "vanilla_win8": BATCH, "generate_mem16": 16, "generate_mem16_uncached": 16}
     for row in rows:
-        assert row["tokens_per_s"] == tokens_per_call[row["mode"]] / STEP_SECONDS
-        assert row["gflops"] == pytest.approx(row["tokens_per_s"] * row["flops_per_token"] / 1e9, rel=1e-12)
-        assert row["reference_tokens_per_s"] is None and row["speedup"] is None  # only the tiny and small shapes have one
-    assert [r["batch_size"] for r in rows] == [BATCH] * 4 + [1, 1]
+        assert row.tokens_per_s == tokens_per_call[row.mode] / STEP_SECONDS
+        assert row.gflops == pytest.approx(row.tokens_per_s * row.flops_per_token / 1e9, rel=1e-12)
+        assert row.reference_tokens_per_s is None and row.speedup is None  # only the tiny and small shapes have one
+    assert [r.batch_size for r in rows] == [BATCH] * 4 + [1, 1]
     # warm-up: at least what fills the state (one training step; 16 / 8 evaluation chunks for a memory of 16)
     assert [(warmup, repeats) for _, warmup, repeats in timed] == [(1, 3), (2, 3), (2, 3), (0, 3), (0, 3), (0, 3)]
 
@@ -59,23 +59,23 @@ def test_flop_counts_agree_with_torchs_count_of_each_step(timed):
             steps[0]()
         with FlopCounterMode(display=False) as counter:
             steps[0]()
-        counted[row["mode"]] = counter.get_total_flops() / (row["tokens_per_s"] * STEP_SECONDS)
-    by_mode = {r["mode"]: r for r in rows}
+        counted[row.mode] = counter.get_total_flops() / (row.tokens_per_s * STEP_SECONDS)
+    by_mode = {r.mode: r for r in rows}
     for mode in ("train", "eval_mem16", "vanilla_win8", "generate_mem16"):  # the training path also repeats work: below
-        assert counted[mode] / FLOP_FACTOR <= by_mode[mode]["flops_per_token"] <= counted[mode] * FLOP_FACTOR, mode
+        assert counted[mode] / FLOP_FACTOR <= by_mode[mode].flops_per_token <= counted[mode] * FLOP_FACTOR, mode
     # the cached state skips exactly the work it claims to avoid: the training path executes that much more
     for cached in ("eval_mem16", "generate_mem16"):
-        assert counted[cached + "_uncached"] - counted[cached] == by_mode[cached]["avoided_flops_per_token"] > 0
-        assert by_mode[cached + "_uncached"]["avoided_flops_per_token"] == 0
+        assert counted[cached + "_uncached"] - counted[cached] == by_mode[cached].avoided_flops_per_token > 0
+        assert by_mode[cached + "_uncached"].avoided_flops_per_token == 0
 
 
 def test_the_training_path_evaluation_counts_what_it_repeats(timed):
     rows = bench_model(MICRO, modes=("eval_mem16", "eval_mem16_uncached"), batch_size=BATCH, seg_len=SEG, threads=1, repeats=1, warmup=0)
     cached, uncached = rows
-    assert cached["flops_per_token"] == uncached["flops_per_token"]  # the same useful work
+    assert cached.flops_per_token == uncached.flops_per_token  # the same useful work
     # One layer re-projecting 16 memory rows (2 * 16 * 2 * 16 FLOPs each) per 8 tokens, and r_net over 25 distances per 16 tokens.
-    assert cached["avoided_flops_per_token"] == 16 * 2 * 16 * 2 * 16 / 8 + 2 * 16 * 16 * 25 / 16
-    assert uncached["avoided_flops_per_token"] == 0 and "training path" in uncached["context"]
+    assert cached.avoided_flops_per_token == 16 * 2 * 16 * 2 * 16 / 8 + 2 * 16 * 16 * 25 / 16
+    assert uncached.avoided_flops_per_token == 0 and "training path" in uncached.context
 
 
 def test_bench_model_rejects_unknown_names():
@@ -88,11 +88,19 @@ def test_bench_model_rejects_unknown_names():
 _ROW = dict(config="tiny", family="xl", context="seg 128 mem 128", batch_size=8, threads=2, params=1000, flops_per_token=2e6,
             reference_params=None, peak_rss_mb=512.4, load_avg_1m=0.5, others_cpu=0.031)
 TABLE_ROWS = [
-    {**_ROW, "mode": "train", "tokens_per_s": 5000.0, "gflops": 10.0, "avoided_flops_per_token": 0.0,
-     "reference_tokens_per_s": 5182.0, "reference_source": "recorded", "speedup": 5000 / 5182},
-    {**_ROW, "mode": "eval_mem128", "tokens_per_s": 20000.0, "gflops": 40.0, "avoided_flops_per_token": 1e6,
-     "reference_tokens_per_s": 10000.0, "reference_source": "side by side", "speedup": 2.0, "others_cpu": None, "peak_rss_mb": 600.0},
+    BenchRow(**_ROW, mode="train", tokens_per_s=5000.0, avoided_flops_per_token=0.0, reference_tokens_per_s=5182.0, reference_source="recorded"),
+    BenchRow(**{**_ROW, "others_cpu": None, "peak_rss_mb": 600.0}, mode="eval_mem128", tokens_per_s=20000.0, avoided_flops_per_token=1e6,
+             reference_tokens_per_s=10000.0, reference_source="side by side"),
 ]
+
+
+def test_a_rows_record_derives_its_rates_and_keeps_the_keys_of_the_json():
+    record = TABLE_ROWS[0].as_record()
+    assert list(record) == ["config", "family", "mode", "context", "batch_size", "threads", "params", "tokens_per_s", "gflops",
+                            "flops_per_token", "avoided_flops_per_token", "reference_tokens_per_s", "reference_source", "reference_params",
+                            "speedup", "peak_rss_mb", "load_avg_1m", "others_cpu"]
+    assert record["gflops"] == 5000.0 * 2e6 / 1e9 == 10.0 and record["speedup"] == 5000 / 5182
+    assert TABLE_ROWS[1].speedup == 2.0 and TABLE_ROWS[1].gflops == 40.0
 
 
 def test_table_golden_text():

@@ -323,8 +323,8 @@ def test_cli_import_then_eval_relabels_a_corpus_whose_ids_differ(tmp_path):
     assert result.exit_code == 0, result.output
     imported = yaml.safe_load(result.output.strip().splitlines()[-1])
     original = evaluate(model, corpus.split("valid"), 8, Context(8, False, 0), batch_size=8)
-    assert imported["tokens"] == original["tokens"] == 399
-    assert abs(imported["loss"] - original["loss"]) < 1e-5
+    assert imported["tokens"] == original.tokens == 399
+    assert abs(imported["loss"] - original.loss) < 1e-5
     again = runner.invoke(app, args)
     assert again.exit_code == 2 and "--force" in again.output
     assert runner.invoke(app, [*args, "--force"]).exit_code == 0

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 import pytest
 import torch
 
+from txlab.api import run_tokens
 from txlab.config import ModelConfig, update_dataclass
+from txlab.errors import TxlabError
 from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.presets import resolve_preset
-from txlab.runs.evaluate import evaluate, read_in_chunks
+from txlab.runs.checkpoint import load_checkpoint
+from txlab.runs.evaluate import EvalSettings, evaluate, evaluate_run, evaluation_context, read_in_chunks
 
 N_TOKEN = 37
 LONG_MEMORY = Context(mem_len=64)  # longer than every stream below: the memory loses nothing
@@ -84,14 +90,14 @@ def test_evaluate_scores_every_token_once_and_is_independent_of_segmenting():
     context = Context(0)
     whole = evaluate(model, tokens, tgt_len=100, context=context, batch_size=1)
     pieces = evaluate(model, tokens, tgt_len=7, context=context, batch_size=1)
-    assert whole["tokens"] == pieces["tokens"] == 100
-    assert whole["loss"] == pytest.approx(pieces["loss"], abs=1e-5)
+    assert whole.tokens == pieces.tokens == 100
+    assert whole.loss == pytest.approx(pieces.loss, abs=1e-5) and whole.nll is None  # per-token losses only when asked for
     # several streams: still every target once
-    assert evaluate(model, tokens, tgt_len=7, context=context, batch_size=3)["tokens"] == 100
+    assert evaluate(model, tokens, tgt_len=7, context=context, batch_size=3).tokens == 100
     # the loss equals the mean of hand-computed per-token losses from one fresh-state pass
     with torch.no_grad():
         out = model(torch.as_tensor(tokens[None, :-1]), model.init_state(1), torch.as_tensor(tokens[None, 1:]))
-    assert whole["loss"] == pytest.approx(out.nll.mean().item(), abs=1e-5)
+    assert whole.loss == pytest.approx(out.nll.mean().item(), abs=1e-5)
 
 
 @pytest.mark.parametrize("batch_size", [1, 3])
@@ -101,16 +107,50 @@ def test_segment_boundaries_do_not_change_the_per_token_losses_of_a_transformer_
     by_length = {t: evaluate(model, tokens, tgt_len=t, context=LONG_MEMORY, batch_size=batch_size, token_losses=True) for t in (3, 7, 60)}
     whole = by_length[60]
     for result in by_length.values():
-        assert result["tokens"] == 60
-        np.testing.assert_allclose(result["nll"], whole["nll"], rtol=0, atol=1e-5)  # NaN (the first token) in the same place
+        assert result.tokens == 60
+        np.testing.assert_allclose(result.nll, whole.nll, rtol=0, atol=1e-5)  # NaN (the first token) in the same place
     with torch.no_grad():  # one pass over each stream from a fresh state gives the same losses
         per_stream = (len(tokens) - 1) // batch_size
         for b in range(batch_size):
             stream = torch.as_tensor(tokens[b * per_stream : (b + 1) * per_stream + 1])[None]  # [1, per_stream + 1]
             want = model(stream[:, :-1], model.init_state(1), stream[:, 1:]).nll[0].double().numpy()
-            got = whole["nll"][b * per_stream + 1 : (b + 1) * per_stream + 1]
+            got = whole.nll[b * per_stream + 1 : (b + 1) * per_stream + 1]
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
-    assert np.isnan(whole["nll"][0])
+    assert np.isnan(whole.nll[0])
     short = Context(mem_len=2)  # the memory now loses context, and how much depends on the segments
-    losses = [evaluate(model, tokens, tgt_len=t, context=short, batch_size=batch_size, token_losses=True)["nll"] for t in (3, 7)]
+    losses = [evaluate(model, tokens, tgt_len=t, context=short, batch_size=batch_size, token_losses=True).nll for t in (3, 7)]
     assert np.nanmax(np.abs(losses[0] - losses[1])) > 1e-2  # the check has teeth
+
+
+RECORD_KEYS = ["loss", "ppl", "tokens", "split", "step", "family", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size",
+               "streams", "precision", "tf32", "max_tokens", "token_stream_sha256"]
+"""The keys of a RUN/eval/ record, in the order committed records hold them (word-level corpora: ppl)."""
+
+
+def test_evaluate_run_records_its_result_and_scores_as_evaluate_does(tmp_path, untrained_run):
+    run = untrained_run(tmp_path / "run")
+    result = evaluate_run(run, EvalSettings(split="test", attn_len=12, batch_size=2, max_tokens=100), progress=False)
+    # the attention length is a memory of that many tokens with every query attending as many keys
+    assert (result.split, result.mem_len, result.same_length, result.batch_size, result.max_tokens, result.tokens) == ("test", 12, True, 2, 100, 100)
+    assert result.path == run / "eval" / f"test-tgt{result.tgt_len}-mem12-clamp0-same-b2-n100.json"
+    assert list(result.as_record()) == RECORD_KEYS and result.bpc is None and result.by_role is None
+    assert json.loads(result.path.read_text()) == result.as_record()
+    assert result.metric == ("ppl", result.ppl) and result.ppl == pytest.approx(math.exp(result.loss), rel=1e-12)
+    ckpt = load_checkpoint(run)
+    model_tgt_len, _ = evaluation_context(ckpt.config.model, ckpt.config.eval)
+    tokens = run_tokens(run, "test")
+    direct = evaluate(ckpt.model, tokens, model_tgt_len, Context(12, True, 0), 2, max_tokens=100)
+    assert result.tgt_len == model_tgt_len and result.loss == direct.loss and result.tf32 == direct.tf32
+    # by role: one more key, and the summary covers the targets scored
+    roles = evaluate_run(run, EvalSettings(max_tokens=100, by_role=True), progress=False)
+    assert list(roles.as_record()) == [*RECORD_KEYS, "by_role"] and roles.path.name.endswith("-n100-roles.json")
+    assert sum(group["tokens"] for group in roles.by_role["roles"].values()) == 100
+
+
+def test_evaluate_run_refuses_settings_that_contradict_each_other(tmp_path, untrained_run):
+    run = untrained_run(tmp_path / "run")
+    with pytest.raises(TxlabError, match="give either --attn-len or --mem-len"):
+        evaluate_run(run, EvalSettings(attn_len=8, mem_len=4), progress=False)
+    with pytest.raises(TxlabError, match="eval.streams"):
+        evaluate_run(run, EvalSettings(streams="sometimes"), progress=False)
+    assert not (run / "eval").exists()

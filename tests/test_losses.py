@@ -206,12 +206,12 @@ def test_benchmark_times_both_methods_and_counts_the_tokens_each_feeds_the_model
     model = tiny_model()
     model.register_forward_pre_hook(lambda module, inputs: fed.update({method_running[0]: fed[method_running[0]] + inputs[0].numel()}))
     bench = benchmark_collection(model, token_stream(), GRID, 10, tgt_len=TGT_LEN, context=Context(4), batch_size=4, repeats=3)
-    assert (bench["window_s"], bench["naive_s"], bench["speedup"]) == (2.0, 7.0, 3.5)
-    assert bench["max_abs_diff"] < 1e-5
+    assert (bench.window_s, bench.naive_s, bench.speedup) == (2.0, 7.0, 3.5)
+    assert bench.max_abs_diff < 1e-5 and (bench.targets, bench.grid, bench.batch_size) == (10, list(GRID), 4)
     # the token-steps reported are the tokens each method's last repeat fed the model
-    assert bench["naive_token_steps"] == fed["naive"] == 10 * sum(GRID)
-    assert bench["window_token_steps"] == fed["window"] == 116
-    assert bench["token_step_ratio"] == 200 / 116
+    assert bench.naive_token_steps == fed["naive"] == 10 * sum(GRID)
+    assert bench.window_token_steps == fed["window"] == 116
+    assert bench.token_step_ratio == 200 / 116
 
 
 # --- run directories ---------------------------------------------------------------------------

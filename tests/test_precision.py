@@ -23,7 +23,7 @@ from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, linear_n
 from txlab.precision import autocast, check_precision, loss_scaler
 from txlab.presets import resolve_preset
 from txlab.runs.checkpoint import load_checkpoint, save_checkpoint
-from txlab.runs.evaluate import evaluate, evaluate_run, evaluation_context
+from txlab.runs.evaluate import EvalSettings, evaluate, evaluate_run, evaluation_context
 from txlab.runs.train import train
 from txlab.runs.zoo import run_config, train_run_dir
 
@@ -71,16 +71,16 @@ def test_bf16_evaluation_is_within_bf16_rounding_of_fp32(tmp_path):
     tokens = load_corpus(ckpt.config.data, progress=False).split("valid")
     tgt_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
     scored = {p: evaluate(ckpt.model, tokens, tgt_len, context, 8, token_losses=True, precision=p) for p in ("fp32", "bf16", "fp16")}
-    assert scored["fp32"]["loss"] < np.log(5312) - 1.0  # a model that learned something: its losses are not all ln(V)
+    assert scored["fp32"].loss < np.log(5312) - 1.0  # a model that learned something: its losses are not all ln(V)
     for name, per_token, mean in (("bf16", 0.05, 0.005), ("fp16", 0.05 / 8, 0.005 / 8)):
-        moved = np.abs(scored[name]["nll"] - scored["fp32"]["nll"])[1:]  # the first token is never scored
+        moved = np.abs(scored[name].nll - scored["fp32"].nll)[1:]  # the first token is never scored
         assert 0 < moved.max() < per_token, name  # not 0: the precision was used
-        assert abs(scored[name]["loss"] - scored["fp32"]["loss"]) < mean, name
+        assert abs(scored[name].loss - scored["fp32"].loss) < mean, name
     # txlab eval records the precision, in the record and its name (fp32 keeps the name it always had)
-    record = evaluate_run(run, precision="bf16", progress=False)
-    assert record["precision"] == "bf16" and record["tf32"] is False and record["path"].endswith("-b8-bf16.json")
-    assert record["loss"] == pytest.approx(scored["bf16"]["loss"], abs=1e-12)
-    assert evaluate_run(run, progress=False)["path"].endswith("-b8.json")
+    record = evaluate_run(run, EvalSettings(precision="bf16"), progress=False)
+    assert record.precision == "bf16" and record.tf32 is False and record.path.name.endswith("-b8-bf16.json")
+    assert record.loss == pytest.approx(scored["bf16"].loss, abs=1e-12)
+    assert evaluate_run(run, progress=False).path.name.endswith("-b8.json")
     # loss tables for RECL: within the same rounding, and recorded in meta.json
     grid, starts = (8, 16, 32), sample_blocks(len(tokens), 2, 50, 32, seed=0)
     kwargs = dict(tgt_len=tgt_len, context=context)

@@ -18,7 +18,7 @@ from txlab.cli import app
 from txlab.config import ModelConfig, RunConfig
 from txlab.drivers.speed import load_study
 from txlab.errors import TxlabError
-from txlab.measure.speed import SpeedSettings, speed_table, strided_nll, time_strided, time_vanilla, time_xl, vanilla_nll, xl_context, xl_fill, xl_segment
+from txlab.measure.speed import MethodSpeed, SpeedRow, SpeedSettings, speed_table, strided_nll, time_strided, time_vanilla, time_xl, vanilla_nll, xl_context, xl_fill, xl_segment
 from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.models.transformer import RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
@@ -35,6 +35,14 @@ FAST = ["--size", "tiny", "--threads", "1", "--set", "budget_s=0", "--set", "rep
 def _no_matmul_ceiling(monkeypatch):
     """The machine's matmul ceiling takes seconds to measure on a busy CPU; the tests do not need it."""
     monkeypatch.setattr("txlab.measure.speed._matmul_peak", lambda device, threads: 100.0)
+
+
+def speed_row(attn_len: int, others_cpu: float | None) -> SpeedRow:
+    """A row of made-up numbers at ``attn_len``, timed while other processes took ``others_cpu`` of the CPU."""
+    method = MethodSpeed(tokens_per_s=10.0, flops_per_token=1e6, nll=1.0, ppl=None, predictions=4, p50_ms=1.0, p99_ms=2.0, peak_mb=None, state_mb=0.0)
+    return SpeedRow(attn_len, method, method, method, method, paper_slowdown=None, xl_eval_cache=True, xl_avoided_flops_per_token=0.0,
+                    xl_repeated_flops_per_token=0.0, vanilla_positions=4, xl_tokens=4, batch_size=1, tgt_len=4, stride=4, attn_kernel="auto",
+                    seconds=1.0, load_avg_1m=0.0, others_cpu=others_cpu)
 
 
 def xl_model(**changes) -> torch.nn.Module:
@@ -191,19 +199,27 @@ def test_speed_table_rows_and_files(tmp_path):
     settings = SpeedSettings(size="tiny", threads=1, budget_s=0, repeats=2, batch_size=2, tgt_len=8, stride=4)
     result = speed_table([8, 20], settings, out_dir=tmp_path, name="t9")
     for row in result.rows:
-        assert row["slowdown"] == pytest.approx(row["xl_tokens_per_s"] / row["vanilla_tokens_per_s"])
-        for method in ("vanilla", "strided", "rolling", "xl"):
-            assert row[f"{method}_gflops"] == pytest.approx(row[f"{method}_tokens_per_s"] * row[f"{method}_flops_per_token"] / 1e9)
-            assert 0 < row[f"{method}_p50_ms"] <= row[f"{method}_p99_ms"] and row[f"{method}_ppl"] is None  # random weights
-            assert row[f"{method}_peak_mb"] is None or row[f"{method}_peak_mb"] >= 0
-        assert row["xl_tokens"] == 2 * 8 * 2 and row["vanilla_positions"] == 2 * 3 and row["tgt_len"] == 8 and row["stride"] == 4
-        assert row["xl_predictions"] == row["rolling_predictions"] == 2 * 2 * 8 and row["strided_predictions"] == 2 * 2 * 4
-        assert row["vanilla_state_mb"] == row["strided_state_mb"] == 0 < row["rolling_state_mb"] <= row["xl_state_mb"]
+        assert row.slowdown == pytest.approx(row.xl.tokens_per_s / row.vanilla.tokens_per_s)
+        for method in (row.vanilla, row.strided, row.rolling, row.xl):
+            assert method.gflops == pytest.approx(method.tokens_per_s * method.flops_per_token / 1e9)
+            assert 0 < method.p50_ms <= method.p99_ms and method.ppl is None  # random weights
+            assert method.peak_mb is None or method.peak_mb >= 0
+        assert row.xl_tokens == 2 * 8 * 2 and row.vanilla_positions == 2 * 3 and row.tgt_len == 8 and row.stride == 4
+        assert row.xl.predictions == row.rolling.predictions == 2 * 2 * 8 and row.strided.predictions == 2 * 2 * 4
+        assert row.vanilla.state_mb == row.strided.state_mb == 0 < row.rolling.state_mb <= row.xl.state_mb
     # the strided rows' FLOPs: one window of L with its last s rows in the top layer, shared by its s predictions
     tiny = resolve_preset("xl-enwik8-12l", "tiny").model
     vanilla = build_model(replace(tiny, n_token=204, family="vanilla", pos_enc="alrfou", mem_len=0, max_len=20, tgt_len=20))
-    assert result.rows[1]["strided_flops_per_token"] == vanilla.window_flops(20, 4) / 4 < result.rows[1]["vanilla_flops_per_token"]
-    assert (tmp_path / "t9.csv").read_text().count("\n") == 3
+    assert result.rows[1].strided.flops_per_token == vanilla.window_flops(20, 4) / 4 < result.rows[1].vanilla.flops_per_token
+    written = pd.read_csv(tmp_path / "t9.csv")
+    assert len(written) == 2
+    # the CSV keeps the columns of the committed tables (the same keys in the same order), each row's record then the context
+    committed = Path(__file__).resolve().parents[1] / "results" / "speed" / "table9-cpu-baselines-1thread.csv"
+    assert list(written.columns) == list(pd.read_csv(committed, nrows=0).columns)
+    record = result.rows[1].as_record()
+    assert list(record) == list(written.columns[: len(record)])
+    assert record["strided_gflops"] == written["strided_gflops"][1] == result.rows[1].strided.gflops
+    assert record["slowdown"] == written["slowdown"][1] and record["flop_ratio"] == result.rows[1].flop_ratio
     markdown = (tmp_path / "t9.md").read_text()
     assert result.command in markdown and result.machine.device_name in markdown and torch.__version__ in markdown
     assert "| 20 | strided recompute (s = 4) |" in markdown and "every method timed again at batch 1" in markdown
@@ -212,8 +228,8 @@ def test_speed_table_rows_and_files(tmp_path):
 def test_a_run_is_timed_on_its_own_text_with_perplexities_where_its_weights_run(tmp_path, untrained_run):
     settings = dict(threads=1, budget_s=0, repeats=2, warmup=0)
     xl = speed_table([12], SpeedSettings(run=str(untrained_run(tmp_path / "xl")), **settings), out_dir=tmp_path, name="xl").rows[0]
-    for method in ("vanilla", "strided", "rolling", "xl"):  # an XL run's weights in every row: the recompute rows read windows with them
-        assert xl[f"{method}_ppl"] == pytest.approx(math.exp(xl[f"{method}_nll"]))
+    for method in (xl.vanilla, xl.strided, xl.rolling, xl.xl):  # an XL run's weights in every row: the recompute rows read windows with them
+        assert method.ppl == pytest.approx(math.exp(method.nll))
     # the XL row scores the run's own evaluation text: the same losses as reading it with the model directly
     model = load_model(tmp_path / "xl")
     text = torch.as_tensor(run_tokens(tmp_path / "xl", "valid").astype("int64"))[None]
@@ -221,14 +237,14 @@ def test_a_run_is_timed_on_its_own_text_with_perplexities_where_its_weights_run(
     with torch.inference_mode():
         model.set_context(xl_context(model, 12))
         _, state = xl_fill(model, text, 12)
-        for start in (12, 12 + xl["tgt_len"]):
-            nll, state = xl_segment(model, text, state, start, xl["tgt_len"])
+        for start in (12, 12 + xl.tgt_len):
+            nll, state = xl_segment(model, text, state, start, xl.tgt_len)
             losses.append(nll)
-    assert xl["xl_nll"] == pytest.approx(torch.cat(losses, 1).mean().item(), abs=1e-5)
+    assert xl.xl.nll == pytest.approx(torch.cat(losses, 1).mean().item(), abs=1e-5)
     vanilla = speed_table([12], SpeedSettings(run=str(untrained_run(tmp_path / "van", "transformer128m")), tgt_len=4, **settings),
                           out_dir=tmp_path, name="van").rows[0]
-    assert vanilla["vanilla_ppl"] == pytest.approx(math.exp(vanilla["vanilla_nll"])) and vanilla["strided_ppl"] is not None
-    assert vanilla["xl_ppl"] is None and vanilla["rolling_ppl"] is None  # a random relative model of the run's shape
+    assert vanilla.vanilla.ppl == pytest.approx(math.exp(vanilla.vanilla.nll)) and vanilla.strided.ppl is not None
+    assert vanilla.xl.ppl is None and vanilla.rolling.ppl is None  # a random relative model of the run's shape
 
 
 def test_the_training_path_scores_the_same_and_counts_what_the_cache_avoids(tmp_path):
@@ -237,10 +253,10 @@ def test_the_training_path_scores_the_same_and_counts_what_the_cache_avoids(tmp_
     cached = speed_table([16], settings, out_dir=tmp_path, name="cached")
     plain = speed_table([16], replace(settings, eval_cache=False), out_dir=tmp_path, name="plain")
     (a,), (b,) = cached.rows, plain.rows
-    assert a["xl_nll"] == pytest.approx(b["xl_nll"], abs=1e-5) and a["xl_flops_per_token"] == b["xl_flops_per_token"]
+    assert a.xl.nll == pytest.approx(b.xl.nll, abs=1e-5) and a.xl.flops_per_token == b.xl.flops_per_token
     model = xl_model()
-    assert a["xl_avoided_flops_per_token"] == b["xl_repeated_flops_per_token"] > 0
-    assert a["xl_repeated_flops_per_token"] == b["xl_avoided_flops_per_token"] == 0
+    assert a.xl_avoided_flops_per_token == b.xl_repeated_flops_per_token > 0
+    assert a.xl_repeated_flops_per_token == b.xl_avoided_flops_per_token == 0 and (a.xl_eval_cache, b.xl_eval_cache) == (True, False)
     assert "--set eval_cache=false" in plain.command and "eval_cache" not in cached.command
     assert "training path" in (tmp_path / "plain.md").read_text() and "cached evaluation state" in (tmp_path / "cached.md").read_text()
     assert model.recomputed_flops_per_token(16, 8, 2) > 0
@@ -282,9 +298,9 @@ def test_contended_timings_are_flagged_in_the_output_the_markdown_and_the_figure
     from txlab.measure.speed import contention_warning
     from txlab.timing import CONTENDED_SHARE
 
-    idle = [{"attn_len": 800, "others_cpu": 0.02}, {"attn_len": 1800, "others_cpu": None}]
+    idle = [speed_row(800, 0.02), speed_row(1800, None)]
     assert contention_warning(idle) == "" and CONTENDED_SHARE == 0.10
-    busy = [{"attn_len": 800, "others_cpu": 0.02}, {"attn_len": 3800, "others_cpu": 0.76}]
+    busy = [speed_row(800, 0.02), speed_row(3800, 0.76)]
     assert contention_warning(busy) == ("other processes took up to 76% of the CPU while timing (attention length 3800; over 10% "
                                         "distorts the numbers): rerun on an idle machine")
     table = Path(__file__).resolve().parents[1] / "results" / "speed" / "table9-paper-cpu-issue15.csv"
@@ -326,7 +342,7 @@ def test_a_trained_xl_run_is_timed_with_its_weights(tmp_path, untrained_run):
     result = speed_table([6], SpeedSettings(run=str(run_dir), threads=1, budget_s=0, repeats=1), out_dir=tmp_path)
     ckpt = load_checkpoint(run_dir)
     assert result.size == "run" and result.params == ckpt.model.num_parameters()
-    assert result.rows[0]["tgt_len"] == evaluation_context(ckpt.config.model, ckpt.config.eval)[0]
+    assert result.rows[0].tgt_len == evaluation_context(ckpt.config.model, ckpt.config.eval)[0]
 
 
 @pytest.mark.parametrize(
@@ -360,7 +376,7 @@ def test_a_recurrent_run_is_refused(tmp_path):
 def test_a_trained_vanilla_run_is_timed_up_to_its_window(tmp_path, untrained_run):
     run_dir = untrained_run(tmp_path / "vanilla", "transformer128m", sets=["model.max_len=8"])
     settings = SpeedSettings(run=str(run_dir), threads=1, budget_s=0, repeats=1, tgt_len=4)
-    assert speed_table([8], settings, out_dir=tmp_path).rows[0]["vanilla_positions"] == 3
+    assert speed_table([8], settings, out_dir=tmp_path).rows[0].vanilla_positions == 3
     with pytest.raises(TxlabError, match="reads at most 8 tokens"):
         speed_table([12], settings, out_dir=tmp_path)
 

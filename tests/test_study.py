@@ -186,7 +186,7 @@ def test_tiny_study_end_to_end_then_resume_skips_every_finished_stage(tmp_path, 
     calls = []
     monkeypatch.setattr(ablate, "train", lambda *a, **k: pytest.fail("a finished run was trained again"))
     real_evaluate = ablate.evaluate_run
-    monkeypatch.setattr(ablate, "evaluate_run", lambda run_dir, **kw: calls.append((run_dir.name, kw["tgt_len"])) or real_evaluate(run_dir, **kw))
+    monkeypatch.setattr(ablate, "evaluate_run", lambda run_dir, settings, **kw: calls.append((run_dir.name, settings.tgt_len)) or real_evaluate(run_dir, settings, **kw))
     again = run_study(path, progress=False, announce=lambda m: None, echo=lambda m: None)
     assert calls == [("vanilla-s0", 128)]
     assert [r["ppl_best"] for r in again.table.rows] == pytest.approx([r["ppl_best"] for r in rows])

@@ -144,4 +144,4 @@ def perplexity(model: LanguageModel, tokens: np.ndarray, *, segment: int | None 
     tgt_len = segment or getattr(model, "eval_tgt_len", None) or (model.max_context or 512)
     context = model.context if memory is None else Context(mem_len=memory, same_length=model.context.same_length, clamp_len=model.context.clamp_len)
     result = evaluate(model, np.asarray(tokens), tgt_len, context, batch_size, max_tokens, precision=getattr(model, "precision", "fp32"))
-    return {"loss": result["loss"], "ppl": float(np.exp(min(result["loss"], 700.0))), "tokens": result["tokens"]}
+    return {"loss": result.loss, "ppl": float(np.exp(min(result.loss, 700.0))), "tokens": result.tokens}

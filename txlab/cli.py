@@ -400,7 +400,7 @@ def eval_command(
     """
     from txlab.data.diagnostics import format_summary
     from txlab.devices import check_device
-    from txlab.runs.evaluate import evaluate_checkpoint, evaluate_run
+    from txlab.runs.evaluate import EvalSettings, evaluate_checkpoint, evaluate_run
 
     check_device(device)
     if str(run_dir).startswith("hf:"):
@@ -416,31 +416,38 @@ def eval_command(
         if not chosen.data and not chosen.text:
             raise TxlabError("a Hugging Face model is scored on --text FILE (your text) or --data NAME (`txlab data list`)")
         data_cfg = run_config(None, corpus=chosen.data or None, text=chosen.text, tokenizer=chosen.tokenizer).data
-        r = evaluate_checkpoint(spec, data_cfg, split=split, tgt_len=tgt_len, mem_len=mem_len or 0, batch_size=batch_size or 1,
-                                max_tokens=max_tokens, device=device, precision=precision or "fp32", progress=not quiet)
-        metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
-        typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens (segments of {r['tgt_len']} after "
-                   f"{r['mem_len']} tokens of context, {r['batch_size']} streams, {r['precision']})")
-        typer.echo(f"written to {r['path']}")
+        scored = evaluate_checkpoint(spec, data_cfg, split=split, tgt_len=tgt_len, mem_len=mem_len or 0, batch_size=batch_size or 1,
+                                     max_tokens=max_tokens, device=device, precision=precision or "fp32", progress=not quiet)
+        typer.echo(f"{scored.split}: loss {scored.loss:.4f}, {_headline(scored.metric)} over {scored.tokens:,} tokens (segments of "
+                   f"{scored.tgt_len} after {scored.mem_len} tokens of context, {scored.batch_size} streams, {scored.precision})")
+        typer.echo(f"written to {scored.path}")
         if json_output:
-            _print_json({k: r[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "batch_size", "precision") if k in r})
+            record = scored.as_record()
+            _print_json({k: record[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "batch_size", "precision") if k in record})
         return
     for option, value in {"--data": data, "--text": text, "--tokenizer": tokenizer}.items():
         if value is not None:
             raise TxlabError(f"{option} is for hf: models; a txlab run is scored on its own corpus (--corpus-dir if it moved)")
-    r = evaluate_run(run_dir, split=split, tgt_len=tgt_len, mem_len=mem_len, clamp_len=clamp_len, same_length=same_length,
-                     attn_len=attn_len, batch_size=batch_size, streams=streams, precision=precision, device=device, progress=not quiet,
-                     by_role=by_role, corpus_dir=corpus_dir, max_tokens=max_tokens)
-    metric = f"ppl {r['ppl']:.3f}" if "ppl" in r else f"bpc {r['bpc']:.4f}"
-    memory = f", mem_len {r['mem_len']}, clamp_len {r['clamp_len']}, same_length {r['same_length']}" if r["family"] == "xl" else ""
-    typer.echo(f"{r['split']}: loss {r['loss']:.4f}, {metric} over {r['tokens']:,} tokens "
-               f"(tgt_len {r['tgt_len']}{memory}, {r['batch_size']} streams, {r['streams']}, {r['precision']})")
-    if by_role:
-        typer.echo(format_summary(r["by_role"]))
-    typer.echo(f"written to {r['path']}")
+    settings = EvalSettings(split=split, tgt_len=tgt_len, mem_len=mem_len, clamp_len=clamp_len, same_length=same_length, attn_len=attn_len,
+                            batch_size=batch_size, streams=streams, precision=precision, max_tokens=max_tokens, by_role=by_role,
+                            corpus_dir=corpus_dir)
+    r = evaluate_run(run_dir, settings, device=device, progress=not quiet)
+    memory = f", mem_len {r.mem_len}, clamp_len {r.clamp_len}, same_length {r.same_length}" if r.family == "xl" else ""
+    typer.echo(f"{r.split}: loss {r.loss:.4f}, {_headline(r.metric)} over {r.tokens:,} tokens "
+               f"(tgt_len {r.tgt_len}{memory}, {r.batch_size} streams, {r.streams}, {r.precision})")
+    if r.by_role is not None:
+        typer.echo(format_summary(r.by_role))
+    typer.echo(f"written to {r.path}")
     if json_output:
+        record = r.as_record()
         keys = ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "precision", "by_role")
-        _print_json({k: r[k] for k in keys if k in r})
+        _print_json({k: record[k] for k in keys if k in record})
+
+
+def _headline(metric: tuple[str, float]) -> str:
+    """'ppl 12.345' or 'bpc 1.2345': the paper's headline metric as `txlab eval` prints it."""
+    name, value = metric
+    return f"ppl {value:.3f}" if name == "ppl" else f"bpc {value:.4f}"
 
 
 @app.command()
@@ -538,18 +545,19 @@ def bench_model_command(
     shapes = shape or ([] if preset else ["tiny", "small"])
     rows = []
     peak_before = matmul_peak_gflops(threads)  # the ceiling, measured before and after the rows in the same run
+    timing = dict(batch_size=batch_size, seg_len=seg_len, threads=threads, repeats=repeats, warmup=warmup, authors_code_dir=authors_code)
     if shapes:
-        rows += bench_model(shapes, mode or DEFAULT_MODES, batch_size, seg_len, threads, repeats, warmup, authors_code_dir=authors_code)
+        rows += bench_model(shapes, mode or DEFAULT_MODES, **timing)
     if preset:
-        rows += bench_model(preset_configs(preset, size), mode or ("train", "eval_mem128", "eval_mem512"),
-                            batch_size, seg_len, threads, repeats, warmup, authors_code_dir=authors_code)
+        rows += bench_model(preset_configs(preset, size), mode or ("train", "eval_mem128", "eval_mem512"), **timing)
     peak_after = matmul_peak_gflops(threads)
     peak = (peak_before + peak_after) / 2
     typer.echo(f"machine: {threads} threads, fp32 matmul 2048^3 reaches {peak:.1f} GFLOP/s (the practical ceiling; "
                f"{peak_before:.1f} before the rows, {peak_after:.1f} after)")
     typer.echo(bench_table_markdown(rows, peak))
     if json_output:
-        _print_json({"matmul_peak_gflops": peak, "matmul_peak_gflops_before": peak_before, "matmul_peak_gflops_after": peak_after, "rows": rows})
+        _print_json({"matmul_peak_gflops": peak, "matmul_peak_gflops_before": peak_before, "matmul_peak_gflops_after": peak_after,
+                     "rows": [row.as_record() for row in rows]})
 
 
 @app.command()

@@ -65,7 +65,7 @@ from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import read_json, read_yaml_mapping, write_json_atomic, write_text_atomic
 from txlab.presets import PRESETS, SIZES, resolve_preset
 from txlab.runs.checkpoint import config_differences, has_checkpoint, read_meta
-from txlab.runs.evaluate import evaluate_run
+from txlab.runs.evaluate import EvalSettings, evaluate_run
 from txlab.runs.footprint import MIB, fit_length, training_memory
 from txlab.runs.launch import Failure, SlurmSettings, Task, check_launcher, run_jobs
 from txlab.runs.plan import (
@@ -664,12 +664,9 @@ def _evaluate(run: PlannedRun, config: RunConfig, settings: AblationSettings, wi
             scoring = {"tgt_len": config.eval.tgt_len if config.eval.tgt_len > 0 else config.model.tgt_len, "attn_len": length}
         else:  # a fixed window: segments of `length` tokens without memory, as in training
             scoring = {"tgt_len": length, "mem_len": 0}
-        record = evaluate_run(
-            run.directory, split=settings.split, batch_size=settings.eval_batch_size or None, max_tokens=settings.eval_tokens,
-            device=settings.device, progress=progress, record_path=record_path, **scoring,
-        )
-        metric = "ppl" if "ppl" in record else "bpc"
-        echo(f"{run.run_id}: attention length {length}: {metric} {record[metric]:.3f}")
+        evaluation = EvalSettings(split=settings.split, batch_size=settings.eval_batch_size or None, max_tokens=settings.eval_tokens, **scoring)
+        metric, value = evaluate_run(run.directory, evaluation, device=settings.device, progress=progress, record_path=record_path).metric
+        echo(f"{run.run_id}: attention length {length}: {metric} {value:.3f}")
 
 
 def _write_row_record(run: PlannedRun, config: RunConfig, study: AblationStudy) -> None:

@@ -21,7 +21,7 @@ from txlab.config import RunConfig, load_config
 from txlab.data.corpora import corpus_in_words
 from txlab.errors import TxlabError
 from txlab.fileio import read_json
-from txlab.runs.evaluate import evaluate_run, evaluation_context
+from txlab.runs.evaluate import EvalSettings, evaluate_run, evaluation_context
 from txlab.runs.zoo import parameter_count
 
 
@@ -71,7 +71,9 @@ def score_roles(
 ) -> dict[str, Any]:
     """Score every run by role (records written to each RUN/eval/) and draw the group's figure at ``out``."""
     configs = [_config(run_dir) for run_dir in run_dirs]
-    records = [evaluate_run(Path(run_dir), split=split, max_tokens=max_tokens, device=device, progress=progress, by_role=True) for run_dir in run_dirs]
+    settings = EvalSettings(split=split, max_tokens=max_tokens, by_role=True)
+    scored = [evaluate_run(Path(run_dir), settings, device=device, progress=progress) for run_dir in run_dirs]
+    records = [{**result.as_record(), "path": str(result.path)} for result in scored]  # as role_record reads them back
     return _figure(run_dirs, records, configs, out, title, split, max_tokens)
 
 

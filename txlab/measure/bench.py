@@ -102,6 +102,63 @@ class _Workload:
     streams: int = 0
 
 
+@dataclasses.dataclass(frozen=True)
+class BenchRow:
+    """One (shape, mode) of :func:`bench_model`: the throughput of txlab's model beside the reference."""
+
+    config: str
+    """The shape's name: a :data:`BENCH_CONFIGS` key, or ``<preset>-<size>``."""
+    family: str
+    """The model family (xl, vanilla, lstm, qrnn)."""
+    mode: str
+    """What was timed: ``train``, ``eval_mem<M>[_uncached]``, ``generate_mem<M>[_uncached]`` or ``vanilla_win<L>``."""
+    context: str
+    """The context each prediction had, in words ('seg 128 mem 128', 'window 512', ...)."""
+    batch_size: int
+    """Streams (or windows) per call; 1 for generation."""
+    threads: int
+    """torch CPU threads."""
+    params: int
+    """txlab's model's parameters."""
+    tokens_per_s: float
+    """Predictions per second: a call's predictions over the median call time."""
+    flops_per_token: float
+    """Analytic FLOPs of the useful work per prediction (a training step counts three forward passes)."""
+    avoided_flops_per_token: float
+    """Re-projection work per prediction the cached evaluation state skipped (0 for the other modes)."""
+    reference_tokens_per_s: float | None
+    """The authors' code on the same work: measured side by side, or recorded once (:data:`REFERENCE_TOKENS_PER_S`); None without."""
+    reference_source: str | None
+    """'side by side' or 'recorded' where there is a reference, else None."""
+    reference_params: int | None
+    """The authors' model's parameters, when it ran side by side."""
+    peak_rss_mb: float
+    """The process's peak resident memory so far, MiB (non-decreasing over the rows)."""
+    load_avg_1m: float
+    """The 1-minute load average when the row started."""
+    others_cpu: float | None
+    """The share of all cores other processes used during the row (:func:`txlab.timing.others_cpu`); None where unknown."""
+
+    @property
+    def gflops(self) -> float:
+        """Achieved GFLOP/s of useful work."""
+        return self.tokens_per_s * self.flops_per_token / 1e9
+
+    @property
+    def speedup(self) -> float | None:
+        """txlab's tokens/s over the reference's, where there is one."""
+        return self.tokens_per_s / self.reference_tokens_per_s if self.reference_tokens_per_s else None
+
+    def as_record(self) -> dict[str, Any]:
+        """The row as `txlab bench model --json` prints it, the derived numbers among the measured ones."""
+        return {"config": self.config, "family": self.family, "mode": self.mode, "context": self.context, "batch_size": self.batch_size,
+                "threads": self.threads, "params": self.params, "tokens_per_s": self.tokens_per_s, "gflops": self.gflops,
+                "flops_per_token": self.flops_per_token, "avoided_flops_per_token": self.avoided_flops_per_token,
+                "reference_tokens_per_s": self.reference_tokens_per_s, "reference_source": self.reference_source,
+                "reference_params": self.reference_params, "speedup": self.speedup, "peak_rss_mb": self.peak_rss_mb,
+                "load_avg_1m": self.load_avg_1m, "others_cpu": self.others_cpu}
+
+
 def _train(cfg: ModelConfig, tokens: torch.Tensor) -> _Workload:
     batch_size, seg_len = tokens.size(0), tokens.size(1) - 1
     cfg = replace(cfg, tgt_len=seg_len, mem_len=seg_len, dropout=0.1)
@@ -192,6 +249,7 @@ def _authors_step(model_class: type, cfg: ModelConfig, match: re.Match, tokens: 
 def bench_model(
     configs: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("tiny", "small"),
     modes: Sequence[str] = DEFAULT_MODES,
+    *,
     batch_size: int = 8,
     seg_len: int = 128,
     threads: int = 2,
@@ -199,7 +257,7 @@ def bench_model(
     warmup: int = 2,
     seed: int = 0,
     authors_code_dir: str | Path | None = None,
-) -> list[dict[str, Any]]:
+) -> list[BenchRow]:
     """One row per (config, mode): tokens/s and GFLOP/s (medians of ``repeats`` timed runs).
 
     ``configs``: names from :data:`BENCH_CONFIGS`, or a mapping name -> ModelConfig fields.
@@ -258,32 +316,19 @@ def bench_model(
                     reference, source = REFERENCE_TOKENS_PER_S.get((name, mode.removesuffix("_uncached"))), "recorded"
                 else:
                     reference, source = None, None
-                rows.append({
-                    "config": name,
-                    "family": cfg.family,
-                    "mode": mode,
-                    "context": work.context,
-                    "batch_size": work.streams or batch_size,
-                    "threads": threads,
-                    "params": work.params,
-                    "tokens_per_s": tok_s,
-                    "gflops": tok_s * work.flops_per_token / 1e9,
-                    "flops_per_token": work.flops_per_token,
-                    "avoided_flops_per_token": work.avoided_flops_per_token,
-                    "reference_tokens_per_s": reference,
-                    "reference_source": source if reference else None,
-                    "reference_params": theirs[1] if theirs else None,
-                    "speedup": tok_s / reference if reference else None,
-                    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                    "load_avg_1m": load,
-                    "others_cpu": others_cpu(snapshot),
-                })
+                rows.append(BenchRow(
+                    config=name, family=cfg.family, mode=mode, context=work.context, batch_size=work.streams or batch_size, threads=threads,
+                    params=work.params, tokens_per_s=tok_s, flops_per_token=work.flops_per_token,
+                    avoided_flops_per_token=work.avoided_flops_per_token, reference_tokens_per_s=reference,
+                    reference_source=source if reference else None, reference_params=theirs[1] if theirs else None,
+                    peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, load_avg_1m=load, others_cpu=others_cpu(snapshot),
+                ))
     finally:
         torch.set_num_threads(previous_threads)
     return rows
 
 
-def bench_table_markdown(rows: Sequence[Mapping[str, Any]], peak_gflops: float | None = None) -> str:
+def bench_table_markdown(rows: Sequence[BenchRow], peak_gflops: float | None = None) -> str:
     """The rows as a Markdown table (peak RSS is the process's peak so far, hence non-decreasing).
 
     The reference column is the authors' code measured side by side, or marked "(recorded)" where it is
@@ -297,14 +342,13 @@ def bench_table_markdown(rows: Sequence[Mapping[str, Any]], peak_gflops: float |
                *(["of ceiling"] if share else []), "avoided", "peak RSS MB", "load", "others' CPU"]
     lines = []
     for r in rows:
-        ref = f"{r['reference_tokens_per_s']:,.1f}" if r["reference_tokens_per_s"] else "-"
-        if r.get("reference_source") == "recorded":
+        ref = f"{r.reference_tokens_per_s:,.1f}" if r.reference_tokens_per_s else "-"
+        if r.reference_source == "recorded":
             ref += " (recorded)"
-        speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
-        others = f"{r['others_cpu']:.0%}" if r["others_cpu"] is not None else "-"
-        avoided = r.get("avoided_flops_per_token") or 0.0
-        avoided_text = f"{avoided / r['flops_per_token']:.2f}x" if avoided else "-"
-        lines.append([r["config"], r["mode"], r["context"], f"{r['tokens_per_s']:,.1f}", ref, speedup, f"{r['gflops']:.1f}",
-                      *([f"{r['gflops'] / peak_gflops:.0%}"] if share else []), avoided_text, f"{r['peak_rss_mb']:.0f}",
-                      f"{r['load_avg_1m']:.2f}", others])
+        speedup = f"{r.speedup:.2f}x" if r.speedup else "-"
+        others = f"{r.others_cpu:.0%}" if r.others_cpu is not None else "-"
+        avoided_text = f"{r.avoided_flops_per_token / r.flops_per_token:.2f}x" if r.avoided_flops_per_token else "-"
+        lines.append([r.config, r.mode, r.context, f"{r.tokens_per_s:,.1f}", ref, speedup, f"{r.gflops:.1f}",
+                      *([f"{r.gflops / peak_gflops:.0%}"] if share else []), avoided_text, f"{r.peak_rss_mb:.0f}",
+                      f"{r.load_avg_1m:.2f}", others])
     return markdown_table(headers, lines, numeric=[False] * 3 + [True] * (len(headers) - 3))

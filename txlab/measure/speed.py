@@ -218,9 +218,21 @@ def _sync(device: torch.device) -> Callable[[], None]:
     return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
 
-class _Models:
+class TimedModels:
     """The models timed: XL (trained or random) for the XL segments and the rolling cache, and per attention
-    length the model the two recompute rows read windows with (a trained run's own, else Al-Rfou et al.'s)."""
+    length the model the two recompute rows read windows with (a trained run's own, else Al-Rfou et al.'s).
+
+    Built from :class:`SpeedSettings` (``run`` or ``size``, ``tgt_len``, ``eval_cache``, ``attn_kernel``) on
+    ``device``; benchmark scripts time its ``xl`` with :func:`xl_fill` and :func:`xl_segment`. Attributes:
+
+    - ``xl``: the Transformer-XL timed in segments and as the rolling cache, in evaluation mode, with the
+      evaluation clamp_len (:func:`xl_context` sets the memory per attention length);
+    - ``tgt_len``: its evaluation segment length (``settings.tgt_len``, else the model's);
+    - ``cfg``: the configuration timed (the run's, or the preset's at ``size``) and ``shape`` its model
+      without dropout;
+    - ``text``: a trained run's evaluation split as one LongTensor (the stream every method reads), None
+      for a preset (random tokens).
+    """
 
     def __init__(self, settings: SpeedSettings, device: torch.device):
         self.text = None
@@ -421,7 +433,7 @@ def stream_length(attn_len: int, tgt_len: int, stride: int, warmup: int, repeats
     return attn_len + (warmup + repeats) * max(tgt_len, stride) + 1
 
 
-def token_stream(models: _Models, batch: int, length: int, generator: torch.Generator) -> torch.Tensor:
+def token_stream(models: TimedModels, batch: int, length: int, generator: torch.Generator) -> torch.Tensor:
     """[batch, length] tokens: random, or ``batch`` consecutive stretches of a trained run's evaluation text."""
     if models.text is None:
         return torch.randint(0, models.shape.n_token, (batch, length), generator=generator)
@@ -431,7 +443,7 @@ def token_stream(models: _Models, batch: int, length: int, generator: torch.Gene
     return models.text[: batch * length].view(batch, length)
 
 
-def time_methods(models: _Models, vanilla: TransformerXL, tokens: torch.Tensor, attn_len: int, stride: int, settings: SpeedSettings,
+def time_methods(models: TimedModels, vanilla: TransformerXL, tokens: torch.Tensor, attn_len: int, stride: int, settings: SpeedSettings,
                  generator: torch.Generator) -> dict[str, Timed]:
     """Every method timed on ``tokens`` at ``attn_len`` (the recompute rows with ``vanilla``), one after the other."""
     sync, batch = _sync(tokens.device), tokens.size(0)
@@ -443,7 +455,113 @@ def time_methods(models: _Models, vanilla: TransformerXL, tokens: torch.Tensor, 
     }
 
 
-def measure(models: _Models, attn_len: int, settings: SpeedSettings, device: torch.device) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MethodSpeed:
+    """One method's numbers at one attention length: a line of the baselines table."""
+
+    tokens_per_s: float
+    """Predictions per second: a call's predictions over the median call time."""
+    flops_per_token: float
+    """Analytic forward FLOPs of the useful work per prediction (see the module docstring)."""
+    nll: float
+    """Mean NLL in nats of the timed predictions."""
+    ppl: float | None
+    """exp(nll) where the method ran trained weights (``--run``), else None."""
+    predictions: int
+    """How many predictions were timed (all streams)."""
+    p50_ms: float
+    """Median latency per token at batch 1, ms (nearest rank)."""
+    p99_ms: float
+    """99th-percentile latency per token at batch 1, ms (nearest rank)."""
+    peak_mb: float | None
+    """The most memory the warm-up and timed calls added at once, MiB (:class:`txlab.timing.PeakMemory`); None
+    where it cannot be told."""
+    state_mb: float
+    """The tensors the method keeps between calls, MiB (0 for the recompute methods)."""
+
+    @property
+    def gflops(self) -> float:
+        """Achieved GFLOP/s of useful work."""
+        return self.tokens_per_s * self.flops_per_token / 1e9
+
+
+@dataclass(frozen=True)
+class SpeedRow:
+    """One row of Table 9: every method at one attention length, on the same token stream (:func:`measure`)."""
+
+    attn_len: int
+    """The attention length L: the keys every query attends (the vanilla window)."""
+    vanilla: MethodSpeed
+    """Vanilla recompute: one window of L per prediction (the paper's baseline)."""
+    strided: MethodSpeed
+    """Strided recompute: windows of L advanced by ``stride``, scoring their last ``stride`` predictions."""
+    rolling: MethodSpeed
+    """The rolling KV cache: XL's cached state read one token at a time."""
+    xl: MethodSpeed
+    """Transformer-XL segments of ``tgt_len`` with memory L and same_length."""
+    paper_slowdown: float | None
+    """The paper's slowdown at this length (:data:`PAPER_SLOWDOWN`), None at other lengths."""
+    xl_eval_cache: bool
+    """Whether XL read its memory from the cached evaluation state (``eval_cache``)."""
+    xl_avoided_flops_per_token: float
+    """Re-projection work per token the cached state skipped (0 on the training path)."""
+    xl_repeated_flops_per_token: float
+    """Re-projection work per token the training path did again (0 with the cached state)."""
+    vanilla_positions: int
+    """Predictions the vanilla calls timed (calls x windows per call)."""
+    xl_tokens: int
+    """Predictions the XL segments timed (streams x tgt_len x repeats)."""
+    batch_size: int
+    """Streams (XL) and windows (vanilla) per call."""
+    tgt_len: int
+    """XL's evaluation segment length."""
+    stride: int
+    """The strided windows' step and the predictions each scores."""
+    attn_kernel: str
+    """The attention kernel setting every model ran with."""
+    seconds: float
+    """Wall time of the whole row, warm-up and the batch-1 latency pass included."""
+    load_avg_1m: float
+    """The 1-minute load average when the row started."""
+    others_cpu: float | None
+    """The share of all cores other processes used during the row (:func:`txlab.timing.others_cpu`); None where unknown."""
+
+    @property
+    def slowdown(self) -> float:
+        """How many times faster XL segments predict than vanilla recompute (the paper's Table 9 number)."""
+        return self.xl.tokens_per_s / self.vanilla.tokens_per_s
+
+    @property
+    def flop_ratio(self) -> float:
+        """Vanilla's useful FLOPs per prediction over XL's: the slowdown arithmetic alone predicts."""
+        return self.vanilla.flops_per_token / self.xl.flops_per_token
+
+    def method(self, name: str) -> MethodSpeed:
+        """The numbers of one of :data:`METHODS` by name."""
+        return getattr(self, name)
+
+    def as_record(self) -> dict[str, Any]:
+        """The row as the CSV and ``--json`` hold it: flat ``<method>_<quantity>`` keys, in the columns' order."""
+        vanilla, xl = self.vanilla, self.xl
+        record: dict[str, Any] = {
+            "attn_len": self.attn_len, "vanilla_tokens_per_s": vanilla.tokens_per_s, "xl_tokens_per_s": xl.tokens_per_s,
+            "slowdown": self.slowdown, "paper_slowdown": self.paper_slowdown, "vanilla_gflops": vanilla.gflops, "xl_gflops": xl.gflops,
+            "flop_ratio": self.flop_ratio, "vanilla_flops_per_token": vanilla.flops_per_token, "xl_flops_per_token": xl.flops_per_token,
+            "xl_eval_cache": self.xl_eval_cache, "xl_avoided_flops_per_token": self.xl_avoided_flops_per_token,
+            "xl_repeated_flops_per_token": self.xl_repeated_flops_per_token, "vanilla_positions": self.vanilla_positions,
+            "xl_tokens": self.xl_tokens, "batch_size": self.batch_size, "tgt_len": self.tgt_len, "stride": self.stride,
+        }
+        for name in METHODS:
+            m = self.method(name)
+            record.update({f"{name}_nll": m.nll, f"{name}_ppl": m.ppl, f"{name}_predictions": m.predictions, f"{name}_p50_ms": m.p50_ms,
+                           f"{name}_p99_ms": m.p99_ms, f"{name}_peak_mb": m.peak_mb, f"{name}_state_mb": m.state_mb})
+            if name not in ("vanilla", "xl"):  # their rates lead the record: the paper's two rows
+                record.update({f"{name}_tokens_per_s": m.tokens_per_s, f"{name}_gflops": m.gflops, f"{name}_flops_per_token": m.flops_per_token})
+        record.update({"attn_kernel": self.attn_kernel, "seconds": self.seconds, "load_avg_1m": self.load_avg_1m, "others_cpu": self.others_cpu})
+        return record
+
+
+def measure(models: TimedModels, attn_len: int, settings: SpeedSettings, device: torch.device) -> SpeedRow:
     """One row of the table: every method at ``attn_len`` on the same token stream."""
     batch = settings.batch_size or (DEFAULT_GPU_BATCH if device.type == "cuda" else 1)
     tgt_len = models.tgt_len
@@ -462,53 +580,25 @@ def measure(models: _Models, attn_len: int, settings: SpeedSettings, device: tor
         "rolling": models.xl.flops_per_token(attn_len),
         "xl": models.xl.flops_per_token(attn_len),
     }
-    row: dict[str, Any] = {"attn_len": attn_len}
-    rate = {method: timed[method].tokens_per_s for method in METHODS}
-    row.update({
-        "vanilla_tokens_per_s": rate["vanilla"],
-        "xl_tokens_per_s": rate["xl"],
-        "slowdown": rate["xl"] / rate["vanilla"],
-        "paper_slowdown": PAPER_SLOWDOWN.get(attn_len),
-        "vanilla_gflops": rate["vanilla"] * flops["vanilla"] / 1e9,
-        "xl_gflops": rate["xl"] * flops["xl"] / 1e9,
-        "flop_ratio": flops["vanilla"] / flops["xl"],
-        "vanilla_flops_per_token": flops["vanilla"],
-        "xl_flops_per_token": flops["xl"],
-    })
-    recomputed = models.xl.recomputed_flops_per_token(attn_len, tgt_len, batch)
-    row.update({
-        "xl_eval_cache": settings.eval_cache,
-        "xl_avoided_flops_per_token": recomputed if settings.eval_cache else 0.0,
-        "xl_repeated_flops_per_token": 0.0 if settings.eval_cache else recomputed,
-        "vanilla_positions": len(timed["vanilla"].seconds) * batch,
-        "xl_tokens": batch * tgt_len * settings.repeats,
-        "batch_size": batch,
-        "tgt_len": tgt_len,
-        "stride": stride,
-    })
+    methods = {}
     for method in METHODS:
         result, peak = timed[method], timed[method].peak_bytes
         percentiles = latency_percentiles(latency[method].per_token_seconds())
         nll = result.nll.float().mean().item()
-        row.update({
-            f"{method}_nll": nll,
-            f"{method}_ppl": math.exp(nll) if models.trained(method) else None,
-            f"{method}_predictions": result.nll.numel(),
-            f"{method}_p50_ms": percentiles[50] * 1e3,
-            f"{method}_p99_ms": percentiles[99] * 1e3,
-            f"{method}_peak_mb": None if peak is None else peak / 2**20,
-            f"{method}_state_mb": result.state_bytes / 2**20,
-        })
-        if method not in ("vanilla", "xl"):
-            row.update({f"{method}_tokens_per_s": rate[method], f"{method}_gflops": rate[method] * flops[method] / 1e9,
-                        f"{method}_flops_per_token": flops[method]})
-    row.update({
-        "attn_kernel": settings.attn_kernel,
-        "seconds": time.perf_counter() - start,
-        "load_avg_1m": load,
-        "others_cpu": others_cpu(snapshot),
-    })
-    return row
+        methods[method] = MethodSpeed(
+            tokens_per_s=result.tokens_per_s, flops_per_token=flops[method], nll=nll, ppl=math.exp(nll) if models.trained(method) else None,
+            predictions=result.nll.numel(), p50_ms=percentiles[50] * 1e3, p99_ms=percentiles[99] * 1e3,
+            peak_mb=None if peak is None else peak / 2**20, state_mb=result.state_bytes / 2**20,
+        )
+    recomputed = models.xl.recomputed_flops_per_token(attn_len, tgt_len, batch)
+    return SpeedRow(
+        attn_len, **methods, paper_slowdown=PAPER_SLOWDOWN.get(attn_len), xl_eval_cache=settings.eval_cache,
+        xl_avoided_flops_per_token=recomputed if settings.eval_cache else 0.0,
+        xl_repeated_flops_per_token=0.0 if settings.eval_cache else recomputed,
+        vanilla_positions=len(timed["vanilla"].seconds) * batch, xl_tokens=batch * tgt_len * settings.repeats, batch_size=batch,
+        tgt_len=tgt_len, stride=stride, attn_kernel=settings.attn_kernel, seconds=time.perf_counter() - start, load_avg_1m=load,
+        others_cpu=others_cpu(snapshot),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -530,7 +620,7 @@ class SpeedTable:
     params: int
     settings: SpeedSettings
     machine: Machine
-    rows: list[dict[str, Any]]
+    rows: list[SpeedRow]
     """One row per attention length (:func:`measure`)."""
     table: Path | None = None
     """The CSV written."""
@@ -540,7 +630,7 @@ class SpeedTable:
     def summary(self) -> dict[str, Any]:
         """The --json document."""
         return {"name": self.name, "profile": self.profile, "command": self.command, "model": self.model, "size": self.size,
-                "params": self.params, "settings": asdict(self.settings), "machine": asdict(self.machine), "rows": self.rows}
+                "params": self.params, "settings": asdict(self.settings), "machine": asdict(self.machine), "rows": [row.as_record() for row in self.rows]}
 
 
 def speed_table(
@@ -561,7 +651,7 @@ def speed_table(
     torch.set_num_threads(settings.threads)
     try:
         torch.manual_seed(settings.seed)
-        models = _Models(settings, device)
+        models = TimedModels(settings, device)
         for attn_len in attn_lens:  # before any timing: the first chunk reads attn_len tokens at once, then segments attend attn_len keys
             batch = settings.batch_size or (DEFAULT_GPU_BATCH if device.type == "cuda" else 1)
             shape = replace(models.shape, pos_enc="ours")
@@ -583,33 +673,32 @@ def speed_table(
                    markdown=write_text_atomic(out_dir / f"{name}.md", format_markdown(result)))
 
 
-def table9_markdown(rows: Sequence[dict[str, Any]]) -> str:
+def table9_markdown(rows: Sequence[SpeedRow]) -> str:
     """The rows as the paper's Table 9, with the achieved rates and the sample sizes beside it."""
     headers = ["attn len", "vanilla tok/s", "XL tok/s", "slowdown", "paper", "vanilla GFLOP/s", "XL GFLOP/s", "FLOP ratio",
                "vanilla positions", "XL tokens", "others' CPU"]
     lines = []
     for r in rows:
-        paper = f"{r['paper_slowdown']:,.0f}x" if r["paper_slowdown"] else "-"
-        others = f"{r['others_cpu']:.0%}" if r["others_cpu"] is not None else "-"
-        lines.append([r["attn_len"], f"{r['vanilla_tokens_per_s']:,.3g}", f"{r['xl_tokens_per_s']:,.0f}", f"{r['slowdown']:,.0f}x", paper,
-                      f"{r['vanilla_gflops']:,.1f}", f"{r['xl_gflops']:,.1f}", f"{r['flop_ratio']:,.0f}", f"{r['vanilla_positions']:,}",
-                      f"{r['xl_tokens']:,}", others])
+        paper = f"{r.paper_slowdown:,.0f}x" if r.paper_slowdown else "-"
+        others = f"{r.others_cpu:.0%}" if r.others_cpu is not None else "-"
+        lines.append([r.attn_len, f"{r.vanilla.tokens_per_s:,.3g}", f"{r.xl.tokens_per_s:,.0f}", f"{r.slowdown:,.0f}x", paper,
+                      f"{r.vanilla.gflops:,.1f}", f"{r.xl.gflops:,.1f}", f"{r.flop_ratio:,.0f}", f"{r.vanilla_positions:,}",
+                      f"{r.xl_tokens:,}", others])
     return markdown_table(headers, lines, numeric=[True] * len(headers))
 
 
-def baselines_markdown(rows: Sequence[dict[str, Any]]) -> str:
+def baselines_markdown(rows: Sequence[SpeedRow]) -> str:
     """Every method at every attention length, one line each: the paper's two rows and today's baselines beside them."""
     headers = ["attn len", "method", "tok/s", "GFLOP/s", "vs XL", "p50 ms/token", "p99 ms/token", "peak MB", "state MB", "perplexity",
                "predictions"]
     lines = []
     for r in rows:
         for method in METHODS:
-            name = METHOD_NAMES[method] + (f" (s = {r['stride']})" if method == "strided" else "")
-            rate = r[f"{method}_tokens_per_s"]
-            peak, ppl = r.get(f"{method}_peak_mb"), r.get(f"{method}_ppl")
-            lines.append([r["attn_len"], name, _figure(rate), f"{r[f'{method}_gflops']:,.1f}", f"{_figure(r['xl_tokens_per_s'] / rate)}x",
-                          _figure(r[f"{method}_p50_ms"]), _figure(r[f"{method}_p99_ms"]), "-" if peak is None else f"{peak:,.1f}",
-                          f"{r[f'{method}_state_mb']:,.1f}", "-" if ppl is None else f"{ppl:,.3f}", f"{r[f'{method}_predictions']:,}"])
+            name = METHOD_NAMES[method] + (f" (s = {r.stride})" if method == "strided" else "")
+            m = r.method(method)
+            lines.append([r.attn_len, name, _figure(m.tokens_per_s), f"{m.gflops:,.1f}", f"{_figure(r.xl.tokens_per_s / m.tokens_per_s)}x",
+                          _figure(m.p50_ms), _figure(m.p99_ms), "-" if m.peak_mb is None else f"{m.peak_mb:,.1f}",
+                          f"{m.state_mb:,.1f}", "-" if m.ppl is None else f"{m.ppl:,.3f}", f"{m.predictions:,}"])
     return markdown_table(headers, lines, numeric=[True, False] + [True] * (len(headers) - 2))
 
 
@@ -618,16 +707,16 @@ def _figure(value: float) -> str:
     return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
 
 
-def contention_warning(rows: Sequence[dict[str, Any]]) -> str:
+def contention_warning(rows: Sequence[SpeedRow]) -> str:
     """'' when the machine was ours while timing, else which attention lengths other processes slowed."""
-    return contention_note([(r["attn_len"], r.get("others_cpu")) for r in rows], "attention length")
+    return contention_note([(r.attn_len, r.others_cpu) for r in rows], "attention length")
 
 
 def format_markdown(result: SpeedTable) -> str:
     m, s, rows = result.machine, result.settings, result.rows
     profile = f"profile `{result.profile}`, " if result.profile else ""
     repeated = ", ".join(
-        f"{(r['xl_avoided_flops_per_token'] + r['xl_repeated_flops_per_token']) / r['xl_flops_per_token']:.2f}x at L = {r['attn_len']}" for r in rows
+        f"{(r.xl_avoided_flops_per_token + r.xl_repeated_flops_per_token) / r.xl.flops_per_token:.2f}x at L = {r.attn_len}" for r in rows
     )
     xl_path = ("reads its memory from the cached evaluation state: each segment projects only its own rows' keys and values, "
                "and the position keys come from a table built once" if s.eval_cache else
@@ -643,8 +732,8 @@ torch {m.torch}; a large fp32 matmul reaches {m.matmul_peak_gflops:,.0f} GFLOP/s
 {table9_markdown(rows)}
 {f"{chr(10)}**Warning:** {contention_warning(rows)}.{chr(10)}" if contention_warning(rows) else ""}
 - Attention length L: the vanilla model predicts each token from a window of exactly the L tokens before
-  it (recomputed for every prediction, {rows[0]['batch_size']} window(s) per call, at sampled positions);
-  Transformer-XL reads {rows[0]['batch_size']} stream(s) in segments of {rows[0]['tgt_len']} with memory L and same_length,
+  it (recomputed for every prediction, {rows[0].batch_size} window(s) per call, at sampled positions);
+  Transformer-XL reads {rows[0].batch_size} stream(s) in segments of {rows[0].tgt_len} with memory L and same_length,
   so every query attends exactly L keys in every layer.
 - tokens/s: predictions per second, from the median of the timed calls after {s.warmup} warm-up call(s): XL
   {s.repeats} segments with a full memory, vanilla calls for {s.budget_s:g} s (at least {MIN_VANILLA_CALLS}); slowdown = XL / vanilla.
@@ -659,20 +748,20 @@ torch {m.torch}; a large fp32 matmul reaches {m.matmul_peak_gflops:,.0f} GFLOP/s
 {baselines_markdown(rows)}
 
 - Vanilla recompute is the paper's baseline (one window of L per prediction); strided recompute advances the
-  window by s = {rows[0]['stride']} and scores its last s predictions (context between L-s+1 and L); the rolling KV cache
+  window by s = {rows[0].stride} and scores its last s predictions (context between L-s+1 and L); the rolling KV cache
   reads one token at a time, attending the cached keys and values of the last L tokens at every layer (XL's
   cached evaluation state with segments of 1: a lower layer's cached state was computed from its own token's
   window, so this is not recompute); XL segments as above. "vs XL": how many times slower than XL segments.
 - Latency per token: each timed call's time over the predictions it makes per stream, at batch 1
-  ({"the calls above" if rows[0]['batch_size'] == 1 else "every method timed again at batch 1"}); p50 and p99 are nearest-rank
-  percentiles. A stride or segment makes its first token wait for the whole call: per call, multiply by s or {rows[0]['tgt_len']}.
+  ({"the calls above" if rows[0].batch_size == 1 else "every method timed again at batch 1"}); p50 and p99 are nearest-rank
+  percentiles. A stride or segment makes its first token wait for the whole call: per call, multiply by s or {rows[0].tgt_len}.
 - Peak MB: the most memory the warm-up and timed calls added at once on top of what was in use before them (the
   memory fill excluded; {"resident memory, after freed memory went back to the system: a lower bound" if m.device == "cpu" else "allocated tensors"}).
   State MB: the tensors a method keeps between calls (XL's memory with its cached keys and values, in stores
   with room for as many rows again; the rolling cache the same at segments of 1).
 - Perplexity: exp(mean NLL) of the predictions a row timed (count in the last column), only where the row
   runs trained weights (`--run`); "-" for random weights or random tokens.
-- Attention kernel: `{rows[0].get('attn_kernel', 'auto')}` (docs/performance.md).
+- Attention kernel: `{rows[0].attn_kernel}` (docs/performance.md).
 """
 
 
@@ -680,7 +769,7 @@ def _write_csv(path: Path, result: SpeedTable) -> Path:
     """Tidy CSV: one line per attention length, with the machine and settings on every line."""
     context = {"name": result.name, "profile": result.profile, "model": result.model, "size": result.size,
                **asdict(result.machine), "command": result.command}
-    lines = [{**row, **context} for row in result.rows]
+    lines = [{**row.as_record(), **context} for row in result.rows]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(lines[0]), lineterminator="\n")
     writer.writeheader()

@@ -6,8 +6,10 @@ This module owns
   the loss tables of txlab.measure.losses, generation and the attention analysis all read through it;
 - the evaluation settings (:func:`evaluation_context`: segment length and memory, "-1 = as in
   training") and :func:`using_context` to apply them for a while;
-- the paper's protocol: :func:`evaluate` scores every target of a split exactly once, and
-  :func:`evaluate_run` does so for a trained run and records the result in its directory;
+- the paper's protocol: :func:`evaluate` scores every target of a split exactly once (a
+  :class:`StreamScore`), and :func:`evaluate_run` does so for a trained run with the
+  :class:`EvalSettings` asked for and records the :class:`EvalResult` in its directory
+  (:func:`evaluate_checkpoint` likewise for a Hugging Face checkpoint);
 - :func:`segment_loss`, the training objective on a segment's losses, and :func:`metric_summary`
   (perplexity or bits per character), so that code which measures or reports a model needs
   nothing from the trainer.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,7 @@ import torch
 from txlab.data.batching import eval_segments
 from txlab.runs.capacity import check_fits, check_position_table
 from txlab.runs.checkpoint import load_checkpoint
-from txlab.config import NON_NEGATIVE, DataConfig, EvalConfig, ModelConfig, update_dataclass
+from txlab.config import NON_NEGATIVE, DataConfig, EvalConfig, ModelConfig, setting, update_dataclass
 from txlab.data.corpora import check_corpus_dir_applies, load_corpus_for_model
 from txlab.data.diagnostics import role_summary
 from txlab.errors import TxlabError
@@ -80,6 +83,21 @@ def using_context(model: LanguageModel, context: Context):
         model.set_context(previous)
 
 
+@dataclass(frozen=True)
+class StreamScore:
+    """What :func:`evaluate` measured on a token stream."""
+
+    loss: float
+    """Token-weighted mean NLL, nats per token."""
+    tokens: int
+    """Targets scored."""
+    tf32: bool
+    """Whether TF32 matmuls were on (txlab.precision)."""
+    nll: np.ndarray | None = None
+    """With ``token_losses``: float64 [len(tokens)] nats in text order, NaN for the first token and any token past
+    ``max_tokens`` (what txlab.data.diagnostics reads); else None."""
+
+
 @torch.no_grad()
 def evaluate(
     model: LanguageModel,
@@ -88,19 +106,17 @@ def evaluate(
     context: Context,
     batch_size: int,
     max_tokens: int = 0,
+    *,
     progress: bool = False,
     token_losses: bool = False,
     reference_streams: bool = False,
     precision: str = "fp32",
-) -> dict[str, Any]:
+) -> StreamScore:
     """Token-weighted mean NLL over ``tokens`` (the first ``max_tokens`` + 1 if > 0), every target
     scored exactly once: the paper's protocol. ``reference_streams``: only the targets the authors'
     eval.py scores (see :func:`txlab.data.batching.eval_segments`). ``precision``: the forward passes in
     fp32 or under bf16 or fp16 autocast (txlab.precision); the losses are summed in float64 either way.
-
-    The result holds ``loss``, ``tokens`` and ``tf32`` (whether TF32 matmuls were on). With
-    ``token_losses`` it also holds ``nll``: [len(tokens)] float64 nats in text order,
-    NaN for the first token and any token past ``max_tokens`` (what txlab.data.diagnostics reads)."""
+    ``token_losses``: the result carries every token's loss too (``nll``)."""
     if tgt_len <= 0:
         raise TxlabError(f"segment length must be positive, got {tgt_len}")
     per_token = np.full(len(tokens), np.nan) if token_losses else None
@@ -126,10 +142,7 @@ def evaluate(
                     per_token[streams.target_index[:, columns][real]] = nll.cpu().numpy()
     finally:
         model.train(was_training)
-    result: dict[str, Any] = {"loss": total.item() / count, "tokens": count, "tf32": tf32}
-    if per_token is not None:
-        result["nll"] = per_token
-    return result
+    return StreamScore(total.item() / count, count, tf32, per_token)
 
 
 def segment_loss(nll: torch.Tensor, loss: str) -> torch.Tensor:
@@ -156,54 +169,116 @@ def _refuse_memory_settings(family: str, given: dict[str, Any]) -> None:
                          "leave out the option (--tgt-len sets how much it reads at once)")
 
 
+@dataclass(frozen=True)
+class EvalSettings:
+    """How :func:`evaluate_run` scores a run (`txlab eval`'s options). None keeps the run's own evaluation
+    setting (its config's ``eval`` section); the values are checked as that section's are."""
+
+    split: str = setting("valid", "Split to score: train, valid or test.")
+    tgt_len: int | None = setting(None, "Evaluation segment length (eval.tgt_len).")
+    mem_len: int | None = setting(None, "Transformer-XL's evaluation memory (eval.mem_len).")
+    clamp_len: int | None = setting(None, "Relative distances above it read as it (eval.clamp_len).")
+    same_length: bool | None = setting(None, "Every query attends to the same number of keys (eval.same_length).")
+    attn_len: int | None = setting(None, "The paper's attention length: a memory of that many tokens with same_length on, so every "
+                                   "query attends exactly that many keys (instead of mem_len and same_length).")
+    batch_size: int | None = setting(None, "Evaluation streams (eval.batch_size); each starts without context, so it changes the number.")
+    streams: str | None = setting(None, "'exact' (every target once) or 'reference' (the authors' eval.py's targets), eval.streams.")
+    precision: str | None = setting(None, "fp32, or bf16 or fp16 autocast (eval.precision).")
+    max_tokens: int = setting(0, "Score only the split's first max_tokens targets; 0: all of them.")
+    by_role: bool = setting(False, "Synthetic corpora only: also the loss per token role and per copy distance, beside the ideal "
+                            "model's (txlab.data.diagnostics.role_summary).")
+    corpus_dir: str = setting("", "Read the corpus from this folder instead of the run's data.corpus_dir (a corpus moved since "
+                              "training; its vocabulary must still be the run's).")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalResult:
+    """A trained run scored with the paper's protocol (:func:`evaluate_run`), and where it was recorded."""
+
+    loss: float
+    """Token-weighted mean NLL, nats per token."""
+    ppl: float | None = None
+    """Perplexity, on word-level corpora (None on character-level ones)."""
+    bpc: float | None = None
+    """Bits per character, on character-level corpora (None on word-level ones)."""
+    tokens: int
+    """Targets scored."""
+    split: str
+    """The split scored."""
+    step: int
+    """The training step of the checkpoint scored."""
+    family: str
+    """The model family (xl, vanilla, lstm, qrnn, hf)."""
+    tgt_len: int
+    """Segment length read at once."""
+    mem_len: int
+    """Memory carried between segments (Transformer-XL; 0 for the others)."""
+    clamp_len: int
+    """Relative distances above it read as it (0: no clamp)."""
+    same_length: bool
+    """Whether every query attended to the same number of keys."""
+    batch_size: int
+    """Streams the split was cut into."""
+    streams: str
+    """How it was cut: 'exact' or 'reference' (EvalConfig.streams)."""
+    precision: str
+    """fp32, bf16 or fp16 (autocast)."""
+    tf32: bool
+    """Whether TF32 matmuls were on."""
+    max_tokens: int
+    """The targets scored were the split's first max_tokens (0: the whole split)."""
+    token_stream_sha256: str
+    """The hash of the split's token stream, so that records of different text are never compared."""
+    by_role: dict[str, Any] | None = None
+    """With ``EvalSettings.by_role``: the loss by token role and copy distance (txlab.data.diagnostics.role_summary)."""
+    path: Path
+    """The JSON record written (:meth:`as_record`)."""
+
+    @property
+    def metric(self) -> tuple[str, float]:
+        """The paper's headline metric: ('bpc', value) on characters, else ('ppl', value)."""
+        return ("bpc", self.bpc) if self.bpc is not None else ("ppl", self.ppl)
+
+    def as_record(self) -> dict[str, Any]:
+        """The JSON record in ``RUN/eval/`` (everything but its own path), in the order its keys have always had."""
+        name, value = self.metric
+        record = {"loss": self.loss, name: value, "tokens": self.tokens, "split": self.split, "step": self.step, "family": self.family,
+                  "tgt_len": self.tgt_len, "mem_len": self.mem_len, "clamp_len": self.clamp_len, "same_length": self.same_length,
+                  "batch_size": self.batch_size, "streams": self.streams, "precision": self.precision, "tf32": self.tf32,
+                  "max_tokens": self.max_tokens, "token_stream_sha256": self.token_stream_sha256}
+        if self.by_role is not None:
+            record["by_role"] = self.by_role
+        return record
+
+
 def evaluate_run(
-    run_dir: Path,
-    *,
-    split: str = "valid",
-    tgt_len: int | None = None,
-    mem_len: int | None = None,
-    clamp_len: int | None = None,
-    same_length: bool | None = None,
-    attn_len: int | None = None,
-    batch_size: int | None = None,
-    streams: str | None = None,
-    precision: str | None = None,
-    max_tokens: int = 0,
-    device: str = "cpu",
-    progress: bool = True,
-    record_path: Path | None = None,
-    by_role: bool = False,
-    corpus_dir: str = "",
-) -> dict[str, Any]:
+    run_dir: Path, settings: EvalSettings | None = None, *, device: str = "cpu", progress: bool = True, record_path: Path | None = None,
+) -> EvalResult:
     """Score a trained run on a split with the paper's protocol and record it in the run directory.
 
-    Unset options take the run's evaluation settings. ``attn_len`` is the paper's "attention length":
-    every query attends exactly that many keys (mem_len = attn_len with same_length on).
-    ``max_tokens`` > 0 scores only the split's first ``max_tokens`` targets. ``streams``: 'exact' or
-    'reference' (see ``EvalConfig.streams``). ``precision``: fp32, bf16 or fp16 (``EvalConfig.precision``).
-    Returns loss, ppl (word level) or bpc (character level), tokens scored and the settings used,
-    and writes them to ``record_path``, by default ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same]-b<B>[-reference][-bf16|-fp16][-n<N>].json``:
+    ``settings`` (:class:`EvalSettings`) say what differs from the run's own evaluation settings; default:
+    none does, on the valid split. The record goes to ``record_path``, by default
+    ``run_dir/eval/<split>-tgt<T>-mem<M>-clamp<C>[-same]-b<B>[-reference][-bf16|-fp16][-n<N>][-roles].json``:
     every setting that changes the number is in the name (the batch size too: streams cut the split into
     pieces that each start without context), so records of other settings never overwrite each other.
-    ``corpus_dir`` reads the corpus from that folder instead of the run's ``data.corpus_dir`` (a corpus
-    moved since training; its vocabulary must still be the run's).
-    ``by_role`` (synthetic corpora only) adds ``by_role``: the loss per token role and per copy distance
-    beside the ideal model's (:func:`txlab.data.diagnostics.role_summary`).
     """
+    settings = settings or EvalSettings()
+    split, max_tokens, mem_len, same_length = settings.split, settings.max_tokens, settings.mem_len, settings.same_length
     ckpt = load_checkpoint(run_dir, map_location=device)
     cfg = ckpt.config
-    _refuse_memory_settings(cfg.model.family, {"--mem-len": mem_len or None, "--attn-len": attn_len, "--same-length": same_length, "--clamp-len": clamp_len})
-    check_corpus_dir_applies(cfg.data.corpus, corpus_dir)
-    data_cfg = update_dataclass(cfg.data, {"corpus_dir": corpus_dir}) if corpus_dir else cfg.data
+    _refuse_memory_settings(cfg.model.family, {"--mem-len": mem_len or None, "--attn-len": settings.attn_len, "--same-length": same_length,
+                                               "--clamp-len": settings.clamp_len})
+    check_corpus_dir_applies(cfg.data.corpus, settings.corpus_dir)
+    data_cfg = update_dataclass(cfg.data, {"corpus_dir": settings.corpus_dir}) if settings.corpus_dir else cfg.data
     corpus = load_corpus_for_model(data_cfg, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
-    if attn_len is not None:
-        NON_NEGATIVE.check(attn_len, "--attn-len")
-        if mem_len is not None and mem_len != attn_len:
+    if settings.attn_len is not None:
+        NON_NEGATIVE.check(settings.attn_len, "--attn-len")
+        if mem_len is not None and mem_len != settings.attn_len:
             raise TxlabError("give either --attn-len or --mem-len, not both")
-        mem_len, same_length = attn_len, True
-    changes = {k: v for k, v in {"tgt_len": tgt_len, "mem_len": mem_len, "clamp_len": clamp_len,
-                                 "same_length": same_length, "batch_size": batch_size, "streams": streams, "split": split,
-                                 "precision": precision}.items()
+        mem_len, same_length = settings.attn_len, True
+    changes = {k: v for k, v in {"tgt_len": settings.tgt_len, "mem_len": mem_len, "clamp_len": settings.clamp_len,
+                                 "same_length": same_length, "batch_size": settings.batch_size, "streams": settings.streams, "split": split,
+                                 "precision": settings.precision}.items()
                if v is not None}
     eval_cfg = update_dataclass(cfg.eval, changes, prefix="eval.")
     check_precision(eval_cfg.precision, device, cfg.model.family, "eval.precision")
@@ -219,27 +294,77 @@ def evaluate_run(
     check_fits(cfg.model, eval_cfg.batch_size, min(seg_len, stream_len), min(context.mem_len, stream_len), training=False, device=device,
                what="this evaluation (--batch-size, --tgt-len, --mem-len/--attn-len)", precision=eval_cfg.precision)
     check_position_table(cfg.model, seg_len + context.mem_len, device=device, what="this evaluation (--mem-len/--attn-len)")
-    if by_role and corpus.truth is None:
+    if settings.by_role and corpus.truth is None:
         raise TxlabError(f"--by-role needs a synthetic corpus (it knows each token's role); {corpus.name} is not one")
-    result = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress,
-                      token_losses=by_role, reference_streams=eval_cfg.streams == "reference", precision=eval_cfg.precision)
-    record = {
-        **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "step": ckpt.meta["step"],
-        "family": cfg.model.family, "tgt_len": seg_len, "mem_len": context.mem_len, "clamp_len": context.clamp_len, "same_length": context.same_length,
-        "batch_size": eval_cfg.batch_size, "streams": eval_cfg.streams, "precision": eval_cfg.precision, "tf32": result["tf32"],
-        "max_tokens": max_tokens, "token_stream_sha256": corpus.token_stream_hash(split),
-    }
-    if by_role:
-        record["by_role"] = role_summary(result["nll"], corpus.truth[split])
+    score = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress,
+                     token_losses=settings.by_role, reference_streams=eval_cfg.streams == "reference", precision=eval_cfg.precision)
     if record_path is None:
         name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}-b{eval_cfg.batch_size}"
         if eval_cfg.streams == "reference":  # scores other targets: not the same number
             name += "-reference"
         if eval_cfg.precision != "fp32":
             name += f"-{eval_cfg.precision}"
-        record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}{'-roles' if by_role else ''}.json"
-    record["path"] = str(write_json_atomic(record_path, record))
-    return record
+        record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}{'-roles' if settings.by_role else ''}.json"
+    result = EvalResult(
+        **metric_summary(score.loss, corpus.level), tokens=score.tokens, split=split, step=ckpt.meta["step"], family=cfg.model.family,
+        tgt_len=seg_len, mem_len=context.mem_len, clamp_len=context.clamp_len, same_length=context.same_length,
+        batch_size=eval_cfg.batch_size, streams=eval_cfg.streams, precision=eval_cfg.precision, tf32=score.tf32, max_tokens=max_tokens,
+        token_stream_sha256=corpus.token_stream_hash(split),
+        by_role=role_summary(score.nll, corpus.truth[split]) if settings.by_role else None, path=Path(record_path),
+    )
+    write_json_atomic(record_path, result.as_record())
+    return result
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointEvalResult:
+    """A Hugging Face checkpoint scored on a corpus (:func:`evaluate_checkpoint`), and where it was recorded."""
+
+    loss: float
+    """Token-weighted mean NLL, nats per token."""
+    ppl: float | None = None
+    """Perplexity, on word- and subword-level corpora (None on character-level ones)."""
+    bpc: float | None = None
+    """Bits per character, on character-level corpora (None otherwise)."""
+    tokens: int
+    """Targets scored."""
+    split: str
+    """The split scored."""
+    model: str
+    """The checkpoint as given (``hf:PATH_OR_HUB_ID``)."""
+    tgt_len: int
+    """Segment length read at once."""
+    mem_len: int
+    """Tokens of context each segment started from (0: disjoint windows)."""
+    batch_size: int
+    """Streams the split was cut into."""
+    max_tokens: int
+    """The targets scored were the split's first max_tokens (0: the whole split)."""
+    precision: str
+    """The weights' and the computation's precision."""
+    tf32: bool
+    """Whether TF32 matmuls were on."""
+    corpus: str
+    """The corpus's name."""
+    tokenizer_id: str
+    """The tokenizer that made the token stream."""
+    token_stream_sha256: str
+    """The hash of the split's token stream."""
+    path: Path
+    """The JSON record written (:meth:`as_record`)."""
+
+    @property
+    def metric(self) -> tuple[str, float]:
+        """The headline metric: ('bpc', value) on characters, else ('ppl', value)."""
+        return ("bpc", self.bpc) if self.bpc is not None else ("ppl", self.ppl)
+
+    def as_record(self) -> dict[str, Any]:
+        """The JSON record under ``<home>/results/eval/`` (everything but its own path)."""
+        name, value = self.metric
+        return {"loss": self.loss, name: value, "tokens": self.tokens, "split": self.split, "model": self.model, "family": "hf",
+                "tgt_len": self.tgt_len, "mem_len": self.mem_len, "batch_size": self.batch_size, "max_tokens": self.max_tokens,
+                "precision": self.precision, "tf32": self.tf32, "corpus": self.corpus, "tokenizer_id": self.tokenizer_id,
+                "token_stream_sha256": self.token_stream_sha256}
 
 
 def evaluate_checkpoint(
@@ -255,7 +380,7 @@ def evaluate_checkpoint(
     precision: str = "fp32",
     progress: bool = True,
     record_path: Path | None = None,
-) -> dict[str, Any]:
+) -> CheckpointEvalResult:
     """Score a Hugging Face checkpoint (``hf:PATH_OR_HUB_ID``) on a corpus, every target once.
 
     The split is read in segments of ``tgt_len`` tokens (default: the model's position table or trained
@@ -281,16 +406,15 @@ def evaluate_checkpoint(
         raise TxlabError(f"this model reads at most {model.max_context} tokens at once (its position table): "
                          f"--tgt-len {seg_len} with --mem-len {mem_len} is too long")
     context = Context(mem_len=mem_len)
-    result = evaluate(model, tokens, seg_len, context, batch_size, max_tokens, progress=progress, precision=precision)
-    record = {
-        **metric_summary(result["loss"], corpus.level), "tokens": result["tokens"], "split": split, "model": spec,
-        "family": "hf", "tgt_len": seg_len, "mem_len": mem_len, "batch_size": batch_size, "max_tokens": max_tokens,
-        "precision": precision, "tf32": result["tf32"],
-        "corpus": corpus.name, "tokenizer_id": corpus.tokenizer_id, "token_stream_sha256": corpus.token_stream_hash(split),
-    }
+    score = evaluate(model, tokens, seg_len, context, batch_size, max_tokens, progress=progress, precision=precision)
     if record_path is None:
         folder = resolve("results/eval") / f"{Path(source.rstrip('/')).name}-{hf.fingerprint(source)}"
         record_path = folder / (f"{corpus.name}-{split}-tgt{seg_len}-mem{mem_len}-b{batch_size}{'' if precision == 'fp32' else f'-{precision}'}"
                                 f"{f'-n{max_tokens}' if max_tokens > 0 else ''}.json")
-    record["path"] = str(write_json_atomic(record_path, record))
-    return record
+    result = CheckpointEvalResult(
+        **metric_summary(score.loss, corpus.level), tokens=score.tokens, split=split, model=spec, tgt_len=seg_len, mem_len=mem_len,
+        batch_size=batch_size, max_tokens=max_tokens, precision=precision, tf32=score.tf32, corpus=corpus.name,
+        tokenizer_id=corpus.tokenizer_id, token_stream_sha256=corpus.token_stream_hash(split), path=Path(record_path),
+    )
+    write_json_atomic(record_path, result.as_record())
+    return result

@@ -382,10 +382,10 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
         result = evaluate(model, valid_tokens, eval_tgt_len, eval_context, cfg.eval.batch_size, t.eval_tokens,
                           progress=progress and ddp.is_main, token_losses=valid_truth is not None, reference_streams=cfg.eval.streams == "reference",
                           precision=cfg.eval.precision)
-        metrics = {**metric_summary(result["loss"], corpus.level), "tokens": result["tokens"]}
+        metrics = {**metric_summary(result.loss, corpus.level), "tokens": result.tokens}
         if valid_truth is None:
             return metrics, None
-        summary = role_summary(result["nll"], valid_truth)
+        summary = role_summary(result.nll, valid_truth)
         return {**metrics, **flat_metrics(summary)}, summary
 
     board = tensorboard_writer(run_dir) if t.tensorboard and ddp.is_main else None
