@@ -6,16 +6,19 @@
   2-core machine shared with any other work, two-thread parallel regions stall (measured: a tiny
   LSTM step went from 2 ms to 100 ms), which made the suite's run time erratic.
 - Shared helpers: the ``cli`` fixture (`txlab` in-process, with the JSON and user-error checks), the
-  ``untrained_run`` fixture (a run directory holding a tiny model's checkpoint, no training) and the
-  ``hf_checkpoint`` fixture (a Hugging Face checkpoint folder with its tokenizer, built offline).
+  ``untrained_run`` fixture (a run directory holding a tiny model's checkpoint, no training), the
+  ``hf_checkpoint`` fixture (a Hugging Face checkpoint folder with its tokenizer, built offline) and the
+  ``study_run`` fixture (the records of a finished ablation study run, no model).
 """
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from typer.testing import CliRunner, Result
 
 from txlab.cli import app
@@ -169,3 +172,31 @@ def save_random_causal_lm(folder: Path, arch: str, vocab: int = 41, positions: i
 def random_causal_lm():
     """``save(folder, arch, vocab=41, positions=12)``: :func:`save_random_causal_lm`."""
     return save_random_causal_lm
+
+
+@pytest.fixture
+def study_run():
+    """``make(root, run_id, row_id, seed, curve, ...)``: what a finished run of an ablation study leaves under
+    ``root``/runs/``run_id`` (config.yaml, ablate/row.json, one score file per length of ``curve``: length ->
+    perplexity, or bpc with ``metric="bpc"``), no model. ``validation`` (segment, memory, targets) is how
+    training validated it."""
+
+    def make(root: Path, run_id: str, row_id: str, seed: int, curve: dict[int, float], *, remark: str = "", mem_len: int = 16,
+             pos_enc: str = "ours", loss: str = "full", init_len: int = 32, metric: str = "ppl",
+             validation: tuple[int, int, int] | None = None) -> Path:
+        run = root / "runs" / run_id
+        (run / "ablate").mkdir(parents=True)
+        cfg = {"model": {"family": "xl", "mem_len": mem_len, "pos_enc": pos_enc, "tgt_len": 16}, "train": {"loss": loss}}
+        if validation:
+            cfg["eval"] = {"tgt_len": validation[0], "mem_len": validation[1]}
+            cfg["train"]["eval_tokens"] = validation[2]
+        (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+        (run / "ablate" / "row.json").write_text(json.dumps({
+            "run_id": run_id, "row_id": row_id, "remark": remark, "seed": seed, "init_len": init_len, "eval_lens": sorted(curve),
+            "split": "valid", "eval_tokens": 100, "params": 1_500_000}))
+        for length, value in curve.items():  # the loss in nats that the perplexity (or bpc) comes from
+            nats = math.log(value) if metric == "ppl" else value * math.log(2)
+            (run / "ablate" / f"attn{length}-valid-n100.json").write_text(json.dumps({metric: value, "loss": nats, "tokens": 100}))
+        return run
+
+    return make

@@ -5,7 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "api.md"
 
 
 def examples() -> list[str]:
@@ -15,8 +16,9 @@ def examples() -> list[str]:
 def run_example(code: str, cwd: Path) -> list[str]:
     script = cwd / "example.py"
     script.write_text(code)
+    # PYTHONPATH: the examples run against this checkout's txlab, not another copy the interpreter has installed
     result = subprocess.run([sys.executable, str(script)], cwd=cwd, capture_output=True, text=True, timeout=600,
-                            env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(cwd), "HF_HUB_OFFLINE": "1"})
+                            env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(cwd), "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 

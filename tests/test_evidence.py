@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from txlab.analysis import report
+from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation_rows, seed_scores
 from txlab.analysis.claims import ALPHA, VERDICTS, claims_markdown, evaluate_claims, smallest_p, verdict_word
+from txlab.analysis.learned import learned_markdown, learned_runs
 from txlab.drivers.ablate import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,11 +27,11 @@ def test_committed_ablation_tables_are_what_the_code_makes_of_the_committed_runs
     # `txlab --home . ablate studies/tableN.yaml --profile cpu --report` wrote them; this rebuilds the
     # Markdown without the figure, from the same committed per-seed scores
     study = load_study(ROOT / "studies" / f"table{table}.yaml", "cpu", sets=[f"out={ROOT / 'results' / 'ablate'}"])
-    runs, curves = report.ablation_curves(study.out_dir, [run.run_id for run in study.runs])
+    runs, curves = ablation_curves(study.out_dir, [run.run_id for run in study.runs])
     committed = lambda name: (study.out_dir / name).read_text(encoding="utf-8")  # noqa: E731
-    assert report.ablation_markdown(report.ablation_rows(runs, curves), study.columns) == committed("table.md")
-    assert claims_markdown(evaluate_claims(report.seed_scores(runs, curves), study.claims)) == committed("claims.md")
-    assert report.learned_markdown(report.learned_rows(study.out_dir, runs)) == committed("learned.md")
+    assert ablation_markdown(ablation_rows(runs, curves), study.columns) == committed("table.md")
+    assert claims_markdown(evaluate_claims(seed_scores(runs, curves), study.claims)) == committed("claims.md")
+    assert learned_markdown(learned_runs(study.out_dir, runs)) == committed("learned.md")
 
 
 def test_the_ablation_verdicts_in_cpu_evidence_are_the_committed_claims():

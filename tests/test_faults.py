@@ -234,7 +234,7 @@ def test_a_damaged_corpus_cache_names_itself(tmp_path):
 
 @pytest.mark.parametrize("damage", ["row.json a list", "row.json without eval_lens", "config.yaml without model", "record truncated"])
 def test_damaged_study_outputs_name_themselves(tmp_path, damage):
-    from txlab.analysis.report import ablation_curves, ablation_eval_name
+    from txlab.analysis.ablation import ablation_curves, ablation_eval_name
 
     run = tmp_path / "runs" / "r-s0"
     (run / "ablate").mkdir(parents=True)

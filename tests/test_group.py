@@ -1,4 +1,4 @@
-"""`txlab recl` end to end on tiny models, its refusals, and the Table 8 writer."""
+"""`txlab recl` end to end on tiny models, and its refusals."""
 
 import json
 import math
@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from txlab.analysis import recl
-from txlab.analysis.report import table8_markdown
+from txlab.analysis.table8 import Bootstrap, GroupTable, recl_rows, table8_markdown
 from txlab.drivers.recl import ReclSettings, parse_grid, score_group
 from txlab.errors import TxlabError
 from txlab.measure.losses import GroupLosses, find_losses, load_losses
@@ -56,10 +55,10 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo, cli):
     record = json.loads((zoo / "results" / name / "recl.json").read_text())
     tables = [load_losses(find_losses(run_dir)) for run_dir in record["run_dirs"]]
     models = ["xl151m", "qrnn", "lstm"]
-    expected = recl.recl_rows(np.stack([t.losses for t in tables]), (2, 4, 6, 8), models, (0.1, 0.5, 1.0),
-                              caps={m: t.max_context for m, t in zip(models, tables)}, block_size=20, n_boot=10, seed=0,
-                              placebo=np.stack([t.placebo for t in tables]))
-    assert [row for row in record["rows"] if row["model"] in models] == expected
+    table = GroupTable(np.stack([t.losses for t in tables]), (2, 4, 6, 8), models, {m: t.max_context for m, t in zip(models, tables)},
+                       np.stack([t.placebo for t in tables]))
+    expected = recl_rows(table, rs=(0.1, 0.5, 1.0), bootstrap=Bootstrap(block_size=20, n_boot=10, seed=0))
+    assert [row for row in record["rows"] if row["model"] in models] == [row.record() for row in expected]
     assert all("placebo_recl" in group["recl"][m]["0.1"] for m in models)
 
     # Everything is found now: --no-train is satisfied and the losses are read back, not collected again.
@@ -127,9 +126,12 @@ def test_a_hand_built_group_scores_to_hand_computed_numbers():
     # every target ties at 1 nat and T(3) is targets 0 and 1 (lower positions first): 1 - exp(-1/2).
     # b gains nothing. a's walk runs off the grid; beside its placebo its step 2 -> 3 gains nothing, so
     # its placebo-aware RECL is 2.
-    keys = ("model", "r", "recl", "censored", "ci_low", "ci_high", "censored_fraction", "placebo_recl", "placebo_censored",
-            "placebo_ci_low", "placebo_ci_high", "below_placebo")
-    assert [tuple(row[k] for k in keys) for row in scores.rows] == [
+    def readings(row):
+        paper, placebo = row.paper, row.placebo_aware
+        return (row.model, row.r, paper.recl, paper.censored, paper.interval.low, paper.interval.high, paper.interval.censored_fraction,
+                placebo.recl, placebo.censored, placebo.interval.low, placebo.interval.high, row.below_placebo)
+
+    assert [readings(row) for row in scores.rows] == [
         ("a", 0.5, 4, True, 4, 4, 1.0, 2, False, 2, 2, True),
         ("b", 0.5, 1, False, 1, 1, 0.0, 1, False, 1, 1, False),
     ]
@@ -156,26 +158,9 @@ def test_a_hand_built_group_without_placebo_has_no_placebo_columns():
     group = hand_built_group()
     group.placebo = None
     scores = score_group(group, ["a", "b"], ReclSettings(rs=[0.5], n_boot=0))
-    assert [(row["model"], row["label"]) for row in scores.rows] == [("a", ">= 4"), ("b", "1")]
-    assert "placebo_recl" not in scores.rows[0] and scores.placebo_gains == {}
+    assert [(row.model, row.paper.label) for row in scores.rows] == [("a", ">= 4"), ("b", "1")]
+    assert scores.rows[0].placebo_aware is None and "placebo_recl" not in scores.rows[0].record() and scores.placebo_gains == {}
     assert table8_markdown(scores.rows) == "| model | r = 0.5 |\n|---|---|\n| a | >= 4 |\n| b | 1 |\n"
-
-
-def test_table8_markdown_golden():
-    rows = [
-        {"model": "xl", "r": 0.1, "recl": 900, "censored": False, "label": "900", "ci_low": 800, "ci_high": 1000, "ci": 0.95, "censored_fraction": 0.01},
-        {"model": "lstm", "r": 0.1, "recl": 400, "censored": False, "label": "400", "ci_low": 300, "ci_high": 500, "ci": 0.95, "censored_fraction": 0.0},
-        {"model": "xl", "r": 0.5, "recl": 1000, "censored": True, "label": ">= 1000", "ci_low": 900, "ci_high": 1000, "ci": 0.95, "censored_fraction": 0.6},
-        {"model": "lstm", "r": 0.5, "recl": 300, "censored": False, "label": "300", "ci_low": 300, "ci_high": 300, "ci": 0.95, "censored_fraction": 0.0},
-        {"model": "oracle (ground truth)", "r": 0.1, "recl": 200, "censored": False, "label": "200"},
-    ]
-    assert table8_markdown(rows) == (
-        "| model | r = 0.1 | r = 0.5 |\n"
-        "|---|---|---|\n"
-        "| xl | 900 [800, 1000] | >= 1000 [900, >= 1000] |\n"
-        "| lstm | 400 [300, 500] | 300 [300, 300] |\n"
-        "| oracle (ground truth) | 200 | - |\n"
-    )
 
 
 def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_with_a_warning(zoo, cli):

@@ -134,7 +134,7 @@ def test_a_group_mixes_a_txlab_run_and_hugging_face_members(tmp_path, cli):
                            announce=plans.append, echo=lambda m: None, progress=False)
     assert "gpt2: Hugging Face checkpoint" in "\n".join(plans)
     assert "placebo off" in "\n".join(plans) and "ideal model" in "\n".join(plans)  # synthetic: the truth instead
-    assert [row["model"] for row in result.rows if row["r"] == 0.1] == ["xl151m", "gpt2", "oracle (ground truth)"]
+    assert [row.model for row in result.rows if row.r == 0.1] == ["xl151m", "gpt2", "oracle (ground truth)"]
     record = json.loads((Path(result.run_dirs[1]) / "member.json").read_text())
     assert record["model_type"] == "gpt2" and record["max_context"] == 32
 
@@ -162,7 +162,7 @@ def test_the_five_line_api_on_own_text_reads_exact_losses(tmp_path, hf_checkpoin
     assert table.losses[1, 7] == pytest.approx(naive_loss(model.causal_lm, tokens, t, c), abs=2e-5)
     assert table.placebo.shape == (2, 90)
     rows = txlab.group_recl([table], ["mine"], rs=[0.1])
-    assert rows[0]["model"] == "mine" and "placebo_label" in rows[0]
+    assert rows[0].model == "mine" and rows[0].placebo_aware is not None and "placebo_label" in rows[0].record()
     assert np.array_equal(sample_blocks(len(tokens), 3, 30, 16), table.targets[::30])  # an array of starts is accepted
     assert txlab.perplexity(model, tokens, max_tokens=200)["tokens"] == 200
 

@@ -18,7 +18,6 @@ from txlab.analysis.recl import (
     placebo_gain,
     placebo_step_gains,
     recl,
-    recl_rows,
     recl_table,
     relative_gain,
     relative_loss,
@@ -26,6 +25,7 @@ from txlab.analysis.recl import (
     top_r_positions,
     walk,
 )
+from txlab.analysis.table8 import Bootstrap, GroupTable, recl_rows
 from txlab.data import synthetic
 from txlab.errors import TxlabError
 
@@ -143,8 +143,8 @@ def test_the_default_threshold_is_one_percent_golden():
     (below,) = recl(one_gain_in(100), (1, 2, 3), ["m"], r=1.0)
     assert above.gains[0] == pytest.approx(0.0100502, abs=1e-7) and below.gains[0] == pytest.approx(0.0099502, abs=1e-7)
     assert [(res.recl, res.censored) for res in (above, below)] == [(2, False), (1, False)]
-    rows = recl_rows(one_gain_in(99), (1, 2, 3), ["m"], rs=(1.0,))
-    assert rows[0]["recl"] == 2  # what the command uses has the same default
+    rows = recl_rows(GroupTable(one_gain_in(99), (1, 2, 3), ["m"]), rs=(1.0,))
+    assert rows[0].paper.recl == 2  # what the command uses has the same default
     assert walk([0.0101, 0.0], (1, 2, 3)) == (2, False)
     assert walk([0.0099, 0.5], (1, 2, 3)) == (1, False)
 
@@ -394,26 +394,26 @@ def test_placebo_aware_recl_sees_through_noise(truth):
 def test_recl_rows_with_placebo_golden():
     table = np.tile(PLACEBO_LOSSES, (1, 1, 4))  # 4 identical blocks of one target: the intervals have no width
     placebo = np.tile(PLACEBO, (1, 1, 4))
-    rows = recl_rows(table, PLACEBO_GRID, ["a", "b"], rs=(1.0,), block_size=1, n_boot=10, placebo=placebo)
+    rows = recl_rows(GroupTable(table, PLACEBO_GRID, ["a", "b"], placebo=placebo), rs=(1.0,), bootstrap=Bootstrap(block_size=1, n_boot=10))
     keys = ("model", "label", "ci_low", "ci_high", "placebo_recl", "placebo_label", "placebo_ci_low", "placebo_ci_high",
             "placebo_censored_fraction", "below_placebo")
-    assert [tuple(row[k] for k in keys) for row in rows] == [
+    assert [tuple(row.record()[k] for k in keys) for row in rows] == [
         ("a", ">= 4", 4, 4, 2, "2", 2, 2, 0.0, True),
         ("b", "1", 1, 1, 1, "1", 1, 1, 0.0, False),
     ]
-    plain = recl_rows(table, PLACEBO_GRID, ["a", "b"], rs=(1.0,), placebo=placebo)
-    assert [(row["placebo_recl"], row["placebo_censored"], row["below_placebo"]) for row in plain] == [(2, False, True), (1, False, False)]
-    assert "placebo_recl" not in recl_rows(table, PLACEBO_GRID, ["a", "b"], rs=(1.0,))[0]
+    plain = recl_rows(GroupTable(table, PLACEBO_GRID, ["a", "b"], placebo=placebo), rs=(1.0,))
+    assert [(row.placebo_aware.recl, row.placebo_aware.censored, row.below_placebo) for row in plain] == [(2, False, True), (1, False, False)]
+    assert recl_rows(GroupTable(table, PLACEBO_GRID, ["a", "b"]), rs=(1.0,))[0].placebo_aware is None
 
 
 def test_recl_rows_for_a_command(truth):
     group = np.stack([oracle_table(truth, 250), oracle_table(truth, 5000)])
-    rows = recl_rows(group, DEFAULT_GRID, ["short", "far"], rs=(0.1,), block_size=3900, n_boot=5)
-    assert [(row["model"], row["recl"], row["label"], row["ci_low"], row["ci_high"]) for row in rows] == [
+    rows = recl_rows(GroupTable(group, DEFAULT_GRID, ["short", "far"]), rs=(0.1,), bootstrap=Bootstrap(block_size=3900, n_boot=5))
+    assert [(row.model, row.paper.recl, row.paper.label, row.paper.interval.low, row.paper.interval.high) for row in rows] == [
         ("short", 300, "300", 300, 300),
         ("far", 1000, ">= 1000", 1000, 1000),
     ]
-    assert rows[1]["censored_fraction"] == 1.0
+    assert rows[1].paper.interval.censored_fraction == 1.0 and rows[1].paper.cell() == ">= 1000 [1000, >= 1000]"
 
 
 def test_bad_tables_are_refused():

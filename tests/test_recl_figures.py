@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from txlab.analysis import report
+from txlab.analysis import recl_figures
+from txlab.analysis.figures import FigureFiles, model_name
 from txlab.cli import app
 from txlab.drivers import recl as recl_driver
 
@@ -32,11 +33,11 @@ def test_redraw_draws_both_figures_from_the_tables_and_scores_nothing(tmp_path, 
 
 def test_figure3_shows_the_placebo_panel_only_when_placebo_gains_were_written(tmp_path, monkeypatch):
     drawn = []
-    monkeypatch.setattr(report, "save_figure_with_points", lambda fig, out, points: drawn.append(len(fig.axes)) or
-                        {"figures": [Path(out)], "table": Path(out).with_suffix(".csv")})
+    monkeypatch.setattr(recl_figures, "save_figure_with_points", lambda fig, out, points: drawn.append(len(fig.axes)) or
+                        FigureFiles([Path(out)], Path(out).with_suffix(".csv")))
     group = RESULTS / "table8-xl-rnn-cpu-synthetic-small-short"
-    report.figure3(group / "figure3.csv", tmp_path / "with.png", intervals=group / "table8.csv", placebo=group / "placebo.csv")
-    report.figure3(group / "figure3.csv", tmp_path / "without.png", intervals=group / "table8.csv", placebo=tmp_path / "none.csv")
+    recl_figures.figure3(group / "figure3.csv", tmp_path / "with.png", intervals=group / "table8.csv", placebo=group / "placebo.csv")
+    recl_figures.figure3(group / "figure3.csv", tmp_path / "without.png", intervals=group / "table8.csv", placebo=tmp_path / "none.csv")
     plt.close("all")
     assert drawn == [2, 1]
 
@@ -55,7 +56,7 @@ def test_a_character_corpus_is_drawn_in_bits_per_character_and_titled_in_words(t
 
 
 def test_legend_names_say_the_architecture_not_only_the_preset_slug():
-    assert report.model_name("qrnn") == "QRNN"
-    assert report.model_name("xl128m-shaw") == "Transformer-XL, Shaw et al. encoding (xl128m-shaw)"
-    assert report.model_name("gpt2-cpu-synthetic-small-short") == "GPT-2 (gpt2)"
-    assert report.model_name("my-run") == "my-run"
+    assert model_name("qrnn") == "QRNN"
+    assert model_name("xl128m-shaw") == "Transformer-XL, Shaw et al. encoding (xl128m-shaw)"
+    assert model_name("gpt2-cpu-synthetic-small-short") == "GPT-2 (gpt2)"
+    assert model_name("my-run") == "my-run"

@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 import torch
 
-from txlab.analysis.recl import ReclInterval, ReclResult, bootstrap_recl, falls_short, n_selected, placebo_aware_walk, recl, recl_rows, top_r_positions
-from txlab.analysis.report import write_context_curves
+from txlab.analysis.recl import ReclInterval, ReclResult, bootstrap_recl, falls_short, n_selected, placebo_aware_walk, recl, top_r_positions
+from txlab.analysis.recl_figures import write_context_curves
+from txlab.analysis.table8 import Bootstrap, GroupTable, recl_rows
 from txlab.config import ModelConfig
 from txlab.drivers.recl import ReclSettings, score_group
 from txlab.measure.losses import GroupLosses, collect_losses
@@ -158,9 +159,9 @@ def test_the_dagger_of_a_bootstrapped_row_is_the_point_estimates():
     losses = np.repeat(np.array([3.0, 2.0, 1.0])[None, :, None], 20, axis=2)
     placebo = np.repeat(np.array([3.0, 1.0])[None, :, None], 20, axis=2)
     placebo[0, 1, 0] = 1.5
-    (row,) = recl_rows(losses, (1, 2, 3), ["m"], rs=(1.0,), block_size=1, n_boot=200, seed=0, placebo=placebo)
+    (row,) = recl_rows(GroupTable(losses, (1, 2, 3), ["m"], placebo=placebo), rs=(1.0,), bootstrap=Bootstrap(block_size=1, n_boot=200, seed=0))
     cells = ("label", "ci_low", "ci_high", "placebo_label", "placebo_ci_low", "placebo_ci_high", "below_placebo")
-    assert tuple(row[k] for k in cells) == (">= 3", 3, 3, "2", 2, 3, True)
+    assert tuple(row.record()[k] for k in cells) == (">= 3", 3, 3, "2", 2, 3, True)
 
 
 # --- the interval's ends --------------------------------------------------------------------------
@@ -243,7 +244,7 @@ def test_a_cap_applies_to_its_models_table_before_the_group_baseline():
     assert v.gains == (0.0, 0.0, 0.0)
 
 
-# --- the placebo losses and placebo.csv (read-only use of txlab.measure.losses, txlab.drivers.recl, txlab.analysis.report) --
+# --- the placebo losses and placebo.csv (read-only use of txlab.measure.losses, txlab.drivers.recl, txlab.analysis.recl_figures) --
 
 
 def test_the_placebo_takes_its_far_span_half_the_stream_away_by_default():

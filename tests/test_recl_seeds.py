@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from txlab.analysis import recl
-from txlab.analysis.report import seed_spread_markdown
+from txlab.analysis.table8 import ReclEstimate, Table8Row, seed_rows, seed_spread_markdown
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
 from txlab.runs.checkpoint import read_meta
@@ -29,8 +29,7 @@ def test_the_spread_of_uncensored_readings_is_their_plain_statistics():
     spread = recl.seed_spread([2, 4, 6], [False, False, False])
     assert (spread.n, spread.min, spread.max, spread.mean, spread.sd, spread.n_censored) == (3, 2, 6, 4.0, 2.0, 0)
     assert not (spread.min_censored or spread.max_censored or spread.mean_censored)
-    cells = spread.cells()
-    assert (cells["min_label"], cells["max_label"], cells["mean_label"], cells["sd_label"]) == ("2", "6", "4.0", "2.0")
+    assert (spread.min_label, spread.max_label, spread.mean_label, spread.sd_label) == ("2", "6", "4.0", "2.0")
 
 
 def test_a_censored_reading_makes_the_max_and_the_mean_lower_bounds():
@@ -40,12 +39,11 @@ def test_a_censored_reading_makes_the_max_and_the_mean_lower_bounds():
     assert (spread.max, spread.max_censored) == (8, True)
     assert (spread.mean, spread.mean_censored) == (6.0, True)
     assert (spread.sd, spread.n_censored) == (2.0, 1)
-    cells = spread.cells()
-    assert (cells["min_label"], cells["max_label"], cells["mean_label"]) == ("4", ">= 8", ">= 6.0")
+    assert (spread.min_label, spread.max_label, spread.mean_label) == ("4", ">= 8", ">= 6.0")
 
 
 def test_the_min_is_a_bound_only_when_every_reading_at_it_is_censored():
-    assert recl.seed_spread([8, 8], [True, True]).cells() == {
+    assert recl.seed_spread([8, 8], [True, True]).record() == {
         "min": 8, "min_censored": True, "min_label": ">= 8", "max": 8, "max_censored": True, "max_label": ">= 8",
         "mean": 8.0, "mean_censored": True, "mean_label": ">= 8.0", "sd": 0.0, "sd_label": "0.0", "n_censored": 2}
     # a capped model's walk can stop uncensored where another seed's is censored: the uncensored one pins the min
@@ -55,43 +53,49 @@ def test_the_min_is_a_bound_only_when_every_reading_at_it_is_censored():
 
 def test_one_seed_has_no_sd_and_bad_input_is_refused():
     spread = recl.seed_spread([5], [False])
-    assert spread.sd is None and spread.cells()["sd_label"] == "-" and spread.mean == 5.0
+    assert spread.sd is None and spread.sd_label == "-" and spread.mean == 5.0
     with pytest.raises(TxlabError, match="one censoring flag per reading"):
         recl.seed_spread([2, 4], [False])
     with pytest.raises(TxlabError, match="at least one reading"):
         recl.seed_spread([], [])
 
 
-def _row(model, r, value, censored, placebo_value=None, placebo_censored=False):
-    row = {"model": model, "r": r, "recl": value, "censored": censored, "label": recl.recl_label(value, censored)}
-    if placebo_value is not None:
-        row.update(placebo_recl=placebo_value, placebo_censored=placebo_censored, placebo_label=recl.recl_label(placebo_value, placebo_censored),
-                   below_placebo=placebo_value < value)
-    return row
+def _row(model, r, value, censored, placebo_value=None, placebo_censored=False, ground_truth=False):
+    placebo = None if placebo_value is None else ReclEstimate(placebo_value, placebo_censored)
+    return Table8Row(model, r, ReclEstimate(value, censored), placebo, ground_truth)
 
 
 def test_seed_rows_give_each_seed_reading_beside_their_spread():
     by_seed = {
-        0: [_row("xl", 0.1, 8, True, 6), _row("rnn", 0.1, 2, False, 2), {**_row("oracle (ground truth)", 0.1, 6, False), "ground_truth": True}],
-        3: [_row("xl", 0.1, 6, False, 6), _row("rnn", 0.1, 4, False, 2), {**_row("oracle (ground truth)", 0.1, 6, False), "ground_truth": True}],
+        0: [_row("xl", 0.1, 8, True, 6), _row("rnn", 0.1, 2, False, 2), _row("oracle (ground truth)", 0.1, 6, False, ground_truth=True)],
+        3: [_row("xl", 0.1, 6, False, 6), _row("rnn", 0.1, 4, False, 2), _row("oracle (ground truth)", 0.1, 6, False, ground_truth=True)],
     }
-    rows = recl.seed_rows(by_seed, same_every_seed=["rnn", "oracle (ground truth)"])
-    assert [(r["model"], r["estimate"]) for r in rows] == [("xl", "paper"), ("xl", "placebo-aware"), ("rnn", "paper"),
-                                                           ("rnn", "placebo-aware"), ("oracle (ground truth)", "paper")]
+    rows = seed_rows(by_seed, same_every_seed=["rnn", "oracle (ground truth)"])
+    assert [(r.model, r.estimate) for r in rows] == [("xl", "paper"), ("xl", "placebo-aware"), ("rnn", "paper"),
+                                                     ("rnn", "placebo-aware"), ("oracle (ground truth)", "paper")]
     xl, xl_placebo, rnn, _, oracle = rows
-    assert xl["seeds"] == [0, 3] and xl["recl"] == [8, 6] and xl["censored"] == [True, False]
-    assert xl["labels"] == [">= 8 †", "6"] and xl["below_placebo"] == [True, False]
-    assert (xl["min_label"], xl["max_label"], xl["mean_label"], xl["sd"]) == ("6", ">= 8", ">= 7.0", pytest.approx(math.sqrt(2)))
-    assert xl_placebo["recl"] == [6, 6] and xl_placebo["labels"] == ["6", "6"] and "below_placebo" not in xl_placebo
-    assert (xl_placebo["mean"], xl_placebo["sd"], xl_placebo["same_every_seed"]) == (6.0, 0.0, False)
-    assert rnn["recl"] == [2, 4] and rnn["same_every_seed"] and rnn["labels"] == ["2", "4 †"]
-    assert oracle["ground_truth"] and oracle["recl"] == [6, 6]
+    assert xl.seeds == (0, 3) and xl.recl == (8, 6) and xl.censored == (True, False)
+    assert xl.labels == [">= 8 †", "6"] and xl.below_placebo == (True, False)
+    assert (xl.spread.min_label, xl.spread.max_label, xl.spread.mean_label, xl.spread.sd) == ("6", ">= 8", ">= 7.0", pytest.approx(math.sqrt(2)))
+    assert xl_placebo.recl == (6, 6) and xl_placebo.labels == ["6", "6"] and xl_placebo.below_placebo is None
+    assert (xl_placebo.spread.mean, xl_placebo.spread.sd, xl_placebo.same_every_seed) == (6.0, 0.0, False)
+    assert rnn.recl == (2, 4) and rnn.same_every_seed and rnn.labels == ["2", "4 †"]
+    assert oracle.ground_truth and oracle.recl == (6, 6)
+    # the JSON rows: every reading in lists, the dagger's flags only for the paper's RECL, the spread's cells after them
+    assert xl.record() == {"model": "xl", "r": 0.1, "estimate": "paper", "same_every_seed": False, "seeds": [0, 3], "recl": [8, 6],
+                           "censored": [True, False], "labels": [">= 8 †", "6"], "below_placebo": [True, False], **xl.spread.record()}
+    assert "below_placebo" not in xl_placebo.record() and oracle.record()["ground_truth"] is True
+    # the CSV: one column per seed and quantity, the spread without its sd label
+    assert xl.csv_record() == {"model": "xl", "r": 0.1, "estimate": "paper", "same_every_seed": False,
+                               "seed_0": ">= 8 †", "recl_seed_0": 8, "censored_seed_0": True, "below_placebo_seed_0": True,
+                               "seed_3": "6", "recl_seed_3": 6, "censored_seed_3": False, "below_placebo_seed_3": False,
+                               **{k: v for k, v in xl.spread.record().items() if k != "sd_label"}}
     with pytest.raises(TxlabError, match="seed 3's group reads other models or r"):
-        recl.seed_rows({0: by_seed[0], 3: by_seed[3][:2]})
+        seed_rows({0: by_seed[0], 3: by_seed[3][:2]})
 
 
 def test_seed_spread_markdown_golden():
-    rows = recl.seed_rows({0: [_row("xl", 0.1, 8, True, 6), _row("run", 0.1, 2, False, 2)],
+    rows = seed_rows({0: [_row("xl", 0.1, 8, True, 6), _row("run", 0.1, 2, False, 2)],
                            1: [_row("xl", 0.1, 4, False, 4), _row("run", 0.1, 2, False, 2)]}, same_every_seed=["run"])
     assert seed_spread_markdown(rows) == (
         "| model | r | RECL | seed 0 | seed 1 | min | max | mean | sd |\n"
@@ -160,7 +164,7 @@ def test_a_group_over_two_training_seeds_trains_a_run_per_seed_and_summarises_ea
         readings = [next(x for x in per_seed[s]["rows"] if (x["model"], x["r"]) == (row["model"], row["r"])) for s in (0, 1)]
         assert row["recl"] == [x[prefix + "recl"] for x in readings]
         assert row["censored"] == [x[prefix + "censored"] for x in readings]
-        expected = recl.seed_spread(row["recl"], row["censored"]).cells()
+        expected = recl.seed_spread(row["recl"], row["censored"]).record()
         assert {k: row[k] for k in expected} == expected
         line = csv[(csv["model"] == row["model"]) & (csv["r"] == row["r"]) & (csv["estimate"] == row["estimate"])]
         assert [int(line[f"recl_seed_{s}"].iloc[0]) for s in (0, 1)] == row["recl"] and float(line["mean"].iloc[0]) == row["mean"]

@@ -79,7 +79,7 @@ def test_the_title_says_the_models_their_size_the_corpus_and_the_targets(scored_
 
 def test_the_committed_figures_are_drawn_from_the_committed_records(tmp_path, monkeypatch):
     # results/models/README.md records the commands; drawing is left out (the CSV holds every plotted number)
-    monkeypatch.setattr("txlab.analysis.report.save_figure", lambda fig, path: [])
+    monkeypatch.setattr("txlab.analysis.figures.save_figure", lambda fig, path: [])
     models = ROOT / "results" / "models"
     for name, presets in [("table8-xl-rnn-cpu-synthetic-small-short", ("xl151m", "qrnn", "lstm")),
                           ("table8-xl-ablations-cpu-synthetic-small-short", ("xl128m", "xl128m-shaw", "xl128m-norecur", "transformer128m"))]:

@@ -306,15 +306,15 @@ def test_contended_timings_are_flagged_in_the_output_the_markdown_and_the_figure
     table = Path(__file__).resolve().parents[1] / "results" / "speed" / "table9-paper-cpu-issue15.csv"
     result = runner.invoke(app, ["speed", "--redraw", str(table), "--fig-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    import txlab.analysis.report
+    import txlab.analysis.table9
 
     texts = []
-    original = txlab.analysis.report.save_figure_with_points
-    txlab.analysis.report.save_figure_with_points = lambda fig, *a, **k: texts.extend(t.get_text() for t in fig.texts) or original(fig, *a, **k)
+    original = txlab.analysis.table9.save_figure_with_points
+    txlab.analysis.table9.save_figure_with_points = lambda fig, *a, **k: texts.extend(t.get_text() for t in fig.texts) or original(fig, *a, **k)
     try:
-        txlab.analysis.report.table9_figure(table, tmp_path / "again.png")
+        txlab.analysis.table9.table9_figure(table, tmp_path / "again.png")
     finally:
-        txlab.analysis.report.save_figure_with_points = original
+        txlab.analysis.table9.save_figure_with_points = original
     assert any(t.startswith("Warning: other processes took up to 72% of the CPU") for t in texts)
 
 

@@ -189,7 +189,7 @@ def test_tiny_study_end_to_end_then_resume_skips_every_finished_stage(tmp_path, 
     monkeypatch.setattr(ablate, "evaluate_run", lambda run_dir, settings, **kw: calls.append((run_dir.name, settings.tgt_len)) or real_evaluate(run_dir, settings, **kw))
     again = run_study(path, progress=False, announce=lambda m: None, echo=lambda m: None)
     assert calls == [("vanilla-s0", 128)]
-    assert [r["ppl_best"] for r in again.table.rows] == pytest.approx([r["ppl_best"] for r in rows])
+    assert [r.best.mean for r in again.table.rows] == pytest.approx([r["ppl_best"] for r in rows])
 
     # committed results keep records, not checkpoints: a complete run without its checkpoint is
     # still done, one with a length unscored trains again from scratch (its old scores are stale)
@@ -258,12 +258,12 @@ def test_fit_rows_get_the_longest_segment_within_the_budget_row(tmp_path, monkey
     assert (fit["value"], fit["bytes"], fit["budget_bytes"]) == (34, 34 * 34, 1280)
     saved = yaml.safe_load((tmp_path / "results" / "budget-cpu" / "runs" / "norecur-s0" / "config.yaml").read_text())
     assert saved["model"]["tgt_len"] == fit["value"]
-    assert [r["backprop_len"] for r in result.table.rows] == [16, fit["value"]]
+    assert [r.backprop_len for r in result.table.rows] == [16, fit["value"]]
     # PPL init is at the fitted training length; the budget row shows the budget itself
     row = json.loads((tmp_path / "results" / "budget-cpu" / "runs" / "norecur-s0" / "ablate" / "row.json").read_text())
     assert row["init_len"] == 34 and row["eval_lens"] == [8, 34]
-    assert [r["init_len"] for r in result.table.rows] == [80, 34]
-    assert [r["train_memory"] * 2**20 for r in result.table.rows] == [1280, 34 * 34]
+    assert [r.init_len for r in result.table.rows] == [80, 34]
+    assert [r.train_memory * 2**20 for r in result.table.rows] == [1280, 34 * 34]
 
 
 def test_set_that_changes_the_runs_gets_its_own_folders_and_the_plan_names_a_changed_run(tmp_path):

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 import seaborn as sns
 
-from txlab.analysis import report
+from txlab.analysis import ablation, curves, recl_figures, roles, table9
+from txlab.analysis.figures import mean_intervals
+from txlab.analysis.run_logs import seed_group_labels
 from txlab.measure import attention
 from txlab.style import PALETTE, themed
 
@@ -29,14 +31,14 @@ def test_a_themed_figure_function_draws_with_the_palette_and_leaves_the_settings
 
 
 def test_every_figure_function_runs_under_the_theme():
-    drawing = [report.learning_curves, report.table9_figure, report.figure3, report.figure4, report.ablation_figure,
-               report.role_figure, report.role_curves, attention.draw_attention_figures]
+    drawing = [curves.learning_curves, table9.table9_figure, recl_figures.figure3, recl_figures.figure4, recl_figures.seed_spread_figure,
+               ablation.ablation_figure, roles.role_figure, roles.role_curves, attention.draw_attention_figures]
     assert [f.__qualname__ for f in drawing if getattr(f, "__wrapped__", None) is None] == []
 
 
 def test_seed_intervals_are_t_intervals_of_the_mean():
     curves = pd.DataFrame({"row_id": ["a"] * 4, "attn_len": [8, 8, 8, 16], "seed": [0, 1, 2, 0], "value": [1.0, 2.0, 3.0, 5.0]})
-    table = report.seed_intervals(curves).set_index("attn_len")
+    table = ablation.seed_intervals(curves).set_index("attn_len")
     half = 4.302652729911275 / math.sqrt(3)  # t(0.975, 2 degrees of freedom) * sd 1 / sqrt(3)
     assert table.loc[8, ["seeds", "mean"]].tolist() == [3, 2.0]
     assert table.loc[8, "ci_low"] == pytest.approx(2 - half) and table.loc[8, "ci_high"] == pytest.approx(2 + half)
@@ -47,7 +49,7 @@ def test_the_ablation_figure_writes_its_plotted_points_beside_it(tmp_path):
     curves = pd.DataFrame({"row_id": ["a", "a", "b", "b"], "attn_len": [8, 16, 8, 16], "seed": [0, 0, 0, 0],
                            "value": [3.0, 2.5, 4.0, 3.5], "metric": ["ppl"] * 4})
     runs = pd.DataFrame({"row_id": ["a", "b"], "remark": ["XL", ""], "init_len": [16, 8]})
-    written = report.ablation_figure(curves, runs, tmp_path / "ppl-vs-attn-len")
+    written = ablation.ablation_figure(curves, runs, tmp_path / "ppl-vs-attn-len")
     assert [p.name for p in written] == ["ppl-vs-attn-len.png", "ppl-vs-attn-len.pdf", "ppl-vs-attn-len.csv"]
     points = pd.read_csv(written[-1])
     assert points[["row_id", "attn_len", "mean"]].values.tolist() == [["a", 8, 3.0], ["a", 16, 2.5], ["b", 8, 4.0], ["b", 16, 3.5]]
@@ -64,15 +66,15 @@ def test_learning_curves_of_seeds_of_one_configuration_share_a_line_with_an_inte
         return directory
 
     runs = [run("a-s0", 0, 0.1, [3.0, 2.0]), run("a-s1", 1, 0.1, [4.0, 3.0]), run("a-s2", 2, 0.1, [5.0, 4.0]), run("b", 0, 0.2, [6.0, 5.0])]
-    labels = report.seed_group_labels(runs)
+    labels = seed_group_labels(runs)
     assert labels[:3] == ["xl (cpu) on synthetic [a-s0], 3 seeds"] * 3 and labels[3] == "xl (cpu) on synthetic [b]"
-    written = report.learning_curves(runs, tmp_path / "curves.png")
-    assert pd.read_csv(written["table"])["label"].tolist() == [labels[0]] * 6 + [labels[3]] * 2
-    table = report.mean_intervals(pd.read_csv(written["table"]), ["label", "step"], "loss").set_index(["label", "step"])
+    written = curves.learning_curves(runs, tmp_path / "curves.png")
+    assert pd.read_csv(written.table)["label"].tolist() == [labels[0]] * 6 + [labels[3]] * 2
+    table = mean_intervals(pd.read_csv(written.table), ["label", "step"], "loss").set_index(["label", "step"])
     assert table.loc[(labels[0], 10), "mean"] == 4.0 and table.loc[(labels[0], 10), "ci_high"] == pytest.approx(4 + 4.302652729911275 / math.sqrt(3))
 
 
 def test_ablation_labels_say_the_real_size_and_drop_a_remark_that_repeats_the_row():
     runs = pd.DataFrame({"row_id": ["recur-ours-full", "ours"], "remark": ["Transformer-XL (128M)", "Ours"], "params": [957968, 957968]})
-    assert report.ablation_label(runs, "recur-ours-full") == "recur-ours-full: Transformer-XL (0.96M)"
-    assert report.ablation_label(runs, "ours") == "ours (0.96M)"
+    assert ablation.ablation_label(runs, "recur-ours-full") == "recur-ours-full: Transformer-XL (0.96M)"
+    assert ablation.ablation_label(runs, "ours") == "ours (0.96M)"

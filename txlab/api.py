@@ -8,7 +8,7 @@ context lengths, RECL.
     print(txlab.group_recl([table], ["mine"], rs=[0.1, 1.0]))
 
 Everything here composes the library's own functions (txlab.models.hf, txlab.measure.losses, txlab.analysis.recl,
-txlab.runs.evaluate); the commands use the same ones.
+txlab.analysis.table8, txlab.runs.evaluate); the commands use the same ones.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from txlab.analysis import recl as recl_metric
+from txlab.analysis.recl import DEFAULT_RS
+from txlab.analysis.table8 import Bootstrap, GroupTable, Table8Row, recl_rows
 from txlab.data.corpora import load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.measure.losses import collect_losses, sample_blocks
@@ -119,9 +120,9 @@ def context_losses(
     return ContextLosses(losses, grid, targets, block_len, model.max_context, placebo_losses)
 
 
-def group_recl(tables: Sequence[ContextLosses], names: Sequence[str], rs: Sequence[float] = recl_metric.DEFAULT_RS, *,
-         n_boot: int = 0, seed: int = 0) -> list[dict]:
-    """RECL of a group (one row per model and r; txlab.analysis.recl.recl_rows), from the tables of
+def group_recl(tables: Sequence[ContextLosses], names: Sequence[str], rs: Sequence[float] = DEFAULT_RS, *,
+         n_boot: int = 0, seed: int = 0) -> list[Table8Row]:
+    """RECL of a group (one row per model and r; txlab.analysis.table8.recl_rows), from the tables of
     :func:`context_losses` on the same targets; with placebo losses in every table, the placebo-aware RECL too."""
     if len(tables) != len(names) or not tables:
         raise TxlabError(f"give one name per table: {len(tables)} tables, {len(names)} names")
@@ -131,8 +132,8 @@ def group_recl(tables: Sequence[ContextLosses], names: Sequence[str], rs: Sequen
             raise TxlabError(f"{name} was scored on other context lengths or targets than {names[0]}: collect both alike")
     placebo = np.stack([t.placebo for t in tables]) if all(t.placebo is not None for t in tables) else None
     caps = {name: t.max_context for name, t in zip(names, tables)}
-    return recl_metric.recl_rows(np.stack([t.losses for t in tables]), first.grid, list(names), rs, caps=caps,
-                                 block_size=first.block_len if n_boot else None, n_boot=n_boot, seed=seed, placebo=placebo)
+    table = GroupTable(np.stack([t.losses for t in tables]), first.grid, list(names), caps, placebo)
+    return recl_rows(table, rs=rs, bootstrap=Bootstrap(first.block_len, n_boot, seed) if n_boot else None)
 
 
 def perplexity(model: LanguageModel, tokens: np.ndarray, *, segment: int | None = None, memory: int | None = None,

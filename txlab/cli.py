@@ -469,7 +469,7 @@ def roles(
     Each run is scored with its evaluation settings (records in RUN/eval/); the figure shows how far
     back each run copies from, against the ideal model with and without the source in view.
     """
-    from txlab.analysis.report import runs_stem
+    from txlab.analysis.figures import runs_stem
     from txlab.data.diagnostics import format_summary
     from txlab.drivers.roles import redraw_roles, score_roles
     from txlab.workspace import resolve
@@ -504,15 +504,17 @@ def curves(
 
     A run still short of its first validation is drawn from its training loss.
     """
-    from txlab.analysis.report import learning_curves, role_curves, runs_stem
+    from txlab.analysis.curves import learning_curves
+    from txlab.analysis.figures import runs_stem
+    from txlab.analysis.roles import role_curves
     from txlab.workspace import resolve
 
     default = resolve(f"figures/train/{runs_stem(run_dirs)}{'-roles' if by_role else ''}.png")
     written = (role_curves if by_role else learning_curves)(run_dirs, out or default, title)
-    for path in [*written["figures"], written["table"]]:
+    for path in written.paths:
         typer.echo(f"written {path}")
     if json_output:
-        _print_json({"figures": [str(p) for p in written["figures"]], "table": str(written["table"])})
+        _print_json({"figures": [str(p) for p in written.figures], "table": str(written.table)})
 
 
 bench_app = typer.Typer(help="Benchmarks (tokens/s and achieved GFLOP/s; medians after warm-up).", no_args_is_help=True)
@@ -590,7 +592,7 @@ def speed(
     """
     from dataclasses import asdict
 
-    from txlab.analysis.report import table9_figure
+    from txlab.analysis.table9 import table9_figure
     from txlab.drivers.speed import check_output, resolve_study, speed_plan
     from txlab.measure.speed import command_line, contention_warning, speed_table, table9_markdown
     from txlab.workspace import resolve

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from txlab.analysis.report import STALL_MARGIN, learned_roles
+from txlab.analysis.learned import STALL_MARGIN, learned_roles
 from txlab.tables import markdown_table
 
 SEGMENT, SPAN = 128, 256

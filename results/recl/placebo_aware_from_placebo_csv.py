@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from txlab.analysis.recl import ReclResult, capped, placebo_aware_walk, recl_label, walk
-from txlab.analysis.report import table8_markdown, write_table8
+from txlab.analysis.recl import capped, placebo_aware_walk, walk
+from txlab.analysis.table8 import ReclEstimate, Table8Row, table8_markdown, write_table8
 from txlab.config import load_config
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
@@ -41,25 +42,23 @@ def member_caps(record: dict) -> dict[str, int | None]:
             for member, run_dir in zip(record["members"], record["run_dirs"])}
 
 
-def add_placebo_aware(group_dir: Path) -> list[dict]:
+def add_placebo_aware(group_dir: Path) -> list[Table8Row]:
     record = json.loads((group_dir / "recl.json").read_text())
     grid, caps = record["grid"], member_caps(record)
     steps = pd.read_csv(group_dir / "placebo.csv")
     rows = []
-    for row in record["rows"]:
-        row = {k: v for k, v in row.items() if not k.startswith("placebo_") and k != "below_placebo"}  # rerunnable
-        if row["model"] in caps:
-            at = steps[(steps.model == row["model"]) & (steps.r == row["r"])].sort_values("c")
+    for row in map(Table8Row.from_record, record["rows"]):
+        row = replace(row, placebo_aware=None)  # rerunnable
+        if row.model in caps:
+            at = steps[(steps.model == row.model) & (steps.r == row.r)].sort_values("c")
             if at.c.tolist() != grid[:-1] or at.c_next.tolist() != grid[1:]:
-                raise TxlabError(f"{group_dir}/placebo.csv lacks steps of {row['model']} at r = {row['r']}")
-            gains, placebo_gains, cap = at.gain.tolist(), at.placebo_gain.tolist(), caps[row["model"]]
-            if capped(*walk(gains, grid), cap) != (row["recl"], row["censored"]):
-                raise TxlabError(f"the paper's walk on placebo.csv does not give {row['model']}'s committed RECL at r = {row['r']}")
-            c, censored = placebo_aware_walk(gains, placebo_gains, grid, cap=cap)
-            result = ReclResult(row["model"], row["r"], row["recl"], row["censored"], tuple(gains), c, censored, tuple(placebo_gains))
-            row.update(placebo_recl=c, placebo_censored=censored, placebo_label=recl_label(c, censored), below_placebo=result.below_placebo)
+                raise TxlabError(f"{group_dir}/placebo.csv lacks steps of {row.model} at r = {row.r}")
+            gains, placebo_gains, cap = at.gain.tolist(), at.placebo_gain.tolist(), caps[row.model]
+            if capped(*walk(gains, grid), cap) != (row.paper.recl, row.paper.censored):
+                raise TxlabError(f"the paper's walk on placebo.csv does not give {row.model}'s committed RECL at r = {row.r}")
+            row = replace(row, placebo_aware=ReclEstimate(*placebo_aware_walk(gains, placebo_gains, grid, cap=cap)))
         rows.append(row)
-    record["rows"] = rows
+    record["rows"] = [row.record() for row in rows]
     record["placebo_aware"] = NOTE
     write_text_atomic(group_dir / "recl.json", json.dumps(record, indent=1) + "\n")
     write_table8(rows, group_dir / "table8")
@@ -70,8 +69,8 @@ def add_placebo_aware(group_dir: Path) -> list[dict]:
 def main(dirs: list[str]) -> None:
     for group_dir in [Path(d) for d in dirs] or [ROOT / "results" / "recl" / g for g in GROUPS]:
         rows = add_placebo_aware(group_dir)
-        marked = sum(bool(row.get("below_placebo")) for row in rows)
-        print(f"{group_dir.name}: {marked} of {sum('placebo_recl' in row for row in rows)} rows marked †")
+        marked = sum(bool(row.below_placebo) for row in rows)
+        print(f"{group_dir.name}: {marked} of {sum(row.placebo_aware is not None for row in rows)} rows marked †")
         print((group_dir / "table8.md").read_text())
 
 

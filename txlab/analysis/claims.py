@@ -49,9 +49,9 @@ from txlab.errors import TxlabError
 from txlab.tables import markdown_table
 
 METRICS = ("ppl_init", "ppl_best")
-"""What a claim compares: each seed's score at the training length, or at the row's Attn Len (txlab.analysis.report.seed_scores)."""
+"""What a claim compares: each seed's score at the training length, or at the row's Attn Len (txlab.analysis.ablation.seed_scores)."""
 LOG_METRICS = {"ppl_init": "loss_init", "ppl_best": "loss_best"}
-"""The column of txlab.analysis.report.seed_scores holding each metric as log-perplexity (nats)."""
+"""The column of txlab.analysis.ablation.seed_scores holding each metric as log-perplexity (nats)."""
 ALPHA = 0.05
 MAX_EXACT_SEEDS = 24
 """The exact test enumerates 2^n sign patterns: 16M at 24 seeds takes seconds, beyond that minutes."""
@@ -256,7 +256,7 @@ def evaluate_family(paired: Sequence[PairedScores], alpha: float = ALPHA) -> lis
 
 
 def evaluate_claims(scores: pd.DataFrame, claims: Sequence[Claim], alpha: float = ALPHA) -> list[TestedClaim]:
-    """A table's claims tested on ``scores`` (txlab.analysis.report.seed_scores: row_id, seed, ppl_init,
+    """A table's claims tested on ``scores`` (txlab.analysis.ablation.seed_scores: row_id, seed, ppl_init,
     ppl_best and the same as log-perplexity loss_init, loss_best), pairing the seeds both rows finished."""
     paired = []
     for claim in claims:

@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -457,46 +458,6 @@ def perplexity_by_context(
     return np.exp(prepare_table(losses, grid, models, caps).mean(axis=-1))
 
 
-def recl_rows(
-    losses: np.ndarray,
-    grid: Sequence[int],
-    models: Sequence[str],
-    rs: Sequence[float] = DEFAULT_RS,
-    threshold: float = DEFAULT_THRESHOLD,
-    caps: Mapping[str, int | None] | None = None,
-    c0: int | None = None,
-    block_size: int | None = None,
-    n_boot: int = 200,
-    seed: int = 0,
-    ci: float = 0.95,
-    placebo: np.ndarray | None = None,
-) -> list[dict]:
-    """The RECL table as tidy rows (model, r, recl, censored, label, and ci_low / ci_high when
-    ``block_size`` is given): what a command prints and saves. With ``placebo`` losses each row also
-    holds the placebo-aware RECL (``placebo_`` + the same keys) and ``below_placebo``."""
-    rows = []
-    for r in rs:
-        if block_size:
-            results = bootstrap_recl(losses, grid, models, r, block_size, n_boot, seed, ci, threshold, caps, c0, placebo)
-        else:
-            results = recl(losses, grid, models, r, threshold, caps, c0, placebo)
-        for res in results:
-            row = {"model": res.model, "r": r, **_row_cells(res, ci if block_size else None)}
-            if placebo is not None:
-                beyond_placebo = res.placebo if block_size else replace(res, recl=res.placebo_recl, censored=res.placebo_censored)
-                row.update({f"placebo_{k}": v for k, v in _row_cells(beyond_placebo, ci if block_size else None).items()})
-                row["below_placebo"] = res.below_placebo
-            rows.append(row)
-    return rows
-
-
-def _row_cells(res: ReclResult | ReclInterval, ci: float | None) -> dict:
-    cells = {"recl": res.recl, "censored": res.censored, "label": recl_label(res.recl, res.censored)}
-    if ci is not None:
-        cells.update(ci_low=res.low, ci_high=res.high, ci=ci, censored_fraction=res.censored_fraction)
-    return cells
-
-
 # --------------------------------------------------------------------------------------------------
 # Over training seeds: one group per seed, one RECL per seed, and their spread
 
@@ -507,27 +468,51 @@ class SeedSpread:
     censored reading (the walk ran off the grid) says only that the RECL is at least its value."""
 
     n: int
+    """Readings: one per seed."""
     min: int
+    """The smallest reading."""
     min_censored: bool
     """True when every reading at the minimum is censored: the smallest RECL is at least ``min``."""
     max: int
+    """The largest reading."""
     max_censored: bool
     """True when any reading is censored: that seed's RECL, and so the largest, may lie beyond ``max``."""
     mean: float
+    """The mean of the readings."""
     mean_censored: bool
     """True when any reading is censored: the mean of the readings is then a lower bound."""
     sd: float | None
     """Sample standard deviation (n - 1) of the readings as they stand; None for one seed. With censored
     readings the true spread is unknown (it may be larger or smaller), which ``n_censored`` says."""
     n_censored: int
+    """Readings whose walk ran off the grid."""
 
-    def cells(self) -> dict:
-        """The spread as a table row's cells, with the labels tables print ('>= 240' for a bound)."""
-        return {"min": self.min, "min_censored": self.min_censored, "min_label": recl_label(self.min, self.min_censored),
-                "max": self.max, "max_censored": self.max_censored, "max_label": recl_label(self.max, self.max_censored),
-                "mean": self.mean, "mean_censored": self.mean_censored,
-                "mean_label": f"{'>= ' if self.mean_censored else ''}{self.mean:.1f}",
-                "sd": self.sd, "sd_label": "-" if self.sd is None else f"{self.sd:.1f}", "n_censored": self.n_censored}
+    @property
+    def min_label(self) -> str:
+        """The minimum as tables print it: '>= 240' for a bound."""
+        return recl_label(self.min, self.min_censored)
+
+    @property
+    def max_label(self) -> str:
+        """The maximum as tables print it: '>= 240' when a reading is a bound."""
+        return recl_label(self.max, self.max_censored)
+
+    @property
+    def mean_label(self) -> str:
+        """The mean to one decimal, '>= ' before it when a reading is a bound."""
+        return f"{'>= ' if self.mean_censored else ''}{self.mean:.1f}"
+
+    @property
+    def sd_label(self) -> str:
+        """The sd to one decimal; '-' for one seed."""
+        return "-" if self.sd is None else f"{self.sd:.1f}"
+
+    def record(self) -> dict[str, Any]:
+        """The spread as a table row's cells: each statistic, its flag and its label."""
+        return {"min": self.min, "min_censored": self.min_censored, "min_label": self.min_label,
+                "max": self.max, "max_censored": self.max_censored, "max_label": self.max_label,
+                "mean": self.mean, "mean_censored": self.mean_censored, "mean_label": self.mean_label,
+                "sd": self.sd, "sd_label": self.sd_label, "n_censored": self.n_censored}
 
 
 def seed_spread(recls: Sequence[int], censored: Sequence[bool]) -> SeedSpread:
@@ -547,38 +532,3 @@ def seed_spread(recls: Sequence[int], censored: Sequence[bool]) -> SeedSpread:
         sd=float(values.std(ddof=1)) if values.size > 1 else None,
         n_censored=int(flags.sum()),
     )
-
-
-SEED_ESTIMATES = (("paper", ""), ("placebo-aware", "placebo_"))
-"""The RECLs a seed's rows may carry: the paper's, and the placebo-aware one under the ``placebo_`` keys."""
-
-
-def seed_rows(rows_by_seed: Mapping[int, Sequence[dict]], same_every_seed: Sequence[str] = ()) -> list[dict]:
-    """Each seed's :func:`recl_rows` (training seed -> that seed's group's rows) as one row per model, r and
-    estimate ('paper', and 'placebo-aware' where the rows carry it), in the rows' order: the reading of
-    every seed (``recl``, ``censored``, ``labels``, and for the paper's RECL ``below_placebo``, marked '†'
-    in its label as Table 8 marks it) and their :func:`seed_spread`. ``same_every_seed``: the models that
-    are the same for every seed (a run directory, a Hugging Face checkpoint, the ideal model), whose rows say so."""
-    seeds = list(rows_by_seed)
-    if not seeds:
-        raise TxlabError("no seeds' rows to summarise")
-    keyed = {seed: {(row["model"], row["r"]): row for row in rows} for seed, rows in rows_by_seed.items()}
-    keys = list(keyed[seeds[0]])
-    for seed in seeds[1:]:
-        if set(keyed[seed]) != set(keys):
-            raise TxlabError(f"seed {seed}'s group reads other models or r than seed {seeds[0]}'s: {sorted(set(keyed[seed]) ^ set(keys))}")
-    rows = []
-    for model, r in keys:
-        readings = [keyed[seed][model, r] for seed in seeds]
-        for estimate, prefix in SEED_ESTIMATES:
-            if prefix + "recl" not in readings[0]:
-                continue
-            row = {"model": model, "r": r, "estimate": estimate, "same_every_seed": model in same_every_seed, "seeds": seeds,
-                   "recl": [int(x[prefix + "recl"]) for x in readings], "censored": [bool(x[prefix + "censored"]) for x in readings],
-                   "labels": [x[prefix + "label"] + (" †" if not prefix and x.get("below_placebo") else "") for x in readings]}
-            if not prefix and "below_placebo" in readings[0]:
-                row["below_placebo"] = [bool(x["below_placebo"]) for x in readings]
-            if readings[0].get("ground_truth"):
-                row["ground_truth"] = True
-            rows.append({**row, **seed_spread(row["recl"], row["censored"]).cells()})
-    return rows

@@ -10,7 +10,7 @@ A study file (see ``studies/table6.yaml``) holds:
     grid         axes crossed with every row: key -> values (key: recurrence, encoding, loss or a
                  dotted config key such as train.lr)
     seeds        training seeds of every variant (the table shows mean and spread)
-    columns      the table's columns (see txlab.analysis.report.ABLATION_COLUMNS), optionally renamed
+    columns      the table's columns (see txlab.analysis.ablation.ABLATION_COLUMNS), optionally renamed
     memory_budget  for rows with ``fit``: the id of the row whose training memory is the budget,
                  or a number of MiB
     claims       the paper's claims as {claim, better, worse, metric, two_sided} (row ids; metric
@@ -57,8 +57,8 @@ from typing import Any
 import torch
 import yaml
 
-from txlab.analysis import report
-from txlab.analysis.claims import Claim, TestedClaim, read_claims
+from txlab.analysis.ablation import ABLATION_COLUMNS, TABLE6_COLUMNS, AblationReport, ablation_eval_name, write_ablation_report
+from txlab.analysis.claims import Claim, read_claims
 from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, override_settings, read_profile, read_yaml, setting, to_dict, update_dataclass
 from txlab.data.corpora import load_corpus
 from txlab.errors import TxlabError, did_you_mean
@@ -179,21 +179,6 @@ class AblationStudy:
         return Path(self.settings.figures) / self.folder
 
 
-@dataclass(frozen=True)
-class AblationTable:
-    """The table, figure and claims an ablation study wrote (txlab.analysis.report.write_ablation_report)."""
-
-    rows: list[dict[str, Any]]
-    """One per row of the study: its columns, over the seeds that finished."""
-    markdown: str
-    files: list[str]
-    claims: list[TestedClaim]
-    """The paper's claims, tested seed by seed as one family (txlab.analysis.claims)."""
-    finished_runs: int
-    rows_finished: int
-    """Rows with at least one finished seed."""
-
-
 @dataclass
 class AblationResult:
     """What one ``txlab ablate`` did: the plan, and unless it was a dry run the table it wrote."""
@@ -205,7 +190,7 @@ class AblationResult:
     plan: dict[str, Any]
     """Per-run costs and the estimated time (:func:`estimate`)."""
     out_dir: str
-    table: AblationTable | None = None
+    table: AblationReport | None = None
     """None for a dry run."""
     failed: list[Failure] | None = None
     """The jobs that failed, with their logs (None unless the runs went to a scheduler)."""
@@ -215,7 +200,7 @@ class AblationResult:
         """The --json document: the plan, and the rows, claims and failed jobs where there are any."""
         doc: dict[str, Any] = {"study": self.study, "profile": self.profile, "shard": list(self.shard), "out_dir": self.out_dir}
         if self.table is not None:
-            doc.update(rows=self.table.rows, claims=[claim.record() for claim in self.table.claims])
+            doc.update(rows=[row.record() for row in self.table.rows], claims=[claim.record() for claim in self.table.claims])
         doc["plan"] = self.plan
         if self.failed is not None:
             doc["failed"] = [asdict(f) for f in self.failed]
@@ -377,15 +362,15 @@ def model_window(cfg: RunConfig) -> int | None:
 
 def _columns(raw: Any, path: Path) -> list[tuple[str, str]]:
     if raw is None:
-        raw = list(report.TABLE6_COLUMNS)
+        raw = list(TABLE6_COLUMNS)
     if not isinstance(raw, list):
         raise TxlabError(f"{path}: 'columns' must be a list of column names (or one-key mappings name: header)")
     columns = []
     for item in raw:
         key, header = (next(iter(item.items())) if isinstance(item, dict) and len(item) == 1 else (item, None))
-        if key not in report.ABLATION_COLUMNS:
-            raise did_you_mean(str(key), report.ABLATION_COLUMNS, f"column in {path}")
-        columns.append((key, str(header) if header else report.ABLATION_COLUMNS[key]))
+        if key not in ABLATION_COLUMNS:
+            raise did_you_mean(str(key), ABLATION_COLUMNS, f"column in {path}")
+        columns.append((key, str(header) if header else ABLATION_COLUMNS[key]))
     return columns
 
 
@@ -570,7 +555,7 @@ def describe_plan(study: AblationStudy, runs: Sequence[PlannedRun], cost: dict[s
 
 
 def _eval_record_path(run: PlannedRun, length: int, settings: AblationSettings) -> Path:
-    return run.directory / "ablate" / report.ablation_eval_name(length, settings.split, settings.eval_tokens)
+    return run.directory / "ablate" / ablation_eval_name(length, settings.split, settings.eval_tokens)
 
 
 def _is_trained(run: PlannedRun, config: RunConfig) -> bool:
@@ -799,8 +784,8 @@ def run_study(
             for i, run in enumerate(runs, 1):
                 run_planned(run, study, budget_bytes, progress, echo, f"[{i}/{len(runs)}] ")
         result.elapsed_s = time.perf_counter() - started
-    result.table = AblationTable(**report.write_ablation_report(
+    result.table = write_ablation_report(
         study.out_dir, study.fig_dir, study.columns,
         [run.run_id for run in study.runs], title=f"{study.description or study.name} ({profile} profile)", claims=study.claims,
-    ))
+    )
     return result

@@ -17,7 +17,7 @@ One call of :func:`recl_groups` does what the command does, for each group:
 With training seeds (``train_seeds``, :func:`run_seeds`) each preset member trains once per seed into
 ``<preset>-<size>-<corpus>-seed<s>/``, steps 1 to 5 run once per seed's group (its preset runs of that
 seed, its run directories and Hugging Face members as they are) into ``<group>/seed-<s>/``, and
-``<group>/table8-seeds.{csv,md,json}`` give each model's RECL per seed and their spread (txlab.analysis.recl.seed_rows).
+``<group>/table8-seeds.{csv,md,json}`` give each model's RECL per seed and their spread (txlab.analysis.table8.seed_rows).
 
 A study file (studies/table8.yaml) names groups and profiles of :class:`ReclSettings`. As in every
 study driver (txlab.drivers), the profile is read by :func:`txlab.config.read_profile` and the command
@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 
 from txlab import devices
-from txlab.analysis import recl, report
+from txlab.analysis import recl, recl_figures, table8
+from txlab.analysis.figures import models_in_words
 from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile, setting, to_dict, update_dataclass
 from txlab.data import corpora
 from txlab.data.corpora import CORPORA, Corpus, load_corpus
@@ -667,20 +668,20 @@ def oracle_losses(corpus: Corpus, targets: np.ndarray, settings: ReclSettings) -
     return np.stack([truth.oracle_loss(c)[targets] for c in settings.context_grid()])
 
 
-def oracle_rows(oracle: np.ndarray | None, settings: ReclSettings) -> list[dict]:
+def oracle_rows(oracle: np.ndarray | None, settings: ReclSettings) -> list[table8.Table8Row]:
     """RECL rows of the ideal model, alone in its group; [] without one."""
     if oracle is None:
         return []
-    rows = recl.recl_rows(oracle[None], settings.context_grid(), [ORACLE], settings.rs)
-    return [{**row, "ground_truth": True} for row in rows]
+    rows = table8.recl_rows(table8.GroupTable(oracle[None], settings.context_grid(), [ORACLE]), rs=settings.rs)
+    return [replace(row, ground_truth=True) for row in rows]
 
 
 @dataclass(frozen=True)
 class GroupScores:
     """What a group's loss table gives: Table 8's rows and the points of Figures 3 and 4."""
 
-    rows: list[dict]
-    """txlab.analysis.recl.recl_rows rows, with the placebo-aware RECL when placebo losses were collected."""
+    rows: list[table8.Table8Row]
+    """txlab.analysis.table8.recl_rows rows, with the placebo-aware RECL when placebo losses were collected."""
     figure3_gains: np.ndarray
     """[M, G-1] unnormalised gains at r = FIGURE3_R."""
     perplexity: np.ndarray
@@ -693,8 +694,8 @@ def score_group(losses: GroupLosses, labels: Sequence[str], settings: ReclSettin
     """RECL of every member at each r (bootstrap intervals unless ``settings.n_boot`` is 0) and the figures' points."""
     grid = losses.grid
     caps = {label: losses.caps[name] for label, name in zip(labels, losses.models)}
-    rows = recl.recl_rows(losses.losses, grid, labels, settings.rs, caps=caps, block_size=losses.block_len if settings.n_boot else None,
-                          n_boot=settings.n_boot, seed=settings.seed, placebo=losses.placebo)
+    bootstrap = table8.Bootstrap(losses.block_len, settings.n_boot, settings.seed) if settings.n_boot else None
+    rows = table8.recl_rows(table8.GroupTable(losses.losses, grid, labels, caps, losses.placebo), rs=settings.rs, bootstrap=bootstrap)
     placebo = {}
     if losses.placebo is not None:
         table = recl.prepare_table(losses.losses, grid, labels, caps)
@@ -714,8 +715,8 @@ class GroupResult:
     grid: list[int]
     n_targets: int
     token_stream_sha256: str
-    rows: list[dict]
-    """Table 8's rows (txlab.analysis.recl.recl_rows, the placebo-aware RECL and the ideal model's where there are)."""
+    rows: list[table8.Table8Row]
+    """Table 8's rows (txlab.analysis.table8.recl_rows, the placebo-aware RECL and the ideal model's where there are)."""
     markdown: str
     files: list[Path]
     train_seed: int | None = None
@@ -725,7 +726,8 @@ class GroupResult:
         """What recl.json holds (``train_seed`` only in one seed's group)."""
         seed = {} if self.train_seed is None else {"train_seed": self.train_seed}
         return {"group": self.group, **seed, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
-                "grid": self.grid, "n_targets": self.n_targets, "token_stream_sha256": self.token_stream_sha256, "rows": self.rows}
+                "grid": self.grid, "n_targets": self.n_targets, "token_stream_sha256": self.token_stream_sha256,
+                "rows": [row.record() for row in self.rows]}
 
 
 def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> GroupResult:
@@ -753,12 +755,12 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
     rows = scores.rows + oracle_rows(oracle, settings)
 
     table_dir, figure_dir = Path(out_dir) / group.folder, Path(fig_dir) / group.folder
-    files = report.write_table8(rows, table_dir / "table8")
+    files = table8.write_table8(rows, table_dir / "table8")
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
-    files += report.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference)
+    files += recl_figures.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference)
     settings_file = table_dir / "recl.json"
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
-                         losses.token_stream_sha256, rows, report.table8_markdown(rows), [settings_file, *files], group.train_seed)
+                         losses.token_stream_sha256, rows, table8.table8_markdown(rows), [settings_file, *files], group.train_seed)
     files += draw_figures(table_dir, figure_dir, result.record(), char_level=corpus.level == "char")
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
     return replace(result, files=[settings_file, *files])
@@ -776,8 +778,8 @@ class SeedsResult:
     train_seeds: list[int]
     seeds: list[GroupResult]
     """Each seed's group, as :func:`run_group` wrote it into ``<group>/seed-<s>/``."""
-    rows: list[dict]
-    """txlab.analysis.recl.seed_rows rows: per model, r and estimate, the RECL of each seed and their spread."""
+    rows: list[table8.SeedSpreadRow]
+    """txlab.analysis.table8.seed_rows rows: per model, r and estimate, the RECL of each seed and their spread."""
     markdown: str
     files: list[Path]
 
@@ -790,12 +792,12 @@ class SeedsResult:
         first = self.seeds[0]
         return {"group": self.group, "train_seeds": self.train_seeds, "members": first.members,
                 "run_dirs": {str(r.train_seed): r.run_dirs for r in self.seeds}, "settings": asdict(first.settings), "grid": first.grid,
-                "n_targets": first.n_targets, "token_stream_sha256": first.token_stream_sha256, "rows": self.rows}
+                "n_targets": first.n_targets, "token_stream_sha256": first.token_stream_sha256, "rows": [row.record() for row in self.rows]}
 
 
 def run_seeds(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> SeedsResult:
     """A group once per training seed (:func:`run_group` of each of :func:`seed_groups`), then each model's RECL
-    of every seed and its spread (txlab.analysis.recl.seed_rows) into ``<out_dir>/<group>/table8-seeds.{csv,md,json}``."""
+    of every seed and its spread (txlab.analysis.table8.seed_rows) into ``<out_dir>/<group>/table8-seeds.{csv,md,json}``."""
     groups = seed_groups(group)
     members = {g.train_seed: [resolve_member(m, g.settings, g.train_seed) for m in g.members] for g in groups}
     if group.settings.launcher == "slurm":  # every seed's missing runs as one batch of jobs, rather than a batch per seed
@@ -805,15 +807,15 @@ def run_seeds(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
         echo(f"group {group.name}, training seed {one.train_seed}:")
         results.append(run_group(one, out_dir, fig_dir, echo, progress))
     same = [m.label for m in members[groups[0].train_seed] if m.config is None] + [ORACLE]
-    rows = recl.seed_rows({r.train_seed: r.rows for r in results}, same)
+    rows = table8.seed_rows({r.train_seed: r.rows for r in results}, same)
     table_dir = Path(out_dir) / group.name
-    files = report.write_seed_spread(rows, table_dir / SEED_SUMMARY)
-    result = SeedsResult(group.name, list(group.settings.train_seeds), results, rows, report.seed_spread_markdown(rows), [])
+    files = table8.write_seed_spread(rows, table_dir / SEED_SUMMARY)
+    result = SeedsResult(group.name, list(group.settings.train_seeds), results, rows, table8.seed_spread_markdown(rows), [])
     record, record_file = result.record(), table_dir / f"{SEED_SUMMARY}.json"
     write_text_atomic(record_file, json.dumps(record, indent=1) + "\n")
     title = (f"RECL over training seeds {', '.join(map(str, result.train_seeds))}\n"
-             f"{report.models_in_words(record.get('members', []))} ({group.settings.size} size) on {corpus_in_words(record)}")
-    files += report.seed_spread_figure(rows, Path(fig_dir) / group.name / SEED_SUMMARY, title)
+             f"{models_in_words(record.get('members', []))} ({group.settings.size} size) on {corpus_in_words(record)}")
+    files += recl_figures.seed_spread_figure(rows, Path(fig_dir) / group.name / SEED_SUMMARY, title)
     return replace(result, files=[*files, record_file])
 
 
@@ -851,13 +853,13 @@ def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char
     table_dir, figure_dir = Path(table_dir), Path(figure_dir)
     size = record.get("settings", {}).get("size")
     about = [f"{size} size"] * bool(size) + [f"training seed {record.get('train_seed')}"] * ("train_seed" in record)
-    who = report.models_in_words(record.get("members", [])) + (f" ({', '.join(about)})" if about else "")
+    who = models_in_words(record.get("members", [])) + (f" ({', '.join(about)})" if about else "")
     where = corpus_in_words(record)
     char_level = is_char_level(record) if char_level is None else char_level
-    files = report.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{who} on {where}",
-                           intervals=table_dir / "table8.csv", placebo=table_dir / "placebo.csv", r=FIGURE3_R, threshold=recl.DEFAULT_THRESHOLD)
-    files += report.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", char_level=char_level,
-                            title=f"Figure 4: {'bits per character' if char_level else 'perplexity'} by context length\n{who} on {where}")
+    files = recl_figures.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{who} on {where}",
+                                 intervals=table_dir / "table8.csv", placebo=table_dir / "placebo.csv", r=FIGURE3_R, threshold=recl.DEFAULT_THRESHOLD)
+    files += recl_figures.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", char_level=char_level,
+                                  title=f"Figure 4: {'bits per character' if char_level else 'perplexity'} by context length\n{who} on {where}")
     return files
 
 
@@ -940,8 +942,8 @@ def summary(results: Sequence[GroupResult | SeedsResult]) -> dict[str, Any]:
         if isinstance(result, SeedsResult):
             spread: dict[str, dict[str, Any]] = {}
             for row in result.rows:
-                spread.setdefault(row["model"], {}).setdefault(str(row["r"]), {})[row["estimate"]] = {
-                    k: v for k, v in row.items() if k not in ("model", "r", "estimate", "seeds")}
+                spread.setdefault(row.model, {}).setdefault(str(row.r), {})[row.estimate] = {
+                    k: v for k, v in row.record().items() if k not in ("model", "r", "estimate", "seeds")}
             first = result.seeds[0]
             groups.append({"group": result.group, "members": first.members, "train_seeds": result.train_seeds, "grid": first.grid,
                            "n_targets": first.n_targets, "seeds": {str(r.train_seed): _group_summary(r) for r in result.seeds},
@@ -954,9 +956,10 @@ def summary(results: Sequence[GroupResult | SeedsResult]) -> dict[str, Any]:
 def _group_summary(result: GroupResult) -> dict[str, Any]:
     per_model: dict[str, dict[str, Any]] = {}
     for row in result.rows:
-        per_model.setdefault(row["model"], {})[str(row["r"])] = {
-            k: row[k] for k in ("recl", "ci_low", "ci_high", "censored", "label", "placebo_recl", "placebo_ci_low", "placebo_ci_high",
-                                "placebo_censored", "placebo_label", "below_placebo") if k in row
+        record = row.record()
+        per_model.setdefault(row.model, {})[str(row.r)] = {
+            k: record[k] for k in ("recl", "ci_low", "ci_high", "censored", "label", "placebo_recl", "placebo_ci_low", "placebo_ci_high",
+                                   "placebo_censored", "placebo_label", "below_placebo") if k in record
         }
     return {"group": result.group, "members": result.members, "run_dirs": result.run_dirs, "grid": result.grid, "n_targets": result.n_targets,
             "recl": per_model, "files": [str(f) for f in result.files]}

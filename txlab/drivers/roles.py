@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from txlab.analysis.report import SPLIT_NAMES, models_in_words, role_figure, sized_label
+from txlab.analysis.figures import SPLIT_NAMES, models_in_words, sized_label
+from txlab.analysis.roles import role_figure
 from txlab.config import RunConfig, load_config
 from txlab.data.corpora import corpus_in_words
 from txlab.errors import TxlabError
@@ -63,7 +64,8 @@ def _figure(run_dirs: list[Path], records: list[dict[str, Any]], configs: list[R
     runs = [{"run_dir": str(run_dir), "label": label, "train_span": training_span(cfg), **record}
             for run_dir, label, cfg, record in zip(run_dirs, role_labels(run_dirs, configs), configs, records)]
     title = title or roles_title(configs, run_dirs, split, max_tokens)
-    return {"runs": runs, "title": title, **role_figure(runs, out, title)}
+    written = role_figure(runs, out, title)
+    return {"runs": runs, "title": title, "figures": written.figures, "table": written.table}
 
 
 def score_roles(

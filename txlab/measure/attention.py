@@ -43,7 +43,8 @@ import torch
 from matplotlib.colors import LogNorm, PowerNorm
 from matplotlib.ticker import MaxNLocator
 
-from txlab.analysis.report import SPLIT_NAMES, run_label, save_figure, sized_label
+from txlab.analysis.figures import SPLIT_NAMES, save_figure, sized_label
+from txlab.analysis.run_logs import run_label
 from txlab.config import RunConfig, load_config, update_dataclass
 from txlab.data.batching import batchify
 from txlab.data.corpora import Corpus, corpus_in_words, load_corpus_for_model

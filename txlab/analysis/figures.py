@@ -1,0 +1,150 @@
+"""What every figure of txlab shares: how it is saved (PNG and PDF, with its plotted numbers as a CSV),
+the file stem of a figure of runs, how a model is named in a legend or a title, one colour and marker
+per model, wrapped titles and the band of a mean over seeds. Files only: no torch import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a window
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from txlab.fileio import write_atomic, write_text_atomic  # noqa: E402
+from txlab.style import MARKERS, REFERENCE_COLORS, distinct_colors  # noqa: E402
+
+
+@dataclass(frozen=True)
+class FigureFiles:
+    """A figure as written: its image files and the table of the numbers it plots."""
+
+    figures: list[Path]
+    """The figure as PNG, then as PDF."""
+    table: Path
+    """The CSV of every plotted number, beside the figure."""
+
+    @property
+    def paths(self) -> list[Path]:
+        """Every file written: the figures, then the table."""
+        return [*self.figures, self.table]
+
+
+def save_figure(fig: plt.Figure, path: Path) -> list[Path]:
+    """Write a figure as PNG (and PDF beside it), atomically."""
+    path = Path(path).with_suffix(".png")
+    written = []
+    for suffix in (".png", ".pdf"):
+        target = path.with_suffix(suffix)
+        write_atomic(target, lambda fh, fmt=suffix[1:]: fig.savefig(fh, format=fmt, dpi=150, bbox_inches="tight"))
+        written.append(target)
+    plt.close(fig)
+    return written
+
+
+def save_figure_with_points(fig: plt.Figure, out: Path, points: pd.DataFrame, title: str = "") -> FigureFiles:
+    """Write a figure (PNG and PDF) and the points it plots as a CSV beside it, titled if ``title``."""
+    if title:
+        fig.suptitle(title)
+    written = save_figure(fig, out)
+    csv = Path(out).with_suffix(".csv")
+    write_text_atomic(csv, points.to_csv(index=False))
+    return FigureFiles(written, csv)
+
+
+def runs_stem(run_dirs: list[Path]) -> str:
+    """A file stem naming the runs a figure draws: their folder names joined by '+', shortened with a
+    hash of their paths when that would be long, so a figure of other runs gets another file."""
+    names = [Path(run_dir).resolve().name for run_dir in run_dirs]
+    joined = "+".join(names)
+    if len(joined) <= 100:
+        return joined
+    digest = hashlib.sha256("\n".join(str(Path(run_dir).resolve()) for run_dir in run_dirs).encode()).hexdigest()[:8]
+    return f"{names[0]}+{len(names) - 1}-more-{digest}"
+
+
+MODEL_NAMES = {
+    "xl151m": "Transformer-XL", "xl128m": "Transformer-XL", "xl128m-shaw": "Transformer-XL, Shaw et al. encoding",
+    "xl128m-norecur": "Transformer-XL without recurrence", "transformer128m": "vanilla Transformer",
+    "qrnn": "QRNN", "lstm": "LSTM", "gpt2": "GPT-2", "llama": "Llama",
+}
+"""How figures name a preset: its architecture in words (a preset's name carries its paper size, which
+a cpu or tiny size does not have)."""
+
+
+def model_name(label: str) -> str:
+    """A group member's legend entry: the preset's architecture in words with its label, e.g.
+    'Transformer-XL (xl151m)', 'QRNN'; a label no preset starts (a run folder, hf:PATH) as it is."""
+    key = label if label in MODEL_NAMES else next((k for k in sorted(MODEL_NAMES, key=len, reverse=True) if label.startswith(k + "-")), None)
+    if key is None:
+        return label
+    # a run folder's label repeats the size and corpus the title already gives: the preset says which
+    return MODEL_NAMES[key] if MODEL_NAMES[key].lower() == key else f"{MODEL_NAMES[key]} ({key})"
+
+
+def models_in_words(names: list[str]) -> str:
+    """A figure title's models: 'Transformer-XL, QRNN and LSTM' from presets, run folders or hf: paths
+    (each architecture once), '4 models' past three, where the legend names each."""
+    words = []
+    for name in names:
+        base = Path(str(name).removeprefix("hf:")).name
+        key = base if base in MODEL_NAMES else next((k for k in sorted(MODEL_NAMES, key=len, reverse=True) if base.startswith(k + "-")), None)
+        words.append(MODEL_NAMES[key] if key else base)
+    words = list(dict.fromkeys(words))
+    if len(words) > 3:  # a title listing four or more would outgrow the figure
+        return f"{len(words)} models"
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+SPLIT_NAMES = {"train": "training", "valid": "validation", "test": "test"}
+"""How titles name a split."""
+
+
+def sized_label(name: str, params: int | None) -> str:
+    """A model's legend entry with the size it really has: 'Transformer-XL (xl128m), 0.96M parameters'
+    (a preset's name carries its paper size, 128M, which a cpu or tiny size does not have)."""
+    if params is None:
+        return model_name(name)
+    size = f"{params / 1e6:.2f}M" if params >= 100_000 else f"{params / 1e3:.1f}k"
+    return f"{model_name(name)}, {size} parameters"
+
+
+def model_styles(models: list[str]) -> dict[str, dict[str, Any]]:
+    """One colour and marker per model, the same in every figure of a group; the oracle (ground truth)
+    in the reference black, dashed, so it never reads as a model's colour."""
+    palette = distinct_colors(sum(not m.startswith("oracle") for m in models))
+    styles, i = {}, 0
+    for model in models:
+        if model.startswith("oracle"):
+            styles[model] = {"color": REFERENCE_COLORS["ideal"], "ls": "--", "marker": None}
+        else:
+            styles[model] = {"color": palette[i], "ls": "-", "marker": MARKERS[i % len(MARKERS)]}
+            i += 1
+    return styles
+
+
+def wrapped(title: str, width: int = 70) -> str:
+    """A title's lines wrapped to the figure's width (a long corpus description ran past the edges)."""
+    return "\n".join(textwrap.fill(line, width) for line in title.split("\n"))
+
+
+def legend_outside(ax: plt.Axes) -> None:
+    """The legend right of the plot, where it covers no line."""
+    ax.legend(fontsize=8, title=None, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+
+
+def mean_intervals(frame: pd.DataFrame, keys: list[str], value: str, level: float = 0.95) -> pd.DataFrame:
+    """Per group of ``keys``: the number of values n, their mean and its t-interval at ``level``
+    (NaN bounds for n = 1): keys..., n, mean, ci_low, ci_high."""
+    table = frame.groupby(keys, sort=False)[value].agg(n="count", mean="mean", sd="std").reset_index()
+    half = stats.t.ppf(0.5 + level / 2, table["n"] - 1) * table["sd"] / np.sqrt(table["n"])
+    return table.assign(ci_low=table["mean"] - half, ci_high=table["mean"] + half).drop(columns="sd")
