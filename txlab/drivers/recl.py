@@ -44,7 +44,7 @@ import numpy as np
 
 from txlab import devices
 from txlab.analysis import recl, report
-from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile, setting, to_dict, update_dataclass
+from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile, setting, to_dict
 from txlab.data import corpora
 from txlab.data.corpora import CORPORA, Corpus, load_corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
@@ -54,7 +54,7 @@ from txlab.measure.losses import GroupLosses, LossTable, collect_model_losses, c
 from txlab.models import hf
 from txlab.models.interface import Context
 from txlab.presets import PRESETS, SIZES
-from txlab.runs.checkpoint import has_checkpoint, read_meta
+from txlab.runs.checkpoint import has_checkpoint, saved_config
 from txlab.runs.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
 from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes, vocab_size
 from txlab.runs.train import train
@@ -355,7 +355,7 @@ def scaled_grid(span: int) -> str:
 
 
 def _member_config(member: Member) -> RunConfig:
-    return member.config or update_dataclass(RunConfig(), read_meta(member.run_dir)["config"])
+    return member.config or saved_config(member.run_dir)
 
 
 def training_span(member: Member) -> int | None:
@@ -536,10 +536,6 @@ def check_hf_members(members: Sequence[Member], corpus: Corpus) -> None:
             hf.check_corpus(m.source, m.label, corpus)
 
 
-def _saved_max_steps(member: Member) -> int:
-    return read_meta(member.run_dir)["config"]["train"]["max_steps"]
-
-
 def _needs_training(member: Member) -> bool:
     """A preset member with no checkpoint, or one interrupted under the recipe it is planned with."""
     if member.config is None:
@@ -547,7 +543,7 @@ def _needs_training(member: Member) -> bool:
     if not has_checkpoint(member.run_dir):
         return True
     planned = member.config.train.max_steps
-    return checkpoint_step(member.run_dir) < planned and _saved_max_steps(member) == planned
+    return checkpoint_step(member.run_dir) < planned and saved_config(member.run_dir).train.max_steps == planned
 
 
 def check_training(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None]) -> None:
@@ -560,8 +556,7 @@ def check_training(members: Sequence[Member], settings: ReclSettings, echo: Call
             config = hf.saved_config(m.source)
             echo(f"  {m.label}: Hugging Face {config.get('model_type', 'model')} from {m.source}, used as it is")
             continue
-        meta = read_meta(m.run_dir)
-        step, trained = meta["step"], update_dataclass(RunConfig(), meta["config"])
+        step, trained = checkpoint_step(m.run_dir), saved_config(m.run_dir)
         tokens = step * trained.train.batch_size * trained.model.tgt_len
         planned = f" of the recipe's {m.config.train.max_steps:,}" if m.config is not None else ""
         echo(f"  {m.label}: trained {step:,} steps{planned}, {tokens / 1e6:.1f}M tokens ({m.run_dir})")
