@@ -77,7 +77,7 @@ from txlab.runs.plan import (
     format_count,
     format_seconds,
     machine_gflops,
-    meta_model,
+    model_counts,
     quickest,
     seconds_for,
     split_tokens,
@@ -372,7 +372,7 @@ def _row_seeds(settings: AblationSettings, row_ids: set[str], profile: str) -> d
 
 def model_window(cfg: RunConfig) -> int | None:
     """The longest context the configured model can use at all (a fixed window), or None."""
-    return meta_model(cfg).max_context
+    return model_counts(cfg).max_context
 
 
 def _columns(raw: Any, path: Path) -> list[tuple[str, str]]:
@@ -529,9 +529,9 @@ def run_cost(run: PlannedRun, settings: AblationSettings) -> dict[str, Any]:
     row: dict[str, Any] = {"run_id": run.run_id, "params": None, "train_flops": None, "eval_flops": None}
     if n_token is None:
         return row
-    model = meta_model(cfg, n_token)
-    row["params"] = model.num_parameters()
-    row["train_flops"] = training_flops(cfg, model=model)
+    model = model_counts(cfg, n_token)
+    row["params"] = model.parameters
+    row["train_flops"] = training_flops(cfg)
     eval_tokens = settings.eval_tokens or split_tokens(cfg, settings.split)
     if eval_tokens is not None:
         row["eval_flops"] = sum(eval_tokens * model.flops_per_token(length) for length in run.eval_lens)
@@ -675,7 +675,7 @@ def _evaluate(run: PlannedRun, config: RunConfig, settings: AblationSettings, wi
 def _write_row_record(run: PlannedRun, config: RunConfig, study: AblationStudy) -> None:
     """What the report needs to know of a run besides its config: its row, seed and how it is scored."""
     write_json_atomic(run.directory / "ablate" / "row.json", {
-        "params": meta_model(config, _n_token(config)).num_parameters(), "run_id": run.run_id,
+        "params": model_counts(config, _n_token(config)).parameters, "run_id": run.run_id,
         "row_id": run.row.id, "remark": run.row.remark, "seed": run.seed, "init_len": run.init_len,
         "eval_lens": list(run.eval_lens), "split": study.settings.split, "eval_tokens": study.settings.eval_tokens,
         "study": study.name, "profile": study.profile,

@@ -56,7 +56,7 @@ from txlab.models.interface import Context
 from txlab.presets import PRESETS, SIZES
 from txlab.runs.checkpoint import has_checkpoint, saved_config
 from txlab.runs.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
-from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes, vocab_size
+from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes, vocab_size
 from txlab.runs.train import train
 from txlab.runs.zoo import run_config, run_dir
 from txlab.workspace import MODELS, resolve
@@ -426,7 +426,7 @@ def collection_flops(member: Member, settings: ReclSettings) -> float | None:
         cfg = _member_config(member)
         if not vocab_size(cfg):
             return None
-        model, keys = meta_model(cfg), min(evaluation_keys(cfg), grid[-1] // 2)
+        model, keys = model_counts(cfg), min(evaluation_keys(cfg), grid[-1] // 2)
     output = model.output_flops_per_token()
     reading = model.flops_per_token(keys) - output
     targets = settings.blocks * settings.block_len

@@ -21,7 +21,7 @@ from txlab.config import override_settings, read_profile
 from txlab.errors import TxlabError
 from txlab.measure.speed import DEFAULT_GPU_BATCH, MIN_VANILLA_CALLS, PAPER_ATTN_LENS, PRESET, SpeedSettings, check_request, timed_config
 from txlab.runs.evaluate import evaluation_context
-from txlab.runs.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes
+from txlab.runs.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes
 
 
 @dataclass(frozen=True)
@@ -110,16 +110,16 @@ def _timing_plan(study: SpeedStudy, gflops: float | None) -> Plan:
     settings = study.settings
     cfg = timed_config(settings)
     shape = replace(cfg.model, dropout=0.0, dropatt=0.0)
-    xl = meta_model(replace(cfg, model=replace(shape, family="xl", pos_enc="ours", max_len=0)))
+    xl = model_counts(replace(cfg, model=replace(shape, family="xl", pos_enc="ours", max_len=0)))
     tgt_len = settings.tgt_len or evaluation_context(cfg.model, cfg.eval)[0]
     batch = settings.batch_size or (DEFAULT_GPU_BATCH if torch.device(settings.device).type == "cuda" else 1)
     plan = Plan(gflops=gflops)
     label = settings.run or f"{PRESET} at size {settings.size}"
-    plan.add(f"time {label} ({xl.num_parameters() / 1e6:.1f}M parameters) on {settings.device}, {settings.threads} threads, "
+    plan.add(f"time {label} ({xl.parameters / 1e6:.1f}M parameters) on {settings.device}, {settings.threads} threads, "
              f"{batch} streams/windows per call:")
     passes = 1 if batch == 1 else 2  # with more streams, every method is timed again at batch 1 for its latency
     for n in study.attn_lens:
-        vanilla = meta_model(replace(cfg, model=replace(shape, family="vanilla", pos_enc="alrfou", mem_len=0, same_length=False, max_len=n, tgt_len=n)))
+        vanilla = model_counts(replace(cfg, model=replace(shape, family="vanilla", pos_enc="alrfou", mem_len=0, same_length=False, max_len=n, tgt_len=n)))
         fill = n * xl.flops_per_token(n // 2)
         xl_flops = batch * (fill + (settings.warmup + settings.repeats) * tgt_len * xl.flops_per_token(n))
         rolling_flops = batch * (fill + (settings.warmup + settings.repeats * tgt_len) * xl.flops_per_token(n))
