@@ -796,8 +796,7 @@ def run_study(
             echo(f"{len(runs) - len(pending)} of {len(runs)} runs done; submitting the other {len(pending)}")
             tasks = [Task(run.run_id, run_job, (str(study.path), profile, run.run_id, list(sets)), partial(job_progress, run, settings))
                      for run in pending]
-            folder = Path(settings.slurm.logs) if settings.slurm.logs else study.out_dir / "jobs"
-            result.failed = run_jobs(tasks, settings.slurm, folder, f"txlab-{study.name}-{profile}", echo)
+            result.failed = run_jobs(tasks, settings.slurm, study.out_dir / "jobs", f"txlab-{study.name}-{profile}", echo)
         else:
             for i, run in enumerate(runs, 1):
                 run_planned(run, study, budget_bytes, progress, echo, f"[{i}/{len(runs)}] ")

@@ -55,7 +55,7 @@ from txlab.models import hf
 from txlab.models.interface import Context
 from txlab.presets import PRESETS, SIZES
 from txlab.runs.checkpoint import has_checkpoint, saved_config
-from txlab.runs.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
+from txlab.runs.launch import LAUNCHERS, SlurmSettings, Task, check_jobs, check_launcher, run_jobs
 from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes, vocab_size
 from txlab.runs.train import train
 from txlab.runs.zoo import run_config, run_dir
@@ -589,11 +589,7 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
         raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (train_missing is false). Train them with: {commands}")
     if settings.launcher == "slurm":
         tasks = [Task(m.label, train_job, (m.config, str(m.run_dir)), partial(_checkpoint_note, m)) for m in missing]
-        folder = Path(settings.slurm.logs) if settings.slurm.logs else Path(settings.models_root) / "jobs"
-        failures = run_jobs(tasks, settings.slurm, folder, "txlab-train", echo)
-        if failures:
-            listed = "; ".join(f"{f.name} (job {f.job_id}): {f.error}, log {f.log}" for f in failures)
-            raise TxlabError(f"training failed: {listed}. Rerun the same command to resume them")
+        check_jobs(run_jobs(tasks, settings.slurm, jobs_folder(settings), "txlab-train", echo), "training")
         return
     for m in missing:
         echo(f"training {m.label} ...")
@@ -617,11 +613,12 @@ def collect_as_jobs(members: Sequence[Member], settings: ReclSettings, echo: Cal
         return f"{len(blocks)} loss blocks written"
 
     tasks = [Task(m.label, collect_job, (str(m.run_dir), settings), partial(written, m)) for m in members]
-    folder = Path(settings.slurm.logs) if settings.slurm.logs else Path(settings.models_root) / "jobs"
-    failures = run_jobs(tasks, settings.slurm, folder, "txlab-losses", echo)
-    if failures:
-        listed = "; ".join(f"{f.name} (job {f.job_id}): {f.error}, log {f.log}" for f in failures)
-        raise TxlabError(f"loss collection failed: {listed}. Rerun the same command to resume it")
+    check_jobs(run_jobs(tasks, settings.slurm, jobs_folder(settings), "txlab-losses", echo), "loss collection")
+
+
+def jobs_folder(settings: ReclSettings) -> Path:
+    """Where the jobs' scripts and logs go unless ``slurm.logs`` names a folder: beside the preset runs."""
+    return Path(settings.models_root) / "jobs"
 
 
 def train_job(cfg: RunConfig, run_dir: str) -> int:

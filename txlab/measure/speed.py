@@ -234,7 +234,7 @@ class _Models:
                 )
             # The run's evaluation split is the token stream every method reads, so that perplexities mean something.
             corpus = load_corpus_for_model(cfg.data, ckpt.meta["vocab_hash"], ckpt.vocab, cfg.eval.split, settings.run, progress=False)
-            self.text = torch.as_tensor(corpus.split(cfg.eval.split), dtype=torch.long)
+            self.text = torch.tensor(corpus.split(cfg.eval.split), dtype=torch.long)  # a copy: the split may be read-only (memory-mapped, or a shared synthetic one)
         else:
             cfg, trained = timed_config(settings), None
         self.cfg: RunConfig = cfg
