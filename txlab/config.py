@@ -311,6 +311,8 @@ def _type_name(typ: Any) -> str:
     """How an error message names a config type."""
     if typing.get_origin(typ) is list:
         return f"a list of {_type_name(typing.get_args(typ)[0])}"
+    if typing.get_origin(typ) in (typing.Union, types.UnionType):  # an unset-able setting names what it takes when set
+        return " or ".join(_type_name(arg) for arg in typing.get_args(typ) if arg is not type(None))
     return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(typ, repr(typ))
 
 
@@ -428,13 +430,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def _is_text_setting(cfg: Any, path: list[str]) -> bool:
-    """Whether ``path`` names a string field of the dataclass ``cfg`` (nested sections included)."""
+    """Whether ``path`` names a string field of the dataclass ``cfg`` (nested sections included; one that may be unset too)."""
     for i, part in enumerate(path):
         if not dataclasses.is_dataclass(cfg) or part not in {f.name for f in dataclasses.fields(cfg)}:
             return False
         if i < len(path) - 1:
             cfg = getattr(cfg, part)
-    return typing.get_type_hints(type(cfg))[path[-1]] is str
+    hint = typing.get_type_hints(type(cfg))[path[-1]]
+    return hint is str or set(typing.get_args(hint)) == {str, type(None)}
 
 
 def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
@@ -523,7 +526,8 @@ def describe_settings(settings: Any, prefix: str = "") -> str:
             accepts = " | ".join(f.metadata["choices"])
         elif f.metadata.get("range") is not None:
             accepts += f", {f.metadata['range'].describe()}"
-        lines.append(f"{key} = {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}  ({accepts})\n"
+        shown = "unset" if value is None else yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+        lines.append(f"{key} = {shown}  ({accepts})\n"
                      f"    {f.metadata.get('doc', '')}")
     return "\n".join(lines)
 
