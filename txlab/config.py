@@ -506,11 +506,6 @@ def override_settings(settings: Any, options: dict[str, Any] | None = None, sets
         raise TxlabError(f"command line: {err}") from None
 
 
-def given_keys(options: dict[str, Any] | None, sets: Sequence[str]) -> set[str]:
-    """The settings the command line gives: options that are not None, and the first key of every override."""
-    return {name for name, value in (options or {}).items() if value is not None} | {parse_override(s)[0][0] for s in sets}
-
-
 def describe_settings(settings: Any, prefix: str = "") -> str:
     """One line per setting of a dataclass (nested sections as ``section.key``): key, default, what it
     accepts and its documentation, as ``--show-settings`` prints them."""
