@@ -20,7 +20,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -492,6 +492,65 @@ def read_profile(path: str | Path, keys: tuple[str, ...], profile: str, defaults
     if profile not in profiles:
         raise did_you_mean(profile, profiles, f"profile in {path}")
     return data, update_dataclass(defaults, profiles[profile] or {}, prefix=f"profiles.{profile}.")
+
+
+def entry(default: Any, expects: str, rule: Callable[[Any], str] | None = None) -> Any:
+    """A key of a study file's section (:func:`read_section`): its default, what it takes in words (the error
+    for a value of another type says it), and a ``rule`` that returns what is wrong with a value of the right
+    type ('' when nothing is)."""
+    meta = {"expects": expects, "rule": rule}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    if dataclasses.is_dataclass(default):  # a nested section: its own fields' defaults
+        return field(default_factory=default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def read_section(cls: type, raw: Any, where: str, what: str) -> Any:
+    """A section of a study file (a mapping) as the dataclass ``cls`` whose fields are :func:`entry`'s: the one
+    check of every section, by its declaration. Unknown keys are refused with the nearest valid ones, a value
+    of another type than its annotation with what the key takes, one its rule rejects with the rule's words,
+    each naming ``where`` (file, file:line); a key left out or empty (null) keeps its default."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise TxlabError(f"{where}: {what} must be a mapping with keys among {', '.join(names)}")
+    for key in raw:
+        if key not in names:
+            raise did_you_mean(str(key), names, f"{what} key at {where}")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        value = raw.get(f.name)
+        if value is None:
+            continue
+        if dataclasses.is_dataclass(hints[f.name]):
+            values[f.name] = read_section(hints[f.name], value, where, f.name)
+            continue
+        if not _is_of_type(value, hints[f.name]):
+            raise TxlabError(f"{where}: {f.name} must be {f.metadata['expects']}, got {value!r}")
+        problem = f.metadata["rule"](value) if f.metadata["rule"] else ""
+        if problem:
+            raise TxlabError(f"{where}: {problem}")
+        values[f.name] = value
+    return cls(**values)
+
+
+def _is_of_type(value: Any, typ: Any) -> bool:
+    """Whether a value read from YAML has the annotated type (no conversion: a study says what it means)."""
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if typ is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_of_type(value, arg) for arg in args)
+    if origin is list:
+        return isinstance(value, list) and all(_is_of_type(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_is_of_type(k, args[0]) and _is_of_type(v, args[1]) for k, v in value.items())
+    if typ in (int, float):
+        return isinstance(value, (int, float) if typ is float else int) and not isinstance(value, bool)
+    return isinstance(value, typ)
 
 
 def override_settings(settings: Any, options: dict[str, Any] | None = None, sets: Sequence[str] = ()) -> Any:

@@ -38,7 +38,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ import numpy as np
 
 from txlab import devices
 from txlab.analysis import recl, report
-from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, override_settings, read_profile, setting, to_dict
+from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, entry, override_settings, read_profile, read_section, setting, to_dict
 from txlab.data import corpora
 from txlab.data.corpora import CORPORA, Corpus, load_corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
@@ -212,13 +212,26 @@ class ReclStudy:
     settings: ReclSettings
 
 
+def _groups_problem(groups: dict[str, list[str]]) -> str:
+    empty = [name for name, members in groups.items() if not members]
+    return f"group {empty[0]!r} has no members" if empty else ""
+
+
+@dataclass(frozen=True)
+class ReclStudyFile:
+    """A RECL study file's keys besides ``profiles`` (txlab.config.read_section checks them)."""
+
+    name: str = entry("", "text (the prefix of the output folders)")
+    groups: dict[str, list[str]] = entry({}, "a mapping of group names to lists of presets or run directories", _groups_problem)
+
+
 def load_study(path: str | Path, profile: str) -> ReclStudy:
     """A RECL study file's groups and the profile's settings."""
-    data, settings = read_profile(path, ("name", "groups"), profile, ReclSettings())
-    groups = data.get("groups") or {}
-    if not isinstance(groups, dict) or not groups or not all(isinstance(m, list) and m for m in groups.values()):
+    data, settings = read_profile(path, tuple(f.name for f in fields(ReclStudyFile)), profile, ReclSettings())
+    study = read_section(ReclStudyFile, {key: value for key, value in data.items() if key != "profiles"}, str(path), "study")
+    if not study.groups:
         raise TxlabError(f"{path}: 'groups' must map group names to lists of presets or run directories")
-    return ReclStudy(data.get("name") or Path(path).stem, {str(k): [str(m) for m in v] for k, v in groups.items()}, settings)
+    return ReclStudy(study.name or Path(path).stem, study.groups, settings)
 
 
 def command_line(settings: ReclSettings, options: dict[str, Any] | None, sets: Sequence[str]) -> ReclSettings:

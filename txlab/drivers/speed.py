@@ -11,13 +11,13 @@ study's profile through :func:`txlab.config.read_profile`, then the command line
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from txlab.config import override_settings, read_profile
+from txlab.config import entry, override_settings, read_profile, read_section
 from txlab.errors import TxlabError
 from txlab.measure.speed import DEFAULT_GPU_BATCH, MIN_VANILLA_CALLS, PAPER_ATTN_LENS, PRESET, SpeedSettings, check_request, timed_config
 from txlab.runs.evaluate import evaluation_context
@@ -34,16 +34,22 @@ class SpeedStudy:
     settings: SpeedSettings
 
 
+@dataclass(frozen=True)
+class SpeedStudyFile:
+    """A speed study file's keys besides ``profiles`` (txlab.config.read_section checks them)."""
+
+    name: str = entry("", "text (the stem of the files it writes)")
+    attn_lens: list[int] = entry(list(PAPER_ATTN_LENS), "a list of integers")
+
+
 def load_study(path: str | Path, profile: str) -> SpeedStudy:
     """Read a speed study (see studies/table9.yaml for the format) and pick one profile.
 
     The study's name is ``<name in the file>-<profile>``, the stem of the files it writes.
     """
-    data, settings = read_profile(path, ("name", "attn_lens"), profile, SpeedSettings())
-    lens = data.get("attn_lens", list(PAPER_ATTN_LENS))
-    if not isinstance(lens, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in lens):
-        raise TxlabError(f"{path}: 'attn_lens' must be a list of integers, got {lens!r}")
-    return SpeedStudy(f"{data.get('name') or Path(path).stem}-{profile}", lens, profile, settings)
+    data, settings = read_profile(path, tuple(f.name for f in fields(SpeedStudyFile)), profile, SpeedSettings())
+    study = read_section(SpeedStudyFile, {key: value for key, value in data.items() if key != "profiles"}, str(path), "study")
+    return SpeedStudy(f"{study.name or Path(path).stem}-{profile}", study.attn_lens, profile, settings)
 
 
 NAMED_SETTINGS = ("run", "size", "device", "threads", "batch_size", "tgt_len", "stride", "eval_cache", "attn_kernel")
