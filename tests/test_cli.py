@@ -258,7 +258,7 @@ def test_models_and_data_list_align_long_corpus_names(cli):
 
 
 def test_models_counts_each_preset_as_the_built_model_has_it():
-    # the table counts without initialising, once per shape, and family hf from its shape: the same numbers
+    # the table counts each preset from its configuration (txlab.models.build.count_model): the built models' numbers
     import torch
 
     from txlab.config import update_dataclass

@@ -115,6 +115,37 @@ def test_read_profile_checks_keys_and_applies_the_profile_strictly(tmp_path):
         read_profile(path, (), "cpu", Settings())
 
 
+def test_a_study_section_is_checked_by_its_declaration():
+    import dataclasses as dc
+
+    from txlab.config import entry, read_section
+
+    @dc.dataclass(frozen=True)
+    class Base:
+        preset: str = entry("", "a preset name")
+
+    @dc.dataclass(frozen=True)
+    class Section:
+        name: str = entry("", "text")
+        lengths: list[int] = entry([8], "a list of integers", lambda v: f"lengths must be >= 1, got {sorted(v)}" if min(v) < 1 else "")
+        base: Base = entry(Base, "a mapping with the key preset")
+
+    assert read_section(Section, {"name": "a", "base": {"preset": "xl"}}, "f.yaml", "study") == Section("a", [8], Base("xl"))
+    assert read_section(Section, {"name": None, "lengths": None}, "f.yaml", "study") == Section() == read_section(Section, None, "f.yaml", "study")
+    for raw, message in [
+        ({"lengths": [1, "x"]}, "f.yaml: lengths must be a list of integers, got [1, 'x']"),
+        ({"lengths": [True]}, "f.yaml: lengths must be a list of integers, got [True]"),
+        ({"lengths": [4, 0]}, "f.yaml: lengths must be >= 1, got [0, 4]"),
+        ({"lenghts": [4]}, "unknown study key at f.yaml 'lenghts'. Did you mean 'lengths'?"),
+        ({"base": {"presett": "xl"}}, "unknown base key at f.yaml 'presett'. Did you mean 'preset'?"),
+        ({"base": "xl"}, "f.yaml: base must be a mapping with keys among preset"),
+        ([1], "f.yaml: study must be a mapping with keys among name, lengths, base"),
+    ]:
+        with pytest.raises(TxlabError) as refused:
+            read_section(Section, raw, "f.yaml", "study")
+        assert str(refused.value).startswith(message), (raw, str(refused.value))
+
+
 # --------------------------------------------------------------------------------------------------
 # Declared ranges, and the property: any value resolves to a valid config or is a TxlabError
 

@@ -1,5 +1,6 @@
 """Corpora: vocabulary order, each reader on its real format, the cache, batching and evaluation order."""
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -239,6 +240,29 @@ def test_synthetic_corpus_from_config():
     again = load_corpus(DataConfig(corpus="synthetic-short", synthetic_tokens=30_000, synthetic_eval_tokens=5_000, synthetic_seed=4))
     assert corpus.token_stream_hash("valid") == again.token_stream_hash("valid")
     assert corpus.token_stream_hash("valid") != corpus.token_stream_hash("test")
+
+
+def test_a_synthetic_corpus_is_generated_once_per_process_and_never_served_for_other_settings(monkeypatch):
+    generated = []
+    real = corpora.synthetic.generate
+    monkeypatch.setattr(corpora.synthetic, "generate", lambda spec, n, seed, split: generated.append((spec, n, seed, split)) or real(spec, n, seed, split))
+    corpora.generated_split.cache_clear()
+    base = DataConfig(corpus="synthetic-short", synthetic_tokens=3_000, synthetic_eval_tokens=1_000, synthetic_seed=4)
+    first = load_corpus(base)
+    again = load_corpus(base)
+    assert len(generated) == 3 and again.split("valid") is first.split("valid")
+    with pytest.raises(ValueError, match="read-only"):
+        again.split("valid")[0] = 0  # what the next command is given cannot be changed by this one
+    # every setting that changes the text is its own corpus, generated afresh and equal to a fresh generation
+    for change in ({"synthetic_seed": 5}, {"synthetic_eval_tokens": 1_200}, {"synthetic_max_context": 100}, {"corpus": "synthetic"}):
+        cfg = dataclasses.replace(base, **change)
+        other = load_corpus(cfg)
+        fresh = real(corpora.synthetic.get_spec(cfg.corpus, cfg.synthetic_max_context), cfg.synthetic_eval_tokens, cfg.synthetic_seed, "valid")
+        np.testing.assert_array_equal(other.split("valid"), fresh.tokens)
+        assert other.token_stream_hash("valid") != first.token_stream_hash("valid"), change
+    # the train split of 3,000 tokens is the same text when only the evaluation splits change size: kept, not generated again
+    assert len(generated) == 3 + 3 + 2 + 3 + 3 and generated.count((corpora.synthetic.get_spec("synthetic-short"), 3_000, 4, "train")) == 1
+    corpora.generated_split.cache_clear()
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -215,3 +215,17 @@ def test_recl_with_the_slurm_launcher_trains_then_collects_each_member_as_a_job(
     assert submitted == [("txlab-train", "xl151m", "checkpoint at step 2/2", jobs), ("txlab-train", "qrnn", "checkpoint at step 2/2", jobs),
                          ("txlab-losses", "xl151m", "3 loss blocks written", jobs), ("txlab-losses", "qrnn", "3 loss blocks written", jobs)]
     assert (tmp_path / "results" / "xl151m+qrnn-tiny-grid-2-8-2-blocks-3-block_len-20" / "table8.md").is_file()
+
+
+def test_a_failed_job_stops_recl_naming_every_failure_and_its_log(tmp_path, monkeypatch, cli):
+    from txlab.runs.launch import Failure
+
+    def every_job_fails(tasks, settings, folder, name, echo):
+        return [Failure(task.name, "7", str(Path(folder) / f"{task.name}.err"), "out of memory") for task in tasks]
+
+    monkeypatch.setattr("txlab.drivers.recl.run_jobs", every_job_fails)
+    message = cli.refused("recl", "--group", "xl151m", "qrnn", *TINY_COLLECTION, *TINY_TRAINING, "--launcher", "slurm",
+                          "--models-root", tmp_path / "models", "--quiet")
+    jobs = tmp_path / "models" / "jobs"
+    assert (f"training failed: xl151m (job 7): out of memory, log {jobs / 'xl151m.err'}; qrnn (job 7): out of memory, "
+            f"log {jobs / 'qrnn.err'}. Rerun the same command to resume") in message

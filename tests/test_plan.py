@@ -99,7 +99,7 @@ def test_a_plan_of_hours_on_a_cpu_names_the_size_that_takes_minutes():
     assert plan.seconds > 3600 * 24 * 365
     assert "over an hour on this CPU: `txlab train xl151m --size cpu` (synthetic-small-short) would take about" in plan.describe()
     groups = resolve_groups(["xl151m", "qrnn", "lstm"], None, "cpu", None, {"size": "paper"})
-    plan = plan_groups(groups, {"size"}, gflops=fixed_ceiling(100.0))  # the cpu group: 90 TFLOP, under an hour at 100 GFLOP/s
+    plan = plan_groups(groups, suggest_smaller=True, gflops=fixed_ceiling(100.0))  # the cpu group: 90 TFLOP, under an hour at 100 GFLOP/s
     assert "--size cpu (grid 20:240:20, 8 x 250 targets) would take about" in plan.describe()
     speed = speed_plan(resolve_study(None, "", [8000], {"size": "paper"}, ["budget_s=1.0"]), gflops=fixed_ceiling(5.0))
     assert "--size cpu would take about" in speed.describe()
@@ -194,7 +194,7 @@ def test_estimates_hold_within_their_factor_on_a_recorded_run_of_each_command_fa
     monkeypatch.setenv("TXLAB_HOME", str(tmp_path))  # nothing trained: every model from scratch, as in the records
     ratios = {}
     groups = resolve_groups(["xl-rnn"], "studies/table8.yaml", "cpu", None)
-    quick_start = plan_groups(groups, None, gflops=fixed_ceiling(IDLE_CEILING_2_THREADS)).seconds
+    quick_start = plan_groups(groups, gflops=fixed_ceiling(IDLE_CEILING_2_THREADS)).seconds
     ratios["recl"] = quick_start / (18 * 60 + 39)
     recipe = run_config("xl151m", "cpu", overrides=["train.threads=1"])
     train_s = training_plan(recipe, tmp_path / "none", gflops=fixed_ceiling(CEILING_1_THREAD)).seconds

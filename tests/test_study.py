@@ -119,6 +119,9 @@ def test_row_seeds_give_single_rows_of_one_profile_their_own_seeds(tmp_path):
         ("name: x\nbase: {preset: xl128m}\ncolums: []\n", r"unknown key 'colums'"),
         ("name: x\nbase: {preset: xl128m}\ncolumns: [remark, ppl]\n", r"column"),
         ("name: x\nbase: {preset: xl128m}\nrows: [{a: 1}\n", r"YAML error at .*study.yaml:\d+:\d+"),
+        ("name: x\nbase: {preset: xl128m}\nrows:\n  - xl\n", r"study.yaml:4: row must be a mapping with keys among id, remark"),
+        ("name: x\nbase: {preset: xl128m}\ncolumns: [{remark: R, ppl_best: P}]\n", r"a column given as a mapping names one column"),
+        ("name: x\nbase: {preset: xl128m}\ngrid: {loss: []}\n", r"grid axis 'loss' has no values"),
     ],
 )
 def test_bad_studies_fail_before_any_run_with_a_clear_message(tmp_path, body, message):

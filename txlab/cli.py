@@ -756,7 +756,7 @@ def ablate(
     if json_output:
         _print_json(result.summary())
     for failure in result.failed or []:
-        typer.echo(f"failed: {failure.name} (job {failure.job_id}): {failure.error}; log {failure.log}", err=True)
+        typer.echo(f"failed: {failure.describe()}", err=True)
     if result.failed:
         typer.echo("the other runs are in the table; rerun the same command to resume the failed ones", err=True)
         raise typer.Exit(code=1)

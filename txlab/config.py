@@ -20,7 +20,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -311,6 +311,8 @@ def _type_name(typ: Any) -> str:
     """How an error message names a config type."""
     if typing.get_origin(typ) is list:
         return f"a list of {_type_name(typing.get_args(typ)[0])}"
+    if typing.get_origin(typ) in (typing.Union, types.UnionType):  # an unset-able setting names what it takes when set
+        return " or ".join(_type_name(arg) for arg in typing.get_args(typ) if arg is not type(None))
     return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(typ, repr(typ))
 
 
@@ -428,13 +430,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def _is_text_setting(cfg: Any, path: list[str]) -> bool:
-    """Whether ``path`` names a string field of the dataclass ``cfg`` (nested sections included)."""
+    """Whether ``path`` names a string field of the dataclass ``cfg`` (nested sections included; one that may be unset too)."""
     for i, part in enumerate(path):
         if not dataclasses.is_dataclass(cfg) or part not in {f.name for f in dataclasses.fields(cfg)}:
             return False
         if i < len(path) - 1:
             cfg = getattr(cfg, part)
-    return typing.get_type_hints(type(cfg))[path[-1]] is str
+    hint = typing.get_type_hints(type(cfg))[path[-1]]
+    return hint is str or set(typing.get_args(hint)) == {str, type(None)}
 
 
 def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
@@ -491,6 +494,65 @@ def read_profile(path: str | Path, keys: tuple[str, ...], profile: str, defaults
     return data, update_dataclass(defaults, profiles[profile] or {}, prefix=f"profiles.{profile}.")
 
 
+def entry(default: Any, expects: str, rule: Callable[[Any], str] | None = None) -> Any:
+    """A key of a study file's section (:func:`read_section`): its default, what it takes in words (the error
+    for a value of another type says it), and a ``rule`` that returns what is wrong with a value of the right
+    type ('' when nothing is)."""
+    meta = {"expects": expects, "rule": rule}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    if dataclasses.is_dataclass(default):  # a nested section: its own fields' defaults
+        return field(default_factory=default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def read_section(cls: type, raw: Any, where: str, what: str) -> Any:
+    """A section of a study file (a mapping) as the dataclass ``cls`` whose fields are :func:`entry`'s: the one
+    check of every section, by its declaration. Unknown keys are refused with the nearest valid ones, a value
+    of another type than its annotation with what the key takes, one its rule rejects with the rule's words,
+    each naming ``where`` (file, file:line); a key left out or empty (null) keeps its default."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise TxlabError(f"{where}: {what} must be a mapping with keys among {', '.join(names)}")
+    for key in raw:
+        if key not in names:
+            raise did_you_mean(str(key), names, f"{what} key at {where}")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        value = raw.get(f.name)
+        if value is None:
+            continue
+        if dataclasses.is_dataclass(hints[f.name]):
+            values[f.name] = read_section(hints[f.name], value, where, f.name)
+            continue
+        if not _is_of_type(value, hints[f.name]):
+            raise TxlabError(f"{where}: {f.name} must be {f.metadata['expects']}, got {value!r}")
+        problem = f.metadata["rule"](value) if f.metadata["rule"] else ""
+        if problem:
+            raise TxlabError(f"{where}: {problem}")
+        values[f.name] = value
+    return cls(**values)
+
+
+def _is_of_type(value: Any, typ: Any) -> bool:
+    """Whether a value read from YAML has the annotated type (no conversion: a study says what it means)."""
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if typ is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_of_type(value, arg) for arg in args)
+    if origin is list:
+        return isinstance(value, list) and all(_is_of_type(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_is_of_type(k, args[0]) and _is_of_type(v, args[1]) for k, v in value.items())
+    if typ in (int, float):
+        return isinstance(value, (int, float) if typ is float else int) and not isinstance(value, bool)
+    return isinstance(value, typ)
+
+
 def override_settings(settings: Any, options: dict[str, Any] | None = None, sets: Sequence[str] = ()) -> Any:
     """Command-line values over a study's settings: its options (setting name -> value, None meaning
     'not given'), then ``--set key=value`` overrides. Both take the strict path of run configs (types,
@@ -501,11 +563,6 @@ def override_settings(settings: Any, options: dict[str, Any] | None = None, sets
         return apply_overrides(update_dataclass(settings, given), sets)
     except TxlabError as err:
         raise TxlabError(f"command line: {err}") from None
-
-
-def given_keys(options: dict[str, Any] | None, sets: Sequence[str]) -> set[str]:
-    """The settings the command line gives: options that are not None, and the first key of every override."""
-    return {name for name, value in (options or {}).items() if value is not None} | {parse_override(s)[0][0] for s in sets}
 
 
 def describe_settings(settings: Any, prefix: str = "") -> str:
@@ -523,7 +580,8 @@ def describe_settings(settings: Any, prefix: str = "") -> str:
             accepts = " | ".join(f.metadata["choices"])
         elif f.metadata.get("range") is not None:
             accepts += f", {f.metadata['range'].describe()}"
-        lines.append(f"{key} = {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}  ({accepts})\n"
+        shown = "unset" if value is None else yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+        lines.append(f"{key} = {shown}  ({accepts})\n"
                      f"    {f.metadata.get('doc', '')}")
     return "\n".join(lines)
 

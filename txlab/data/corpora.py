@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -800,10 +801,30 @@ def _load_real(spec: CorpusSpec, cfg: DataConfig, progress: bool) -> Corpus:
     )
 
 
+GENERATED_SPLITS_KEPT = 6
+"""Generated synthetic splits a process keeps: the three splits of two corpora (a cpu-size split of 2M
+tokens with its ground truth is about 30 MB)."""
+
+
+@functools.lru_cache(maxsize=GENERATED_SPLITS_KEPT)
+def generated_split(spec: synthetic.SyntheticSpec | synthetic.RecallSpec, n_tokens: int, seed: int, split: str) -> synthetic.SyntheticText:
+    """One split of a synthetic corpus, generated once per process: a command that loads its corpus for
+    planning, for every member's losses and for the ideal model gets the same arrays without generating
+    them again. The text is a pure function of these arguments (:func:`txlab.data.synthetic.generate`), and
+    they are the whole key (the spec is the full frozen dataclass, horizon included), so a kept split is
+    never another corpus's; its arrays are read-only, so no caller can change what the next one is given."""
+    text = synthetic.generate(spec, n_tokens, seed, split=split)
+    for f in dataclasses.fields(text):
+        value = getattr(text, f.name)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return text
+
+
 def _load_synthetic(cfg: DataConfig) -> Corpus:
     spec = synthetic.get_spec(cfg.corpus, cfg.synthetic_max_context)
     sizes = {"train": cfg.synthetic_tokens, "valid": cfg.synthetic_eval_tokens, "test": cfg.synthetic_eval_tokens}
-    truth = {s: synthetic.generate(spec, n, cfg.synthetic_seed, split=s) for s, n in sizes.items()}
+    truth = {s: generated_split(spec, n, cfg.synthetic_seed, s) for s, n in sizes.items()}
     source = f"generated (seed {cfg.synthetic_seed}, copies {spec.min_distance}..{spec.max_distance} tokens back)"
     return Corpus(spec.name, "word", Vocab(spec.symbols()), {s: t.tokens for s, t in truth.items()}, source, truth=truth)
 

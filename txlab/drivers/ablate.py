@@ -1,6 +1,7 @@
 """Ablation studies from YAML: expand rows and grids into runs, run them stage by stage, report.
 
-A study file (see ``studies/table6.yaml``) holds:
+A study file (see ``studies/table6.yaml``) holds (each key declared with what it takes in :class:`StudyFile`,
+:class:`StudyBase` and :class:`StudyRow`, which txlab.config.read_section checks):
 
     name         prefix of the output folders
     description  one line for the report
@@ -45,6 +46,7 @@ memory, as it was trained, and cannot take A beyond its window. The training att
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import time
@@ -59,7 +61,7 @@ import yaml
 
 from txlab.analysis.ablation import ABLATION_COLUMNS, TABLE6_COLUMNS, AblationReport, ablation_eval_name, write_ablation_report
 from txlab.analysis.claims import Claim, read_claims
-from txlab.config import NON_NEGATIVE, POSITIVE, SEED, RunConfig, apply_overrides, override_settings, read_profile, read_yaml, setting, to_dict, update_dataclass
+from txlab.config import NON_NEGATIVE, POS_ENCODINGS, POSITIVE, SEED, RunConfig, apply_overrides, entry, override_settings, read_profile, read_section, read_yaml, setting, to_dict, update_dataclass
 from txlab.data.corpora import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import read_json, read_yaml_mapping, write_json_atomic, write_text_atomic
@@ -77,7 +79,7 @@ from txlab.runs.plan import (
     format_count,
     format_seconds,
     machine_gflops,
-    meta_model,
+    model_counts,
     quickest,
     seconds_for,
     split_tokens,
@@ -88,8 +90,6 @@ from txlab.runs.train import train
 from txlab.runs.zoo import known_vocab_size, logged_training_step
 from txlab.workspace import resolve
 
-STUDY_KEYS = ("name", "description", "base", "rows", "grid", "seeds", "columns", "memory_budget", "claims")
-ROW_KEYS = ("id", "remark", "preset", "recurrence", "encoding", "loss", "set", "eval_lens", "fit")
 SEMANTIC_KEYS = {"recurrence": "model.mem_len", "encoding": "model.pos_enc", "loss": "train.loss"}
 """Row keys named as the paper's table columns, and the config key each one sets."""
 
@@ -238,70 +238,107 @@ def _part(key: str, value: Any) -> str:
     return f"{key.rsplit('.', 1)[-1]}{value}"
 
 
-def _as_changes(raw: Any, where: str) -> dict[str, Any]:
-    """A row's ``set``: a mapping of dotted keys, or a list of ``key=value`` strings."""
-    if raw is None:
-        return {}
+def _as_changes(raw: dict[str, Any] | list[str], where: str) -> dict[str, Any]:
+    """A ``set``: a mapping of dotted keys, or a list of ``key=value`` strings."""
     if isinstance(raw, dict):
         return {str(k): v for k, v in raw.items()}
-    if isinstance(raw, list) and all(isinstance(item, str) for item in raw):
-        changes = {}
-        for item in raw:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise TxlabError(f"{where}: override {item!r} must look like section.key=value")
-            changes[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        return changes
-    raise TxlabError(f"{where}: 'set' must map config keys to values (or list key=value strings)")
+    changes = {}
+    for item in raw:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise TxlabError(f"{where}: override {item!r} must look like section.key=value")
+        changes[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+    return changes
 
 
-def _lengths(raw: Any, where: str) -> tuple[int, ...]:
-    if not isinstance(raw, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in raw):
-        raise TxlabError(f"{where}: eval_lens must be a list of integers, got {raw!r}")
-    if any(x < 1 for x in raw):
-        raise TxlabError(f"{where}: evaluation attention lengths must be >= 1, got {sorted(raw)}")
-    return tuple(sorted(set(raw)))
+def _lengths_problem(lengths: list[int]) -> str:
+    return f"evaluation attention lengths must be >= 1, got {sorted(lengths)}" if any(x < 1 for x in lengths) else ""
 
 
-def _read_row(raw: Any, index: int, base_preset: str, where: str) -> Row:
-    if not isinstance(raw, dict):
-        raise TxlabError(f"{where}: a row must be a mapping with keys among {', '.join(ROW_KEYS)}")
-    unknown = [k for k in raw if k not in ROW_KEYS]
-    if unknown:
-        raise did_you_mean(str(unknown[0]), ROW_KEYS, f"row key at {where}")
-    changes = {k: raw[k] for k in SEMANTIC_KEYS if k in raw}
-    if "recurrence" in changes and not isinstance(changes["recurrence"], bool):
-        raise TxlabError(f"{where}: recurrence must be true or false, got {changes['recurrence']!r}")
-    for key, value in _as_changes(raw.get("set"), where).items():
+def _grid_problem(grid: dict[str, list[Any]]) -> str:
+    empty = [key for key, values in grid.items() if not values]
+    return f"grid axis {empty[0]!r} has no values" if empty else ""
+
+
+def _budget_problem(budget: str | float) -> str:
+    return "" if isinstance(budget, str) or budget > 0 else f"memory_budget must be a row id or a positive number of MiB, got {budget!r}"
+
+
+def _columns_problem(columns: list[str | dict[str, Any]]) -> str:
+    mappings = [item for item in columns if isinstance(item, dict) and len(item) != 1]
+    return f"a column given as a mapping names one column (name: header), got {mappings[0]!r}" if mappings else ""
+
+
+CHANGES = "a mapping of config keys to values (or a list of key=value strings)"
+
+
+@dataclass(frozen=True)
+class StudyBase:
+    """A study file's ``base``: what every run starts from."""
+
+    preset: str = entry("", "a preset name")
+    set: dict[str, Any] | list[str] = entry({}, CHANGES)
+
+
+@dataclass(frozen=True)
+class StudyRow:
+    """One item of a study file's ``rows``, as written (:class:`Row` is what it expands to)."""
+
+    id: str | int | None = entry(None, "a name (letters, digits, '.', '_')")
+    remark: str = entry("", "text")
+    preset: str = entry("", "a preset name")
+    recurrence: bool | None = entry(None, "true or false")
+    encoding: str | None = entry(None, f"one of {', '.join(POS_ENCODINGS)}")
+    loss: str | None = entry(None, "full or half")
+    set: dict[str, Any] | list[str] = entry({}, CHANGES)
+    eval_lens: list[int] | None = entry(None, "a list of integers", _lengths_problem)
+    fit: str = entry("", "one config key (e.g. model.tgt_len)")
+
+
+@dataclass(frozen=True)
+class StudyFile:
+    """A study file's keys besides ``profiles``, each declared with what it takes (the module docstring says what each means)."""
+
+    name: str = entry("", "text (the prefix of the output folders)")
+    description: str = entry("", "one line of text")
+    base: StudyBase = entry(StudyBase, "a mapping with the keys preset and set")
+    rows: list[Any] = entry([{}], "a list of mappings")
+    """Each read as a :class:`StudyRow` where it stands (file:line)."""
+    grid: dict[str, list[Any]] = entry({}, "a mapping of keys (recurrence, encoding, loss or config keys) to non-empty lists of values", _grid_problem)
+    seeds: list[int] = entry([], "a list of distinct integers (none: the profile's seeds, else [0])")
+    columns: list[str | dict[str, Any]] = entry(list(TABLE6_COLUMNS), "a list of column names (or one-key mappings name: header)",
+                                                _columns_problem)
+    memory_budget: str | float | None = entry(None, "a row id or a positive number of MiB", _budget_problem)
+    claims: Any = entry(None, "a list of claims")
+    """Read by txlab.analysis.claims.read_claims, which checks them against the rows."""
+
+
+def _read_row(raw: Any, base_preset: str, where: str) -> Row:
+    entries = read_section(StudyRow, raw, where, "row")
+    changes = {k: getattr(entries, k) for k in SEMANTIC_KEYS if getattr(entries, k) is not None}
+    for key, value in _as_changes(entries.set, where).items():
         semantic = next((s for s, dotted in SEMANTIC_KEYS.items() if dotted == key), None)
         if semantic in changes and semantic != "recurrence" and changes[semantic] != value:
             raise TxlabError(f"{where}: {semantic}: {changes[semantic]!r} contradicts set {key}={value!r}")
         if semantic == "recurrence" and changes.get("recurrence") is False and value != 0:
             raise TxlabError(f"{where}: recurrence: false contradicts set {key}={value!r} (no recurrence means mem_len 0)")
         changes[key] = value
-    preset = str(raw.get("preset") or base_preset)
+    preset = entries.preset or base_preset
     if preset not in PRESETS:
         raise did_you_mean(preset, PRESETS, f"preset at {where}")
-    row_id = raw.get("id")
+    row_id = entries.id
     if row_id is None:
         parts = ([preset] if preset != base_preset else []) + [_part(k, v) for k, v in changes.items()]
         row_id = "-".join(parts) or "base"
     row_id = _slug(str(row_id))
     if not row_id:
         raise TxlabError(f"{where}: the row id must hold letters or digits")
-    fit = raw.get("fit") or ""
-    if fit and not isinstance(fit, str):
-        raise TxlabError(f"{where}: fit names one config key (e.g. model.tgt_len), got {fit!r}")
-    eval_lens = _lengths(raw["eval_lens"], where) if raw.get("eval_lens") is not None else None
-    return Row(row_id, str(raw.get("remark") or ""), preset, changes, eval_lens, fit, where)
+    eval_lens = tuple(sorted(set(entries.eval_lens))) if entries.eval_lens is not None else None
+    return Row(row_id, entries.remark, preset, changes, eval_lens, entries.fit, where)
 
 
-def _grid_points(grid: Any, path: Path) -> list[dict[str, Any]]:
+def _grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Every point of the grid's cartesian product, in file order (one empty point without a grid)."""
-    if not grid:
-        return [{}]
-    if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
-        raise TxlabError(f"{path}: 'grid' must map keys (recurrence, encoding, loss or config keys) to non-empty lists of values")
     keys = [str(k) for k in grid]
     return [dict(zip(keys, values)) for values in itertools.product(*grid.values())]
 
@@ -357,42 +394,41 @@ def _row_seeds(settings: AblationSettings, row_ids: set[str], profile: str) -> d
 
 def model_window(cfg: RunConfig) -> int | None:
     """The longest context the configured model can use at all (a fixed window), or None."""
-    return meta_model(cfg).max_context
+    return model_counts(cfg).max_context
 
 
-def _columns(raw: Any, path: Path) -> list[tuple[str, str]]:
-    if raw is None:
-        raw = list(TABLE6_COLUMNS)
-    if not isinstance(raw, list):
-        raise TxlabError(f"{path}: 'columns' must be a list of column names (or one-key mappings name: header)")
+def _columns(raw: list[str | dict[str, Any]], path: Path) -> list[tuple[str, str]]:
     columns = []
     for item in raw:
-        key, header = (next(iter(item.items())) if isinstance(item, dict) and len(item) == 1 else (item, None))
+        key, header = next(iter(item.items())) if isinstance(item, dict) else (item, None)
         if key not in ABLATION_COLUMNS:
             raise did_you_mean(str(key), ABLATION_COLUMNS, f"column in {path}")
         columns.append((key, str(header) if header else ABLATION_COLUMNS[key]))
     return columns
 
 
-def _row_config(row: Row, settings: AblationSettings, base_changes: dict[str, Any], row_sets: list[str], base_where: str, profile: str) -> RunConfig:
-    """A row's configuration: preset at the profile's size < corpus < base < profile sets < the row < row_sets."""
+def _row_config(row: Row, base: dict[str, Any], settings: AblationSettings, row_sets: list[str], path: Path, profile: str) -> RunConfig:
+    """A row's configuration: the preset at the profile's size, then each layer below over the ones before it."""
+    where_it_runs = {"train.device": settings.device, **({"train.threads": settings.threads} if settings.threads else {})}
+    layers: list[tuple[str, dict[str, Any] | list[str]]] = [
+        (f"profiles.{profile}.data", {"data.corpus": settings.data} if settings.data else {}),
+        (f"{path}: base", base),
+        (f"profiles.{profile}.sets", settings.sets),
+        (row.where, row.changes),
+        (f"profiles.{profile}.row_sets ({row.id})", row_sets),
+        (f"profiles.{profile}", where_it_runs),
+    ]
     cfg = resolve_preset(row.preset, settings.size)
-    if settings.data:
-        cfg = update_dataclass(cfg, {"data": {"corpus": settings.data}})
-    cfg = _apply_changes(cfg, base_changes, base_where)
+    for where, changes in layers:
+        cfg = _apply_changes(cfg, changes, where) if isinstance(changes, dict) else _apply_sets(cfg, changes, where)
+    return cfg
+
+
+def _apply_sets(cfg: RunConfig, sets: list[str], where: str) -> RunConfig:
     try:
-        cfg = apply_overrides(cfg, settings.sets)
+        return apply_overrides(cfg, sets)
     except TxlabError as err:
-        raise TxlabError(f"profiles.{profile}.sets: {err}") from None
-    cfg = _apply_changes(cfg, row.changes, row.where)
-    try:
-        cfg = apply_overrides(cfg, row_sets)
-    except TxlabError as err:
-        raise TxlabError(f"profiles.{profile}.row_sets ({row.id}): {err}") from None
-    train_updates: dict[str, Any] = {"device": settings.device}
-    if settings.threads:
-        train_updates["threads"] = settings.threads
-    return update_dataclass(cfg, {"train": train_updates})
+        raise TxlabError(f"{where}: {err}") from None
 
 
 def _scoring_lengths(row: Row, cfg: RunConfig, settings: AblationSettings) -> tuple[tuple[int, ...], int]:
@@ -426,26 +462,21 @@ def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ())
     """Read, expand and check a study, with ``sets`` (``key=value``) over the profile's settings:
     every problem is reported before any run starts."""
     path = Path(path)
-    data, settings = read_profile(path, STUDY_KEYS, profile, AblationSettings())
+    data, settings = read_profile(path, tuple(f.name for f in dataclasses.fields(StudyFile)), profile, AblationSettings())
+    study = read_section(StudyFile, {key: value for key, value in data.items() if key != "profiles"}, str(path), "study")
     settings = replace(settings, out=str(resolve(settings.out)), figures=str(resolve(settings.figures)))
     settings = override_settings(settings, sets=sets)
-    name = _slug(str(data.get("name") or path.stem))
-    base = data.get("base") or {}
-    if not isinstance(base, dict) or set(base) - {"preset", "set"}:
-        raise TxlabError(f"{path}: 'base' takes the keys preset and set")
-    base_preset = str(base.get("preset") or "")
-    if base_preset not in PRESETS:
-        raise did_you_mean(base_preset, PRESETS, f"base preset in {path}")
-    base_changes = _as_changes(base.get("set"), f"{path}: base")
+    name = _slug(study.name or path.stem)
+    if study.base.preset not in PRESETS:
+        raise did_you_mean(study.base.preset, PRESETS, f"base preset in {path}")
+    base = _as_changes(study.base.set, f"{path}: base")
 
-    raw_rows = data.get("rows") or [{}]
-    if not isinstance(raw_rows, list):
-        raise TxlabError(f"{path}: 'rows' must be a list of mappings")
     lines = _row_lines(path)
-    rows = [_read_row(raw, i, base_preset, f"{path}:{lines[i]}" if i < len(lines) else f"{path}: row {i + 1}") for i, raw in enumerate(raw_rows)]
+    rows = [_read_row(raw, study.base.preset, f"{path}:{lines[i]}" if i < len(lines) else f"{path}: row {i + 1}")
+            for i, raw in enumerate(study.rows or [{}])]
     expanded = []
     for row in rows:
-        for point in _grid_points(data.get("grid"), path):
+        for point in _grid_points(study.grid):
             for key in point:
                 if key in row.changes:
                     raise TxlabError(f"{row.where}: the row sets {key!r}, which is also a grid axis")
@@ -457,9 +488,9 @@ def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ())
     if duplicates:
         raise TxlabError(f"{path}: rows with the same id {duplicates[0]!r}: give them distinct 'id' values")
 
-    seeds = settings.seeds or data.get("seeds") or [0]
-    if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) or len(set(seeds)) != len(seeds):
-        raise TxlabError(f"{path}: seeds must be a list of distinct integers, got {seeds!r}")
+    seeds = settings.seeds or study.seeds or [0]
+    if len(set(seeds)) != len(seeds):
+        raise TxlabError(f"{path}: seeds must be distinct, got {seeds}")
     per_row = _row_sets(settings, set(ids), profile)
     seeds_of_row = _row_seeds(settings, set(ids), profile)
     variant = variant_suffix(sets)
@@ -467,8 +498,8 @@ def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ())
 
     runs = []
     for row in expanded:
-        cfg = _row_config(row, settings, base_changes, per_row.get(row.id, []), f"{path}: base", profile)
-        if row.fit and data.get("memory_budget") is None:
+        cfg = _row_config(row, base, settings, per_row.get(row.id, []), path, profile)
+        if row.fit and study.memory_budget is None:
             raise TxlabError(f"{row.where}: fit needs the study's memory_budget (a row id or a number of MiB)")
         eval_lens, init_len = _scoring_lengths(row, cfg, settings)
         for seed in seeds_of_row.get(row.id, seeds):
@@ -476,15 +507,10 @@ def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ())
             run_cfg = update_dataclass(cfg, {"name": run_id, "train": {"seed": seed}})
             runs.append(PlannedRun(run_id, row, seed, run_cfg, eval_lens, init_len, out_dir / "runs" / run_id))
 
-    budget = data.get("memory_budget")
-    if budget is not None:
-        if isinstance(budget, str):
-            if budget not in ids:
-                raise did_you_mean(budget, ids, f"memory_budget row in {path}")
-        elif not isinstance(budget, (int, float)) or budget <= 0:
-            raise TxlabError(f"{path}: memory_budget must be a row id or a positive number of MiB, got {budget!r}")
-    claims = read_claims(data.get("claims"), ids, str(path))
-    return AblationStudy(name, str(data.get("description") or ""), profile, settings, runs, _columns(data.get("columns"), path), budget, path, claims,
+    if isinstance(study.memory_budget, str) and study.memory_budget not in ids:
+        raise did_you_mean(study.memory_budget, ids, f"memory_budget row in {path}")
+    claims = read_claims(study.claims, ids, str(path))
+    return AblationStudy(name, study.description, profile, settings, runs, _columns(study.columns, path), study.memory_budget, path, claims,
                          variant)
 
 
@@ -514,9 +540,9 @@ def run_cost(run: PlannedRun, settings: AblationSettings) -> dict[str, Any]:
     row: dict[str, Any] = {"run_id": run.run_id, "params": None, "train_flops": None, "eval_flops": None}
     if n_token is None:
         return row
-    model = meta_model(cfg, n_token)
-    row["params"] = model.num_parameters()
-    row["train_flops"] = training_flops(cfg, model=model)
+    model = model_counts(cfg, n_token)
+    row["params"] = model.parameters
+    row["train_flops"] = training_flops(cfg)
     eval_tokens = settings.eval_tokens or split_tokens(cfg, settings.split)
     if eval_tokens is not None:
         row["eval_flops"] = sum(eval_tokens * model.flops_per_token(length) for length in run.eval_lens)
@@ -657,7 +683,7 @@ def _evaluate(run: PlannedRun, config: RunConfig, settings: AblationSettings, wi
 def _write_row_record(run: PlannedRun, config: RunConfig, study: AblationStudy) -> None:
     """What the report needs to know of a run besides its config: its row, seed and how it is scored."""
     write_json_atomic(run.directory / "ablate" / "row.json", {
-        "params": meta_model(config, _n_token(config)).num_parameters(), "run_id": run.run_id,
+        "params": model_counts(config, _n_token(config)).parameters, "run_id": run.run_id,
         "row_id": run.row.id, "remark": run.row.remark, "seed": run.seed, "init_len": run.init_len,
         "eval_lens": list(run.eval_lens), "split": study.settings.split, "eval_tokens": study.settings.eval_tokens,
         "study": study.name, "profile": study.profile,
@@ -778,8 +804,7 @@ def run_study(
             echo(f"{len(runs) - len(pending)} of {len(runs)} runs done; submitting the other {len(pending)}")
             tasks = [Task(run.run_id, run_job, (str(study.path), profile, run.run_id, list(sets)), partial(job_progress, run, settings))
                      for run in pending]
-            folder = Path(settings.slurm.logs) if settings.slurm.logs else study.out_dir / "jobs"
-            result.failed = run_jobs(tasks, settings.slurm, folder, f"txlab-{study.name}-{profile}", echo)
+            result.failed = run_jobs(tasks, settings.slurm, study.out_dir / "jobs", f"txlab-{study.name}-{profile}", echo)
         else:
             for i, run in enumerate(runs, 1):
                 run_planned(run, study, budget_bytes, progress, echo, f"[{i}/{len(runs)}] ")

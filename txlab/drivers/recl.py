@@ -22,8 +22,11 @@ seed, its run directories and Hugging Face members as they are) into ``<group>/s
 A study file (studies/table8.yaml) names groups and profiles of :class:`ReclSettings`. As in every
 study driver (txlab.drivers), the profile is read by :func:`txlab.config.read_profile` and the command
 line's options and ``--set`` overrides go through :func:`txlab.config.override_settings`, the strict
-path of run configs; ``--set`` keys under model., data., train. or eval. configure the preset members
-instead (:data:`MEMBER_SECTIONS`). Each group's result is a :class:`GroupResult` (a :class:`SeedsResult` over training seeds).
+path of run configs (:func:`command_line`, where ``--set`` keys under model., data., train. or eval.
+are routed to the preset members instead: :data:`MEMBER_SECTIONS`). A setting nobody gave stays unset
+(None) until :func:`with_defaults` gives it the value of the size and the members. Each group's members
+are resolved once (:func:`resolve_group`, a :class:`Member` each) and carried through the plan and the
+run. Each group's result is a :class:`GroupResult` (a :class:`SeedsResult` over training seeds).
 
 The module carries its command's name; ``txlab.analysis.recl``, the pure-numpy metric it computes with, has
 the plain one.
@@ -35,7 +38,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -45,7 +48,7 @@ import numpy as np
 from txlab import devices
 from txlab.analysis import recl, recl_figures, table8
 from txlab.analysis.figures import models_in_words
-from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, given_keys, override_settings, read_profile, setting, to_dict, update_dataclass
+from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, entry, override_settings, read_profile, read_section, setting, to_dict
 from txlab.data import corpora
 from txlab.data.corpora import CORPORA, Corpus, load_corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
@@ -55,9 +58,9 @@ from txlab.measure.losses import GroupLosses, LossTable, collect_model_losses, c
 from txlab.models import hf
 from txlab.models.interface import Context
 from txlab.presets import PRESETS, SIZES
-from txlab.runs.checkpoint import has_checkpoint, read_meta
-from txlab.runs.launch import LAUNCHERS, SlurmSettings, Task, check_launcher, run_jobs
-from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes, vocab_size
+from txlab.runs.checkpoint import has_checkpoint, saved_config
+from txlab.runs.launch import LAUNCHERS, SlurmSettings, Task, check_jobs, check_launcher, run_jobs
+from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes, vocab_size
 from txlab.runs.train import train
 from txlab.runs.zoo import run_config, run_dir
 from txlab.workspace import MODELS, resolve
@@ -66,6 +69,12 @@ FIGURE3_R = 0.1
 """The paper's Figure 3 shows the gains at r = 0.1."""
 
 
+PAPER_COLLECTION = {"grid": "100:1000:100", "blocks": 20, "block_len": 500}
+"""The paper's grid and targets (Table 8): what a group of paper-size presets is scored on unless told otherwise."""
+
+SMALL_COLLECTION = {"blocks": 8, "block_len": 250}
+"""Targets of smaller models, as in the cpu profile of studies/table8.yaml: 2,000 targets in 8 blocks."""
+
 MEMBER_SECTIONS = ("model", "data", "train", "eval")
 """A command-line override whose key starts with one of these (``train.max_steps=400``) configures the
 preset members (``sets``); any other (``blocks=8``, ``slurm.partition=gpu``) sets :class:`ReclSettings`."""
@@ -73,7 +82,10 @@ preset members (``sets``); any other (``blocks=8``, ``slurm.partition=gpu``) set
 
 @dataclass(frozen=True)
 class ReclSettings:
-    """Everything a RECL run depends on besides its members (the study profile's keys, ``--set`` on the command line)."""
+    """Everything a RECL run depends on besides its members (the study profile's keys, ``--set`` on the command line).
+
+    A setting whose default is None is unset until given: :func:`with_defaults` gives it its value from
+    the size and the members, in that one place."""
 
     size: str = setting("cpu", "Size of preset members.", SIZES)
     data: str = setting("", "Corpus of preset members (empty: each preset's own).")
@@ -87,12 +99,13 @@ class ReclSettings:
                                      "directory <preset>-<size>-<corpus>-seed<s>), one group and one RECL per seed, and their spread "
                                      "(empty: one run per preset, named without a seed, as trained by train.seed).", valid=SEED)
     rs: list[float] = setting(list(recl.DEFAULT_RS), "Fractions of the hardest targets RECL is computed at (--r).", valid=Range(0, 1, low_open=True))
-    grid: str = setting("100:1000:100", "Context lengths: start:stop:step (stop included) or a comma-separated list "
-                        "(without --study, at a smaller size than paper: about ten lengths up to the members' training span).")
-    blocks: int = setting(20, "Contiguous target blocks drawn from the split (without --study, at a smaller size than paper: 8).",
-                          valid=POSITIVE)
-    block_len: int = setting(500, "Targets per block, also the bootstrap's block (without --study, at a smaller size than paper: 250).",
-                             valid=POSITIVE)
+    grid: str | None = setting(None, "Context lengths: start:stop:step (stop included) or a comma-separated list. Unset: the paper's "
+                               f"{PAPER_COLLECTION['grid']} at size paper, at a smaller size about ten lengths up to the members' longest "
+                               "training span (a model cannot be expected to use more context than it ever saw).")
+    blocks: int | None = setting(None, f"Contiguous target blocks drawn from the split (unset: {PAPER_COLLECTION['blocks']} at size paper, "
+                                 f"{SMALL_COLLECTION['blocks']} at a smaller size).", valid=POSITIVE)
+    block_len: int | None = setting(None, f"Targets per block, also the bootstrap's block (unset: {PAPER_COLLECTION['block_len']} at size "
+                                    f"paper, {SMALL_COLLECTION['block_len']} at a smaller size).", valid=POSITIVE)
     split: str = setting("valid", "Split the targets are drawn from.", ("train", "valid", "test"))
     seed: int = setting(0, "Draws the target blocks and the bootstrap resamples.", valid=SEED)
     n_boot: int = setting(200, "Bootstrap resamples for the confidence intervals (0: none).", valid=NON_NEGATIVE)
@@ -116,34 +129,51 @@ class ReclSettings:
     slurm: SlurmSettings = setting(SlurmSettings, "The jobs' settings with launcher slurm (slurm.partition, slurm.time_min, ...).")
 
     def context_grid(self) -> tuple[int, ...]:
+        if self.grid is None:
+            raise ValueError("the grid is unset until with_defaults gives it its value")
         return parse_grid(self.grid)
 
 
 @dataclass(frozen=True)
-class Group:
-    name: str
-    members: list[str]
-    settings: ReclSettings
-    train_seed: int | None = None
-    """One of ``settings.train_seeds``: the group of that training seed (its preset members' runs of that seed,
-    its tables in ``<group>/seed-<s>/``); None for a group without seeds."""
-
-    @property
-    def folder(self) -> Path:
-        """Where its tables and figures go under the output folders: ``<name>``, or ``<name>/seed-<s>``."""
-        return Path(self.name) if self.train_seed is None else Path(self.name) / f"seed-{self.train_seed}"
-
-
-@dataclass(frozen=True)
 class Member:
+    """One member of a group, resolved once: what it is, where its run lives, and how it was (or will be) trained."""
+
     label: str
     """How tables and figures name it: the preset name, the run directory's name, or the checkpoint folder's name."""
     run_dir: Path
     """The run directory; for a Hugging Face member, the folder its losses and record go to."""
     config: RunConfig | None
-    """The run configuration for a preset member (None for a run directory given as-is or a Hugging Face member)."""
+    """A preset member's recipe (what its run trains with), a run directory's saved configuration; None for a
+    Hugging Face member."""
+    preset: bool = False
+    """A preset: trained when its run is missing (a run directory or a Hugging Face member is used as it is)."""
     source: str = ""
     """A Hugging Face member's checkpoint (folder or Hub id); empty for txlab runs."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """One group as the command scores it: its members as named, its settings with nothing unset, and each
+    member resolved once per training seed."""
+
+    name: str
+    members: list[str]
+    """As the study or the command line names them: presets, run directories, hf:SOURCE."""
+    settings: ReclSettings
+    resolved: dict[int | None, list[Member]]
+    """Training seed (None for a group without ``settings.train_seeds``) -> the members of that seed's group:
+    its preset runs of that seed, its run directories and Hugging Face members as they are."""
+    asked: ReclSettings
+    """The settings as given (study profile and command line), unset ones still None: what the group is
+    resolved from, and resolved from again at another size."""
+
+    @property
+    def seeds(self) -> list[int | None]:
+        return list(self.resolved)
+
+    def folder(self, train_seed: int | None) -> Path:
+        """Where one seed's tables and figures go under the output folders: ``<name>``, or ``<name>/seed-<s>``."""
+        return Path(self.name) if train_seed is None else Path(self.name) / f"seed-{train_seed}"
 
 
 def parse_grid(spec: str) -> tuple[int, ...]:
@@ -183,52 +213,76 @@ class ReclStudy:
     settings: ReclSettings
 
 
+def _groups_problem(groups: dict[str, list[str]]) -> str:
+    empty = [name for name, members in groups.items() if not members]
+    return f"group {empty[0]!r} has no members" if empty else ""
+
+
+@dataclass(frozen=True)
+class ReclStudyFile:
+    """A RECL study file's keys besides ``profiles`` (txlab.config.read_section checks them)."""
+
+    name: str = entry("", "text (the prefix of the output folders)")
+    groups: dict[str, list[str]] = entry({}, "a mapping of group names to lists of presets or run directories", _groups_problem)
+
+
 def load_study(path: str | Path, profile: str) -> ReclStudy:
     """A RECL study file's groups and the profile's settings."""
-    data, settings = read_profile(path, ("name", "groups"), profile, ReclSettings())
-    groups = data.get("groups") or {}
-    if not isinstance(groups, dict) or not groups or not all(isinstance(m, list) and m for m in groups.values()):
+    data, settings = read_profile(path, tuple(f.name for f in fields(ReclStudyFile)), profile, ReclSettings())
+    study = read_section(ReclStudyFile, {key: value for key, value in data.items() if key != "profiles"}, str(path), "study")
+    if not study.groups:
         raise TxlabError(f"{path}: 'groups' must map group names to lists of presets or run directories")
-    return ReclStudy(data.get("name") or Path(path).stem, {str(k): [str(m) for m in v] for k, v in groups.items()}, settings)
+    return ReclStudy(study.name or Path(path).stem, study.groups, settings)
 
 
-def split_overrides(sets: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Command-line overrides as (the members' config overrides, the settings' overrides): see :data:`MEMBER_SECTIONS`."""
+def command_line(settings: ReclSettings, options: dict[str, Any] | None, sets: Sequence[str]) -> ReclSettings:
+    """The command line over ``settings`` (the study profile's, or the defaults): its options (setting name ->
+    value, None meaning 'not given'), then its ``--set`` overrides, through :func:`~txlab.config.override_settings`.
+    Here, and only here, an override is routed by its key: one under a section of a run's configuration
+    (:data:`MEMBER_SECTIONS`) configures the preset members, and together they replace the profile's ``sets``;
+    any other sets a setting."""
     members = [s for s in sets if "." in s.split("=", 1)[0] and s.split(".", 1)[0].strip() in MEMBER_SECTIONS]
-    return members, [s for s in sets if s not in members]
+    return override_settings(settings, {**(options or {}), "sets": members or None}, [s for s in sets if s not in members])
 
 
 def resolve_groups(members: Sequence[str], study: str | Path | None, profile: str, name: str | None,
                    options: dict[str, Any] | None = None, sets: Sequence[str] = ()) -> list[Group]:
-    """The groups one command runs: the study's (all, or those ``members`` name) or ``members`` as one group.
-
-    ``options``: ReclSettings fields from the command line's options (None means 'not given'); ``sets``:
-    its ``--set`` overrides, of the members' configs or of the settings (:func:`split_overrides`). Both
-    go through :func:`~txlab.config.override_settings`, after the study's profile.
-    """
-    member_sets, setting_sets = split_overrides(sets)
-    options = {**(options or {}), "sets": member_sets or None}  # the command line's replace the profile's
+    """The groups one command runs: the study's (all, or those ``members`` name) or ``members`` as one group,
+    each resolved by :func:`resolve_group` from the study's profile (or the defaults) under the command
+    line's ``options`` and ``sets`` (:func:`command_line`)."""
     if study is None:
         if not members:
             raise TxlabError("name the group's members (presets or run directories), e.g. `txlab recl --group xl151m qrnn lstm`, or give --study")
         numbers = [m for m in members if _is_number(m)]
         if numbers:
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
-        settings = settle_tokenizer(override_settings(_at_home(ReclSettings()), options, setting_sets), members)
-        settings = collection_defaults(settings, members, given_keys(options, setting_sets))
-        usual = collection_defaults(replace(settings, **{key: getattr(ReclSettings(), key) for key in NAMED_COLLECTION}), members, set())
-        return [Group(name or default_group_name(members, settings) + collection_suffix(settings, usual), list(members), settings)]
+        usual = ReclSettings()
+        group = resolve_group(list(members), command_line(_at_home(usual), options, sets))
+        named = name or default_group_name(members, group.settings) + collection_suffix(group, usual)
+        return [replace(group, name=named)]
     chosen_study = load_study(study, profile)
-    settings = override_settings(_at_home(chosen_study.settings), options, setting_sets)
+    asked = command_line(_at_home(chosen_study.settings), options, sets)
     chosen = list(members) or list(chosen_study.groups)
     for group in chosen:
         if group not in chosen_study.groups:
             raise did_you_mean(group, chosen_study.groups, f"group in {study}")
-    corpus = f"-{settings.data}" if settings.data else f"-text-{Path(settings.text).stem}" if settings.text else ""
-    suffix = collection_suffix(settings, chosen_study.settings)
-    return [Group(name if name and len(chosen) == 1 else f"{chosen_study.name}-{group}-{profile}{corpus}{suffix}", chosen_study.groups[group],
-                  settle_tokenizer(settings, chosen_study.groups[group]))
-            for group in chosen]
+    corpus = f"-{asked.data}" if asked.data else f"-text-{Path(asked.text).stem}" if asked.text else ""
+    groups = []
+    for group in chosen:
+        resolved = resolve_group(chosen_study.groups[group], asked)
+        named = name if name and len(chosen) == 1 else f"{chosen_study.name}-{group}-{profile}{corpus}{collection_suffix(resolved, chosen_study.settings)}"
+        groups.append(replace(resolved, name=named))
+    return groups
+
+
+def resolve_group(members: list[str], asked: ReclSettings, name: str = "") -> Group:
+    """A group's members resolved once per training seed (:func:`resolve_member`) and checked against each
+    other (:func:`check_members`), and its settings with every unset one given its value (:func:`with_defaults`)."""
+    settings = settle_tokenizer(asked, members)
+    resolved = {seed: [resolve_member(m, settings, seed) for m in members] for seed in training_seeds(settings, members)}
+    for listed in resolved.values():
+        check_members(listed)
+    return Group(name, members, with_defaults(settings, next(iter(resolved.values()))), resolved, asked)
 
 
 def settle_tokenizer(settings: ReclSettings, members: Sequence[str]) -> ReclSettings:
@@ -270,11 +324,13 @@ runs), and so its name when they differ from the study's (or, on the command lin
 usual collection): '-train_seeds-0-1-2' keeps a group over seeds apart from the single runs' tables.
 Member overrides (train.max_steps, ...) are not among them: the group's checks compare members' training."""
 
-def collection_suffix(settings: ReclSettings, usual: ReclSettings) -> str:
+def collection_suffix(group: Group, usual: ReclSettings) -> str:
     """'' for the usual collection, else what differs, e.g. '-grid-20-480-20-blocks-16': a group scored
     on another grid or other targets gets its own folders, so its tables never replace the usual ones,
-    and the same command finds its own again."""
-    parts = [f"{key}-{getattr(settings, key)}" for key in NAMED_COLLECTION if getattr(settings, key) != getattr(usual, key)]
+    and the same command finds its own again. ``usual``: the study profile's settings, or the defaults
+    (resolved for the group's size and members as its own are)."""
+    baseline = with_defaults(replace(group.settings, **{key: getattr(usual, key) for key in NAMED_COLLECTION}), group.resolved[group.seeds[0]])
+    parts = [f"{key}-{getattr(group.settings, key)}" for key in NAMED_COLLECTION if getattr(group.settings, key) != getattr(baseline, key)]
     return "".join(f"-{re.sub(r'[^A-Za-z0-9_.]+', '-', part).strip('-')}" for part in parts)
 
 
@@ -293,22 +349,22 @@ def resolve_member(member: str, settings: ReclSettings, train_seed: int | None =
     if hf.is_hf_spec(member):
         source = hf.hf_source(member)  # checked: a folder with a config.json, or a Hub id
         label = Path(source.rstrip("/")).name
-        return Member(label, Path(settings.models_root) / "hf" / f"{label}-{hf.fingerprint(source)}", None, source)
+        return Member(label, Path(settings.models_root) / "hf" / f"{label}-{hf.fingerprint(source)}", None, source=source)
     path = Path(member)
     if path.is_dir():
         if not has_checkpoint(path):
             raise TxlabError(f"{path} holds no checkpoint: is it a run directory made by `txlab train`?")
-        return Member(path.name, path, None)
+        return Member(path.name, path, saved_config(path))
     if member not in PRESETS:
         if "/" in member or member.startswith("."):
             raise TxlabError(f"no run directory {member}")
         raise did_you_mean(member, PRESETS, "preset (or an existing run directory)")
     cfg = run_config(member, settings.size, settings.data or None, overrides=list(settings.sets), text=settings.text, tokenizer=settings.tokenizer)
     if train_seed is None:
-        return Member(member, run_dir(cfg, Path(settings.models_root)), cfg)
+        return Member(member, run_dir(cfg, Path(settings.models_root)), cfg, preset=True)
     cfg = replace(cfg, train=replace(cfg.train, seed=train_seed))
     directory = run_dir(cfg, Path(settings.models_root))
-    return Member(member, directory.with_name(f"{directory.name}-seed{train_seed}"), cfg)
+    return Member(member, directory.with_name(f"{directory.name}-seed{train_seed}"), cfg, preset=True)
 
 
 def parse_seeds(spec: str | None) -> list[int] | None:
@@ -322,21 +378,21 @@ def parse_seeds(spec: str | None) -> list[int] | None:
         raise TxlabError(f"--train-seeds takes comma-separated integers, e.g. --train-seeds 0,1,2; got {spec!r}") from None
 
 
-def seed_groups(group: Group) -> list[Group]:
-    """The groups one group is scored as: itself, or with ``train_seeds`` one per seed (:attr:`Group.train_seed`).
+def training_seeds(settings: ReclSettings, members: Sequence[str]) -> list[int | None]:
+    """The training seeds a group is scored once each for: ``settings.train_seeds``, or [None] without them.
     A seed is given once and only there (not also as a member override ``train.seed``), and some member must
     be a preset: run directories and Hugging Face members are the same model for every seed."""
-    seeds = group.settings.train_seeds
+    seeds = settings.train_seeds
     if not seeds:
-        return [group]
+        return [None]
     if len(set(seeds)) != len(seeds):
         raise TxlabError(f"train_seeds must be distinct, got {seeds}")
-    if any(s.split("=", 1)[0].strip() == "train.seed" for s in group.settings.sets):
+    if any(s.split("=", 1)[0].strip() == "train.seed" for s in settings.sets):
         raise TxlabError("give the preset members' seeds as train_seeds (--train-seeds 0,1,2), not also as --set train.seed")
-    if all(hf.is_hf_spec(m) or Path(m).is_dir() for m in group.members):
-        raise TxlabError(f"train_seeds trains the preset members once per seed, and group {group.name} has none: "
+    if all(hf.is_hf_spec(m) or Path(m).is_dir() for m in members):
+        raise TxlabError(f"train_seeds trains the preset members once per seed, and group {'+'.join(members)} has none: "
                          "its run directories and Hugging Face members are the same model for every seed")
-    return [replace(group, train_seed=seed) for seed in seeds]
+    return list(seeds)
 
 
 def collection_cost(settings: ReclSettings) -> int:
@@ -345,18 +401,10 @@ def collection_cost(settings: ReclSettings) -> int:
     return settings.blocks * (settings.block_len + grid[-1] - grid[0]) * grid[-1]
 
 
-SMALL_COLLECTION = {"blocks": 8, "block_len": 250}
-"""Targets of smaller models, as in the cpu profile of studies/table8.yaml: 2,000 targets in 8 blocks."""
-
-
 def scaled_grid(span: int) -> str:
     """About ten context lengths up to a training span: steps of a multiple of 10 (20:240:20 for 256)."""
     step = 10 * max(1, span // 120) if span >= 120 else max(1, span // 12)
     return f"{step}:{span // step * step}:{step}"
-
-
-def _member_config(member: Member) -> RunConfig:
-    return member.config or update_dataclass(RunConfig(), read_meta(member.run_dir)["config"])
 
 
 def training_span(member: Member) -> int | None:
@@ -364,24 +412,24 @@ def training_span(member: Member) -> int | None:
     positions its config names; None when it names none)."""
     if member.source:
         return hf.trained_length(member.source)
-    cfg = _member_config(member)
-    return cfg.model.tgt_len + cfg.model.mem_len
+    return member.config.model.tgt_len + member.config.model.mem_len
 
 
-def collection_defaults(settings: ReclSettings, members: Sequence[str], given: set[str]) -> ReclSettings:
-    """The grid and targets a command-line group is scored on where the settings ``given`` name none: at size paper the
-    paper's grid and 20 x 500 targets (ReclSettings' defaults); at a smaller size a grid up to the members'
-    longest training span (a model cannot be expected to use more context than it ever saw) and the 2,000
-    targets of the cpu profile, minutes on a laptop."""
-    if settings.size == "paper":
-        return settings
-    chosen: dict[str, Any] = dict(SMALL_COLLECTION)
-    if "grid" not in given:
-        spans = [span for span in (training_span(resolve_member(m, settings)) for m in members) if span]
+def with_defaults(settings: ReclSettings, members: Sequence[Member]) -> ReclSettings:
+    """``settings`` with every unset one given its value, here and nowhere else: at size paper the paper's grid
+    and 20 x 500 targets; at a smaller size a grid up to the members' longest training span and the 2,000
+    targets of the cpu profile, minutes on a laptop; placebo losses except on a synthetic corpus, whose
+    ideal model gives the truth. A value the study or the command line gave stays."""
+    chosen: dict[str, Any] = dict(PAPER_COLLECTION if settings.size == "paper" else SMALL_COLLECTION)
+    if settings.grid is None and settings.size != "paper":
+        spans = [span for span in map(training_span, members) if span]
         if not spans:
             raise TxlabError("no member says how long a context it was trained on: give the grid, e.g. --set grid=32:512:32")
         chosen["grid"] = scaled_grid(max(spans))
-    return replace(settings, **{k: v for k, v in chosen.items() if k not in given})
+    chosen["placebo"] = group_data(members, settings).corpus not in SYNTHETIC
+    resolved = replace(settings, **{key: value for key, value in chosen.items() if getattr(settings, key) is None})
+    resolved.context_grid()  # a grid given as text is refused here, before anything runs
+    return resolved
 
 
 def placebo_cost(settings: ReclSettings) -> int:
@@ -394,7 +442,7 @@ def group_data(members: Sequence[Member], settings: ReclSettings) -> DataConfig:
     the one the settings name (a Hugging Face-only group has no corpus of its own)."""
     txlab_members = [m for m in members if not m.source]
     if txlab_members:
-        return _member_config(txlab_members[0]).data
+        return txlab_members[0].config.data
     if settings.data or settings.text:
         return run_config(None, corpus=settings.data or None, overrides=[s for s in settings.sets if s.startswith("data.")],
                           text=settings.text, tokenizer=settings.tokenizer).data
@@ -404,13 +452,6 @@ def group_data(members: Sequence[Member], settings: ReclSettings) -> DataConfig:
 def _data_identity(data: DataConfig) -> dict[str, Any]:
     """What decides a corpus's tokens (its name and options), not where its files or cache live."""
     return {k: v for k, v in to_dict(data).items() if k not in ("data_dir", "cache_dir", "corpus_dir")}
-
-
-def settle_placebo(settings: ReclSettings, data: DataConfig) -> ReclSettings:
-    """Placebo on unless asked otherwise, except on a synthetic corpus (its ideal model gives the truth)."""
-    if settings.placebo is not None:
-        return settings
-    return replace(settings, placebo=data.corpus not in SYNTHETIC)
 
 
 def collection_flops(member: Member, settings: ReclSettings) -> float | None:
@@ -424,10 +465,10 @@ def collection_flops(member: Member, settings: ReclSettings) -> float | None:
             return None
         keys = grid[-1] // 2
     else:
-        cfg = _member_config(member)
+        cfg = member.config
         if not vocab_size(cfg):
             return None
-        model, keys = meta_model(cfg), min(evaluation_keys(cfg), grid[-1] // 2)
+        model, keys = model_counts(cfg), min(evaluation_keys(cfg), grid[-1] // 2)
     output = model.output_flops_per_token()
     reading = model.flops_per_token(keys) - output
     targets = settings.blocks * settings.block_len
@@ -442,17 +483,17 @@ def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
     for group in groups:
         if not group.settings.train_seeds:
             plan.add(f"group {group.name}:")
-            _plan_members(plan, group)
+            _plan_members(plan, group.resolved[None], group.settings)
             continue
         collected: set[Path] = set()
-        for one in seed_groups(group):
+        for seed, members in group.resolved.items():
             part = Plan(gflops=gflops)
-            members = _plan_members(part, one, collected)
-            presets = [m for m in members if m.config is not None]
+            _plan_members(part, members, group.settings, " for every seed", collected)
+            presets = [m for m in members if m.preset]
             to_train = sum(checkpoint_step(m.run_dir) < m.config.train.max_steps for m in presets)
             same = len(members) - len(presets)
             compute = seconds_for(part.flops, gflops)
-            plan.add(f"group {group.name}, training seed {one.train_seed}: {len(presets)} preset {'run' if len(presets) == 1 else 'runs'} "
+            plan.add(f"group {group.name}, training seed {seed}: {len(presets)} preset {'run' if len(presets) == 1 else 'runs'} "
                      f"({to_train} to train)"
                      + (f", {same} {'member' if same == 1 else 'members'} the same for every seed" if same else "")
                      + f", about {format_seconds(None if compute is None else compute + part.budget_s)}", part.flops, part.budget_s)
@@ -462,14 +503,11 @@ def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
     return plan
 
 
-def _plan_members(plan: Plan, group: Group, collected: set[Path] | None = None) -> list[Member]:
-    """One group's lines of the plan: each member trained or used as it is, then the loss collection; returns its members.
+def _plan_members(plan: Plan, members: Sequence[Member], s: ReclSettings, every_seed: str = "", collected: set[Path] | None = None) -> None:
+    """One group's lines of the plan: each member trained or used as it is, then the loss collection.
     ``collected``: the runs whose losses an earlier seed's group of the plan collects (not counted again), updated."""
-    s = group.settings
-    members = [resolve_member(m, s, group.train_seed) for m in group.members]
-    every_seed = "" if group.train_seed is None else " for every seed"
     for m in members:
-        if m.config is not None:
+        if m.preset:
             add_training(plan, m.label, m.config, m.run_dir)
         elif m.source:
             plan.add(f"  {m.label}: Hugging Face checkpoint {m.source}, used as it is{every_seed}")
@@ -485,21 +523,20 @@ def _plan_members(plan: Plan, group: Group, collected: set[Path] | None = None) 
              f"(blocks already collected are skipped{reused})", None if None in flops else sum(flops))
     if collected is not None:
         collected.update(m.run_dir for m in members)
-    return members
 
 
-def plan_groups(groups: Sequence[Group], given: set[str] | None, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
-    """:func:`group_plan` at the device's measured ceiling. For a command-line group (``given``: the
-    settings its command line gives) that takes over an hour on a CPU, also the smaller size that would take minutes, with that
-    size's grid and targets where the options give none."""
+def plan_groups(groups: Sequence[Group], suggest_smaller: bool = False, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
+    """:func:`group_plan` at the device's measured ceiling. With ``suggest_smaller`` (a command-line group: a study's
+    profile is its own choice) and a plan that takes over an hour on a CPU, also the smaller size that would take
+    minutes: the groups resolved again from what was asked at that size, with that size's grid and targets where
+    none were given."""
     device = groups[0].settings.device
     plan = group_plan(groups, gflops(device, 0))
-    has_presets = any(resolve_member(m, g.settings).config is not None for g in groups for m in g.members)
-    if given is not None and is_long_on_cpu(plan, device) and has_presets:
-        given = given - {"size"}
+    has_presets = any(m.preset for g in groups for listed in g.resolved.values() for m in listed)
+    if suggest_smaller and is_long_on_cpu(plan, device) and has_presets:
         candidates = []
         for size in smaller_sizes(groups[0].settings.size):
-            smaller = [replace(g, settings=collection_defaults(replace(g.settings, size=size), g.members, given)) for g in groups]
+            smaller = [resolve_group(g.members, replace(g.asked, size=size), g.name) for g in groups]
             s = smaller[0].settings
             candidates.append((f"--size {size} (grid {s.grid}, {s.blocks} x {s.block_len} targets)", group_plan(smaller, plan.gflops)))
         plan.faster = quickest(candidates)
@@ -507,16 +544,18 @@ def plan_groups(groups: Sequence[Group], given: set[str] | None, gflops: Callabl
 
 
 def check_members(members: Sequence[Member]) -> None:
-    """Before any model runs: every member is another run (a symlink or a path spelled otherwise is the
-    same run), and all read one corpus (RECL compares models on one token stream)."""
+    """Before any model runs: every member is another model (by its label, and as a run: a symlink or a path
+    spelled otherwise is the same run), and all read one corpus (RECL compares models on one token stream)."""
+    labels = [m.label for m in members]
+    if len(set(labels)) != len(labels):
+        raise TxlabError(f"the group names a model twice: {labels}")
     seen: dict[Path, str] = {}
     for m in members:
         where = m.run_dir.resolve()
         if where in seen:
             raise TxlabError(f"the group names one run twice: {seen[where]} and {m.label} are both {where}")
         seen[where] = m.label
-    txlab_members = [m for m in members if not m.source]
-    corpora = {m.label: _member_config(m).data for m in txlab_members}
+    corpora = {m.label: m.config.data for m in members if not m.source}
     if len({json.dumps(_data_identity(d), sort_keys=True) for d in corpora.values()}) > 1:
         listed = ", ".join(f"{label} on {data.corpus}" for label, data in corpora.items())
         if len({d.corpus for d in corpora.values()}) == 1:
@@ -537,18 +576,14 @@ def check_hf_members(members: Sequence[Member], corpus: Corpus) -> None:
             hf.check_corpus(m.source, m.label, corpus)
 
 
-def _saved_max_steps(member: Member) -> int:
-    return read_meta(member.run_dir)["config"]["train"]["max_steps"]
-
-
 def _needs_training(member: Member) -> bool:
     """A preset member with no checkpoint, or one interrupted under the recipe it is planned with."""
-    if member.config is None:
+    if not member.preset:
         return False
     if not has_checkpoint(member.run_dir):
         return True
     planned = member.config.train.max_steps
-    return checkpoint_step(member.run_dir) < planned and _saved_max_steps(member) == planned
+    return checkpoint_step(member.run_dir) < planned and saved_config(member.run_dir).train.max_steps == planned
 
 
 def check_training(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None]) -> None:
@@ -561,15 +596,14 @@ def check_training(members: Sequence[Member], settings: ReclSettings, echo: Call
             config = hf.saved_config(m.source)
             echo(f"  {m.label}: Hugging Face {config.get('model_type', 'model')} from {m.source}, used as it is")
             continue
-        meta = read_meta(m.run_dir)
-        step, trained = meta["step"], update_dataclass(RunConfig(), meta["config"])
+        step, trained = checkpoint_step(m.run_dir), saved_config(m.run_dir)
         tokens = step * trained.train.batch_size * trained.model.tgt_len
-        planned = f" of the recipe's {m.config.train.max_steps:,}" if m.config is not None else ""
+        planned = f" of the recipe's {m.config.train.max_steps:,}" if m.preset else ""
         echo(f"  {m.label}: trained {step:,} steps{planned}, {tokens / 1e6:.1f}M tokens ({m.run_dir})")
-        if m.config is not None and settings.train_seeds and trained.train.seed != m.config.train.seed:
+        if m.preset and settings.train_seeds and trained.train.seed != m.config.train.seed:
             raise TxlabError(f"{m.run_dir} holds a run of train.seed {trained.train.seed}, where the group of training seed "
                              f"{m.config.train.seed} expects that seed: move it away to train the seed's run there")
-        if m.config is not None and step != m.config.train.max_steps:
+        if m.preset and step != m.config.train.max_steps:
             unequal.append(f"{m.label} ({m.run_dir}) stopped at step {step:,} where its recipe trains {m.config.train.max_steps:,}")
     if not unequal:
         return
@@ -595,11 +629,7 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
         raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (train_missing is false). Train them with: {commands}")
     if settings.launcher == "slurm":
         tasks = [Task(m.label, train_job, (m.config, str(m.run_dir)), partial(_checkpoint_note, m)) for m in missing]
-        folder = Path(settings.slurm.logs) if settings.slurm.logs else Path(settings.models_root) / "jobs"
-        failures = run_jobs(tasks, settings.slurm, folder, "txlab-train", echo)
-        if failures:
-            listed = "; ".join(f"{f.name} (job {f.job_id}): {f.error}, log {f.log}" for f in failures)
-            raise TxlabError(f"training failed: {listed}. Rerun the same command to resume them")
+        check_jobs(run_jobs(tasks, settings.slurm, jobs_folder(settings), "txlab-train", echo), "training")
         return
     for m in missing:
         echo(f"training {m.label} ...")
@@ -623,11 +653,12 @@ def collect_as_jobs(members: Sequence[Member], settings: ReclSettings, echo: Cal
         return f"{len(blocks)} loss blocks written"
 
     tasks = [Task(m.label, collect_job, (str(m.run_dir), settings), partial(written, m)) for m in members]
-    folder = Path(settings.slurm.logs) if settings.slurm.logs else Path(settings.models_root) / "jobs"
-    failures = run_jobs(tasks, settings.slurm, folder, "txlab-losses", echo)
-    if failures:
-        listed = "; ".join(f"{f.name} (job {f.job_id}): {f.error}, log {f.log}" for f in failures)
-        raise TxlabError(f"loss collection failed: {listed}. Rerun the same command to resume it")
+    check_jobs(run_jobs(tasks, settings.slurm, jobs_folder(settings), "txlab-losses", echo), "loss collection")
+
+
+def jobs_folder(settings: ReclSettings) -> Path:
+    """Where the jobs' scripts and logs go unless ``slurm.logs`` names a folder: beside the preset runs."""
+    return Path(settings.models_root) / "jobs"
 
 
 def train_job(cfg: RunConfig, run_dir: str) -> int:
@@ -730,15 +761,13 @@ class GroupResult:
                 "rows": [row.record() for row in self.rows]}
 
 
-def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> GroupResult:
-    """Train what is missing, collect the losses, compute RECL, write the tables and figures of one group."""
+def run_group(group: Group, train_seed: int | None, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> GroupResult:
+    """Train what is missing, collect the losses, compute RECL, write the tables and figures of one group (of one
+    training seed: ``train_seed``, None for a group without seeds)."""
     settings = group.settings
     grid = settings.context_grid()
-    members = [resolve_member(m, settings, group.train_seed) for m in group.members]
+    members = group.resolved[train_seed]
     labels = [m.label for m in members]
-    if len(set(labels)) != len(labels):
-        raise TxlabError(f"the group names a model twice: {labels}")
-    check_members(members)
     corpus = load_corpus(group_data(members, settings), progress=progress)
     check_room_for_targets(corpus, settings)
     check_hf_members(members, corpus)
@@ -754,13 +783,13 @@ def run_group(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], 
     oracle = oracle_losses(corpus, losses.targets, settings)
     rows = scores.rows + oracle_rows(oracle, settings)
 
-    table_dir, figure_dir = Path(out_dir) / group.folder, Path(fig_dir) / group.folder
+    table_dir, figure_dir = Path(out_dir) / group.folder(train_seed), Path(fig_dir) / group.folder(train_seed)
     files = table8.write_table8(rows, table_dir / "table8")
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
     files += recl_figures.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference)
     settings_file = table_dir / "recl.json"
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
-                         losses.token_stream_sha256, rows, table8.table8_markdown(rows), [settings_file, *files], group.train_seed)
+                         losses.token_stream_sha256, rows, table8.table8_markdown(rows), [settings_file, *files], train_seed)
     files += draw_figures(table_dir, figure_dir, result.record(), char_level=corpus.level == "char")
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
     return replace(result, files=[settings_file, *files])
@@ -796,17 +825,15 @@ class SeedsResult:
 
 
 def run_seeds(group: Group, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> SeedsResult:
-    """A group once per training seed (:func:`run_group` of each of :func:`seed_groups`), then each model's RECL
+    """A group once per training seed (:func:`run_group` of each of ``group.resolved``), then each model's RECL
     of every seed and its spread (txlab.analysis.table8.seed_rows) into ``<out_dir>/<group>/table8-seeds.{csv,md,json}``."""
-    groups = seed_groups(group)
-    members = {g.train_seed: [resolve_member(m, g.settings, g.train_seed) for m in g.members] for g in groups}
     if group.settings.launcher == "slurm":  # every seed's missing runs as one batch of jobs, rather than a batch per seed
-        ensure_trained([m for listed in members.values() for m in listed], group.settings, echo, progress)
+        ensure_trained([m for listed in group.resolved.values() for m in listed], group.settings, echo, progress)
     results = []
-    for one in groups:
-        echo(f"group {group.name}, training seed {one.train_seed}:")
-        results.append(run_group(one, out_dir, fig_dir, echo, progress))
-    same = [m.label for m in members[groups[0].train_seed] if m.config is None] + [ORACLE]
+    for seed in group.seeds:
+        echo(f"group {group.name}, training seed {seed}:")
+        results.append(run_group(group, seed, out_dir, fig_dir, echo, progress))
+    same = [m.label for m in group.resolved[group.seeds[0]] if not m.preset] + [ORACLE]
     rows = table8.seed_rows({r.train_seed: r.rows for r in results}, same)
     table_dir = Path(out_dir) / group.name
     files = table8.write_seed_spread(rows, table_dir / SEED_SUMMARY)
@@ -899,36 +926,29 @@ def recl_groups(
     Tables go to ``out_dir`` (default ``<home>/results/recl``), figures to ``fig_dir`` (default ``<home>/figures/recl``).
     """
     groups = resolve_groups(members, study, profile, name, options, sets)
-    settled, synthetic = [], []
-    for group in groups:  # every group's members resolve, and are checked against each other, before any model trains
+    for group in groups:  # every group's members are resolved and checked against each other before any model trains
         check_launcher(group.settings.launcher)
         devices.check_device(group.settings.device, "device")
-        by_seed = [[resolve_member(member, one.settings, one.train_seed) for member in one.members] for one in seed_groups(group)]
-        for resolved in by_seed:
-            check_members(resolved)
-        resolved = by_seed[0]
-        data = group_data(resolved, group.settings)
+        resolved = group.resolved[group.seeds[0]]
         if any(m.source for m in resolved):  # the tokenizer, vocabulary and target checks need the corpus, not the models
-            corpus = load_corpus(data, progress=progress)
+            corpus = load_corpus(group_data(resolved, group.settings), progress=progress)
             check_hf_members(resolved, corpus)
             check_room_for_targets(corpus, group.settings)
-        settled.append(replace(group, settings=settle_placebo(group.settings, data)))
-        synthetic.append(data.corpus in SYNTHETIC)
-    groups = settled
-    for group, truth in zip(groups, synthetic):
+    for group in groups:
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
                  f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer})' if s.text else s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}"
                  + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else ""))
         if not s.placebo:
+            synthetic = group_data(group.resolved[group.seeds[0]], s).corpus in SYNTHETIC
             announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"
-                     + ("; on this synthetic corpus the ideal model's row gives the truth" if truth else " (--set placebo=true)"))
-    announce(plan_groups(groups, None if study else given_keys(options, split_overrides(sets)[1])).describe())
+                     + ("; on this synthetic corpus the ideal model's row gives the truth" if synthetic else " (--set placebo=true)"))
+    announce(plan_groups(groups, study is None).describe())
     if dry_run:
         return []
     out_dir, fig_dir = Path(out_dir or resolve("results/recl")), Path(fig_dir or resolve("figures/recl"))
-    return [run_group(group, out_dir, fig_dir, echo, progress) if not group.settings.train_seeds else run_seeds(group, out_dir, fig_dir, echo, progress)
+    return [run_group(group, None, out_dir, fig_dir, echo, progress) if not group.settings.train_seeds else run_seeds(group, out_dir, fig_dir, echo, progress)
             for group in groups]
 
 

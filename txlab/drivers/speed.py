@@ -11,17 +11,17 @@ study's profile through :func:`txlab.config.read_profile`, then the command line
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from txlab.config import override_settings, read_profile
+from txlab.config import entry, override_settings, read_profile, read_section
 from txlab.errors import TxlabError
 from txlab.measure.speed import DEFAULT_GPU_BATCH, MIN_VANILLA_CALLS, PAPER_ATTN_LENS, PRESET, SpeedSettings, check_request, timed_config
 from txlab.runs.evaluate import evaluation_context
-from txlab.runs.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, meta_model, quickest, seconds_for, smaller_sizes
+from txlab.runs.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes
 
 
 @dataclass(frozen=True)
@@ -34,16 +34,22 @@ class SpeedStudy:
     settings: SpeedSettings
 
 
+@dataclass(frozen=True)
+class SpeedStudyFile:
+    """A speed study file's keys besides ``profiles`` (txlab.config.read_section checks them)."""
+
+    name: str = entry("", "text (the stem of the files it writes)")
+    attn_lens: list[int] = entry(list(PAPER_ATTN_LENS), "a list of integers")
+
+
 def load_study(path: str | Path, profile: str) -> SpeedStudy:
     """Read a speed study (see studies/table9.yaml for the format) and pick one profile.
 
     The study's name is ``<name in the file>-<profile>``, the stem of the files it writes.
     """
-    data, settings = read_profile(path, ("name", "attn_lens"), profile, SpeedSettings())
-    lens = data.get("attn_lens", list(PAPER_ATTN_LENS))
-    if not isinstance(lens, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in lens):
-        raise TxlabError(f"{path}: 'attn_lens' must be a list of integers, got {lens!r}")
-    return SpeedStudy(f"{data.get('name') or Path(path).stem}-{profile}", lens, profile, settings)
+    data, settings = read_profile(path, tuple(f.name for f in fields(SpeedStudyFile)), profile, SpeedSettings())
+    study = read_section(SpeedStudyFile, {key: value for key, value in data.items() if key != "profiles"}, str(path), "study")
+    return SpeedStudy(f"{study.name or Path(path).stem}-{profile}", study.attn_lens, profile, settings)
 
 
 NAMED_SETTINGS = ("run", "size", "device", "threads", "batch_size", "tgt_len", "stride", "eval_cache", "attn_kernel")
@@ -110,16 +116,16 @@ def _timing_plan(study: SpeedStudy, gflops: float | None) -> Plan:
     settings = study.settings
     cfg = timed_config(settings)
     shape = replace(cfg.model, dropout=0.0, dropatt=0.0)
-    xl = meta_model(replace(cfg, model=replace(shape, family="xl", pos_enc="ours", max_len=0)))
+    xl = model_counts(replace(cfg, model=replace(shape, family="xl", pos_enc="ours", max_len=0)))
     tgt_len = settings.tgt_len or evaluation_context(cfg.model, cfg.eval)[0]
     batch = settings.batch_size or (DEFAULT_GPU_BATCH if torch.device(settings.device).type == "cuda" else 1)
     plan = Plan(gflops=gflops)
     label = settings.run or f"{PRESET} at size {settings.size}"
-    plan.add(f"time {label} ({xl.num_parameters() / 1e6:.1f}M parameters) on {settings.device}, {settings.threads} threads, "
+    plan.add(f"time {label} ({xl.parameters / 1e6:.1f}M parameters) on {settings.device}, {settings.threads} threads, "
              f"{batch} streams/windows per call:")
     passes = 1 if batch == 1 else 2  # with more streams, every method is timed again at batch 1 for its latency
     for n in study.attn_lens:
-        vanilla = meta_model(replace(cfg, model=replace(shape, family="vanilla", pos_enc="alrfou", mem_len=0, same_length=False, max_len=n, tgt_len=n)))
+        vanilla = model_counts(replace(cfg, model=replace(shape, family="vanilla", pos_enc="alrfou", mem_len=0, same_length=False, max_len=n, tgt_len=n)))
         fill = n * xl.flops_per_token(n // 2)
         xl_flops = batch * (fill + (settings.warmup + settings.repeats) * tgt_len * xl.flops_per_token(n))
         rolling_flops = batch * (fill + (settings.warmup + settings.repeats * tgt_len) * xl.flops_per_token(n))

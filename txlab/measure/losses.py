@@ -81,7 +81,6 @@ import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
 from txlab.analysis.recl import DEFAULT_GRID
-from txlab.config import RunConfig, update_dataclass
 from txlab.data.corpora import load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
@@ -89,7 +88,7 @@ from txlab.models.interface import Context, LanguageModel
 from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
 from txlab.runs.capacity import check_fits
-from txlab.runs.checkpoint import load_checkpoint, read_meta
+from txlab.runs.checkpoint import load_checkpoint, saved_config
 from txlab.runs.evaluate import evaluation_context, read_in_chunks, using_context
 
 OnBatch = Callable[[int], None]
@@ -712,7 +711,7 @@ def collect_group_losses(
     run_dirs = [Path(d) for d in run_dirs]
     hashes = []
     for run_dir in run_dirs:
-        data_cfg = update_dataclass(RunConfig(), read_meta(run_dir)["config"]).data
+        data_cfg = saved_config(run_dir).data
         hashes.append(load_corpus(data_cfg, progress=progress).token_stream_hash(split))
     for run_dir, token_hash in zip(run_dirs[1:], hashes[1:]):
         if token_hash != hashes[0]:

@@ -73,7 +73,7 @@ from txlab.models.interface import Context
 from txlab.models.transformer import CachedMemory, TransformerXL
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.runs.capacity import check_fits
-from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, read_meta
+from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, saved_config
 from txlab.runs.evaluate import evaluation_context
 from txlab.tables import markdown_table
 from txlab.timing import PeakMemory, contention_note, cpu_model, cpu_snapshot, latency_percentiles, matmul_peak_gflops, median_seconds, others_cpu, times_within
@@ -157,7 +157,7 @@ def timed_config(settings: SpeedSettings) -> RunConfig:
     if settings.run:
         if not has_checkpoint(Path(settings.run)):
             raise TxlabError(f"{settings.run} holds no checkpoint: is it a run directory made by `txlab train`?")
-        return update_dataclass(RunConfig(), read_meta(Path(settings.run))["config"])
+        return saved_config(Path(settings.run))
     return update_dataclass(resolve_preset(PRESET, settings.size), {"model": {"n_token": PAPER_VOCAB["enwik8"]}})
 
 
@@ -246,7 +246,7 @@ class TimedModels:
                 )
             # The run's evaluation split is the token stream every method reads, so that perplexities mean something.
             corpus = load_corpus_for_model(cfg.data, ckpt.meta["vocab_hash"], ckpt.vocab, cfg.eval.split, settings.run, progress=False)
-            self.text = torch.as_tensor(corpus.split(cfg.eval.split), dtype=torch.long)
+            self.text = torch.tensor(corpus.split(cfg.eval.split), dtype=torch.long)  # a copy: the split may be read-only (memory-mapped, or a shared synthetic one)
         else:
             cfg, trained = timed_config(settings), None
         self.cfg: RunConfig = cfg

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from txlab.config import ModelConfig
 from txlab.devices import check_device
 from txlab.errors import TxlabError
-from txlab.models.interface import LanguageModel, LMOutput, State, check_target_shape
+from txlab.models.interface import LanguageModel, LMOutput, ModelCounts, State, check_target_shape
 from txlab.precision import DTYPES, check_precision
 
 PREFIX = "hf:"
@@ -182,6 +182,7 @@ class HFLanguageModel(LanguageModel):
 def hf_config(cfg: ModelConfig) -> Any:
     """The transformers config of a txlab ModelConfig with family 'hf': the same width, depth, heads and
     vocabulary; ``max_len`` (else ``tgt_len``) positions; tied input and output embeddings."""
+    check_architecture(cfg)
     transformers = require_transformers()
     positions = cfg.max_len or cfg.tgt_len
     no_special = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
@@ -191,21 +192,46 @@ def hf_config(cfg: ModelConfig) -> Any:
             n_inner=cfg.d_inner, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropatt,
             tie_word_embeddings=True, **no_special,
         )
-    if cfg.hf_arch == "llama":
-        return transformers.LlamaConfig(
-            vocab_size=cfg.n_token, max_position_embeddings=positions, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layer,
-            num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head, head_dim=cfg.d_head, intermediate_size=cfg.d_inner,
-            attention_dropout=cfg.dropatt, tie_word_embeddings=True, **no_special,
-        )
-    raise TxlabError(f"model.hf_arch must be one of {', '.join(ARCHITECTURES)} for model.family hf, got {cfg.hf_arch!r}")
+    return transformers.LlamaConfig(
+        vocab_size=cfg.n_token, max_position_embeddings=positions, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layer,
+        num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head, head_dim=cfg.d_head, intermediate_size=cfg.d_inner,
+        attention_dropout=cfg.dropatt, tie_word_embeddings=True, **no_special,
+    )
+
+
+def check_architecture(cfg: ModelConfig) -> None:
+    """Refuse a family-hf configuration txlab cannot build: an unknown architecture, a GPT-2 whose heads do not split d_model."""
+    if cfg.hf_arch not in ARCHITECTURES:
+        raise TxlabError(f"model.hf_arch must be one of {', '.join(ARCHITECTURES)} for model.family hf, got {cfg.hf_arch!r}")
+    if cfg.hf_arch == "gpt2" and cfg.d_model != cfg.n_head * cfg.d_head:
+        raise TxlabError(f"a GPT-2 has heads of d_model / n_head: model.d_head must be {cfg.d_model // cfg.n_head}, got {cfg.d_head}")
+
+
+def hf_counts(cfg: ModelConfig) -> ModelCounts:
+    """The parameters, window and FLOPs :func:`build_hf` would give ``cfg``, without transformers or a model:
+    :meth:`HFLanguageModel.flops_per_token`'s count (2 x every weight but the embeddings', attention over the
+    keys, the tied output layer). Both architectures have a norm before each sub-layer and after the last;
+    GPT-2's projections and norms have biases, Llama's norms are scales and its projections have none."""
+    check_architecture(cfg)
+    d, inner, positions = cfg.d_model, cfg.d_inner, cfg.max_len or cfg.tgt_len
+    if cfg.hf_arch == "gpt2":
+        per_layer = (d * 3 * d + 3 * d) + (d * d + d) + (d * inner + inner) + (inner * d + d) + 2 * 2 * d
+        final_norm, embeddings = 2 * d, cfg.n_token * d + positions * d
+    else:
+        per_layer = 4 * d * cfg.n_head * cfg.d_head + 3 * d * inner + 2 * d
+        final_norm, embeddings = d, cfg.n_token * d
+    return ModelCounts(
+        parameters=embeddings + cfg.n_layer * per_layer + final_norm,
+        max_context=positions if cfg.hf_arch in LEARNED_ABSOLUTE else None,
+        layers=cfg.n_layer, key_flops=0, query_flops=2 * per_layer, attend_flops=2 * 2 * d, other_flops=2 * final_norm,
+        output_flops=2 * cfg.n_token * d,
+    )
 
 
 def build_hf(cfg: ModelConfig) -> HFLanguageModel:
     """A freshly initialised transformers model of ``cfg.hf_arch`` (txlab's family 'hf')."""
-    if cfg.hf_arch == "gpt2" and cfg.d_model != cfg.n_head * cfg.d_head:
-        raise TxlabError(f"a GPT-2 has heads of d_model / n_head: model.d_head must be {cfg.d_model // cfg.n_head}, got {cfg.d_head}")
-    transformers = require_transformers()
-    causal_lm = transformers.AutoModelForCausalLM.from_config(hf_config(cfg), attn_implementation="eager")
+    config = hf_config(cfg)
+    causal_lm = require_transformers().AutoModelForCausalLM.from_config(config, attn_implementation="eager")
     return HFLanguageModel(causal_lm)
 
 

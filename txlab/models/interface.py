@@ -41,6 +41,49 @@ class Context:
     """Relative distances beyond clamp_len share one positional embedding; 0 = no clamping."""
 
 
+@dataclass(frozen=True)
+class ModelCounts:
+    """What a plan reads of a model before any is built: its size, its window and its forward FLOPs,
+    from its configuration alone (txlab.models.build.count_model; every family's formulas sit beside its
+    model, and a test holds them equal to what the built models report).
+
+    A token passes through ``layers`` blocks; in each it projects its own key and value once, then as a
+    query costs ``query_flops`` plus ``attend_flops`` for every key it attends. Recurrent models and
+    Hugging Face bodies count their weights as the query's work and attend nothing."""
+
+    parameters: int
+    """Trainable parameters, tied tensors once (what ``LanguageModel.num_parameters`` gives)."""
+    max_context: int | None
+    """The longest context the model can use at all (a fixed window), or None."""
+    layers: int
+    key_flops: float
+    """Per layer and token: projecting its key and value (0 where they are counted as the query's work)."""
+    query_flops: float
+    """Per layer and query: everything but attending (projections, feed-forward; a recurrent stack's gates)."""
+    attend_flops: float
+    """Per layer, query and key attended: the scores and the weighted sum."""
+    other_flops: float
+    """Per token, outside the layers and the output: an input projection, a final norm."""
+    output_flops: float
+    """Per scored token: the softmax over the vocabulary (every logit: an upper bound for an adaptive softmax)."""
+
+    def flops_per_token(self, n_keys: int) -> float:
+        """Forward FLOPs (multiply-add = 2) to predict one token attending ``n_keys`` keys (``LanguageModel.flops_per_token``)."""
+        return float(self.layers * (self.key_flops + self.query_flops + self.attend_flops * n_keys) + self.other_flops + self.output_flops)
+
+    def output_flops_per_token(self) -> float:
+        """The softmax's part of :meth:`flops_per_token`, as ``LanguageModel.output_flops_per_token`` (so a plan reads a
+        model counted from its configuration and one loaded on the meta device alike)."""
+        return float(self.output_flops)
+
+    def window_flops(self, length: int, n_last: int = 1) -> float:
+        """Forward FLOPs of reading one window of ``length`` tokens from nothing and scoring its last ``n_last``
+        (the last layer runs only for them): the vanilla Transformer's sliding-window evaluation."""
+        queries = (self.layers - 1) * length + n_last
+        return float(self.layers * length * self.key_flops + queries * (self.query_flops + self.attend_flops * length)
+                     + n_last * (self.other_flops + self.output_flops))
+
+
 class LMOutput(NamedTuple):
     nll: torch.Tensor | None
     """[B, T] negative log-likelihood of each target in nats, or None when no targets were given."""

@@ -35,8 +35,8 @@ from torch.autograd.function import once_differentiable
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
-from txlab.models.interface import LanguageModel, LMOutput, State, check_target_shape
-from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax
+from txlab.models.interface import LanguageModel, LMOutput, ModelCounts, State, check_target_shape
+from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, vocabulary_counts
 
 
 class LockedDropout(nn.Module):
@@ -167,21 +167,30 @@ class LSTMStack(nn.Module):
         return sum(2 * 4 * layer.hidden_size * (layer.input_size + layer.hidden_size) for layer in self.layers)
 
 
+def _check_shape(cfg: ModelConfig) -> None:
+    if cfg.n_layer < 1:
+        raise TxlabError(f"model.n_layer must be at least 1 for an RNN, got {cfg.n_layer}")
+    if cfg.family == "qrnn" and cfg.qrnn_window < 1:
+        raise TxlabError(f"model.qrnn_window must be at least 1, got {cfg.qrnn_window}")
+
+
+def _layer_sizes(cfg: ModelConfig) -> list[int]:
+    """Widths from the embedding through every recurrent layer back to the embedding's: d_model, d_inner, ..., d_model."""
+    return [cfg.d_model] + [cfg.d_inner] * (cfg.n_layer - 1) + [cfg.d_model]
+
+
 class RNNLanguageModel(LanguageModel):
     """Embedding -> LSTM or QRNN stack -> (adaptive) softmax, with the shared LanguageModel interface."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        if cfg.n_layer < 1:
-            raise TxlabError(f"model.n_layer must be at least 1 for an RNN, got {cfg.n_layer}")
-        if cfg.family == "qrnn" and cfg.qrnn_window < 1:
-            raise TxlabError(f"model.qrnn_window must be at least 1, got {cfg.qrnn_window}")
+        _check_shape(cfg)
         d_embed = cfg.d_embed or cfg.d_model
         cutoffs = cfg.cutoffs if cfg.adaptive else []
         self.embedding = AdaptiveEmbedding(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val, scale=False,
                                            full_width_proj=cfg.full_width_proj)
         self.drop = LockedDropout(cfg.dropout)
-        sizes = [cfg.d_model] + [cfg.d_inner] * (cfg.n_layer - 1) + [cfg.d_model]
+        sizes = _layer_sizes(cfg)
         if cfg.family == "lstm":
             self.stack: LSTMStack | QRNNStack = LSTMStack(sizes, cfg.dropout_hidden)
         else:
@@ -222,6 +231,24 @@ class RNNLanguageModel(LanguageModel):
 
     def output_flops_per_token(self) -> float:
         return float(self.softmax.flops_per_token())
+
+
+def rnn_counts(cfg: ModelConfig) -> ModelCounts:
+    """The parameters and FLOPs :func:`build_rnn` would give ``cfg``, without building it
+    (:meth:`RNNLanguageModel.flops_per_token`'s count: the recurrent layers' maps and the softmax)."""
+    _check_shape(cfg)
+    vocabulary = vocabulary_counts(cfg.n_token, cfg.d_embed or cfg.d_model, cfg.d_model, list(cfg.cutoffs) if cfg.adaptive else [], cfg.div_val,
+                                   cfg.full_width_proj, cfg.tie_weight, cfg.tie_projs)
+    sizes = _layer_sizes(cfg)
+    if cfg.family == "lstm":  # four gates from [x_t, h_{t-1}], each with two biases (torch's LSTM)
+        maps = [4 * d_out * (d_in + d_out) for d_in, d_out in zip(sizes, sizes[1:])]
+        biases = [2 * 4 * d_out for d_out in sizes[1:]]
+    else:  # three gates from a window of inputs, the first layer's qrnn_window wide
+        windows = [cfg.qrnn_window] + [1] * (len(sizes) - 2)
+        maps = [w * d_in * 3 * d_out for w, d_in, d_out in zip(windows, sizes, sizes[1:])]
+        biases = [3 * d_out for d_out in sizes[1:]]
+    return ModelCounts(parameters=vocabulary.parameters + sum(maps) + sum(biases), max_context=None, layers=1, key_flops=0,
+                       query_flops=2 * sum(maps), attend_flops=0, other_flops=0, output_flops=vocabulary.output_flops)
 
 
 def build_rnn(cfg: ModelConfig) -> LanguageModel:

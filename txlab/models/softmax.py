@@ -27,6 +27,7 @@ Per-token losses always come back in the order of ``target``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -70,6 +71,38 @@ def _projections(dims: list[int], d_proj: int, full_width_proj: bool, shared: bo
         proj = nn.Parameter(torch.empty(d_proj, dims[0]))
         return nn.ParameterList([proj] * len(dims))
     return nn.ParameterList(nn.Parameter(torch.empty(d_proj, d)) if need else None for d, need in zip(dims, needed))
+
+
+@dataclass(frozen=True)
+class VocabularyCounts:
+    """An adaptive input and softmax pair counted from its settings, as the modules below are built and tied."""
+
+    parameters: int
+    """Both sides' parameters, each tied tensor once."""
+    input_flops: int
+    """The input side's projection of one token (the first projected cluster's, as TransformerXL counts it; 0 without one)."""
+    output_flops: int
+    """Every output logit of one hidden state (:meth:`AdaptiveLogSoftmax.flops_per_token`)."""
+
+
+def vocabulary_counts(n_token: int, d_embed: int, d_proj: int, cutoffs: list[int], div_val: int, full_width_proj: bool,
+                      tie_weight: bool | Sequence[bool], tie_projs: bool | Sequence[bool]) -> VocabularyCounts:
+    """:class:`AdaptiveEmbedding` and :class:`AdaptiveLogSoftmax` of these settings, tied by ``tie_to``, counted
+    without building them (the same checks refuse the same settings)."""
+    bounds = cluster_bounds(n_token, cutoffs)
+    sizes = [hi - lo for lo, hi in zip(bounds, bounds[1:])]
+    dims = cluster_dims(d_embed, len(sizes), div_val)
+    projected = [d != d_proj or full_width_proj for d in dims]
+    tied_weights, tied_projs = cluster_flags(tie_weight, len(sizes), "tie_weight"), cluster_flags(tie_projs, len(sizes), "tie_projs")
+    input_projs = [d_proj * d for d, p in zip(dims, projected) if p]
+    if div_val == 1:  # one projection shared by every cluster (they all have the same width)
+        input_projs = input_projs[:1]
+    embedding = sum(n * d for n, d in zip(sizes, dims)) + sum(input_projs)
+    n_tail = len(cutoffs)
+    softmax = n_tail * dims[0] + n_tail + sum(n * d * (not tied) + n for n, d, tied in zip(sizes, dims, tied_weights))
+    softmax += sum(d_proj * d for d, p, tied in zip(dims, projected, tied_projs) if p and not tied)
+    output_flops = 2 * n_tail * dims[0] + sum(2 * n * d + 2 * d_proj * d * p for n, d, p in zip(sizes, dims, projected))
+    return VocabularyCounts(embedding + softmax, 2 * input_projs[0] if input_projs else 0, output_flops)
 
 
 def _log_softmax(logits: torch.Tensor) -> torch.Tensor:

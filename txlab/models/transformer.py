@@ -62,8 +62,8 @@ from torch import nn
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
-from txlab.models.interface import Context, LanguageModel, LMOutput, check_target_shape
-from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax
+from txlab.models.interface import Context, LanguageModel, LMOutput, ModelCounts, check_target_shape
+from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, vocabulary_counts
 
 # --------------------------------------------------------------------------------------------------
 # Interfaces: the memory, the positional inputs of attention, the score terms
@@ -841,11 +841,7 @@ class VanillaTransformer(TransformerXL):
     """
 
     def __init__(self, cfg: ModelConfig):
-        if cfg.pos_enc not in ("alrfou", "vaswani"):
-            raise TxlabError(
-                f"the vanilla Transformer uses absolute positions: set model.pos_enc to 'alrfou' (Al-Rfou et al.) "
-                f"or 'vaswani', not {cfg.pos_enc!r}"
-            )
+        check_vanilla_encoding(cfg)
         super().__init__(cfg)
         self.max_context = self.n_pos
 
@@ -886,6 +882,39 @@ def capture_attention(model: TransformerXL) -> Iterator[list[list[AttentionRecor
     finally:
         for attn in layers:
             attn.records = None
+
+
+def check_vanilla_encoding(cfg: ModelConfig) -> None:
+    if cfg.family == "vanilla" and cfg.pos_enc not in ("alrfou", "vaswani"):
+        raise TxlabError(
+            f"the vanilla Transformer uses absolute positions: set model.pos_enc to 'alrfou' (Al-Rfou et al.) "
+            f"or 'vaswani', not {cfg.pos_enc!r}"
+        )
+
+
+def transformer_counts(cfg: ModelConfig) -> ModelCounts:
+    """The parameters, window and FLOPs :func:`build_transformer` would give ``cfg``, without building it
+    (:meth:`TransformerXL.flops_per_token`'s count: every score term, the feed-forward, the first input projection)."""
+    check_vanilla_encoding(cfg)
+    model_class = VanillaTransformer if cfg.family == "vanilla" else TransformerXL
+    n_pos = cfg.max_len or model_class._default_max_len(cfg)
+    d, inner = cfg.d_model, cfg.n_head * cfg.d_head
+    vocabulary = vocabulary_counts(cfg.n_token, cfg.d_embed or d, d, list(cfg.cutoffs) if cfg.adaptive else [], cfg.div_val, cfg.full_width_proj,
+                                   cfg.tie_weight, cfg.tie_projs)
+    attention = 4 * d * inner + 2 * d + {"ours": d * inner, "shaw": n_pos * inner}.get(cfg.pos_enc, 0)  # qkv, o, norm; r_net or E
+    feed_forward = 2 * d * cfg.d_inner + cfg.d_inner + d + 2 * d
+    shared = {"ours": 2 * (cfg.n_layer if cfg.untie_r else 1) * inner, "alrfou": cfg.n_layer * n_pos * d}.get(cfg.pos_enc, 0)  # u, v; positions
+    n_score_terms = 2 if cfg.pos_enc in ("ours", "shaw") else 1
+    return ModelCounts(
+        parameters=vocabulary.parameters + cfg.n_layer * (attention + feed_forward) + shared,
+        max_context=n_pos if cfg.family == "vanilla" else None,
+        layers=cfg.n_layer,
+        key_flops=2 * d * 2 * inner,
+        query_flops=2 * d * inner * 2 + 2 * 2 * d * cfg.d_inner,
+        attend_flops=2 * inner * n_score_terms + 2 * inner,
+        other_flops=vocabulary.input_flops,
+        output_flops=vocabulary.output_flops,
+    )
 
 
 def build_transformer(cfg: ModelConfig) -> TransformerXL:

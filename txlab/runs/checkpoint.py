@@ -195,6 +195,20 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     return read_json(directory / META, _remedy(directory), keys={"config": dict, "step": int, "vocab_hash": str, "metrics": dict})
 
 
+def saved_config(run_dir: Path) -> RunConfig:
+    """The configuration a run's checkpoint was trained with (``checkpoint/meta.json``), resolved over
+    today's defaults, so keys added to txlab since compare as their defaults: the one reader of a run's
+    saved configuration."""
+    return _config_of(read_meta(run_dir), _checkpoint_dir(run_dir))
+
+
+def _config_of(meta: dict[str, Any], directory: Path) -> RunConfig:
+    try:
+        return update_dataclass(RunConfig(), meta["config"])
+    except TxlabError as err:
+        raise TxlabError(f"{directory / META} is damaged ({err}); {_remedy(directory)}") from None
+
+
 @dataclass
 class Checkpoint:
     model: LanguageModel
@@ -314,10 +328,7 @@ def load_checkpoint(
     check_device(map_location, "the device")  # eval, attention, generate, roles and recl place every run's model here
     directory = _checkpoint_dir(run_dir)
     meta = read_meta(run_dir)
-    try:
-        cfg = update_dataclass(RunConfig(), meta["config"])
-    except TxlabError as err:
-        raise TxlabError(f"{directory / META} is damaged ({err}); {_remedy(directory)}") from None
+    cfg = _config_of(meta, directory)
     if expect_model is not None:
         # the resolved config, so keys added to txlab after the checkpoint compare as their defaults; the
         # expected way of computing (kernel, compilation) replaces the saved one

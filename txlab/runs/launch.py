@@ -61,6 +61,10 @@ class Failure:
     """The job's log (its stderr, where a failing run's traceback is)."""
     error: str
 
+    def describe(self) -> str:
+        """'<name> (job <id>): <error>, log <path>': how every command names a failed job."""
+        return f"{self.name} (job {self.job_id}): {self.error}, log {self.log}"
+
 
 def check_launcher(name: str) -> str:
     if name not in LAUNCHERS:
@@ -95,10 +99,12 @@ def error_line(report: str) -> str:
 
 def run_jobs(tasks: Sequence[Task], settings: SlurmSettings, folder: Path, name: str, echo: Callable[[str], None]) -> list[Failure]:
     """Submit every task as a job, wait for all of them while echoing each change of state or
-    progress, and return the jobs that failed (with their logs)."""
+    progress, and return the jobs that failed (with their logs). The job scripts and logs go to
+    ``settings.logs``, else to ``folder`` (the command's own, e.g. ``<results>/jobs``)."""
     if not tasks:
         return []
-    executor = _executor(settings, Path(folder), name)
+    folder = Path(settings.logs) if settings.logs else Path(folder)
+    executor = _executor(settings, folder, name)
     jobs = [executor.submit(task.function, *task.args) for task in tasks]
     where = f"partition {settings.partition}" if settings.partition else "the default partition"
     echo(f"submitted {len(jobs)} jobs to {settings.cluster} ({where}, {settings.time_min} min, {settings.gpus} GPUs, "
@@ -121,3 +127,10 @@ def run_jobs(tasks: Sequence[Task], settings: SlurmSettings, folder: Path, name:
         if error is not None:
             failures.append(Failure(task.name, str(job.job_id), str(job.paths.stderr), error_line(str(error)) or type(error).__name__))
     return failures
+
+
+def check_jobs(failures: Sequence[Failure], what: str) -> None:
+    """Stop a command whose next stage needs every job of this one (``what``: 'training', 'loss collection'):
+    one error naming each failed job and its log; rerunning the command resumes them."""
+    if failures:
+        raise TxlabError(f"{what} failed: {'; '.join(f.describe() for f in failures)}. Rerun the same command to resume")

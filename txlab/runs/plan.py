@@ -16,12 +16,12 @@ from pathlib import Path
 import torch
 
 from txlab.data import synthetic
-from txlab.models.build import build_model
+from txlab.models.build import count_model
 from txlab.runs.checkpoint import has_checkpoint, read_meta
 from txlab.config import RunConfig
 from txlab.data.corpora import TEXT_CORPUS, text_token_counts
 from txlab.runs.evaluate import evaluation_context
-from txlab.models.interface import LanguageModel
+from txlab.models.interface import ModelCounts
 from txlab.presets import PAPER_SPLIT_TOKENS, SIZES, resolve_preset
 from txlab.timing import matmul_peak_gflops
 from txlab.runs.zoo import corpus_label, known_vocab_size, recipe_steps, trial_steps
@@ -142,11 +142,10 @@ def is_long_on_cpu(plan: Plan, device: str) -> bool:
     return seconds is not None and seconds > LONG_S and torch.device(device).type == "cpu"
 
 
-def meta_model(cfg: RunConfig, n_token: int | None = None) -> LanguageModel:
-    """The configured model on the meta device (no memory): for its shape, window and FLOPs."""
-    n_token = n_token or vocab_size(cfg) or 2
-    with torch.device("meta"):
-        return build_model(replace(cfg.model, n_token=n_token))
+def model_counts(cfg: RunConfig, n_token: int | None = None) -> ModelCounts:
+    """The configured model's parameters, window and FLOPs, counted from its configuration (nothing is built),
+    with ``n_token`` words (default: the vocabulary when known, else 2: a shape whose window alone is asked for)."""
+    return count_model(replace(cfg.model, n_token=n_token or vocab_size(cfg) or 2))
 
 
 def vocab_size(cfg: RunConfig) -> int | None:
@@ -182,12 +181,12 @@ def evaluation_keys(cfg: RunConfig) -> int:
     return int(context.mem_len + (tgt_len + 1) / 2)
 
 
-def training_flops(cfg: RunConfig, steps: int | None = None, model: LanguageModel | None = None) -> float | None:
+def training_flops(cfg: RunConfig, steps: int | None = None) -> float | None:
     """FLOPs of ``steps`` training steps (default all of them), forward and backward, with the periodic
     validation the training loop runs every ``train.eval_interval`` steps and at its end."""
-    model = model or (meta_model(cfg) if vocab_size(cfg) else None)
-    if model is None:
+    if not vocab_size(cfg):
         return None
+    model = model_counts(cfg)
     t = cfg.train
     steps = t.max_steps if steps is None else steps
     train_keys = int(cfg.model.mem_len + (cfg.model.tgt_len + 1) / 2)
@@ -211,7 +210,7 @@ def add_training(plan: Plan, label: str, cfg: RunConfig, run_dir: Path, resume: 
     remaining = max(cfg.train.max_steps - done, 0)
     t, m = cfg.train, cfg.model
     n_token = vocab_size(cfg)
-    params = f"{meta_model(cfg, n_token).num_parameters() / 1e6:.2f}M parameters" if n_token else "parameters known once the corpus is read"
+    params = f"{model_counts(cfg, n_token).parameters / 1e6:.2f}M parameters" if n_token else "parameters known once the corpus is read"
     where = f"resumes at step {done:,}" if done else "from scratch"
     recipe, trial = recipe_steps(cfg), trial_steps(cfg)
     if trial and run_dir.name.endswith(f"-{trial}steps"):

@@ -9,17 +9,14 @@ what has been trained, and lists the run directories under any folder (``txlab r
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from txlab.data import synthetic
-from txlab.models.build import build_model
+from txlab.models.build import count_model
 from txlab.runs.checkpoint import has_checkpoint, read_meta
-from txlab.config import ModelConfig, RunConfig, apply_overrides, read_yaml, update_dataclass
+from txlab.config import RunConfig, apply_overrides, read_yaml, update_dataclass
 from txlab.data.corpora import TEXT_CORPUS
 from txlab.errors import TxlabError
 from txlab.fileio import read_metrics_log, read_yaml_mapping
@@ -117,51 +114,13 @@ def known_vocab_size(corpus: str) -> int | None:
     return None
 
 
-_INITS = ("normal_", "uniform_", "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_", "xavier_normal_", "trunc_normal_",
-          "zeros_", "ones_", "constant_", "orthogonal_")
-_COUNTS: dict[str, int] = {}  # parameters per distinct model shape: the presets share a few shapes across sizes
-
-
-@contextmanager
-def _without_initialisation():
-    """torch.nn.init's functions as no-ops: on the meta device weights hold no values, and initialising
-    them only warmed up torch's reference kernels (about 1 s of `txlab models`)."""
-    saved = {name: getattr(torch.nn.init, name) for name in _INITS}
-    try:
-        for name in _INITS:
-            setattr(torch.nn.init, name, lambda tensor, *args, **kwargs: tensor)
-        yield
-    finally:
-        for name, function in saved.items():
-            setattr(torch.nn.init, name, function)
-
-
-def hf_parameter_count(model: ModelConfig) -> int:
-    """Parameters of a family-hf model (a GPT-2 or a Llama as txlab.models.hf.hf_config configures it: tied
-    embeddings, Llama without biases), counted without importing transformers (over 1 s)."""
-    d, inner, layers, v = model.d_model, model.d_inner, model.n_layer, model.n_token
-    if model.hf_arch == "gpt2":  # token and position tables; per block two layer norms, qkv and output projections, the MLP
-        block = 2 * d + (3 * d * d + 3 * d) + (d * d + d) + 2 * d + (d * inner + inner) + (inner * d + d)
-        return v * d + (model.max_len or model.tgt_len) * d + layers * block + 2 * d
-    heads = model.n_head * model.d_head  # Llama: q, k, v, o without biases, the gated MLP, two RMS norms per block
-    block = 4 * d * heads + 3 * d * inner + 2 * d
-    return v * d + layers * block + d
-
-
 def parameter_count(cfg: RunConfig) -> int | None:
-    """Parameters of the model ``cfg`` describes, built on the meta device (no memory, no data, no
-    initialisation), once per distinct shape; a family-hf model is counted from its shape."""
+    """Parameters of the model ``cfg`` describes, counted from its configuration (txlab.models.build.count_model:
+    nothing built, no data read); None when its vocabulary is not known without reading the corpus."""
     n_token = cfg.model.n_token or known_vocab_size(cfg.data.corpus)
     if n_token is None:
         return None
-    model = update_dataclass(cfg.model, {"n_token": n_token})
-    if model.family == "hf" and model.hf_arch in ("gpt2", "llama"):
-        return hf_parameter_count(model)
-    key = repr(model)
-    if key not in _COUNTS:
-        with torch.device("meta"), _without_initialisation():
-            _COUNTS[key] = build_model(model).num_parameters()
-    return _COUNTS[key]
+    return count_model(replace(cfg.model, n_token=n_token)).parameters
 
 
 def list_models(sizes: tuple[str, ...] = SIZES, root: Path | None = None) -> list[dict[str, Any]]:
