@@ -252,7 +252,7 @@ class _Models:
         self.tgt_len = settings.tgt_len or eval_len
         self.xl.set_context(context)  # keeps the evaluation clamp_len; mem_len is set per attention length
         self.xl.eval()
-        self.xl.eval_cache = settings.eval_cache
+        self.xl.set_eval_cache(settings.eval_cache)
         self.xl.set_attn_kernel(settings.attn_kernel)
 
     def vanilla(self, attn_len: int) -> TransformerXL:
