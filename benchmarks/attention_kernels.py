@@ -7,7 +7,7 @@ warm-up rounds, median per variant), with the fp32 matmul ceiling measured befor
 and the share of the CPU other processes took (``others_cpu``):
 
 1. **The attention alone** at the shapes the models call it with: ``unfused`` and ``sdpa`` (txlab's two
-   kernels, txlab.models.transformer.ATTENTION_KERNELS) and ``flex`` (``torch.nn.attention.flex_attention``, compiled for
+   kernels, txlab.models.kernels.ATTENTION_KERNELS) and ``flex`` (``torch.nn.attention.flex_attention``, compiled for
    static shapes, the relative position scores read by a ``score_mod`` at the relative shift's index and the
    mask as a block mask; written here, since txlab does not ship it). Inference with relative position scores
    (the cached evaluation state), with the mask only (absolute positions, vanilla windows), and forward plus
@@ -40,7 +40,8 @@ import torch
 from txlab.config import ModelConfig
 from txlab.measure.speed import SpeedSettings, timed_config
 from txlab.models.build import build_model
-from txlab.models.transformer import ATTENTION_KERNELS, attention_mask
+from txlab.models.kernels import ATTENTION_KERNELS
+from txlab.models.transformer import attention_mask
 from txlab.presets import resolve_preset
 from txlab.runs.evaluate import evaluation_context
 from txlab.runs.zoo import known_vocab_size

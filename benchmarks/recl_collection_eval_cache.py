@@ -44,7 +44,7 @@ def one(size: str, grid: list[int], n_targets: int, batch_size: int, repeats: in
         chunk_len = chunk_length(model, tgt_len)
         for _ in range(repeats):
             for cached in (False, True):  # interleaved, so contention hits both alike
-                model.eval_cache = cached
+                model.set_eval_cache(cached)
                 began = time.perf_counter()
                 tables[cached] = block_losses(model, tokens, grid, max(grid), n_targets, chunk_len, batch_size, "window")
                 seconds[cached].append(time.perf_counter() - began)

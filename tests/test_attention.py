@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from torch import nn
 from typer.testing import CliRunner
 
 from txlab.cli import app
@@ -20,8 +21,11 @@ from txlab.errors import TxlabError
 from txlab.measure.attention import _read_sample, attention_analysis, by_distance, model_in_words, redraw_attention
 from txlab.models.interface import Context
 from txlab.models.transformer import (
+    AbsoluteAttention,
+    Block,
     LearnedRelativeAttention,
     LearnedRelativePositions,
+    RecomputedMemory,
     RelativeSinusoidAttention,
     RelativeSinusoidPositions,
     attention_mask,
@@ -69,7 +73,8 @@ def zero_queries(model) -> None:
 
 def _record_one(attn, window, n_query, mask, positions):
     attn.records = []
-    out = attn(window, n_query, mask, positions)
+    n_mem = window.size(1) - n_query
+    out = Block(attn, nn.Identity())(window[:, n_mem:], RecomputedMemory(window[:, :n_mem]), mask, positions)  # the attention sub-layer alone
     (record,) = attn.records
     attn.records = None
     return out, record
@@ -152,6 +157,51 @@ def test_shaw_has_terms_a_and_b_that_add_up_to_the_score():
     # Query 2 (window position 5) against key 0: distance 5, beyond the table, shares row n_dist-1.
     want = q[1, 2, 0] @ attn.rel_emb[n_dist - 1, 0] / math.sqrt(3)
     assert record.terms["b"][1, 0, 2, 0].item() == pytest.approx(want.item(), abs=1e-12)
+
+
+def _attention_of(scheme: str):
+    """One attention layer of ``scheme`` (float64, random weights) and its positional inputs for a window of 7 keys."""
+    torch.manual_seed(4)
+    n_keys, cfg = 7, tiny_cfg()
+    if scheme == "ours":
+        attn = RelativeSinusoidAttention(cfg).double().eval()
+        u, v = torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)
+        return attn, RelativeSinusoidPositions(u, v, attn.position_keys(sinusoid(relative_distances(n_keys, 0).double(), 6)))
+    if scheme == "shaw":
+        attn = LearnedRelativeAttention(cfg, 4).double().eval()
+        return attn, LearnedRelativePositions(attn.position_keys(relative_distances(n_keys, 0)))
+    return AbsoluteAttention(cfg).double().eval(), None
+
+
+@pytest.mark.parametrize("kernel", ["unfused", "sdpa"])
+@pytest.mark.parametrize("scheme", ["ours", "shaw", "absolute"])
+def test_records_observe_the_one_score_of_training_and_of_inference(scheme, kernel):
+    """Training (gradients on) and inference run different kernels on the score of score_terms; the records of both
+    are the same, and the probabilities of each rebuild the output that path computed."""
+    attn, positions = _attention_of(scheme)
+    attn.attn_kernel = kernel
+    n_query, n_mem = 3, 4
+    window = torch.randn(2, n_query + n_mem, 6, dtype=torch.float64)
+    mask = attention_mask(n_query, n_mem, 2, torch.float64)  # same_length: some memory keys masked too
+    runs = {}
+    for gradients in (True, False):
+        with torch.set_grad_enabled(gradients):
+            out, record = _record_one(attn, window, n_query, mask, positions)
+        runs[gradients] = out.detach(), record
+        _, _, values = _projections(attn, window, n_query)
+        mixed = torch.einsum("bhtk,bkhd->bthd", record.probs, values).reshape(2, n_query, 6)
+        torch.testing.assert_close(attn.layer_norm(window[:, -n_query:] + attn.o_net(mixed)), out, rtol=1e-10, atol=1e-10)
+    (trained, in_training), (inferred, in_inference) = runs[True], runs[False]
+    torch.testing.assert_close(inferred, trained, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(in_inference.probs, in_training.probs, rtol=1e-12, atol=1e-12)
+    visible = torch.isfinite(mask).expand_as(in_training.scores)
+    torch.testing.assert_close(in_inference.scores[visible], in_training.scores[visible], rtol=1e-12, atol=1e-12)
+    assert set(in_training.terms) == set(in_inference.terms) == set(attn.terms)
+    for term in attn.terms:
+        torch.testing.assert_close(in_inference.terms[term], in_training.terms[term], rtol=1e-12, atol=1e-12)
+    if attn.terms:
+        total = sum(in_training.terms.values()) + mask
+        torch.testing.assert_close(total[visible], in_training.scores[visible], rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("pos_enc", ["ours", "shaw", "vaswani", "alrfou"])

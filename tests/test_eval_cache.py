@@ -1,8 +1,8 @@
-"""The cached evaluation state of Transformer-XL (txlab.models.transformer.CachedMemory) against the training path.
+"""The cached evaluation state of Transformer-XL (txlab.models.eval_cache.CachedMemory) against the training path.
 
 In evaluation (eval mode, no autograd) Transformer-XL keeps, per layer, the keys and values of its
 memory rows and reuses its position keys, so a chunk projects only its own rows. Everything here
-compares that path with the training path (``model.eval_cache = False``: every chunk re-projects the
+compares that path with the training path (``model.set_eval_cache(False)``: every chunk re-projects the
 whole memory) over many chunks. In float64 the two agree to ~1e-15: the only differences are the
 rounding of a matrix product over T rows instead of M + T (and, with absolute positions,
 W x + W p instead of W (x + p)). In float32 they agree to a few units in the last place (~2e-7 on
@@ -18,7 +18,8 @@ import torch
 
 from txlab.config import ModelConfig
 from txlab.models.interface import Context
-from txlab.models.transformer import CachedMemory, build_transformer, capture_attention
+from txlab.models.eval_cache import CachedMemory
+from txlab.models.transformer import build_transformer, capture_attention
 
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
 KERNELS = ("unfused", "sdpa")
@@ -39,7 +40,7 @@ def model_for(dtype=torch.float64, **kw):
 
 def stream(model, tokens, chunk_lens, cached: bool, state=None, mode=torch.inference_mode):
     """NLL [B, sum(chunk_lens)] of tokens[:, 1:] read chunk by chunk, the states after every chunk."""
-    model.eval_cache = cached
+    model.set_eval_cache(cached)
     try:
         state = model.init_state(tokens.size(0)) if state is None else state
         losses, states, start = [], [], 0
@@ -51,7 +52,7 @@ def stream(model, tokens, chunk_lens, cached: bool, state=None, mode=torch.infer
                 state, start = out.state, start + n
         return torch.cat(losses, 1), states
     finally:
-        model.eval_cache = True
+        model.set_eval_cache(True)
 
 
 def close(dtype):
@@ -134,18 +135,54 @@ def test_a_cached_state_is_a_memory_for_training_and_for_the_training_path():
     torch.testing.assert_close(cached, plain, **close(torch.float64))
 
 
-def test_changed_weights_are_never_read_from_the_cache():
+def _written_in_place(model):
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.qkv_net.weight.mul_(1.5)
+        model.blocks[0].attn.r_net.weight.add_(0.1)
+
+
+def _optimizer_step(model, tokens, **adam):
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05, **adam) if adam else torch.optim.SGD(model.parameters(), lr=0.5)
+    model(tokens[:, :4], model.init_state(2), tokens[:, 1:5]).nll.sum().backward()  # eval mode, gradients on
+    optimizer.step()
+
+
+WEIGHT_CHANGES = {
+    "an optimizer step": lambda model, tokens: _optimizer_step(model, tokens),
+    # fused Adam writes the weights without bumping their version counters: still seen, by the optimizer's step hook
+    "a fused Adam step": lambda model, tokens: _optimizer_step(model, tokens, fused=True),
+    "load_state_dict": lambda model, tokens: model.load_state_dict({k: 1.5 * v for k, v in model.state_dict().items()}),
+    "a write during training": lambda model, tokens: (model.train(), _written_in_place(model), model.eval()),
+    "a direct write, announced": lambda model, tokens: (_written_in_place(model), model.weights_changed()),
+}
+
+
+@pytest.mark.parametrize("change", WEIGHT_CHANGES)
+def test_changed_weights_are_never_read_from_the_cache(change):
     model = model_for()
     tokens = torch.randint(0, VOCAB, (2, 21))
     _, states = stream(model, tokens, [4, 4, 4], cached=True)
-    with torch.no_grad():
-        for block in model.blocks:
-            block.attn.qkv_net.weight.mul_(1.5)  # in place, as an optimizer step or load_state_dict writes
-        model.blocks[0].attn.r_net.weight.add_(0.1)
     memory = [m.clone() for m in states[-1]]
+    before, _ = stream(model, tokens[:, 12:], [4, 4], cached=False, state=memory)
+    WEIGHT_CHANGES[change](model, tokens)
     plain, _ = stream(model, tokens[:, 12:], [4, 4], cached=False, state=memory)
     cached, _ = stream(model, tokens[:, 12:], [4, 4], cached=True, state=states[-1])
+    assert (plain - before).abs().max() > 1e-3  # the change moves the losses: stale keys would show
     torch.testing.assert_close(cached, plain, **close(torch.float64))
+
+
+def test_the_eval_cache_is_a_setting_of_the_model():
+    model = model_for()
+    tokens = torch.randint(0, VOCAB, (2, 5))
+    assert model.eval_cache
+    with torch.inference_mode():
+        model.set_eval_cache(False)
+        assert not model.eval_cache and not isinstance(model(tokens[:, :4], model.init_state(2)).state, CachedMemory)
+        model.set_eval_cache(True)
+        assert isinstance(model(tokens[:, :4], model.init_state(2)).state, CachedMemory)
+    with pytest.raises(AttributeError):
+        model.eval_cache = False  # not an attribute to flip: set_eval_cache
 
 
 @pytest.mark.parametrize("mode", [torch.inference_mode, torch.no_grad])
@@ -187,7 +224,7 @@ def test_changing_the_memory_length_mid_stream_trims_alike():
     tokens = torch.randint(0, VOCAB, (2, 41))
     runs = []
     for cached in (False, True):
-        model.eval_cache = cached
+        model.set_eval_cache(cached)
         state, losses, rows = model.init_state(2), [], 0
         with torch.inference_mode():
             for i, mem_len in enumerate([9, 9, 9, 3, 3, 12, 12, 12, 12, 5]):
@@ -198,7 +235,7 @@ def test_changing_the_memory_length_mid_stream_trims_alike():
                 rows = min(mem_len, rows + 4)  # the last mem_len rows of [memory ; chunk]
                 assert [m.size(1) for m in state] == [rows] * 3
         runs.append(torch.cat(losses, 1))
-    model.eval_cache = True
+    model.set_eval_cache(True)
     torch.testing.assert_close(runs[1], runs[0], **close(torch.float64))
 
 
@@ -220,8 +257,8 @@ def test_attention_records_are_the_same_on_both_paths(pos_enc):
                 torch.testing.assert_close(cached.terms[term], plain.terms[term], **close(torch.float64))
 
 
-def test_a_model_built_in_inference_mode_is_right_without_reuse():
-    """Its parameters keep no version counter, so nothing is reused across calls; the losses are the same."""
+def test_a_model_built_in_inference_mode_evaluates_alike():
+    """Its parameters keep no version counter, which the cache does not need."""
     with torch.inference_mode():
         model = model_for()
         tokens = torch.randint(0, VOCAB, (2, 17))

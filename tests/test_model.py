@@ -6,13 +6,16 @@ import math
 
 import pytest
 import torch
+from torch import nn
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
 from txlab.models.interface import Context
 from txlab.models.transformer import (
+    Block,
     LearnedRelativeAttention,
     LearnedRelativePositions,
+    RecomputedMemory,
     RelativeSinusoidAttention,
     RelativeSinusoidPositions,
     attention_mask,
@@ -25,7 +28,7 @@ from txlab.models.transformer import (
 
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
 KERNELS = ("unfused", "sdpa")
-"""Every attention kernel (txlab.models.transformer.ATTENTION_KERNELS): the loop references hold on each."""
+"""Every attention kernel (txlab.models.kernels.ATTENTION_KERNELS): the loop references hold on each."""
 
 
 def tiny_cfg(**kw) -> ModelConfig:
@@ -36,6 +39,12 @@ def tiny_cfg(**kw) -> ModelConfig:
 def tiny_model(**kw):
     torch.manual_seed(0)
     return build_transformer(tiny_cfg(**kw)).eval()
+
+
+def attention_sublayer(attn, window, n_query, mask, positions):
+    """The attention sub-layer alone (no feed-forward) of the last ``n_query`` rows of ``window``, the rest its memory."""
+    n_mem = window.size(1) - n_query
+    return Block(attn, nn.Identity())(window[:, n_mem:], RecomputedMemory(window[:, :n_mem]), mask, positions)
 
 
 # --- relative shift and the four-term score -----------------------------------------------------
@@ -90,7 +99,8 @@ def test_four_term_relative_attention_matches_explicit_loop(kernel, gradients):
     r = sinusoid(relative_distances(n_keys, clamp_len).double(), 6)
     mask = attention_mask(n_query, n_mem, 0, torch.float64)
     with torch.set_grad_enabled(gradients):  # the training path, and inference's (position scores one batch row at a time)
-        got = attn(window, n_query, mask, RelativeSinusoidPositions(content_bias_u=u, position_bias_v=v, position_keys=attn.position_keys(r)))
+        positions = RelativeSinusoidPositions(content_bias_u=u, position_bias_v=v, position_keys=attn.position_keys(r))
+        got = attention_sublayer(attn, window, n_query, mask, positions)
 
     w_r = attn.r_net.weight.view(2, 3, 6)  # [H, Dh, d]
 
@@ -119,7 +129,8 @@ def test_shaw_attention_matches_explicit_loop_and_shares_the_last_row(kernel, gr
     window = torch.randn(2, n_keys, 6, dtype=torch.float64)
     mask = attention_mask(n_query, n_mem, 0, torch.float64)
     with torch.set_grad_enabled(gradients):
-        got = attn(window, n_query, mask, LearnedRelativePositions(attn.position_keys(relative_distances(n_keys, 0))))
+        positions = LearnedRelativePositions(attn.position_keys(relative_distances(n_keys, 0)))
+        got = attention_sublayer(attn, window, n_query, mask, positions)
 
     def score(b, h, i, j, q, k):
         row = min(n_mem + i - j, n_dist - 1)
@@ -341,7 +352,7 @@ def test_every_kernel_computes_the_same_attention(family, pos_enc, gradients):
 
 
 def test_choose_kernel_auto_and_attention_dropout():
-    from txlab.models.transformer import AUTO_KERNEL, choose_kernel
+    from txlab.models.kernels import AUTO_KERNEL, choose_kernel
 
     assert AUTO_KERNEL == {(False, False): "sdpa", (False, True): "sdpa", (True, False): "unfused", (True, True): "unfused"}
     assert choose_kernel("auto", relative=False, gradients=True, dropatt=0.0) == "sdpa"

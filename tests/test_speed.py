@@ -21,7 +21,7 @@ from txlab.errors import TxlabError
 from txlab.measure.speed import MethodSpeed, SpeedRow, SpeedSettings, speed_table, strided_nll, time_strided, time_vanilla, time_xl, vanilla_nll, xl_context, xl_fill, xl_segment
 from txlab.models.build import build_model
 from txlab.models.interface import Context
-from txlab.models.transformer import RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
+from txlab.models.transformer import RecomputedMemory, RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
 from txlab.presets import resolve_preset
 from txlab.runs.checkpoint import load_checkpoint, save_checkpoint
 from txlab.runs.evaluate import evaluation_context
@@ -173,7 +173,7 @@ def test_the_rolling_cache_equals_a_naive_loop_of_one_token_windows_and_is_not_r
             n_keys = window.size(1)
             r = sinusoid(relative_distances(n_keys, 0).float(), d)
             positions = RelativeSinusoidPositions(model.u[0], model.v[0], block.attn.position_keys(r))
-            h = block(window, 1, torch.zeros(1, n_keys), positions)  # [1, 1, d]: every key visible
+            h = block(h, RecomputedMemory(window[:, :-1]), torch.zeros(1, n_keys), positions)  # [1, 1, d]: every key visible
         naive.append(model.crit.nll(h[:, 0], tokens[:, t + 1]))
     torch.testing.assert_close(rolling.nll[0], torch.stack(naive)[attn_len:, 0], rtol=1e-5, atol=1e-5)
 

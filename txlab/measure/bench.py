@@ -8,7 +8,7 @@ of several timed runs after warm-up. Modes:
 - ``train``: forward + backward + gradient clipping + Adam step on ``seg_len`` tokens per stream,
   memory ``seg_len``, dropout 0.1 (the paper's base setting).
 - ``eval_memM``: a forward pass in inference mode on ``seg_len`` tokens with a full memory of M, with
-  the cached evaluation state (:class:`~txlab.models.transformer.CachedMemory`: each chunk projects only its own rows).
+  the cached evaluation state (:class:`~txlab.models.eval_cache.CachedMemory`: each chunk projects only its own rows).
 - ``eval_memM_uncached``: the same through the training path, which re-projects the whole memory every
   chunk as the authors' code does (the "before" of the cached state).
 - ``generate_memM`` (and ``generate_memM_uncached``): text generation as ``txlab generate`` runs it,
@@ -182,8 +182,8 @@ def _evaluate(cfg: ModelConfig, tokens: torch.Tensor, mem_len: int, cached: bool
     batch_size, seg_len = tokens.size(0), tokens.size(1) - 1
     cfg = replace(cfg, tgt_len=seg_len, mem_len=mem_len)
     model = build_model(cfg).eval()
-    if hasattr(model, "eval_cache"):
-        model.eval_cache = cached
+    if hasattr(model, "set_eval_cache"):  # Transformer-XL's cached evaluation state, or its training path
+        model.set_eval_cache(cached)
     with torch.inference_mode():
         state = [model.init_state(batch_size)]
 
@@ -205,8 +205,8 @@ def _generate(cfg: ModelConfig, mem_len: int, cached: bool, n_tokens: int = 16) 
 
     cfg = replace(cfg, tgt_len=mem_len, mem_len=mem_len)
     model = build_model(cfg).eval()
-    if hasattr(model, "eval_cache"):
-        model.eval_cache = cached
+    if hasattr(model, "set_eval_cache"):  # Transformer-XL's cached evaluation state, or its training path
+        model.set_eval_cache(cached)
     model.set_context(Context(mem_len))
     reader = ContextReader(model, chunk_len=mem_len, window=mem_len)
     generator = torch.Generator().manual_seed(0)

@@ -2,7 +2,7 @@
 
 Every model has the same shape (by default the enwik8 12-layer model, ``xl-enwik8-12l``) and is timed at
 the same *attention length* L on the same token stream (random tokens, or a trained run's validation text),
-in inference mode with the attention kernel ``attn_kernel`` chooses (:data:`txlab.models.transformer.AUTO_KERNEL`). Four
+in inference mode with the attention kernel ``attn_kernel`` chooses (:data:`txlab.models.kernels.AUTO_KERNEL`). Four
 ways to predict every token from L tokens of context, one row each:
 
 - **Vanilla recompute** (Al-Rfou et al., the paper's baseline): to predict token x_t it reads the window
@@ -264,7 +264,7 @@ class TimedModels:
         self.tgt_len = settings.tgt_len or eval_len
         self.xl.set_context(context)  # keeps the evaluation clamp_len; mem_len is set per attention length
         self.xl.eval()
-        self.xl.eval_cache = settings.eval_cache
+        self.xl.set_eval_cache(settings.eval_cache)
         self.xl.set_attn_kernel(settings.attn_kernel)
 
     def vanilla(self, attn_len: int) -> TransformerXL:

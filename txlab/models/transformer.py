@@ -14,16 +14,21 @@ window, key j sits at position j and query i at position M + i, so the distance 
 is M + i - j (0 for the query itself, negative for future keys, which are masked).
 
 The file reads top down like the paper: the interfaces (the memory, the positional inputs each
-scheme's attention takes, the score terms), the paper's pieces (sinusoids, relative distances and
-the relative shift, the mask, the memory update of segment-level recurrence), the three attention
-variants (one per positional scheme), the position-wise feed-forward and a layer (Block), the
-language model that stacks them, its cached evaluation state, and last the CPU kernels the
-attention runs on.
+scheme's attention takes, the score terms), the paper's pieces (sinusoids, relative distances, the
+mask, the memory update of segment-level recurrence), the three attention variants (one per
+positional scheme, each defining its score in one method, :meth:`MultiHeadAttention.score_terms`),
+the position-wise feed-forward and a layer (:class:`Block`), and the language model that stacks them.
+The kernels attention runs on live in :mod:`txlab.models.kernels`.
 
-In evaluation (eval mode, no autograd) the state is a :class:`CachedMemory`: the same per-layer memory,
-plus the keys and values each layer already projected from it, so that a chunk projects only its own
-rows and the position keys are computed once per layer, not once per chunk (:meth:`TransformerXL._hidden_cached`).
-Training, which changes the weights every step, re-projects the window every chunk as the paper does.
+A layer is one computation for training and evaluation alike (:meth:`Block.forward`); the two
+differ only in the layer's memory object, which says where the keys and values of the memory rows
+come from. Training, whose weights change every step, re-projects the whole window every chunk as
+the paper does (:class:`RecomputedMemory`). In
+evaluation (eval mode, no autograd) the state is a :class:`~txlab.models.eval_cache.CachedMemory`:
+the same per-layer memory, plus the keys and values each layer already projected from it, so that a
+chunk projects only its own rows (:class:`~txlab.models.eval_cache.CachedLayerMemory`), and the
+position keys are computed once per layer, not once per chunk (:class:`~txlab.models.eval_cache.Tables`).
+``TransformerXL.set_eval_cache(False)`` evaluates on the training path instead.
 
 For analysis, :func:`capture_attention` makes every layer also record its attention probabilities
 and the paper's score terms (a)-(d) separately (:class:`AttentionRecord`); it is off by default.
@@ -50,7 +55,9 @@ prediction does not depend on how many tokens follow it.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,7 +69,9 @@ from torch import nn
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
+from txlab.models.eval_cache import CachedLayerMemory, CachedMemory, Tables, kept_memory_rows, weights_signature
 from txlab.models.interface import Context, LanguageModel, LMOutput, ModelCounts, check_target_shape
+from txlab.models.kernels import ATTENTION_KERNELS, Dropout, choose_kernel, matmul_shared_keys, rel_shift
 from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, vocabulary_counts
 
 # --------------------------------------------------------------------------------------------------
@@ -105,6 +114,16 @@ SCORE_TERMS = {"a": "content-content", "b": "content-position", "c": "global con
 """The paper's four terms of the relative attention score (Sec. 3.3), by their letters."""
 
 
+class ScoreTerm(NamedTuple):
+    """One term of an attention score: a query-side vector dotted with every key of the window, or with the
+    position key of every distance (the paper's W_{k,R} R_{i-j}, Shaw et al.'s E_{i-j})."""
+
+    vector: torch.Tensor
+    """[B, T, H, Dh], one per query (the query itself), or [H, Dh], the same for every query (the global bias u or v)."""
+    positional: bool
+    """Whether it is dotted with the position keys (by distance) rather than with the keys."""
+
+
 class AttentionRecord(NamedTuple):
     """What one attention layer computed for one chunk, recorded under :func:`capture_attention`."""
 
@@ -121,7 +140,7 @@ class AttentionRecord(NamedTuple):
 
 
 # --------------------------------------------------------------------------------------------------
-# Positions, masks, the relative shift and the memory update
+# Positions, masks and the memory update
 
 
 def sinusoid(positions: torch.Tensor, d: int) -> torch.Tensor:
@@ -141,24 +160,6 @@ def relative_distances(n_keys: int, clamp_len: int, device: torch.device | None 
     return distances.clamp(max=clamp_len) if clamp_len > 0 else distances
 
 
-def rel_shift(by_distance: torch.Tensor) -> torch.Tensor:
-    """Re-index position scores from 'by distance' to 'by key' (the relative shift, Appendix B).
-
-    ``by_distance[..., i, c]`` scores query i against distance K-1-c (the layout of
-    :func:`relative_distances`, K+1 columns). Query i sits at window position M+i, so key j is at
-    distance M+i-j, that is column c = j + T-1-i: row i must move left by T-1-i. Flattened, that
-    cell is at i*(K+1) + j + T-1-i = (T-1) + i*K + j, so dropping the first T-1 entries of the
-    flat block and reading T rows of K does the whole shift -- the paper's pad-and-reshape trick,
-    here without a copy because the extra distance -1 already pads every row. Cells of future
-    keys (j > M+i) read neighbouring entries and must be masked.
-    Input [..., T, K+1] with contiguous rows -> a view [..., T, K].
-    """
-    *lead, n_query, n_cols = by_distance.shape
-    n_keys = n_cols - 1
-    flat = by_distance.flatten(-2)  # [..., T*(K+1)]
-    return flat[..., n_query - 1 : n_query - 1 + n_query * n_keys].unflatten(-1, (n_query, n_keys))  # [..., T, K]
-
-
 def attention_mask(n_query: int, n_mem: int, same_length_window: int, dtype: torch.dtype, device=None) -> torch.Tensor:
     """Additive mask [T, K]: 0 where query i may attend key j, -inf elsewhere.
 
@@ -175,11 +176,6 @@ def attention_mask(n_query: int, n_mem: int, same_length_window: int, dtype: tor
     return torch.zeros(n_query, n_keys, dtype=dtype, device=device).masked_fill_(~allowed, float("-inf"))
 
 
-def kept_memory_rows(n_window: int, mem_len: int) -> int:
-    """How many rows of a layer's window the next memory keeps: its last ``mem_len``, or all if fewer."""
-    return min(n_window, mem_len)
-
-
 def update_memory(memory: torch.Tensor, inputs: torch.Tensor, mem_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Segment-level recurrence (Sec. 3.2) for one layer: the extended context h~ = [SG(m) o h] and the next memory.
 
@@ -187,8 +183,8 @@ def update_memory(memory: torch.Tensor, inputs: torch.Tensor, mem_len: int) -> t
     (SG, stop-gradient: the memory was detached when it was stored); ``inputs`` h [B, T, d] are the
     layer's inputs for this chunk. Returns the window h~ [B, K, d] the layer attends over, and the
     next memory: the last ``mem_len`` rows of h~, detached [B, min(K, mem_len), d] (an empty
-    memory [B, 0, d] for ``mem_len`` 0). The cached evaluation state keeps the same rows
-    (:func:`_update_memory_rows`, through :func:`kept_memory_rows`).
+    memory [B, 0, d] for ``mem_len`` 0). The cached evaluation state keeps the same rows in its stores
+    (through :func:`~txlab.models.eval_cache.kept_memory_rows`).
     """
     window = torch.cat([memory, inputs], dim=1)  # [B, K, d]
     if mem_len == 0:
@@ -197,35 +193,77 @@ def update_memory(memory: torch.Tensor, inputs: torch.Tensor, mem_len: int) -> t
     return window, window[:, n_keys - kept_memory_rows(n_keys, mem_len) :].detach()  # [B, min(K, mem_len), d]
 
 
+class RecomputedMemory:
+    """One layer's memory on the training path, while a chunk runs: the window [SG(m) o h] by
+    :func:`update_memory`, every row of it projected, every chunk, as the paper trains (the weights change
+    between chunks).
+
+    The layer (:meth:`Block.forward`) asks its memory two things: the rows it projects now
+    (:meth:`rows_to_project`) and the keys and values of the whole window (:meth:`keys_values`). Cached evaluation
+    answers them with a :class:`~txlab.models.eval_cache.CachedLayerMemory` instead: only the chunk's rows, and the
+    memory's keys and values as they were projected in earlier chunks.
+    """
+
+    def __init__(self, memory: torch.Tensor, keep: int = 0):
+        """``memory`` [B, M, d]: the layer's inputs from earlier chunks; ``keep``: rows kept for the next chunk."""
+        self.memory, self.keep = memory, keep
+        self.next_memory: torch.Tensor | None = None
+        """The layer's next memory [B, min(K, keep), d], once :meth:`rows_to_project` ran."""
+
+    def rows_to_project(self, h: torch.Tensor, absolute: torch.Tensor | None) -> torch.Tensor:
+        """The whole window [B, K, d] with the chunk's rows ``h`` [B, T, d] last, absolute positions [K, d] added
+        (to a new tensor: the memory holds the inputs without them)."""
+        window, self.next_memory = update_memory(self.memory, h, self.keep)  # [B, K, d], [B, min(K, keep), d]
+        return window if absolute is None else window + absolute
+
+    def keys_values(self, attn: MultiHeadAttention, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [B, H, K, Dh] of the normalised window ``x``: every row projected."""
+        return attn.keys_values(x)
+
+
+LayerMemory = RecomputedMemory | CachedLayerMemory
+"""Where a layer's window and its keys and values come from: recomputed (training), or cached (evaluation)."""
+
+
 # --------------------------------------------------------------------------------------------------
-# Attention: one shared skeleton, three ways to add positional information
+# Attention: one layer's computation, three ways to add positional information
+
+
+def _summed(vectors: list[torch.Tensor]) -> torch.Tensor | None:
+    """The sum of ``vectors`` (broadcast), the first itself when alone; None for none."""
+    return functools.reduce(operator.add, vectors) if vectors else None
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention of the current rows of a window over the whole window, plus residual.
+    """Multi-head attention of a chunk's rows over the layer's window [memory ; chunk], plus residual and layer norm.
 
-    Subclasses choose the positional terms by overriding :meth:`position_scores`: the query used for
-    the content term and the scaled position scores by distance [B, H, T, K+1] (none for absolute
-    positions), given the layer's :data:`Positions`. The scaled dot product, the mask, softmax,
-    attention dropout and weighted sum run in one of the :data:`ATTENTION_KERNELS`, which all compute
-    the same attention. Projections have no biases, as in the reference code.
+    :class:`Block` projects the rows (:meth:`norm`, :meth:`queries`, :meth:`keys_values`) and calls this module with
+    the queries and the window's keys and values (:meth:`forward`). Subclasses say what the score is, in one
+    place, :meth:`score_terms`: the score of query i and key j as a sum of terms, each a query-side vector dotted
+    with key j or with the position key of the distance i - j. Training, inference and :func:`capture_attention`
+    all read that one definition: the kernels take its terms as one product with the keys and one with the
+    position keys (:meth:`score`), and a record is computed from the same two (and each term alone through the
+    same products). The scaled dot product, the mask, softmax, attention dropout and weighted sum run in one of
+    the kernels of :mod:`txlab.models.kernels`, which all compute the same attention. Projections have no biases,
+    as in the reference code.
     """
 
     terms: tuple[str, ...] = ()
-    """Letters of :data:`SCORE_TERMS` that :meth:`score_terms` returns (none for absolute positions)."""
+    """Letters of :data:`SCORE_TERMS` a record holds separately (none for absolute positions)."""
 
     records: list[AttentionRecord] | None = None
     """Set by :func:`capture_attention`: where each forward call appends its record; None records nothing."""
 
     attn_kernel: str = "auto"
-    """The attention kernel (``ModelConfig.attn_kernel``, :data:`ATTENTION_KERNELS`; ``auto``: :data:`AUTO_KERNEL`)."""
+    """The attention kernel (``ModelConfig.attn_kernel``, :data:`~txlab.models.kernels.ATTENTION_KERNELS`; ``auto``:
+    :data:`~txlab.models.kernels.AUTO_KERNEL`)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_head, self.d_head = cfg.n_head, cfg.d_head
-        inner = cfg.n_head * cfg.d_head
-        self.qkv_net = nn.Linear(cfg.d_model, 3 * inner, bias=False)
-        self.o_net = nn.Linear(inner, cfg.d_model, bias=False)
+        self.inner = cfg.n_head * cfg.d_head
+        self.qkv_net = nn.Linear(cfg.d_model, 3 * self.inner, bias=False)
+        self.o_net = nn.Linear(self.inner, cfg.d_model, bias=False)
         self.layer_norm = nn.LayerNorm(cfg.d_model)
         self.drop = Dropout(cfg.dropout)
         self.dropatt = cfg.dropatt
@@ -233,71 +271,95 @@ class MultiHeadAttention(nn.Module):
         self.scale = 1.0 / math.sqrt(cfg.d_head)
         self.attn_kernel = cfg.attn_kernel
 
-    def position_scores(self, q: torch.Tensor, positions: Positions, shared_keys: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(query for the content term [B, T, H, Dh], scaled position scores by distance [B, H, T, K+1], a new
-        tensor, or None for schemes without position scores). ``shared_keys``: multiply by the position keys
-        one batch row at a time (:func:`matmul_shared_keys`, without autograd), not by a broadcast product."""
-        return q, None
-
-    def score_terms(self, q: torch.Tensor, k: torch.Tensor, positions: Positions) -> dict[str, torch.Tensor]:
-        """The score's terms separately (see :attr:`AttentionRecord.terms`) for q [B, T, H, Dh], k [B, K, H, Dh]."""
-        return {}
-
-    def forward(self, window: torch.Tensor, n_query: int, mask: torch.Tensor, positions: Positions = None) -> torch.Tensor:
-        batch, n_keys, _ = window.shape
-        inner = self.n_head * self.d_head
-        current = window[:, n_keys - n_query :]  # [B, T, d] the residual stream
-        x = self.layer_norm(window) if self.pre_lnorm else window
-        # Queries only for the current rows; keys and values for the whole window.
-        q = F.linear(x[:, n_keys - n_query :], self.qkv_net.weight[:inner])  # [B, T, H*Dh]
-        kv = F.linear(x, self.qkv_net.weight[inner:])  # [B, K, 2*H*Dh]
-        keys, values = kv.view(batch, n_keys, 2, self.n_head, self.d_head).unbind(2)  # [B, K, H, Dh] each
-        return self.attend_projected(current, q, keys.transpose(1, 2), values.transpose(1, 2), mask, positions)  # [B, H, K, Dh] each
-
-    def attend_projected(self, current: torch.Tensor, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-                         positions: Positions) -> torch.Tensor:
-        """The layer's output rows [B, T, d] from its residual rows ``current`` [B, T, d], their queries
-        ``q`` [B, T, H*Dh] and the keys and values of the whole window ``keys``, ``values`` [B, H, K, Dh] (any strides).
-        The attention itself runs on the kernel :func:`choose_kernel` picks from :attr:`attn_kernel`."""
-        batch, n_query, _ = current.shape
-        inner = self.n_head * self.d_head
+    def forward(self, current: torch.Tensor, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                positions: Positions = None) -> torch.Tensor:
+        """The sub-layer's output [B, T, d]: queries ``q`` [B, T, H*Dh] attend over the window's ``keys`` and ``values``
+        [B, H, K, Dh] (any strides) with the score of :meth:`score_terms` and ``mask`` [T, K], on the kernel
+        :func:`~txlab.models.kernels.choose_kernel` picks from :attr:`attn_kernel`; then the output projection and
+        the residual ``current`` [B, T, d] (post-LN: normalised)."""
+        batch, n_query, _ = q.shape
         q = q.view(batch, n_query, self.n_head, self.d_head)  # [B, T, H, Dh]
         gradients = torch.is_grad_enabled()
         dropatt = self.dropatt if self.training else 0.0
-        kernel = choose_kernel(self.attn_kernel, relative=bool(self.terms), gradients=gradients, dropatt=dropatt)
-        content_q, by_distance = self.position_scores(q, positions, shared_keys=not gradients)
+        kernel = choose_kernel(self.attn_kernel, relative=positions is not None, gradients=gradients, dropatt=dropatt)
+        terms = self.score_terms(q, positions)
+        content_q, by_distance = self.score(terms, positions, shared_keys=not gradients)
         if self.records is not None:
-            bias = mask if by_distance is None else mask + rel_shift(by_distance)
-            self.records.append(self._record(q, keys.transpose(1, 2), content_q, bias, mask, positions))  # keys [B, K, H, Dh]
+            self.records.append(self._record(terms, content_q, by_distance, keys, mask, positions))
         attend = ATTENTION_KERNELS[kernel]
         attn = attend(content_q.transpose(1, 2), keys, values, by_distance, mask, self.scale, dropatt)  # q [B, H, T, Dh] -> [B, H, T, Dh]
-        attn = attn.transpose(1, 2).reshape(batch, n_query, inner)  # [B, H, T, Dh] -> [B, T, H*Dh]
+        attn = attn.transpose(1, 2).reshape(batch, n_query, self.inner)  # [B, H, T, Dh] -> [B, T, H*Dh]
         out = self.drop(self.o_net(attn))
         return current + out if self.pre_lnorm else self.layer_norm(current + out)
 
+    def norm(self, x: torch.Tensor) -> torch.Tensor:
+        """What the sub-layer projects of rows ``x``: LN(x) with pre-LN, else x itself (post-LN normalises its output)."""
+        return self.layer_norm(x) if self.pre_lnorm else x
+
+    def queries(self, x: torch.Tensor) -> torch.Tensor:
+        """Queries [B, R, H*Dh] of normalised rows ``x`` [B, R, d] (:meth:`norm`)."""
+        return F.linear(x, self.qkv_net.weight[: self.inner])
+
+    def keys_values(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [B, H, R, Dh] (views, head-major) of normalised rows ``x`` [B, R, d] (:meth:`norm`)."""
+        kv = F.linear(x, self.qkv_net.weight[self.inner :])  # [B, R, 2*H*Dh]
+        keys, values = kv.view(kv.size(0), kv.size(1), 2, self.n_head, self.d_head).unbind(2)  # [B, R, H, Dh] each
+        return keys.transpose(1, 2), values.transpose(1, 2)
+
+    def score_terms(self, q: torch.Tensor, positions: Positions) -> dict[str, ScoreTerm]:
+        """The score of query i and key j, term by term, for queries ``q`` [B, T, H, Dh] (the scheme's definition)."""
+        raise NotImplementedError
+
+    def score(self, terms: dict[str, ScoreTerm], positions: Positions, shared_keys: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """What the kernels take of the score ``terms``: the content query [B, T, H, Dh], the sum of the vectors
+        dotted with the keys (the kernel multiplies it by them, scaled), and the scaled position scores by distance
+        [B, H, T, K+1], the sum of the vectors dotted with the position keys, multiplied by them once (a new
+        tensor; None without positional terms). ``shared_keys``: by the position keys one batch row at a time
+        (:func:`~txlab.models.kernels.matmul_shared_keys`, without autograd), not by a broadcast product."""
+        content_q = _summed([term.vector for term in terms.values() if not term.positional])
+        position_q = _summed([term.vector for term in terms.values() if term.positional])
+        if position_q is None:
+            return content_q, None
+        matmul = matmul_shared_keys if shared_keys else torch.matmul
+        return content_q, matmul((position_q * self.scale).transpose(1, 2), positions.position_keys)  # [B, H, T, K+1]
+
     @torch.no_grad()
-    def _record(self, q, k, content_q, bias, mask, positions: Positions) -> AttentionRecord:
-        """The scores and probabilities the attention kernel computes, recomputed beside it rather than taken
-        from it, so that recording leaves the kernel, and so every output, untouched."""
-        keys_t = k.permute(0, 2, 3, 1)  # [B, K, H, Dh] -> [B, H, Dh, K]
-        scores = torch.matmul(content_q.transpose(1, 2), keys_t) * self.scale + bias  # [B, H, T, K]
-        return AttentionRecord(scores.softmax(-1), scores, self.score_terms(q, k, positions), mask)
+    def _record(self, terms: dict[str, ScoreTerm], content_q: torch.Tensor, by_distance: torch.Tensor | None, keys: torch.Tensor,
+                mask: torch.Tensor, positions: Positions) -> AttentionRecord:
+        """What the kernel computes from the score it was given, observed beside it: the scores and probabilities from
+        that content query and those position scores, and the terms :attr:`terms` alone through the same products.
+        The kernel itself is left alone, so recording changes no output."""
+        bias = mask if by_distance is None else mask + rel_shift(by_distance)  # [T, K] or [B, H, T, K]
+        scores = torch.matmul(content_q.transpose(1, 2), keys.transpose(-1, -2)) * self.scale + bias  # [B, H, T, K]
+        alone = {name: self._term_scores(terms[name], keys, positions, scores.shape) for name in self.terms}
+        return AttentionRecord(scores.softmax(-1), scores, alone, mask)
+
+    def _term_scores(self, term: ScoreTerm, keys: torch.Tensor, positions: Positions, shape: torch.Size) -> torch.Tensor:
+        """One term's scaled, unmasked scores [B, H, T, K] alone: the product :meth:`score` sums it into."""
+        if term.vector.dim() == 4:
+            vector = term.vector.transpose(1, 2)  # [B, T, H, Dh] -> [B, H, T, Dh]
+        else:  # the same for every query: one row against the keys, but one per query against the distances, which
+            # rel_shift re-indexes row by row
+            vector = term.vector[:, None, :].expand(-1, shape[2] if term.positional else 1, -1)  # [H, Dh] -> [H, 1 or T, Dh]
+        vector = vector * self.scale
+        if term.positional:
+            return rel_shift(torch.matmul(vector, positions.position_keys)).expand(shape)  # [.., T, K+1] -> [.., T, K]
+        return torch.matmul(vector, keys.transpose(-1, -2)).expand(shape)  # [.., T or 1, K]
 
 
 class AbsoluteAttention(MultiHeadAttention):
-    """Term (a) only: plain causal scaled dot-product attention (positions live in the inputs)."""
+    """Plain causal scaled dot-product attention. The positions live in the inputs, so the score is one product
+    that mixes content and position, and a record holds no separate terms."""
+
+    def score_terms(self, q, positions: None):
+        """q_i . k_j, query and key projected from inputs that carry their positions."""
+        return {"q.k": ScoreTerm(q, positional=False)}
 
 
 class RelativeSinusoidAttention(MultiHeadAttention):
-    """The paper's relative attention, score = (a) + (b) + (c) + (d):
-
-        term_ac = (q_i + u) . k_j                  content, and the global content bias u
-        term_bd = (q_i + v) . W_{k,R} R_{i-j}      content-dependent position, global position bias v
-
-    R is the fixed sinusoid of the distance and W_{k,R} (``r_net``) is separate from the content key
-    projection; u and v arrive in :class:`RelativeSinusoidPositions`. term_bd is computed for all
-    K+1 distances with one matmul and re-indexed by :func:`rel_shift` inside the attention kernel, which
-    computes term_ac as the content product with the query q + u.
+    """The paper's relative attention (Sec. 3.3): the fixed sinusoid R of the distance, its own key projection
+    W_{k,R} (``r_net``, separate from the content keys'), and the global biases u and v, which arrive in
+    :class:`RelativeSinusoidPositions`.
     """
 
     terms = ("a", "b", "c", "d")
@@ -311,31 +373,24 @@ class RelativeSinusoidAttention(MultiHeadAttention):
         laid out for a matmul: [H, Dh, K+1]."""
         return self.r_net(r).view(-1, self.n_head, self.d_head).permute(1, 2, 0)  # [K+1, H, Dh] -> [H, Dh, K+1]
 
-    def position_scores(self, q, positions: RelativeSinusoidPositions, shared_keys: bool):
-        qv = ((q + positions.position_bias_v) * self.scale).transpose(1, 2)  # [B, T, H, Dh] -> [B, H, T, Dh]
-        matmul = matmul_shared_keys if shared_keys else torch.matmul
-        return q + positions.content_bias_u, matmul(qv, positions.position_keys)  # [B, T, H, Dh], [B, H, T, K+1]
+    def score_terms(self, q, positions: RelativeSinusoidPositions):
+        """The paper's score of query i and key j, term by term:
 
-    def score_terms(self, q, k, positions: RelativeSinusoidPositions):
-        """(a) q.k, (b) q.W_{k,R}R, (c) u.k, (d) v.W_{k,R}R, each computed on its own."""
-        batch, n_query = q.shape[:2]
-        keys_t = k.permute(0, 2, 3, 1)  # [B, K, H, Dh] -> [B, H, Dh, K]
-        q = q.transpose(1, 2) * self.scale  # [B, T, H, Dh] -> [B, H, T, Dh]
-        content_bias = (positions.content_bias_u * self.scale)[:, None, :]  # [H, 1, Dh]: the same for every query
-        # rel_shift re-indexes row by row, so (d) needs its (identical) row for every query.
-        position_bias = (positions.position_bias_v * self.scale)[:, None, :].expand(-1, n_query, -1)  # [H, 1, Dh] -> [H, T, Dh]
-        term_a = torch.matmul(q, keys_t)  # [B, H, T, K]
-        shape = term_a.shape
+            (a) q_i . k_j    (b) q_i . W_{k,R} R_{i-j}    (c) u . k_j    (d) v . W_{k,R} R_{i-j}
+
+        The kernels compute it as two products, (a) + (c) = (q_i + u) . k_j and (b) + (d) = (q_i + v) . W_{k,R} R_{i-j},
+        the second for all K+1 distances at once and re-indexed by :func:`~txlab.models.kernels.rel_shift`.
+        """
         return {
-            "a": term_a,
-            "b": rel_shift(torch.matmul(q, positions.position_keys)),  # [B, H, T, K+1] -> [B, H, T, K]
-            "c": torch.matmul(content_bias, keys_t).expand(shape),  # [B, H, 1, K] -> [B, H, T, K]
-            "d": rel_shift(torch.matmul(position_bias, positions.position_keys)).expand(shape),  # [H, T, K+1] -> [H, T, K] -> [B, H, T, K]
+            "a": ScoreTerm(q, positional=False),
+            "b": ScoreTerm(q, positional=True),
+            "c": ScoreTerm(positions.content_bias_u, positional=False),
+            "d": ScoreTerm(positions.position_bias_v, positional=True),
         }
 
 
 class LearnedRelativeAttention(MultiHeadAttention):
-    """Shaw et al. (2018): score = (a) q_i . k_j + (b) q_i . E_{i-j}, E learned per layer and head.
+    """Shaw et al. (2018): a learned embedding E per distance, per layer and head.
 
     E has one row per distance 0 .. n_dist-1; longer distances share the last row (and, at
     evaluation, distances beyond clamp_len share the row of clamp_len). There are no global biases,
@@ -355,18 +410,9 @@ class LearnedRelativeAttention(MultiHeadAttention):
         rows = distances.clamp(0, self.rel_emb.size(0) - 1)  # [K+1]
         return self.rel_emb[rows].permute(1, 2, 0)  # [K+1, H, Dh] (a gather of K+1 rows, not of K*T pairs) -> [H, Dh, K+1]
 
-    def position_scores(self, q, positions: LearnedRelativePositions, shared_keys: bool):
-        scaled_q = (q * self.scale).transpose(1, 2)  # [B, T, H, Dh] -> [B, H, T, Dh]
-        matmul = matmul_shared_keys if shared_keys else torch.matmul
-        return q, matmul(scaled_q, positions.position_keys)  # [B, T, H, Dh], [B, H, T, K+1]
-
-    def score_terms(self, q, k, positions: LearnedRelativePositions):
-        """(a) q.k and (b) q.E, each computed on its own."""
-        scaled_q = (q * self.scale).transpose(1, 2)  # [B, T, H, Dh] -> [B, H, T, Dh]
-        return {
-            "a": torch.matmul(scaled_q, k.permute(0, 2, 3, 1)),  # [B, H, T, Dh] @ [B, H, Dh, K] -> [B, H, T, K]
-            "b": rel_shift(torch.matmul(scaled_q, positions.position_keys)),  # [B, H, T, K+1] -> [B, H, T, K]
-        }
+    def score_terms(self, q, positions: LearnedRelativePositions):
+        """(a) q_i . k_j    (b) q_i . E_{i-j}"""
+        return {"a": ScoreTerm(q, positional=False), "b": ScoreTerm(q, positional=True)}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -395,22 +441,33 @@ class PositionwiseFF(nn.Module):
 
 
 class Block(nn.Module):
-    """One Transformer layer: attention of the current rows over the window, then feed-forward."""
+    """One Transformer layer (Sec. 3.2-3.3), the same computation on the training path and in cached evaluation."""
 
     def __init__(self, attn: MultiHeadAttention, ff: PositionwiseFF):
         super().__init__()
         self.attn, self.ff = attn, ff
 
-    def forward(self, window: torch.Tensor, n_query: int, mask: torch.Tensor, positions: Positions = None,
-                projected: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """window [B, K, d] -> new states of its last ``n_query`` rows [B, T, d].
+    def forward(self, h: torch.Tensor, memory: LayerMemory, mask: torch.Tensor, positions: Positions = None,
+                absolute: torch.Tensor | None = None, n_out: int | None = None) -> torch.Tensor:
+        """New states [B, n_out, d] of the last ``n_out`` (default all T) of the chunk's rows ``h`` [B, T, d], which
+        attend over the window [SG(m) o h] of the layer's ``memory``, then pass the feed-forward. ``mask`` [n_out, K];
+        ``positions``: the relative schemes' inputs; ``absolute``: absolute positions [K, d] added to the window's rows.
 
-        ``projected``: the queries [B, T, H*Dh] and the whole window's keys and values [B, H, K, Dh], already
-        computed (the cached evaluation state); ``window`` is then only the residual rows [B, T, d].
+        The two paths differ only in ``memory``: which rows it gives to be projected here (the whole window when
+        training, :class:`RecomputedMemory`; the chunk's own rows in cached evaluation,
+        :class:`~txlab.models.eval_cache.CachedLayerMemory`), and where the keys and values of the others come from
+        (recomputed, or kept from earlier chunks).
         """
-        if projected is None:
-            return self.ff(self.attn(window, n_query, mask, positions))
-        return self.ff(self.attn.attend_projected(window, *projected, mask, positions))
+        attn = self.attn
+        n_out = h.size(1) if n_out is None else n_out
+        rows = memory.rows_to_project(h, absolute)  # [B, R, d], positions added: R = K (training) or T (cached)
+        x = attn.norm(rows)
+        # The residual rows are taken before the queries: the gradients into `rows` then add up in the order
+        # training has always summed them, to the last bit.
+        current = rows[:, rows.size(1) - n_out :]  # [B, n_out, d] the residual stream
+        q = attn.queries(x[:, x.size(1) - n_out :])  # [B, n_out, H*Dh]
+        keys, values = memory.keys_values(attn, x)  # [B, H, K, Dh] each
+        return self.ff(attn(current, q, keys, values, mask, positions))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -429,6 +486,12 @@ class TransformerXL(LanguageModel):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
+        self._eval_cache = True
+        self._weights_generation = 0
+        """Counts the changes of the weights the model is told of, or notices itself (:meth:`weights_changed`)."""
+        self._tables: Tables | None = None
+        """What cached evaluation keeps from chunk to chunk (:meth:`_kept_tables`)."""
+        self.register_load_state_dict_post_hook(_weights_loaded)
         self.pos_enc = cfg.pos_enc
         d_embed = cfg.d_embed or cfg.d_model
         cutoffs = list(cfg.cutoffs) if cfg.adaptive else []
@@ -464,12 +527,15 @@ class TransformerXL(LanguageModel):
         return AbsoluteAttention(cfg)
 
     def compile_layers(self) -> None:
-        """torch.compile every layer (``ModelConfig.compile``): the training path, window scoring and the cached
-        evaluation state all run their layers through ``Block.__call__``. The weights and their names are
-        unchanged, so checkpoints load either way. Each new chunk shape compiles again (automatic dynamic
-        shapes after the first change); outside the layers (embedding, memory, softmax) nothing is compiled."""
+        """torch.compile every layer's attention (after the projections) and feed-forward (``ModelConfig.compile``),
+        which the training path, window scoring and the cached evaluation state all run. The memory's bookkeeping
+        and the projections stay eager: the cached state's row counts change every chunk and would compile again
+        each time. The weights and their names are unchanged, so checkpoints load either way. Each new chunk shape
+        compiles again (automatic dynamic shapes after the first change); outside the layers (embedding, memory,
+        softmax) nothing is compiled."""
         for block in self.blocks:
-            block.compile()
+            block.attn.compile()
+            block.ff.compile()
 
     def set_attn_kernel(self, kernel: str) -> None:
         """Run every layer's attention on ``kernel`` (``ModelConfig.attn_kernel``: auto, unfused or sdpa)."""
@@ -538,30 +604,44 @@ class TransformerXL(LanguageModel):
     def _hidden(self, tokens: torch.Tensor, state: Memory, keep: int, n_last: int) -> tuple[torch.Tensor, Memory]:
         """Final hidden states [B, T, d] (only the last [B, n_last, d] when ``n_last`` > 0) and the next memory.
 
-        Once per chunk: the token embeddings, the mask and what the relative schemes' position keys
-        are computed from. Then, layer by layer: the memory update (the window [SG(m) o h] and the
-        layer's next memory, :func:`update_memory`), the absolute schemes' positions added to the
-        window, and the layer itself with its positional inputs. ``keep``: memory rows kept per layer
-        for the next chunk (0 = none). ``n_last`` > 0: the top layer computes only the last ``n_last``
-        rows (window scoring). In evaluation this runs as :meth:`_hidden_cached`.
+        Once per chunk: the token embeddings and the :class:`~txlab.models.eval_cache.Tables` of what depends only on
+        the weights and shapes (the mask, the relative schemes' position keys, absolute positions). Then, layer by
+        layer, :class:`Block` on the layer's memory, the one thing the two paths do differently: on the training path
+        a :class:`RecomputedMemory` (every row of the window [SG(m) o h] projected), in evaluation without autograd
+        (:meth:`_uses_eval_cache`) a :class:`~txlab.models.eval_cache.CachedLayerMemory` (the memory rows' keys and
+        values read from the state, only the chunk's rows projected), whose tables are also kept from chunk to chunk.
+        ``keep``: memory rows kept per layer for the next chunk (0 = none). ``n_last`` > 0: the top layer computes
+        only the last ``n_last`` rows (window scoring).
         """
         self._check_chunk(tokens, state)
-        if self._uses_eval_cache(keep, n_last):
-            return self._hidden_cached(tokens, state, keep)
         n_query, n_mem = tokens.size(1), state[0].size(1)
         n_keys = n_mem + n_query
         h = self.drop(self.word_emb(tokens))  # [B, T, d]
-        mask = attention_mask(n_query, n_mem, self._same_length_window(), h.dtype, h.device)  # [T, K]
-        position_source = self._relative_position_source(n_keys, h.dtype, h.device)
-        next_state: Memory = []
-        for i, (block, memory) in enumerate(zip(self.blocks, state)):
-            window, next_memory = update_memory(memory, h, keep)  # [B, K, d], [B, min(K, keep), d]
-            next_state.append(next_memory)
-            if self._adds_absolute_positions(i):
-                window = window + self._absolute_positions(i, n_keys, h.dtype)  # a new tensor: the memory holds inputs without positions
+        dtype, device = h.dtype, h.device
+        cached = self._uses_eval_cache(keep, n_last)
+        if cached:
+            signature = weights_signature(self._weights_generation, self.parameters())
+            tables, room = self._kept_tables(signature), keep + n_query  # built for a full memory's window
+            reusable = isinstance(state, CachedMemory) and state.signature == signature
+        else:
+            tables, room = Tables(), n_keys
+        same_length = self._same_length_window()
+        mask = tables.mask(("mask", n_query, n_mem, same_length, dtype, device),
+                           lambda: attention_mask(n_query, n_mem, same_length, dtype, device))  # [T, K]
+        memories: list[LayerMemory] = []
+        for i, block in enumerate(self.blocks):
+            if cached:
+                rows = state.layers[i] if reusable else None
+                memory = CachedLayerMemory(rows, state[i], keep, self._absolute_keys_values(i, tables, n_keys, room, dtype))
+            else:
+                memory = RecomputedMemory(state[i], keep)
+            memories.append(memory)
             n_out = self._output_rows(i, n_query, n_last)
-            h = block(window, n_out, mask[n_query - n_out :], self._layer_positions(i, position_source))  # [B, n_out, d]
-        return self.drop(h), next_state
+            absolute = self._absolute_positions(i, tables, n_keys, room, dtype)  # [K, d] or None
+            positions = self._layer_positions(i, tables, n_keys, room, dtype, device)
+            h = block(h, memory, mask[n_query - n_out :], positions, absolute, n_out)  # [B, n_out, d]
+        next_memory = [memory.next_memory for memory in memories]
+        return self.drop(h), CachedMemory(next_memory, signature) if cached else next_memory
 
     def _output_rows(self, layer: int, n_query: int, n_last: int) -> int:
         """Rows a layer computes: all T, except the top layer with ``n_last`` > 0 (window scoring), which needs only the last n_last."""
@@ -585,27 +665,31 @@ class TransformerXL(LanguageModel):
         bias = layer if self.cfg.untie_r else 0
         return RelativeSinusoidPositions(content_bias_u=self.u[bias], position_bias_v=self.v[bias], position_keys=position_keys)
 
-    def _relative_position_source(self, n_keys: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
-        """What the relative schemes compute every layer's position keys from, once per chunk of ``n_keys`` keys:
-        the paper's R, the sinusoids of the K + 1 :func:`relative_distances` (with dropout, as the authors'
-        code) [K+1, d], or Shaw's distances [K+1]; None for the absolute schemes."""
-        clamp_len = self.context.clamp_len
-        if self.pos_enc == "ours":
-            distances = relative_distances(n_keys, clamp_len, device).to(dtype)  # [K+1]
-            return self.drop(sinusoid(distances, self.cfg.d_model))  # [K+1, d]
-        if self.pos_enc == "shaw":
-            return relative_distances(n_keys, clamp_len, device)  # [K+1]
-        return None
+    def _layer_positions(self, layer: int, tables: Tables, n_keys: int, room: int, dtype: torch.dtype, device: torch.device) -> Positions:
+        """Layer ``layer``'s positional inputs for a window of ``n_keys`` keys; None for the absolute schemes.
 
-    def _layer_positions(self, layer: int, source: torch.Tensor | None) -> Positions:
-        """Layer ``layer``'s positional inputs from :meth:`_relative_position_source` (built layer by layer,
-        so that only one layer's position keys are alive at a time in evaluation)."""
-        if source is None:
-            return None
-        position_keys = self.blocks[layer].attn.position_keys(source)  # [H, Dh, K+1]
+        The position keys of the K + 1 :func:`relative_distances`: the paper's W_{k,R} R, with R the sinusoids of the
+        distances (with dropout, as the authors' code, drawn once per chunk for every layer), or Shaw's E. They depend
+        on the distance only, so they are the last K + 1 of the keys of a window of ``room`` keys (:class:`Tables`).
+        Built layer by layer, so that without kept tables only one layer's keys of a chunk are alive at a time.
+        """
+        attn, clamp_len = self.blocks[layer].attn, self.context.clamp_len
         if self.pos_enc == "ours":
-            return self._relative_sinusoid_positions(layer, position_keys)
-        return LearnedRelativePositions(position_keys)
+            def sinusoids(n: int) -> torch.Tensor:  # R [n, d] of the last n distances
+                distances = relative_distances(n - 1, clamp_len, device).to(dtype)  # [n]
+                return self.drop(sinusoid(distances, self.cfg.d_model))
+
+            def build(n: int) -> torch.Tensor:  # [H, Dh, n]
+                return attn.position_keys(tables.shared_rows(("R", clamp_len, dtype, device), n, room + 1, sinusoids))
+
+            keys = tables.last_rows(("r", layer, clamp_len, dtype, device), n_keys + 1, room + 1, build, dim=-1)  # [H, Dh, K+1]
+            return self._relative_sinusoid_positions(layer, keys)
+        if self.pos_enc == "shaw":
+            def build(n: int) -> torch.Tensor:  # [H, Dh, n]
+                return attn.position_keys(relative_distances(n - 1, clamp_len, device))
+
+            return LearnedRelativePositions(tables.last_rows(("shaw", layer, clamp_len, device), n_keys + 1, room + 1, build, dim=-1))
+        return None
 
     def _absolute_position_ids(self, n_keys: int) -> torch.Tensor:
         """Position of every window row: its distance from the newest row, clamped (see module doc)."""
@@ -618,7 +702,7 @@ class TransformerXL(LanguageModel):
         """Whether layer ``layer``'s window gets absolute positions: every layer for ``alrfou``, the first for ``vaswani``."""
         return self.pos_enc == "alrfou" or (self.pos_enc == "vaswani" and layer == 0)
 
-    def _absolute_positions(self, layer: int, n_keys: int, dtype: torch.dtype) -> torch.Tensor:
+    def _absolute_position_rows(self, layer: int, n_keys: int, dtype: torch.dtype) -> torch.Tensor:
         """What an absolute scheme adds to layer ``layer``'s window of ``n_keys`` rows [K, d] (see
         :meth:`_adds_absolute_positions`). The rows for K are the last K rows of those for any longer
         window in the Transformer-XL family (positions count back from the newest row)."""
@@ -627,6 +711,28 @@ class TransformerXL(LanguageModel):
             return sinusoid(ids.to(dtype), self.cfg.d_model)  # [K, d]
         table = self.abs_pos_emb[layer]
         return table[ids.clamp(max=table.size(0) - 1)]  # [K, d]
+
+    def _absolute_positions(self, layer: int, tables: Tables, n_keys: int, room: int, dtype: torch.dtype) -> torch.Tensor | None:
+        """:meth:`_absolute_position_rows` [K, d] for a layer that adds absolute positions, else None."""
+        if not self._adds_absolute_positions(layer):
+            return None
+        return tables.last_rows(("pos", layer, self.context.clamp_len, dtype), n_keys, room,
+                                lambda n: self._absolute_position_rows(layer, n, dtype))
+
+    def _absolute_keys_values(self, layer: int, tables: Tables, n_keys: int, room: int,
+                              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """For cached evaluation, the keys and values W p [1, H, K, Dh] of the absolute positions of a post-LN layer
+        that adds them: its memory keeps the rows' projections without positions and adds these, W (x + p) =
+        W x + W p. None for the other layers, and with pre-LN, where LN(x + p) is not linear in p."""
+        if not self._adds_absolute_positions(layer) or self.cfg.pre_lnorm:
+            return None
+        attn = self.blocks[layer].attn
+
+        def build(n: int) -> torch.Tensor:  # [2, 1, H, n, Dh]
+            return torch.stack(attn.keys_values(self._absolute_position_rows(layer, n, dtype)[None]))
+
+        keys, values = tables.last_rows(("pos_kv", layer, self.context.clamp_len, dtype), n_keys, room, build, dim=-2).unbind(0)
+        return keys, values
 
     # -- FLOP counts -------------------------------------------------------------------------------
 
@@ -689,145 +795,41 @@ class TransformerXL(LanguageModel):
 
     # -- evaluation with a cached state -------------------------------------------------------------
 
-    eval_cache: bool = True
-    """Evaluate with :class:`CachedMemory` (on by default; see :meth:`_hidden_cached`). Off, evaluation
-    runs the training path: every chunk re-projects the whole memory, as the authors' code does."""
+    @property
+    def eval_cache(self) -> bool:
+        """Whether evaluation uses the cached state (:meth:`set_eval_cache`)."""
+        return self._eval_cache
+
+    def set_eval_cache(self, enabled: bool) -> None:
+        """Evaluate with the cached state, :class:`~txlab.models.eval_cache.CachedMemory` (the default), or, off,
+        on the training path: every chunk re-projects the whole memory, as the authors' code does. It changes the
+        speed, not the results (the two agree to rounding: tests/test_eval_cache.py)."""
+        self._eval_cache = bool(enabled)
+
+    def weights_changed(self) -> None:
+        """Say that the weights were written directly (``param.copy_(...)`` under ``no_grad``, through ``.data``):
+        nothing evaluation projected before is reused. Optimizer steps, ``load_state_dict``, ``.to()`` and a switch
+        between training and evaluation are noticed without it (:func:`~txlab.models.eval_cache.weights_signature`)."""
+        self._weights_generation += 1
+
+    def train(self, mode: bool = True) -> TransformerXL:
+        """``nn.Module.train`` (which ``eval()`` calls too), which also ends what evaluation kept: evaluation after
+        training starts with ``eval()``, so weights written during training by any means are never read from an
+        older cache."""
+        self.weights_changed()
+        return super().train(mode)
 
     def _uses_eval_cache(self, keep: int, n_last: int) -> bool:
         """The cached path runs in evaluation mode without autograd, with memory kept (not for window scoring), and
         in full precision: its tables are kept across calls, and autocast's would outlive the autocast region."""
-        return (self.eval_cache and keep > 0 and n_last == 0 and not self.training and not torch.is_grad_enabled()
+        return (self._eval_cache and keep > 0 and n_last == 0 and not self.training and not torch.is_grad_enabled()
                 and not torch.is_autocast_enabled(self.device.type))
 
-    def _weights_signature(self) -> tuple | None:
-        """Changes whenever a parameter is written (in place: its version counter) or replaced (its storage).
-
-        None when that cannot be told: parameters created in inference mode keep no version counter, so
-        nothing computed from them is reused from one call to the next (the results stay right, only slower).
-        Writes that bypass the version counter are not seen: through ``.data``, or by torch's fused optimizers
-        (``torch.optim.Adam(..., fused=True)`` leaves ``_version`` unchanged on CPU in torch 2.13).
-        """
-        params = list(self.parameters())
-        if any(p.is_inference() for p in params):
-            return None
-        return tuple((p.data_ptr(), p._version) for p in params)
-
-    def _eval_tables(self, signature: tuple | None) -> dict:
-        """Tables that depend only on the weights and the shapes (position keys, masks), kept while the weights are unchanged."""
-        cached = getattr(self, "_tables", None)
-        if cached is None or signature is None or cached[0] != signature:
-            cached = (signature, {})
-            self._tables = cached
-        return cached[1]
-
-    def _table_suffix(self, tables: dict, key: tuple, n_rows: int, room: int, build) -> torch.Tensor:
-        """The last ``n_rows`` rows of ``build(n)``, for tables whose rows for n are the last rows of those for any
-        larger n (keys by distance, or by distance from the newest row); built for ``max(n_rows, room)`` rows once."""
-        table = tables.get(key)
-        if table is None or table.size(0) < n_rows:
-            table = tables[key] = build(max(n_rows, room))
-        return table[table.size(0) - n_rows :]
-
-    def _cached_mask(self, tables: dict, n_query: int, n_mem: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """:func:`attention_mask` [T, K], kept for the last few shapes (filling, full, the last chunk)."""
-        window_len = self._same_length_window()
-        mask_key = ("mask", n_query, n_mem, window_len, dtype, device)
-        mask = tables.get(mask_key)
-        if mask is None:
-            for key in [k for k in tables if k[0] == "mask"][:-3]:
-                del tables[key]
-            mask = tables[mask_key] = attention_mask(n_query, n_mem, window_len, dtype, device)  # [T, K]
-        return mask
-
-    def _cached_relative_positions(self, layer: int, tables: dict, n_keys: int, room: int, dtype: torch.dtype,
-                                   device: torch.device) -> Positions:
-        """:meth:`_layer_positions` from a table built once for ``room`` keys: position keys
-        depend on the distance only, so every chunk slices the last K + 1 distances of the same table."""
-        attn, clamp_len = self.blocks[layer].attn, self.context.clamp_len
-        if self.pos_enc == "ours":
-            def build(n):
-                distances = relative_distances(n - 1, clamp_len, device).to(dtype)  # [n]
-                return attn.r_net(sinusoid(distances, self.cfg.d_model))  # [n, H*Dh]
-            keys = self._table_suffix(tables, ("r", layer, clamp_len, dtype, device), n_keys + 1, room + 1, build)  # [K+1, H*Dh]
-            position_keys = keys.view(-1, attn.n_head, attn.d_head).permute(1, 2, 0)  # [K+1, H, Dh] -> [H, Dh, K+1]
-            return self._relative_sinusoid_positions(layer, position_keys)
-        if self.pos_enc == "shaw":
-            def build(n):
-                return attn.position_keys(relative_distances(n - 1, clamp_len, device)).permute(2, 0, 1)  # [H, Dh, n] -> [n, H, Dh]
-            keys = self._table_suffix(tables, ("shaw", layer, clamp_len, device), n_keys + 1, room + 1, build)  # [K+1, H, Dh]
-            return LearnedRelativePositions(keys.permute(1, 2, 0))  # [K+1, H, Dh] -> [H, Dh, K+1]
-        return None
-
-    def _hidden_cached(self, tokens: torch.Tensor, state: Memory, keep: int) -> tuple[torch.Tensor, CachedMemory]:
-        """:meth:`_hidden` in evaluation: the same hidden states and memory, reusing what earlier chunks computed.
-
-        - Keys and values of the memory rows come from the state (:class:`CachedMemory`); each chunk
-          projects only its own T rows (the training path re-projects all M + T, every chunk).
-        - Position keys (``r_net`` applied to the sinusoids, or Shaw's gathered table) depend on the
-          distance only: one table per layer serves every chunk, sliced to the chunk's K + 1 distances.
-        - With absolute positions the key of a memory row changes with its distance from the newest
-          row, so the rows' projections are kept without positions and the projected positions added:
-          W (x + p) = W x + W p. With pre-LN that does not hold (LN(x + p) is not linear) and the
-          layer re-projects its window, as the training path does.
-        - Windows are views of preallocated stores (:class:`_RowStore`) and the memory update is
-          :func:`_update_memory_rows`, which keeps the rows :func:`update_memory` keeps: a chunk copies its own rows.
-        """
-        n_query, n_mem = tokens.size(1), state[0].size(1)
-        n_keys = n_mem + n_query
-        room = keep + n_query  # the window of a stream whose memory is full (tables are built that long)
-        signature = self._weights_signature()
-        tables = self._eval_tables(signature)
-        cached = isinstance(state, CachedMemory) and signature is not None and state.signature == signature
-        h = self.drop(self.word_emb(tokens))  # [B, T, d] (no dropout in evaluation)
-        dtype, device = h.dtype, h.device
-        clamp_len = self.context.clamp_len
-        mask = self._cached_mask(tables, n_query, n_mem, dtype, device)  # [T, K]
-
-        inner = self.cfg.n_head * self.cfg.d_head
-        layers: list[_LayerRows] = []
-        for i, (block, memory) in enumerate(zip(self.blocks, state)):
-            attn = block.attn
-            w_q, w_kv = attn.qkv_net.weight[:inner], attn.qkv_net.weight[inner:]
-            relative = self._cached_relative_positions(i, tables, n_keys, room, dtype, device)
-            absolute = None  # absolute positions added to this layer's window [K, d]
-            if self._adds_absolute_positions(i):
-                absolute = self._table_suffix(tables, ("pos", i, clamp_len, dtype, device), n_keys, room,
-                                              lambda n, i=i: self._absolute_positions(i, n, dtype))
-            keeps_kv = absolute is None or not attn.pre_lnorm  # whether the layer's keys and values are kept
-
-            def heads(kv: torch.Tensor) -> list[torch.Tensor]:
-                """Keys and values [B, H, R, Dh] (views) of projected rows [B, R, 2*H*Dh]."""
-                keys, values = kv.view(kv.size(0), kv.size(1), 2, attn.n_head, attn.d_head).unbind(2)  # [B, R, H, Dh] each
-                return [keys.transpose(1, 2), values.transpose(1, 2)]  # [B, H, R, Dh] each
-
-            current = h if absolute is None else h + absolute[n_mem:]  # [B, T, d] residual rows, positions added
-            x = attn.layer_norm(current) if attn.pre_lnorm else current
-            q = F.linear(x, w_q)  # [B, T, H*Dh]
-            new = [h]
-            if keeps_kv:
-                new += heads(F.linear(x if absolute is None else h, w_kv))  # [B, H, T, Dh] each, without positions
-            if cached:
-                rows, old = state.layers[i], state.layers[i].views()
-            else:
-                rows, old = None, [memory]
-                if keeps_kv:
-                    memory_in = attn.layer_norm(memory) if attn.pre_lnorm else memory
-                    old += heads(F.linear(memory_in, w_kv))  # [B, H, M, Dh] each
-            windows, next_rows = _update_memory_rows(rows, old, new, keep)  # [SG(m) o h] of each kind of row, and the next memory
-            layers.append(next_rows)
-            if not keeps_kv:  # pre-LN over positions: re-project the whole window
-                keys, values = heads(F.linear(attn.layer_norm(windows[0] + absolute), w_kv))
-            elif absolute is not None:
-                projected = self._table_suffix(
-                    tables, ("pos_kv", i, clamp_len, dtype, device), n_keys, room,
-                    lambda n, i=i, w_kv=w_kv: F.linear(self._absolute_positions(i, n, dtype), w_kv),
-                )  # [K, 2*H*Dh]
-                position_keys, position_values = heads(projected[None])  # [1, H, K, Dh] each
-                keys, values = windows[1] + position_keys, windows[2] + position_values  # [B, H, K, Dh]
-            else:
-                keys, values = windows[1], windows[2]
-            h = block(current, n_query, mask, relative, projected=(q, keys, values))  # [B, T, d]
-        return self.drop(h), CachedMemory(layers, signature)
+    def _kept_tables(self, signature: tuple) -> Tables:
+        """The tables cached evaluation keeps while the weights are unchanged."""
+        if self._tables is None or self._tables.signature != signature:
+            self._tables = Tables(signature)
+        return self._tables
 
 
 class VanillaTransformer(TransformerXL):
@@ -869,8 +871,9 @@ def capture_attention(model: TransformerXL) -> Iterator[list[list[AttentionRecor
     """Record every layer's attention while the block runs: ``records[layer]`` (bottom layer first)
     gets one :class:`AttentionRecord` per forward call; the caller may clear the lists as it goes.
 
-    The model's outputs are the same as without it, bit for bit: recording recomputes the scores
-    beside the attention kernel instead of replacing it. Outside the block nothing is recorded and
+    The model's outputs are the same as without it, bit for bit: a record is computed beside the attention
+    kernel, from the same score the kernel is given (:meth:`MultiHeadAttention.score_terms`), instead of
+    replacing it. Outside the block nothing is recorded and
     nothing is computed beyond one attribute check per layer.
     """
     layers = [block.attn for block in model.blocks]
@@ -929,215 +932,6 @@ def build_transformer(cfg: ModelConfig) -> TransformerXL:
     return model
 
 
-# --------------------------------------------------------------------------------------------------
-# The evaluation state: memory rows with their keys and values already projected
-
-
-def _rows_dim(t: torch.Tensor) -> int:
-    """Where rows run in a store tensor: inputs [B, C, d] (dim 1), keys or values per head [B, H, C, Dh] (dim 2)."""
-    return t.dim() - 2
-
-
-class _RowStore:
-    """Preallocated storage for the rows of one layer's successive windows, one tensor per kind of
-    row: the layer's inputs [B, C, d], and, when they are kept, their keys and values [B, H, C, Dh]
-    (head-major, so that a window's keys are a [B*H, K, Dh] view for batched products).
-
-    Successive evaluation states of a stream share it: a chunk writes its T new rows after the last
-    ones written (``fill``) and its window is a view, so a chunk copies T rows, not the M + T rows of
-    ``torch.cat([memory, new])``. Rows already written are never overwritten: a state whose rows are
-    not the last written (it was read twice, as when one state starts two continuations) and a full
-    store move to a new store instead, which copies the memory once.
-    """
-
-    __slots__ = ("tensors", "fill", "inference")
-
-    def __init__(self, tensors: list[torch.Tensor], fill: int):
-        self.tensors, self.fill = tensors, fill
-        self.inference = tensors[0].is_inference()
-
-    @property
-    def capacity(self) -> int:
-        return self.tensors[0].size(1)  # the inputs' rows
-
-
-class _LayerRows:
-    """One layer's memory in a :class:`_RowStore`: rows ``start`` .. ``end`` of each of its tensors."""
-
-    __slots__ = ("store", "start", "end")
-
-    def __init__(self, store: _RowStore, start: int, end: int):
-        self.store, self.start, self.end = store, start, end
-
-    def views(self) -> list[torch.Tensor]:
-        return [t.narrow(_rows_dim(t), self.start, self.end - self.start) for t in self.store.tensors]
-
-
-def _update_memory_rows(rows: _LayerRows | None, old: list[torch.Tensor], new: list[torch.Tensor], keep: int) -> tuple[list[torch.Tensor], _LayerRows]:
-    """The memory update of :func:`update_memory` for rows kept in a store: the window [old ; new] of each
-    kind of row, as views with M + T rows, and the layer's next memory, the last ``keep`` rows of it.
-    ``rows`` is where ``old`` lives (None: they are not in a store)."""
-    n_old, n_new = old[0].size(1), new[0].size(1)
-    total = n_old + n_new
-    store = rows.store if rows is not None else None
-    if (
-        store is not None
-        and store.fill == rows.end
-        and rows.end + n_new <= store.capacity
-        and store.inference == torch.is_inference_mode_enabled()  # inference tensors are written only in inference mode
-    ):
-        for tensor, rows_new in zip(store.tensors, new):
-            tensor.narrow(_rows_dim(tensor), rows.end, n_new).copy_(rows_new)
-        start = rows.start
-    else:
-        # Room for the next chunks: a memory of `keep` rows, then as many rows again (at least one
-        # chunk), so a stream moves its memory once every ~keep/T chunks (amortised: T rows a chunk).
-        capacity = total + max(keep, n_new)
-        tensors = []
-        for rows_old, rows_new in zip(old, new):
-            dim = _rows_dim(rows_new)
-            shape = list(rows_new.shape)
-            shape[dim] = capacity
-            tensor = rows_new.new_empty(shape)
-            tensor.narrow(dim, 0, n_old).copy_(rows_old)
-            tensor.narrow(dim, n_old, n_new).copy_(rows_new)
-            tensors.append(tensor)
-        store, start = _RowStore(tensors, 0), 0
-    end = start + total
-    store.fill = end
-    next_memory = _LayerRows(store, end - kept_memory_rows(total, keep), end)
-    return [t.narrow(_rows_dim(t), start, total) for t in store.tensors], next_memory
-
-
-class CachedMemory(list):
-    """A Transformer-XL memory that also carries what evaluation already computed from it.
-
-    It *is* the :data:`Memory` (a list with one [B, M, d] tensor of inputs per layer) and can be
-    passed wherever one is, training included; in addition, for every layer it keeps the keys and
-    values [B, H, M, Dh] the layer projected from those rows when they were new. In evaluation the
-    weights do not change from chunk to chunk, so those projections are the ones a chunk would
-    compute again: :class:`TransformerXL` reads them instead and projects only the chunk's own rows.
-    ``signature`` names the weights they were computed with; a state whose weights have changed
-    since (a training step, a load) is treated as a plain memory and projected afresh.
-    """
-
-    def __init__(self, layers: list[_LayerRows], signature: tuple):
-        super().__init__(rows.views()[0] for rows in layers)
-        self.layers = layers
-        self.signature = signature
-
-
-# --------------------------------------------------------------------------------------------------
-# CPU kernels: dropout and attention products, written for speed on CPU (docs/performance.md)
-
-
-def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Zero each entry with probability p and scale the rest by 1/(1-p), like ``F.dropout``.
-
-    On CPU the keep-mask is drawn with ``torch.rand``, which is about 1.6x faster there than the
-    ``bernoulli_`` sampler of ``F.dropout`` (dropout was ~15% of a 2-thread training step).
-    """
-    if not training or p == 0:
-        return x
-    if x.device.type != "cpu":
-        return F.dropout(x, p, training=True)
-    return x * torch.rand_like(x).ge_(p).mul_(1.0 / (1.0 - p))
-
-
-class Dropout(nn.Dropout):
-    """``nn.Dropout`` with the faster CPU sampler of :func:`dropout`."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dropout(x, self.p, self.training)
-
-
-def attend_unfused(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, by_distance: torch.Tensor | None, mask: torch.Tensor,
-                   scale: float, dropatt: float) -> torch.Tensor:
-    """The ``unfused`` kernel: softmax(scale * q.keys + bias), attention dropout, times values, as three explicit steps.
-
-    q [B, H, T, Dh], keys, values [B, H, K, Dh] -> [B, H, T, Dh]; the bias is the mask [T, K] plus, for the
-    relative schemes, the relative-shifted position scores ``by_distance`` [B, H, T, K+1] (scaled). Without
-    gradients the relative case runs :func:`attend_relative`, which builds no separate bias tensor.
-    """
-    if by_distance is not None and dropatt == 0 and not torch.is_grad_enabled():
-        return attend_relative(q, keys, values, by_distance, mask, scale)
-    bias = mask if by_distance is None else mask + rel_shift(by_distance)  # [T, K] or [B, H, T, K]
-    batch, n_head, n_query, d_head = q.shape
-    n_keys = keys.size(2)
-    bias = bias.expand(batch, n_head, n_query, n_keys).reshape(batch * n_head, n_query, n_keys)  # [B*H, T, K]
-    q = q.reshape(batch * n_head, n_query, d_head)  # [B*H, T, Dh]
-    keys = keys.reshape(batch * n_head, n_keys, d_head)  # [B*H, K, Dh]
-    scores = torch.baddbmm(bias, q, keys.transpose(1, 2), alpha=scale)  # [B*H, T, K]
-    probs = dropout(scores.softmax(-1), dropatt, training=dropatt > 0)
-    out = torch.bmm(probs, values.reshape(batch * n_head, n_keys, d_head))  # values [B*H, K, Dh]; out [B*H, T, Dh]
-    return out.view(batch, n_head, n_query, d_head)  # [B, H, T, Dh]
-
-
-def attend_sdpa(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, by_distance: torch.Tensor | None, mask: torch.Tensor,
-                scale: float, dropatt: float) -> torch.Tensor:
-    """The ``sdpa`` kernel: PyTorch's fused ``scaled_dot_product_attention``, arguments as :func:`attend_unfused`.
-
-    The relative schemes' position scores (terms b and d, relative-shifted) are added to the mask and passed
-    as its additive float ``attn_mask``: the kernel computes softmax(scale * q.k + attn_mask), so the four-term
-    score is exact. Never called with attention dropout (:func:`choose_kernel`).
-    """
-    bias = mask if by_distance is None else mask + rel_shift(by_distance)  # [T, K] or [B, H, T, K]
-    return F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale)
-
-
-ATTENTION_KERNELS = {"unfused": attend_unfused, "sdpa": attend_sdpa}
-"""The attention kernels by name (``ModelConfig.attn_kernel``); each computes the same attention."""
-
-AUTO_KERNEL = {
-    (False, False): "sdpa",
-    (False, True): "sdpa",
-    (True, False): "unfused",
-    (True, True): "unfused",
-}
-"""What ``attn_kernel: auto`` runs, by (relative positions, gradients): the kernel measured fastest on a 2-core CPU
-for that case (results/bench/attention-kernels-cpu.md, docs/performance.md)."""
-
-
-def choose_kernel(setting: str, *, relative: bool, gradients: bool, dropatt: float) -> str:
-    """The kernel one attention call runs: ``setting``, where ``auto`` means :data:`AUTO_KERNEL`; with attention
-    dropout always ``unfused``, the only kernel that applies txlab's dropout (:func:`dropout`)."""
-    if dropatt > 0:
-        return "unfused"
-    return AUTO_KERNEL[relative, gradients] if setting == "auto" else setting
-
-
-def matmul_shared_keys(q: torch.Tensor, position_keys: torch.Tensor) -> torch.Tensor:
-    """q [B, H, T, Dh] times position keys [H, Dh, K+1] shared by every batch row: a new tensor [B, H, T, K+1].
-
-    One matrix product per batch row: ``torch.matmul`` would broadcast the keys by materialising a
-    copy of them for each row.
-    """
-    batch, n_head, n_query, _ = q.shape
-    out = q.new_empty(batch, n_head, n_query, position_keys.size(-1))
-    position_keys = position_keys.to(q.dtype)  # they may differ under autocast, which leaves a product written into out= alone
-    for b in range(batch):
-        torch.bmm(q[b], position_keys, out=out[b])
-    return out
-
-
-def attend_relative(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, by_distance: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
-    """Inference attention with relative position scores: q [B, H, T, Dh], keys, values [B, H, K, Dh],
-    ``by_distance`` [B, H, T, K+1] the (scaled) position scores by distance, and the mask [T, K] -> [B, H, T, Dh].
-
-    The content scores and the relative-shifted position scores are summed by one batched product with
-    beta = 1 (``baddbmm`` reading the shift as a strided view), the mask added in place, then softmax and
-    the product with the values: no separate [B, H, T, K] bias tensor is built, and on CPU this is faster
-    than the fused kernel given that bias (measured at the speed table's shape: 1.2-1.4x). The product
-    writes a fresh tensor rather than accumulating into the strided view: PyTorch runs an in-place
-    ``baddbmm_`` into a non-contiguous output as one small product per head, which at 2 threads was
-    1.02-1.15x slower on an idle machine and 2.4x slower on a busy one (docs/performance.md).
-    """
-    batch, n_head, n_query, d_head = q.shape
-    n_keys = keys.size(2)
-    shifted = rel_shift(by_distance).reshape(batch * n_head, n_query, n_keys)  # [B*H, T, K], a view of by_distance
-    q = q.reshape(batch * n_head, n_query, d_head)  # [B*H, T, Dh]
-    keys = keys.reshape(batch * n_head, n_keys, d_head)  # [B*H, K, Dh]
-    scores = torch.baddbmm(shifted, q, keys.transpose(1, 2), alpha=scale)  # shifted + scale * [B*H, T, Dh] @ [B*H, Dh, K]
-    scores.add_(mask)
-    out = torch.bmm(scores.softmax(-1), values.reshape(batch * n_head, n_keys, d_head))  # values [B*H, K, Dh]; out [B*H, T, Dh]
-    return out.view(batch, n_head, n_query, d_head)  # [B, H, T, Dh]
+def _weights_loaded(model: TransformerXL, incompatible_keys) -> None:
+    """``load_state_dict`` wrote the weights (a post-hook of every TransformerXL)."""
+    model.weights_changed()
