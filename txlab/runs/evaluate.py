@@ -192,19 +192,30 @@ class EvalSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EvalResult:
-    """A trained run scored with the paper's protocol (:func:`evaluate_run`), and where it was recorded."""
+class SplitScore:
+    """What every scored split reports: the loss and the paper's headline metric for the corpus's level."""
 
     loss: float
     """Token-weighted mean NLL, nats per token."""
     ppl: float | None = None
-    """Perplexity, on word-level corpora (None on character-level ones)."""
+    """Perplexity, on word- and subword-level corpora (None on character-level ones)."""
     bpc: float | None = None
-    """Bits per character, on character-level corpora (None on word-level ones)."""
+    """Bits per character, on character-level corpora (None otherwise)."""
     tokens: int
     """Targets scored."""
     split: str
     """The split scored."""
+
+    @property
+    def metric(self) -> tuple[str, float]:
+        """The paper's headline metric: ('bpc', value) on characters, else ('ppl', value)."""
+        return ("bpc", self.bpc) if self.bpc is not None else ("ppl", self.ppl)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalResult(SplitScore):
+    """A trained run scored with the paper's protocol (:func:`evaluate_run`), and where it was recorded."""
+
     step: int
     """The training step of the checkpoint scored."""
     family: str
@@ -233,11 +244,6 @@ class EvalResult:
     """With ``EvalSettings.by_role``: the loss by token role and copy distance (txlab.data.diagnostics.role_summary)."""
     path: Path
     """The JSON record written (:meth:`as_record`)."""
-
-    @property
-    def metric(self) -> tuple[str, float]:
-        """The paper's headline metric: ('bpc', value) on characters, else ('ppl', value)."""
-        return ("bpc", self.bpc) if self.bpc is not None else ("ppl", self.ppl)
 
     def as_record(self) -> dict[str, Any]:
         """The JSON record in ``RUN/eval/`` (everything but its own path), in the order its keys have always had."""
@@ -317,19 +323,9 @@ def evaluate_run(
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckpointEvalResult:
+class CheckpointEvalResult(SplitScore):
     """A Hugging Face checkpoint scored on a corpus (:func:`evaluate_checkpoint`), and where it was recorded."""
 
-    loss: float
-    """Token-weighted mean NLL, nats per token."""
-    ppl: float | None = None
-    """Perplexity, on word- and subword-level corpora (None on character-level ones)."""
-    bpc: float | None = None
-    """Bits per character, on character-level corpora (None otherwise)."""
-    tokens: int
-    """Targets scored."""
-    split: str
-    """The split scored."""
     model: str
     """The checkpoint as given (``hf:PATH_OR_HUB_ID``)."""
     tgt_len: int
@@ -352,11 +348,6 @@ class CheckpointEvalResult:
     """The hash of the split's token stream."""
     path: Path
     """The JSON record written (:meth:`as_record`)."""
-
-    @property
-    def metric(self) -> tuple[str, float]:
-        """The headline metric: ('bpc', value) on characters, else ('ppl', value)."""
-        return ("bpc", self.bpc) if self.bpc is not None else ("ppl", self.ppl)
 
     def as_record(self) -> dict[str, Any]:
         """The JSON record under ``<home>/results/eval/`` (everything but its own path)."""
