@@ -3,6 +3,8 @@ place that dispatches on family)."""
 
 from __future__ import annotations
 
+import importlib
+
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError, did_you_mean
 from txlab.models.interface import LanguageModel, ModelCounts
@@ -13,39 +15,31 @@ def _check_vocabulary(cfg: ModelConfig) -> None:
         raise TxlabError("model.n_token is not set: take it from the corpus vocabulary before building the model")
 
 
+_FAMILY_MODULES = {"xl": "transformer", "vanilla": "transformer", "lstm": "rnn", "qrnn": "rnn", "hf": "hf"}
+"""Family -> the module under txlab.models that builds and counts it (imported on first use: hf needs transformers)."""
+_FAMILY_FUNCTIONS = {
+    "transformer": {"build": "build_transformer", "count": "transformer_counts"},
+    "rnn": {"build": "build_rnn", "count": "rnn_counts"},
+    "hf": {"build": "build_hf", "count": "hf_counts"},
+}
+
+
+def _family_function(cfg: ModelConfig, job: str):
+    """The function of ``cfg``'s family that does ``job`` ('build' or 'count'), after the checks every family shares."""
+    _check_vocabulary(cfg)
+    if cfg.family not in _FAMILY_MODULES:
+        raise did_you_mean(cfg.family, _FAMILY_MODULES, "model family")
+    module = _FAMILY_MODULES[cfg.family]
+    return getattr(importlib.import_module(f"txlab.models.{module}"), _FAMILY_FUNCTIONS[module][job])
+
+
 def build_model(cfg: ModelConfig) -> LanguageModel:
     """A freshly initialised model for ``cfg`` (``cfg.n_token`` must be set)."""
-    _check_vocabulary(cfg)
-    if cfg.family in ("xl", "vanilla"):
-        from txlab.models.transformer import build_transformer
-
-        return build_transformer(cfg)
-    if cfg.family in ("lstm", "qrnn"):
-        from txlab.models.rnn import build_rnn
-
-        return build_rnn(cfg)
-    if cfg.family == "hf":
-        from txlab.models.hf import build_hf
-
-        return build_hf(cfg)
-    raise did_you_mean(cfg.family, ("xl", "vanilla", "lstm", "qrnn", "hf"), "model family")
+    return _family_function(cfg, "build")(cfg)
 
 
 def count_model(cfg: ModelConfig) -> ModelCounts:
     """The parameters, window and forward FLOPs :func:`build_model` would give ``cfg``, from the configuration
     alone: what plans and tables read, with nothing built (a family-hf model without transformers too). The
     settings :func:`build_model` refuses are refused here with the same errors."""
-    _check_vocabulary(cfg)
-    if cfg.family in ("xl", "vanilla"):
-        from txlab.models.transformer import transformer_counts
-
-        return transformer_counts(cfg)
-    if cfg.family in ("lstm", "qrnn"):
-        from txlab.models.rnn import rnn_counts
-
-        return rnn_counts(cfg)
-    if cfg.family == "hf":
-        from txlab.models.hf import hf_counts
-
-        return hf_counts(cfg)
-    raise did_you_mean(cfg.family, ("xl", "vanilla", "lstm", "qrnn", "hf"), "model family")
+    return _family_function(cfg, "count")(cfg)
