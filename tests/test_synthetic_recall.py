@@ -29,8 +29,8 @@ def test_deterministic_and_documented_sizes():
     for field in ("tokens", "role", "needed_context", "oracle_nll_with", "oracle_nll_without"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert not np.array_equal(a.tokens, generate(SPEC, 30_000, seed=2).tokens)
-    # 128 background + 2 latches x 2 markers + 8 registers + 8 x 4 emissions (shared by the latches) + 2 markers + 64 keys + 256 values
-    assert SPEC.vocab_size == 494 == len(set(SPEC.symbols()))
+    # 128 background + 2 latches x 2 markers + 8 registers + 8 x 4 emissions (shared by the latches) + 2 markers + 16 keys + 256 values
+    assert SPEC.vocab_size == 446 == len(set(SPEC.symbols()))
     assert a.tokens.max() < SPEC.vocab_size
     # the background chain is the copy family's language
     np.testing.assert_array_equal(synthetic._language(SPEC), synthetic._language(VARIANTS["synthetic-small"]))
@@ -62,8 +62,8 @@ def test_token_mix_and_distances(text):
 
 
 def test_recalls_resolved_by_a_rule_on_tokens(text):
-    """The previous source with the recall's key holds the recalled values, D back; no other event with
-    that key lies between (keys are unique among pending facts)."""
+    """The previous source with the recall's key holds the recalled values just before that key (``S v1 .. vL k``,
+    then ``Q k v1 .. vL``), D + 1 back; no other event with that key lies between (keys are unique among pending facts)."""
     _, _, marker, key_base, _ = _bases(SPEC)
     tok = text.tokens.astype(np.int64)
     recall_keys = np.flatnonzero(text.role == RECALL_KEY)
@@ -72,17 +72,18 @@ def test_recalls_resolved_by_a_rule_on_tokens(text):
     key_events = np.flatnonzero((text.role == FACT_KEY) | (text.role == RECALL_KEY))
     for p in key_events.tolist():
         k = tok[p]
+        L = SPEC.values_per_fact
         if text.role[p] == FACT_KEY:
             assert k not in last_source_of_key, "a key is reused while its fact is pending"
-            assert tok[p - 1] == marker and text.role[p - 1] == SOURCE_MARKER
+            assert tok[p - 1 - L] == marker and text.role[p - 1 - L] == SOURCE_MARKER
             last_source_of_key[k] = p
             continue
         src = last_source_of_key.pop(k)
         assert text.needed_context[p] == p - src
-        L = SPEC.values_per_fact
-        np.testing.assert_array_equal(tok[p + 1 : p + 1 + L], tok[src + 1 : src + 1 + L])
-        assert (text.role[p + 1 : p + 1 + L] == RECALLED_VALUE).all() and (text.role[src + 1 : src + 1 + L] == FACT_VALUE).all()
-        np.testing.assert_array_equal(text.needed_context[p + 1 : p + 1 + L], p - src + 1)
+        np.testing.assert_array_equal(tok[p + 1 : p + 1 + L], tok[src - L : src])
+        assert (text.role[p + 1 : p + 1 + L] == RECALLED_VALUE).all() and (text.role[src - L : src] == FACT_VALUE).all()
+        # each recalled value needs its source value, the farthest token it reads: D + 1 back, D marker to marker
+        np.testing.assert_array_equal(text.needed_context[p + 1 : p + 1 + L], p + 1 - (src - L))
     assert key_base <= tok[key_events].min() and tok[key_events].max() < key_base + SPEC.n_keys
 
 
@@ -116,8 +117,8 @@ def test_oracle_losses():
     t = generate(SPEC, 50_000, seed=0)
     ln = math.log
     expected = {
-        LATCH_MARKER: (0, 0), REGISTER: (ln(8), ln(8)), LATCH_EMISSION: (ln(4), ln(32)), SOURCE_MARKER: (0, 0), FACT_KEY: (ln(64), ln(64)),
-        FACT_VALUE: (ln(256), ln(256)), RECALL_MARKER: (0, 0), RECALL_KEY: (0, ln(64)), RECALLED_VALUE: (0, ln(256)),
+        LATCH_MARKER: (0, 0), REGISTER: (ln(8), ln(8)), LATCH_EMISSION: (ln(4), ln(32)), SOURCE_MARKER: (0, 0), FACT_KEY: (ln(16), ln(16)),
+        FACT_VALUE: (ln(256), ln(256)), RECALL_MARKER: (0, 0), RECALL_KEY: (0, ln(16)), RECALLED_VALUE: (0, ln(256)),
     }
     for role, (with_, without) in expected.items():
         np.testing.assert_allclose(t.oracle_nll_with[t.role == role], with_, rtol=1e-6)

@@ -56,16 +56,22 @@ background chain it plants:
   (a register or an emission: both show the group) and ln(groups * symbols) without, so its needed
   context is the distance to that event. The marker makes the ideal loss reachable: a model that
   holds the latch pays for *when* a latch speaks on the marker, not on the symbol.
-* *Associative recall* in the style of MQAR (Arora et al. 2023): a source ``S k v1 .. vL`` and, D
-  tokens later (key to key), its recall ``Q k v1 .. vL`` (L = values_per_fact, 4). Keys are unique
-  among pending facts; values are uniform over ``n_values`` with no group structure. D is near
+* *Associative recall* in the style of MQAR (Arora et al. 2023): a source ``S v1 .. vL k`` and, D
+  tokens later (marker to marker), its recall ``Q k v1 .. vL`` (L = values_per_fact, 1). The values
+  come *before* the key in the source, so the recall is one match on the key's own token (the recall
+  key against the source key) that reads what precedes it; written key first, a recall needs the
+  two-step induction match (the recall key against the token *before* each value). Keys are unique
+  among pending facts (16 keys, several facts pending in a near window, so that position alone does
+  not find the source); values are uniform over ``n_values`` with no group structure. D is near
   (uniform on min_distance..near_max_distance) with probability ``near_fraction``, else far (up to
-  max_distance): abundant near recalls let the induction circuit form early, the far ones measure
-  reach. Events lie on a lattice of 2L + 3-token slots.
+  max_distance): abundant near recalls let the circuit form early, the far ones measure reach.
+  Events lie on a lattice of 2L + 3-token slots.
 
-This is the third design. The first two (four latches with gaps uniform up to 200, half the recalls
-far) taught a cpu-size Transformer-XL no recall in 2,000 steps and an LSTM no latch at all
-(results/pilots-recall-cpu); most dependencies are now near and a minority far.
+This is the fourth design. The first two (four latches with gaps uniform up to 200, half the recalls
+far) taught a cpu-size Transformer-XL no recall in 2,000 steps and an LSTM no latch at all; in the
+third (sources ``S k v1 .. v4``, one fact per 33 tokens) the XL learned a recall that ignores the key:
+with about one source in the near window, copying from whatever source lies 12..24 back does as well
+(results/pilots-recall-cpu).
 
 =================  ===============================  ===================  ===================
 token              needed_context                   oracle_nll_with      oracle_nll_without
@@ -75,10 +81,12 @@ register           0                                ln latch_groups      ln latc
 latch emission     distance to the latch's          ln symbols_per_group ln(groups * symbols)
                    previous event
 S, Q markers       0                                0                    0
-source key         0                                ln n_keys            ln n_keys
 source value       0                                ln n_values          ln n_values
-recall key         D                                0                    ln n_keys
-recalled value     D + 1                            0                    ln n_values
+source key         0                                ln n_keys            ln n_keys
+recall key         D - L (the source key)           0                    ln n_keys
+recalled value     D + 1 (the source value; the     0                    ln n_values
+                   source key that names it is
+                   nearer)
 =================  ===============================  ===================  ===================
 
 (Background tokens as below.) The source-key entry leaves out one small long-range term: a new key
@@ -221,20 +229,20 @@ class RecallSpec:
     name: str
     description: str
     min_distance: int = 12
-    """Shortest recall distance D (source key to recall key); at least the lattice slot (2 * values_per_fact + 3)."""
+    """Shortest recall distance D (source marker to recall marker); at least the lattice slot (2 * values_per_fact + 3)."""
     near_max_distance: int = 24
     """Near recalls have D uniform on [min_distance, near_max_distance]."""
     max_distance: int = 199
     """Far recalls have D uniform on (near_max_distance, max_distance]; the longest needed context is max_distance + 1."""
     near_fraction: float = 0.75
     """Share of recalls that are near: abundant near copies let the induction circuit form early."""
-    recall_fraction: float = 0.12
-    """Target fraction of all tokens that are recalled values."""
-    values_per_fact: int = 4
-    """Values of a fact: a source is ``S k v1 .. vL``, its recall ``Q k v1 .. vL``."""
+    recall_fraction: float = 0.08
+    """Target fraction of all tokens that are recalled values (with one value a fact: a fact every 12.5 tokens)."""
+    values_per_fact: int = 1
+    """Values of a fact: a source is ``S v1 .. vL k``, its recall ``Q k v1 .. vL``."""
     n_background: int = 128
     step_probs: tuple[float, ...] = (0.6, 0.25, 0.1, 0.05)
-    n_keys: int = 64
+    n_keys: int = 16
     n_values: int = 256
     """Values carry no group structure: a recalled value out of view costs ln n_values."""
     n_latches: int = 2
@@ -488,6 +496,25 @@ def _draw_keys(spec: SyntheticSpec, key_pos: np.ndarray, copy_pos: np.ndarray, r
     return keys
 
 
+def _draw_pending_unique_keys(n_keys: int, source_pos: np.ndarray, recall_pos: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Keys drawn in text order, each uniform over the keys no pending fact holds (a fact is pending from its
+    source to its recall). Exact where ``_draw_keys``'s redrawing would give up: with few keys (16) a key is
+    often pending."""
+    n_facts = len(source_pos)
+    keys = np.empty(n_facts, dtype=np.int64)
+    free = list(range(n_keys))
+    events = sorted([(int(p), 1, i) for i, p in enumerate(source_pos)] + [(int(p), 0, i) for i, p in enumerate(recall_pos)])
+    draws = rng.random(n_facts)
+    for _, is_source, fact in events:
+        if not is_source:
+            free.append(int(keys[fact]))
+            continue
+        if not free:
+            raise TxlabError(f"more than {n_keys} facts pending at once: give the corpus more keys or fewer facts")
+        keys[fact] = free.pop(int(draws[fact] * len(free)))
+    return keys
+
+
 def build_text(spec: SyntheticSpec, n_tokens: int, fact_starts: np.ndarray, distances: np.ndarray, rng: np.random.Generator) -> SyntheticText:
     """Fill a given fact layout with tokens and compute the ground truth (``generate`` draws the layout)."""
     L = spec.fact_len
@@ -617,18 +644,20 @@ def _generate_recall(spec: RecallSpec, n: int, rng: np.random.Generator) -> Synt
         text.tokens[pos], text.role[pos], text.needed_context[pos] = token, role, needed
         text.oracle_nll_with[pos], text.oracle_nll_without[pos] = with_, without
 
+    L = spec.values_per_fact
     recall_start = starts + distances
-    keys = _draw_keys(spec, starts + 1, recall_start + 1, rng)
-    values = rng.integers(0, spec.n_values, (len(starts), spec.values_per_fact))
-    value_offsets = 2 + np.arange(spec.values_per_fact)
+    source_key = starts + 1 + L  # S v1 .. vL k
+    keys = _draw_pending_unique_keys(spec.n_keys, source_key, recall_start + 1, rng)
+    values = rng.integers(0, spec.n_values, (len(starts), L))
     ln = np.log
     # Markers are the role itself (the oracle is told roles): free with or without context.
     put(starts, SOURCE_MARKER, marker_base, 0, 0.0, 0.0)
-    put(starts + 1, FACT_KEY, key_base + keys, 0, ln(spec.n_keys), ln(spec.n_keys))
-    put(starts[:, None] + value_offsets, FACT_VALUE, value_base + values, 0, ln(spec.n_values), ln(spec.n_values))
+    put(starts[:, None] + 1 + np.arange(L), FACT_VALUE, value_base + values, 0, ln(spec.n_values), ln(spec.n_values))
+    put(source_key, FACT_KEY, key_base + keys, 0, ln(spec.n_keys), ln(spec.n_keys))
     put(recall_start, RECALL_MARKER, marker_base + 1, 0, 0.0, 0.0)
-    put(recall_start + 1, RECALL_KEY, key_base + keys, distances, 0.0, ln(spec.n_keys))
-    put(recall_start[:, None] + value_offsets, RECALLED_VALUE, value_base + values, distances[:, None] + 1, 0.0, ln(spec.n_values))
+    put(recall_start + 1, RECALL_KEY, key_base + keys, distances - L, 0.0, ln(spec.n_keys))
+    # Q k v1 .. vL: each recalled value lies D + 1 after its source value (the farthest token it needs)
+    put(recall_start[:, None] + 2 + np.arange(L), RECALLED_VALUE, value_base + values, distances[:, None] + 1, 0.0, ln(spec.n_values))
 
     occupied = text.role != BACKGROUND
     for latch, starts in enumerate(_place_latches(spec, occupied, rng)):
