@@ -29,8 +29,8 @@ def test_deterministic_and_documented_sizes():
     for field in ("tokens", "role", "needed_context", "oracle_nll_with", "oracle_nll_without"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert not np.array_equal(a.tokens, generate(SPEC, 30_000, seed=2).tokens)
-    # 128 background + 2 latches x 2 markers + 8 registers + 8 x 4 emissions (shared by the latches) + 2 markers + 16 keys + 256 values
-    assert SPEC.vocab_size == 446 == len(set(SPEC.symbols()))
+    # 128 background + 2 latches x 2 markers + 8 registers + 8 x 4 emissions (shared by the latches) + 2 markers + 64 keys + 256 values
+    assert SPEC.vocab_size == 494 == len(set(SPEC.symbols()))
     assert a.tokens.max() < SPEC.vocab_size
     # the background chain is the copy family's language
     np.testing.assert_array_equal(synthetic._language(SPEC), synthetic._language(VARIANTS["synthetic-small"]))
@@ -87,6 +87,19 @@ def test_recalls_resolved_by_a_rule_on_tokens(text):
     assert key_base <= tok[key_events].min() and tok[key_events].max() < key_base + SPEC.n_keys
 
 
+def test_source_keys_follow_their_cycle_and_name_one_source_in_the_span(text):
+    """Each source key is its predecessor's successor, needing the distance back to it; within 256 tokens
+    (the cpu training span) of a recall no other source carries its key."""
+    _, _, _, key_base, _ = _bases(SPEC)
+    tok = text.tokens.astype(np.int64)
+    source_keys = np.flatnonzero(text.role == FACT_KEY)
+    np.testing.assert_array_equal((tok[source_keys[1:]] - tok[source_keys[:-1]]) % SPEC.n_keys, 1)
+    np.testing.assert_array_equal(text.needed_context[source_keys[1:]], np.diff(source_keys))
+    for p in np.flatnonzero(text.role == RECALL_KEY)[:3000].tolist():
+        same = source_keys[(source_keys >= p - 256) & (source_keys < p) & (tok[source_keys] == tok[p])]
+        assert same.tolist() == [p - text.needed_context[p]]
+
+
 def test_latches_resolved_by_a_rule_on_tokens(text):
     """Reading tokens alone: the marker before each latch symbol names its latch and whether it sets or
     emits; an emission lies in the group its latch's last event (register or emission) shows, and its
@@ -117,13 +130,16 @@ def test_oracle_losses():
     t = generate(SPEC, 50_000, seed=0)
     ln = math.log
     expected = {
-        LATCH_MARKER: (0, 0), REGISTER: (ln(8), ln(8)), LATCH_EMISSION: (ln(4), ln(32)), SOURCE_MARKER: (0, 0), FACT_KEY: (ln(16), ln(16)),
-        FACT_VALUE: (ln(256), ln(256)), RECALL_MARKER: (0, 0), RECALL_KEY: (0, ln(16)), RECALLED_VALUE: (0, ln(256)),
+        LATCH_MARKER: (0, 0), REGISTER: (ln(8), ln(8)), LATCH_EMISSION: (ln(4), ln(32)), SOURCE_MARKER: (0, 0), FACT_KEY: (0, ln(64)),
+        FACT_VALUE: (ln(256), ln(256)), RECALL_MARKER: (0, 0), RECALL_KEY: (0, ln(64)), RECALLED_VALUE: (0, ln(256)),
     }
+    first_key = np.flatnonzero(t.role == FACT_KEY)[0]
+    assert t.oracle_nll_with[first_key] == pytest.approx(ln(64)) and t.needed_context[first_key] == 0
+    t.oracle_nll_with[first_key] = 0.0  # the text's first source key has no predecessor
     for role, (with_, without) in expected.items():
         np.testing.assert_allclose(t.oracle_nll_with[t.role == role], with_, rtol=1e-6)
         np.testing.assert_allclose(t.oracle_nll_without[t.role == role], without, rtol=1e-6)
-    assert (t.needed_context[np.isin(t.role, [LATCH_MARKER, REGISTER, SOURCE_MARKER, FACT_KEY, FACT_VALUE, RECALL_MARKER])] == 0).all()
+    assert (t.needed_context[np.isin(t.role, [LATCH_MARKER, REGISTER, SOURCE_MARKER, FACT_VALUE, RECALL_MARKER])] == 0).all()
     bg = np.flatnonzero(t.role == BACKGROUND)
     np.testing.assert_array_equal(t.needed_context[bg[1:]], np.diff(bg))
     losses = [t.oracle_loss(c).mean() for c in range(0, 260, 20)]
@@ -133,10 +149,13 @@ def test_oracle_losses():
 
 def test_local_and_moved_horizons():
     local = generate(get_spec("recall-small-local"), 40_000, seed=0)
-    planted = local.role != synthetic.BACKGROUND
+    planted = (local.role != synthetic.BACKGROUND) & (local.role != FACT_KEY)
     assert local.needed_context[planted].max() <= 32
+    # a source key needs the previous source key: beyond 32 tokens back for about 2% of them
+    assert np.mean(local.needed_context[local.role == FACT_KEY] > 32) < 0.04
     # a background token after a rare run of back-to-back events reaches past it (the chain's last state)
-    assert np.mean(local.needed_context > 32) < 1e-3
+    background = local.role == synthetic.BACKGROUND
+    assert np.mean(local.needed_context[background] > 32) < 3e-3
     moved = get_spec("recall-small", max_context=100)
     assert moved.max_context == 100
     assert generate(moved, 40_000, seed=0).needed_context.max() == 100

@@ -60,9 +60,9 @@ background chain it plants:
   tokens later (marker to marker), its recall ``Q k v1 .. vL`` (L = values_per_fact, 1). The values
   come *before* the key in the source, so the recall is one match on the key's own token (the recall
   key against the source key) that reads what precedes it; written key first, a recall needs the
-  two-step induction match (the recall key against the token *before* each value). Keys are unique
-  among pending facts (16 keys, several facts pending in a near window, so that position alone does
-  not find the source); values are uniform over ``n_values`` with no group structure. D is near
+  two-step induction match (the recall key against the token *before* each value). Facts are dense
+  (one every 12.5 tokens), so a near window often holds several sources and only the key says which
+  one; keys are unique among pending facts; values are uniform over ``n_values`` with no group structure. D is near
   (uniform on min_distance..near_max_distance) with probability ``near_fraction``, else far (up to
   max_distance): abundant near recalls let the circuit form early, the far ones measure reach.
   Events lie on a lattice of 2L + 3-token slots.
@@ -82,16 +82,17 @@ latch emission     distance to the latch's          ln symbols_per_group ln(grou
                    previous event
 S, Q markers       0                                0                    0
 source value       0                                ln n_values          ln n_values
-source key         0                                ln n_keys            ln n_keys
+source key         distance to the previous source  0                    ln n_keys
+                   key
 recall key         D - L (the source key)           0                    ln n_keys
 recalled value     D + 1 (the source value; the     0                    ln n_values
                    source key that names it is
                    nearer)
 =================  ===============================  ===================  ===================
 
-(Background tokens as below.) The source-key entry leaves out one small long-range term: a new key
-is never one of the few pending keys, which a model that sees them could exploit; with ~3 facts
-pending among 64 keys that is worth about ln(64/61) = 0.05 nats on 4% of tokens.
+(Background tokens as below.) Keys follow a fixed cyclic order, so a source key is the successor of
+the previous source key (the text's first source key costs ln n_keys with or without context), and a
+key comes back only n_keys sources later: within the training span a recall's key names one source.
 
 Ground truth (per target position t)
 ------------------------------------
@@ -242,7 +243,9 @@ class RecallSpec:
     """Values of a fact: a source is ``S v1 .. vL k``, its recall ``Q k v1 .. vL``."""
     n_background: int = 128
     step_probs: tuple[float, ...] = (0.6, 0.25, 0.1, 0.05)
-    n_keys: int = 16
+    n_keys: int = 64
+    """Keys, taken in a fixed cyclic order (a key returns n_keys sources later): at least 64 x the 5-token slot = 320
+    tokens later in recall-small, so within the training span (256) the only source with a recall's key is its own."""
     n_values: int = 256
     """Values carry no group structure: a recalled value out of view costs ln n_values."""
     n_latches: int = 2
@@ -356,7 +359,7 @@ VARIANTS: dict[str, SyntheticSpec] = {
         # The recall family: latches an RNN can hold, and recalls of values without group structure,
         # half of them near, so that every model family learns what the measurement needs.
         RecallSpec("recall-small", "recall family at cpu scale: latches and recalls up to 200 tokens back (the cpu RECL grid 20..240)"),
-        RecallSpec("recall-small-local", "recall family at cpu scale, no dependency planted more than 32 tokens back",
+        RecallSpec("recall-small-local", "recall family at cpu scale, no recall or latch more than 32 tokens back",
                    max_distance=31, near_max_distance=31, latch_max_gap=32, n_latches=1),  # one latch: events every ~17 tokens
         RecallSpec("recall", "recall family, latches and recalls up to 1000 tokens back (the default RECL grid 100..1000)",
                    max_distance=999, latch_max_gap=1000, n_keys=256, n_values=1024),
@@ -496,25 +499,6 @@ def _draw_keys(spec: SyntheticSpec, key_pos: np.ndarray, copy_pos: np.ndarray, r
     return keys
 
 
-def _draw_pending_unique_keys(n_keys: int, source_pos: np.ndarray, recall_pos: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Keys drawn in text order, each uniform over the keys no pending fact holds (a fact is pending from its
-    source to its recall). Exact where ``_draw_keys``'s redrawing would give up: with few keys (16) a key is
-    often pending."""
-    n_facts = len(source_pos)
-    keys = np.empty(n_facts, dtype=np.int64)
-    free = list(range(n_keys))
-    events = sorted([(int(p), 1, i) for i, p in enumerate(source_pos)] + [(int(p), 0, i) for i, p in enumerate(recall_pos)])
-    draws = rng.random(n_facts)
-    for _, is_source, fact in events:
-        if not is_source:
-            free.append(int(keys[fact]))
-            continue
-        if not free:
-            raise TxlabError(f"more than {n_keys} facts pending at once: give the corpus more keys or fewer facts")
-        keys[fact] = free.pop(int(draws[fact] * len(free)))
-    return keys
-
-
 def build_text(spec: SyntheticSpec, n_tokens: int, fact_starts: np.ndarray, distances: np.ndarray, rng: np.random.Generator) -> SyntheticText:
     """Fill a given fact layout with tokens and compute the ground truth (``generate`` draws the layout)."""
     L = spec.fact_len
@@ -647,13 +631,21 @@ def _generate_recall(spec: RecallSpec, n: int, rng: np.random.Generator) -> Synt
     L = spec.values_per_fact
     recall_start = starts + distances
     source_key = starts + 1 + L  # S v1 .. vL k
-    keys = _draw_pending_unique_keys(spec.n_keys, source_key, recall_start + 1, rng)
+    # Keys in a fixed cyclic order: the next source's key is the previous one's successor (a short-range rule
+    # with an exact oracle), and a key comes back only n_keys sources later, at least n_keys slots further on.
+    first_key = int(rng.integers(spec.n_keys))
+    keys = (first_key + np.arange(len(starts))) % spec.n_keys
+    reused_while_pending = starts[spec.n_keys:] < recall_start[: max(len(starts) - spec.n_keys, 0)]
+    if reused_while_pending.any():
+        raise TxlabError(f"synthetic corpus {spec.name!r}: more than its {spec.n_keys} keys' facts pending at once; give it more keys")
     values = rng.integers(0, spec.n_values, (len(starts), L))
     ln = np.log
     # Markers are the role itself (the oracle is told roles): free with or without context.
     put(starts, SOURCE_MARKER, marker_base, 0, 0.0, 0.0)
     put(starts[:, None] + 1 + np.arange(L), FACT_VALUE, value_base + values, 0, ln(spec.n_values), ln(spec.n_values))
-    put(source_key, FACT_KEY, key_base + keys, 0, ln(spec.n_keys), ln(spec.n_keys))
+    previous_key = np.concatenate([[0], source_key[:-1]])
+    put(source_key, FACT_KEY, key_base + keys, np.where(np.arange(len(starts)) > 0, source_key - previous_key, 0),
+        np.where(np.arange(len(starts)) > 0, 0.0, ln(spec.n_keys)), ln(spec.n_keys))
     put(recall_start, RECALL_MARKER, marker_base + 1, 0, 0.0, 0.0)
     put(recall_start + 1, RECALL_KEY, key_base + keys, distances - L, 0.0, ln(spec.n_keys))
     # Q k v1 .. vL: each recalled value lies D + 1 after its source value (the farthest token it needs)
