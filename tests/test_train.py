@@ -359,3 +359,26 @@ def test_a_run_resumes_with_another_attention_kernel(tmp_path):
     assert "attn_kernel: sdpa" in (tmp_path / "run" / "config.yaml").read_text()
     with pytest.raises(TxlabError, match="another configuration"):
         train(tiny("xl151m", "train.max_steps=4", "model.d_inner=48"), tmp_path / "run", progress=False)
+
+
+def test_clamping_applies_from_clamp_from_step_and_resumes_there(tmp_path):
+    """Steps before train.clamp_from_step train as with no clamping at all; later ones clamp; a run stopped
+    before the switch and resumed past it equals one that ran straight through."""
+    def params(run):
+        return {k: v.clone() for k, v in load_checkpoint(tmp_path / run).model.state_dict().items()}
+
+    base = ("train.scheduler=constant", "train.eval_interval=2", "model.clamp_len=2", "eval.clamp_len=-1")
+    train(tiny("xl151m", *base, "train.max_steps=2", "train.clamp_from_step=2"), tmp_path / "switch-at-2", progress=False)
+    train(tiny("xl151m", *base, "train.max_steps=2", "model.clamp_len=0"), tmp_path / "never", progress=False)
+    for key, value in params("switch-at-2").items():
+        torch.testing.assert_close(value, params("never")[key], rtol=0, atol=0)
+
+    train(tiny("xl151m", *base, "train.max_steps=4", "train.clamp_from_step=2"), tmp_path / "switch-at-2", progress=False)  # resumed
+    train(tiny("xl151m", *base, "train.max_steps=4", "train.clamp_from_step=2"), tmp_path / "straight", progress=False)
+    train(tiny("xl151m", *base, "train.max_steps=4", "model.clamp_len=0"), tmp_path / "never", progress=False)
+    train(tiny("xl151m", *base, "train.max_steps=4"), tmp_path / "always", progress=False)
+    resumed, straight = params("switch-at-2"), params("straight")
+    for key, value in resumed.items():
+        torch.testing.assert_close(value, straight[key], rtol=0, atol=0)
+    differs = lambda other: any(not torch.equal(value, other[key]) for key, value in straight.items())  # noqa: E731
+    assert differs(params("never")) and differs(params("always"))

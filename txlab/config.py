@@ -243,6 +243,10 @@ class TrainConfig:
     warmup_steps: int = setting(0, "Linear warm-up steps.", valid=NON_NEGATIVE)
     lr_min: float = setting(0.0, "Final learning rate of the cosine and wsd schedules.", valid=NON_NEGATIVE)
     decay_fraction: float = setting(0.2, "Share of max_steps over which the wsd schedule decays linearly to lr_min.", valid=PROBABILITY)
+    clamp_from_step: int = setting(
+        0, "Step from which model.clamp_len applies in training; before it relative distances are not clamped. A recall first forms "
+        "where positions tell distances apart, then clamping makes it independent of distance beyond clamp_len (docs/models.md, "
+        "'Clamping from a step'); validations before the step score unclamped when eval.clamp_len is -1.", valid=NON_NEGATIVE)
     clip: float = setting(0.25, "Gradient-norm clipping threshold; 0 disables.", valid=NON_NEGATIVE)
     grad_accum: int = setting(1, "Micro-batches accumulated per optimizer step.", valid=POSITIVE)
     loss: str = setting("full", "Cross entropy on every position ('full') or the most recent half of each segment ('half').", ("full", "half"))

@@ -95,6 +95,8 @@ class ReclSettings:
                              "member's own tokenizer, else char).")
     sets: list[str] = setting([], "Config overrides (key=value) for preset members: where their runs live and how missing ones train "
                               "(on the command line: --set train.max_steps=400, any key under model., data., train. or eval.).")
+    member_sets: list[str] = setting([], "Config overrides for one preset member, after sets: <preset>:<key>=<value> (e.g. "
+                                     "xl151m:model.clamp_len=12, a recipe only the transformer has).")
     train_seeds: list[int] = setting([], "Training seeds of the preset members (--train-seeds 0,1,2): one run per seed (its train.seed, its "
                                      "directory <preset>-<size>-<corpus>-seed<s>), one group and one RECL per seed, and their spread "
                                      "(empty: one run per preset, named without a seed, as trained by train.seed).", valid=SEED)
@@ -279,10 +281,25 @@ def resolve_group(members: list[str], asked: ReclSettings, name: str = "") -> Gr
     """A group's members resolved once per training seed (:func:`resolve_member`) and checked against each
     other (:func:`check_members`), and its settings with every unset one given its value (:func:`with_defaults`)."""
     settings = settle_tokenizer(asked, members)
+    for item in settings.member_sets:  # a study's profile serves every group: a preset the group lacks is left alone
+        named = item.partition(":")[0]
+        if named not in PRESETS:
+            raise did_you_mean(named, PRESETS, "preset in member_sets")
     resolved = {seed: [resolve_member(m, settings, seed) for m in members] for seed in training_seeds(settings, members)}
     for listed in resolved.values():
         check_members(listed)
     return Group(name, members, with_defaults(settings, next(iter(resolved.values()))), resolved, asked)
+
+
+def member_overrides(settings: ReclSettings, members: Sequence[str]) -> dict[str, list[str]]:
+    """``member_sets`` by the preset they name, each checked to name one of ``members``."""
+    by_member: dict[str, list[str]] = {}
+    for item in settings.member_sets:
+        member, sep, override = item.partition(":")
+        if not sep or "=" not in override:
+            raise TxlabError(f"member_sets: {item!r} must look like <preset>:<key>=<value>, e.g. xl151m:model.clamp_len=12")
+        by_member.setdefault(member, []).append(override)
+    return {member: sets for member, sets in by_member.items() if member in members}
 
 
 def settle_tokenizer(settings: ReclSettings, members: Sequence[str]) -> ReclSettings:
@@ -359,7 +376,8 @@ def resolve_member(member: str, settings: ReclSettings, train_seed: int | None =
         if "/" in member or member.startswith("."):
             raise TxlabError(f"no run directory {member}")
         raise did_you_mean(member, PRESETS, "preset (or an existing run directory)")
-    cfg = run_config(member, settings.size, settings.data or None, overrides=list(settings.sets), text=settings.text, tokenizer=settings.tokenizer)
+    overrides = [*settings.sets, *member_overrides(settings, [member]).get(member, [])]
+    cfg = run_config(member, settings.size, settings.data or None, overrides=overrides, text=settings.text, tokenizer=settings.tokenizer)
     if train_seed is None:
         return Member(member, run_dir(cfg, Path(settings.models_root)), cfg, preset=True)
     cfg = replace(cfg, train=replace(cfg.train, seed=train_seed))
@@ -624,7 +642,8 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
     if not settings.train_missing:
         commands = "; ".join(
             f"txlab train {m.label} --size {settings.size}" + (f" --data {settings.data}" if settings.data else "")
-            + "".join(f" --set {s}" for s in settings.sets) for m in missing
+            + f" --run-dir {m.run_dir}" + "".join(f" --set {s}" for s in [*settings.sets, *member_overrides(settings, [m.label]).get(m.label, [])])
+            + (f" --set train.seed={m.config.train.seed}" if settings.train_seeds else "") for m in missing
         )
         raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (train_missing is false). Train them with: {commands}")
     if settings.launcher == "slurm":

@@ -34,7 +34,7 @@ import signal
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +84,9 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
     return cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (1 + math.cos(math.pi * progress))
 
 
-def training_context(model_cfg: ModelConfig) -> Context:
-    return Context(model_cfg.mem_len, model_cfg.same_length, model_cfg.clamp_len)
+def training_context(model_cfg: ModelConfig, clamped: bool = True) -> Context:
+    """The memory settings of a training step; ``clamped=False`` before ``train.clamp_from_step``."""
+    return Context(model_cfg.mem_len, model_cfg.same_length, model_cfg.clamp_len if clamped else 0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -311,7 +312,6 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
 
     torch.manual_seed(t.seed)
     model = build_model(cfg.model).to(device)
-    model.set_context(training_context(cfg.model))
     optimizer_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
     optimizer = optimizer_cls(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
     scaler = loss_scaler(t.precision, device)
@@ -379,7 +379,9 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
 
     def run_eval() -> tuple[dict[str, float], dict[str, Any] | None]:
         """The validation metrics, and on synthetic corpora the per-role summary (txlab.data.diagnostics)."""
-        result = evaluate(model, valid_tokens, eval_tgt_len, eval_context, cfg.eval.batch_size, t.eval_tokens,
+        unclamped = cfg.eval.clamp_len < 0 and step <= t.clamp_from_step  # score as the model has trained: no step clamped yet
+        context = replace(eval_context, clamp_len=0) if unclamped else eval_context
+        result = evaluate(model, valid_tokens, eval_tgt_len, context, cfg.eval.batch_size, t.eval_tokens,
                           progress=progress and ddp.is_main, token_losses=valid_truth is not None, reference_streams=cfg.eval.streams == "reference",
                           precision=cfg.eval.precision)
         metrics = {**metric_summary(result.loss, corpus.level), "tokens": result.tokens}
@@ -427,6 +429,7 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
     model.train()
     with _StopRequest() as stop, matmul_precision(t.precision, device) as tf32:
         while step < t.max_steps:
+            model.set_context(training_context(cfg.model, clamped=step >= t.clamp_from_step))
             lr = learning_rate(step, t)
             for param_group in optimizer.param_groups:
                 param_group["lr"] = lr
