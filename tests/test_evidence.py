@@ -1,6 +1,7 @@
 """The committed ablation evidence and the sentences about it: the tables are what the code makes of
 the committed runs, the docs' verdicts are the code's, and the README's numbers are the files'."""
 
+import json
 import math
 import re
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation_rows, seed_scores
 from txlab.analysis.claims import ALPHA, VERDICTS, claims_markdown, evaluate_claims, smallest_p, verdict_word
-from txlab.analysis.learned import learned_markdown, learned_runs
+from txlab.analysis.learned import STALL_MARGIN, RoleLosses, copies_beyond, learned_markdown, learned_runs
 from txlab.drivers.ablate import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,6 +75,12 @@ def recl(path: str, model: str, r: float) -> str:
     return str(table[(table["model"] == model) & (table["r"] == r)]["placebo_label"].astype(int).iloc[0])
 
 
+def recall_family_runs(preset: str) -> list[dict]:
+    """The by-role evaluation records of the committed recall-family runs of ``preset`` (results/recall-cpu/)."""
+    runs = sorted((ROOT / "results" / "models").glob(f"{preset}-cpu-recall-small-seed*"))
+    return [json.loads(next((run / "eval").glob("valid-*-roles.json")).read_text())["by_role"] for run in runs]
+
+
 def test_the_readme_evidence_summary_quotes_the_committed_files():
     summary = readme_summary()
     checked = []
@@ -84,37 +91,33 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
         checked.append(match.span())
         return match.groups()
 
-    # Table 8: the committed table and the rerun from a fresh clone agree at r = 0.1
-    xl, rnn = quote(r"placebo-aware RECL at r = 0\.1: (\d+) against (\d+) for the QRNN and the LSTM")
+    # the copy family's Table 8: the committed table and the rerun from a fresh clone agree at r = 0.1
+    xl, rnn = quote(r"uses context (\d+) tokens back where the RNNs use (\d+)")
     for path in ("table8-xl-rnn-cpu-synthetic-small-short", "table8-xl-rnn-cpu-rerun-2026-11-23"):
         assert (recl(path, "xl151m", 0.1), recl(path, "qrnn", 0.1), recl(path, "lstm", 0.1)) == (xl, rnn, rnn)
-    assert quote(r"uses context (\d+) tokens back where the RNNs use (\d+)") == (xl, rnn)
-    roles = pd.read_csv(ROOT / "figures" / "roles" / "table8-xl-rnn-cpu-synthetic-small-short.csv")
-    copied = roles[(roles["group"] == "copy_value") & roles["label"].str.contains("(xl151m)", regex=False)]["model"].iloc[0]
-    loss, group, ln_group = quote(r"copied-value loss (\d\.\d\d) nats, just above ln (\d+) = (\d\.\d\d)")
-    assert (loss, ln_group) == (f"{copied:.2f}", f"{math.log(int(group)):.2f}") and float(loss) > float(ln_group)
-    # the claims: every one underpowered, and the seeds each table's family needs
-    assert quote(r"every claim is \*\*(underpowered)\*\*") == ("underpowered",)
-    six, seven_ten = quote(r"needs (\d+) seeds per row in Table 6 and (\d+) in Tables 7 and 10")
-    assert set(claims_of("6")["verdict"]) == {f"underpowered (needs {six} seeds)"}
-    assert set(claims_of("7")["verdict"]) == set(claims_of("10")["verdict"]) == {f"underpowered (needs {seven_ten} seeds)"}
-    assert quote(r"over (\d+) seeds per row") == ("3",) and set(claims_of("6")["seeds"]) == {3}
-    (alpha,) = quote(r"cannot reach p < (0\.\d+)")
-    assert float(alpha) == ALPHA and smallest_p(3) > ALPHA and set(claims_of("6")["alpha"]) == {ALPHA}
-    relative = claims_of("6").loc["relative beats absolute encodings (half loss)"]
-    won, seeds, better, worse = quote(r"relative encodings beat absolute ones in (\d) of (\d) seeds \(perplexity (\d+\.\d\d) against (\d+\.\d\d)\)")
-    assert (won, seeds, better, worse) == (str(relative["wins"]), str(relative["seeds"]), f"{relative['better_mean']:.2f}", f"{relative['worse_mean']:.2f}")
-    # stalls: relative-encoding runs of Table 6 whose source values stayed at the no-context loss
-    learned = pd.read_csv(ROOT / "results" / "ablate" / "table6-cpu" / "learned.csv")
-    encodings = pd.read_csv(ROOT / "results" / "ablate" / "table6-cpu" / "table.csv").set_index("row_id")["encoding"]
-    relative_runs = learned[(learned["what"] == "model") & learned["row_id"].map(encodings).isin(["Ours", "Shaw et al. (2018)"])]
-    stalled, total = quote(r"(\d+) of Table 6's (\d+) relative-encoding runs stalled")
-    assert (stalled, total) == (str(int((relative_runs["source_value"] > 6.0).sum())), str(len(relative_runs)))
-    shaw = claims_of("7").loc["Shaw et al. (with recurrence) beats no recurrence"]
-    assert quote(r"Shaw's encoding beats no recurrence in (\d) of (\d) seeds of Table 7") == (str(shaw["wins"]), str(shaw["seeds"]))
-    half = claims_of("10").loc["recurrence beats a longer segment (half loss)"]
-    longer_won, seeds = quote(r"longer segment without recurrence beats recurrence in (\d) of (\d) seeds of Table 10")
-    assert (int(longer_won), int(seeds)) == (half["seeds"] - half["wins"], half["seeds"])
+    # its claims: every one underpowered at 3 seeds, and the seeds each table's family needs
+    seeds, fewest, most = quote(r"every ablation claim of Tables 6, 7 and 10 is \*\*underpowered\*\* at (\d+) seeds \(they\s+need (\d+)-(\d+) seeds per row\)")
+    needs = {int(re.search(r"needs (\d+) seeds", verdict)[1]) for table in ("6", "7", "10") for verdict in claims_of(table)["verdict"]}
+    assert (int(fewest), int(most)) == (min(needs), max(needs)) and set(claims_of("6")["seeds"]) == {int(seeds)}
+    # the recall family's Table 8 over training seeds
+    table = pd.read_csv(ROOT / "results" / "recl" / "table8-xl-rnn-cpu-recall-recall-small" / "table8-seeds.csv")
+    per_seed = [c for c in table.columns if re.fullmatch(r"recl_seed_\d+", c)]
+    (n_seeds,) = quote(r"`--profile cpu-recall`, (\d+) training seeds")
+    assert int(n_seeds) == len(per_seed)
+    at = lambda model, estimate: table[(table["model"] == model) & (table["r"] == 0.1) & (table["estimate"] == estimate)][per_seed].iloc[0]  # noqa: E731
+    *xl_seeds, truth, rnn_low, rnn_high = quote(r"placebo-aware RECL at\s+r = 0\.1 is (\d+), (\d+) and (\d+) \(truth (\d+)\) against (\d+)-(\d+) for the QRNN and the LSTM")
+    assert [int(v) for v in xl_seeds] == [int(v) for v in at("xl151m", "placebo-aware")]
+    assert {int(truth)} == {int(v) for v in at("oracle (ground truth)", "paper")}
+    rnn_values = [int(v) for model in ("qrnn", "lstm") for v in at(model, "placebo-aware")]
+    assert (int(rnn_low), int(rnn_high)) == (min(rnn_values), max(rnn_values))
+    # what the runs learned: XL recall beyond the 128-token segment, QRNN stalls (results/recall-cpu/)
+    nat, below, xl_runs = quote(r"recalls\s+below (\d) nat beyond its training segment in only (\d) seed of (\d)")
+    xl_records = recall_family_runs("xl151m")
+    assert int(xl_runs) == len(xl_records) and int(below) == sum(copies_beyond(r, 137).model < int(nat) for r in xl_records)
+    stalled, qrnn_runs = quote(r"the QRNN stalls in (\d) seeds of (\d)")
+    qrnn = [{role: RoleLosses.from_record(r["roles"][role]) for role in ("latch_emission", "recalled_value")} for r in recall_family_runs("qrnn")]
+    stalls = [all(x.model >= x.ideal_without - STALL_MARGIN for x in run.values()) for run in qrnn]
+    assert (int(stalled), int(qrnn_runs)) == (sum(stalls), len(qrnn))
     # every number the summary states is one of those checked (table names aside)
     for match in re.finditer(r"\d+(\.\d+)?", summary):
         inside = any(start <= match.start() < end for start, end in checked)
