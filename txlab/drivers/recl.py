@@ -292,7 +292,7 @@ def resolve_group(members: list[str], asked: ReclSettings, name: str = "") -> Gr
 
 
 def member_overrides(settings: ReclSettings, members: Sequence[str]) -> dict[str, list[str]]:
-    """``member_sets`` by the preset they name, each checked to name one of ``members``."""
+    """``member_sets`` by the preset they name, for the presets among ``members`` (each item checked for its form)."""
     by_member: dict[str, list[str]] = {}
     for item in settings.member_sets:
         member, sep, override = item.partition(":")
