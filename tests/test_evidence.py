@@ -2,7 +2,6 @@
 the committed runs, the docs' verdicts are the code's, and the README's numbers are the files'."""
 
 import json
-import math
 import re
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pandas as pd
 import pytest
 
 from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation_rows, seed_scores
-from txlab.analysis.claims import ALPHA, VERDICTS, claims_markdown, evaluate_claims, smallest_p, verdict_word
+from txlab.analysis.claims import VERDICTS, claims_markdown, evaluate_claims, verdict_word
 from txlab.analysis.learned import STALL_MARGIN, RoleLosses, copies_beyond, learned_markdown, learned_runs
 from txlab.drivers.ablate import load_study
 

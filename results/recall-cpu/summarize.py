@@ -46,7 +46,7 @@ def run_row(run_dir: Path) -> dict:
 
 
 COLUMNS = (("latch", "latch emissions"), ("latch_far", "latch, gaps 19..200"), ("recalled", "recalled values"),
-           ("near", f"recalled, D 12..27"), ("beyond", f"recalled, D {BEYOND_SEGMENT}..199"))
+           ("near", "recalled, D 12..27"), ("beyond", f"recalled, D {BEYOND_SEGMENT}..199"))
 
 
 def main(run_dirs: list[str]) -> None:
@@ -67,7 +67,7 @@ def main(run_dirs: list[str]) -> None:
             cells.append(f"{values.mean():.2f} [{values.min():.2f}, {values.max():.2f}]")
         print(f"| {model} | {len(mine)} | " + " | ".join(cells) + f" | {sum(r['stalled'] for r in mine)} of {len(mine)} |")
     ideal = rows[0]
-    print(f"| ideal model, with / without the context | | " + " | ".join(f"{ideal[k].ideal_with:.2f} / {ideal[k].ideal_without:.2f}" for k, _ in COLUMNS) + " | |")
+    print("| ideal model, with / without the context | | " + " | ".join(f"{ideal[k].ideal_with:.2f} / {ideal[k].ideal_without:.2f}" for k, _ in COLUMNS) + " | |")
 
 
 if __name__ == "__main__":
