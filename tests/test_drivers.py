@@ -8,6 +8,7 @@ import pytest
 
 from txlab import config, devices
 from txlab.drivers import ablate, recl, speed
+from txlab.errors import TxlabError
 from txlab.runs.plan import Plan
 
 STUDIES = {"recl": "studies/table8.yaml", "speed": "studies/table9.yaml", "ablate": "studies/table6.yaml"}
@@ -134,3 +135,18 @@ def test_the_recl_and_speed_studies_have_tiny_profiles():
     (xl_rnn, xl_ablations) = recl.resolve_groups([], "studies/table8.yaml", "tiny", None)
     assert xl_rnn.settings.size == "tiny" and xl_rnn.settings.blocks * xl_rnn.settings.block_len == 100 and xl_rnn.name == "table8-xl-rnn-tiny-synthetic"
     assert load_speed_study("studies/table9.yaml", "tiny").settings.size == "tiny"
+
+
+def test_member_sets_reach_only_the_preset_they_name_and_a_typo_is_refused():
+    (group,) = recl.resolve_groups(["xl151m", "qrnn"], None, "cpu", None, {}, ["member_sets=[xl151m:model.clamp_len=12, xl151m:train.max_steps=30]",
+                                                                               "train.max_steps=20"])
+    xl, qrnn = next(iter(group.resolved.values()))
+    assert (xl.config.model.clamp_len, xl.config.train.max_steps) == (12, 30)  # after sets
+    assert (qrnn.config.model.clamp_len, qrnn.config.train.max_steps) == (0, 20)
+    # a preset the group lacks is left alone (one profile serves both groups); a name that is no preset is refused
+    (group,) = recl.resolve_groups(["qrnn"], None, "cpu", None, {}, ["member_sets=[xl128m-norecur:model.clamp_len=12]"])
+    assert next(iter(group.resolved.values()))[0].config.model.clamp_len == 0
+    with pytest.raises(TxlabError, match="xl15m"):
+        recl.resolve_groups(["xl151m"], None, "cpu", None, {}, ["member_sets=[xl15m:model.clamp_len=12]"])
+    with pytest.raises(TxlabError, match="must look like <preset>:<key>=<value>"):
+        recl.resolve_groups(["xl151m"], None, "cpu", None, {}, ["member_sets=[xl151m:model.clamp_len]"])
