@@ -201,3 +201,30 @@ def test_embedding_init_range_is_a_setting():
         cfg = ModelConfig(family="lstm", n_token=50, d_model=16, d_inner=24, n_layer=2, rnn_embed_init=width)
         weight = build_rnn(cfg).embedding.emb_layers[0].weight
         assert width * 0.9 < weight.abs().max().item() <= width
+
+
+@pytest.mark.parametrize("family", ["lstm", "qrnn"])
+def test_keep_bias_shifts_only_the_gate_on_the_previous_cell(family):
+    """model.rnn_keep_bias moves the keeping gate's bias, and nothing else, from the same seed's initialisation."""
+    def built(keep_bias: float) -> dict[str, torch.Tensor]:
+        torch.manual_seed(0)
+        cfg = ModelConfig(family=family, n_token=50, d_model=16, d_inner=24, n_layer=2, rnn_keep_bias=keep_bias)
+        return build_rnn(cfg).state_dict()
+
+    plain, kept = built(0.0), built(1.5)
+    assert plain.keys() == kept.keys()
+    changed = {name for name in plain if not torch.equal(plain[name], kept[name])}
+    if family == "lstm":  # torch's gate order: input, forget, cell, output; keeping = forget gate up
+        assert changed == {"stack.layers.0.bias_ih_l0", "stack.layers.1.bias_ih_l0"}
+        for name in changed:
+            shift = kept[name] - plain[name]
+            hidden = shift.shape[0] // 4
+            assert torch.allclose(shift[hidden : 2 * hidden], torch.full((hidden,), 1.5))
+            assert not shift[:hidden].any() and not shift[2 * hidden :].any()
+    else:  # [z | f | o] and the cell keeps 1 - sigmoid(f): keeping = f's bias down
+        assert changed == {"stack.layers.0.linear.bias", "stack.layers.1.linear.bias"}
+        for name in changed:
+            shift = kept[name] - plain[name]
+            width = shift.shape[0] // 3
+            assert torch.allclose(shift[width : 2 * width], torch.full((width,), -1.5))
+            assert not shift[:width].any() and not shift[2 * width :].any()

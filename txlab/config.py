@@ -174,6 +174,13 @@ class ModelConfig:
         "latch (docs/models.md), so the cpu presets start at 1.7 (about unit variance).",
         valid=POSITIVE_REAL,
     )
+    rnn_keep_bias: float = setting(
+        0.0,
+        "RNN only: added at initialisation to the bias of the gate that keeps the cell's content (the LSTM's forget "
+        "gate; the QRNN's gate on the previous cell), so cells start out remembering longer (Jozefowicz et al. 2015 "
+        "use 1 for the LSTM). 0 leaves torch's initialisation as it is.",
+        valid=FINITE,
+    )
     attn_kernel: str = setting(
         "auto",
         "Transformers only: the attention kernel, which changes speed, not results: 'unfused' (explicit products and softmax), "

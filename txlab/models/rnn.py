@@ -138,6 +138,12 @@ class QRNNStack(nn.Module):
     def flops_per_token(self) -> int:
         return sum(layer.flops_per_token() for layer in self.layers)
 
+    @torch.no_grad()
+    def add_keep_bias(self, bias: float) -> None:
+        """Shift every layer's gate on the previous cell towards keeping it: that gate is 1 - sigmoid(f), so f's bias goes down."""
+        for layer in self.layers:
+            layer.linear.bias[layer.d_out : 2 * layer.d_out] -= bias  # [z | f | o]
+
 
 class LSTMStack(nn.Module):
     """Single-layer torch LSTMs (each its own size) with locked dropout between them: x [T, B, sizes[0]] -> [T, B, sizes[-1]]."""
@@ -161,6 +167,12 @@ class LSTMStack(nn.Module):
             if i < len(self.layers) - 1:
                 x = self.drop(x)
         return x, tuple(next_state)
+
+    @torch.no_grad()
+    def add_keep_bias(self, bias: float) -> None:
+        """Shift every layer's forget gate towards keeping the cell (torch's gate order is input, forget, cell, output)."""
+        for layer in self.layers:
+            layer.bias_ih_l0[layer.hidden_size : 2 * layer.hidden_size] += bias
 
     def flops_per_token(self) -> int:
         # Four gates, each a map of [x_t, h_{t-1}] to the hidden size.
@@ -202,6 +214,8 @@ class RNNLanguageModel(LanguageModel):
         for layer in [*self.embedding.emb_layers, *self.softmax.out_layers]:
             nn.init.uniform_(layer.weight, -cfg.rnn_embed_init, cfg.rnn_embed_init)
         self.softmax.tie_to(self.embedding, cfg.tie_weight, cfg.tie_projs)
+        if cfg.rnn_keep_bias:
+            self.stack.add_keep_bias(cfg.rnn_keep_bias)
 
     def init_state(self, batch_size: int) -> State:
         return self.stack.init_state(batch_size, like=self.embedding.emb_layers[0].weight)
