@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation_rows, seed_scores
 from txlab.analysis.claims import VERDICTS, claims_markdown, evaluate_claims, verdict_word
@@ -74,9 +75,9 @@ def recl(path: str, model: str, r: float) -> str:
     return str(table[(table["model"] == model) & (table["r"] == r)]["placebo_label"].astype(int).iloc[0])
 
 
-def recall_family_runs(preset: str) -> list[dict]:
-    """The by-role evaluation records of the committed recall-family runs of ``preset`` (results/recall-cpu/)."""
-    runs = sorted((ROOT / "results" / "models").glob(f"{preset}-cpu-recall-small-seed*"))
+def recall_family_runs(preset: str, models_root: str = "models") -> list[dict]:
+    """The by-role evaluation records of the committed recall-family runs of ``preset`` under results/<models_root>/."""
+    runs = sorted((ROOT / "results" / models_root).glob(f"{preset}-cpu-recall-small-seed*"))
     return [json.loads(next((run / "eval").glob("valid-*-roles.json")).read_text())["by_role"] for run in runs]
 
 
@@ -117,6 +118,17 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     qrnn = [{role: RoleLosses.from_record(r["roles"][role]) for role in ("latch_emission", "recalled_value")} for r in recall_family_runs("qrnn")]
     stalls = [all(x.model >= x.ideal_without - STALL_MARGIN for x in run.values()) for run in qrnn]
     assert (int(stalled), int(qrnn_runs)) == (sum(stalls), len(qrnn))
+    # the longer profile's runs (results/models-recall-cpu/): recall beyond the segment, and the gap to no recurrence
+    (steps,) = quote(r"`--profile cpu-recall-long` \(the XL clamped from its first step, ([\d,]+) steps\)")
+    member_sets = yaml.safe_load((ROOT / "studies" / "table8.yaml").read_text())["profiles"]["cpu-recall-long"]["member_sets"]
+    assert f"xl151m:train.max_steps={steps.replace(',', '')}" in member_sets and "xl151m:model.clamp_len=12" in member_sets
+    assert not any(item.startswith("xl151m:train.clamp_from_step") for item in member_sets)
+    nat, below, xl_runs = quote(r"the XL recalls below\s+(\d) nat there in (\d) seeds of (\d)")
+    beyond = [copies_beyond(r, 137).model for r in recall_family_runs("xl151m", "models-recall-cpu")]
+    assert int(xl_runs) == len(beyond) and int(below) == sum(b < int(nat) for b in beyond)
+    gap, wider, of = quote(r"without recurrence stays at least (\d) nats above it in (\d) of (\d)")
+    (norecur,) = [copies_beyond(r, 137).model for r in recall_family_runs("xl128m-norecur", "models-recall-cpu")]
+    assert int(of) == len(beyond) and int(wider) == sum(norecur - b >= int(gap) for b in beyond)
     # every number the summary states is one of those checked (table names aside)
     for match in re.finditer(r"\d+(\.\d+)?", summary):
         inside = any(start <= match.start() < end for start, end in checked)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from txlab.analysis.learned import STALL_MARGIN, RoleLosses, copies_beyond
-from txlab.runs.checkpoint import saved_config
+from txlab.config import load_config
 
 BEYOND_SEGMENT = 137
 """The first copy-distance bucket that starts past the training segment (128)."""
@@ -36,7 +36,7 @@ def run_row(run_dir: Path) -> dict:
     if not records:
         raise SystemExit(f"{run_dir}: no by-role evaluation; run `txlab eval {run_dir} --by-role` first")
     record = json.loads(records[-1].read_text())
-    by_role, cfg = record["by_role"], saved_config(run_dir)
+    by_role, cfg = record["by_role"], load_config(run_dir / "config.yaml")  # checkpoints are not committed
     latch, recalled = (RoleLosses.from_record(by_role["roles"][r]) for r in ("latch_emission", "recalled_value"))
     near = RoleLosses.from_record(by_role["copy_distance"][0])
     learned = latch.model < latch.ideal_without - STALL_MARGIN or recalled.model < recalled.ideal_without - STALL_MARGIN
