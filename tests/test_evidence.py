@@ -12,7 +12,7 @@ import yaml
 from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation_rows, seed_scores
 from txlab.analysis.claims import VERDICTS, claims_markdown, evaluate_claims, verdict_word
 from txlab.analysis.learned import STALL_MARGIN, RoleLosses, copies_beyond, learned_markdown, learned_runs
-from txlab.drivers.ablate import load_study
+from txlab.drivers.ablate import load_study, run_status
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = {"6": "table6-cpu", "7": "table7-cpu", "10": "table10-cpu"}
@@ -33,6 +33,14 @@ def test_committed_ablation_tables_are_what_the_code_makes_of_the_committed_runs
     assert ablation_markdown(ablation_rows(runs, curves), study.columns) == committed("table.md")
     assert claims_markdown(evaluate_claims(seed_scores(runs, curves), study.claims)) == committed("claims.md")
     assert learned_markdown(learned_runs(study.out_dir, runs)) == committed("learned.md")
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_every_committed_ablation_run_reads_done_for_its_study(table):
+    # the committed runs' config.yaml predate config keys added since (read as their defaults), and the
+    # rows whose segment length is fitted are saved with the fitted value: neither is another configuration
+    study = load_study(ROOT / "studies" / f"table{table}.yaml", "cpu", sets=[f"out={ROOT / 'results' / 'ablate'}"])
+    assert {run.run_id: run_status(run, study.settings) for run in study.runs} == {run.run_id: "done" for run in study.runs}
 
 
 def test_the_ablation_verdicts_in_cpu_evidence_are_the_committed_claims():

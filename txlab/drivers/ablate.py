@@ -596,8 +596,8 @@ def run_status(run: PlannedRun, settings: AblationSettings) -> str:
     A run whose checkpoint is gone (committed results keep records, not weights) is done when its
     training reached max_steps and every length is scored; otherwise it has to train again."""
     scored = sum(_eval_record_path(run, a, settings).is_file() for a in run.eval_lens)
-    try:
-        _check_same_config(run, run.config)
+    try:  # the planned config before its fit: the fitted key is the one it may differ in
+        _check_same_config(run, run.config, also_ignored=(f"{run.row.fit}:",) if run.row.fit else ())
     except TxlabError:  # said in the plan, not found by the run after training the others
         return "another configuration in its folder: the run refuses it"
     if has_checkpoint(run.directory):
@@ -610,12 +610,15 @@ def run_status(run: PlannedRun, settings: AblationSettings) -> str:
     return "new"
 
 
-def _check_same_config(run: PlannedRun, config: RunConfig) -> None:
+def _check_same_config(run: PlannedRun, config: RunConfig, also_ignored: tuple[str, ...] = ()) -> None:
     saved = run.directory / "config.yaml"
     if not saved.is_file():
         return
-    differences = config_differences(read_yaml_mapping(saved, "delete it and rerun `txlab ablate` to write it again"), to_dict(config))
-    differences = [d for d in differences if not d.startswith(("model.n_token", "train.device", "train.threads"))]
+    # read through the config classes, so a key added to txlab since the run was saved compares as its default,
+    # which by design reproduces what the run did before the key existed
+    written = update_dataclass(RunConfig(), read_yaml_mapping(saved, "delete it and rerun `txlab ablate` to write it again"))
+    differences = config_differences(to_dict(written), to_dict(config))
+    differences = [d for d in differences if not d.startswith(("model.n_token", "train.device", "train.threads", *also_ignored))]
     if differences:
         raise TxlabError(
             f"{run.directory} was made with another configuration ({'; '.join(differences[:3])}); "
