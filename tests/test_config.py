@@ -33,6 +33,11 @@ def test_integer_given_for_float_is_accepted_but_not_the_reverse():
         apply_overrides(RunConfig(), ["model.n_layer=2.5"])
 
 
+def test_null_is_refused_where_the_setting_cannot_be_unset():
+    with pytest.raises(TxlabError, match="'model.tie_weight' expects true/false or a list of true/false, got None"):
+        apply_overrides(RunConfig(), ["model.tie_weight=null"])
+
+
 @pytest.mark.parametrize(
     "override, message",
     [

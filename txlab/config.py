@@ -332,7 +332,7 @@ def _coerce(value: Any, typ: Any, key: str, choices: tuple[str, ...] | None) -> 
     origin = typing.get_origin(typ)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(typ) if a is not type(None)]
-        if value is None:
+        if value is None and len(args) < len(typing.get_args(typ)):  # None only where the annotation allows it
             return None
         if len(args) == 1:
             return _coerce(value, args[0], key, choices)
