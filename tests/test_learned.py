@@ -56,6 +56,15 @@ def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(
     learned = pd.read_csv(out / "learned.csv")
     assert set(learned["step"]) == {20} and learned[learned["what"] == "model"]["copy_beyond_segment"].isna().all()
     assert learned.loc[0, ["train_segment", "measured_segment", "measured_memory", "measured_targets"]].tolist() == [16, 8, 16, 500]
+    # a restart rule that fired: the count per row, in a column of its own, and the note says what it means
+    (out / "runs" / "xl-s1" / "restarts.jsonl").write_text("".join(json.dumps({"attempt": a, "seed": 1 + 1000 * a}) + "\n" for a in (0, 1)))
+    write_ablation_report(out, tmp_path / "figures", [("remark", "Remark")], ["xl-s0", "xl-s1"])
+    lines = (out / "learned.md").read_text().splitlines()
+    assert lines[0].startswith("| Row | Seeds | Stalled | Restarts | Measured with |")
+    assert lines[2].startswith("| ideal model, needed context in view |  |  |  |  | 1.00 |")
+    assert lines[4].startswith("| xl | 2 | 0 of 2 | 2 in 2 seeds | segment 8, memory 16 (trained on 16) | 2.00 ± 0.00 |")
+    assert lines[-1].endswith("none was dropped. Restarts: how often the study's restart rule (train.max_restarts) started a seed again "
+                              "from step 0; a seed's numbers are those of its last attempt, and each run's restarts.jsonl keeps the attempts abandoned.")
 
 
 def test_copies_beyond_a_distance_with_no_copy_that_far_is_nan():

@@ -1,6 +1,7 @@
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from txlab.analysis.learned import read_restarts
 from txlab.config import TrainConfig, apply_overrides, update_dataclass
 from txlab.errors import TxlabError
 from txlab.presets import resolve_preset
@@ -95,15 +97,19 @@ import json, os, sys
 import txlab.runs.train
 from txlab.cli import main
 
-step_to_signal, signal_number = int(sys.argv[1]), int(sys.argv[2])
+step_to_signal, nth = map(int, (sys.argv[1] + ":1").split(":")[:2])  # STEP or STEP:N, its N-th logging (a restart logs it again)
+signal_number = int(sys.argv[2])
 real_append_line = txlab.runs.train.append_line
+logged = []
 
 
 def append_then_signal(path, line):
     real_append_line(path, line)
     record = json.loads(line)
     if record["split"] == "train" and record["step"] == step_to_signal:
-        os.kill(os.getpid(), signal_number)
+        logged.append(step_to_signal)
+        if len(logged) == nth:
+            os.kill(os.getpid(), signal_number)
 
 
 txlab.runs.train.append_line = append_then_signal
@@ -112,7 +118,7 @@ main()
 """
 
 
-def _train_signalled_after_step(run_dir, step: int, sig: signal.Signals, overrides=RESUME_ARGS) -> subprocess.CompletedProcess:
+def _train_signalled_after_step(run_dir, step: int | str, sig: signal.Signals, overrides=RESUME_ARGS) -> subprocess.CompletedProcess:
     sets = [part for arg in overrides for part in ("--set", arg)]
     args = ["train", "xl151m", "--size", "tiny", "--run-dir", str(run_dir), "--quiet", *sets]
     return subprocess.run([sys.executable, "-c", _SIGNAL_AFTER_LOGGED_STEP, str(step), str(int(sig)), *args],
@@ -382,3 +388,76 @@ def test_clamping_applies_from_clamp_from_step_and_resumes_there(tmp_path):
         torch.testing.assert_close(value, straight[key], rtol=0, atol=0)
     differs = lambda other: any(not torch.equal(value, other[key]) for key, value in straight.items())  # noqa: E731
     assert differs(params("never")) and differs(params("always"))
+
+
+RULE_ARGS = [*RESUME_ARGS, "train.max_steps=40", "train.restart_at_step=20", "train.restart_metric=loss"]
+
+
+def _without_timing(path):
+    return [{k: v for k, v in json.loads(line).items() if k not in ("elapsed_s", "tokens_per_s")} for line in path.read_text().splitlines()]
+
+
+def _assert_same_parameters(run_a, run_b):
+    a, b = _final_state(run_a), _final_state(run_b)
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_a_restart_rule_that_fires_trains_the_next_seed_from_step_0_and_keeps_every_abandoned_attempt(tmp_path):
+    """Threshold -1 on the loss fires at every attempt it may: two restarts, then attempt 2 (seed 2000)
+    trains to the end exactly as a plain run of seed 2000; each abandoned attempt's records are those of
+    a plain run of its seed up to the rule's step."""
+    preset = resolve_preset("xl151m", "tiny")
+    ruled = train(apply_overrides(preset, [*RULE_ARGS, "train.max_restarts=2", "train.restart_above=-1"]), tmp_path / "ruled",
+                  progress=False, echo=lambda _: None)
+    plain = {seed: train(apply_overrides(preset, [*RULE_ARGS[:-2], f"train.seed={seed}"]), tmp_path / f"seed{seed}", progress=False,
+                         echo=lambda _: None) for seed in (0, 1000, 2000)}
+    assert ruled.attempt == 2 and ruled.step == 40
+    _assert_same_parameters(ruled.run_dir, plain[2000].run_dir)
+    assert _without_timing(ruled.metrics_file) == _without_timing(plain[2000].metrics_file)
+    restarts = read_restarts(ruled.run_dir)
+    assert [(r["attempt"], r["seed"], r["step"], r["metric"], r["above"]) for r in restarts] == [(0, 0, 20, "loss", -1), (1, 1000, 20, "loss", -1)]
+    for record, seed in zip(restarts, (0, 1000)):
+        kept = _without_timing(ruled.run_dir / "restarts" / f"attempt-{record['attempt']}-metrics.jsonl")
+        assert kept == [line for line in _without_timing(plain[seed].metrics_file) if line["step"] <= 20]
+        assert record["value"] == next(line["loss"] for line in kept if line["split"] == "valid" and line["step"] == 20)
+
+
+def test_a_restart_rule_that_does_not_fire_leaves_the_run_as_without_it(tmp_path):
+    preset = resolve_preset("xl151m", "tiny")
+    ruled = train(apply_overrides(preset, [*RULE_ARGS, "train.max_restarts=2", "train.restart_above=1e9"]), tmp_path / "ruled",
+                  progress=False, echo=lambda _: None)
+    plain = train(apply_overrides(preset, RULE_ARGS[:-2]), tmp_path / "plain", progress=False, echo=lambda _: None)
+    assert ruled.attempt == 0 and read_restarts(ruled.run_dir) == [] and not (ruled.run_dir / "restarts").exists()
+    _assert_same_parameters(ruled.run_dir, plain.run_dir)
+    assert _without_timing(ruled.metrics_file) == _without_timing(plain.metrics_file)
+
+
+@pytest.mark.parametrize("kill_at", ["5:2", "15:2"], ids=["before-the-next-attempts-first-checkpoint", "after-it"])
+def test_sigkill_around_a_restart_then_resume_equals_uninterrupted(tmp_path, kill_at):
+    """Killed at step 5 of attempt 1 the only checkpoint is attempt 0's at the rule's step: the resumed run
+    decides again and starts attempt 1 afresh; killed at its step 15 it resumes attempt 1 from step 10."""
+    overrides = [*RULE_ARGS, "train.max_restarts=1", "train.restart_above=-1"]
+    straight = train(apply_overrides(resolve_preset("xl151m", "tiny"), overrides), tmp_path / "straight", progress=False, echo=lambda _: None)
+    killed = _train_signalled_after_step(tmp_path / "killed", kill_at, signal.SIGKILL, overrides)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    resumed = train(apply_overrides(resolve_preset("xl151m", "tiny"), overrides), tmp_path / "killed", progress=False, echo=lambda _: None)
+    assert resumed.attempt == straight.attempt == 1 and resumed.resumed_from == (0 if kill_at == "5:2" else 10)
+    _assert_same_parameters(straight.run_dir, resumed.run_dir)
+    assert _without_timing(resumed.metrics_file) == _without_timing(straight.metrics_file)
+    assert _without_timing(resumed.run_dir / "restarts" / "attempt-0-metrics.jsonl") == _without_timing(straight.run_dir / "restarts" / "attempt-0-metrics.jsonl")
+    strip = lambda records: [{k: v for k, v in r.items() if k != "elapsed_s"} for r in records]  # noqa: E731
+    assert strip(read_restarts(resumed.run_dir)) == strip(read_restarts(straight.run_dir))
+
+
+@pytest.mark.parametrize("sets, says", [
+    (["train.restart_at_step=20"], "train.max_restarts is 0"),
+    (["train.max_restarts=1", "train.restart_at_step=15"], "a multiple of train.eval_interval=10"),
+    (["train.max_restarts=1", "train.restart_at_step=40"], "below train.max_steps=40"),
+    (["train.max_restarts=1", "train.restart_at_step=20", "train.restart_metric=role_recalled_value"], "it reports loss, ppl, role_"),
+])
+def test_a_restart_rule_that_could_not_fire_as_written_is_refused_before_training(tmp_path, sets, says):
+    with pytest.raises(TxlabError, match=re.escape(says)):
+        train(apply_overrides(resolve_preset("xl151m", "tiny"), [*RESUME_ARGS[:3], "train.max_steps=40", "train.eval_interval=10", *sets]),
+              tmp_path / "run", progress=False, echo=lambda _: None)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -254,6 +254,15 @@ class TrainConfig:
         0, "Step from which model.clamp_len applies in training; before it relative distances are not clamped. A recall first forms "
         "where positions tell distances apart, then clamping makes it independent of distance beyond clamp_len (docs/models.md, "
         "'Clamping from a step'); validations before the step score unclamped when eval.clamp_len is -1.", valid=NON_NEGATIVE)
+    max_restarts: int = setting(
+        0, "The restart rule: at most this many times, a run whose validation restart_metric at step restart_at_step is above "
+        "restart_above starts again from its first step with the next seed (train.seed + 1000 x attempt); 0: no rule. Every "
+        "abandoned attempt is kept in <run>/restarts.jsonl and <run>/restarts/ (docs/training.md, 'Restart rule').", valid=NON_NEGATIVE)
+    restart_at_step: int = setting(0, "The step whose validation the restart rule reads: a multiple of eval_interval below max_steps.",
+                                   valid=NON_NEGATIVE)
+    restart_metric: str = setting("loss", "The validation metric the restart rule reads: loss, ppl or bpc, or on the synthetic corpora "
+                                          "a role's loss (role_<role>, e.g. role_recalled_value).")
+    restart_above: float = setting(0.0, "The restart rule's threshold: an attempt whose restart_metric is above it starts again.", valid=FINITE)
     clip: float = setting(0.25, "Gradient-norm clipping threshold; 0 disables.", valid=NON_NEGATIVE)
     grad_accum: int = setting(1, "Micro-batches accumulated per optimizer step.", valid=POSITIVE)
     loss: str = setting("full", "Cross entropy on every position ('full') or the most recent half of each segment ('half').", ("full", "half"))

@@ -6,7 +6,9 @@ recall family holds for it.
 
 One line per run: latch emissions (all, and at gaps of 19 or more, past the RECL grid's first value), recalled
 values (all, near D 12..27, and beyond the 128-token training segment: the buckets from D 137 on), then
-a line per model with the mean and the range over its seeds. The ideal model's losses close the table.
+a line per model with the mean and the range over its seeds. The ideal model's losses close the table. The
+last column counts the attempts a restart rule (train.max_restarts) abandoned: a run's numbers are its last
+attempt's.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from txlab.analysis.learned import STALL_MARGIN, RoleLosses, copies_beyond
+from txlab.analysis.learned import STALL_MARGIN, RoleLosses, copies_beyond, read_restarts
 from txlab.config import load_config
 
 BEYOND_SEGMENT = 137
@@ -42,7 +44,7 @@ def run_row(run_dir: Path) -> dict:
     learned = latch.model < latch.ideal_without - STALL_MARGIN or recalled.model < recalled.ideal_without - STALL_MARGIN
     return {"model": cfg.preset, "seed": cfg.train.seed, "steps": record["step"], "memory": record["mem_len"], "clamp": record["clamp_len"],
             "latch": latch, "latch_far": latch_beyond(by_role, 19), "recalled": recalled, "near": near,
-            "beyond": copies_beyond(by_role, BEYOND_SEGMENT), "stalled": not learned}
+            "beyond": copies_beyond(by_role, BEYOND_SEGMENT), "stalled": not learned, "restarts": len(read_restarts(run_dir))}
 
 
 COLUMNS = (("latch", "latch emissions"), ("latch_far", "latch, gaps 19..200"), ("recalled", "recalled values"),
@@ -51,23 +53,23 @@ COLUMNS = (("latch", "latch emissions"), ("latch_far", "latch, gaps 19..200"), (
 
 def main(run_dirs: list[str]) -> None:
     rows = [run_row(Path(d)) for d in run_dirs]
-    print("| model | seed | steps | eval memory, clamp | " + " | ".join(title for _, title in COLUMNS) + " | stalled |")
-    print("|---|---|---|---|" + "---|" * len(COLUMNS) + "---|")
+    print("| model | seed | steps | eval memory, clamp | " + " | ".join(title for _, title in COLUMNS) + " | stalled | restarts |")
+    print("|---|---|---|---|" + "---|" * len(COLUMNS) + "---|---|")
     for r in rows:
         print(f"| {r['model']} | {r['seed']} | {r['steps']:,} | {r['memory']}, {r['clamp']} | "
-              + " | ".join(f"{r[key].model:.2f}" for key, _ in COLUMNS) + f" | {'yes' if r['stalled'] else 'no'} |")
+              + " | ".join(f"{r[key].model:.2f}" for key, _ in COLUMNS) + f" | {'yes' if r['stalled'] else 'no'} | {r['restarts']} |")
     print()
-    print("| model | seeds | " + " | ".join(f"{title}: mean [min, max]" for _, title in COLUMNS) + " | stalled |")
-    print("|---|---|" + "---|" * len(COLUMNS) + "---|")
+    print("| model | seeds | " + " | ".join(f"{title}: mean [min, max]" for _, title in COLUMNS) + " | stalled | restarts |")
+    print("|---|---|" + "---|" * len(COLUMNS) + "---|---|")
     for model in dict.fromkeys(r["model"] for r in rows):
         mine = [r for r in rows if r["model"] == model]
         cells = []
         for key, _ in COLUMNS:
             values = np.array([r[key].model for r in mine])
             cells.append(f"{values.mean():.2f} [{values.min():.2f}, {values.max():.2f}]")
-        print(f"| {model} | {len(mine)} | " + " | ".join(cells) + f" | {sum(r['stalled'] for r in mine)} of {len(mine)} |")
+        print(f"| {model} | {len(mine)} | " + " | ".join(cells) + f" | {sum(r['stalled'] for r in mine)} of {len(mine)} | {sum(r['restarts'] for r in mine)} in {len(mine)} seeds |")
     ideal = rows[0]
-    print("| ideal model, with / without the context | | " + " | ".join(f"{ideal[k].ideal_with:.2f} / {ideal[k].ideal_without:.2f}" for k, _ in COLUMNS) + " | |")
+    print("| ideal model, with / without the context | | " + " | ".join(f"{ideal[k].ideal_with:.2f} / {ideal[k].ideal_without:.2f}" for k, _ in COLUMNS) + " | | |")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ study (learned.csv, learned.md). Files only: no torch import.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -109,6 +110,8 @@ class LearnedRun:
     """The validation targets read; None for all of them or where the config does not say."""
     losses: dict[str, RoleLosses]
     """Role -> its losses, for the family's roles (LearnedRoles.headers) and COPY_BEYOND_SEGMENT."""
+    restarts: int = 0
+    """How many times a restart rule (train.max_restarts) started the run again from step 0."""
 
     def loss(self, measure: str, role: str) -> float:
         """The loss of ``role`` by ``measure`` (one of MEASURES)."""
@@ -124,6 +127,16 @@ class LearnedRun:
                     "measured_targets": self.measured_targets}
         return [{"row_id": self.row_id, "seed": self.seed, "step": self.step, **measured, "what": measure,
                  **{role: self.loss(measure, role) for role in self.losses}} for measure in MEASURES]
+
+
+RESTARTS_LOG = "restarts.jsonl"
+"""A run's record of the attempts its restart rule abandoned, one JSON line each (txlab.runs.train)."""
+
+
+def read_restarts(run_dir: Path) -> list[dict[str, Any]]:
+    """The attempts a run's restart rule abandoned, oldest first ([] for a run without any)."""
+    log = Path(run_dir) / RESTARTS_LOG
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
 
 
 def _last_role_record(run_dir: Path) -> dict[str, Any] | None:
@@ -148,13 +161,14 @@ def learned_runs(out_dir: Path, runs: pd.DataFrame) -> list[LearnedRun]:
     per-role records are left out."""
     learned = []
     for run in runs.itertuples():
-        record = _last_role_record(Path(out_dir) / "runs" / run.run_id)
+        run_dir = Path(out_dir) / "runs" / run.run_id
+        record = _last_role_record(run_dir)
         if record is None:
             continue
         losses = {role: RoleLosses.from_record(record["roles"][role]) for role in learned_roles(record["roles"]).headers}
         losses[COPY_BEYOND_SEGMENT] = copies_beyond(record, int(run.backprop_len))
         learned.append(LearnedRun(run.row_id, int(run.seed), int(record["step"]), int(run.backprop_len), _setting(run.valid_tgt_len),
-                                  _setting(run.valid_mem_len), _setting(run.valid_tokens), losses))
+                                  _setting(run.valid_mem_len), _setting(run.valid_tokens), losses, len(read_restarts(run_dir))))
     return learned
 
 
@@ -186,17 +200,20 @@ def learned_markdown(learned: Sequence[LearnedRun]) -> str:
     family = learned_roles(known)
     roles = [*family.headers, COPY_BEYOND_SEGMENT]
     copied = list(family.headers.values())[-1]
-    headers = ["Row", "Seeds", "Stalled", "Measured with", *family.headers.values(), f"{copied}, D >= training segment"]
+    restarted = any(run.restarts for run in learned)  # the column only where a restart rule fired
+    headers = ["Row", "Seeds", "Stalled", *(["Restarts"] if restarted else []), "Measured with", *family.headers.values(),
+               f"{copied}, D >= training segment"]
     by_row: dict[str, list[LearnedRun]] = {}
     for run in learned:
         by_row.setdefault(run.row_id, []).append(run)
     first = learned[0]
     rows: list[list[object]] = []
     for measure, name in (("ideal_with", "ideal model, needed context in view"), ("ideal_without", "ideal model, without it")):
-        rows.append([name, "", "", "", *(_mean_sd([first.loss(measure, r)]) for r in roles)])
+        rows.append([name, "", "", *([""] if restarted else []), "", *(_mean_sd([first.loss(measure, r)]) for r in roles)])
     for row_id, seeds in by_row.items():
         stalled = sum(run.stalled(family) for run in seeds)
-        rows.append([row_id, len(seeds), f"{stalled} of {len(seeds)}", _measured_with(seeds[0]),
+        restarts = [f"{sum(run.restarts for run in seeds)} in {len(seeds)} seeds"] if restarted else []
+        rows.append([row_id, len(seeds), f"{stalled} of {len(seeds)}", *restarts, _measured_with(seeds[0]),
                      *(_mean_sd([run.loss("model", r) for run in seeds]) for r in roles)])
     steps = sorted({run.step for run in learned})
     targets = sorted({run.measured_targets for run in learned if run.measured_targets is not None})
@@ -209,6 +226,8 @@ def learned_markdown(learned: Sequence[LearnedRun]) -> str:
         "Mean ± standard deviation over the row's seeds (n - 1); losses in nats. The last column keeps the copies whose source "
         "lies at or beyond the row's training segment.",
         f"Stalled: seeds on which no structure that needs context was learned at that step ({' and '.join(s.replace('_', ' ') for s in family.structures)} "
-        f"all within {STALL_MARGIN} nats of the ideal model's loss without context). Every run is counted; none was dropped or restarted.",
+        f"all within {STALL_MARGIN} nats of the ideal model's loss without context). Every run is counted; none was dropped"
+        + (". Restarts: how often the study's restart rule (train.max_restarts) started a seed again from step 0; a seed's numbers are "
+           "those of its last attempt, and each run's restarts.jsonl keeps the attempts abandoned." if restarted else " or restarted."),
     ]
     return markdown_table(headers, rows) + "\n\n" + "".join(f"- {note}\n" for note in notes)

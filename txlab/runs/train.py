@@ -12,6 +12,8 @@ A run directory is the record of a run::
     config.yaml      the resolved configuration (printed at start)
     metrics.jsonl    one JSON object per logged step / evaluation
     checkpoint/      weights, metadata, training state (see txlab.runs.checkpoint)
+    restarts.jsonl   with a restart rule (train.max_restarts), one line per abandoned attempt,
+    restarts/        and that attempt's metrics.jsonl
 
 Killing a run (even with SIGKILL) and rerunning the same command resumes from the last checkpoint
 and ends with the same parameters as a run that was never interrupted. SIGTERM and SIGINT save a
@@ -30,6 +32,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -42,20 +45,21 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from txlab.data.batching import batchify, iter_segments
-from txlab.models.build import build_model
-from txlab.runs.capacity import check_fits
-from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
+from txlab.analysis.learned import RESTARTS_LOG, read_restarts
 from txlab.config import COMPUTE_SETTINGS, ModelConfig, RunConfig, TrainConfig, load_config, save_config, to_dict, to_yaml, update_dataclass
+from txlab.data.batching import batchify, iter_segments
 from txlab.data.corpora import Corpus, load_corpus
-from txlab.devices import check_device
 from txlab.data.diagnostics import flat_metrics, role_summary
+from txlab.devices import check_device
 from txlab.errors import TxlabError
-from txlab.runs.evaluate import evaluate, evaluation_context, metric_summary, segment_loss
 from txlab.fileio import append_line, hold_directory, read_metrics_log, write_text_atomic
+from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.precision import autocast, check_precision, loss_scaler, matmul_precision
 from txlab.progress import Progress
+from txlab.runs.capacity import check_fits
+from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
+from txlab.runs.evaluate import evaluate, evaluation_context, metric_summary, segment_loss
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
@@ -140,6 +144,59 @@ def resolve_for_corpus(cfg: RunConfig, corpus: Corpus) -> RunConfig:
     if m.family == "vanilla" and m.max_len and m.tgt_len > m.max_len:
         raise TxlabError(f"the vanilla Transformer reads at most model.max_len={m.max_len} tokens, but model.tgt_len is {m.tgt_len}")
     return cfg
+
+
+# --------------------------------------------------------------------------------------------------
+# The restart rule (train.max_restarts)
+
+RESTART_SEED_STRIDE = 1000
+"""Attempt k of a run with a restart rule trains with seed ``train.seed + RESTART_SEED_STRIDE * k``."""
+
+
+def attempt_seed(cfg: TrainConfig, attempt: int) -> int:
+    return cfg.seed + RESTART_SEED_STRIDE * attempt
+
+
+def check_restart_rule(cfg: TrainConfig, corpus: Corpus) -> None:
+    """Refuse a rule that could never fire as written: its step has no validation, or its metric is not
+    one the validation reports on this corpus."""
+    if not cfg.max_restarts:
+        if cfg.restart_at_step:
+            raise TxlabError(f"train.restart_at_step is {cfg.restart_at_step} but train.max_restarts is 0: give both, or neither")
+        return
+    if not 0 < cfg.restart_at_step < cfg.max_steps or cfg.restart_at_step % cfg.eval_interval:
+        raise TxlabError(f"train.restart_at_step must be a step with a validation before the last (a multiple of train.eval_interval="
+                         f"{cfg.eval_interval} below train.max_steps={cfg.max_steps}), got {cfg.restart_at_step}")
+    truth = corpus.truth["valid"] if corpus.truth is not None else None
+    reported = [*metric_summary(0.0, corpus.level), *(f"role_{name}" for name in truth.spec.role_names if truth is not None)]
+    if cfg.restart_metric not in reported:
+        raise TxlabError(f"train.restart_metric {cfg.restart_metric!r} is not reported by the validation on {corpus.name}; "
+                         f"it reports {', '.join(reported)}")
+
+
+def restart_due(cfg: TrainConfig, step: int, attempt: int, valid: dict[str, float]) -> bool:
+    """Whether the validation of ``step`` sends this attempt back to step 0 (a pure function of the
+    checkpoint, so a run killed right after the decision makes it again on resume)."""
+    return (attempt < cfg.max_restarts and step == cfg.restart_at_step and cfg.restart_metric in valid
+            and valid[cfg.restart_metric] > cfg.restart_above)
+
+
+def record_restart(run_dir: Path, cfg: TrainConfig, attempt: int, valid: dict[str, float], tokens_seen: int, elapsed: float) -> str:
+    """Keep the abandoned attempt's records (its metrics.jsonl moves under restarts/, a line goes to
+    restarts.jsonl) and return what to say. Done again after a kill, it leaves the same files."""
+    (run_dir / "restarts").mkdir(parents=True, exist_ok=True)
+    kept, metrics = run_dir / "restarts" / f"attempt-{attempt}-metrics.jsonl", run_dir / "metrics.jsonl"
+    if kept.exists():  # moved before a kill: what metrics.jsonl holds now is the next attempt's, started again
+        metrics.unlink(missing_ok=True)
+    elif metrics.exists():
+        os.replace(metrics, kept)
+    record = {"attempt": attempt, "seed": attempt_seed(cfg, attempt), "step": cfg.restart_at_step, "metric": cfg.restart_metric,
+              "value": valid[cfg.restart_metric], "above": cfg.restart_above, "tokens_seen": tokens_seen, "elapsed_s": elapsed}
+    earlier = [json.dumps(r) for r in read_restarts(run_dir) if r["attempt"] < attempt]
+    write_text_atomic(run_dir / RESTARTS_LOG, "".join(line + "\n" for line in [*earlier, json.dumps(record)]))
+    return (f"restart rule: {cfg.restart_metric} {record['value']:.4g} > {cfg.restart_above:g} at step {cfg.restart_at_step}: attempt "
+            f"{attempt + 1} of at most {cfg.max_restarts + 1} starts from step 0 with seed {attempt_seed(cfg, attempt + 1)} "
+            f"(attempt {attempt}'s records: {kept})")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -241,6 +298,8 @@ class TrainResult:
     resumed_from: int
     valid: dict[str, float]
     metrics_file: Path
+    attempt: int = 0
+    """Which attempt of the restart rule the trained model is (0: the first)."""
 
 
 def _cpu_tensors(obj: Any) -> Any:
@@ -289,7 +348,8 @@ def train(
         return _train(cfg, Path(run_dir), resume=resume, progress=progress, echo=echo)
 
 
-def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo: Callable[[str], None]) -> TrainResult:
+def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo: Callable[[str], None], attempt: int = 0) -> TrainResult:
+    """One attempt of the run (``attempt`` > 0: started again from step 0 by the restart rule)."""
     t = cfg.train
     check_device(t.device, "train.device")  # every way in (train, recl and ablate members) before a tensor is placed
     check_precision(t.precision, t.device, cfg.model.family, "train.precision")
@@ -301,6 +361,7 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
 
     corpus = load_corpus(cfg.data, progress=progress and ddp.is_main)
     cfg = resolve_for_corpus(cfg, corpus)
+    check_restart_rule(t, corpus)
     vocab_hash = corpus.vocab.sha256
     if t.batch_size % (t.grad_accum * ddp.world):
         raise TxlabError(f"train.batch_size ({t.batch_size}) must divide evenly over {ddp.world} processes x {t.grad_accum} accumulation steps")
@@ -310,7 +371,7 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
     check_fits(cfg.model, cfg.eval.batch_size, eval_tgt_len, eval_context.mem_len, training=False, device=t.device,
                what="the periodic evaluation (eval.tgt_len, eval.mem_len, eval.batch_size)", precision=cfg.eval.precision)
 
-    torch.manual_seed(t.seed)
+    torch.manual_seed(attempt_seed(t, attempt))
     model = build_model(cfg.model).to(device)
     optimizer_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
     optimizer = optimizer_cls(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
@@ -333,6 +394,13 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
         ckpt = load_checkpoint(run_dir, expect_model=cfg, expect_vocab_hash=vocab_hash, with_train_state=True, map_location=device)
         if ckpt.train_state is None:
             raise TxlabError(f"{run_dir} holds a finished model without training state; use another run name to train again")
+        saved_attempt, saved_valid = ckpt.train_state.get("attempt", 0), ckpt.meta["metrics"].get("valid", {})
+        if restart_due(t, ckpt.train_state["step"], saved_attempt, saved_valid):  # killed between the decision and the next checkpoint
+            if ddp.is_main:
+                echo(record_restart(run_dir, t, saved_attempt, saved_valid, ckpt.train_state["tokens_seen"], ckpt.train_state["elapsed_s"]))
+            return _train(cfg, run_dir, resume=False, progress=progress, echo=echo, attempt=saved_attempt + 1)
+        if saved_attempt != attempt:  # the attempt the checkpoint is of: its seed drew the weights loaded below
+            return _train(cfg, run_dir, resume=resume, progress=progress, echo=echo, attempt=saved_attempt)
         model.load_state_dict(ckpt.model.state_dict())
         ts = ckpt.train_state
         optimizer.load_state_dict(ts["optimizer"])
@@ -351,14 +419,15 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
                 echo(f"warning: train.max_steps changed from {saved.max_steps} to {cfg.train.max_steps}: the {saved.scheduler} learning-rate "
                      f"schedule stretches to the new length from step {step}, so this run will not equal one trained for "
                      f"{cfg.train.max_steps} steps from the start")
-    elif ddp.is_main:
-        if metrics_file.exists():
-            metrics_file.unlink()
+    elif ddp.is_main and not attempt:  # (a later attempt starts where the rule has just moved the records away)
+        metrics_file.unlink(missing_ok=True)
+        (run_dir / RESTARTS_LOG).unlink(missing_ok=True)
+        shutil.rmtree(run_dir / "restarts", ignore_errors=True)
     if resumed_from:  # the dropout random stream continues exactly where the checkpoint left it
         torch.set_rng_state(ckpt.train_state["rng_torch"][ddp.rank])
         valid = ckpt.meta["metrics"].get("valid", {})
     else:
-        torch.manual_seed(t.seed + 1 + ddp.rank)
+        torch.manual_seed(attempt_seed(t, attempt) + 1 + ddp.rank)
         valid = {}
 
     if ddp.is_main:
@@ -412,6 +481,7 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
                 "optimizer": optimizer.state_dict(), "step": step, "position": position, "epoch": epoch,
                 "elapsed_s": elapsed, "tokens_seen": tokens_seen, "rng_torch": rng, "recurrent": recurrent,
                 "loss_scaler": scaler.state_dict(),  # {} unless fp16
+                "attempt": attempt,
             }
             try:
                 save_checkpoint(run_dir, model, cfg, step=step, vocab_hash=vocab_hash,
@@ -488,6 +558,15 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
                     (bar.write if progress and ddp.is_main else echo)(f"step {step}: valid " + ", ".join(f"{k} {v:.4g}" for k, v in valid.items() if k != "tokens"))
                 if at_eval or stop.signal is not None:
                     checkpoint(valid)
+                if at_eval and restart_due(t, step, attempt, valid):
+                    bar.close()
+                    if board is not None:
+                        board.close()
+                    if wandb is not None:
+                        wandb.finish()
+                    if ddp.is_main:
+                        echo(record_restart(run_dir, t, attempt, valid, tokens_seen, elapsed))
+                    return _train(cfg, run_dir, resume=False, progress=progress, echo=echo, attempt=attempt + 1)
                 window_start = time.perf_counter()
             if stop.signal is not None:
                 bar.close()
@@ -503,4 +582,4 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
         wandb.finish()
     if ddp.world > 1:
         dist.barrier()
-    return TrainResult(run_dir, step, resumed_from, valid, metrics_file)
+    return TrainResult(run_dir, step, resumed_from, valid, metrics_file, attempt)
