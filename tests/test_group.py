@@ -190,11 +190,13 @@ def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp
     meta = read_meta(run)
     meta["config"]["train"]["max_steps"] = 4  # as if a 4-step training had been killed after its step-2 checkpoint
     write_json_atomic(meta_path, meta)
+    (run / "restarts.jsonl").write_text('{"attempt": 0, "seed": 0}\n')  # as if its restart rule had fired once: recl says so
     four = [a.replace("train.max_steps=2", "train.max_steps=4") for a in TINY_TRAINING]
     result = cli("recl", "--group", "xl151m", *TINY_COLLECTION, *four, "--models-root", str(models),
                                  "--out-dir", str(tmp_path / "results"), "--fig-dir", str(tmp_path / "figures"))
     assert result.exit_code == 0, result.output
     assert read_meta(run)["step"] == 4 and "xl151m: trained 4 steps of the recipe's 4" in result.output
+    assert "its last of 2 attempts (restart rule: restarts.jsonl)" in result.output
 
 
 def test_recl_with_the_slurm_launcher_trains_then_collects_each_member_as_a_job(tmp_path, monkeypatch, cli):

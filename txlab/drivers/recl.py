@@ -48,6 +48,7 @@ import numpy as np
 from txlab import devices
 from txlab.analysis import recl, recl_figures, table8
 from txlab.analysis.figures import models_in_words
+from txlab.analysis.learned import read_restarts
 from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, entry, override_settings, read_profile, read_section, setting, to_dict
 from txlab.data import corpora
 from txlab.data.corpora import CORPORA, Corpus, load_corpus
@@ -617,7 +618,9 @@ def check_training(members: Sequence[Member], settings: ReclSettings, echo: Call
         step, trained = checkpoint_step(m.run_dir), saved_config(m.run_dir)
         tokens = step * trained.train.batch_size * trained.model.tgt_len
         planned = f" of the recipe's {m.config.train.max_steps:,}" if m.preset else ""
-        echo(f"  {m.label}: trained {step:,} steps{planned}, {tokens / 1e6:.1f}M tokens ({m.run_dir})")
+        restarts = len(read_restarts(m.run_dir))
+        restarted = f", its last of {restarts + 1} attempts (restart rule: restarts.jsonl)" if restarts else ""
+        echo(f"  {m.label}: trained {step:,} steps{planned}, {tokens / 1e6:.1f}M tokens{restarted} ({m.run_dir})")
         if m.preset and settings.train_seeds and trained.train.seed != m.config.train.seed:
             raise TxlabError(f"{m.run_dir} holds a run of train.seed {trained.train.seed}, where the group of training seed "
                              f"{m.config.train.seed} expects that seed: move it away to train the seed's run there")
