@@ -194,9 +194,9 @@ def record_restart(run_dir: Path, cfg: TrainConfig, attempt: int, valid: dict[st
               "value": valid[cfg.restart_metric], "above": cfg.restart_above, "tokens_seen": tokens_seen, "elapsed_s": elapsed}
     earlier = [json.dumps(r) for r in read_restarts(run_dir) if r["attempt"] < attempt]
     write_text_atomic(run_dir / RESTARTS_LOG, "".join(line + "\n" for line in [*earlier, json.dumps(record)]))
-    return (f"restart rule: {cfg.restart_metric} {record['value']:.4g} > {cfg.restart_above:g} at step {cfg.restart_at_step}: attempt "
-            f"{attempt + 1} of at most {cfg.max_restarts + 1} starts from step 0 with seed {attempt_seed(cfg, attempt + 1)} "
-            f"(attempt {attempt}'s records: {kept})")
+    return (f"restart rule: {cfg.restart_metric} {record['value']:.4g} > {cfg.restart_above:g} at step {cfg.restart_at_step}: the run "
+            f"starts again from step 0 as attempt {attempt + 1} with seed {attempt_seed(cfg, attempt + 1)} (restart {attempt + 1} of at "
+            f"most {cfg.max_restarts}; attempt {attempt}'s records: {kept})")
 
 
 # --------------------------------------------------------------------------------------------------
