@@ -11,7 +11,8 @@ import yaml
 
 from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation_rows, seed_scores
 from txlab.analysis.claims import VERDICTS, claims_markdown, evaluate_claims, verdict_word
-from txlab.analysis.learned import STALL_MARGIN, RoleLosses, copies_beyond, learned_markdown, learned_runs
+from txlab.analysis.learned import STALL_MARGIN, RoleLosses, copies_beyond, learned_markdown, learned_runs, read_restarts
+from txlab.config import load_config
 from txlab.drivers.ablate import load_study, run_status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,16 +128,32 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     stalls = [all(x.model >= x.ideal_without - STALL_MARGIN for x in run.values()) for run in qrnn]
     assert (int(stalled), int(qrnn_runs)) == (sum(stalls), len(qrnn))
     # the longer profile's runs (results/models-recall-cpu/): recall beyond the segment, and the gap to no recurrence
-    (steps,) = quote(r"`--profile cpu-recall-long` \(the XL clamped from its first step, ([\d,]+) steps\)")
+    steps, restarted, restart_seeds = quote(r"`--profile cpu-recall-long` \(the XL clamped from its first step, ([\d,]+) steps; a restart rule "
+                                            r"started (\d) of its (\d) seeds again\)")
     member_sets = yaml.safe_load((ROOT / "studies" / "table8.yaml").read_text())["profiles"]["cpu-recall-long"]["member_sets"]
     assert f"xl151m:train.max_steps={steps.replace(',', '')}" in member_sets and "xl151m:model.clamp_len=12" in member_sets
     assert not any(item.startswith("xl151m:train.clamp_from_step") for item in member_sets)
+    xl_dirs = sorted((ROOT / "results" / "models-recall-cpu").glob("xl151m-cpu-recall-small-seed*"))
+    assert all(load_config(d / "config.yaml").train.max_restarts for d in xl_dirs)  # every seed ran under the rule
+    assert (int(restarted), int(restart_seeds)) == (sum(bool(read_restarts(d)) for d in xl_dirs), len(xl_dirs))
     nat, below, xl_runs = quote(r"the XL recalls below\s+(\d) nat there in (\d) seeds of (\d)")
     beyond = [copies_beyond(r, 137).model for r in recall_family_runs("xl151m", "models-recall-cpu")]
     assert int(xl_runs) == len(beyond) and int(below) == sum(b < int(nat) for b in beyond)
     gap, wider, of = quote(r"without recurrence stays at least (\d) nats above it in (\d) of (\d)")
     (norecur,) = [copies_beyond(r, 137).model for r in recall_family_runs("xl128m-norecur", "models-recall-cpu")]
     assert int(of) == len(beyond) and int(wider) == sum(norecur - b >= int(gap) for b in beyond)
+    within, qrnn_held, qrnn_runs, lstm_held, lstm_runs = quote(r"the QRNN holds its latch within (0\.\d) nats of the ideal in (\d) seeds of (\d), "
+                                                             r"the LSTM in (\d) of (\d)")
+    for preset, held, runs in (("qrnn", qrnn_held, qrnn_runs), ("lstm", lstm_held, lstm_runs)):
+        latches = [RoleLosses.from_record(r["roles"]["latch_emission"]) for r in recall_family_runs(preset, "models-recall-cpu")]
+        assert (int(held), int(runs)) == (sum(x.model - x.ideal_with <= float(within) for x in latches), len(latches))
+    long_table = pd.read_csv(ROOT / "results" / "recl" / "table8-xl-rnn-cpu-recall-long-recall-small" / "table8-seeds.csv")
+    labels = lambda model, estimate="placebo-aware": [str(v) for v in long_table[  # noqa: E731
+        (long_table["model"] == model) & (long_table["r"] == 0.1) & (long_table["estimate"] == estimate)][["seed_0", "seed_1", "seed_2"]].iloc[0]]
+    *xl_long, truth_long, rnn_low, rnn_high = quote(r"placebo-aware RECL at r = 0\.1 reads (\d+), (\d+) and (>= \d+) \(truth (\d+)\), the RNNs' (\d+)-(\d+)")
+    assert xl_long == labels("xl151m") and {truth_long} == set(labels("oracle (ground truth)", "paper"))
+    rnn_long = [int(v) for model in ("qrnn", "lstm") for v in labels(model)]
+    assert (int(rnn_low), int(rnn_high)) == (min(rnn_long), max(rnn_long))
     # every number the summary states is one of those checked (table names aside)
     for match in re.finditer(r"\d+(\.\d+)?", summary):
         inside = any(start <= match.start() < end for start, end in checked)

@@ -67,7 +67,7 @@ def main(run_dirs: list[str]) -> None:
         for key, _ in COLUMNS:
             values = np.array([r[key].model for r in mine])
             cells.append(f"{values.mean():.2f} [{values.min():.2f}, {values.max():.2f}]")
-        print(f"| {model} | {len(mine)} | " + " | ".join(cells) + f" | {sum(r['stalled'] for r in mine)} of {len(mine)} | {sum(r['restarts'] for r in mine)} in {len(mine)} seeds |")
+        print(f"| {model} | {len(mine)} | " + " | ".join(cells) + f" | {sum(r['stalled'] for r in mine)} of {len(mine)} | {sum(r['restarts'] for r in mine)} in {len(mine)} seed{'s' * (len(mine) > 1)} |")
     ideal = rows[0]
     print("| ideal model, with / without the context | | " + " | ".join(f"{ideal[k].ideal_with:.2f} / {ideal[k].ideal_without:.2f}" for k, _ in COLUMNS) + " | | |")
 

@@ -212,7 +212,7 @@ def learned_markdown(learned: Sequence[LearnedRun]) -> str:
         rows.append([name, "", "", *([""] if restarted else []), "", *(_mean_sd([first.loss(measure, r)]) for r in roles)])
     for row_id, seeds in by_row.items():
         stalled = sum(run.stalled(family) for run in seeds)
-        restarts = [f"{sum(run.restarts for run in seeds)} in {len(seeds)} seeds"] if restarted else []
+        restarts = [f"{sum(run.restarts for run in seeds)} in {len(seeds)} seed{'s' * (len(seeds) > 1)}"] if restarted else []
         rows.append([row_id, len(seeds), f"{stalled} of {len(seeds)}", *restarts, _measured_with(seeds[0]),
                      *(_mean_sd([run.loss("model", r) for run in seeds]) for r in roles)])
     steps = sorted({run.step for run in learned})
