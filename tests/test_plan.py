@@ -158,7 +158,7 @@ def test_a_trial_run_gets_its_own_directory_and_the_plan_says_so(tmp_path):
     plan = training_plan(trial, train_run_dir(trial, tmp_path), gflops=lambda device, threads: 50.0).describe()
     assert "a trial run of 300 steps, the recipe trains 2,000: its own directory, which the recipe's run never resumes" in plan
     shared = training_plan(trial, run_dir(trial, tmp_path), gflops=lambda device, threads: 50.0).describe()  # --run-dir given: said, not hidden
-    assert "300 steps where the recipe trains 2,000" in shared
+    assert "300 steps where the xl151m preset's cpu recipe trains 2,000" in shared
 
 
 ESTIMATE_FACTOR = 2.0

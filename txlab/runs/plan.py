@@ -216,7 +216,7 @@ def add_training(plan: Plan, label: str, cfg: RunConfig, run_dir: Path, resume: 
     if trial and run_dir.name.endswith(f"-{trial}steps"):
         where += f"; a trial run of {trial:,} steps, the recipe trains {recipe:,}: its own directory, which the recipe's run never resumes"
     elif trial:
-        where += f"; {trial:,} steps where the recipe trains {recipe:,}"
+        where += f"; {trial:,} steps where the {cfg.preset} preset's {cfg.size} recipe trains {recipe:,}"
     if not remaining:
         plan.add(f"  {label}: trained ({done:,} steps) in {run_dir}")
         return
