@@ -154,6 +154,12 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     assert xl_long == labels("xl151m") and {truth_long} == set(labels("oracle (ground truth)", "paper"))
     rnn_long = [int(v) for model in ("qrnn", "lstm") for v in labels(model)]
     assert (int(rnn_low), int(rnn_high)) == (min(rnn_long), max(rnn_long))
+    # the second group on that profile: the vanilla Transformer alone stands apart, at its window in every seed
+    (window,) = quote(r"only the\s+vanilla Transformer \(window (\d+)\) stands apart")
+    second = pd.read_csv(ROOT / "results" / "recl" / "table8-xl-ablations-cpu-recall-long-recall-small" / "table8-seeds.csv")
+    vanilla = second[(second["model"] == "transformer128m") & (second["r"] == 0.1)][["seed_0", "seed_1", "seed_2"]]
+    assert {str(v) for v in vanilla.to_numpy().ravel()} == {window}
+    assert load_config(ROOT / "results" / "models-recall-cpu" / "transformer128m-cpu-recall-small-seed0" / "config.yaml").model.max_len == int(window)
     # every number the summary states is one of those checked (table names aside)
     for match in re.finditer(r"\d+(\.\d+)?", summary):
         inside = any(start <= match.start() < end for start, end in checked)
