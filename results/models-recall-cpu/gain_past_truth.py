@@ -8,14 +8,12 @@ run's losses/ folder (not committed: run the recl command of README.md first).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from txlab.config import load_config
 from txlab.data.corpora import load_corpus
+from txlab.measure.losses import find_losses, load_losses
 
 HERE = Path(__file__).resolve().parent
 SHORT, LONG = 200, 240
@@ -25,11 +23,9 @@ def main(runs: list[str]) -> None:
     for run in runs:
         run_dir = HERE / run
         truth = load_corpus(load_config(run_dir / "config.yaml").data, progress=False).truth["valid"]
-        (folder,) = (run_dir / "losses").glob("valid-*")
-        meta = json.loads((folder / "meta.json").read_text())
-        losses = np.concatenate([np.load(folder / f"block-{i:05d}.npy") for i in range(len(meta["block_starts"]))], axis=1)  # [grid, targets]
-        positions = np.concatenate([np.arange(start, start + meta["block_len"]) for start in meta["block_starts"]])
-        gain = losses[meta["grid"].index(SHORT)] - losses[meta["grid"].index(LONG)]
+        table = load_losses(find_losses(run_dir))
+        positions = table.targets
+        gain = table.losses[table.grid.index(SHORT)] - table.losses[table.grid.index(LONG)]
         print(f"{run}: loss at context {SHORT} minus at {LONG}, {len(gain):,} targets: mean {gain.mean():.4f}, sum {gain.sum():.1f} nats")
         for role, name in enumerate(truth.spec.role_names):
             chosen = truth.role[positions] == role
