@@ -3,8 +3,8 @@ of the recall (the distance to its source value): what `txlab recl` measured, sp
 recall's source lies. Reads the loss tables `txlab recl` collected into each run's losses/ folder (not
 committed: run the recl commands of README.md first).
 
-    python results/models-recall-cpu/loss_by_distance.py xl128m-cpu-recall-small-seed2 xl128m-norecur-cpu-recall-small-seed2 \\
-        transformer128m-cpu-recall-small-seed2 > results/models-recall-cpu/loss-by-distance.txt
+    python results/models-recall-cpu/loss_by_distance.py \\
+        {xl128m,xl128m-shaw,xl128m-norecur,transformer128m}-cpu-recall-small-seed{0,1,2} > results/models-recall-cpu/loss-by-distance.txt
 """
 
 from __future__ import annotations
