@@ -39,9 +39,11 @@ PER_BAND = 120
 N_TOKENS = 60_000
 PREVIOUS_KEYS = 4
 """How many source keys before the source the last columns read back to."""
+FIRST_TARGET = 260 + PREFIX
+"""Recalled values before this position are skipped: every window the probe reads then lies inside the text."""
 
 
-def losses_at(model, tokens: np.ndarray, windows: list[np.ndarray], targets: np.ndarray, chunk_len: int | None) -> np.ndarray:
+def losses_at(model, windows: list[np.ndarray], targets: np.ndarray, chunk_len: int | None) -> np.ndarray:
     """Loss of each target after reading its window from a fresh state; windows of one length go in one batch."""
     out = np.empty(len(windows), dtype=np.float64)
     by_length: dict[int, list[int]] = {}
@@ -63,10 +65,14 @@ def probe(run: str) -> None:
     tokens = text.tokens.astype(np.int64)
     model = load_model(run_dir)
     tgt_len, context = evaluation_context(cfg.model, cfg.eval)
-    rng = np.random.default_rng(0)
+    sample, elsewhere_at, new_key = (np.random.default_rng(seed) for seed in (0, 1, 2))
+    # the text with every source key moved to another key (as results/pilots-recall-cpu/keyprobe.py does)
     key_base = spec.vocab_size - spec.n_values - spec.n_keys
+    key_positions = np.flatnonzero(text.role == FACT_KEY)
+    moved_tokens = tokens.copy()
+    moved_tokens[key_positions] = key_base + (tokens[key_positions] - key_base + new_key.integers(1, spec.n_keys, size=len(key_positions))) % spec.n_keys
     recalled = np.flatnonzero(text.role == RECALLED_VALUE)
-    recalled = recalled[recalled > 260 + PREFIX]
+    recalled = recalled[recalled > FIRST_TARGET]
     need = text.needed_context[recalled]
     print(f"{run}: recalled values scored after reading a fresh window (nats; ideal 0, no source ln {spec.n_values} = "
           f"{np.log(spec.n_values):.2f}); eval segment {tgt_len}, memory {context.mem_len}, clamp {context.clamp_len}")
@@ -77,40 +83,35 @@ def probe(run: str) -> None:
         chunk_len = chunk_length(model, tgt_len)
         for lo, hi in BANDS:
             chosen = recalled[(need >= lo) & (need <= hi)]
-            chosen = np.sort(rng.choice(chosen, size=min(PER_BAND, len(chosen)), replace=False))
+            chosen = np.sort(sample.choice(chosen, size=min(PER_BAND, len(chosen)), replace=False))
             n = text.needed_context[chosen]
             targets = tokens[chosen]
             row = []
             for k in EXTRA:
                 windows = [tokens[t - c : t] for t, c in zip(chosen, n + k)]
-                row.append(losses_at(model, tokens, windows, targets, chunk_len).mean())
+                row.append(losses_at(model, windows, targets, chunk_len).mean())
             # the 47 tokens before the source marker (at t - n - 1) come from a random place at least 1,000 tokens away
             foreign = []
             for t, c in zip(chosen, n):
                 start = t - c - PREFIX
-                elsewhere = int(rng.integers(PREFIX, len(tokens) - PREFIX))
+                elsewhere = int(elsewhere_at.integers(PREFIX, len(tokens) - PREFIX))
                 while abs(elsewhere - start) < 1000:
-                    elsewhere = int(rng.integers(PREFIX, len(tokens) - PREFIX))
+                    elsewhere = int(elsewhere_at.integers(PREFIX, len(tokens) - PREFIX))
                 window = tokens[start:t].copy()
                 window[: PREFIX - 1] = tokens[elsewhere : elsewhere + PREFIX - 1]
                 foreign.append(window)
-            row.append(losses_at(model, tokens, foreign, targets, chunk_len).mean())
+            row.append(losses_at(model, foreign, targets, chunk_len).mean())
             # the same 47 tokens, real, but with each source key among them moved to another key (the cycle broken)
-            moved = []
-            for t, c in zip(chosen, n):
-                start = t - c - PREFIX
-                window = tokens[start:t].copy()
-                keys = np.flatnonzero(text.role[start : start + PREFIX - 1] == FACT_KEY)
-                window[keys] = key_base + (window[keys] - key_base + rng.integers(1, spec.n_keys, size=len(keys))) % spec.n_keys
-                moved.append(window)
-            row.append(losses_at(model, tokens, moved, targets, chunk_len).mean())
+            moved = [np.concatenate([moved_tokens[t - c - PREFIX : t - c - 1], tokens[t - c - 1 : t]]) for t, c in zip(chosen, n)]
+            row.append(losses_at(model, moved, targets, chunk_len).mean())
             # read back to the j-th source key before the source (j = 1 .. 4), that key included
-            before = [np.flatnonzero(text.role[: t - c] == FACT_KEY)[-PREVIOUS_KEYS:][::-1] for t, c in zip(chosen, n)]
+            index = np.searchsorted(key_positions, chosen - n)[:, None] - np.arange(1, PREVIOUS_KEYS + 1)  # [targets, j]
+            assert (index >= 0).all(), "a window reaches back before the text's first source key: raise FIRST_TARGET"
+            before = key_positions[index]
             for j in range(PREVIOUS_KEYS):
-                row.append(losses_at(model, tokens, [tokens[keys[j] : t] for t, keys in zip(chosen, before)], targets, chunk_len).mean())
+                row.append(losses_at(model, [tokens[k:t] for t, k in zip(chosen, before[:, j])], targets, chunk_len).mean())
             cells = "  ".join(f"{v:5.2f}" for v in row)
             print(f"  {lo:>3}..{hi:<6} {len(chosen):5d}  {cells}")
-
 
 
 if __name__ == "__main__":
