@@ -150,3 +150,20 @@ def test_member_sets_reach_only_the_preset_they_name_and_a_typo_is_refused():
         recl.resolve_groups(["xl151m"], None, "cpu", None, {}, ["member_sets=[xl15m:model.clamp_len=12]"])
     with pytest.raises(TxlabError, match="must look like <preset>:<key>=<value>"):
         recl.resolve_groups(["xl151m"], None, "cpu", None, {}, ["member_sets=[xl151m:model.clamp_len]"])
+
+
+def test_a_preset_members_run_of_another_recipe_is_refused_not_scored_under_this_ones_name(tmp_path):
+    from txlab.config import save_config
+
+    sets = ["member_sets=[qrnn:model.rnn_embed_init=0.1]", f"models_root={tmp_path}"]
+    (group,) = recl.resolve_groups(["qrnn"], None, "cpu", None, {}, sets)
+    (planned,) = next(iter(group.resolved.values()))
+    run = planned.run_dir
+    run.mkdir(parents=True)
+    save_config(planned.config, run / "config.yaml")
+    recl.resolve_groups(["qrnn"], None, "cpu", None, {}, sets)  # the recipe it was trained with: used
+    recl.resolve_groups(["qrnn"], None, "cpu", None, {}, [*sets, "train.max_steps=300"])  # its length is check_training's
+    with pytest.raises(TxlabError) as refused:  # the preset's default since (1.7), or any other change of recipe
+        recl.resolve_groups(["qrnn"], None, "cpu", None, {}, [f"models_root={tmp_path}"])
+    assert f"{run} holds a qrnn run of another configuration (model.rnn_embed_init: 0.1 there, 1.7 now)" in str(refused.value)
+    assert "name the run directory itself as a member" in str(refused.value)

@@ -62,7 +62,7 @@ from txlab.presets import PRESETS, SIZES
 from txlab.runs.checkpoint import has_checkpoint, saved_config
 from txlab.runs.launch import LAUNCHERS, SlurmSettings, Task, check_jobs, check_launcher, run_jobs
 from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes, vocab_size
-from txlab.runs.train import train
+from txlab.runs.train import configuration_changes, train
 from txlab.runs.zoo import run_config, run_dir
 from txlab.workspace import MODELS, resolve
 
@@ -289,6 +289,7 @@ def resolve_group(members: list[str], asked: ReclSettings, name: str = "") -> Gr
     resolved = {seed: [resolve_member(m, settings, seed) for m in members] for seed in training_seeds(settings, members)}
     for listed in resolved.values():
         check_members(listed)
+        check_recipes(listed)
     return Group(name, members, with_defaults(settings, next(iter(resolved.values()))), resolved, asked)
 
 
@@ -581,6 +582,19 @@ def check_members(members: Sequence[Member]) -> None:
             differing = sorted({k for d in corpora.values() for k, v in _data_identity(d).items() if v != _data_identity(next(iter(corpora.values())))[k]})
             listed += f", with other {', '.join('data.' + k for k in differing)}"
         raise TxlabError(f"the group mixes corpora ({listed}): RECL compares models on one token stream; give --data to put every preset on one corpus")
+
+
+def check_recipes(members: Sequence[Member]) -> None:
+    """Before any model runs: a preset member's run directory that already holds a run is used only if that run
+    was configured as the group plans it (:func:`~txlab.runs.train.configuration_changes`; its length is checked
+    after training, by :func:`check_training`). Else a run of another recipe (an older preset default, a member
+    override changed since) would be scored, or resumed, under this one's name."""
+    for m in members:
+        changed = configuration_changes(m.run_dir, m.config) if m.preset else []
+        if changed:
+            raise TxlabError(f"{m.run_dir} holds a {m.label} run of another configuration ({'; '.join(changed)}): move it away to "
+                             "train the group's recipe there, give the preset members another models_root, or name the run "
+                             "directory itself as a member to score it as it was trained")
 
 
 def check_room_for_targets(corpus: Corpus, settings: ReclSettings) -> None:

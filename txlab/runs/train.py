@@ -110,22 +110,29 @@ def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def configuration_changes(run_dir: Path, cfg: RunConfig) -> list[str]:
+    """What the run saved in ``run_dir`` (its config.yaml) was configured with otherwise than ``cfg``, beyond
+    :data:`RESUMABLE_CHANGES`, as 'key: saved there, cfg's now'; empty when it agrees or nothing is saved. A
+    ``cfg`` not yet resolved for its corpus (``model.n_token`` 0) is compared on everything else."""
+    config_file = Path(run_dir) / "config.yaml"
+    if not config_file.is_file():
+        return []
+    saved, wanted = _flat(to_dict(load_config(config_file))), _flat(to_dict(cfg))
+    if not wanted["model.n_token"]:  # not resolved yet: 0 means "the corpus's", which the corpus checks
+        del saved["model.n_token"], wanted["model.n_token"]
+    changed = [key for key in sorted(set(saved) | set(wanted)) if saved.get(key) != wanted.get(key) and key not in RESUMABLE_CHANGES]
+    return [f"{key}: {saved.get(key)!r} there, {wanted.get(key)!r} now" for key in changed]
+
+
 def check_run_dir(cfg: RunConfig, run_dir: Path) -> None:
     """Refuse to train into a run directory whose records training would overwrite: one holding a run
-    of another configuration (saved config.yaml), or the records of a run (metrics.jsonl) with no
-    checkpoint to resume from, as committed results are kept. A ``cfg`` not yet resolved for its corpus
-    (``model.n_token`` 0) is checked on everything else."""
+    of another configuration (:func:`configuration_changes`), or the records of a run (metrics.jsonl) with
+    no checkpoint to resume from, as committed results are kept."""
     run_dir = Path(run_dir)
     way_out = "train into another run directory (--run-dir), or pass --restart to `txlab train` to replace it"
-    config_file = run_dir / "config.yaml"
-    if config_file.is_file():
-        saved, wanted = _flat(to_dict(load_config(config_file))), _flat(to_dict(cfg))
-        if not wanted["model.n_token"]:  # not resolved yet: 0 means "the corpus's", which the corpus checks
-            del saved["model.n_token"], wanted["model.n_token"]
-        changed = [key for key in sorted(set(saved) | set(wanted)) if saved.get(key) != wanted.get(key) and key not in RESUMABLE_CHANGES]
-        if changed:
-            listed = "; ".join(f"{key}: {saved.get(key)!r} there, {wanted.get(key)!r} now" for key in changed)
-            raise TxlabError(f"{run_dir} holds a run of another configuration ({listed}): {way_out}")
+    changed = configuration_changes(run_dir, cfg)
+    if changed:
+        raise TxlabError(f"{run_dir} holds a run of another configuration ({'; '.join(changed)}): {way_out}")
     metrics_file = run_dir / "metrics.jsonl"
     if not has_checkpoint(run_dir) and metrics_file.is_file() and metrics_file.stat().st_size:
         raise TxlabError(f"{run_dir} holds a run's records (metrics.jsonl) but no checkpoint to resume from (committed results keep "
