@@ -516,7 +516,8 @@ def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
             plan.add(f"group {group.name}, training seed {seed}: {len(presets)} preset {'run' if len(presets) == 1 else 'runs'} "
                      f"({to_train} to train)"
                      + (f", {same} {'member' if same == 1 else 'members'} the same for every seed" if same else "")
-                     + f", about {format_seconds(None if compute is None else compute + part.budget_s)}", part.flops, part.budget_s)
+                     + (f", about {format_seconds(compute + part.budget_s)}" if compute is not None else ", its time not known before the corpus is read"),
+                     part.flops, part.budget_s)
             plan.lines += part.lines
         plan.add(f"group {group.name}: RECL once per training seed ({', '.join(map(str, group.settings.train_seeds))}), then its spread "
                  f"over the seeds ({SEED_SUMMARY}.csv, .md, .json)")
