@@ -42,7 +42,8 @@ def run_row(run_dir: Path) -> dict:
     latch, recalled = (RoleLosses.from_record(by_role["roles"][r]) for r in ("latch_emission", "recalled_value"))
     near = RoleLosses.from_record(by_role["copy_distance"][0])
     learned = latch.model < latch.ideal_without - STALL_MARGIN or recalled.model < recalled.ideal_without - STALL_MARGIN
-    return {"model": cfg.preset, "seed": cfg.train.seed, "steps": record["step"], "memory": record["mem_len"], "clamp": record["clamp_len"],
+    model = cfg.name.split(f"-{cfg.size}-")[0] if cfg.name else cfg.preset  # a run named for its recipe keeps the name's head: lstm-2x320
+    return {"model": model, "seed": cfg.train.seed, "steps": record["step"], "memory": record["mem_len"], "clamp": record["clamp_len"],
             "latch": latch, "latch_far": latch_beyond(by_role, 19), "recalled": recalled, "near": near,
             "beyond": copies_beyond(by_role, BEYOND_SEGMENT), "stalled": not learned, "restarts": len(read_restarts(run_dir))}
 
