@@ -42,6 +42,21 @@ def test_figure3_shows_the_placebo_panel_only_when_placebo_gains_were_written(tm
     assert drawn == [2, 1]
 
 
+def test_figure3_draws_an_interval_that_leaves_its_reading_outside(tmp_path, monkeypatch):
+    # a percentile bootstrap of a reading on a grid can miss the reading itself: xl151m's 240 with [40, 200]
+    figures = []
+    monkeypatch.setattr(recl_figures, "save_figure_with_points", lambda fig, out, points: figures.append(fig) or
+                        FigureFiles([Path(out)], Path(out).with_suffix(".csv")))
+    group = RESULTS / "table8-xl-rnn-cpu-synthetic-small-short"
+    table = pd.read_csv(group / "table8.csv")
+    table.loc[(table["model"] == "xl151m") & np.isclose(table["r"], 0.1), ["recl", "censored", "ci_low", "ci_high"]] = [240, False, 40, 200]
+    table.to_csv(tmp_path / "table8.csv", index=False)
+    recl_figures.figure3(group / "figure3.csv", tmp_path / "figure3.png", intervals=tmp_path / "table8.csv")
+    lines = [(list(line.get_xdata()), line.get_marker()) for line in figures[0].axes[0].lines]
+    plt.close("all")
+    assert ([40, 200], "|") in lines and ([240], "D") in lines
+
+
 def test_a_character_corpus_is_drawn_in_bits_per_character_and_titled_in_words(tmp_path):
     group = "table8-xl-rnn-cpu-tinyshakespeare"
     shutil.copytree(RESULTS / group, tmp_path / group)

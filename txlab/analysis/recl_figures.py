@@ -87,8 +87,9 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
         for k, row in enumerate(marked.itertuples()):
             y = lo - 0.08 * span * (k + 1)
             st = styles[row.model]
-            ax.errorbar([row.recl], [y], xerr=[[row.recl - row.ci_low], [row.ci_high - row.recl]], color=st["color"],
-                        marker=">" if row.censored else "D", ms=5, capsize=3, lw=1.2)
+            # drawn as a segment, not an error bar: a bootstrap interval of a statistic on a grid can leave its point outside
+            ax.plot([row.ci_low, row.ci_high], [y, y], color=st["color"], marker="|", ms=7, lw=1.2)
+            ax.plot([row.recl], [y], color=st["color"], marker=">" if row.censored else "D", ms=5)
         ax.set_title(f"unnormalised gain at r = {r:g}\nbelow: RECL with its 95% bootstrap interval (\u25b8: beyond the grid)", fontsize=9)
     if panels == 2:
         right = axes[0][1]
