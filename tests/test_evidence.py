@@ -13,6 +13,7 @@ from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation
 from txlab.analysis.claims import VERDICTS, claims_markdown, evaluate_claims, verdict_word
 from txlab.analysis.learned import STALL_MARGIN, RoleLosses, copies_beyond, learned_markdown, learned_runs, read_restarts
 from txlab.config import load_config
+from txlab.data import synthetic
 from txlab.drivers.ablate import load_study, run_status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,9 +85,10 @@ def recl(path: str, model: str, r: float) -> str:
     return str(table[(table["model"] == model) & (table["r"] == r)]["placebo_label"].astype(int).iloc[0])
 
 
-def recall_family_runs(preset: str, models_root: str = "models") -> list[dict]:
-    """The by-role evaluation records of the committed recall-family runs of ``preset`` under results/<models_root>/."""
-    runs = sorted((ROOT / "results" / models_root).glob(f"{preset}-cpu-recall-small-seed*"))
+def recall_family_runs(run_name: str, models_root: str = "models") -> list[dict]:
+    """The by-role evaluation records of the committed recall-family runs named ``run_name`` (a preset, or a name
+    a profile gave them) under results/<models_root>/."""
+    runs = sorted((ROOT / "results" / models_root).glob(f"{run_name}-cpu-recall-small-seed*"))
     return [json.loads(next((run / "eval").glob("valid-*-roles.json")).read_text())["by_role"] for run in runs]
 
 
@@ -142,15 +144,26 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     gap, wider, of = quote(r"without recurrence stays at least (\d) nats above it in (\d) of (\d)")
     norecur = min(copies_beyond(r, 137).model for r in recall_family_runs("xl128m-norecur", "models-recall-cpu"))  # its best seed
     assert int(of) == len(beyond) and int(wider) == sum(norecur - b >= int(gap) for b in beyond)
-    within, qrnn_held, qrnn_runs, lstm_held, lstm_runs = quote(r"the QRNN holds its latch within (0\.\d) nats of the ideal in (\d) seeds of (\d), "
-                                                             r"the LSTM in (\d) of (\d)")
-    for preset, held, runs in (("qrnn", qrnn_held, qrnn_runs), ("lstm", lstm_held, lstm_runs)):
-        latches = [RoleLosses.from_record(r["roles"]["latch_emission"]) for r in recall_family_runs(preset, "models-recall-cpu")]
+    within, qrnn_held, qrnn_runs, layers, width, lstm_held, lstm_runs = quote(
+        r"the QRNN holds its latch within (0\.\d) nats of the ideal in (\d) seeds of (\d), the LSTM \((\d) layers of (\d+)\) in (\d) of (\d)")
+    assert {f"lstm:model.n_layer={layers}", f"lstm:model.d_inner={width}", f"lstm:name=lstm-{layers}x{width}-cpu-recall-small"} <= set(member_sets)
+    for run_name, held, runs in (("qrnn", qrnn_held, qrnn_runs), (f"lstm-{layers}x{width}", lstm_held, lstm_runs)):
+        latches = [RoleLosses.from_record(r["roles"]["latch_emission"]) for r in recall_family_runs(run_name, "models-recall-cpu")]
         assert (int(held), int(runs)) == (sum(x.model - x.ideal_with <= float(within) for x in latches), len(latches))
     long_table = pd.read_csv(ROOT / "results" / "recl" / "table8-xl-rnn-cpu-recall-long-recall-small" / "table8-seeds.csv")
     labels = lambda model, estimate="placebo-aware": [str(v) for v in long_table[  # noqa: E731
         (long_table["model"] == model) & (long_table["r"] == 0.1) & (long_table["estimate"] == estimate)][["seed_0", "seed_1", "seed_2"]].iloc[0]]
-    *xl_long, truth_long, rnn_low, rnn_high = quote(r"placebo-aware RECL at r = 0\.1 reads (\d+), (\d+) and (>= \d+) \(truth (\d+)\), the RNNs' (\d+)-(\d+)")
+    *xl_long, truth_long, rnn_low, rnn_high, reach = quote(r"placebo-aware RECL at r = 0\.1 reads (>= \d+|\d+), (>= \d+|\d+) and (>= \d+|\d+) "
+                                                           r"\(truth (\d+)\), the RNNs' (\d+)-(\d+): their latches reach (\d+) tokens")
+    assert int(reach) == synthetic.get_spec("recall-small").latch_max_gap
+    # "too few targets need that to move RECL": past 60 tokens each RNN's mean loss over all targets falls by under 0.1 nats
+    by_distance = (ROOT / "results" / "models-recall-cpu" / "latch-by-distance.txt").read_text().split("\n")
+    headers = [i for i, line in enumerate(by_distance) if re.match(r"(qrnn|lstm-2x320)-cpu-recall-small-seed\d: latch emission", line)]
+    assert len(headers) == 6
+    for i in headers:
+        grid = [int(c) for c in by_distance[i + 1].split()[2:]]
+        mean = [float(v) for v in next(line for line in by_distance[i + 2:] if line.split()[0] == "all").split()[2:]]
+        assert 0 < mean[grid.index(60)] - mean[grid.index(240)] < 0.1
     assert xl_long == labels("xl151m") and {truth_long} == set(labels("oracle (ground truth)", "paper"))
     rnn_long = [int(v) for model in ("qrnn", "lstm") for v in labels(model)]
     assert (int(rnn_low), int(rnn_high)) == (min(rnn_long), max(rnn_long))
