@@ -17,19 +17,24 @@ from txlab.data import synthetic
 from txlab.drivers.ablate import load_study, run_status
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLES = {"6": "table6-cpu", "7": "table7-cpu", "10": "table10-cpu"}
+TABLES = {"6": ("table6-cpu", "cpu"), "7": ("table7-cpu", "cpu"), "10": ("table10-cpu", "cpu"), "7 (recall)": ("table7-cpu-recall", "cpu-recall")}
+"""How the docs name each committed ablation table ("Table 7 (recall)") -> its folder under results/ablate/ and its profile."""
 DOCS = [ROOT / "README.md", ROOT / "docs" / "cpu-evidence.md", ROOT / "docs" / "ablations.md"]
 
 
 def claims_of(table: str) -> pd.DataFrame:
-    return pd.read_csv(ROOT / "results" / "ablate" / TABLES[table] / "claims.csv").set_index("claim")
+    return pd.read_csv(ROOT / "results" / "ablate" / TABLES[table][0] / "claims.csv").set_index("claim")
+
+
+def study_of(table: str):
+    return load_study(ROOT / "studies" / f"table{table.split()[0]}.yaml", TABLES[table][1], sets=[f"out={ROOT / 'results' / 'ablate'}"])
 
 
 @pytest.mark.parametrize("table", sorted(TABLES))
 def test_committed_ablation_tables_are_what_the_code_makes_of_the_committed_runs(table):
-    # `txlab --home . ablate studies/tableN.yaml --profile cpu --report` wrote them; this rebuilds the
+    # `txlab --home . ablate studies/tableN.yaml --profile P --report` wrote them; this rebuilds the
     # Markdown without the figure, from the same committed per-seed scores
-    study = load_study(ROOT / "studies" / f"table{table}.yaml", "cpu", sets=[f"out={ROOT / 'results' / 'ablate'}"])
+    study = study_of(table)
     runs, curves = ablation_curves(study.out_dir, [run.run_id for run in study.runs])
     committed = lambda name: (study.out_dir / name).read_text(encoding="utf-8")  # noqa: E731
     assert ablation_markdown(ablation_rows(runs, curves), study.columns) == committed("table.md")
@@ -41,17 +46,17 @@ def test_committed_ablation_tables_are_what_the_code_makes_of_the_committed_runs
 def test_every_committed_ablation_run_reads_done_for_its_study(table):
     # the committed runs' config.yaml predate config keys added since (read as their defaults), and the
     # rows whose segment length is fitted are saved with the fitted value: neither is another configuration
-    study = load_study(ROOT / "studies" / f"table{table}.yaml", "cpu", sets=[f"out={ROOT / 'results' / 'ablate'}"])
+    study = study_of(table)
     assert {run.run_id: run_status(run, study.settings) for run in study.runs} == {run.run_id: "done" for run in study.runs}
 
 
 def test_the_ablation_verdicts_in_cpu_evidence_are_the_committed_claims():
     text = (ROOT / "docs" / "cpu-evidence.md").read_text(encoding="utf-8")
-    lines = [line for line in text.splitlines() if re.match(r"\| Table (6|7|10) \|", line)]
+    lines = [line for line in text.splitlines() if re.match(r"\| Table (6|7|10)( \(recall\))? \|", line)]
     assert len(lines) == sum(len(claims_of(t)) for t in TABLES)  # every claim of every table, once
     for line in lines:
         table, claim, verdict, won, _, difference, p = [cell.strip() for cell in line.strip("|").split("|")]
-        committed = claims_of(table.split()[1]).loc[claim]
+        committed = claims_of(table.removeprefix("Table ")).loc[claim]
         assert verdict == f"**{committed['verdict']}**", claim
         assert won == f"{committed['wins']} of {committed['seeds']}", claim
         assert difference == f"{committed['diff_mean_nats']:+.3f} (x{committed['ratio']:.2f})", claim
@@ -62,7 +67,7 @@ VERDICT_LIKE = re.compile(r"\b(holds?|not shown|underpowered|untested|within noi
 
 
 def test_every_verdict_word_the_docs_use_comes_from_the_code():
-    claims_files = [ROOT / "results" / "ablate" / name / "claims.md" for name in TABLES.values()]
+    claims_files = [ROOT / "results" / "ablate" / name / "claims.md" for name, _ in TABLES.values()]
     for path in DOCS + claims_files:
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"within noise|does not hold", text, re.IGNORECASE), f"{path}: a verdict the code no longer gives"
@@ -70,7 +75,7 @@ def test_every_verdict_word_the_docs_use_comes_from_the_code():
             if VERDICT_LIKE.search(span):  # a bold verdict: exactly one the code gives
                 assert re.fullmatch(r"holds|not shown|untested|underpowered( \(needs (\d+|N) seeds\))?", span), f"{path}: **{span}**"
                 assert verdict_word(span) in VERDICTS
-    for name in TABLES.values():
+    for name, _ in TABLES.values():
         for verdict in pd.read_csv(ROOT / "results" / "ablate" / name / "claims.csv")["verdict"]:
             assert verdict_word(verdict) in VERDICTS
 
@@ -110,35 +115,19 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     seeds, fewest, most = quote(r"every ablation claim of Tables 6, 7 and 10 is \*\*underpowered\*\* at (\d+) seeds \(they\s+need (\d+)-(\d+) seeds per row\)")
     needs = {int(re.search(r"needs (\d+) seeds", verdict)[1]) for table in ("6", "7", "10") for verdict in claims_of(table)["verdict"]}
     assert (int(fewest), int(most)) == (min(needs), max(needs)) and set(claims_of("6")["seeds"]) == {int(seeds)}
-    # the recall family's Table 8 over training seeds
-    table = pd.read_csv(ROOT / "results" / "recl" / "table8-xl-rnn-cpu-recall-recall-small" / "table8-seeds.csv")
-    per_seed = [c for c in table.columns if re.fullmatch(r"recl_seed_\d+", c)]
-    (n_seeds,) = quote(r"`--profile cpu-recall`, (\d+) training seeds")
-    assert int(n_seeds) == len(per_seed)
-    at = lambda model, estimate: table[(table["model"] == model) & (table["r"] == 0.1) & (table["estimate"] == estimate)][per_seed].iloc[0]  # noqa: E731
-    *xl_seeds, truth, rnn_low, rnn_high = quote(r"placebo-aware RECL at\s+r = 0\.1 is (\d+), (\d+) and (\d+) \(truth (\d+)\) against (\d+)-(\d+) for the QRNN and the LSTM")
-    assert [int(v) for v in xl_seeds] == [int(v) for v in at("xl151m", "placebo-aware")]
-    assert {int(truth)} == {int(v) for v in at("oracle (ground truth)", "paper")}
-    rnn_values = [int(v) for model in ("qrnn", "lstm") for v in at(model, "placebo-aware")]
-    assert (int(rnn_low), int(rnn_high)) == (min(rnn_values), max(rnn_values))
-    # what the runs learned: XL recall beyond the 128-token segment, QRNN stalls (results/recall-cpu/)
-    nat, below, xl_runs = quote(r"recalls\s+below (\d) nat beyond its training segment in only (\d) seed of (\d)")
-    xl_records = recall_family_runs("xl151m")
-    assert int(xl_runs) == len(xl_records) and int(below) == sum(copies_beyond(r, 137).model < int(nat) for r in xl_records)
-    stalled, qrnn_runs = quote(r"the QRNN stalls in (\d) seeds of (\d)")
-    qrnn = [{role: RoleLosses.from_record(r["roles"][role]) for role in ("latch_emission", "recalled_value")} for r in recall_family_runs("qrnn")]
-    stalls = [all(x.model >= x.ideal_without - STALL_MARGIN for x in run.values()) for run in qrnn]
-    assert (int(stalled), int(qrnn_runs)) == (sum(stalls), len(qrnn))
     # the longer profile's runs (results/models-recall-cpu/): recall beyond the segment, and the gap to no recurrence
-    steps, restarted, restart_seeds = quote(r"`--profile cpu-recall-long` \(the XL clamped from its first step, ([\d,]+) steps; a restart rule "
-                                            r"started (\d) of its (\d) seeds again\)")
-    member_sets = yaml.safe_load((ROOT / "studies" / "table8.yaml").read_text())["profiles"]["cpu-recall-long"]["member_sets"]
-    assert f"xl151m:train.max_steps={steps.replace(',', '')}" in member_sets and "xl151m:model.clamp_len=12" in member_sets
-    assert not any(item.startswith("xl151m:train.clamp_from_step") for item in member_sets)
+    (recall_reach,) = quote(r"On the recall family \(latches an RNN can hold, recalls up to (\d+) tokens\s+back\)")
+    spec = synthetic.get_spec("recall-small")
+    assert int(recall_reach) == spec.max_distance + 1 == spec.latch_max_gap  # the longest needed context of either
+    recall_long = yaml.safe_load((ROOT / "studies" / "table8.yaml").read_text())["profiles"]["cpu-recall-long"]
+    member_sets = recall_long["member_sets"]
+    train_seeds, restarted, restart_seeds = quote(r"`--profile cpu-recall-long` \((\d) training seeds; a restart rule started (\d) of the XL's (\d) "
+                                                  r"seeds again\)")
+    assert int(train_seeds) == len(recall_long["train_seeds"])
     xl_dirs = sorted((ROOT / "results" / "models-recall-cpu").glob("xl151m-cpu-recall-small-seed*"))
     assert all(load_config(d / "config.yaml").train.max_restarts for d in xl_dirs)  # every seed ran under the rule
     assert (int(restarted), int(restart_seeds)) == (sum(bool(read_restarts(d)) for d in xl_dirs), len(xl_dirs))
-    nat, below, xl_runs = quote(r"the XL recalls below\s+(\d) nat there in (\d) seeds of (\d)")
+    nat, below, xl_runs = quote(r"the XL recalls below (\d) nat beyond its training segment in (\d) seeds of (\d)")
     beyond = [copies_beyond(r, 137).model for r in recall_family_runs("xl151m", "models-recall-cpu")]
     assert int(xl_runs) == len(beyond) and int(below) == sum(b < int(nat) for b in beyond)
     gap, wider, of = quote(r"without recurrence stays at least (\d) nats above it in (\d) of (\d)")
@@ -167,6 +156,24 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     assert xl_long == labels("xl151m") and {truth_long} == set(labels("oracle (ground truth)", "paper"))
     rnn_long = [int(v) for model in ("qrnn", "lstm") for v in labels(model)]
     assert (int(rnn_low), int(rnn_high)) == (min(rnn_long), max(rnn_long))
+    # the real-text row: the XL's placebo-aware RECL per seed, the LSTM's the same
+    text_seeds, *xl_text = quote(r"On Tiny Shakespeare \(`--profile cpu-text`, (\d) seeds\) the XL's placebo-aware RECL at r = 0\.1 reads "
+                                 r"(\d+), (\d+) and (\d+), as the LSTM's")
+    text = pd.read_csv(ROOT / "results" / "recl" / "table8-xl-rnn-cpu-text-tinyshakespeare" / "table8-seeds.csv")
+    text_seed_columns = [c for c in text.columns if re.fullmatch(r"seed_\d+", c)]
+
+    def text_at(model: str) -> list[str]:
+        row = text[(text["model"] == model) & (text["r"] == 0.1) & (text["estimate"] == "placebo-aware")]
+        return [str(v) for v in row[text_seed_columns].iloc[0]]
+
+    assert int(text_seeds) == len(text_seed_columns) and xl_text == text_at("xl151m") == text_at("lstm")
+    # Table 7 on the recall family's local corpus: two claims hold in every seed, the third is not shown
+    t7_seeds, t7_won, t7_of = quote(r"In Table 7 \(`--profile cpu-recall`, (\d) seeds\) ours beats Shaw and recurrence helps, each in (\d) seeds "
+                                    r"of (\d): \*\*holds\*\*; Shaw beating no recurrence is \*\*not shown\*\*")
+    recall7 = claims_of("7 (recall)")
+    held = recall7.loc[["ours beats Shaw et al.", "recurrence helps without long-range dependency"]]
+    assert set(held["verdict"]) == {"holds"} and set(held["wins"]) == {int(t7_won)} and set(recall7["seeds"]) == {int(t7_seeds), int(t7_of)}
+    assert recall7.loc["Shaw et al. (with recurrence) beats no recurrence", "verdict"] == "not shown"
     # the second group on that profile: the vanilla Transformer alone stands apart, at its window in every seed
     (window,) = quote(r"only the\s+vanilla Transformer \(window (\d+)\) stands apart")
     second = pd.read_csv(ROOT / "results" / "recl" / "table8-xl-ablations-cpu-recall-long-recall-small" / "table8-seeds.csv")
