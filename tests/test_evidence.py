@@ -11,7 +11,7 @@ import yaml
 
 from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation_rows, seed_scores
 from txlab.analysis.claims import VERDICTS, claims_markdown, evaluate_claims, verdict_word
-from txlab.analysis.learned import STALL_MARGIN, RoleLosses, copies_beyond, learned_markdown, learned_runs, read_restarts
+from txlab.analysis.learned import RoleLosses, copies_beyond, learned_markdown, learned_runs, read_restarts
 from txlab.config import load_config
 from txlab.data import synthetic
 from txlab.drivers.ablate import load_study, run_status
