@@ -147,7 +147,7 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     assert int(reach) == synthetic.get_spec("recall-small").latch_max_gap
     # "too few targets need that to move RECL": past 60 tokens each RNN's mean loss over all targets falls by under 0.1 nats
     by_distance = (ROOT / "results" / "models-recall-cpu" / "latch-by-distance.txt").read_text().split("\n")
-    headers = [i for i, line in enumerate(by_distance) if re.match(r"(qrnn|lstm-2x320)-cpu-recall-small-seed\d: latch emission", line)]
+    headers = [i for i, line in enumerate(by_distance) if re.match(rf"(qrnn|lstm-{layers}x{width})-cpu-recall-small-seed\d: latch emission", line)]
     assert len(headers) == 6
     for i in headers:
         grid = [int(c) for c in by_distance[i + 1].split()[2:]]

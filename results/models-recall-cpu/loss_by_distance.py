@@ -12,7 +12,7 @@ the recl commands of README.md first).
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 from txlab.config import load_config
@@ -42,9 +42,8 @@ def main(runs: list[str], role: str = "recalled_value") -> None:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    role = args[1] if args[:1] == ["--role"] and len(args) > 1 else "recalled_value"
-    runs = args[2:] if args[:1] == ["--role"] else args
-    if not runs:
-        raise SystemExit(__doc__)
-    main(runs, role)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--role", default="recalled_value", help="the token role to split (default: recalled_value)")
+    parser.add_argument("runs", nargs="+", help="run directories under results/models-recall-cpu/")
+    args = parser.parse_args()
+    main(args.runs, args.role)
