@@ -269,6 +269,36 @@ def test_fit_rows_get_the_longest_segment_within_the_budget_row(tmp_path, monkey
     assert [r.train_memory * 2**20 for r in result.table.rows] == [1280, 34 * 34]
 
 
+def test_fit_equal_tokens_gives_a_fitted_row_the_budget_rows_training_tokens_and_it_resumes_as_done(tmp_path, monkeypatch):
+    monkeypatch.setattr(ablate, "training_memory", lambda cfg, n_token, device: cfg.model.tgt_len * (cfg.model.tgt_len + cfg.model.mem_len))
+    body = """
+    name: tokens
+    base: {preset: xl128m}
+    rows:
+      - {id: recur, recurrence: true, set: {model.mem_len: 64}}
+      - {id: norecur, recurrence: false, fit: model.tgt_len}
+    memory_budget: recur
+    columns: [row, backprop_len, train_tokens, ppl_init]
+    """
+    profile = TINY_PROFILE.replace("eval_lens: [8, 48]", "eval_lens: [8]\n    fit_step: 2\n    fit_equal_tokens: true")
+    path = write_study(tmp_path, body, profile.replace("train.max_steps=4", "train.max_steps=6"))
+    result = run_study(path, progress=False, announce=lambda m: None, echo=lambda m: None)
+    saved = yaml.safe_load((tmp_path / "results" / "tokens-cpu" / "runs" / "norecur-s0" / "config.yaml").read_text())
+    # the budget row reads 6 steps x 16 tokens a stream; the fitted 34-token segment reads as many in 6 x 16 / 34 = 2.8: 3 steps
+    assert (saved["model"]["tgt_len"], saved["train"]["max_steps"]) == (34, 3)
+    streams = saved["train"]["batch_size"]
+    assert [r.train_tokens for r in result.table.rows] == [6 * 16 * streams, 3 * 34 * streams]
+    assert f"| {6 * 16 * streams / 1e6:.2f}M |" in (tmp_path / "results" / "tokens-cpu" / "table.md").read_text()
+    # the fitted run's fewer steps are its own: a second pass finds it done, not a run to resume
+    assert ablate.run_status(load_study(path).runs[1], load_study(path).settings) == "done"
+
+
+def test_fit_equal_tokens_needs_a_budget_row(tmp_path):
+    body = "name: x\nbase: {preset: xl128m}\nrows:\n  - {fit: model.tgt_len}\nmemory_budget: 80\n"
+    with pytest.raises(TxlabError, match="fit_equal_tokens, which needs memory_budget to name a row"):
+        load_study(write_study(tmp_path, body, TINY_PROFILE + "    fit_equal_tokens: true\n"))
+
+
 def test_set_that_changes_the_runs_gets_its_own_folders_and_the_plan_names_a_changed_run(tmp_path):
     path = write_study(tmp_path, "name: one\nbase: {preset: xl128m}\nrows:\n  - {id: a}\n")
     assert load_study(path).out_dir == tmp_path / "results" / "one-cpu"

@@ -36,6 +36,7 @@ ABLATION_COLUMNS = {
     "mem_len": "Mem Len",
     "params": "Params",
     "train_memory": "Train memory (MiB)",
+    "train_tokens": "Train tokens",
     "ppl_init": "PPL init",
     "ppl_best": "PPL best",
     "attn_len": "Attn Len",
@@ -97,6 +98,7 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
             "recurrence": model["mem_len"] > 0, "encoding": ENCODING_NAMES.get(model["pos_enc"], model["pos_enc"]) if model["family"] in ("xl", "vanilla") else model["family"].upper(),
             "loss": cfg["train"]["loss"].capitalize(), "backprop_len": model["tgt_len"], "mem_len": model["mem_len"], "params": row.get("params"),
             "train_memory": memory["bytes"] / 2**20 if memory else None, "n_lengths": len(row["eval_lens"]),
+            "train_tokens": _training_tokens(cfg["train"], model),
             **_validation_context(cfg),
         })
         for length in row["eval_lens"]:
@@ -214,6 +216,8 @@ class AblationRow:
     """Parameters of the model; None where the run did not record them."""
     train_memory: float | None = None
     """The peak memory of a training step in MiB, where the study measured it."""
+    train_tokens: int | None = None
+    """Tokens the training read: steps x streams x segment x accumulated batches; None where the config does not say."""
     valid_tgt_len: int | None = None
     """The segment of training's periodic validation; None where the config does not say."""
     valid_mem_len: int | None = None
@@ -238,7 +242,7 @@ class AblationRow:
         ppl_best, ppl_init_std and ppl_best_std (in the metric named by ``metric``)."""
         return {"row_id": self.row_id, "remark": self.remark, "init_len": self.init_len, "recurrence": self.recurrence,
                 "encoding": self.encoding, "loss": self.loss, "backprop_len": self.backprop_len, "mem_len": self.mem_len,
-                "params": self.params, "train_memory": self.train_memory, "valid_tgt_len": self.valid_tgt_len,
+                "params": self.params, "train_memory": self.train_memory, "train_tokens": self.train_tokens, "valid_tgt_len": self.valid_tgt_len,
                 "valid_mem_len": self.valid_mem_len, "valid_tokens": self.valid_tokens, "seeds": self.seeds,
                 "metric": None if self.metric is None else self.metric.key,
                 "ppl_init": None if self.init is None else self.init.mean, "ppl_best": None if self.best is None else self.best.mean,
@@ -260,7 +264,17 @@ class AblationRow:
             return f"{value / 1e6:.2f}M"
         if column == "train_memory":
             return f"{value:.1f}"
+        if column == "train_tokens":
+            return f"{value / 1e6:.2f}M"
         return _latex_escape(str(value)) if latex else str(value)
+
+
+def _training_tokens(train: dict[str, Any], model: dict[str, Any]) -> int | None:
+    """Tokens a run's training read, from its saved config (None where a key is missing)."""
+    try:
+        return int(train["max_steps"]) * int(train["batch_size"]) * int(train.get("grad_accum", 1)) * int(model["tgt_len"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _optional(value: Any, kind: type) -> Any:
@@ -279,6 +293,7 @@ def ablation_rows(runs: pd.DataFrame, curves: pd.DataFrame) -> list[AblationRow]
             row_id=str(row_id), remark=str(first["remark"]), init_len=int(first["init_len"]), recurrence=bool(first["recurrence"]),
             encoding=str(first["encoding"]), loss=str(first["loss"]), backprop_len=int(first["backprop_len"]), mem_len=int(first["mem_len"]),
             params=_optional(first["params"], int), train_memory=_optional(first["train_memory"], float),
+            train_tokens=_optional(first["train_tokens"], int),
             valid_tgt_len=_optional(first["valid_tgt_len"], int), valid_mem_len=_optional(first["valid_mem_len"], int),
             valid_tokens=_optional(first["valid_tokens"], int))
         mine = scores[scores["row_id"] == row_id]

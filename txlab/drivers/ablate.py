@@ -111,6 +111,9 @@ class AblationSettings:
     device: str = setting("cpu", "Torch device of training and evaluation (cpu, cuda, cuda:1, ...).")
     threads: int = setting(0, "CPU threads for torch (0: torch's default).", valid=NON_NEGATIVE)
     fit_step: int = setting(8, "Granularity of the length that a row's fit searches.", valid=POSITIVE)
+    fit_equal_tokens: bool = setting(False, "Rows with fit train on as many tokens as the memory_budget row: their train.max_steps "
+                                     "is scaled by the budget row's tokens per step over theirs (to the nearest step). Off: the "
+                                     "same steps, so a longer fitted segment reads more tokens.")
     out: str = setting("results/ablate", "Runs and tables go to <out>/<name>-<profile>/; a relative path is read under the home (txlab.workspace).")
     figures: str = setting("figures/ablate", "Figures go to <figures>/<name>-<profile>/; a relative path is read under the home.")
     slurm: SlurmSettings = setting(SlurmSettings, "How each run is submitted with --launcher slurm (slurm.partition, slurm.time_min, ...).")
@@ -509,6 +512,9 @@ def load_study(path: str | Path, profile: str = "cpu", sets: Sequence[str] = ())
 
     if isinstance(study.memory_budget, str) and study.memory_budget not in ids:
         raise did_you_mean(study.memory_budget, ids, f"memory_budget row in {path}")
+    if settings.fit_equal_tokens and not isinstance(study.memory_budget, str):
+        raise TxlabError(f"{path}: profile {profile!r} sets fit_equal_tokens, which needs memory_budget to name a row "
+                         f"(whose training tokens the fitted rows match), not {study.memory_budget!r}")
     claims = read_claims(study.claims, ids, str(path))
     return AblationStudy(name, study.description, profile, settings, runs, _columns(study.columns, path), study.memory_budget, path, claims,
                          variant)
@@ -595,19 +601,39 @@ def run_status(run: PlannedRun, settings: AblationSettings) -> str:
 
     A run whose checkpoint is gone (committed results keep records, not weights) is done when its
     training reached max_steps and every length is scored; otherwise it has to train again."""
-    scored = sum(_eval_record_path(run, a, settings).is_file() for a in run.eval_lens)
     try:  # the planned config before its fit: the fitted key is the one it may differ in
-        _check_same_config(run, run.config, also_ignored=(f"{run.row.fit}:",) if run.row.fit else ())
+        _check_same_config(run, run.config, also_ignored=_fitted_keys(run, settings))
     except TxlabError:  # said in the plan, not found by the run after training the others
         return "another configuration in its folder: the run refuses it"
+    run = _as_fitted(run, settings)
+    scored = sum(_eval_record_path(run, a, settings).is_file() for a in run.eval_lens)
+    steps = run.config.train.max_steps
     if has_checkpoint(run.directory):
         step = read_meta(run.directory)["step"]
-        if step >= run.config.train.max_steps:
+        if step >= steps:
             return "done" if scored == len(run.eval_lens) else f"trained, {scored}/{len(run.eval_lens)} lengths scored"
         return f"resumes at step {step}"
-    if scored == len(run.eval_lens) and logged_training_step(run.directory) >= run.config.train.max_steps:
+    if scored == len(run.eval_lens) and logged_training_step(run.directory) >= steps:
         return "done"
     return "new"
+
+
+def _as_fitted(run: PlannedRun, settings: AblationSettings) -> PlannedRun:
+    """A fitted row's run as its saved config has it (the fitted key, its steps under fit_equal_tokens, the lengths it is
+    scored at); the plan as it is for any other run, or before the fit."""
+    saved = run.directory / "config.yaml"
+    if not (run.row.fit and saved.is_file()):
+        return run
+    config = update_dataclass(RunConfig(), read_yaml_mapping(saved, "delete it and rerun `txlab ablate` to write it again"))
+    eval_lens, init_len = _scoring_lengths(run.row, config, settings)
+    return replace(run, config=config, eval_lens=eval_lens, init_len=init_len)
+
+
+def _fitted_keys(run: PlannedRun, settings: AblationSettings) -> tuple[str, ...]:
+    """Config keys (as config_differences names them) that a run's fit sets, so its saved config may differ from the plan in them."""
+    if not run.row.fit:
+        return ()
+    return (f"{run.row.fit}:", "train.max_steps:") if settings.fit_equal_tokens else (f"{run.row.fit}:",)
 
 
 def _check_same_config(run: PlannedRun, config: RunConfig, also_ignored: tuple[str, ...] = ()) -> None:
@@ -647,7 +673,24 @@ def _fit_run(run: PlannedRun, study: AblationStudy, budget_bytes: Callable[[], i
         write_json_atomic(record_path, record)
         echo(f"{run.run_id}: {run.row.fit} = {value} fits the memory budget ({used / MIB:.1f} of {budget / MIB:.1f} MiB)")
     section, _, key = record["key"].partition(".")
-    return update_dataclass(run.config, {section: {key: record["value"]}})
+    fitted = update_dataclass(run.config, {section: {key: record["value"]}})
+    if study.settings.fit_equal_tokens:
+        fitted = update_dataclass(fitted, {"train": {"max_steps": equal_token_steps(_budget_row_config(study), fitted)}})
+    return fitted
+
+
+def tokens_per_step(cfg: RunConfig) -> int:
+    """Training tokens one optimizer step reads: streams x segment length x accumulated batches."""
+    return cfg.train.batch_size * cfg.model.tgt_len * cfg.train.grad_accum
+
+
+def equal_token_steps(reference: RunConfig, cfg: RunConfig) -> int:
+    """The steps at which ``cfg`` reads as many training tokens as ``reference`` does in its max_steps (to the nearest step)."""
+    return max(1, round(reference.train.max_steps * tokens_per_step(reference) / tokens_per_step(cfg)))
+
+
+def _budget_row_config(study: AblationStudy) -> RunConfig:
+    return next(run.config for run in study.runs if run.row.id == study.memory_budget)
 
 
 def _budget(study: AblationStudy) -> Callable[[], int]:
@@ -745,6 +788,7 @@ def run_job(path: str, profile: str, run_id: str, sets: list[str]) -> str:
 
 def job_progress(run: PlannedRun, settings: AblationSettings) -> str:
     """'step s/n, k/m lengths scored', from the files a run's job writes."""
+    run = _as_fitted(run, settings)
     scored = sum(_eval_record_path(run, a, settings).is_file() for a in run.eval_lens)
     return f"step {logged_training_step(run.directory)}/{run.config.train.max_steps}, {scored}/{len(run.eval_lens)} lengths scored"
 
