@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from txlab.api import run_tokens
-from txlab.config import ModelConfig, update_dataclass
+from txlab.config import EvalConfig, ModelConfig, update_dataclass
 from txlab.errors import TxlabError
 from txlab.models.build import build_model
 from txlab.models.interface import Context
@@ -154,3 +154,18 @@ def test_evaluate_run_refuses_settings_that_contradict_each_other(tmp_path, untr
     with pytest.raises(TxlabError, match="eval.streams"):
         evaluate_run(run, EvalSettings(streams="sometimes"), progress=False)
     assert not (run / "eval").exists()
+
+
+@pytest.mark.parametrize("eval_clamp, resolved", [(-1, 12), (8, 8), (12, 12)])
+def test_a_clamp_trained_model_is_scored_with_its_clamp_or_a_shorter_one(eval_clamp, resolved):
+    model = ModelConfig(clamp_len=12, tgt_len=16, mem_len=16)
+    assert evaluation_context(model, EvalConfig(clamp_len=eval_clamp))[1].clamp_len == resolved
+
+
+@pytest.mark.parametrize("eval_clamp, said", [(512, "clamp at 512"), (0, "clamp none")])
+def test_scoring_a_clamp_trained_model_past_its_clamp_is_refused_with_the_settings_that_work(eval_clamp, said):
+    # a preset's eval.clamp_len (512 for xl128m) left under a model trained with model.clamp_len=12 is the trap
+    with pytest.raises(TxlabError, match=f"clamped at 12 .*{said}.*eval.clamp_len=-1 \\(as trained\\) or a value from 1 to 12"):
+        evaluation_context(ModelConfig(clamp_len=12, tgt_len=16, mem_len=16), EvalConfig(clamp_len=eval_clamp))
+    # an unclamped model takes any evaluation clamp, as the paper's evaluation does
+    assert evaluation_context(ModelConfig(clamp_len=0, tgt_len=16), EvalConfig(clamp_len=eval_clamp))[1].clamp_len == eval_clamp

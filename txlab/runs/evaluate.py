@@ -69,6 +69,16 @@ def evaluation_context(model_cfg: ModelConfig, eval_cfg: EvalConfig) -> tuple[in
     )
     if tgt_len < 1:
         raise TxlabError(f"evaluation segment length must be >= 1, got {tgt_len}")
+    trained_clamp = model_cfg.clamp_len
+    if trained_clamp > 0 and not 0 < context.clamp_len <= trained_clamp:
+        # every distance past the training clamp shared one position in training: scored unclamped or clamped
+        # further out, such distances get positions the model never saw, and its loss measures that, not the model
+        raise TxlabError(
+            f"the model was trained with relative distances clamped at {trained_clamp} (model.clamp_len), and evaluation "
+            f"would clamp {'none' if context.clamp_len == 0 else f'at {context.clamp_len}'} (eval.clamp_len {eval_cfg.clamp_len}): "
+            f"distances past {trained_clamp} would read positions it never trained on. Set eval.clamp_len=-1 (as trained) "
+            f"or a value from 1 to {trained_clamp}"
+        )
     return tgt_len, context
 
 
