@@ -152,6 +152,22 @@ def test_shards_partition_the_runs_exactly_once(tmp_path):
             parse_shard(bad)
 
 
+def test_seeds_keep_some_training_seeds_before_the_shards_split_them(tmp_path):
+    path = write_study(tmp_path, TABLE)
+    study = load_study(path)
+    assert [r.run_id for r in ablate.runs_of_seeds(study, [1])] == ["recur-ours-full-s1", "norecur-shaw-half-s1", "vanilla-s1"]
+    assert ablate.runs_of_seeds(study, None) == study.runs
+    with pytest.raises(TxlabError, match="--seeds 7: the profile 'cpu' trains seeds 0,1"):
+        ablate.runs_of_seeds(study, [0, 7])
+    # on the command line: the plan lists this seed's runs, split by the shard after the seeds are kept
+    result = runner.invoke(app, ["ablate", path, "--seeds", "1", "--shard", "2/2", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "1 of 6 runs, shard 2/2" in result.output and "norecur-shaw-half-s1" in result.output
+    assert "recur-ours-full-s1" not in result.output.replace("norecur-ours-full", "")
+    bad = runner.invoke(app, ["ablate", path, "--seeds", "one", "--dry-run"])
+    assert bad.exit_code != 0 and "--seeds takes comma-separated integers" in bad.output
+
+
 def test_dry_run_lists_runs_and_starts_nothing(tmp_path):
     lines = []
     result = run_study(write_study(tmp_path, TABLE), dry_run=True, announce=lines.append, echo=lines.append)

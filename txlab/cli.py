@@ -684,8 +684,9 @@ def recl(
     each model's RECL at each r with a bootstrap interval ('>= c' when it ran off the grid). Example:
     txlab recl --group xl151m qrnn lstm --r 0.1
     """
+    from txlab.config import parse_seeds
     from txlab.devices import check_device
-    from txlab.drivers.recl import SeedsResult, parse_rs, parse_seeds, recl_groups, redraw_group, summary
+    from txlab.drivers.recl import SeedsResult, parse_rs, recl_groups, redraw_group, summary
 
     if redraw is not None:
         from txlab.workspace import resolve
@@ -721,6 +722,8 @@ def ablate(
     study: Path = typer.Argument(..., help="A study YAML (studies/table6.yaml, table7.yaml, table10.yaml).", show_default=False),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study's profile: paper (GPUs, the paper's settings) or cpu (2 cores, minutes)."),
     shard: str = typer.Option(None, "--shard", help="Run only shard i of N (i/N, e.g. 2/4: every 4th run from the 2nd), for one machine or array task each."),
+    seeds: str = typer.Option(None, "--seeds", help="Run only these training seeds of the profile (comma-separated, e.g. 0,1,2; before --shard splits "
+                              "them): a long study done a few seeds at a time. The table covers every run present.", show_default=False),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs with parameters, evaluation lengths, estimated time and status; run nothing.", metavar=""),
     report_only: bool = typer.Option(False, "--report", help="Only rebuild the table and figure from the runs present (e.g. after merging shards).", metavar=""),
     launcher: str = typer.Option("local", "--launcher", help="local: the runs one after the other here; slurm: one Slurm job per run through submitit "
@@ -740,10 +743,11 @@ def ablate(
     Stages leave files behind, so rerunning resumes an interrupted study. Example:
     txlab ablate studies/table6.yaml --profile cpu
     """
+    from txlab.config import parse_seeds
     from txlab.drivers.ablate import run_study
 
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
-    result = run_study(study, profile, shard=shard, dry_run=dry_run, report_only=report_only, launcher=launcher, sets=overrides,
+    result = run_study(study, profile, shard=shard, seeds=parse_seeds(seeds, "--seeds"), dry_run=dry_run, report_only=report_only, launcher=launcher, sets=overrides,
                        progress=not quiet, announce=typer.echo, echo=say)
     if result.table is not None:
         typer.echo(result.table.markdown.rstrip())

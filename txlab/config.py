@@ -433,6 +433,17 @@ def check_fields(obj: Any, prefix: str = "") -> Any:
     return obj
 
 
+def parse_seeds(spec: str | None, option: str = "--train-seeds") -> list[int] | None:
+    """A seeds option's value, '0,1,2' -> [0, 1, 2]; None when it is not given (their range is checked with the
+    other settings)."""
+    if spec is None:
+        return None
+    try:
+        return [int(x) for x in spec.split(",")]
+    except ValueError:
+        raise TxlabError(f"{option} takes comma-separated integers, e.g. {option} 0,1,2; got {spec!r}") from None
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Split ``'model.d_model=256'`` into its key path and a YAML-parsed value."""
     if "=" not in text:

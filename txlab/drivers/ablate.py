@@ -31,7 +31,8 @@ leave a file behind, so a rerun skips what is done and an interrupted study resu
 
 ``--shard i/N`` runs every N-th run starting at the i-th, so N machines split a study; copying
 their ``runs/`` folders together merges them (run ids are stable), and ``--report`` rebuilds the
-table from whatever runs are present.
+table from whatever runs are present. ``--seeds`` keeps some training seeds (before the shards split
+them), so a long study can be done a few seeds at a time.
 
 The driver of `txlab ablate`, named after it and built as every study driver (txlab.drivers): the
 profile read by :func:`txlab.config.read_profile` into :class:`AblationSettings`, ``--set`` applied
@@ -530,6 +531,17 @@ def parse_shard(spec: str | None) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
+def runs_of_seeds(study: AblationStudy, seeds: Sequence[int] | None) -> list[PlannedRun]:
+    """The study's runs of the training seeds ``seeds`` (every run for None); a seed no run has is refused."""
+    if seeds is None:
+        return list(study.runs)
+    planned = sorted({run.seed for run in study.runs})
+    unknown = [seed for seed in seeds if seed not in planned]
+    if unknown:
+        raise TxlabError(f"--seeds {','.join(map(str, unknown))}: the profile {study.profile!r} trains seeds {','.join(map(str, planned))}")
+    return [run for run in study.runs if run.seed in seeds]
+
+
 def shard_runs(runs: Sequence[PlannedRun], index: int, count: int) -> list[PlannedRun]:
     """The runs of shard ``index`` of ``count``: every count-th run, starting at the index-th."""
     return [run for i, run in enumerate(runs) if i % count == index - 1]
@@ -798,6 +810,7 @@ def run_study(
     profile: str = "cpu",
     *,
     shard: str | None = None,
+    seeds: Sequence[int] | None = None,
     dry_run: bool = False,
     report_only: bool = False,
     launcher: str = "local",
@@ -809,13 +822,16 @@ def run_study(
     """What ``txlab ablate`` does: plan, (run the missing stages of this shard's runs, here or as
     scheduler jobs with ``launcher`` slurm), report.
 
+    ``seeds`` keeps the runs of those training seeds (before ``shard`` splits them), for a study done in parts;
+    the report covers every run present.
+
     Returns the plan and, unless ``dry_run``, the table written (and with the slurm launcher the jobs
     that failed, with their logs).
     """
     check_launcher(launcher)
     study = load_study(path, profile, sets)
     index, count = parse_shard(shard)
-    runs = shard_runs(study.runs, index, count)
+    runs = shard_runs(runs_of_seeds(study, seeds), index, count)
     settings = study.settings
     gflops = None if report_only else machine_gflops(settings.device, settings.threads)
     cost = estimate(study, runs, gflops)

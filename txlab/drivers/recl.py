@@ -387,17 +387,6 @@ def resolve_member(member: str, settings: ReclSettings, train_seed: int | None =
     return Member(member, directory.with_name(f"{directory.name}-seed{train_seed}"), cfg, preset=True)
 
 
-def parse_seeds(spec: str | None) -> list[int] | None:
-    """--train-seeds' value, '0,1,2' -> [0, 1, 2]; None when it is not given (their range is checked with the
-    other settings)."""
-    if spec is None:
-        return None
-    try:
-        return [int(x) for x in spec.split(",")]
-    except ValueError:
-        raise TxlabError(f"--train-seeds takes comma-separated integers, e.g. --train-seeds 0,1,2; got {spec!r}") from None
-
-
 def training_seeds(settings: ReclSettings, members: Sequence[str]) -> list[int | None]:
     """The training seeds a group is scored once each for: ``settings.train_seeds``, or [None] without them.
     A seed is given once and only there (not also as a member override ``train.seed``), and some member must
