@@ -1,5 +1,6 @@
 import json
 import textwrap
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -258,22 +259,29 @@ def test_interrupted_training_resumes_and_a_changed_study_is_refused(tmp_path, m
         run_study(changed, progress=False, announce=lambda m: None, echo=lambda m: None)
 
 
-def test_fit_rows_get_the_longest_segment_within_the_budget_row(tmp_path, monkeypatch):
-    # a stand-in memory model where attention dominates: bytes ~ tgt_len x (tgt_len + mem_len)
+FIT_STUDY = """
+name: {name}
+base: {{preset: xl128m}}
+rows:
+  - {{id: recur, recurrence: true, set: {{model.mem_len: 64}}}}
+  - {{id: norecur, recurrence: false, fit: model.tgt_len}}
+memory_budget: recur
+columns: [row, backprop_len, train_tokens, ppl_init]
+"""
+"""A recurrent budget row (16 tokens, 64 of memory) and a row without memory fitted to it."""
+
+
+def fit_study(tmp_path, monkeypatch, name: str, profile: str = "") -> str:
+    """FIT_STUDY under a stand-in memory model where attention dominates, bytes ~ tgt_len x (tgt_len + mem_len):
+    the budget is 16 x (16 + 64) = 1280, and without memory t x t <= 1280 holds up to t = 35, in steps of 2: 34."""
     monkeypatch.setattr(ablate, "training_memory", lambda cfg, n_token, device: cfg.model.tgt_len * (cfg.model.tgt_len + cfg.model.mem_len))
-    body = """
-    name: budget
-    base: {preset: xl128m}
-    rows:
-      - {id: recur, recurrence: true, set: {model.mem_len: 64}}
-      - {id: norecur, recurrence: false, fit: model.tgt_len}
-    memory_budget: recur
-    """
-    path = write_study(tmp_path, body, TINY_PROFILE.replace("eval_lens: [8, 48]", "eval_lens: [8]\n    fit_step: 2"))
-    result = run_study(path, progress=False, announce=lambda m: None, echo=lambda m: None)
+    return write_study(tmp_path, FIT_STUDY.format(name=name), TINY_PROFILE.replace("eval_lens: [8, 48]", "eval_lens: [8]\n    fit_step: 2") + profile)
+
+
+def test_fit_rows_get_the_longest_segment_within_the_budget_row(tmp_path, monkeypatch):
+    result = run_study(fit_study(tmp_path, monkeypatch, "budget"), progress=False, announce=lambda m: None, echo=lambda m: None)
     fit = json.loads((tmp_path / "results" / "budget-cpu" / "runs" / "norecur-s0" / "fit.json").read_text())
     assert fit["key"] == "model.tgt_len" and fit["bytes"] <= fit["budget_bytes"]
-    # the budget is 16 x (16 + 64) = 1280; without memory t x t <= 1280 holds up to t = 35, in steps of 2: 34
     assert (fit["value"], fit["bytes"], fit["budget_bytes"]) == (34, 34 * 34, 1280)
     saved = yaml.safe_load((tmp_path / "results" / "budget-cpu" / "runs" / "norecur-s0" / "config.yaml").read_text())
     assert saved["model"]["tgt_len"] == fit["value"]
@@ -286,18 +294,8 @@ def test_fit_rows_get_the_longest_segment_within_the_budget_row(tmp_path, monkey
 
 
 def test_fit_equal_tokens_gives_a_fitted_row_the_budget_rows_training_tokens_and_it_resumes_as_done(tmp_path, monkeypatch):
-    monkeypatch.setattr(ablate, "training_memory", lambda cfg, n_token, device: cfg.model.tgt_len * (cfg.model.tgt_len + cfg.model.mem_len))
-    body = """
-    name: tokens
-    base: {preset: xl128m}
-    rows:
-      - {id: recur, recurrence: true, set: {model.mem_len: 64}}
-      - {id: norecur, recurrence: false, fit: model.tgt_len}
-    memory_budget: recur
-    columns: [row, backprop_len, train_tokens, ppl_init]
-    """
-    profile = TINY_PROFILE.replace("eval_lens: [8, 48]", "eval_lens: [8]\n    fit_step: 2\n    fit_equal_tokens: true")
-    path = write_study(tmp_path, body, profile.replace("train.max_steps=4", "train.max_steps=6"))
+    path = fit_study(tmp_path, monkeypatch, "tokens", "    fit_equal_tokens: true\n")
+    Path(path).write_text(Path(path).read_text().replace("train.max_steps=4", "train.max_steps=6"))
     result = run_study(path, progress=False, announce=lambda m: None, echo=lambda m: None)
     saved = yaml.safe_load((tmp_path / "results" / "tokens-cpu" / "runs" / "norecur-s0" / "config.yaml").read_text())
     # the budget row reads 6 steps x 16 tokens a stream; the fitted 34-token segment reads as many in 6 x 16 / 34 = 2.8: 3 steps
