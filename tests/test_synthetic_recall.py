@@ -5,9 +5,11 @@ import math
 import numpy as np
 import pytest
 
+from txlab.analysis.recl import recl
 from txlab.data import diagnostics, synthetic
 from txlab.data.synthetic import BACKGROUND, FACT_KEY, FACT_VALUE, LATCH_EMISSION, LATCH_MARKER, RECALL_KEY, RECALL_MARKER, RECALLED_VALUE, REGISTER, SOURCE_MARKER, VARIANTS, generate, get_spec
 from txlab.errors import TxlabError
+from txlab.measure.losses import sample_blocks
 
 SPEC = VARIANTS["recall-small"]
 
@@ -180,3 +182,31 @@ def test_diagnostics_split_recalls_and_latches(text):
     assert "latch distance" in diagnostics.format_summary(summary)
     with pytest.raises(TxlabError, match="copy distance bucket edges must increase"):
         diagnostics.role_summary(loss, text, edges=np.array([20, 10]))
+
+
+def _holders_recl(name: str, r: float) -> list[int]:
+    """RECL at r of ideal models of ``name`` that recall nothing and hold a latch 60, 120 or 200 tokens, in a group with
+    the ideal model (as Table 8's cpu profiles score them: grid 20..240, 8 blocks of 250 targets)."""
+    grid = list(range(20, 241, 20))
+    text = generate(get_spec(name), 60_000, seed=0, split="valid")
+    targets = (sample_blocks(len(text), 8, 250, grid[-1], seed=0)[:, None] + np.arange(250)).ravel()
+    recall = np.isin(text.role, (RECALL_KEY, RECALLED_VALUE))
+    unresolved = [None, *(recall | ((text.role == LATCH_EMISSION) & (text.needed_context > reach)) for reach in (60, 120, 200))]
+    losses = np.stack([np.stack([text.oracle_loss(c, lost)[targets] for c in grid]) for lost in unresolved])  # [M, G, T]
+    return [result.recl for result in recl(losses, grid, ["ideal", "hold60", "hold120", "hold200"], r)][1:]
+
+
+def test_recall_small_latches_lets_rnn_recl_read_latch_reach_where_recall_small_cannot():
+    # the corpus's purpose: on recall-small every latch-holder reads the same (its hardest targets are recalls);
+    # with 6 latches and 6% recalled values the reading is each holder's reach
+    assert _holders_recl("recall-small", 0.1) == [20, 20, 20]
+    assert _holders_recl("recall-small-latches", 0.1) == [60, 120, 200]
+
+
+def test_an_ideal_model_lacking_a_skill_scores_those_tokens_without_context():
+    text = generate(SPEC, 20_000, seed=2, split="valid")
+    recalled = text.role == RECALLED_VALUE
+    full, lacking = text.oracle_loss(240), text.oracle_loss(240, recalled)
+    np.testing.assert_array_equal(lacking[recalled], text.oracle_nll_without[recalled])
+    np.testing.assert_array_equal(lacking[~recalled], full[~recalled])
+    np.testing.assert_array_equal(text.oracle_loss(240, np.zeros(len(text), bool)), full)

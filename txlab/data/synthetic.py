@@ -361,6 +361,10 @@ VARIANTS: dict[str, SyntheticSpec] = {
         RecallSpec("recall-small", "recall family at cpu scale: latches and recalls up to 200 tokens back (the cpu RECL grid 20..240)"),
         RecallSpec("recall-small-local", "recall family at cpu scale, no recall or latch more than 32 tokens back",
                    max_distance=31, near_max_distance=31, latch_max_gap=32, n_latches=1),  # one latch: events every ~17 tokens
+        # More latches and fewer recalls, so that the hardest targets include far latch emissions: there an RNN's
+        # RECL reads how far it holds a latch (on recall-small it reads the same whatever the reach)
+        RecallSpec("recall-small-latches", "recall family at cpu scale with 6 latches and 6% recalled values: an RNN's RECL reads its "
+                   "latch reach (the cpu RECL grid 20..240)", n_latches=6, recall_fraction=0.06),
         RecallSpec("recall", "recall family, latches and recalls up to 1000 tokens back (the default RECL grid 100..1000)",
                    max_distance=999, latch_max_gap=1000, n_keys=256, n_values=1024),
     )
@@ -397,9 +401,13 @@ class SyntheticText:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def oracle_loss(self, context: int) -> np.ndarray:
-        """[n] per-token loss (nats) of the ideal model that sees exactly ``context`` tokens back."""
-        return np.where(context >= self.needed_context, self.oracle_nll_with, self.oracle_nll_without)
+    def oracle_loss(self, context: int, unresolved: np.ndarray | None = None) -> np.ndarray:
+        """[n] per-token loss (nats) of the ideal model that sees exactly ``context`` tokens back; with ``unresolved``
+        ([n] bool), of an ideal model that never resolves those tokens (one that lacks a skill: a recall, a long hold)."""
+        resolved = context >= self.needed_context
+        if unresolved is not None:
+            resolved &= ~unresolved
+        return np.where(resolved, self.oracle_nll_with, self.oracle_nll_without)
 
     def stats(self) -> dict[str, float | int]:
         """Token mix and horizon, as documented numbers (used by `txlab data info` and the tests)."""
