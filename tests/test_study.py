@@ -303,6 +303,10 @@ def test_fit_equal_tokens_gives_a_fitted_row_the_budget_rows_training_tokens_and
     streams = saved["train"]["batch_size"]
     assert [r.train_tokens for r in result.table.rows] == [6 * 16 * streams, 3 * 34 * streams]
     assert f"| {6 * 16 * streams / 1e6:.2f}M |" in (tmp_path / "results" / "tokens-cpu" / "table.md").read_text()
+    # accumulating gradients splits the streams of a step into micro-batches: it reads no more tokens
+    budget_row, fitted_row = load_study(path).runs
+    accumulated = ablate.update_dataclass(fitted_row.config, {"train": {"grad_accum": 2}, "model": {"tgt_len": 34}})
+    assert ablate.equal_token_steps(budget_row.config, accumulated) == 3
     # the fitted run's fewer steps are its own: a second pass finds it done, not a run to resume
     assert ablate.run_status(load_study(path).runs[1], load_study(path).settings) == "done"
 

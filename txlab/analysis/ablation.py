@@ -217,7 +217,7 @@ class AblationRow:
     train_memory: float | None = None
     """The peak memory of a training step in MiB, where the study measured it."""
     train_tokens: int | None = None
-    """Tokens the training read: steps x streams x segment x accumulated batches; None where the config does not say."""
+    """Tokens the training read: steps x streams x segment (of the attempt that finished); None where the config does not say."""
     valid_tgt_len: int | None = None
     """The segment of training's periodic validation; None where the config does not say."""
     valid_mem_len: int | None = None
@@ -270,9 +270,9 @@ class AblationRow:
 
 
 def _training_tokens(train: dict[str, Any], model: dict[str, Any]) -> int | None:
-    """Tokens a run's training read, from its saved config (None where a key is missing)."""
+    """Tokens a run's training read, steps x streams x segment, from its saved config (None where a key is missing)."""
     try:
-        return int(train["max_steps"]) * int(train["batch_size"]) * int(train.get("grad_accum", 1)) * int(model["tgt_len"])
+        return int(train["max_steps"]) * int(train["batch_size"]) * int(model["tgt_len"])
     except (KeyError, TypeError, ValueError):
         return None
 

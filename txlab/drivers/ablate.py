@@ -692,8 +692,8 @@ def _fit_run(run: PlannedRun, study: AblationStudy, budget_bytes: Callable[[], i
 
 
 def tokens_per_step(cfg: RunConfig) -> int:
-    """Training tokens one optimizer step reads: streams x segment length x accumulated batches."""
-    return cfg.train.batch_size * cfg.model.tgt_len * cfg.train.grad_accum
+    """Training tokens one optimizer step reads: streams x segment length (train.grad_accum splits the streams, it adds none)."""
+    return cfg.train.batch_size * cfg.model.tgt_len
 
 
 def equal_token_steps(reference: RunConfig, cfg: RunConfig) -> int:
