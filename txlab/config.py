@@ -321,6 +321,11 @@ class RunConfig:
     train: TrainConfig = setting(TrainConfig, "Training.")
     eval: EvalConfig = setting(EvalConfig, "Evaluation.")
 
+    @property
+    def tokens_per_step(self) -> int:
+        """Training tokens one optimizer step reads: streams x segment (train.grad_accum splits the streams, it adds none)."""
+        return self.train.batch_size * self.model.tgt_len
+
 
 def field_doc(cls: type, name: str) -> str:
     """The documentation string of one config field."""

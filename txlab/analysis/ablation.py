@@ -20,6 +20,7 @@ import pandas as pd
 from txlab.analysis.claims import Claim, TestedClaim, claims_markdown, evaluate_claims
 from txlab.analysis.figures import mean_intervals, save_figure_with_points, wrapped
 from txlab.analysis.learned import learned_csv, learned_markdown, learned_runs
+from txlab.config import RunConfig, update_dataclass
 from txlab.errors import TxlabError
 from txlab.fileio import DamagedFile, read_json, read_yaml_mapping, write_text_atomic
 from txlab.style import MARKERS, distinct_colors, themed
@@ -98,7 +99,7 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
             "recurrence": model["mem_len"] > 0, "encoding": ENCODING_NAMES.get(model["pos_enc"], model["pos_enc"]) if model["family"] in ("xl", "vanilla") else model["family"].upper(),
             "loss": cfg["train"]["loss"].capitalize(), "backprop_len": model["tgt_len"], "mem_len": model["mem_len"], "params": row.get("params"),
             "train_memory": memory["bytes"] / 2**20 if memory else None, "n_lengths": len(row["eval_lens"]),
-            "train_tokens": _training_tokens(cfg["train"], model),
+            "train_tokens": _training_tokens(cfg),
             **_validation_context(cfg),
         })
         for length in row["eval_lens"]:
@@ -109,6 +110,12 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
                 points.append({"run_id": run_id, "row_id": row["row_id"], "seed": row["seed"], "attn_len": length,
                                "metric": metric, "value": record[metric], "loss": record["loss"], "tokens": record["tokens"]})
     return pd.DataFrame(runs), pd.DataFrame(points)
+
+
+def _training_tokens(cfg: dict) -> int:
+    """Tokens a run's training read (its steps x RunConfig.tokens_per_step), from its saved config."""
+    run = update_dataclass(RunConfig(), cfg)
+    return run.train.max_steps * run.tokens_per_step
 
 
 def _validation_context(cfg: dict) -> dict[str, int | None]:
@@ -267,14 +274,6 @@ class AblationRow:
         if column == "train_tokens":
             return f"{value / 1e6:.2f}M"
         return _latex_escape(str(value)) if latex else str(value)
-
-
-def _training_tokens(train: dict[str, Any], model: dict[str, Any]) -> int | None:
-    """Tokens a run's training read, steps x streams x segment, from its saved config (None where a key is missing)."""
-    try:
-        return int(train["max_steps"]) * int(train["batch_size"]) * int(model["tgt_len"])
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def _optional(value: Any, kind: type) -> Any:

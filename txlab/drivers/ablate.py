@@ -691,14 +691,9 @@ def _fit_run(run: PlannedRun, study: AblationStudy, budget_bytes: Callable[[], i
     return fitted
 
 
-def tokens_per_step(cfg: RunConfig) -> int:
-    """Training tokens one optimizer step reads: streams x segment length (train.grad_accum splits the streams, it adds none)."""
-    return cfg.train.batch_size * cfg.model.tgt_len
-
-
 def equal_token_steps(reference: RunConfig, cfg: RunConfig) -> int:
     """The steps at which ``cfg`` reads as many training tokens as ``reference`` does in its max_steps (to the nearest step)."""
-    return max(1, round(reference.train.max_steps * tokens_per_step(reference) / tokens_per_step(cfg)))
+    return max(1, round(reference.train.max_steps * reference.tokens_per_step / cfg.tokens_per_step))
 
 
 def _budget_row_config(study: AblationStudy) -> RunConfig:
