@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from txlab.config import ModelConfig
-from txlab.models.interface import Context
 from txlab.models.eval_cache import CachedMemory
+from txlab.models.interface import Context
 from txlab.models.transformer import build_transformer, capture_attention
 
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")

@@ -26,7 +26,6 @@ from txlab.fileio import DamagedFile, read_json, read_yaml_mapping, write_text_a
 from txlab.style import MARKERS, distinct_colors, themed
 from txlab.tables import markdown_table
 
-
 ABLATION_COLUMNS = {
     "remark": "Remark",
     "row": "Row",

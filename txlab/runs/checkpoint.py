@@ -29,14 +29,14 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 import txlab
-from txlab.models.build import build_model
-from txlab.runs.capacity import FLOAT_BYTES, GIB, machine_memory, parameter_count
 from txlab.config import COMPUTE_SETTINGS, RunConfig, to_dict, update_dataclass
+from txlab.data.vocab import Vocab
 from txlab.devices import check_device
 from txlab.errors import TxlabError
-from txlab.data.vocab import Vocab
 from txlab.fileio import DamagedFile, read_back, read_json, write_json_atomic
+from txlab.models.build import build_model
 from txlab.models.interface import LanguageModel
+from txlab.runs.capacity import FLOAT_BYTES, GIB, machine_memory, parameter_count
 
 CHECKPOINT_DIR = "checkpoint"
 WEIGHTS, META, TRAIN_STATE, VOCAB = "model.safetensors", "meta.json", "train_state.pt", "vocab.json"

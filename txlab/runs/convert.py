@@ -82,13 +82,13 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from txlab import __version__
-from txlab.models.build import build_model
-from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from txlab.config import DataConfig, ModelConfig, RunConfig, load_config, save_config, update_dataclass
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
 from txlab.fileio import read_back, write_json_atomic
+from txlab.models.build import build_model
 from txlab.models.softmax import cluster_bounds, cluster_dims
+from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from txlab.runs.zoo import run_config
 
 UNK_SYMBOLS = ("<unk>", "<UNK>")

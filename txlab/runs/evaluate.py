@@ -27,10 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from txlab.data.batching import eval_segments
-from txlab.runs.capacity import check_fits, check_position_table
-from txlab.runs.checkpoint import load_checkpoint
 from txlab.config import NON_NEGATIVE, DataConfig, EvalConfig, ModelConfig, setting, update_dataclass
+from txlab.data.batching import eval_segments
 from txlab.data.corpora import check_corpus_dir_applies, load_corpus_for_model
 from txlab.data.diagnostics import role_summary
 from txlab.errors import TxlabError
@@ -38,6 +36,8 @@ from txlab.fileio import write_json_atomic
 from txlab.models.interface import Context, LanguageModel, LMOutput, State
 from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
+from txlab.runs.capacity import check_fits, check_position_table
+from txlab.runs.checkpoint import load_checkpoint
 
 
 def read_in_chunks(
@@ -390,9 +390,9 @@ def evaluate_checkpoint(
     context, the strided protocol). ``precision``: the weights' and the computation's (txlab.models.hf.load_causal_lm).
     The record goes to ``<home>/results/eval/<name>-<fingerprint>/``.
     """
-    from txlab.models import hf
     from txlab.data.corpora import load_corpus
     from txlab.devices import check_device
+    from txlab.models import hf
     from txlab.workspace import resolve
 
     check_device(device)

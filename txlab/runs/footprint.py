@@ -22,11 +22,11 @@ from dataclasses import replace
 
 import torch
 
-from txlab.models.build import build_model
 from txlab.config import ModelConfig, RunConfig, update_dataclass
 from txlab.errors import TxlabError
-from txlab.runs.evaluate import segment_loss
+from txlab.models.build import build_model
 from txlab.models.interface import Context
+from txlab.runs.evaluate import segment_loss
 
 MIB = 2**20
 

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import torch
 
-from txlab.data import synthetic
-from txlab.models.build import count_model
-from txlab.runs.checkpoint import has_checkpoint, read_meta
 from txlab.config import RunConfig
+from txlab.data import synthetic
 from txlab.data.corpora import TEXT_CORPUS, text_token_counts
-from txlab.runs.evaluate import evaluation_context
+from txlab.models.build import count_model
 from txlab.models.interface import ModelCounts
 from txlab.presets import PAPER_SPLIT_TOKENS, SIZES, resolve_preset
-from txlab.timing import matmul_peak_gflops
+from txlab.runs.checkpoint import has_checkpoint, read_meta
+from txlab.runs.evaluate import evaluation_context
 from txlab.runs.zoo import corpus_label, known_vocab_size, recipe_steps, trial_steps
+from txlab.timing import matmul_peak_gflops
 
 COMPUTE_EFFICIENCY = 0.4
 """Share of the measured matmul ceiling a whole command achieves, fitted to a recorded run: the quick

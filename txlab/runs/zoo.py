@@ -13,14 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from txlab.data import synthetic
-from txlab.models.build import count_model
-from txlab.runs.checkpoint import has_checkpoint, read_meta
 from txlab.config import RunConfig, apply_overrides, read_yaml, update_dataclass
+from txlab.data import synthetic
 from txlab.data.corpora import TEXT_CORPUS
 from txlab.errors import TxlabError
 from txlab.fileio import read_metrics_log, read_yaml_mapping
+from txlab.models.build import count_model
 from txlab.presets import PAPER_VOCAB, PRESETS, SIZES, get_preset, resolve_preset
+from txlab.runs.checkpoint import has_checkpoint, read_meta
 from txlab.workspace import check_name, models_root, resolve
 
 
