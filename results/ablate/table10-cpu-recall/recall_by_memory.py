@@ -15,8 +15,6 @@ At 512, a run without that record reads training's last validation, the same pro
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +24,7 @@ from txlab.config import load_config
 from txlab.data import synthetic
 from txlab.data.corpora import load_corpus
 from txlab.runs.checkpoint import has_checkpoint
+from txlab.runs.evaluate import EvalSettings, evaluate_run
 from txlab.runs.plan import checkpoint_step
 
 HERE = Path(__file__).resolve().parent
@@ -34,20 +33,18 @@ TRAIN_SEGMENT = 128
 TARGETS = 20000
 
 
-def record_path(run: Path, memory: int) -> Path:
-    return run / "eval" / f"valid-tgt64-mem{memory}-clamp12-same-b8-n{TARGETS}-roles.json"
-
-
 def by_role(run: Path, memory: int) -> tuple[dict | None, str]:
-    """The run's by-role record at this memory (scored now if its finished checkpoint is here), and a mark for its source."""
-    path = record_path(run, memory)
-    finished = has_checkpoint(run) and checkpoint_step(run) >= load_config(run / "config.yaml").train.max_steps
-    if not path.exists() and finished:
-        subprocess.run([sys.executable, "-m", "txlab", "eval", str(run), "--by-role", "--tgt-len", "64", "--mem-len", str(memory),
-                        "--max-tokens", str(TARGETS), "--quiet"], check=True, stdout=subprocess.DEVNULL)
-    if path.exists():
-        return json.loads(path.read_text())["by_role"], ""
-    if memory == load_config(run / "config.yaml").eval.mem_len:
+    """The run's by-role evaluation at this memory: its eval/ record, else scored now if its finished checkpoint is
+    here, else (at the run's own validation memory) training's last validation, marked *."""
+    for path in sorted((run / "eval").glob("*-roles.json")):
+        record = json.loads(path.read_text())
+        if (record["split"], record["tgt_len"], record["mem_len"], record["max_tokens"]) == ("valid", 64, memory, TARGETS):
+            return record["by_role"], ""
+    cfg = load_config(run / "config.yaml")
+    if has_checkpoint(run) and checkpoint_step(run) >= cfg.train.max_steps:
+        settings = EvalSettings(tgt_len=64, mem_len=memory, max_tokens=TARGETS, by_role=True)
+        return evaluate_run(run, settings, progress=False).by_role, ""
+    if memory == cfg.eval.mem_len:
         validations = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"valid_by_role"' in line]
         return validations[-1], "*"
     return None, ""
@@ -58,13 +55,15 @@ def stale_key_distances(run: Path) -> np.ndarray:
     (a source or recall of an earlier fact with the same key), the nearest place a key-matching model could be misled."""
     truth = load_corpus(load_config(run / "config.yaml").data, progress=False).truth["valid"]
     names = synthetic.RECALL_ROLE_NAMES
-    is_key = (truth.role == names.index("source_key")) | (truth.role == names.index("recall_key"))
-    key_positions = np.flatnonzero(is_key)
-    distances = []
-    for position in np.flatnonzero(truth.role[: TARGETS + 1] == names.index("recall_key")):
-        earlier = key_positions[(key_positions < position) & (truth.tokens[key_positions] == truth.tokens[position])]
-        distances.append(position - earlier[-2] if len(earlier) >= 2 else np.iinfo(np.int64).max)  # earlier[-1]: its own source
-    return np.array(distances)
+    positions = np.flatnonzero((truth.role == names.index("source_key")) | (truth.role == names.index("recall_key")))
+    keys = truth.tokens[positions]
+    order = np.lexsort((positions, keys))  # grouped by key, in text order within a key
+    positions, keys = positions[order], keys[order]
+    # a recall's own source is the occurrence of its key just before it; the one before that is the stale one
+    has_stale = np.concatenate([[False, False], keys[2:] == keys[:-2]])
+    stale = np.where(has_stale, positions - np.concatenate([[0, 0], positions[:-2]]), np.iinfo(np.int64).max)
+    recalls = (truth.role[positions] == names.index("recall_key")) & (positions <= TARGETS)
+    return stale[recalls]
 
 
 def main() -> None:
