@@ -217,7 +217,7 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     held = recall6.loc[["recurrence helps", "full loss beats half loss (with recurrence)"]]
     assert set(held["verdict"]) == {"holds"} and set(held["wins"]) == {int(t6_won)} and set(held["seeds"]) == {int(t6_of)}
     shaw = recall6.loc[["ours beats Shaw et al. (with recurrence)", "ours beats Shaw et al. (without recurrence)"]]
-    per_seed = [float(d) for diffs in shaw["diff_nats"] for d in diffs.split()]  # ours' loss advantage, nats
+    per_seed = [float(d) for diffs in shaw["diff_nats"] for d in diffs.split()]  # Shaw's log-perplexity minus ours: negative where Shaw is lower
     assert set(shaw["verdict"]) == {"not shown"} and (int(shaw_lower), int(shaw_pairs)) == (sum(d < 0 for d in per_seed), len(per_seed))
     # every number the summary states is one of those checked (table names aside)
     for match in re.finditer(r"\d+(\.\d+)?", summary):
