@@ -55,18 +55,20 @@ def test_every_committed_ablation_run_reads_done_for_its_study(table):
 def test_table6_rows_without_recurrence_read_as_they_trained_are_what_cpu_evidence_says():
     # `txlab eval RUN --tgt-len 128 --mem-len 0 --no-same-length --max-tokens 20000`: segments of 128 and no memory, as they trained
     text = " ".join((ROOT / "docs" / "cpu-evidence.md").read_text(encoding="utf-8").split())
-    runs = ROOT / "results" / "ablate" / "table6-cpu-recall" / "runs"
+    study = study_of("6 (recall)")
+    seeds = study.settings.seeds
 
     def losses(row: str) -> np.ndarray:
-        return np.array([json.loads((runs / f"{row}-s{seed}" / "eval" / "valid-tgt128-mem0-clamp12-b8-n20000.json").read_text())["loss"]
-                         for seed in range(7)])
+        return np.array([json.loads((study.out_dir / "runs" / f"{row}-s{seed}" / "eval" / "valid-tgt128-mem0-clamp12-b8-n20000.json").read_text())["loss"]
+                         for seed in seeds])
 
     ours, absolute = losses("norecur-ours-half"), losses("norecur-vaswani-half")
     gap = absolute - ours
-    assert (f"ours is lower in {(gap > 0).sum()} seeds of 7, by {gap.mean():.3f} nats (x{np.exp(gap.mean()):.2f}; PPL {np.exp(ours.min()):.2f}-"
-            f"{np.exp(ours.max()):.2f} against {np.exp(absolute.min()):.2f}-{np.exp(absolute.max()):.2f}; p {sign_flip_p(gap):.2g} before") in text
+    assert (f"ours is lower in {(gap > 0).sum()} seeds of {len(seeds)}, by {gap.mean():.3f} nats (x{np.exp(gap.mean()):.2f}; PPL "
+            f"{np.exp(ours.min()):.2f}-{np.exp(ours.max()):.2f} against {np.exp(absolute.min()):.2f}-{np.exp(absolute.max()):.2f}; "
+            f"p {sign_flip_p(gap):.2g} before") in text
     shaw_gap = losses("norecur-shaw-full") - losses("norecur-ours-full")
-    assert f"Shaw is lower in {(shaw_gap < 0).sum()} seeds of 7 by {-shaw_gap.mean():.3f} nats, x{np.exp(shaw_gap.mean()):.2f}" in text
+    assert f"Shaw is lower in {(shaw_gap < 0).sum()} seeds of {len(seeds)} by {-shaw_gap.mean():.3f} nats, x{np.exp(shaw_gap.mean()):.2f}" in text
 
 
 def test_the_ablation_verdicts_in_cpu_evidence_are_the_committed_claims():
