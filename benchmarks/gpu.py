@@ -1,0 +1,298 @@
+"""The GPU benchmark: paper-scale numbers a session with a GPU measures first (a benchmark, not a test).
+
+    python benchmarks/gpu.py --text FILE [--out DIR] [--only SECTION ...]     # on a GPU: about 5 minutes
+    python benchmarks/gpu.py --tiny --text FILE --out /tmp/b                  # the same on CPU, tiny shapes (seconds)
+
+Sections, each written to the results file as soon as it is done (a run cut short keeps what it finished):
+
+- ``ceiling``: the card's matmul ceiling, an N^3 product in fp32 (TF32 off), TF32 and bf16, median of 10 after 3
+  warm-ups. Every rate below is also given as a share of it.
+- ``train``: training tokens/s of the paper's WikiText-103 base model (xl151m at paper size: 16 layers, d_model 410,
+  adaptive softmax over 267,735 words, batch 60, segments of 150 with a memory of 150), one step as `txlab train`
+  takes it (forward and loss under txlab.precision.autocast, backward, clipping, Adam), fp32 and bf16 in
+  alternation, median of 10 rounds after 3. GFLOP/s counts 3 x the model's forward FLOPs per token at 300 keys.
+- ``recl``: loss collection of a GPT-2-124M-shape Hugging Face model (random weights, a byte-level BPE tokenizer
+  trained here on ``--text``) in bf16 through `txlab.context_losses` on the paper's grid 100..1000 and 10 blocks of
+  500 targets, without and with placebo losses; achieved TFLOP/s from the token-steps actually read (a hook
+  counts every window) at the mean keys of a window.
+- ``speed``: Table 9 at the paper's shape with today's baselines (`txlab speed --study studies/table9.yaml --profile
+  paper`, shorter budgets), its table and figure written beside the results.
+
+Writes ``<out>/gpu-<date>-<device>.json`` and ``.md`` (default out: results/bench). With ``--tiny`` every shape is
+small enough for a CPU, so the script is checked in the test suite; its numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS = ("ceiling", "train", "recl", "speed")
+
+
+class Shapes(NamedTuple):
+    """Every size the sections use: the paper's on a GPU, a few seconds' worth with --tiny."""
+
+    matmul: int
+    """N of the N^3 ceiling product."""
+    train_size: str
+    """xl151m preset size timed by `train`."""
+    train_batch: int
+    train_segment: int
+    """Segment length; the memory is as long."""
+    rounds: int
+    """Timed rounds (after 3 warm-ups) of every interleaved measurement."""
+    gpt2: dict
+    """transformers.GPT2Config fields of the collected model."""
+    grid: tuple[int, ...]
+    blocks: int
+    block_len: int
+    batch: int
+    """Windows per forward call in the collection."""
+    speed: list[str]
+    """Arguments of `txlab speed` after the study and profile."""
+
+
+PAPER = Shapes(
+    matmul=8192, train_size="paper", train_batch=60, train_segment=150, rounds=10,
+    gpt2={}, grid=tuple(range(100, 1001, 100)), blocks=10, block_len=500, batch=32,
+    speed=["--profile", "paper", "--set", "budget_s=3", "--set", "repeats=10"],
+)
+TINY = Shapes(
+    matmul=256, train_size="tiny", train_batch=2, train_segment=16, rounds=2,
+    gpt2={"n_positions": 128, "n_embd": 32, "n_layer": 2, "n_head": 2}, grid=(8, 16, 24, 32), blocks=2, block_len=16, batch=4,
+    speed=["--profile", "tiny", "--attn-len", "32", "--set", "budget_s=0.2", "--set", "repeats=2", "--set", "warmup=1"],
+)
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def interleaved_medians(steps: Sequence[Callable[[], object]], device: str, warmup: int, rounds: int) -> list[float]:
+    """Median seconds of each step, timed in alternation (one call of each per round) so drifts hit all alike."""
+    seconds: list[list[float]] = [[] for _ in steps]
+    for round_ in range(warmup + rounds):
+        for i, step in enumerate(steps):
+            synchronize(device)
+            began = time.perf_counter()
+            step()
+            synchronize(device)
+            if round_ >= warmup:
+                seconds[i].append(time.perf_counter() - began)
+    return [statistics.median(s) for s in seconds]
+
+
+def ceiling(shapes: Shapes, device: str) -> dict:
+    """TFLOP/s of an N^3 matmul in fp32 (TF32 off), TF32 and bf16."""
+    n = shapes.matmul
+    out = {"n": n}
+    for name, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True), ("bf16", torch.bfloat16, False)):
+        if name == "tf32" and not device.startswith("cuda"):
+            continue
+        a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+        previous = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        try:
+            [s] = interleaved_medians([lambda: a @ b], device, 3, 10)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = previous
+        out[f"{name}_tflops"] = 2 * n**3 / s / 1e12
+    return out
+
+
+def train(shapes: Shapes, device: str, ceilings: dict) -> dict:
+    """Training tokens/s of xl151m in fp32 and bf16, interleaved."""
+    from txlab.config import ModelConfig
+    from txlab.measure.bench import preset_configs
+    from txlab.models.build import build_model
+    from txlab.precision import autocast, loss_scaler
+    from txlab.runs.evaluate import segment_loss
+
+    fields = preset_configs(["xl151m"], shapes.train_size)[f"xl151m-{shapes.train_size}"]
+    batch, segment = shapes.train_batch, shapes.train_segment
+    tokens = torch.randint(0, fields["n_token"], (batch, segment + 1), generator=torch.Generator().manual_seed(0)).to(device)
+
+    def training_step(precision: str):
+        torch.manual_seed(0)
+        model = build_model(ModelConfig(**{**fields, "tgt_len": segment, "mem_len": segment})).to(device).train()
+        optimizer = torch.optim.Adam(model.parameters(), lr=2.5e-4)
+        scaler = loss_scaler(precision, device)
+        state = [model.init_state(batch)]
+
+        def step() -> None:
+            with autocast(precision, device):
+                out = model(tokens[:, :-1], state[0], tokens[:, 1:])
+                loss = segment_loss(out.nll, "full")
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            state[0] = out.state
+
+        return step, 3 * model.flops_per_token(2 * segment), sum(p.numel() for p in model.parameters())
+
+    precisions = ["fp32", "bf16"]
+    steps = [training_step(p) for p in precisions]
+    seconds = interleaved_medians([s for s, _, _ in steps], device, 3, shapes.rounds)
+    rows = {}
+    for precision, (_, flops, params), s in zip(precisions, steps, seconds):
+        tok_s = batch * segment / s
+        tflops = tok_s * flops / 1e12
+        rows[precision] = {"ms_per_step": s * 1e3, "tokens_per_s": tok_s, "tflops": tflops,
+                           "of_own_ceiling": tflops / ceilings.get(f"{precision}_tflops", float("nan"))}
+    return {"model": f"xl151m-{shapes.train_size}", "params": params, "batch": batch, "segment": segment, "memory": segment, "steps": rows}
+
+
+def gpt2_folder(folder: Path, text: str, fields: dict) -> Path:
+    """A random-weight GPT-2 (124M shape unless ``fields`` say otherwise) with a byte-level BPE tokenizer trained on ``text``."""
+    import tokenizers
+    import transformers
+
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=8000, show_progress=False, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(text.splitlines(), trainer)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(folder)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(transformers.GPT2Config(**fields))
+    model.save_pretrained(folder)
+    return folder
+
+
+def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
+    """Loss collection of a GPT-2-124M-shape model in bf16, main table and placebo, with the token-steps it read."""
+    import txlab
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = gpt2_folder(Path(tmp) / "gpt2", text_file.read_text(encoding="utf-8"), shapes.gpt2)
+        model = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
+        tokens = txlab.encode_text(text_file, model)
+    counted = {"token_steps": 0, "flops": 0.0}
+    output = model.output_flops_per_token()
+
+    def count(_module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        b, n = ids.shape  # [B, L] one window per stream, read from a fresh start
+        counted["token_steps"] += b * n
+        counted["flops"] += b * n * (model.flops_per_token(n // 2) - output)  # a query attends half the window on average
+
+    hook = model.causal_lm.base_model.register_forward_pre_hook(count, with_kwargs=True)
+    rows = {}
+    try:
+        txlab.context_losses(model, tokens, shapes.grid[:2], 1, shapes.block_len, batch_size=shapes.batch)  # warm-up: kernels, allocator
+        for name, placebo in (("main", False), ("main_and_placebo", True)):
+            counted.update(token_steps=0, flops=0.0)
+            synchronize(device)
+            began = time.perf_counter()
+            table = txlab.context_losses(model, tokens, shapes.grid, shapes.blocks, shapes.block_len, placebo=placebo, batch_size=shapes.batch)
+            synchronize(device)
+            seconds = time.perf_counter() - began
+            scored = table.losses.size + (table.placebo.size if table.placebo is not None else 0)
+            flops = counted["flops"] + scored * output
+            rows[name] = {"seconds": seconds, "token_steps": counted["token_steps"], "token_steps_per_s": counted["token_steps"] / seconds,
+                          "tflops": flops / seconds / 1e12, "of_bf16_ceiling": flops / seconds / 1e12 / ceilings.get("bf16_tflops", float("nan"))}
+    finally:
+        hook.remove()
+    rows["placebo_over_main_seconds"] = (rows["main_and_placebo"]["seconds"] - rows["main"]["seconds"]) / rows["main"]["seconds"]
+    params = sum(p.numel() for p in model.causal_lm.parameters())
+    return {"model": "gpt2 (random weights)", "params": params, "precision": "bf16", "tokens": len(tokens), "grid": list(shapes.grid),
+            "targets": shapes.blocks * shapes.block_len, "batch": shapes.batch, "rows": rows,
+            "strided": "not measured: txlab has no strided collection yet"}
+
+
+def speed(shapes: Shapes, device: str, out: Path) -> dict:
+    """`txlab speed` at the study's profile, its JSON summary, table and figure in ``out``."""
+    command = [sys.executable, "-m", "txlab", "speed", "--study", str(ROOT / "studies" / "table9.yaml"), *shapes.speed,
+               "--device", device, "--name", "table9-gpu", "--out-dir", str(out), "--fig-dir", str(out), "--json", "--quiet"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"txlab speed exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    return {"command": " ".join(command[1:]), "summary": json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def markdown(results: dict) -> str:
+    """The results file's human half: one line per figure."""
+    lines = [f"# GPU benchmark, {results['date']}", "", f"Device: {results['device_name']} ({results['device']}); torch {results['torch']}.",
+             f"Command: `{results['command']}`", ""]
+    c = results.get("ceiling")
+    if isinstance(c, dict) and "error" not in c:
+        lines.append("Matmul ceiling (N=%d): " % c["n"] + ", ".join(f"{k[:-7]} {v:,.1f} TFLOP/s" for k, v in c.items() if k.endswith("_tflops")))
+    t = results.get("train")
+    if isinstance(t, dict) and "error" not in t:
+        for precision, row in t["steps"].items():
+            lines.append(f"Training {t['model']} ({t['params'] / 1e6:.0f}M, batch {t['batch']}, segment {t['segment']}, memory {t['memory']}), "
+                         f"{precision}: {row['tokens_per_s']:,.0f} tokens/s, {row['tflops']:.1f} TFLOP/s ({row['of_own_ceiling']:.0%} of its ceiling)")
+    r = results.get("recl")
+    if isinstance(r, dict) and "error" not in r:
+        for name in ("main", "main_and_placebo"):
+            row = r["rows"][name]
+            lines.append(f"Collection, {r['model']} {r['params'] / 1e6:.0f}M bf16, grid {r['grid'][0]}..{r['grid'][-1]}, {r['targets']:,} targets, {name}: "
+                         f"{row['seconds']:.1f} s, {row['token_steps']:,} token-steps, {row['tflops']:.1f} TFLOP/s ({row['of_bf16_ceiling']:.0%} of bf16)")
+        lines.append(f"Placebo costs {r['rows']['placebo_over_main_seconds']:.2f}x the main table's time. Strided: {r['strided']}.")
+    s = results.get("speed")
+    if isinstance(s, dict) and "error" not in s:
+        lines.append(f"Table 9: see table9-gpu.md beside this file (`{s['command']}`).")
+    for name in SECTIONS:
+        if isinstance(results.get(name), dict) and "error" in results[name]:
+            lines.append(f"{name}: failed: {results[name]['error']}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes, for a CPU (checks the script, measures nothing)")
+    parser.add_argument("--text", type=Path, required=True, help="a UTF-8 text file to train the tokenizer on and collect losses from")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench", help="folder of the results files")
+    parser.add_argument("--only", nargs="*", choices=SECTIONS, default=list(SECTIONS), help="sections to run")
+    args = parser.parse_args(argv)
+    shapes = TINY if args.tiny else PAPER
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    date = dt.date.today().isoformat()
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"gpu-{date}-{re.sub(r'[^A-Za-z0-9]+', '-', name).strip('-').lower()}{'-tiny' if args.tiny else ''}"
+    results: dict = {"date": date, "device": device, "device_name": name, "torch": torch.__version__, "tiny": args.tiny,
+                     "command": " ".join(["python", "benchmarks/gpu.py", *(argv if argv is not None else sys.argv[1:])])}
+    for section in args.only:
+        began = time.perf_counter()
+        print(f"[gpu bench] {section} ...", file=sys.stderr, flush=True)
+        try:
+            if section == "ceiling":
+                results[section] = ceiling(shapes, device)
+            elif section == "train":
+                results[section] = train(shapes, device, results.get("ceiling", {}))
+            elif section == "recl":
+                results[section] = recl(shapes, device, results.get("ceiling", {}), args.text)
+            else:
+                results[section] = speed(shapes, device, args.out)
+        except Exception as err:  # one failed section must not lose the others' numbers
+            traceback.print_exc()
+            results[section] = {"error": f"{type(err).__name__}: {err}"[:2000]}
+        results[section]["seconds"] = time.perf_counter() - began
+        stem.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+        stem.with_suffix(".md").write_text(markdown(results))
+        print(f"[gpu bench] {section} done in {results[section]['seconds']:.0f} s", file=sys.stderr, flush=True)
+    return stem.with_suffix(".json")
+
+
+if __name__ == "__main__":
+    print(main())

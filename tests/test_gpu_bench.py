@@ -1,0 +1,48 @@
+"""benchmarks/gpu.py, the GPU benchmark, in its tiny form on the CPU: every section runs and writes its numbers."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+
+
+def gpu_bench():
+    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "benchmarks" / "gpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def text(tmp_path):
+    pytest.importorskip("transformers")
+    if not TEXT.is_file():
+        pytest.skip("needs ../shared/data beside the checkout")
+    path = tmp_path / "text.txt"
+    path.write_text(TEXT.read_text(encoding="utf-8")[:60_000], encoding="utf-8")
+    return path
+
+
+def test_the_tiny_benchmark_measures_every_section_but_speed(tmp_path, text):
+    written = gpu_bench().main(["--tiny", "--text", str(text), "--out", str(tmp_path / "out"), "--only", "ceiling", "train", "recl"])
+    results = json.loads(written.read_text())
+    assert results["device"] == "cpu" and results["tiny"] and written.name.endswith("-cpu-tiny.json")
+    assert results["ceiling"]["fp32_tflops"] > 0 and results["ceiling"]["bf16_tflops"] > 0
+    assert {p: row["tokens_per_s"] > 0 for p, row in results["train"]["steps"].items()} == {"fp32": True, "bf16": True}
+    rows = results["recl"]["rows"]
+    # placebo losses read every target once more per grid step: the hook must count them on top of the main table's
+    assert 0 < rows["main"]["token_steps"] < rows["main_and_placebo"]["token_steps"]
+    assert rows["placebo_over_main_seconds"] > 0
+    assert "failed" not in written.with_suffix(".md").read_text()
+
+
+@pytest.mark.slow
+def test_the_tiny_benchmark_runs_table9_through_the_cli(tmp_path, text):
+    written = gpu_bench().main(["--tiny", "--text", str(text), "--out", str(tmp_path), "--only", "speed"])
+    results = json.loads(written.read_text())
+    assert "error" not in results["speed"], results["speed"]
+    assert (tmp_path / "table9-gpu.csv").is_file()
