@@ -171,7 +171,7 @@ def _is_numeric(annotation) -> bool:
 
 def test_every_numeric_field_declares_its_range():
     from txlab.drivers.ablate import AblationSettings
-    from txlab.drivers.recl import ReclSettings
+    from txlab.drivers.recl.settings import ReclSettings
     from txlab.measure.speed import SpeedSettings
 
     undeclared = [key for key, f in _leaf_fields() if _is_numeric(f.type) and f.metadata.get("range") is None]
@@ -210,7 +210,7 @@ def test_special_values_stay_allowed():
 
 def test_study_settings_go_through_the_same_checks(tmp_path):
     from txlab.drivers.ablate import load_study
-    from txlab.drivers.recl import resolve_groups
+    from txlab.drivers.recl.groups import resolve_groups
     from txlab.drivers.speed import resolve_study
 
     with pytest.raises(TxlabError, match="n_boot must be >= 0, got -1"):

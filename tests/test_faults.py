@@ -186,11 +186,12 @@ def test_jsonl_reader_keeps_complete_lines_and_reports_the_torn_one(tmp_path):
 
 @pytest.fixture(scope="module")
 def collected(trained, tmp_path_factory) -> Path:
+    from txlab.measure.collection import Collection
     from txlab.measure.losses import collect_run_losses
 
     run = tmp_path_factory.mktemp("losses") / "run"
     shutil.copytree(trained, run)
-    table = collect_run_losses(run, "valid", (4, 8, 12), n_blocks=2, block_len=20, batch_size=4, progress=False)
+    table = collect_run_losses(run, Collection("valid", (4, 8, 12), 2, 20), batch_size=4, progress=False)
     return table.path
 
 

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from txlab.analysis.table8 import Bootstrap, GroupTable, recl_rows, table8_markdown
-from txlab.drivers.recl import ReclSettings, parse_grid, score_group
+from txlab.drivers.recl.run import score_group
+from txlab.drivers.recl.settings import ReclSettings
+from txlab.measure.collection import parse_grid
 from txlab.errors import TxlabError
 from txlab.measure.losses import GroupLosses, find_losses, load_losses
 
@@ -210,7 +212,7 @@ def test_recl_with_the_slurm_launcher_trains_then_collects_each_member_as_a_job(
             submitted.append((name, task.name, task.progress(), Path(folder)))
         return []
 
-    monkeypatch.setattr("txlab.drivers.recl.run_jobs", run_in_process)
+    monkeypatch.setattr("txlab.drivers.recl.run.run_jobs", run_in_process)
     cli.ok("recl", "--group", "xl151m", "qrnn", *TINY_COLLECTION, *TINY_TRAINING, "--launcher", "slurm", "--models-root", tmp_path / "models",
            "--out-dir", tmp_path / "results", "--fig-dir", tmp_path / "figures", "--quiet")
     jobs = tmp_path / "models" / "jobs"
@@ -225,7 +227,7 @@ def test_a_failed_job_stops_recl_naming_every_failure_and_its_log(tmp_path, monk
     def every_job_fails(tasks, settings, folder, name, echo):
         return [Failure(task.name, "7", str(Path(folder) / f"{task.name}.err"), "out of memory") for task in tasks]
 
-    monkeypatch.setattr("txlab.drivers.recl.run_jobs", every_job_fails)
+    monkeypatch.setattr("txlab.drivers.recl.run.run_jobs", every_job_fails)
     message = cli.refused("recl", "--group", "xl151m", "qrnn", *TINY_COLLECTION, *TINY_TRAINING, "--launcher", "slurm",
                           "--models-root", tmp_path / "models", "--quiet")
     jobs = tmp_path / "models" / "jobs"

@@ -17,7 +17,7 @@ import torch
 transformers = pytest.importorskip("transformers", reason="Hugging Face members need the [hf] extra")
 
 import txlab  # noqa: E402
-from txlab.drivers.recl import recl_groups  # noqa: E402
+from txlab.drivers.recl.run import recl_groups  # noqa: E402
 from txlab.errors import TxlabError  # noqa: E402
 from txlab.measure.losses import collect_losses, sample_blocks  # noqa: E402
 from txlab.models import hf  # noqa: E402
@@ -205,6 +205,7 @@ def test_eval_and_generate_take_a_hugging_face_checkpoint(tmp_path, hf_checkpoin
 
 
 def test_a_reduced_precision_asked_for_is_used_and_recorded(tmp_path, random_causal_lm):
+    from txlab.measure.collection import Collection
     from txlab.measure.losses import collect_model_losses
 
     model = hf.load_causal_lm(f"hf:{random_causal_lm(tmp_path / 'g', 'gpt2')}", precision="bf16")
@@ -212,13 +213,13 @@ def test_a_reduced_precision_asked_for_is_used_and_recorded(tmp_path, random_cau
     tokens = tokens_for(200)
     kwargs = dict(tgt_len=16, context=Context(mem_len=0), identity={}, progress=False)
     with pytest.raises(TxlabError, match="float32 or better"):
-        collect_model_losses(model, tokens, "h", tmp_path / "m", "valid", (4, 8), 2, 20, **kwargs)
-    table = collect_model_losses(model, tokens, "h", tmp_path / "m", "valid", (4, 8), 2, 20, precision="bf16", **kwargs)
+        collect_model_losses(model, tokens, "h", tmp_path / "m", Collection("valid", (4, 8), 2, 20), **kwargs)
+    table = collect_model_losses(model, tokens, "h", tmp_path / "m", Collection("valid", (4, 8), 2, 20), precision="bf16", **kwargs)
     exact = hf.load_causal_lm(f"hf:{tmp_path / 'g'}")
     reference = collect_losses(exact, tokens, (4, 8), table.meta["block_starts"], 20, tgt_len=16, context=Context(mem_len=0))
     assert table.meta["precision"] == "bf16" and 0 < np.abs(table.losses - reference).max() < 0.5
     with pytest.raises(TxlabError, match="other settings .*precision: stored 'bf16', now 'fp32'"):  # never finished in another precision
-        collect_model_losses(exact, tokens, "h", tmp_path / "m", "valid", (4, 8), 2, 20, **kwargs)
+        collect_model_losses(exact, tokens, "h", tmp_path / "m", Collection("valid", (4, 8), 2, 20), **kwargs)
 
 
 def test_a_dry_run_refuses_runs_that_read_other_tokens_of_one_corpus(tmp_path, untrained_run):

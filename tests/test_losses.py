@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,7 +15,8 @@ from txlab.config import DataConfig, ModelConfig, RunConfig
 from txlab.data.corpora import load_corpus
 from txlab.errors import TxlabError
 from txlab.measure import losses as losses_mod
-from txlab.measure.losses import benchmark_collection, collect_group_losses, collect_losses, collect_run_losses, context_lengths, is_prefix_causal, load_group_losses, sample_blocks
+from txlab.measure.collection import Collection
+from txlab.measure.losses import benchmark_collection, collect_group_losses, collect_losses, collect_run_losses, context_lengths, is_prefix_causal, load_group_losses, load_losses, sample_blocks
 from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.runs.checkpoint import save_checkpoint
@@ -175,7 +177,10 @@ def test_low_precision_and_bad_targets_are_refused():
 
 
 def test_the_default_grid_is_the_papers():
-    assert losses_mod.DEFAULT_GRID == DEFAULT_GRID == (100, 200, 300, 400, 500, 600, 700, 800, 900, 1000)
+    from txlab.drivers.recl.settings import PAPER_COLLECTION
+    from txlab.measure.collection import parse_grid
+
+    assert parse_grid(PAPER_COLLECTION["grid"]) == DEFAULT_GRID == (100, 200, 300, 400, 500, 600, 700, 800, 900, 1000)
 
 
 def test_sample_blocks_is_deterministic_contiguous_and_in_range():
@@ -243,27 +248,28 @@ def scored_rows(monkeypatch):
     return calls
 
 
-RUN_ARGS = dict(split="valid", grid=GRID, n_blocks=3, block_len=4, seed=0, progress=False)
+COLLECTION = Collection("valid", GRID, blocks=3, block_len=4, seed=0)
 
 
 def test_run_losses_are_computed_once_and_resume_block_by_block(tmp_path, scored_rows):
     run = make_run(tmp_path / "lstm")
-    table = collect_run_losses(run, **RUN_ARGS)
+    table = collect_run_losses(run, COLLECTION, progress=False)
     assert scored_rows["rows"] == len(GRID) * 3 * 4  # every (c, t) exactly once
     assert table.losses.shape == (len(GRID), 12) and table.targets.shape == (12,)
     assert np.array_equal(np.diff(table.targets.reshape(3, 4), axis=1), np.ones((3, 3)))  # contiguous blocks
     assert table.path.parent == run / "losses" and table.path.name.startswith("valid-")
+    assert np.array_equal(load_losses(table.path).losses, table.losses)  # what was returned from memory is what was written
     meta = json.loads((table.path / "meta.json").read_text())
     assert meta["grid"] == list(GRID) and meta["method"] == "window" and meta["model_step"] == 0
     assert meta["token_stream_sha256"] == load_corpus(DataConfig(corpus="synthetic-local", synthetic_tokens=600,
                                                                  synthetic_eval_tokens=600), progress=False).token_stream_hash("valid")
 
     scored_rows["rows"] = 0
-    assert np.array_equal(collect_run_losses(run, **RUN_ARGS).losses, table.losses)
+    assert np.array_equal(collect_run_losses(run, COLLECTION, progress=False).losses, table.losses)
     assert scored_rows["rows"] == 0  # nothing recomputed
 
     (table.path / "block-00001.npy").unlink()
-    assert np.array_equal(collect_run_losses(run, **RUN_ARGS).losses, table.losses)
+    assert np.array_equal(collect_run_losses(run, COLLECTION, progress=False).losses, table.losses)
     assert scored_rows["rows"] == len(GRID) * 4  # only the missing block
 
 
@@ -279,19 +285,19 @@ def test_an_interrupted_collection_leaves_whole_blocks_and_resumes(tmp_path, mon
 
     monkeypatch.setattr(losses_mod, "block_losses", dies_on_the_second_block)
     with pytest.raises(KeyboardInterrupt):
-        collect_run_losses(run, **RUN_ARGS)
+        collect_run_losses(run, COLLECTION, progress=False)
     (directory,) = (run / "losses").iterdir()
     assert sorted(p.name for p in directory.iterdir()) == ["block-00000.npy", "meta.json"]  # no partial files
     with pytest.raises(TxlabError, match="incomplete"):
         load_group_losses([run])
-    table = collect_run_losses(run, **RUN_ARGS)
+    table = collect_run_losses(run, COLLECTION, progress=False)
     assert calls["n"] == 4  # blocks 1 and 2 only, on the rerun
     assert np.isfinite(table.losses).all()
 
 
 def test_a_group_loads_for_recl_and_keeps_placebo(tmp_path):
     runs = [make_run(tmp_path / "xl", "xl"), make_run(tmp_path / "lstm", "lstm")]
-    group = collect_group_losses(runs, **RUN_ARGS, placebo=True)
+    group = collect_group_losses(runs, replace(COLLECTION, placebo=True), progress=False)
     assert group.models == ["xl", "lstm"] and group.losses.shape == (2, len(GRID), 12)
     assert group.placebo.shape == (2, len(GRID) - 1, 12)
     assert group.caps == {"xl": None, "lstm": None}
@@ -304,21 +310,21 @@ def test_a_group_loads_for_recl_and_keeps_placebo(tmp_path):
 def test_a_group_that_saw_different_token_streams_is_refused(tmp_path, scored_rows):
     same = make_run(tmp_path / "a")
     other = make_run(tmp_path / "b", seed=1)  # another synthetic sample: another valid stream
-    collect_run_losses(same, **RUN_ARGS)
-    collect_run_losses(other, **RUN_ARGS)
+    collect_run_losses(same, COLLECTION, progress=False)
+    collect_run_losses(other, COLLECTION, progress=False)
     with pytest.raises(TxlabError, match=r"b was scored on another token stream"):
         load_group_losses([same, other])
     scored_rows["rows"] = 0
     with pytest.raises(TxlabError, match=r"b reads another valid token stream"):
-        collect_group_losses([same, other], **{**RUN_ARGS, "seed": 5})
+        collect_group_losses([same, other], replace(COLLECTION, seed=5), progress=False)
     assert scored_rows["rows"] == 0  # refused before running any model
 
 
 def test_changed_settings_are_not_mixed_into_a_collection(tmp_path):
     run = make_run(tmp_path / "lstm")
-    table = collect_run_losses(run, **RUN_ARGS)
+    table = collect_run_losses(run, COLLECTION, progress=False)
     meta = json.loads((table.path / "meta.json").read_text())
     meta["model_step"] = 7
     (table.path / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(TxlabError, match="model_step"):
-        collect_run_losses(run, **RUN_ARGS)
+        collect_run_losses(run, COLLECTION, progress=False)

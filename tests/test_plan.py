@@ -8,7 +8,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
 from txlab.cli import app
-from txlab.drivers.recl import collection_flops, plan_groups, resolve_groups, resolve_member
+from txlab.drivers.recl.groups import resolve_groups, resolve_member
+from txlab.drivers.recl.plan import collection_flops, plan_groups
 from txlab.drivers.speed import resolve_study, speed_plan
 from txlab.measure.losses import collect_group_losses
 from txlab.runs.plan import Plan, format_seconds, split_tokens, training_flops, training_plan
@@ -54,9 +55,8 @@ def test_collection_flops_match_torchs_count_of_a_tiny_collection(tmp_path, plac
         member = resolve_member(name, s)
         train(member.config, member.run_dir, progress=False, echo=lambda message: None)
         with FlopCounterMode(display=False) as counter:
-            collect_group_losses([member.run_dir], s.split, s.context_grid(), s.blocks, s.block_len, s.seed, placebo=placebo,
-                                 batch_size=s.batch_size, progress=False)
-        estimated, counted = collection_flops(member, s), counter.get_total_flops()
+            collect_group_losses([member.run_dir], group.collection, batch_size=s.batch_size, progress=False)
+        estimated, counted = collection_flops(member, group.collection), counter.get_total_flops()
         assert counted / FLOP_FACTOR <= estimated <= counted * FLOP_FACTOR, (name, estimated, counted)
 
 
@@ -186,7 +186,8 @@ def test_estimates_hold_within_their_factor_on_a_recorded_run_of_each_command_fa
     from pathlib import Path
 
     from txlab.drivers.ablate import estimate, load_study
-    from txlab.drivers.recl import plan_groups, resolve_groups
+    from txlab.drivers.recl.groups import resolve_groups
+    from txlab.drivers.recl.plan import plan_groups
     from txlab.drivers.speed import resolve_study, speed_plan
     from txlab.runs.zoo import run_config
 

@@ -17,6 +17,7 @@ from txlab import precision as precision_mod
 from txlab.config import ModelConfig, apply_overrides, load_config
 from txlab.data.corpora import load_corpus
 from txlab.errors import TxlabError
+from txlab.measure.collection import Collection
 from txlab.measure.losses import collect_losses, collect_model_losses, sample_blocks
 from txlab.models.rnn import build_rnn
 from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, linear_nll
@@ -86,7 +87,7 @@ def test_bf16_evaluation_is_within_bf16_rounding_of_fp32(tmp_path):
     kwargs = dict(tgt_len=tgt_len, context=context)
     reduced = collect_losses(ckpt.model, tokens, grid, starts, 50, precision="bf16", **kwargs)
     assert 0 < np.abs(reduced - collect_losses(ckpt.model, tokens, grid, starts, 50, **kwargs)).max() < 0.05
-    table = collect_model_losses(ckpt.model, tokens, "stream", tmp_path / "home", "valid", grid, 2, 50, identity={}, progress=False,
+    table = collect_model_losses(ckpt.model, tokens, "stream", tmp_path / "home", Collection("valid", grid, 2, 50), identity={}, progress=False,
                                  precision="bf16", **kwargs)
     assert table.meta["precision"] == "bf16"
 

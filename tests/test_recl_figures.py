@@ -15,14 +15,15 @@ from typer.testing import CliRunner
 from txlab.analysis import recl_figures
 from txlab.analysis.figures import FigureFiles, model_name
 from txlab.cli import app
-from txlab.drivers import recl as recl_driver
+from txlab.drivers.recl import report as recl_driver
+from txlab.drivers.recl import run as recl_run
 
 runner = CliRunner()
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "recl"
 
 
 def test_redraw_draws_both_figures_from_the_tables_and_scores_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(recl_driver, "score_group", lambda *a, **k: pytest.fail("--redraw scored something"))
+    monkeypatch.setattr(recl_run, "score_group", lambda *a, **k: pytest.fail("--redraw scored something"))
     group = "table8-xl-rnn-cpu-synthetic-small-short"
     result = runner.invoke(app, ["recl", "--redraw", str(RESULTS / group), "--fig-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output

@@ -20,7 +20,8 @@ from txlab.analysis.recl import ReclInterval, ReclResult, bootstrap_recl, falls_
 from txlab.analysis.recl_figures import write_context_curves
 from txlab.analysis.table8 import Bootstrap, GroupTable, recl_rows
 from txlab.config import ModelConfig
-from txlab.drivers.recl import ReclSettings, score_group
+from txlab.drivers.recl.run import score_group
+from txlab.drivers.recl.settings import ReclSettings
 from txlab.measure.losses import GroupLosses, collect_losses
 from txlab.models.build import build_model
 from txlab.models.interface import Context

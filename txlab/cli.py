@@ -404,7 +404,8 @@ def eval_command(
 
     check_device(device)
     if str(run_dir).startswith("hf:"):
-        from txlab.drivers.recl import ReclSettings, settle_tokenizer
+        from txlab.drivers.recl.groups import settle_tokenizer
+        from txlab.drivers.recl.settings import ReclSettings
         from txlab.runs.zoo import run_config
 
         for option, value in {"--clamp-len": clamp_len, "--same-length": same_length, "--attn-len": attn_len, "--streams": streams,
@@ -667,7 +668,7 @@ def recl(
     fig_dir: Path = typer.Option(None, "--fig-dir", help="Figures go to <fig-dir>/<group>/ \\[default: <home>/figures/recl].", show_default=False),
     redraw: Path = typer.Option(None, "--redraw", help="Only draw Figures 3 and 4 again from a group's folder of tables (results/recl/<group>), "
                                 "into <fig-dir>/<group>/; nothing trains or scores.", show_default=False),
-    _show: bool = _show_settings("txlab.drivers.recl", "ReclSettings"),
+    _show: bool = _show_settings("txlab.drivers.recl.settings", "ReclSettings"),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:
@@ -686,7 +687,9 @@ def recl(
     """
     from txlab.config import parse_seeds
     from txlab.devices import check_device
-    from txlab.drivers.recl import SeedsResult, parse_rs, recl_groups, redraw_group, summary
+    from txlab.drivers.recl.report import SeedsResult, redraw_group, summary
+    from txlab.drivers.recl.run import recl_groups
+    from txlab.drivers.recl.settings import parse_rs
 
     if redraw is not None:
         from txlab.workspace import resolve

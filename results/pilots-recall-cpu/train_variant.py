@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from txlab.config import apply_overrides
-from txlab.drivers import recl
+from txlab.drivers.recl import groups as recl
 from txlab.runs.train import train
 
 

@@ -249,16 +249,19 @@ def cap_losses(losses_i: np.ndarray, grid: Sequence[int], cap: int) -> np.ndarra
 # RECL of a group
 
 
-def _check_grid(grid: Sequence[int]) -> tuple[int, ...]:
+def check_grid(grid: Sequence[int], spec: object = None) -> tuple[int, ...]:
+    """The grid as a tuple of ints, refused unless it holds at least two strictly ascending positive lengths
+    (``spec``: the text it was parsed from, for the message). The one check of a grid, wherever it comes from."""
     grid = tuple(int(c) for c in grid)
     if len(grid) < 2 or grid[0] < 1 or any(b <= a for a, b in zip(grid, grid[1:])):
-        raise TxlabError(f"the context grid must hold at least two strictly ascending positive lengths, got {list(grid)}")
+        what = f"the grid {spec!r}" if spec is not None else "the context grid"
+        raise TxlabError(f"{what} must hold at least two strictly ascending positive lengths, got {list(grid)}")
     return grid
 
 
 def prepare_table(losses: np.ndarray, grid: Sequence[int], models: Sequence[str], caps: Mapping[str, int | None] | None = None) -> np.ndarray:
     """Check a loss table [M, G, T] against ``grid`` and ``models`` and apply the caps; float64 copy."""
-    grid = _check_grid(grid)
+    grid = check_grid(grid)
     table = np.array(losses, dtype=np.float64)
     expected = (len(models), len(grid))
     if table.ndim != 3 or table.shape[:2] != expected or table.shape[2] == 0:
@@ -330,7 +333,7 @@ def recl(
     ``c0``: where the walk starts (default the first grid value).
     ``placebo``: placebo losses [M, G-1, T] (txlab.measure.losses); adds the placebo-aware RECL.
     """
-    grid = _check_grid(grid)
+    grid = check_grid(grid)
     table = prepare_table(losses, grid, models, caps)
     return _walk_models(table, grid, list(models), r, threshold, caps, _start_index(grid, c0), _check_placebo(placebo, table))
 
@@ -372,7 +375,7 @@ def bootstrap_recl(
     grid values on the conservative side (lower for the low end, higher for the high end). Placebo
     losses [M, G-1, T] are resampled with the same blocks.
     """
-    grid = _check_grid(grid)
+    grid = check_grid(grid)
     models = list(models)
     table = prepare_table(losses, grid, models, caps)
     placebo = _check_placebo(placebo, table)

@@ -852,14 +852,16 @@ def load_corpus(cfg: DataConfig, progress: bool = True) -> Corpus:
     return _load_real(CORPORA[cfg.corpus], cfg, progress)
 
 
-def load_corpus_for_model(cfg: DataConfig, vocab_hash: str, vocab: Vocab | None, split: str, model: str, progress: bool = True) -> Corpus:
+def load_corpus_for_model(cfg: DataConfig, vocab_hash: str, vocab: Vocab | None, split: str, model: str, progress: bool = True,
+                          loaded: Corpus | None = None) -> Corpus:
     """The corpus a model reads, with ``split`` in the model's ids.
 
     A model trained by txlab has its corpus's vocabulary (``vocab_hash`` is the corpus's) and gets
     the corpus as it is. A model that carries its own vocabulary ``vocab`` with that hash (an
     imported checkpoint) gets ``split`` relabelled into it. ``model`` names the model in errors.
+    ``loaded``: ``cfg``'s corpus when the caller has it already (it is not read again).
     """
-    corpus = load_corpus(cfg, progress=progress)
+    corpus = loaded if loaded is not None else load_corpus(cfg, progress=progress)
     if corpus.vocab.sha256 == vocab_hash:
         return corpus
     if vocab is None or vocab.sha256 != vocab_hash:

@@ -80,10 +80,10 @@ import numpy as np
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
-from txlab.analysis.recl import DEFAULT_GRID
-from txlab.data.corpora import load_corpus, load_corpus_for_model
+from txlab.data.corpora import Corpus, load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
+from txlab.measure.collection import Collection
 from txlab.models.interface import Context, LanguageModel
 from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
@@ -478,10 +478,10 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
     write_atomic(path, lambda fh: np.save(fh, array))
 
 
-def _open_run(run_dir: Path, split: str, device: str, progress: bool):
-    """(checkpoint, corpus) of a run, checking the corpus still has the run's vocabulary."""
+def _open_run(run_dir: Path, split: str, device: str, progress: bool, corpus: Corpus | None = None):
+    """(checkpoint, corpus) of a run, checking the corpus (``corpus`` when given) still has the run's vocabulary."""
     ckpt = load_checkpoint(run_dir, map_location=device)
-    corpus = load_corpus_for_model(ckpt.config.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress)
+    corpus = load_corpus_for_model(ckpt.config.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress, loaded=corpus)
     corpus.split(split)  # a clear error for a missing split
     return ckpt, corpus
 
@@ -494,30 +494,16 @@ def check_token_ids(model: LanguageModel, tokens: np.ndarray, what: str) -> None
                          "the text was tokenized for another model (give the group the model's own tokenizer)")
 
 
-def collect_run_losses(
-    run_dir: str | Path,
-    split: str = "valid",
-    grid: Sequence[int] = DEFAULT_GRID,
-    n_blocks: int = 20,
-    block_len: int = 500,
-    seed: int = 0,
-    *,
-    placebo: bool = False,
-    batch_size: int = 16,
-    method: str = "auto",
-    device: str = "cpu",
-    progress: bool = True,
-) -> LossTable:
-    """Collect (or finish collecting) a trained run's loss table on ``split`` and return it.
+def collect_run_losses(run_dir: str | Path, collection: Collection, *, batch_size: int = 16, device: str = "cpu",
+                       progress: bool = True, corpus: Corpus | None = None) -> LossTable:
+    """Collect (or finish collecting) a trained run's loss table and return it.
 
-    Targets: ``n_blocks`` contiguous blocks of ``block_len`` drawn by ``seed`` after the first
-    max(grid) tokens (:func:`sample_blocks`); the run's evaluation settings decide how context is read
-    and in which precision.
-    Finished blocks are skipped, so an interrupted call resumes; ``placebo`` adds the placebo losses
-    of every grid step (also resumable, also skipped when present).
+    The run's evaluation settings decide how context is read and in which precision. Finished blocks are
+    skipped, so an interrupted call resumes. ``corpus``: the run's corpus when the caller has it loaded
+    already (a group reads one corpus for all its members); it is checked against the run's vocabulary.
     """
     run_dir = Path(run_dir)
-    ckpt, corpus = _open_run(run_dir, split, device, progress)
+    ckpt, corpus = _open_run(run_dir, collection.split, device, progress, corpus)
     tgt_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
 
     def fits(chunk_len: int | None, longest: int) -> None:
@@ -525,9 +511,9 @@ def collect_run_losses(
                    device=device, what=f"collecting the losses of {run_dir} (--set batch_size, --set grid)", precision=ckpt.config.eval.precision)
 
     return collect_model_losses(
-        ckpt.model, corpus.split(split), corpus.token_stream_hash(split), run_dir, split, grid, n_blocks, block_len, seed,
-        tgt_len=tgt_len, context=context, identity={"model_step": ckpt.meta["step"]}, placebo=placebo, batch_size=batch_size,
-        method=method, progress=progress, check_memory=fits, precision=ckpt.config.eval.precision,
+        ckpt.model, corpus.split(collection.split), corpus.token_stream_hash(collection.split), run_dir, collection,
+        tgt_len=tgt_len, context=context, identity={"model_step": ckpt.meta["step"]}, batch_size=batch_size,
+        progress=progress, check_memory=fits, precision=ckpt.config.eval.precision,
     )
 
 
@@ -536,18 +522,12 @@ def collect_model_losses(
     tokens: np.ndarray,
     token_hash: str,
     home: str | Path,
-    split: str = "valid",
-    grid: Sequence[int] = DEFAULT_GRID,
-    n_blocks: int = 20,
-    block_len: int = 500,
-    seed: int = 0,
+    collection: Collection,
     *,
     tgt_len: int,
     context: Context,
     identity: dict[str, Any],
-    placebo: bool = False,
     batch_size: int = 16,
-    method: str = "auto",
     progress: bool = True,
     check_memory: Callable[[int | None, int], None] | None = None,
     precision: str = "fp32",
@@ -561,39 +541,42 @@ def collect_model_losses(
     ``check_memory(chunk_len, longest context)`` may refuse a collection that cannot fit.
     ``precision``: fp32, or bf16 or fp16 autocast (txlab.precision), which also accepts a model whose weights are
     in it; recorded in meta.json, so a collection is never finished in another precision (noise can read as gain).
+    The table returned holds the blocks computed here and those an earlier call left on disk: nothing is read back.
     """
-    home = Path(home)
-    grid = tuple(int(c) for c in grid)
-    if len(grid) < 2 or grid[0] < 1 or any(b <= a for a, b in zip(grid, grid[1:])):
-        raise TxlabError(f"the context grid must hold at least two strictly ascending positive lengths, got {list(grid)}")
-    check_token_ids(model, tokens, f"the {split} split")
-    starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
-    directory = home / "losses" / f"{split}-{collection_key(token_hash, grid, starts, block_len)}"
+    home, c = Path(home), collection
+    check_token_ids(model, tokens, f"the {c.split} split")
+    starts = sample_blocks(len(tokens), c.blocks, c.block_len, c.grid[-1], c.seed)
+    directory = home / "losses" / f"{c.split}-{collection_key(token_hash, c.grid, starts, c.block_len)}"
     with scoring(model, context, precision):
         chunk_len = chunk_length(model, tgt_len)
-        lengths, _ = context_lengths(grid, model.max_context)
+        lengths, _ = context_lengths(c.grid, model.max_context)
         if check_memory is not None:
             check_memory(chunk_len, int(lengths[-1]))
         meta = {
-            "split": split, "token_stream_sha256": token_hash, "n_tokens": len(tokens), "grid": list(grid),
-            "block_starts": starts.tolist(), "block_len": block_len, "seed": seed,
+            "split": c.split, "token_stream_sha256": token_hash, "n_tokens": len(tokens), "grid": list(c.grid),
+            "block_starts": starts.tolist(), "block_len": c.block_len, "seed": c.seed,
             "max_context": model.max_context, "tgt_len": tgt_len, "chunk_len": chunk_len,
             "context": {"mem_len": context.mem_len, "same_length": context.same_length, "clamp_len": context.clamp_len},
-            "method": choose_method(model, tokens, lengths, chunk_len, method), "precision": precision, **identity,
+            "method": choose_method(model, tokens, lengths, chunk_len, c.method), "precision": precision, **identity,
             "units": "nats",
         }
         _write_or_check_meta(directory, meta)
-        todo = [(kind, i) for kind in ("block", "placebo")[: 1 + placebo] for i in range(n_blocks)
-                if not _block_file(directory, kind, i).is_file()]
-        windows = {"block": block_len + int(lengths[-1] - lengths[0]) if meta["method"] == "window" else block_len * len(lengths),
-                   "placebo": block_len * (len(grid) - 1)}
+        kinds = ("block", "placebo")[: 1 + c.placebo]
+        todo = [(kind, i) for kind in kinds for i in range(c.blocks) if not _block_file(directory, kind, i).is_file()]
+        windows = {"block": c.block_len + int(lengths[-1] - lengths[0]) if meta["method"] == "window" else c.block_len * len(lengths),
+                   "placebo": c.block_len * (len(c.grid) - 1)}
+        computed: dict[tuple[str, int], np.ndarray] = {}
         with Progress(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {home.name}", unit="window",
                       disable=not progress, leave=False) as bar:
             for kind, i in todo:
-                table = block_losses(model, tokens, grid, int(starts[i]), block_len, chunk_len, batch_size, meta["method"], bar.update,
-                                     placebo=kind == "placebo")
-                _save_npy(_block_file(directory, kind, i), table)
-    return load_losses(directory)
+                computed[kind, i] = block_losses(model, tokens, c.grid, int(starts[i]), c.block_len, chunk_len, batch_size, meta["method"],
+                                                 bar.update, placebo=kind == "placebo")
+                _save_npy(_block_file(directory, kind, i), computed[kind, i])
+    shapes = {"block": (len(c.grid), c.block_len), "placebo": (len(c.grid) - 1, c.block_len)}
+    tables = {kind: np.concatenate([computed[kind, i] if (kind, i) in computed else _load_block(directory, kind, i, shapes[kind])
+                                    for i in range(c.blocks)], axis=1) for kind in kinds}  # [G, T] and [G-1, T]
+    targets = (starts[:, None] + np.arange(c.block_len)).reshape(-1)  # [T]
+    return LossTable(tables["block"], c.grid, targets, c.block_len, token_hash, model.max_context, meta, directory, tables.get("placebo"))
 
 
 def _write_or_check_meta(directory: Path, meta: dict[str, Any]) -> None:
@@ -611,16 +594,18 @@ def _remedy(directory: Path) -> str:
     return f"delete it and rerun `txlab recl` to collect {directory} again"
 
 
+def _load_block(directory: Path, kind: str, index: int, shape: tuple[int, int]) -> np.ndarray:
+    """One ``kind`` block, checked for its [rows, block_len] shape."""
+    path = _block_file(directory, kind, index)
+    block = load_npy(path, _remedy(directory), ndim=2)
+    if block.shape != shape:
+        raise TxlabError(f"{path} is damaged (shape {block.shape}, its meta.json says {shape}); {_remedy(directory)}")
+    return block
+
+
 def _load_blocks(directory: Path, kind: str, n_blocks: int, shape: tuple[int, int]) -> np.ndarray:
-    """The ``kind`` blocks side by side, each checked for its [rows, block_len] shape."""
-    blocks = []
-    for i in range(n_blocks):
-        path = _block_file(directory, kind, i)
-        block = load_npy(path, _remedy(directory), ndim=2)
-        if block.shape != shape:
-            raise TxlabError(f"{path} is damaged (shape {block.shape}, its meta.json says {shape}); {_remedy(directory)}")
-        blocks.append(block)
-    return np.concatenate(blocks, axis=1)
+    """The ``kind`` blocks side by side."""
+    return np.concatenate([_load_block(directory, kind, i, shape) for i in range(n_blocks)], axis=1)
 
 
 def load_losses(directory: str | Path) -> LossTable:
@@ -666,13 +651,14 @@ def _model_names(run_dirs: Sequence[Path]) -> list[str]:
     return names if len(set(names)) == len(names) else [str(d) for d in run_dirs]
 
 
-def load_group_losses(run_dirs: Sequence[str | Path], split: str = "valid", key: str | None = None) -> GroupLosses:
-    """The loss tables of a group of runs, refused unless all saw the same token stream, grid and targets."""
+def group_losses(tables: Sequence[LossTable], run_dirs: Sequence[str | Path]) -> GroupLosses:
+    """A group from its members' loss tables (one per run, in order), refused unless all saw the same token
+    stream, grid and targets."""
     run_dirs = [Path(d) for d in run_dirs]
-    if not run_dirs:
+    if not tables:
         raise TxlabError("a RECL group needs at least one run")
-    tables = [load_losses(find_losses(d, split, key)) for d in run_dirs]
     first, first_dir = tables[0], run_dirs[0]
+    split = first.meta.get("split", "")
     for table, run_dir in zip(tables[1:], run_dirs[1:]):
         if table.token_stream_sha256 != first.token_stream_sha256:
             raise TxlabError(
@@ -687,40 +673,32 @@ def load_group_losses(run_dirs: Sequence[str | Path], split: str = "valid", key:
     placebo = np.stack([t.placebo for t in tables]) if all(t.placebo is not None for t in tables) else None
     return GroupLosses(
         names, np.stack([t.losses for t in tables]), first.grid, first.targets, first.block_len, first.token_stream_sha256,
-        {name: t.max_context for name, t in zip(names, tables)}, run_dirs, placebo, tables,
+        {name: t.max_context for name, t in zip(names, tables)}, run_dirs, placebo, list(tables),
     )
 
 
-def collect_group_losses(
-    run_dirs: Sequence[str | Path],
-    split: str = "valid",
-    grid: Sequence[int] = DEFAULT_GRID,
-    n_blocks: int = 20,
-    block_len: int = 500,
-    seed: int = 0,
-    *,
-    placebo: bool = False,
-    batch_size: int = 16,
-    device: str = "cpu",
-    progress: bool = True,
-) -> GroupLosses:
-    """Collect whatever is missing for every run of a group, then load the group.
+def load_group_losses(run_dirs: Sequence[str | Path], split: str = "valid", key: str | None = None) -> GroupLosses:
+    """The loss tables of a group of runs as collected earlier (:func:`group_losses` of what is on disk)."""
+    if not run_dirs:
+        raise TxlabError("a RECL group needs at least one run")
+    return group_losses([load_losses(find_losses(d, split, key)) for d in run_dirs], run_dirs)
+
+
+def collect_group_losses(run_dirs: Sequence[str | Path], collection: Collection, *, batch_size: int = 16, device: str = "cpu",
+                         progress: bool = True) -> GroupLosses:
+    """Collect whatever is missing for every run of a group and return the group.
 
     The runs' token streams are compared before any model is run, so a mismatched group fails at once.
     """
     run_dirs = [Path(d) for d in run_dirs]
-    hashes = []
-    for run_dir in run_dirs:
-        data_cfg = saved_config(run_dir).data
-        hashes.append(load_corpus(data_cfg, progress=progress).token_stream_hash(split))
+    corpora = [load_corpus(saved_config(run_dir).data, progress=progress) for run_dir in run_dirs]
+    hashes = [corpus.token_stream_hash(collection.split) for corpus in corpora]
     for run_dir, token_hash in zip(run_dirs[1:], hashes[1:]):
         if token_hash != hashes[0]:
             raise TxlabError(
-                f"{run_dir} reads another {split} token stream ({token_hash[:12]}) than {run_dirs[0]} ({hashes[0][:12]}): "
+                f"{run_dir} reads another {collection.split} token stream ({token_hash[:12]}) than {run_dirs[0]} ({hashes[0][:12]}): "
                 "every model of a group must see the same tokens"
             )
-    tables = [
-        collect_run_losses(d, split, grid, n_blocks, block_len, seed, placebo=placebo, batch_size=batch_size, device=device, progress=progress)
-        for d in run_dirs
-    ]
-    return load_group_losses(run_dirs, split, tables[0].path.name.removeprefix(f"{split}-"))
+    tables = [collect_run_losses(d, collection, batch_size=batch_size, device=device, progress=progress, corpus=corpus)
+              for d, corpus in zip(run_dirs, corpora)]
+    return group_losses(tables, run_dirs)

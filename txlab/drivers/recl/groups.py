@@ -1,0 +1,307 @@
+"""A group's members, resolved once: presets (trained when missing), run directories and Hugging Face checkpoints,
+once per training seed, checked against each other, with the settings' unset values given (:func:`with_defaults`)
+and the group's name made from what it collects.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from txlab.config import DataConfig, RunConfig, to_dict
+from txlab.data.synthetic import VARIANTS as SYNTHETIC
+from txlab.drivers.recl.settings import PAPER_COLLECTION, SMALL_COLLECTION, ReclSettings, command_line, load_study
+from txlab.errors import TxlabError, did_you_mean
+from txlab.measure.collection import Collection
+from txlab.models import hf
+from txlab.presets import PRESETS
+from txlab.runs.checkpoint import has_checkpoint, saved_config
+from txlab.runs.train import configuration_changes
+from txlab.runs.zoo import run_config, run_dir
+from txlab.workspace import resolve
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of a group, resolved once: what it is, where its run lives, and how it was (or will be) trained."""
+
+    label: str
+    """How tables and figures name it: the preset name, the run directory's name, or the checkpoint folder's name."""
+    run_dir: Path
+    """The run directory; for a Hugging Face member, the folder its losses and record go to."""
+    config: RunConfig | None
+    """A preset member's recipe (what its run trains with), a run directory's saved configuration; None for a
+    Hugging Face member."""
+    preset: bool = False
+    """A preset: trained when its run is missing (a run directory or a Hugging Face member is used as it is)."""
+    source: str = ""
+    """A Hugging Face member's checkpoint (folder or Hub id); empty for txlab runs."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """One group as the command scores it: its members as named, its settings with nothing unset, and each
+    member resolved once per training seed."""
+
+    name: str
+    members: list[str]
+    """As the study or the command line names them: presets, run directories, hf:SOURCE."""
+    settings: ReclSettings
+    collection: Collection
+    """What every member is scored on, resolved once from ``settings``."""
+    resolved: dict[int | None, list[Member]]
+    """Training seed (None for a group without ``settings.train_seeds``) -> the members of that seed's group:
+    its preset runs of that seed, its run directories and Hugging Face members as they are."""
+    asked: ReclSettings
+    """The settings as given (study profile and command line), unset ones still None: what the group is
+    resolved from, and resolved from again at another size."""
+
+    @property
+    def seeds(self) -> list[int | None]:
+        return list(self.resolved)
+
+    def folder(self, train_seed: int | None) -> Path:
+        """Where one seed's tables and figures go under the output folders: ``<name>``, or ``<name>/seed-<s>``."""
+        return Path(self.name) if train_seed is None else Path(self.name) / f"seed-{train_seed}"
+
+
+def resolve_groups(members: Sequence[str], study: str | Path | None, profile: str, name: str | None,
+                   options: dict[str, Any] | None = None, sets: Sequence[str] = ()) -> list[Group]:
+    """The groups one command runs: the study's (all, or those ``members`` name) or ``members`` as one group,
+    each resolved by :func:`resolve_group` from the study's profile (or the defaults) under the command
+    line's ``options`` and ``sets`` (:func:`command_line`)."""
+    if study is None:
+        if not members:
+            raise TxlabError("name the group's members (presets or run directories), e.g. `txlab recl --group xl151m qrnn lstm`, or give --study")
+        numbers = [m for m in members if _is_number(m)]
+        if numbers:
+            raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
+        usual = ReclSettings()
+        group = resolve_group(list(members), command_line(_at_home(usual), options, sets))
+        named = name or default_group_name(members, group.settings) + collection_suffix(group, usual)
+        return [replace(group, name=named)]
+    chosen_study = load_study(study, profile)
+    asked = command_line(_at_home(chosen_study.settings), options, sets)
+    chosen = list(members) or list(chosen_study.groups)
+    for group in chosen:
+        if group not in chosen_study.groups:
+            raise did_you_mean(group, chosen_study.groups, f"group in {study}")
+    corpus = f"-{asked.data}" if asked.data else f"-text-{Path(asked.text).stem}" if asked.text else ""
+    groups = []
+    for group in chosen:
+        resolved = resolve_group(chosen_study.groups[group], asked)
+        named = name if name and len(chosen) == 1 else f"{chosen_study.name}-{group}-{profile}{corpus}{collection_suffix(resolved, chosen_study.settings)}"
+        groups.append(replace(resolved, name=named))
+    return groups
+
+
+def resolve_group(members: list[str], asked: ReclSettings, name: str = "") -> Group:
+    """A group's members resolved once per training seed (:func:`resolve_member`) and checked against each
+    other (:func:`check_members`), and its settings with every unset one given its value (:func:`with_defaults`)."""
+    settings = settle_tokenizer(asked, members)
+    for item in settings.member_sets:  # a study's profile serves every group: a preset the group lacks is left alone
+        named = item.partition(":")[0]
+        if named not in PRESETS:
+            raise did_you_mean(named, PRESETS, "preset in member_sets")
+    resolved = {seed: [resolve_member(m, settings, seed) for m in members] for seed in training_seeds(settings, members)}
+    for listed in resolved.values():
+        check_members(listed)
+        check_recipes(listed)
+    settings = with_defaults(settings, next(iter(resolved.values())))
+    return Group(name, members, settings, settings.collection(), resolved, asked)
+
+
+def member_overrides(settings: ReclSettings, members: Sequence[str]) -> dict[str, list[str]]:
+    """``member_sets`` by the preset they name, for the presets among ``members`` (each item checked for its form)."""
+    by_member: dict[str, list[str]] = {}
+    for item in settings.member_sets:
+        member, sep, override = item.partition(":")
+        if not sep or "=" not in override:
+            raise TxlabError(f"member_sets: {item!r} must look like <preset>:<key>=<value>, e.g. xl151m:model.clamp_len=12")
+        by_member.setdefault(member, []).append(override)
+    return {member: sets for member, sets in by_member.items() if member in members}
+
+
+def settle_tokenizer(settings: ReclSettings, members: Sequence[str]) -> ReclSettings:
+    """Own text without a tokenizer is read by the first Hugging Face member's own tokenizer, else by characters."""
+    if not settings.text:
+        if settings.tokenizer:
+            raise TxlabError("--tokenizer says how own text is read: give the text with --text FILE_OR_DIR")
+        return settings
+    if settings.data:
+        raise TxlabError(f"give a corpus (--data {settings.data}) or own text (--text {settings.text}), not both")
+    if settings.tokenizer:
+        return settings
+    own = next((m for m in members if hf.is_hf_spec(m) and hf.load_tokenizer(hf.hf_source(m)) is not None), None)
+    return replace(settings, tokenizer=own or "char")
+
+
+def _at_home(settings: ReclSettings) -> ReclSettings:
+    return replace(settings, models_root=str(resolve(settings.models_root)))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def corpus_tag(settings: ReclSettings) -> str:
+    """'<size>-<corpus>' (or just the size when each preset keeps its own corpus)."""
+    if settings.text:
+        return f"{settings.size}-text-{Path(settings.text).stem}"
+    return f"{settings.size}-{settings.data}" if settings.data else settings.size
+
+
+NAMED_COLLECTION = ("grid", "blocks", "block_len", "split", "seed", "train_seeds")
+"""Settings that change which losses a group's tables are computed from (the training seeds: which
+runs), and so its name when they differ from the study's (or, on the command line, from the size's
+usual collection): '-train_seeds-0-1-2' keeps a group over seeds apart from the single runs' tables.
+Member overrides (train.max_steps, ...) are not among them: the group's checks compare members' training."""
+
+
+def collection_suffix(group: Group, usual: ReclSettings) -> str:
+    """'' for the usual collection, else what differs, e.g. '-grid-20-480-20-blocks-16': a group scored
+    on another grid or other targets gets its own folders, so its tables never replace the usual ones,
+    and the same command finds its own again. ``usual``: the study profile's settings, or the defaults
+    (resolved for the group's size and members as its own are)."""
+    baseline = with_defaults(replace(group.settings, **{key: getattr(usual, key) for key in NAMED_COLLECTION}), group.resolved[group.seeds[0]])
+    parts = [f"{key}-{getattr(group.settings, key)}" for key in NAMED_COLLECTION if getattr(group.settings, key) != getattr(baseline, key)]
+    return "".join(f"-{re.sub(r'[^A-Za-z0-9_.]+', '-', part).strip('-')}" for part in parts)
+
+
+def default_group_name(members: Sequence[str], settings: ReclSettings) -> str:
+    """Members joined by '+', then size and corpus: 'xl151m+qrnn+lstm-cpu-synthetic-short'."""
+    return "+".join(Path(hf.hf_source(m) if hf.is_hf_spec(m) else m).name for m in members) + f"-{corpus_tag(settings)}"
+
+
+def resolve_member(member: str, settings: ReclSettings, train_seed: int | None = None) -> Member:
+    """An existing directory is a run used as-is; a preset name resolves to its zoo directory; ``hf:SOURCE``
+    is a Hugging Face checkpoint, whose losses go to ``<models_root>/hf/<name>-<fingerprint>/``.
+
+    With a ``train_seed`` a preset's run trains with that seed in its own directory, the zoo's name
+    ending ``-seed<s>`` (seed 0 too: the name without a seed says nothing of the seed its run was trained
+    with, since ``--set train.seed=3`` trains into it as well); the other members are the same for every seed."""
+    if hf.is_hf_spec(member):
+        source = hf.hf_source(member)  # checked: a folder with a config.json, or a Hub id
+        label = Path(source.rstrip("/")).name
+        return Member(label, Path(settings.models_root) / "hf" / f"{label}-{hf.fingerprint(source)}", None, source=source)
+    path = Path(member)
+    if path.is_dir():
+        if not has_checkpoint(path):
+            raise TxlabError(f"{path} holds no checkpoint: is it a run directory made by `txlab train`?")
+        return Member(path.name, path, saved_config(path))
+    if member not in PRESETS:
+        if "/" in member or member.startswith("."):
+            raise TxlabError(f"no run directory {member}")
+        raise did_you_mean(member, PRESETS, "preset (or an existing run directory)")
+    overrides = [*settings.sets, *member_overrides(settings, [member]).get(member, [])]
+    cfg = run_config(member, settings.size, settings.data or None, overrides=overrides, text=settings.text, tokenizer=settings.tokenizer)
+    if train_seed is None:
+        return Member(member, run_dir(cfg, Path(settings.models_root)), cfg, preset=True)
+    cfg = replace(cfg, train=replace(cfg.train, seed=train_seed))
+    directory = run_dir(cfg, Path(settings.models_root))
+    return Member(member, directory.with_name(f"{directory.name}-seed{train_seed}"), cfg, preset=True)
+
+
+def training_seeds(settings: ReclSettings, members: Sequence[str]) -> list[int | None]:
+    """The training seeds a group is scored once each for: ``settings.train_seeds``, or [None] without them.
+    A seed is given once and only there (not also as a member override ``train.seed``), and some member must
+    be a preset: run directories and Hugging Face members are the same model for every seed."""
+    seeds = settings.train_seeds
+    if not seeds:
+        return [None]
+    if len(set(seeds)) != len(seeds):
+        raise TxlabError(f"train_seeds must be distinct, got {seeds}")
+    if any(s.split("=", 1)[0].strip() == "train.seed" for s in settings.sets):
+        raise TxlabError("give the preset members' seeds as train_seeds (--train-seeds 0,1,2), not also as --set train.seed")
+    if all(hf.is_hf_spec(m) or Path(m).is_dir() for m in members):
+        raise TxlabError(f"train_seeds trains the preset members once per seed, and group {'+'.join(members)} has none: "
+                         "its run directories and Hugging Face members are the same model for every seed")
+    return list(seeds)
+
+
+def scaled_grid(span: int) -> str:
+    """About ten context lengths up to a training span: steps of a multiple of 10 (20:240:20 for 256)."""
+    step = 10 * max(1, span // 120) if span >= 120 else max(1, span // 12)
+    return f"{step}:{span // step * step}:{step}"
+
+
+def training_span(member: Member) -> int | None:
+    """The longest context a member saw in training: segment plus memory (a Hugging Face checkpoint: the
+    positions its config names; None when it names none)."""
+    if member.source:
+        return hf.trained_length(member.source)
+    return member.config.model.tgt_len + member.config.model.mem_len
+
+
+def with_defaults(settings: ReclSettings, members: Sequence[Member]) -> ReclSettings:
+    """``settings`` with every unset one given its value, here and nowhere else: at size paper the paper's grid
+    and 20 x 500 targets; at a smaller size a grid up to the members' longest training span and the 2,000
+    targets of the cpu profile, minutes on a laptop; placebo losses except on a synthetic corpus, whose
+    ideal model gives the truth. A value the study or the command line gave stays."""
+    chosen: dict[str, Any] = dict(PAPER_COLLECTION if settings.size == "paper" else SMALL_COLLECTION)
+    if settings.grid is None and settings.size != "paper":
+        spans = [span for span in map(training_span, members) if span]
+        if not spans:
+            raise TxlabError("no member says how long a context it was trained on: give the grid, e.g. --set grid=32:512:32")
+        chosen["grid"] = scaled_grid(max(spans))
+    chosen["placebo"] = group_data(members, settings).corpus not in SYNTHETIC
+    return replace(settings, **{key: value for key, value in chosen.items() if getattr(settings, key) is None})
+
+
+def group_data(members: Sequence[Member], settings: ReclSettings) -> DataConfig:
+    """The corpus every member of a group is scored on: the txlab members' (they must share it), else
+    the one the settings name (a Hugging Face-only group has no corpus of its own)."""
+    txlab_members = [m for m in members if not m.source]
+    if txlab_members:
+        return txlab_members[0].config.data
+    if settings.data or settings.text:
+        return run_config(None, corpus=settings.data or None, overrides=[s for s in settings.sets if s.startswith("data.")],
+                          text=settings.text, tokenizer=settings.tokenizer).data
+    raise TxlabError("a group of Hugging Face models needs a corpus to be scored on: give --text FILE (your text) or --data NAME (`txlab data list`)")
+
+
+def _data_identity(data: DataConfig) -> dict[str, Any]:
+    """What decides a corpus's tokens (its name and options), not where its files or cache live."""
+    return {k: v for k, v in to_dict(data).items() if k not in ("data_dir", "cache_dir", "corpus_dir")}
+
+
+def check_members(members: Sequence[Member]) -> None:
+    """Before any model runs: every member is another model (by its label, and as a run: a symlink or a path
+    spelled otherwise is the same run), and all read one corpus (RECL compares models on one token stream)."""
+    labels = [m.label for m in members]
+    if len(set(labels)) != len(labels):
+        raise TxlabError(f"the group names a model twice: {labels}")
+    seen: dict[Path, str] = {}
+    for m in members:
+        where = m.run_dir.resolve()
+        if where in seen:
+            raise TxlabError(f"the group names one run twice: {seen[where]} and {m.label} are both {where}")
+        seen[where] = m.label
+    corpora = {m.label: m.config.data for m in members if not m.source}
+    if len({json.dumps(_data_identity(d), sort_keys=True) for d in corpora.values()}) > 1:
+        listed = ", ".join(f"{label} on {data.corpus}" for label, data in corpora.items())
+        if len({d.corpus for d in corpora.values()}) == 1:
+            differing = sorted({k for d in corpora.values() for k, v in _data_identity(d).items() if v != _data_identity(next(iter(corpora.values())))[k]})
+            listed += f", with other {', '.join('data.' + k for k in differing)}"
+        raise TxlabError(f"the group mixes corpora ({listed}): RECL compares models on one token stream; give --data to put every preset on one corpus")
+
+
+def check_recipes(members: Sequence[Member]) -> None:
+    """Before any model runs: a preset member's run directory that already holds a run is used only if that run
+    was configured as the group plans it (:func:`~txlab.runs.train.configuration_changes`; its length is checked
+    after training, by :func:`check_training`). Else a run of another recipe (an older preset default, a member
+    override changed since) would be scored, or resumed, under this one's name."""
+    for m in members:
+        changed = configuration_changes(m.run_dir, m.config) if m.preset else []
+        if changed:
+            raise TxlabError(f"{m.run_dir} holds a {m.label} run of another configuration ({'; '.join(changed)}): move it away to "
+                             "train the group's recipe there, give the preset members another models_root, or name the run "
+                             "directory itself as a member to score it as it was trained")

@@ -1,0 +1,105 @@
+"""A RECL command's plan before anything runs: the members that train, the token-steps each collects, the FLOPs
+and an estimated time on this machine (txlab.runs.plan), with a smaller size suggested when it is long on a CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from txlab.drivers.recl.groups import Group, Member, resolve_group
+from txlab.drivers.recl.report import SEED_SUMMARY
+from txlab.measure.collection import Collection
+from txlab.models import hf
+from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes, vocab_size
+
+
+def collection_flops(member: Member, collection: Collection) -> float | None:
+    """Forward FLOPs of one member's loss collection: reading its token-steps (and the placebo's) at the
+    mean keys a query of a window attends (the evaluation memory and half a segment, at most half the
+    window), and the softmax of the one target each (context, target) pair scores."""
+    grid = collection.grid
+    if member.source:  # read from a fresh start: a query attends half the window on average
+        model = hf.meta_model(member.source)
+        if model is None:
+            return None
+        keys = grid[-1] // 2
+    else:
+        cfg = member.config
+        if not vocab_size(cfg):
+            return None
+        model, keys = model_counts(cfg), min(evaluation_keys(cfg), grid[-1] // 2)
+    output = model.output_flops_per_token()
+    reading = model.flops_per_token(keys) - output
+    targets = collection.n_targets
+    scored = targets * len(grid) + (targets * (len(grid) - 1) if collection.placebo else 0)
+    return (collection.token_steps() + collection.placebo_token_steps()) * reading + scored * output
+
+
+def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
+    """What the groups will do: the members that train (steps, tokens), what is collected (token-steps), and the FLOPs;
+    a group with training seeds once per seed, each seed with its runs counted and its time."""
+    plan = Plan(gflops=gflops)
+    for group in groups:
+        if not group.settings.train_seeds:
+            plan.add(f"group {group.name}:")
+            _plan_members(plan, group.resolved[None], group)
+            continue
+        collected: set[Path] = set()
+        for seed, members in group.resolved.items():
+            part = Plan(gflops=gflops)
+            _plan_members(part, members, group, " for every seed", collected)
+            presets = [m for m in members if m.preset]
+            to_train = sum(checkpoint_step(m.run_dir) < m.config.train.max_steps for m in presets)
+            same = len(members) - len(presets)
+            compute = seconds_for(part.flops, gflops)
+            plan.add(f"group {group.name}, training seed {seed}: {len(presets)} preset {'run' if len(presets) == 1 else 'runs'} "
+                     f"({to_train} to train)"
+                     + (f", {same} {'member' if same == 1 else 'members'} the same for every seed" if same else "")
+                     + (f", about {format_seconds(compute + part.budget_s)}" if compute is not None else ", its time not known before the corpus is read"),
+                     part.flops, part.budget_s)
+            plan.lines += part.lines
+        plan.add(f"group {group.name}: RECL once per training seed ({', '.join(map(str, group.settings.train_seeds))}), then its spread "
+                 f"over the seeds ({SEED_SUMMARY}.csv, .md, .json)")
+    return plan
+
+
+def _plan_members(plan: Plan, members: Sequence[Member], group: Group, every_seed: str = "", collected: set[Path] | None = None) -> None:
+    """One group's lines of the plan: each member trained or used as it is, then the loss collection.
+    ``collected``: the runs whose losses an earlier seed's group of the plan collects (not counted again), updated."""
+    for m in members:
+        if m.preset:
+            add_training(plan, m.label, m.config, m.run_dir)
+        elif m.source:
+            plan.add(f"  {m.label}: Hugging Face checkpoint {m.source}, used as it is{every_seed}")
+        else:
+            plan.add(f"  {m.label}: run directory {m.run_dir}, used as it is{every_seed}")
+    c, grid = group.collection, group.collection.grid
+    placebo = f", {c.placebo_token_steps() / 1e6:.1f}M more for the placebo losses" if c.placebo else ""
+    again = [m for m in members if collected is not None and m.run_dir in collected]
+    flops = [collection_flops(m, c) for m in members if m not in again]
+    reused = f"; {', '.join(m.label for m in again)} collected with an earlier seed's group" if again else ""
+    plan.add(f"  collect losses of {len(members)} models on {c.blocks} blocks x {c.block_len} targets of {c.split} at contexts "
+             f"{grid[0]}..{grid[-1]} ({len(grid)} lengths): {c.token_steps() / 1e6:.1f}M token-steps each{placebo}, on {group.settings.device} "
+             f"(blocks already collected are skipped{reused})", None if None in flops else sum(flops))
+    if collected is not None:
+        collected.update(m.run_dir for m in members)
+
+
+def plan_groups(groups: Sequence[Group], suggest_smaller: bool = False, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
+    """:func:`group_plan` at the device's measured ceiling. With ``suggest_smaller`` (a command-line group: a study's
+    profile is its own choice) and a plan that takes over an hour on a CPU, also the smaller size that would take
+    minutes: the groups resolved again from what was asked at that size, with that size's grid and targets where
+    none were given."""
+    device = groups[0].settings.device
+    plan = group_plan(groups, gflops(device, 0))
+    has_presets = any(m.preset for g in groups for listed in g.resolved.values() for m in listed)
+    if suggest_smaller and is_long_on_cpu(plan, device) and has_presets:
+        candidates = []
+        for size in smaller_sizes(groups[0].settings.size):
+            smaller = [resolve_group(g.members, replace(g.asked, size=size), g.name) for g in groups]
+            s = smaller[0].settings
+            candidates.append((f"--size {size} (grid {s.grid}, {s.blocks} x {s.block_len} targets)", group_plan(smaller, plan.gflops)))
+        plan.faster = quickest(candidates)
+    return plan

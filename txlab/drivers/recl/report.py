@@ -1,0 +1,168 @@
+"""What a scored group leaves: :class:`GroupResult` (recl.json), :class:`SeedsResult` (table8-seeds.json), the
+figures drawn from the tables in words (:func:`draw_figures`, also what ``--redraw`` does), and the ``--json``
+summary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from txlab.analysis import recl, recl_figures, table8
+from txlab.analysis.figures import models_in_words
+from txlab.data import corpora
+from txlab.data.corpora import CORPORA
+from txlab.data.synthetic import VARIANTS as SYNTHETIC
+from txlab.drivers.recl.settings import ReclSettings
+from txlab.errors import TxlabError
+
+FIGURE3_R = 0.1
+"""The paper's Figure 3 shows the gains at r = 0.1."""
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """One group's RECL as `txlab recl` wrote it (its fields but ``markdown`` and ``files`` are recl.json's)."""
+
+    group: str
+    members: list[str]
+    run_dirs: list[str]
+    settings: ReclSettings
+    grid: list[int]
+    n_targets: int
+    token_stream_sha256: str
+    rows: list[table8.Table8Row]
+    """Table 8's rows (txlab.analysis.table8.recl_rows, the placebo-aware RECL and the ideal model's where there are)."""
+    markdown: str
+    files: list[Path]
+    train_seed: int | None = None
+    """The training seed of the preset members' runs, for one seed's group of ``settings.train_seeds``."""
+
+    def record(self) -> dict[str, Any]:
+        """What recl.json holds (``train_seed`` only in one seed's group)."""
+        seed = {} if self.train_seed is None else {"train_seed": self.train_seed}
+        return {"group": self.group, **seed, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
+                "grid": self.grid, "n_targets": self.n_targets, "token_stream_sha256": self.token_stream_sha256,
+                "rows": [row.record() for row in self.rows]}
+
+
+SEED_SUMMARY = "table8-seeds"
+"""The stem of a group's RECL over its training seeds (.csv, .md, .json), beside the seeds' folders seed-<s>/."""
+
+
+@dataclass(frozen=True)
+class SeedsResult:
+    """A group scored once per training seed (``settings.train_seeds``): each seed's group and the spread over them."""
+
+    group: str
+    train_seeds: list[int]
+    seeds: list[GroupResult]
+    """Each seed's group, as :func:`run_group` wrote it into ``<group>/seed-<s>/``."""
+    rows: list[table8.SeedSpreadRow]
+    """txlab.analysis.table8.seed_rows rows: per model, r and estimate, the RECL of each seed and their spread."""
+    markdown: str
+    files: list[Path]
+
+    @property
+    def n_targets(self) -> int:
+        return self.seeds[0].n_targets
+
+    def record(self) -> dict[str, Any]:
+        """What table8-seeds.json holds."""
+        first = self.seeds[0]
+        return {"group": self.group, "train_seeds": self.train_seeds, "members": first.members,
+                "run_dirs": {str(r.train_seed): r.run_dirs for r in self.seeds}, "settings": asdict(first.settings), "grid": first.grid,
+                "n_targets": first.n_targets, "token_stream_sha256": first.token_stream_sha256, "rows": [row.record() for row in self.rows]}
+
+
+def _corpus_of(record: dict[str, Any]) -> str | None:
+    """The corpus a group was scored on: its data setting, else the corpus its name ends with."""
+    settings = record.get("settings", {})
+    if settings.get("data"):
+        return settings["data"]
+    known = sorted([*CORPORA, *SYNTHETIC], key=len, reverse=True)
+    return next((c for c in known if record.get("group", "").endswith("-" + c)), None)
+
+
+def corpus_in_words(record: dict[str, Any]) -> str:
+    """'Tiny Shakespeare', 'the synthetic corpus (small language, copies up to 200 tokens back)', 'own text notes.txt'."""
+    settings = record.get("settings", {})
+    if settings.get("text"):
+        return f"own text {Path(settings['text']).name}"
+    corpus = _corpus_of(record)
+    return corpora.corpus_in_words(corpus) if corpus else record.get("group", "")
+
+
+def is_char_level(record: dict[str, Any]) -> bool:
+    """Whether a recorded group's corpus is read in characters (so in bits per character)."""
+    settings = record.get("settings", {})
+    if settings.get("text"):
+        return settings.get("tokenizer") in (None, "char")
+    corpus = _corpus_of(record)
+    return corpus in CORPORA and CORPORA[corpus].level == "char"
+
+
+def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char_level: bool | None = None) -> list[Path]:
+    """Figures 3 and 4 of one group from the tables in ``table_dir`` (figure3.csv, figure4.csv, table8.csv's
+    bootstrap intervals, placebo.csv where there is one) into ``figure_dir``, titled in words by ``record``
+    (recl.json's fields). What a run draws, and what --redraw draws again without scoring anything."""
+    table_dir, figure_dir = Path(table_dir), Path(figure_dir)
+    size = record.get("settings", {}).get("size")
+    about = [f"{size} size"] * bool(size) + [f"training seed {record.get('train_seed')}"] * ("train_seed" in record)
+    who = models_in_words(record.get("members", [])) + (f" ({', '.join(about)})" if about else "")
+    where = corpus_in_words(record)
+    char_level = is_char_level(record) if char_level is None else char_level
+    files = recl_figures.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{who} on {where}",
+                                 intervals=table_dir / "table8.csv", placebo=table_dir / "placebo.csv", r=FIGURE3_R, threshold=recl.DEFAULT_THRESHOLD)
+    files += recl_figures.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", char_level=char_level,
+                                  title=f"Figure 4: {'bits per character' if char_level else 'perplexity'} by context length\n{who} on {where}")
+    return files
+
+
+def redraw_group(table_dir: Path, fig_dir: Path) -> list[Path]:
+    """Draw a scored group's figures again from its folder of tables (recl.json beside them) into
+    ``fig_dir``/<group>/ (one training seed's group: ``fig_dir``/<group>/seed-<s>/): nothing trains or scores."""
+    table_dir = Path(table_dir)
+    record_file = table_dir / "recl.json"
+    if not record_file.is_file():
+        raise TxlabError(f"no recl.json in {table_dir}: --redraw takes a group's folder of tables that txlab recl wrote")
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    where = table_dir.resolve()
+    folder = Path(where.parent.name, where.name) if "train_seed" in record else Path(table_dir.name)
+    return draw_figures(table_dir, Path(fig_dir) / folder, record)
+
+
+def summary(results: Sequence[GroupResult | SeedsResult]) -> dict[str, Any]:
+    """The --json document: per group, model and r, the RECL, its interval and whether it is censored (and,
+    with placebo losses, the placebo-aware RECL, its interval and whether the RECL is below its placebo).
+    A group with training seeds holds that per seed (``seeds``), and per model, r and estimate the RECL of
+    every seed with their spread (``spread``)."""
+    groups = []
+    for result in results:
+        if isinstance(result, SeedsResult):
+            spread: dict[str, dict[str, Any]] = {}
+            for row in result.rows:
+                spread.setdefault(row.model, {}).setdefault(str(row.r), {})[row.estimate] = {
+                    k: v for k, v in row.record().items() if k not in ("model", "r", "estimate", "seeds")}
+            first = result.seeds[0]
+            groups.append({"group": result.group, "members": first.members, "train_seeds": result.train_seeds, "grid": first.grid,
+                           "n_targets": first.n_targets, "seeds": {str(r.train_seed): _group_summary(r) for r in result.seeds},
+                           "spread": spread, "files": [str(f) for f in result.files]})
+        else:
+            groups.append(_group_summary(result))
+    return {"groups": groups}
+
+
+def _group_summary(result: GroupResult) -> dict[str, Any]:
+    per_model: dict[str, dict[str, Any]] = {}
+    for row in result.rows:
+        record = row.record()
+        per_model.setdefault(row.model, {})[str(row.r)] = {
+            k: record[k] for k in ("recl", "ci_low", "ci_high", "censored", "label", "placebo_recl", "placebo_ci_low", "placebo_ci_high",
+                                   "placebo_censored", "placebo_label", "below_placebo") if k in record
+        }
+    return {"group": result.group, "members": result.members, "run_dirs": result.run_dirs, "grid": result.grid, "n_targets": result.n_targets,
+            "recl": per_model, "files": [str(f) for f in result.files]}

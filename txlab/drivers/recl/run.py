@@ -1,0 +1,317 @@
+"""What `txlab recl` does, top to bottom: :func:`recl_groups` resolves the groups and prints the plan, then for each
+group (once per training seed) :func:`run_group` trains what is missing, collects each member into a loss table
+on the group's one corpus, scores the group and writes its tables and figures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from txlab import devices
+from txlab.analysis import recl, recl_figures, table8
+from txlab.analysis.figures import models_in_words
+from txlab.analysis.learned import read_restarts
+from txlab.config import RunConfig
+from txlab.data.corpora import Corpus, load_corpus
+from txlab.data.synthetic import VARIANTS as SYNTHETIC
+from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups
+from txlab.drivers.recl.plan import plan_groups
+from txlab.drivers.recl.report import FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, corpus_in_words, draw_figures
+from txlab.drivers.recl.settings import ReclSettings
+from txlab.errors import TxlabError
+from txlab.fileio import write_json_atomic, write_text_atomic
+from txlab.measure.collection import Collection
+from txlab.measure.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, group_losses, sample_blocks
+from txlab.models import hf
+from txlab.models.interface import Context
+from txlab.runs.checkpoint import has_checkpoint, saved_config
+from txlab.runs.launch import Task, check_jobs, check_launcher, run_jobs
+from txlab.runs.plan import checkpoint_step
+from txlab.runs.train import train
+from txlab.workspace import resolve
+
+
+def check_room_for_targets(corpus: Corpus, collection: Collection) -> None:
+    """The split holds the target blocks after the longest context (else a clear error before anything trains)."""
+    c = collection
+    sample_blocks(len(corpus.split(c.split)), c.blocks, c.block_len, c.grid[-1], c.seed)
+
+
+def check_hf_members(members: Sequence[Member], corpus: Corpus) -> None:
+    """Before any model runs: every Hugging Face member can read the group's corpus (txlab.models.hf.check_corpus)."""
+    for m in members:
+        if m.source:
+            hf.check_corpus(m.source, m.label, corpus)
+
+
+def _needs_training(member: Member) -> bool:
+    """A preset member with no checkpoint, or one interrupted under the recipe it is planned with."""
+    if not member.preset:
+        return False
+    if not has_checkpoint(member.run_dir):
+        return True
+    planned = member.config.train.max_steps
+    return checkpoint_step(member.run_dir) < planned and saved_config(member.run_dir).train.max_steps == planned
+
+
+def check_training(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None]) -> None:
+    """Say how much every member was trained, and refuse (unless ``settings.allow_unequal``) a preset
+    member whose run stopped at other steps than its recipe's: reused from another recipe, say a short
+    trial run beside baselines trained in full."""
+    unequal = []
+    for m in members:  # every member has its checkpoint by now
+        if m.source:
+            config = hf.saved_config(m.source)
+            echo(f"  {m.label}: Hugging Face {config.get('model_type', 'model')} from {m.source}, used as it is")
+            continue
+        step, trained = checkpoint_step(m.run_dir), saved_config(m.run_dir)
+        tokens = step * trained.train.batch_size * trained.model.tgt_len
+        planned = f" of the recipe's {m.config.train.max_steps:,}" if m.preset else ""
+        restarts = len(read_restarts(m.run_dir))
+        restarted = f", its last of {restarts + 1} attempts (restart rule: restarts.jsonl)" if restarts else ""
+        echo(f"  {m.label}: trained {step:,} steps{planned}, {tokens / 1e6:.1f}M tokens{restarted} ({m.run_dir})")
+        if m.preset and settings.train_seeds and trained.train.seed != m.config.train.seed:
+            raise TxlabError(f"{m.run_dir} holds a run of train.seed {trained.train.seed}, where the group of training seed "
+                             f"{m.config.train.seed} expects that seed: move it away to train the seed's run there")
+        if m.preset and step != m.config.train.max_steps:
+            unequal.append(f"{m.label} ({m.run_dir}) stopped at step {step:,} where its recipe trains {m.config.train.max_steps:,}")
+    if not unequal:
+        return
+    if not settings.allow_unequal:
+        raise TxlabError(
+            f"unequally trained group: {'; '.join(unequal)}. Move the run away to train it to its recipe, "
+            "or give --set allow_unequal=true to score it as it is"
+        )
+    echo(f"warning: unequally trained group (allow_unequal): {'; '.join(unequal)}")
+
+
+def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None], progress: bool) -> None:
+    """Train the preset members without a checkpoint (or resume an interrupted one), or refuse when
+    ``settings.train_missing`` is off."""
+    missing = [m for m in members if _needs_training(m)]
+    if not missing:
+        return
+    if not settings.train_missing:
+        commands = "; ".join(
+            f"txlab train {m.label} --size {settings.size}" + (f" --data {settings.data}" if settings.data else "")
+            + f" --run-dir {m.run_dir}" + "".join(f" --set {s}" for s in [*settings.sets, *member_overrides(settings, [m.label]).get(m.label, [])])
+            + (f" --set train.seed={m.config.train.seed}" if settings.train_seeds else "") for m in missing
+        )
+        raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (train_missing is false). Train them with: {commands}")
+    if settings.launcher == "slurm":
+        tasks = [Task(m.label, train_job, (m.config, str(m.run_dir)), partial(_checkpoint_note, m)) for m in missing]
+        check_jobs(run_jobs(tasks, settings.slurm, jobs_folder(settings), "txlab-train", echo), "training")
+        return
+    for m in missing:
+        echo(f"training {m.label} ...")
+        result = train(m.config, m.run_dir, resume=True, progress=progress, echo=echo)
+        echo(f"trained {m.label} to step {result.step}: valid loss {result.valid.get('loss', float('nan')):.4f}")
+
+
+def collect_job(run_dir: str, collection: Collection, batch_size: int, device: str) -> str:
+    """Collect one member's losses as a scheduler job (blocks already written are skipped); returns their folder."""
+    return str(collect_run_losses(Path(run_dir), collection, batch_size=batch_size, device=device, progress=True).path)
+
+
+def collect_as_jobs(members: Sequence[Member], collection: Collection, settings: ReclSettings, echo: Callable[[str], None]) -> None:
+    """Every member's loss collection as a job of its own, waited for; a failed one stops the group with its log."""
+    submitted = time.time()
+
+    def written(member: Member) -> str:
+        blocks = [f for f in (member.run_dir / "losses").glob("*/*.npy") if f.stat().st_mtime >= submitted]
+        return f"{len(blocks)} loss blocks written"
+
+    tasks = [Task(m.label, collect_job, (str(m.run_dir), collection, settings.batch_size, settings.device), partial(written, m)) for m in members]
+    check_jobs(run_jobs(tasks, settings.slurm, jobs_folder(settings), "txlab-losses", echo), "loss collection")
+
+
+def jobs_folder(settings: ReclSettings) -> Path:
+    """Where the jobs' scripts and logs go unless ``slurm.logs`` names a folder: beside the preset runs."""
+    return Path(settings.models_root) / "jobs"
+
+
+def train_job(cfg: RunConfig, run_dir: str) -> int:
+    """Train one member as a scheduler job (what ``launcher: slurm`` submits), resuming its checkpoint; returns the step reached."""
+    return train(cfg, Path(run_dir), resume=True, progress=True).step
+
+
+def _checkpoint_note(member: Member) -> str:
+    return f"checkpoint at step {checkpoint_step(member.run_dir)}/{member.config.train.max_steps}"
+
+
+ORACLE = "oracle (ground truth)"
+
+
+def collect_member(member: Member, corpus: Corpus, collection: Collection, settings: ReclSettings, progress: bool) -> LossTable:
+    """One member's loss table on the group's targets (resumable), read from the group's ``corpus``: a txlab run
+    through its own record, a Hugging Face checkpoint read from a fresh start for every window (its context is
+    exactly the c tokens)."""
+    if not member.source:
+        return collect_run_losses(member.run_dir, collection, batch_size=settings.batch_size, device=settings.device, progress=progress,
+                                  corpus=corpus)
+    model = hf.load_causal_lm(member.source, device=settings.device, precision=settings.precision)
+    write_json_atomic(member.run_dir / "member.json", {"kind": "hf", **hf.describe(model), "precision": settings.precision})
+    return collect_model_losses(
+        model, corpus.split(collection.split), corpus.token_stream_hash(collection.split), member.run_dir, collection,
+        tgt_len=collection.grid[-1], context=Context(mem_len=0), identity={"model": hf.fingerprint(member.source)},
+        batch_size=settings.batch_size, progress=progress, precision=settings.precision,
+    )
+
+
+def oracle_losses(corpus: Corpus, targets: np.ndarray, collection: Collection) -> np.ndarray | None:
+    """[G, T] losses of the ideal model (it sees exactly c tokens) on the group's targets, on a
+    synthetic corpus; None otherwise."""
+    if corpus.truth is None:
+        return None
+    truth = corpus.truth[collection.split]
+    return np.stack([truth.oracle_loss(c)[targets] for c in collection.grid])
+
+
+def oracle_rows(oracle: np.ndarray | None, grid: Sequence[int], rs: Sequence[float]) -> list[table8.Table8Row]:
+    """RECL rows of the ideal model, alone in its group; [] without one."""
+    if oracle is None:
+        return []
+    rows = table8.recl_rows(table8.GroupTable(oracle[None], tuple(grid), [ORACLE]), rs=rs)
+    return [replace(row, ground_truth=True) for row in rows]
+
+
+@dataclass(frozen=True)
+class GroupScores:
+    """What a group's loss table gives: Table 8's rows and the points of Figures 3 and 4."""
+
+    rows: list[table8.Table8Row]
+    """txlab.analysis.table8.recl_rows rows, with the placebo-aware RECL when placebo losses were collected."""
+    figure3_gains: np.ndarray
+    """[M, G-1] unnormalised gains at r = FIGURE3_R."""
+    perplexity: np.ndarray
+    """[M, G] perplexity at each context length."""
+    placebo_gains: dict[float, tuple[np.ndarray, np.ndarray]]
+    """r -> (step gains [M, G-1], placebo gains [M, G-1]); empty without placebo losses."""
+
+
+def score_group(losses: GroupLosses, labels: Sequence[str], settings: ReclSettings) -> GroupScores:
+    """RECL of every member at each r (bootstrap intervals unless ``settings.n_boot`` is 0) and the figures' points."""
+    grid = losses.grid
+    caps = {label: losses.caps[name] for label, name in zip(labels, losses.models)}
+    bootstrap = table8.Bootstrap(losses.block_len, settings.n_boot, settings.seed) if settings.n_boot else None
+    rows = table8.recl_rows(table8.GroupTable(losses.losses, grid, labels, caps, losses.placebo), rs=settings.rs, bootstrap=bootstrap)
+    placebo = {}
+    if losses.placebo is not None:
+        table = recl.prepare_table(losses.losses, grid, labels, caps)
+        placebo = {r: (recl.step_gains(table, r), recl.placebo_step_gains(table, losses.placebo, r)) for r in settings.rs}
+    return GroupScores(rows, recl.figure3_gains(losses.losses, grid, labels, FIGURE3_R, caps),
+                       recl.perplexity_by_context(losses.losses, grid, labels, caps), placebo)
+
+
+def run_group(group: Group, train_seed: int | None, corpus: Corpus, out_dir: Path, fig_dir: Path, echo: Callable[[str], None],
+              progress: bool) -> GroupResult:
+    """Train what is missing, collect the losses, compute RECL, write the tables and figures of one group (of one
+    training seed: ``train_seed``, None for a group without seeds), on the group's ``corpus``: resolve members ->
+    train what is missing -> collect each member into a loss table -> score the group -> write."""
+    settings, collection = group.settings, group.collection
+    grid = collection.grid
+    members = group.resolved[train_seed]
+    labels = [m.label for m in members]
+    ensure_trained(members, settings, echo, progress)
+    check_training(members, settings, echo)
+    if settings.launcher == "slurm":  # each run's blocks as a job; the group then loads them here
+        collect_as_jobs([m for m in members if not m.source], collection, settings, echo)
+    echo(f"collecting losses of {len(members)} models: {collection.token_steps() / 1e6:.1f}M token-steps each "
+         f"({collection.blocks} blocks x {collection.block_len} targets, contexts {grid[0]}..{grid[-1]})")
+    losses = group_losses([collect_member(m, corpus, collection, settings, progress) for m in members], [m.run_dir for m in members])
+    scores = score_group(losses, labels, settings)
+    oracle = oracle_losses(corpus, losses.targets, collection)
+    rows = scores.rows + oracle_rows(oracle, grid, settings.rs)
+
+    table_dir, figure_dir = Path(out_dir) / group.folder(train_seed), Path(fig_dir) / group.folder(train_seed)
+    files = table8.write_table8(rows, table_dir / "table8")
+    reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
+    files += recl_figures.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference)
+    settings_file = table_dir / "recl.json"
+    result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
+                         losses.token_stream_sha256, rows, table8.table8_markdown(rows), [settings_file, *files], train_seed)
+    files += draw_figures(table_dir, figure_dir, result.record(), char_level=corpus.level == "char")
+    write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
+    return replace(result, files=[settings_file, *files])
+
+
+def run_seeds(group: Group, corpus: Corpus, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> SeedsResult:
+    """A group once per training seed (:func:`run_group` of each of ``group.resolved``), then each model's RECL
+    of every seed and its spread (txlab.analysis.table8.seed_rows) into ``<out_dir>/<group>/table8-seeds.{csv,md,json}``."""
+    if group.settings.launcher == "slurm":  # every seed's missing runs as one batch of jobs, rather than a batch per seed
+        ensure_trained([m for listed in group.resolved.values() for m in listed], group.settings, echo, progress)
+    results = []
+    for seed in group.seeds:
+        echo(f"group {group.name}, training seed {seed}:")
+        results.append(run_group(group, seed, corpus, out_dir, fig_dir, echo, progress))
+    same = [m.label for m in group.resolved[group.seeds[0]] if not m.preset] + [ORACLE]
+    rows = table8.seed_rows({r.train_seed: r.rows for r in results}, same)
+    table_dir = Path(out_dir) / group.name
+    files = table8.write_seed_spread(rows, table_dir / SEED_SUMMARY)
+    result = SeedsResult(group.name, list(group.settings.train_seeds), results, rows, table8.seed_spread_markdown(rows), [])
+    record, record_file = result.record(), table_dir / f"{SEED_SUMMARY}.json"
+    write_text_atomic(record_file, json.dumps(record, indent=1) + "\n")
+    title = (f"RECL over training seeds {', '.join(map(str, result.train_seeds))}\n"
+             f"{models_in_words(record.get('members', []))} ({group.settings.size} size) on {corpus_in_words(record)}")
+    files += recl_figures.seed_spread_figure(rows, Path(fig_dir) / group.name / SEED_SUMMARY, title)
+    return replace(result, files=[*files, record_file])
+
+
+def recl_groups(
+    members: Sequence[str],
+    study: str | Path | None = None,
+    profile: str = "cpu",
+    name: str | None = None,
+    *,
+    options: dict[str, Any] | None = None,
+    sets: Sequence[str] = (),
+    out_dir: Path | None = None,
+    fig_dir: Path | None = None,
+    announce: Callable[[str], None] = print,
+    echo: Callable[[str], None] = print,
+    progress: bool = True,
+    dry_run: bool = False,
+) -> list[GroupResult | SeedsResult]:
+    """What `txlab recl` does: resolve the groups (see :func:`resolve_groups`; ``options`` and ``sets``
+    are the command line's), print the plan, then :func:`run_group` each, or :func:`run_seeds` a group
+    with training seeds (none with ``dry_run``).
+
+    ``announce`` gets the settings of each group and the plan before any runs; ``echo`` gets the progress messages.
+    Tables go to ``out_dir`` (default ``<home>/results/recl``), figures to ``fig_dir`` (default ``<home>/figures/recl``).
+    """
+    groups = resolve_groups(members, study, profile, name, options, sets)
+    corpora: list[Corpus | None] = []
+    for group in groups:  # every group's members are resolved and checked against each other before any model trains
+        check_launcher(group.settings.launcher)
+        devices.check_device(group.settings.device, "device")
+        resolved = group.resolved[group.seeds[0]]
+        corpus = None
+        if any(m.source for m in resolved) or not dry_run:  # the tokenizer, vocabulary and target checks need the corpus, not the models
+            corpus = load_corpus(group_data(resolved, group.settings), progress=progress)  # the group's one load: every seed reads it
+            check_hf_members(resolved, corpus)
+            check_room_for_targets(corpus, group.collection)
+        corpora.append(corpus)
+    for group in groups:
+        s = group.settings
+        announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
+                 f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer})' if s.text else s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
+                 f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}"
+                 + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else ""))
+        if not s.placebo:
+            synthetic = group_data(group.resolved[group.seeds[0]], s).corpus in SYNTHETIC
+            announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"
+                     + ("; on this synthetic corpus the ideal model's row gives the truth" if synthetic else " (--set placebo=true)"))
+    announce(plan_groups(groups, study is None).describe())
+    if dry_run:
+        return []
+    out_dir, fig_dir = Path(out_dir or resolve("results/recl")), Path(fig_dir or resolve("figures/recl"))
+    return [run_group(group, None, corpus, out_dir, fig_dir, echo, progress) if not group.settings.train_seeds
+            else run_seeds(group, corpus, out_dir, fig_dir, echo, progress) for group, corpus in zip(groups, corpora)]
