@@ -7,7 +7,10 @@ from __future__ import annotations
 import pytest
 
 from txlab import config, devices
-from txlab.drivers import ablate, recl, speed
+from txlab.drivers import ablate, speed
+from txlab.drivers.recl import groups as recl
+from txlab.drivers.recl import run as recl_run
+from txlab.drivers.recl import settings as recl_settings
 from txlab.errors import TxlabError
 from txlab.runs.plan import Plan
 
@@ -27,7 +30,7 @@ def planned(monkeypatch):
         caught["speed"] = study.settings
         return Plan()
 
-    monkeypatch.setattr(recl, "plan_groups", plan_groups)
+    monkeypatch.setattr(recl_run, "plan_groups", plan_groups)
     monkeypatch.setattr(speed, "speed_plan", speed_plan)
     # the settings are compared, not this machine's devices: --device cuda must pass the check on a CPU build too
     monkeypatch.setattr(devices, "check_device", lambda name, source="--device": None)
@@ -92,7 +95,7 @@ def test_a_bad_command_line_value_gets_the_strict_error(args, message, planned, 
 
 
 def test_one_profile_reader_serves_every_study_command(tmp_path, cli):
-    assert ablate.read_profile is recl.read_profile is speed.read_profile is config.read_profile
+    assert ablate.read_profile is recl_settings.read_profile is speed.read_profile is config.read_profile
     for command, study in STUDIES.items():
         args = [study] if command == "ablate" else ["--study", study]
         cli.assert_refused(cli(command, *args, "--profile", "cpuu", "--dry-run"), f"unknown profile in {study} 'cpuu'. Did you mean 'cpu'")
