@@ -11,7 +11,7 @@ import torch
 
 from txlab.analysis.recl import DEFAULT_GRID, recl
 from txlab.config import DataConfig, ModelConfig, RunConfig
-from txlab.data.corpora import load_corpus
+from txlab.data.corpus import load_corpus
 from txlab.errors import TxlabError
 from txlab.measure import losses as losses_mod
 from txlab.measure.losses import benchmark_collection, collect_group_losses, collect_losses, collect_run_losses, context_lengths, is_prefix_causal, load_group_losses, sample_blocks

@@ -81,7 +81,7 @@ import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
 from txlab.analysis.recl import DEFAULT_GRID
-from txlab.data.corpora import load_corpus, load_corpus_for_model
+from txlab.data.corpus import load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
 from txlab.models.interface import Context, LanguageModel

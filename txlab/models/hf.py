@@ -366,7 +366,7 @@ def check_corpus(source: str, label: str, corpus: Any) -> None:
     the checkpoint brings, or ids beyond its outputs (the models `txlab export` writes read their training
     corpus's ids and bring no tokenizer)."""
     if load_tokenizer(source) is not None:
-        from txlab.data.textdata import load_hf_tokenizer
+        from txlab.data.tokenizers import load_hf_tokenizer
 
         if corpus.tokenizer_id != load_hf_tokenizer(source).tokenizer_id:
             raise TxlabError(
