@@ -50,8 +50,9 @@ from txlab.analysis import recl, recl_figures, table8
 from txlab.analysis.figures import models_in_words
 from txlab.analysis.learned import read_restarts
 from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, entry, override_settings, read_profile, read_section, setting, to_dict
+from txlab.data import registry
 from txlab.data.corpus import Corpus, load_corpus
-from txlab.data.registry import CORPORA, corpus_in_words
+from txlab.data.registry import CORPORA
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import write_json_atomic, write_text_atomic
@@ -887,7 +888,7 @@ def corpus_in_words(record: dict[str, Any]) -> str:
     if settings.get("text"):
         return f"own text {Path(settings['text']).name}"
     corpus = _corpus_of(record)
-    return corpus_in_words(corpus) if corpus else record.get("group", "")
+    return registry.corpus_in_words(corpus) if corpus else record.get("group", "")
 
 
 def is_char_level(record: dict[str, Any]) -> bool:
