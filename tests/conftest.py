@@ -23,7 +23,7 @@ from typer.testing import CliRunner, Result
 
 from txlab.cli import app
 from txlab.config import update_dataclass
-from txlab.data.corpora import load_corpus
+from txlab.data.corpus import load_corpus
 from txlab.models.build import build_model
 from txlab.runs.checkpoint import save_checkpoint
 from txlab.runs.zoo import run_config

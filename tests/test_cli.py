@@ -180,7 +180,7 @@ def test_bench_mode_help_lists_every_mode(cli):
         assert mode in text and txlab.measure.bench._MODE.fullmatch(mode.replace("<M>", "8").replace("<L>", "8")), mode
 
 
-@pytest.mark.parametrize("args, stopped", [(["data", "list"], "txlab.data.corpora.list_corpora"),
+@pytest.mark.parametrize("args, stopped", [(["data", "list"], "txlab.data.corpus.list_corpora"),
                                            (["models", "--size", "tiny"], "txlab.runs.zoo.list_models")])
 def test_ctrl_c_exits_130_with_one_line(args, stopped, monkeypatch, cli):
     def ctrl_c(*args, **kwargs):

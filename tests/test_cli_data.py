@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from txlab.config import DataConfig
-from txlab.data import corpora
-from txlab.data.corpora import RemoteFile
+from txlab.data import registry
+from txlab.data.corpus import load_corpus
+from txlab.data.registry import RemoteFile
 
 SHAKESPEARE = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 30).encode()
 
@@ -63,9 +64,9 @@ def file_server(monkeypatch):
 def _serve_shakespeare(server, monkeypatch, content: bytes = SHAKESPEARE) -> Path:
     """Register a tinyshakespeare download whose checksum is that of SHAKESPEARE; serve ``content``."""
     remote = RemoteFile("input.txt", ("http://unused.invalid/input.txt",), len(SHAKESPEARE), hashlib.sha256(SHAKESPEARE).hexdigest())
-    monkeypatch.setitem(corpora.CORPORA, "tinyshakespeare", dataclasses.replace(corpora.CORPORA["tinyshakespeare"], downloads=(remote,)))
+    monkeypatch.setitem(registry.CORPORA, "tinyshakespeare", dataclasses.replace(registry.CORPORA["tinyshakespeare"], downloads=(remote,)))
     server.files["files/input.txt"] = content
-    return corpora.corpus_dir(DataConfig(), "tinyshakespeare")
+    return registry.corpus_dir(DataConfig(), "tinyshakespeare")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -84,7 +85,7 @@ def test_list_shows_presence_size_and_vocab(tmp_path, cli):
     (tmp_path / "tinyshakespeare" / "input.txt").write_bytes(SHAKESPEARE)
     before = cli.json("data", "list", "--data-dir", str(tmp_path), "--json")
     rows = {r["name"]: r for r in before["corpora"]}
-    assert set(rows) == set(corpora.CORPUS_NAMES)
+    assert set(rows) == set(registry.CORPUS_NAMES)
     assert rows["tinyshakespeare"]["present"] and rows["tinyshakespeare"]["size_bytes"] == len(SHAKESPEARE)
     assert rows["tinyshakespeare"]["vocab_size"] is None  # not encoded yet
     assert not rows["wikitext-103"]["present"] and rows["synthetic"]["kind"] == "synthetic"
@@ -105,7 +106,7 @@ def test_info_real_corpus_json(tmp_path, cli):
     n, k = len(SHAKESPEARE), len(SHAKESPEARE) // 20
     assert {s: v["tokens"] for s, v in info["splits"].items()} == {"train": n - 2 * k, "valid": k, "test": k}
     assert info["files"][0]["sha256"] == hashlib.sha256(SHAKESPEARE).hexdigest()
-    corpus = corpora.load_corpus(DataConfig(corpus="tinyshakespeare", data_dir=str(tmp_path)), progress=False)
+    corpus = load_corpus(DataConfig(corpus="tinyshakespeare", data_dir=str(tmp_path)), progress=False)
     assert info["vocab_sha256"] == corpus.vocab.sha256 and info["cache_dir"] == str(corpus.cache_dir)
     assert info["splits"]["valid"]["token_stream_sha256"] == corpus.token_stream_hash("valid")
     assert f"{n - 2 * k:>13,} tokens" in result.output
@@ -217,10 +218,10 @@ def test_get_lm1b_unpacks_the_shards_and_fetches_the_reference_vocabulary(file_s
         top + "heldout-monolingual.tokenized.shuffled/news.en.heldout-00001-of-00050": "not extracted\n",
         top + "README": "not extracted",
     })
-    vocab_file, shards = corpora.CORPORA["lm1b"].downloads
+    vocab_file, shards = registry.CORPORA["lm1b"].downloads
     assert vocab_file.filename == "1b_word_vocab.txt" and shards.sha256 is not None and vocab_file.sha256 is None
     shards = dataclasses.replace(shards, size=len(archive), sha256=hashlib.sha256(archive).hexdigest())
-    monkeypatch.setitem(corpora.CORPORA, "lm1b", dataclasses.replace(corpora.CORPORA["lm1b"], downloads=(vocab_file, shards)))
+    monkeypatch.setitem(registry.CORPORA, "lm1b", dataclasses.replace(registry.CORPORA["lm1b"], downloads=(vocab_file, shards)))
     file_server.files["files/" + shards.filename] = archive
     file_server.files["files/1b_word_vocab.txt"] = "<S> 5\nthe 3\ndog 2\n<UNK> 0\n".encode()
     result = cli("data", "get", "lm1b", "--data-dir", str(tmp_path), "-q")
@@ -246,8 +247,8 @@ def test_get_unpacks_an_archive(file_server, monkeypatch, tmp_path, cli):
             zf.writestr(f"wikitext-2/wiki.{split}.tokens", f" = {split} = \n the {split} text \n")
         zf.writestr("wikitext-2/README", "not extracted")
     archive = buffer.getvalue()
-    remote = dataclasses.replace(corpora.CORPORA["wikitext-2"].downloads[0], size=len(archive), sha256=hashlib.sha256(archive).hexdigest())
-    monkeypatch.setitem(corpora.CORPORA, "wikitext-2", dataclasses.replace(corpora.CORPORA["wikitext-2"], downloads=(remote,)))
+    remote = dataclasses.replace(registry.CORPORA["wikitext-2"].downloads[0], size=len(archive), sha256=hashlib.sha256(archive).hexdigest())
+    monkeypatch.setitem(registry.CORPORA, "wikitext-2", dataclasses.replace(registry.CORPORA["wikitext-2"], downloads=(remote,)))
     file_server.files["files/wikitext-2-v1.zip"] = archive
     result = cli("data", "get", "wikitext-2", "--data-dir", str(tmp_path), "-q")
     assert result.exit_code == 0, result.output

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from txlab.cli import app
 from txlab.config import DataConfig, ModelConfig
-from txlab.data.corpora import load_corpus
+from txlab.data.corpus import load_corpus
 from txlab.errors import TxlabError
 from txlab.models.interface import Context
 from txlab.models.transformer import build_transformer

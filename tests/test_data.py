@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from txlab.config import DataConfig
-from txlab.data import corpora
+from txlab.data import formats, synthetic
 from txlab.data.batching import batchify, eval_segments, iter_segments, varlen_length
-from txlab.data.corpora import EOS, load_corpus
+from txlab.data.corpus import Corpus, generated_split, load_corpus
+from txlab.data.registry import EOS
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
 
@@ -25,7 +26,7 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared sample data not found at {SHARED} (CI clones it beside the repo)")
 
 
-def load(name: str, directory: Path | None = None, **options) -> corpora.Corpus:
+def load(name: str, directory: Path | None = None, **options) -> Corpus:
     return load_corpus(DataConfig(corpus=name, corpus_dir=str(directory or ""), **options), progress=False)
 
 
@@ -40,8 +41,9 @@ def write(path: Path, text: str | bytes) -> Path:
 
 
 @pytest.mark.parametrize(("module", "kept_out"), [
-    ("txlab.runs.checkpoint", ["txlab.data.corpora", "txlab.data.download", "txlab.data.batching"]),  # loading weights needs only the vocabulary
-    ("txlab.data.corpora", ["txlab.data.download"]),  # reading a corpus never touches the network code
+    ("txlab.runs.checkpoint", ["txlab.data.registry", "txlab.data.cache", "txlab.data.formats", "txlab.data.tokenizers", "txlab.data.textdata",
+                               "txlab.data.corpus", "txlab.data.download", "txlab.data.batching"]),  # loading weights needs only the vocabulary
+    ("txlab.data.corpus", ["txlab.data.download"]),  # reading a corpus never touches the network code
 ])
 def test_module_boundaries_keep_download_code_out(module, kept_out):
     code = f"import sys, {module}; print(sorted(m for m in {kept_out!r} if m in sys.modules))"
@@ -132,7 +134,7 @@ def test_ptb_reader_keeps_case_and_handles_crlf(tmp_path):
 ENWIK = (b"<page>\n  <title>Caf\xc3\xa9</title>\n  <text>AAA bbb</text>\n</page>\n" * 5)[:200]
 
 
-def _enwik_bytes(corpus: corpora.Corpus, split: str) -> bytes:
+def _enwik_bytes(corpus: Corpus, split: str) -> bytes:
     return bytes(int(s) for s in corpus.vocab.decode(corpus.split(split)))
 
 
@@ -244,9 +246,9 @@ def test_synthetic_corpus_from_config():
 
 def test_a_synthetic_corpus_is_generated_once_per_process_and_never_served_for_other_settings(monkeypatch):
     generated = []
-    real = corpora.synthetic.generate
-    monkeypatch.setattr(corpora.synthetic, "generate", lambda spec, n, seed, split: generated.append((spec, n, seed, split)) or real(spec, n, seed, split))
-    corpora.generated_split.cache_clear()
+    real = synthetic.generate
+    monkeypatch.setattr(synthetic, "generate", lambda spec, n, seed, split: generated.append((spec, n, seed, split)) or real(spec, n, seed, split))
+    generated_split.cache_clear()
     base = DataConfig(corpus="synthetic-short", synthetic_tokens=3_000, synthetic_eval_tokens=1_000, synthetic_seed=4)
     first = load_corpus(base)
     again = load_corpus(base)
@@ -257,12 +259,12 @@ def test_a_synthetic_corpus_is_generated_once_per_process_and_never_served_for_o
     for change in ({"synthetic_seed": 5}, {"synthetic_eval_tokens": 1_200}, {"synthetic_max_context": 100}, {"corpus": "synthetic"}):
         cfg = dataclasses.replace(base, **change)
         other = load_corpus(cfg)
-        fresh = real(corpora.synthetic.get_spec(cfg.corpus, cfg.synthetic_max_context), cfg.synthetic_eval_tokens, cfg.synthetic_seed, "valid")
+        fresh = real(synthetic.get_spec(cfg.corpus, cfg.synthetic_max_context), cfg.synthetic_eval_tokens, cfg.synthetic_seed, "valid")
         np.testing.assert_array_equal(other.split("valid"), fresh.tokens)
         assert other.token_stream_hash("valid") != first.token_stream_hash("valid"), change
     # the train split of 3,000 tokens is the same text when only the evaluation splits change size: kept, not generated again
-    assert len(generated) == 3 + 3 + 2 + 3 + 3 and generated.count((corpora.synthetic.get_spec("synthetic-short"), 3_000, 4, "train")) == 1
-    corpora.generated_split.cache_clear()
+    assert len(generated) == 3 + 3 + 2 + 3 + 3 and generated.count((synthetic.get_spec("synthetic-short"), 3_000, 4, "train")) == 1
+    generated_split.cache_clear()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -277,7 +279,7 @@ def _shakespeare_dir(tmp_path: Path, text: str = "To be, or not to be: that is t
 def test_second_load_is_a_memory_mapped_cache_hit(tmp_path, monkeypatch):
     directory = _shakespeare_dir(tmp_path)
     first = load("tinyshakespeare", directory)
-    monkeypatch.setattr(corpora, "_build_cache", lambda *a, **k: pytest.fail("cache was rebuilt"))
+    monkeypatch.setattr(formats, "_build_cache", lambda *a, **k: pytest.fail("cache was rebuilt"))
     second = load("tinyshakespeare", directory)
     assert isinstance(second.split("train"), np.memmap)
     np.testing.assert_array_equal(first.split("train"), second.split("train"))
@@ -291,12 +293,12 @@ def test_cache_rebuilt_when_the_source_changes_but_not_when_only_touched(tmp_pat
     path = directory / "input.txt"
     before = load("tinyshakespeare", directory)
     os.utime(path, ns=(1, 10**18))  # touched: same content, new mtime -> full hash agrees, no rebuild
-    real_build = corpora._build_cache
-    monkeypatch.setattr(corpora, "_build_cache", lambda *a, **k: pytest.fail("cache was rebuilt"))
+    real_build = formats._build_cache
+    monkeypatch.setattr(formats, "_build_cache", lambda *a, **k: pytest.fail("cache was rebuilt"))
     load("tinyshakespeare", directory)
     assert json.loads((before.cache_dir / "meta.json").read_text())["sources"][0]["mtime_ns"] == 10**18
     write(path, path.read_text().replace("question", "QUESTION"))  # same size, new content
-    monkeypatch.setattr(corpora, "_build_cache", real_build)
+    monkeypatch.setattr(formats, "_build_cache", real_build)
     after = load("tinyshakespeare", directory)
     assert "Q" in after.vocab and "Q" not in before.vocab
     assert after.cache_dir == before.cache_dir
@@ -315,7 +317,7 @@ def test_interrupted_encoding_leaves_nothing_behind(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(corpora, "_encode_into", interrupted)
+    monkeypatch.setattr(formats, "_encode_into", interrupted)
     with pytest.raises(KeyboardInterrupt):
         load("tinyshakespeare", directory)
     cache = Path(os.environ["TXLAB_CACHE_DIR"]) / "tinyshakespeare"

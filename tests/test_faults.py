@@ -219,7 +219,7 @@ def test_damaged_loss_caches_name_themselves(collected, tmp_path, damage):
 
 def test_a_damaged_corpus_cache_names_itself(tmp_path):
     from txlab.config import DataConfig
-    from txlab.data.corpora import load_corpus
+    from txlab.data.corpus import load_corpus
 
     corpus_dir = tmp_path / "data" / "tinyshakespeare"
     corpus_dir.mkdir(parents=True)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from txlab.cli import app
 from txlab.config import ModelConfig, update_dataclass
-from txlab.data.corpora import load_corpus
+from txlab.data.corpus import load_corpus
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
 from txlab.measure.generate import ContextReader, Detokenizer, TextFormat, encode_prompt, generate, prompt_symbols, sample_tokens, sample_top_k

@@ -190,7 +190,7 @@ def test_eval_and_generate_take_a_hugging_face_checkpoint(tmp_path, hf_checkpoin
     record = cli.json("--home", home, "eval", f"hf:{folder}", "--text", tmp_path / "my.txt", "--tgt-len", 32, "--mem-len", 16,
                       "--max-tokens", 100, "-q", "--json")
     assert record["tokens"] == 100 and record["mem_len"] == 16 and record["ppl"] > 1
-    from txlab.data.corpora import load_corpus
+    from txlab.data.corpus import load_corpus
     from txlab.data.textdata import text_data_config
 
     model = txlab.load_model(f"hf:{folder}")

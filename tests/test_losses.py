@@ -12,7 +12,7 @@ import torch
 
 from txlab.analysis.recl import DEFAULT_GRID, recl
 from txlab.config import DataConfig, ModelConfig, RunConfig
-from txlab.data.corpora import load_corpus
+from txlab.data.corpus import load_corpus
 from txlab.errors import TxlabError
 from txlab.measure import losses as losses_mod
 from txlab.measure.collection import Collection

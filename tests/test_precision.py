@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from txlab import precision as precision_mod
 from txlab.config import ModelConfig, apply_overrides, load_config
-from txlab.data.corpora import load_corpus
+from txlab.data.corpus import load_corpus
 from txlab.errors import TxlabError
 from txlab.measure.collection import Collection
 from txlab.measure.losses import collect_losses, collect_model_losses, sample_blocks

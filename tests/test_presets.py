@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from txlab.config import update_dataclass
-from txlab.data.corpora import CORPORA
+from txlab.data.registry import CORPORA
 from txlab.errors import TxlabError
 from txlab.models.build import build_model
 from txlab.presets import PRESETS, SIZES, resolve_preset

@@ -7,7 +7,8 @@ import pytest
 from tqdm import tqdm
 
 from txlab.data import synthetic
-from txlab.data.corpora import EOS, _text_blocks, _words
+from txlab.data.formats import _corpus_blocks, words
+from txlab.data.registry import EOS
 from txlab.data.synthetic import BACKGROUND, COPY_KEY, COPY_VALUE, HINT, SOURCE_KEY, SOURCE_VALUE, VARIANTS, build_text, generate, get_spec, write_wikitext_format
 from txlab.errors import TxlabError
 
@@ -155,7 +156,7 @@ def test_write_wikitext_format_reads_back_as_words_plus_eos(tmp_path):
     lines = path.read_text().split("\n")
     assert len(lines) == 12 and lines[-1] == "" and len(lines[10].split()) == 50
     expected_words = np.array(SPEC.symbols())[generate(SPEC, 1_050, seed=5).tokens].tolist()
-    read = [w for block in _text_blocks(path, tqdm(disable=True)) for w in _words(block, "eos")]
+    read = [w for block in _corpus_blocks(path, tqdm(disable=True)) for w in words(block, "eos")]
     assert [w for w in read if w != EOS] == expected_words
     assert read.count(EOS) == 11 and read[100] == EOS
 

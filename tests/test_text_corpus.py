@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 
 from txlab.config import DataConfig, RunConfig
-from txlab.data import corpora, textdata
-from txlab.data.corpora import load_corpus, text_token_counts
-from txlab.data.textdata import NotBlockwise, load_hf_tokenizer, text_data_config
+from txlab.data import textdata, tokenizers
+from txlab.data.corpus import Corpus, load_corpus
+from txlab.data.registry import SPLITS
+from txlab.data.textdata import text_data_config, text_token_counts
+from txlab.data.tokenizers import NotBlockwise, load_hf_tokenizer
+from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
 from txlab.progress import Progress
 from txlab.runs.plan import split_tokens, training_plan, vocab_size
@@ -31,12 +34,12 @@ def sample_text(lines: int = 400) -> str:
                    for i in range(lines))
 
 
-def load(data: DataConfig) -> corpora.Corpus:
+def load(data: DataConfig) -> Corpus:
     return load_corpus(data, progress=False)
 
 
-def every_id(corpus: corpora.Corpus) -> np.ndarray:
-    return np.concatenate([np.asarray(corpus.splits[s], dtype=np.int64) for s in corpora.SPLITS if s in corpus.splits])
+def every_id(corpus: Corpus) -> np.ndarray:
+    return np.concatenate([np.asarray(corpus.splits[s], dtype=np.int64) for s in SPLITS if s in corpus.splits])
 
 
 def save_tokenizer(tokenizer, folder: Path) -> Path:
@@ -92,7 +95,7 @@ def test_char_text_is_the_registry_tinyshakespeare_token_for_token(tmp_path, tex
     n, k = len(text_file.read_text()), len(text_file.read_text()) // 20
     assert {s: len(ids) for s, ids in own.splits.items()} == {"train": n - 2 * k, "valid": k, "test": k}
     assert own.vocab == registry.vocab and own.tokenizer_id == registry.tokenizer_id == f"char:{registry.vocab.sha256[:16]}"
-    assert all(own.token_stream_hash(s) == registry.token_stream_hash(s) for s in corpora.SPLITS)
+    assert all(own.token_stream_hash(s) == registry.token_stream_hash(s) for s in SPLITS)
     assert own.level == "char" and own.to_text(own.splits["valid"]) == text_file.read_text()[n - 2 * k : n - k]
 
 
@@ -148,7 +151,7 @@ def test_a_tokenizer_that_merges_across_line_ends_encodes_the_file_at_once(text_
     assert any("\n" in s and len(s) > 1 for s in tokenizer.vocab.symbols)  # e.g. ':\n'
     with Progress(disable=True) as bar, pytest.raises(NotBlockwise):
         list(tokenizer.encode_file(text_file, bar, block_chars=200))
-    monkeypatch.setattr(textdata, "HF_BLOCK_CHARS", 200)  # a file of many blocks
+    monkeypatch.setattr(tokenizers, "HF_BLOCK_CHARS", 200)  # a file of many blocks
     corpus = load(text_data_config(text_file, f"hf:{folder}"))
     assert every_id(corpus).tolist() == tokenizer.encode(text)
 
@@ -167,8 +170,8 @@ def test_without_transformers_an_hf_tokenizer_names_the_extra(text_file, tmp_pat
 
 def test_the_cache_is_reused_and_rebuilt_when_the_text_or_tokenizer_changes(text_file, tmp_path, bpe_folder, monkeypatch):
     builds = []
-    build = corpora._build_text_cache
-    monkeypatch.setattr(corpora, "_build_text_cache", lambda *a, **k: builds.append(a[1].path) or build(*a, **k))
+    build = textdata._build_text_cache
+    monkeypatch.setattr(textdata, "_build_text_cache", lambda *a, **k: builds.append(a[1].path) or build(*a, **k))
     data = text_data_config(text_file, f"hf:{bpe_folder}")
     first = load(data)
     second = load(data)
@@ -321,7 +324,7 @@ def test_word_plans_estimate_the_vocabulary_by_heaps_law(tmp_path):
 def test_registry_and_synthetic_corpora_name_their_tokenization(tmp_path):
     synthetic = load(DataConfig(corpus="synthetic-small", synthetic_tokens=2000, synthetic_eval_tokens=500))
     assert synthetic.tokenizer_id == f"word:{synthetic.vocab.sha256[:16]}"
-    relabelled = synthetic.relabel(corpora.Vocab(list(reversed(synthetic.vocab.symbols))), ["valid"])
+    relabelled = synthetic.relabel(Vocab(list(reversed(synthetic.vocab.symbols))), ["valid"])
     assert relabelled.tokenizer_id == synthetic.tokenizer_id  # the same tokens, numbered otherwise
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from txlab.analysis.recl import DEFAULT_RS
 from txlab.analysis.table8 import Bootstrap, GroupTable, Table8Row, recl_rows
-from txlab.data.corpora import load_corpus_for_model
+from txlab.data.corpus import load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.measure.losses import collect_losses, sample_blocks
 from txlab.models import hf

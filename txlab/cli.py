@@ -160,7 +160,8 @@ def _print_json(obj) -> None:
 @data_app.command("list")
 def data_list(data_dir: str = _DATA_DIR, json_output: bool = _JSON) -> None:
     """List every corpus: whether its files are present, their size, and the vocabulary size once encoded."""
-    from txlab.data.corpora import data_root, list_corpora
+    from txlab.data.corpus import list_corpora
+    from txlab.data.registry import data_root
 
     cfg = _data_config(data_dir)
     rows = list_corpora(cfg)
@@ -221,7 +222,7 @@ def data_info(
 
     The first call on a real corpus or a text encodes it (cached afterwards, so later loads take seconds).
     """
-    from txlab.data.corpora import text_corpus_info
+    from txlab.data.corpus import text_corpus_info
 
     info = text_corpus_info(name, text, tokenizer, text_split, _data_config(data_dir, name or "synthetic", corpus_dir), progress=not quiet)
     typer.echo(f"{info['name']} ({info['level']} level) from {info['source']}")
@@ -344,7 +345,7 @@ def train(
     check_device(cfg.train.device, "train.device")  # set by --set, --config or the preset: checked before the plan
     check_precision(cfg.train.precision, cfg.train.device, cfg.model.family, "train.precision")
     check_precision(cfg.eval.precision, cfg.train.device, cfg.model.family, "eval.precision")
-    from txlab.data.corpora import check_corpus_dir_applies
+    from txlab.data.corpus import check_corpus_dir_applies
 
     check_corpus_dir_applies(cfg.data.corpus, corpus_dir)
     directory = Path(run_dir) if run_dir else train_run_dir(cfg)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from txlab.config import load_config
-from txlab.data.corpora import load_corpus
+from txlab.data.corpus import load_corpus
 from txlab.measure.losses import find_losses, load_losses
 
 HERE = Path(__file__).resolve().parent

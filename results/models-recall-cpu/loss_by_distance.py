@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from txlab.config import load_config
-from txlab.data.corpora import load_corpus
+from txlab.data.corpus import load_corpus
 from txlab.measure.losses import find_losses, load_losses
 
 HERE = Path(__file__).resolve().parent

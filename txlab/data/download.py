@@ -1,7 +1,7 @@
 """Downloads: fetching a registered corpus from its canonical sources, resumably and verified.
 
 This module owns everything that touches the network. :func:`fetch_corpus` (`txlab data get`)
-downloads each file txlab.data.corpora registers for a corpus from its URLs, or from
+downloads each file txlab.data.registry registers for a corpus from its URLs, or from
 ``$TXLAB_DATA_MIRROR`` when set; it resumes partial downloads (``.part`` files, HTTP Range
 requests), verifies sizes and sha256 checksums (removing a file that fails), and unpacks the
 archive members the registry names, each written atomically. Loading a corpus never imports it.
@@ -24,7 +24,8 @@ from typing import BinaryIO
 from txlab import __version__
 from txlab.config import DataConfig
 from txlab.data import synthetic
-from txlab.data.corpora import CORPORA, RemoteFile, check_corpus_name, corpus_dir, file_sha256, locate_sources, missing_corpus_error
+from txlab.data.cache import file_sha256
+from txlab.data.registry import CORPORA, RemoteFile, check_corpus_name, corpus_dir, locate_sources, missing_corpus_error
 from txlab.errors import TxlabError
 from txlab.fileio import write_atomic
 from txlab.progress import Progress

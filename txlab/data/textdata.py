@@ -1,9 +1,9 @@
-"""Own text as a corpus: its configuration, its files, its name, and Hugging Face tokenizers.
+"""Own text as a corpus: its configuration, its files, its name, its encoding into the cache, its size.
 
-A researcher's text becomes a :class:`~txlab.data.corpora.Corpus` like the registry's, so every command
+A researcher's text becomes a :class:`~txlab.data.corpus.Corpus` like the registry's, so every command
 that reads a corpus reads it: ``data.corpus: text`` with ``data.text`` (a file or a folder) and
-``data.tokenizer``; :func:`text_data_config` builds and checks such a configuration (what ``--text``
-and ``--tokenizer`` give).
+``data.tokenizer`` (:mod:`txlab.data.tokenizers`); :func:`text_data_config` builds and checks such a
+configuration (what ``--text`` and ``--tokenizer`` give).
 
 Sources. A file is tokenised whole and its token stream cut by ``data.text_split`` (train, valid,
 test in that order): every split after the first with a nonzero fraction gets floor(n x fraction)
@@ -12,34 +12,7 @@ a fraction of 0 leaves its split out. A folder is read per split, the first of :
 present naming the file; a split with no file is left out (asking for it is an error). Files are
 read as UTF-8 exactly as they are (no newline translation).
 
-Tokenizers (``data.tokenizer``):
-
-- ``char``: every character a token; the vocabulary lists every character of the text (all splits)
-  by falling count, ties by first occurrence, as the registry's character corpora do: tinyshakespeare's
-  input.txt read this way is the registry's tinyshakespeare, token for token.
-- ``word``: words split on whitespace and ``<eos>`` after every line, as WikiText; the vocabulary is
-  ``<eos>``, then every word of the text by falling count (so there is no ``<unk>``).
-- ``hf:PATH_OR_HUB_ID``: a Hugging Face tokenizer loaded by ``transformers.AutoTokenizer`` from a local
-  folder (or a Hub id, which needs a network or the Hugging Face cache). The text is encoded without
-  special tokens (no BOS or EOS is added: the tokens are the text's). The vocabulary lists the
-  tokenizer's symbols by id, ``len(tokenizer)`` of them (more if an id lies beyond), an id no symbol
-  has named ``<unused-ID>``. transformers is imported only here, and only for an ``hf:`` tokenizer.
-
-Blocks. A Hugging Face tokenizer encodes a file in blocks of about :data:`HF_BLOCK_CHARS` characters, so a
-large file is never tokenised at once. A block ends where a whitespace run starts after a word (one
-holding a space, else a line end: see :func:`_cut`), and is encoded with :data:`CONTEXT_CHARS` characters of the
-text on each side, whose tokens are dropped: the tokenizer sees the block as the middle of the text,
-not a text of its own (a SentencePiece tokenizer would otherwise add a space at every block start).
-A token reaching across a block's edge would mean the tokenizer merges across that whitespace; then
-the cut is not exact, and the file is encoded at once instead (said on stderr). The tests hold blocks
-equal to one encoding of the whole text.
-
-tokenizer_id. Names the tokenization, equal strings meaning identical tokens for identical text:
-``char:<16 hex>`` and ``word:<16 hex>`` (the vocabulary's sha256, as registry corpora have), and
-``hf:<16 hex>`` (the sha256 of the tokenizer's serialized pipeline: normalizer, pre-tokenizer, model
-with its vocabulary and merges, added tokens). Members of a RECL group must share it and the token stream.
-
-Cache (:mod:`txlab.data.corpora` counts, encodes, splits and caches). ``<cache root>/text/<stem>-<16 hex>/``, as the registry's entries ({split}.npy, vocab.json,
+Cache (:mod:`txlab.data.cache`). ``<cache root>/text/<stem>-<16 hex>/``, as the registry's entries ({split}.npy, vocab.json,
 meta.json; memory-mapped after), keyed by the text files' resolved paths, the tokenizer (``char``,
 ``word`` or the hf tokenizer_id), the split fractions and the cache format, and valid while every
 text file keeps its fingerprint (size, sha256 of its first and last MiB, the full sha256 when its
@@ -50,74 +23,44 @@ Names. :func:`text_corpus_name` is what run directories are named by:
 ``hf-<name>-<8 hex of its tokenizer_id>``), with ``-split<train>-<valid>-<test>`` (percent) when the
 fractions are not the default: two texts or tokenizers never share a name, and a name holds no path
 separator or colon.
+
+Size. :func:`text_token_counts` is what a plan says of own text before training: the counts of the
+cache entry when it holds the text, else an estimate from the first MiB of each file.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from txlab.config import DataConfig
-from txlab.data.vocab import Vocab
-from txlab.errors import TxlabError, did_you_mean
+from txlab.data.cache import COPY_TOKENS, Encoded, Entry, build_entry, cache_root, file_sha256, id_dtype, key_digest, occurring_ids, open_entry, valid_meta
+from txlab.data.formats import DEFAULT_SPLIT, fraction_bounds, words
+from txlab.data.registry import SPLITS, TEXT_CORPUS
+from txlab.data.tokenizers import NotBlockwise, TokenizerSpec, hf_location, load_hf_tokenizer, parse_tokenizer, text_tokenizer
+from txlab.errors import TxlabError
 from txlab.progress import Progress
-
-SPLITS = ("train", "valid", "test")
-TEXT_CORPUS = "text"
-"""The ``data.corpus`` of own text."""
-
-TOKENIZER_FORMS = ("char", "word", "hf:PATH_OR_HUB_ID")
-DEFAULT_SPLIT = (0.9, 0.05, 0.05)
 
 SPLIT_FILES: dict[str, tuple[str, ...]] = {
     split: tuple(pattern.format(name=name) for name in names for pattern in ("{name}.txt", "{name}.tokens", "wiki.{name}.tokens", "ptb.{name}.txt"))
     for split, names in (("train", ("train",)), ("valid", ("valid", "validation", "val")), ("test", ("test",)))
 }
 """File names a folder of splits is read from, per split; the first present wins."""
-
-BLOCK_CHARS = 1 << 22
-"""Characters of text read at a time when a file is read through: large enough to amortise Python, small in memory."""
-HF_BLOCK_CHARS = 1 << 20
-"""Characters a Hugging Face tokenizer encodes at a time: its offsets take about 100 bytes a token in Python."""
-CONTEXT_CHARS = 256
-"""Characters of text encoded (and dropped) on each side of a block, so that the block reads as the middle of the text."""
+TEXT_KEY_FORMAT = 1
+"""Part of own text's cache key: raise it when the encoding of own text changes."""
+ESTIMATE_BYTES = 1 << 20
+"""Bytes at the start of each text file that a plan's estimate of own text tokenises."""
 
 
 # ----------------------------------------------------------------------------------------------------
 # Configuration
-
-
-@dataclass(frozen=True)
-class TokenizerSpec:
-    """A parsed ``data.tokenizer``: ``kind`` 'char', 'word' or 'hf', and for 'hf' the folder or Hub id."""
-
-    kind: str
-    source: str = ""
-
-    @property
-    def level(self) -> str:
-        return "subword" if self.kind == "hf" else self.kind
-
-
-def parse_tokenizer(text: str) -> TokenizerSpec:
-    """``char`` (also the empty string), ``word`` or ``hf:PATH_OR_HUB_ID``; anything else is refused."""
-    if text in ("", "char", "word"):
-        return TokenizerSpec(text or "char")
-    if text.startswith("hf:"):
-        source = text[3:].strip()
-        if not source:
-            raise TxlabError("tokenizer 'hf:' names no tokenizer: give hf:PATH_OR_HUB_ID (a folder with tokenizer files, or a Hub id such as hf:gpt2)")
-        return TokenizerSpec("hf", source)
-    raise did_you_mean(text, TOKENIZER_FORMS, "tokenizer")
 
 
 def check_split_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
@@ -171,7 +114,7 @@ def text_data_config(text: str | Path, tokenizer: str = "char", base: DataConfig
     find_text_sources(data)
     spec = parse_tokenizer(data.tokenizer)
     if spec.kind == "hf":
-        _hf_location(spec.source)  # a missing local folder is refused now, not after the plan
+        hf_location(spec.source)  # a missing local folder is refused now, not after the plan
     return data
 
 
@@ -224,6 +167,10 @@ def _check_not_empty(path: Path) -> None:
         raise TxlabError(f"{path} is empty: own text needs some text")
 
 
+# ----------------------------------------------------------------------------------------------------
+# Names
+
+
 _SHA_MEMO: dict[tuple[str, int, int], str] = {}
 
 
@@ -232,11 +179,7 @@ def _memo_sha256(path: Path) -> str:
     stat = path.stat()
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if key not in _SHA_MEMO:
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 24):
-                digest.update(chunk)
-        _SHA_MEMO[key] = digest.hexdigest()
+        _SHA_MEMO[key] = file_sha256(path)
     return _SHA_MEMO[key]
 
 
@@ -269,181 +212,191 @@ def text_corpus_name(data: DataConfig) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Reading text
+# Encoding into the cache
 
 
-def read_text_blocks(path: Path, block_chars: int) -> Iterator[str]:
-    """The file's text in blocks of about ``block_chars`` characters, each ending at a line end (except the last)."""
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            while block := fh.read(block_chars):
-                if not block.endswith("\n"):
-                    block += fh.readline()
-                yield block
-    except UnicodeDecodeError as err:
-        raise TxlabError(f"{path} is not UTF-8 text (byte {err.object[err.start:err.start + 1]!r}: {err.reason})") from None
+def _text_entry(data: DataConfig) -> tuple[TextSources, TokenizerSpec, Path]:
+    """Own text's files, its tokenizer, and the cache entry they are encoded into (checked first)."""
+    check_text_config(data)
+    sources = find_text_sources(data)
+    spec = parse_tokenizer(data.tokenizer)
+    rule = load_hf_tokenizer(spec.source).tokenizer_id if spec.kind == "hf" else spec.kind  # txlab's vocabularies follow from the text
+    key = {"format": TEXT_KEY_FORMAT, "files": {part: str(p) for part, p in sources.files.items()}, "tokenizer": rule, "split": sources.fractions}
+    return sources, spec, cache_root(data) / TEXT_CORPUS / f"{slug(sources.stem)}-{key_digest(key)}"
 
 
-def _cut(text: str) -> int | None:
-    """Where to end a block in ``text``: the start of the last whitespace run that follows a word and
-    holds a space, else one that holds a line end; None when there is neither. Every tokenizer that
-    splits words at whitespace starts a piece there: a byte-level BPE at any whitespace run, a
-    SentencePiece one (Metaspace) only at a space, which is why a space comes first."""
-    for mark in (" ", "\n"):
-        p = text.rfind(mark)
-        while p > 0 and text[p - 1].isspace():
-            p -= 1
-        if p > 0:
-            return p
-    return None
+def _encode_text(tokenizer, sources: TextSources, raw: Path, progress: bool) -> dict[str, int]:
+    """Every file's ids appended to ``raw`` (little-endian int32); the tokens per file part."""
+    counts = {}
+    total = sum(p.stat().st_size for p in sources.files.values())
+    with Progress(total=total, desc="encode text", unit="B", unit_scale=True, disable=not progress, file=sys.stderr) as bar, open(raw, "wb") as out:
+        for part, path in sources.files.items():
+            start, n = out.tell(), 0
+            try:
+                for ids in tokenizer.encode_file(path, bar):
+                    ids.astype("<i4").tofile(out)
+                    n += len(ids)
+            except NotBlockwise:
+                if progress:
+                    print(f"\n{path}: tokenizer hf:{tokenizer.source} merges tokens across whitespace, so the file is encoded at once (not in blocks)", file=sys.stderr)
+                out.seek(start)
+                out.truncate()
+                n = 0
+                for ids in tokenizer.encode_whole(path, bar):
+                    ids.astype("<i4").tofile(out)
+                    n += len(ids)
+            counts[part] = n
+    return counts
 
 
-def _cut_blocks(path: Path, block_chars: int) -> Iterator[str]:
-    """The file's text in blocks of at least about ``block_chars`` characters, cut as :func:`_cut` says."""
-    carry = ""
-    for chunk in read_text_blocks(path, block_chars):
-        text = carry + chunk
-        cut = _cut(text)
-        if cut is None:  # no whitespace after a word yet: read on
-            carry = text
-            continue
-        yield text[:cut]
-        carry = text[cut:]
-    if carry:
-        yield carry
-
-
-# ----------------------------------------------------------------------------------------------------
-# Tokenizers
-
-
-class NotBlockwise(Exception):
-    """A token crosses a block's edge: this tokenizer cannot encode this file in blocks exactly."""
-
-
-class HfTokenizer:
-    """A Hugging Face tokenizer: its symbols as a txlab Vocab, its tokenizer_id, and block encoding."""
-
-    kind = "hf"
-
-    def __init__(self, source: str, tokenizer: Any) -> None:
-        self.source = source
-        self.tokenizer = tokenizer
-        self.backend = getattr(tokenizer, "backend_tokenizer", None)
-        """The `tokenizers` pipeline, when the tokenizer has one: it gives the character offsets block encoding checks."""
-        if self.backend is not None:
-            serialized = self.backend.to_str()
-        else:  # a tokenizer without a `tokenizers` pipeline: its class and vocabulary identify it
-            serialized = json.dumps({"class": type(tokenizer).__name__, "vocab": sorted(tokenizer.get_vocab().items())}, ensure_ascii=False)
-        self.tokenizer_id = "hf:" + hashlib.sha256(serialized.encode("utf-8")).hexdigest()[:16]
-        self.vocab = self._vocab()
-
-    def _vocab(self) -> Vocab:
-        by_id: dict[int, str] = {}
-        for symbol, i in sorted(self.tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0])):
-            by_id.setdefault(int(i), symbol)  # two symbols on one id: the first in sorted order names it
-        size = max(len(self.tokenizer), max(by_id, default=-1) + 1)
-        taken = set(by_id.values())
-        symbols = []
-        for i in range(size):
-            symbol = by_id.get(i)
-            if symbol is None:
-                symbol = f"<unused-{i}>"
-                while symbol in taken:  # a tokenizer that has this very string as a symbol
-                    symbol = f"<{symbol}>"
-                taken.add(symbol)
-            symbols.append(symbol)
-        return Vocab(symbols)
-
-    def encode(self, text: str) -> list[int]:
-        """The ids of ``text``, encoded at once without special tokens."""
-        if self.backend is not None:
-            return self.backend.encode(text, add_special_tokens=False).ids
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids)
-
-    def encode_file(self, path: Path, bar: Progress, block_chars: int | None = None) -> Iterator[np.ndarray]:
-        """The file's ids in blocks of about ``block_chars`` characters (default :data:`HF_BLOCK_CHARS`; see
-        the module's Blocks); raises NotBlockwise when a cut is not exact."""
-        if self.backend is None:
-            raise NotBlockwise  # no offsets to check a cut by
-        previous, blocks = "", _cut_blocks(path, block_chars or HF_BLOCK_CHARS)
-        current = next(blocks, None)
-        while current is not None:
-            following = next(blocks, None)
-            left, right = previous[-CONTEXT_CHARS:], (following or "")[:CONTEXT_CHARS]
-            encoding = self.backend.encode(left + current + right, add_special_tokens=False)
-            ids = np.asarray(encoding.ids, dtype=np.int64)
-            offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-            starts, ends = offsets[:, 0], offsets[:, 1]
-            lo, hi = len(left), len(left) + len(current)
-            if np.any((starts < lo) & (ends > lo)) or np.any((starts < hi) & (ends > hi)):
-                raise NotBlockwise
-            bar.update(len(current))
-            yield ids[(starts >= lo) & (starts < hi)] if (left or right) else ids
-            previous, current = current, following
-
-    def encode_whole(self, path: Path, bar: Progress) -> Iterator[np.ndarray]:
-        text = "".join(read_text_blocks(path, BLOCK_CHARS))
-        bar.update(len(text))
-        yield np.asarray(self.encode(text), dtype=np.int64)
-
-    def is_blank(self, ids: np.ndarray) -> np.ndarray:
-        """Per id: whether it decodes to whitespace only, or to nothing."""
-        return np.array([not self.decode([i]).strip() for i in ids.tolist()], dtype=bool)
-
-
-def _hf_location(source: str) -> str:
-    """What from_pretrained is given: a local folder's absolute path, else the Hub id as written."""
-    local = Path(source).expanduser()
-    if local.exists():
-        if not local.is_dir():
-            raise TxlabError(f"hf:{source} is a file; give the folder holding the tokenizer's files (tokenizer.json, tokenizer_config.json, ...)")
-        return str(local.resolve())
-    if source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
-        raise TxlabError(f"no tokenizer folder {source}: give a folder holding tokenizer files, or a Hub id such as hf:gpt2")
-    return source
-
-
-_HF_MEMO: dict[tuple, HfTokenizer] = {}
-
-
-def load_hf_tokenizer(source: str) -> HfTokenizer:
-    """The Hugging Face tokenizer ``source`` names (loaded once per process while its files stay the same)."""
-    location = _hf_location(source)
-    folder = Path(location)
-    files = tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())) if folder.is_dir() else ()
-    key = (location, files)
-    if key not in _HF_MEMO:
-        try:
-            from transformers import AutoTokenizer
-        except ImportError:
-            raise TxlabError(f"tokenizer hf:{source} needs the transformers package: pip install 'txlab[hf]'") from None
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(location)
-        except Exception as err:  # transformers raises OSError, ValueError, KeyError, ... for a folder it cannot read
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            where = "a local folder needs the tokenizer's files (tokenizer.json, or its vocabulary files, with tokenizer_config.json)"
-            raise TxlabError(f"cannot load tokenizer hf:{source} ({reason}); {where}; a Hub id needs a network or the Hugging Face cache") from None
-        _HF_MEMO[key] = HfTokenizer(source, tokenizer)
-    return _HF_MEMO[key]
-
-
-# ----------------------------------------------------------------------------------------------------
-# Splitting, the cache and loading
-
-
-def fraction_bounds(n: int, fractions: Sequence[float]) -> dict[str, tuple[int, int]]:
-    """[start, end) of each split with a nonzero fraction in a stream of ``n`` tokens: every split after
-    the first gets floor(n x fraction) tokens (exact decimal fractions: 0.05 is 1/20), the first the rest."""
-    present = [(s, Fraction(str(f))) for s, f in zip(SPLITS, fractions) if f > 0]
-    sizes = {s: math.floor(n * f) for s, f in present[1:]}
-    sizes = {present[0][0]: n - sum(sizes.values()), **sizes}
+def _text_split_bounds(sources: TextSources, counts: dict[str, int]) -> dict[str, tuple[int, int]]:
+    if sources.fractions is not None:
+        return fraction_bounds(counts["all"], sources.fractions)
     bounds, start = {}, 0
-    for split in SPLITS:
-        if split in sizes:
-            bounds[split] = (start, start + sizes[split])
-            start += sizes[split]
+    for part, n in counts.items():
+        bounds[part] = (start, start + n)
+        start += n
     return bounds
+
+
+def _check_text_splits(tokenizer, sources: TextSources, all_ids: np.ndarray, bounds: dict[str, tuple[int, int]]) -> None:
+    """Refuse text with no tokens, a split with none, or one of only whitespace: nothing a model can learn or be scored on."""
+    where = sources.path
+    if not len(all_ids):
+        raise TxlabError(f"{where} holds no tokens")
+    for split, (lo, hi) in bounds.items():
+        if hi == lo:
+            share = f" (data.text_split gives it {sources.fractions[SPLITS.index(split)]:g} of {len(all_ids):,} tokens)" if sources.fractions else ""
+            raise TxlabError(f"the {split} split of {where} has no tokens{share}: give more text or a larger fraction")
+        if tokenizer.is_blank(occurring_ids(all_ids, len(tokenizer.vocab), lo, hi)).all():
+            raise TxlabError(f"the {split} split of {where} holds only whitespace: give it some text")
+
+
+def _build_text_cache(data: DataConfig, sources: TextSources, spec: TokenizerSpec, entry: Path, progress: bool) -> dict:
+    if progress:
+        print(f"encoding {sources.path} with tokenizer {data.tokenizer or 'char'} (first load; cached in {entry})", file=sys.stderr)
+
+    def encode(workdir: Path) -> Encoded:
+        tokenizer = text_tokenizer(spec)
+        if spec.kind != "hf":
+            tokenizer.count(list(sources.files.values()))
+        raw = workdir / "ids.raw"
+        counts = _encode_text(tokenizer, sources, raw, progress)
+        all_ids = np.memmap(raw, dtype="<i4", mode="r") if raw.stat().st_size else np.zeros(0, "<i4")
+        bounds = _text_split_bounds(sources, counts)
+        _check_text_splits(tokenizer, sources, all_ids, bounds)
+        vocab = tokenizer.vocab
+        dtype = id_dtype(len(vocab))
+        for split, (lo, hi) in bounds.items():
+            out = np.lib.format.open_memmap(workdir / f"{split}.npy", mode="w+", dtype=dtype, shape=(hi - lo,))
+            for at in range(lo, hi, COPY_TOKENS):
+                out[at - lo : min(at + COPY_TOKENS, hi) - lo] = all_ids[at : min(at + COPY_TOKENS, hi)]
+            out.flush()
+            del out
+        del all_ids
+        raw.unlink()
+        about = {"corpus": TEXT_CORPUS, "level": spec.level, "tokenizer": data.tokenizer or "char", "tokenizer_id": tokenizer.tokenizer_id,
+                 "options": {"text_split": list(sources.fractions) if sources.fractions else None}}
+        return Encoded(about, vocab, {s: hi - lo for s, (lo, hi) in bounds.items()}, sources.missing)
+
+    return build_entry(entry, list(sources.files.values()), encode)
+
+
+@dataclass(frozen=True)
+class EncodedText:
+    """Own text in the cache: what its :class:`~txlab.data.corpus.Corpus` is made of."""
+
+    name: str
+    """:func:`text_corpus_name`."""
+    level: str
+    source: Path
+    """The file or folder ``data.text`` names."""
+    entry: Entry
+    decode: Callable[[list[int]], str] | None
+    """How ids become text when the vocabulary alone cannot (a Hugging Face tokenizer); None for txlab's."""
+
+
+def encoded_text(data: DataConfig, progress: bool = True) -> EncodedText:
+    """Own text as ``data`` reads it, encoded on first use and read from the cache after."""
+    sources, spec, entry = _text_entry(data)
+    cached = open_entry(entry, list(sources.files.values()), lambda: _build_text_cache(data, sources, spec, entry, progress))
+    decode = load_hf_tokenizer(spec.source).decode if spec.kind == "hf" else None
+    return EncodedText(text_corpus_name(data), spec.level, sources.path, cached, decode)
+
+
+# ----------------------------------------------------------------------------------------------------
+# What plans know of own text before it is encoded
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """Tokens per split and the vocabulary size of own text: from the cache, or estimated before encoding."""
+
+    splits: dict[str, int]
+    vocab_size: int
+    estimated: bool
+    how: str
+    """'encoded (cache DIR)', or how the estimate was made."""
+
+    def describe(self) -> str:
+        split_text = " / ".join(f"{n:,}" for n in self.splits.values())
+        about = "about " if self.estimated else ""
+        return f"{about}{split_text} tokens ({'/'.join(self.splits)}), {about}{self.vocab_size:,} symbols; {self.how}"
+
+
+def _text_sample(path: Path, size: int) -> tuple[str, int]:
+    """The text in the file's first ``size`` bytes (cut at a character boundary) and its length in bytes."""
+    with open(path, "rb") as fh:
+        raw = fh.read(size)
+    text = raw.decode("utf-8", errors="ignore")
+    return text, len(text.encode("utf-8"))
+
+
+_ESTIMATES: dict[tuple, TokenCounts] = {}
+
+
+def _estimate_text(sources: TextSources, spec: TokenizerSpec) -> TokenCounts:
+    """Tokens per split from each file's size at the tokens per byte measured on its first MiB; the
+    vocabulary of txlab's tokenizers by Heaps' law from the symbols of the first half MiB and MiB.
+    Made once per process while the files keep their size and mtime (a plan asks several times)."""
+    key = (spec, sources.fractions, tuple((part, str(p), p.stat().st_size, p.stat().st_mtime_ns) for part, p in sources.files.items()))
+    if key not in _ESTIMATES:
+        _ESTIMATES[key] = _measure_text(sources, spec)
+    return _ESTIMATES[key]
+
+
+def _measure_text(sources: TextSources, spec: TokenizerSpec) -> TokenCounts:
+    tokenizer = text_tokenizer(spec)
+    per_part: dict[str, int] = {}
+    rates, vocab_guesses = [], []
+    for part, path in sources.files.items():
+        text, sampled = _text_sample(path, ESTIMATE_BYTES)
+        if spec.kind == "hf":
+            tokens = tokenizer.encode(text)
+        else:
+            tokens = list(text) if spec.kind == "char" else words(text, "eos")
+        rate = len(tokens) / max(sampled, 1)
+        rates.append(rate)
+        size = path.stat().st_size
+        per_part[part] = max(round(rate * size), 0)
+        if spec.kind != "hf" and tokens:
+            half, full = len(set(tokens[: len(tokens) // 2])), len(set(tokens))
+            growth = min(max(math.log(full / half, 2) if half else 0.0, 0.0), 1.0)  # Heaps' exponent, from doubling the sample
+            vocab_guesses.append(round(full * max(size / max(sampled, 1), 1) ** growth))
+    if sources.fractions is not None:
+        bounds = fraction_bounds(per_part["all"], sources.fractions)
+        splits = {s: hi - lo for s, (lo, hi) in bounds.items()}
+    else:
+        splits = per_part
+    vocab_size = len(tokenizer.vocab) if spec.kind == "hf" else max(vocab_guesses, default=1)
+    how = f"estimated from the file size at {sum(rates) / len(rates):.3f} tokens/byte on the first MiB"
+    return TokenCounts(splits, vocab_size, True, how + ("" if spec.kind == "hf" else ", the vocabulary by Heaps' law"))
+
+
+def text_token_counts(data: DataConfig) -> TokenCounts:
+    """What a plan says of own text: the encoded counts when the cache holds it, else an estimate."""
+    sources, spec, entry = _text_entry(data)
+    meta = valid_meta(entry, list(sources.files.values()))
+    if meta:
+        return TokenCounts({s: info["tokens"] for s, info in meta["splits"].items()}, meta["vocab_size"], False, f"encoded (cache {entry})")
+    return _estimate_text(sources, spec)

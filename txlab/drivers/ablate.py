@@ -63,7 +63,7 @@ import yaml
 from txlab.analysis.ablation import ABLATION_COLUMNS, TABLE6_COLUMNS, AblationReport, ablation_eval_name, write_ablation_report
 from txlab.analysis.claims import Claim, read_claims
 from txlab.config import NON_NEGATIVE, POS_ENCODINGS, POSITIVE, SEED, RunConfig, apply_overrides, entry, override_settings, read_profile, read_section, read_yaml, setting, to_dict, update_dataclass
-from txlab.data.corpora import load_corpus
+from txlab.data.corpus import load_corpus
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import read_json, read_yaml_mapping, write_json_atomic, write_text_atomic
 from txlab.presets import PRESETS, SIZES, resolve_preset

@@ -19,7 +19,7 @@ from typing import Any
 from txlab.analysis.figures import SPLIT_NAMES, models_in_words, sized_label
 from txlab.analysis.roles import role_figure
 from txlab.config import RunConfig, load_config
-from txlab.data.corpora import corpus_in_words
+from txlab.data.registry import corpus_in_words
 from txlab.errors import TxlabError
 from txlab.fileio import read_json
 from txlab.runs.evaluate import EvalSettings, evaluate_run, evaluation_context

@@ -47,7 +47,8 @@ from txlab.analysis.figures import SPLIT_NAMES, save_figure, sized_label
 from txlab.analysis.run_logs import run_label
 from txlab.config import RunConfig, load_config, update_dataclass
 from txlab.data.batching import batchify
-from txlab.data.corpora import Corpus, corpus_in_words, load_corpus_for_model
+from txlab.data.corpus import Corpus, load_corpus_for_model
+from txlab.data.registry import corpus_in_words
 from txlab.errors import TxlabError
 from txlab.fileio import read_json, write_json_atomic, write_text_atomic
 from txlab.models.transformer import SCORE_TERMS, AttentionRecord, TransformerXL, capture_attention

@@ -31,7 +31,8 @@ import torch
 
 from txlab.config import POSITIVE, SEED, Range
 from txlab.data import synthetic
-from txlab.data.corpora import CORPORA, EOS, load_corpus
+from txlab.data.corpus import load_corpus
+from txlab.data.registry import CORPORA, EOS
 from txlab.data.vocab import Vocab
 from txlab.devices import check_device
 from txlab.errors import TxlabError

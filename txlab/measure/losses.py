@@ -80,7 +80,7 @@ import numpy as np
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
-from txlab.data.corpora import Corpus, load_corpus, load_corpus_for_model
+from txlab.data.corpus import Corpus, load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
 from txlab.measure.collection import Collection

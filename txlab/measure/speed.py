@@ -65,7 +65,7 @@ from typing import Any
 import torch
 
 from txlab.config import ATTN_KERNELS, NON_NEGATIVE, POSITIVE, SEED, RunConfig, check_fields, setting, update_dataclass
-from txlab.data.corpora import load_corpus_for_model
+from txlab.data.corpus import load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
 from txlab.models.build import build_model

@@ -362,11 +362,11 @@ def meta_model(source: str) -> HFLanguageModel | None:
 
 
 def check_corpus(source: str, label: str, corpus: Any) -> None:
-    """Refuse a corpus (txlab.data.corpora.Corpus) the checkpoint cannot read: text not encoded by the tokenizer
+    """Refuse a corpus (txlab.data.corpus.Corpus) the checkpoint cannot read: text not encoded by the tokenizer
     the checkpoint brings, or ids beyond its outputs (the models `txlab export` writes read their training
     corpus's ids and bring no tokenizer)."""
     if load_tokenizer(source) is not None:
-        from txlab.data.textdata import load_hf_tokenizer
+        from txlab.data.tokenizers import load_hf_tokenizer
 
         if corpus.tokenizer_id != load_hf_tokenizer(source).tokenizer_id:
             raise TxlabError(

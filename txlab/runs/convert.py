@@ -55,7 +55,7 @@ without importing or calling anything, and refuses every other global. A plain-t
 The run directory gets ``config.yaml``, ``checkpoint/`` (with the vocabulary as
 ``checkpoint/vocab.json``) and ``import.json`` (where it came from), so ``txlab eval``, ``recl``
 and ``speed`` use it like a trained run. If the corpus numbers its symbols differently, they
-relabel it into the model's vocabulary (:func:`txlab.data.corpora.load_corpus_for_model`).
+relabel it into the model's vocabulary (:func:`txlab.data.corpus.load_corpus_for_model`).
 """
 
 from __future__ import annotations

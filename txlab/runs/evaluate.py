@@ -29,7 +29,7 @@ import torch
 
 from txlab.config import NON_NEGATIVE, DataConfig, EvalConfig, ModelConfig, setting, update_dataclass
 from txlab.data.batching import eval_segments
-from txlab.data.corpora import check_corpus_dir_applies, load_corpus_for_model
+from txlab.data.corpus import check_corpus_dir_applies, load_corpus_for_model
 from txlab.data.diagnostics import role_summary
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
@@ -390,7 +390,7 @@ def evaluate_checkpoint(
     context, the strided protocol). ``precision``: the weights' and the computation's (txlab.models.hf.load_causal_lm).
     The record goes to ``<home>/results/eval/<name>-<fingerprint>/``.
     """
-    from txlab.data.corpora import load_corpus
+    from txlab.data.corpus import load_corpus
     from txlab.devices import check_device
     from txlab.models import hf
     from txlab.workspace import resolve

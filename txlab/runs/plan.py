@@ -17,7 +17,8 @@ import torch
 
 from txlab.config import RunConfig
 from txlab.data import synthetic
-from txlab.data.corpora import TEXT_CORPUS, text_token_counts
+from txlab.data.registry import TEXT_CORPUS
+from txlab.data.textdata import text_token_counts
 from txlab.models.build import count_model
 from txlab.models.interface import ModelCounts
 from txlab.presets import PAPER_SPLIT_TOKENS, SIZES, resolve_preset
@@ -159,7 +160,7 @@ def vocab_size(cfg: RunConfig) -> int | None:
 
 def split_tokens(cfg: RunConfig, split: str) -> int | None:
     """Tokens of a split of the run's corpus, when known without reading it: own text's from its cache,
-    else estimated from the file size (:func:`txlab.data.corpora.text_token_counts`)."""
+    else estimated from the file size (:func:`txlab.data.textdata.text_token_counts`)."""
     corpus = cfg.data.corpus
     if corpus == TEXT_CORPUS:
         return text_token_counts(cfg.data).splits.get(split)

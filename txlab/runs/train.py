@@ -48,7 +48,7 @@ from torch.nn.parallel import DistributedDataParallel
 from txlab.analysis.learned import RESTARTS_LOG, read_restarts
 from txlab.config import COMPUTE_SETTINGS, ModelConfig, RunConfig, TrainConfig, load_config, save_config, to_dict, to_yaml, update_dataclass
 from txlab.data.batching import batchify, iter_segments
-from txlab.data.corpora import Corpus, load_corpus
+from txlab.data.corpus import Corpus, load_corpus
 from txlab.data.diagnostics import flat_metrics, role_summary
 from txlab.devices import check_device
 from txlab.errors import TxlabError

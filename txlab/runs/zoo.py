@@ -15,7 +15,7 @@ from typing import Any
 
 from txlab.config import RunConfig, apply_overrides, read_yaml, update_dataclass
 from txlab.data import synthetic
-from txlab.data.corpora import TEXT_CORPUS
+from txlab.data.registry import TEXT_CORPUS
 from txlab.errors import TxlabError
 from txlab.fileio import read_metrics_log, read_yaml_mapping
 from txlab.models.build import count_model

@@ -22,7 +22,7 @@ import numpy as np
 from txlab.analysis.learned import copies_beyond
 from txlab.config import load_config
 from txlab.data import synthetic
-from txlab.data.corpora import load_corpus
+from txlab.data.corpus import load_corpus
 from txlab.runs.checkpoint import has_checkpoint
 from txlab.runs.evaluate import EvalSettings, evaluate_run
 from txlab.runs.plan import checkpoint_step

@@ -13,8 +13,8 @@ from typing import Any
 
 from txlab.analysis import recl, recl_figures, table8
 from txlab.analysis.figures import models_in_words
-from txlab.data import corpora
-from txlab.data.corpora import CORPORA
+from txlab.data import registry
+from txlab.data.registry import CORPORA
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
@@ -93,7 +93,7 @@ def corpus_in_words(record: dict[str, Any]) -> str:
     if settings.get("text"):
         return f"own text {Path(settings['text']).name}"
     corpus = _corpus_of(record)
-    return corpora.corpus_in_words(corpus) if corpus else record.get("group", "")
+    return registry.corpus_in_words(corpus) if corpus else record.get("group", "")
 
 
 def is_char_level(record: dict[str, Any]) -> bool:

@@ -20,7 +20,7 @@ from txlab.analysis import recl, recl_figures, table8
 from txlab.analysis.figures import models_in_words
 from txlab.analysis.learned import read_restarts
 from txlab.config import RunConfig
-from txlab.data.corpora import Corpus, load_corpus
+from txlab.data.corpus import Corpus, load_corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups
 from txlab.drivers.recl.plan import plan_groups

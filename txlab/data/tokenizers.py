@@ -1,0 +1,298 @@
+"""Own text's tokenizers (``data.tokenizer``): txlab's character and word vocabularies, and Hugging Face ones.
+
+- ``char``: every character a token; the vocabulary lists every character of the text (all splits)
+  by falling count, ties by first occurrence, as the registry's character corpora do: tinyshakespeare's
+  input.txt read this way is the registry's tinyshakespeare, token for token.
+- ``word``: words split on whitespace and ``<eos>`` after every line, as WikiText; the vocabulary is
+  ``<eos>``, then every word of the text by falling count (so there is no ``<unk>``).
+- ``hf:PATH_OR_HUB_ID``: a Hugging Face tokenizer loaded by ``transformers.AutoTokenizer`` from a local
+  folder (or a Hub id, which needs a network or the Hugging Face cache). The text is encoded without
+  special tokens (no BOS or EOS is added: the tokens are the text's). The vocabulary lists the
+  tokenizer's symbols by id, ``len(tokenizer)`` of them (more if an id lies beyond), an id no symbol
+  has named ``<unused-ID>``. transformers is imported only here, and only for an ``hf:`` tokenizer.
+
+Blocks. A Hugging Face tokenizer encodes a file in blocks of about :data:`HF_BLOCK_CHARS` characters, so a
+large file is never tokenised at once. A block ends where a whitespace run starts after a word (one
+holding a space, else a line end: see :func:`_cut`), and is encoded with :data:`CONTEXT_CHARS` characters of the
+text on each side, whose tokens are dropped: the tokenizer sees the block as the middle of the text,
+not a text of its own (a SentencePiece tokenizer would otherwise add a space at every block start).
+A token reaching across a block's edge would mean the tokenizer merges across that whitespace; then
+the cut is not exact, and the file is encoded at once instead (said on stderr). The tests hold blocks
+equal to one encoding of the whole text.
+
+tokenizer_id. Names the tokenization, equal strings meaning identical tokens for identical text:
+``char:<16 hex>`` and ``word:<16 hex>`` (the vocabulary's sha256, as registry corpora have), and
+``hf:<16 hex>`` (the sha256 of the tokenizer's serialized pipeline: normalizer, pre-tokenizer, model
+with its vocabulary and merges, added tokens). Members of a RECL group must share it and the token stream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from txlab.data.formats import CodeCounter, char_codes, code_ids, read_text_blocks, words
+from txlab.data.registry import EOS
+from txlab.data.vocab import Vocab
+from txlab.errors import TxlabError, did_you_mean
+from txlab.progress import Progress
+
+TOKENIZER_FORMS = ("char", "word", "hf:PATH_OR_HUB_ID")
+HF_BLOCK_CHARS = 1 << 20
+"""Characters a Hugging Face tokenizer encodes at a time: its offsets take about 100 bytes a token in Python."""
+CONTEXT_CHARS = 256
+"""Characters of text encoded (and dropped) on each side of a block, so that the block reads as the middle of the text."""
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """A parsed ``data.tokenizer``: ``kind`` 'char', 'word' or 'hf', and for 'hf' the folder or Hub id."""
+
+    kind: str
+    source: str = ""
+
+    @property
+    def level(self) -> str:
+        return "subword" if self.kind == "hf" else self.kind
+
+
+def parse_tokenizer(text: str) -> TokenizerSpec:
+    """``char`` (also the empty string), ``word`` or ``hf:PATH_OR_HUB_ID``; anything else is refused."""
+    if text in ("", "char", "word"):
+        return TokenizerSpec(text or "char")
+    if text.startswith("hf:"):
+        source = text[3:].strip()
+        if not source:
+            raise TxlabError("tokenizer 'hf:' names no tokenizer: give hf:PATH_OR_HUB_ID (a folder with tokenizer files, or a Hub id such as hf:gpt2)")
+        return TokenizerSpec("hf", source)
+    raise did_you_mean(text, TOKENIZER_FORMS, "tokenizer")
+
+
+def vocabulary_tokenizer_id(level: str, vocab: Vocab) -> str:
+    """The tokenizer_id of a tokenization by txlab's own vocabulary: its level and the start of its sha256."""
+    return f"{level}:{vocab.sha256[:16]}"
+
+
+def text_tokenizer(spec: TokenizerSpec) -> CharTokenizer | WordTokenizer | HfTokenizer:
+    """The tokenizer ``spec`` names; txlab's own count their vocabulary from the text (:meth:`CharTokenizer.count`)."""
+    if spec.kind == "hf":
+        return load_hf_tokenizer(spec.source)
+    return CharTokenizer() if spec.kind == "char" else WordTokenizer()
+
+
+# ----------------------------------------------------------------------------------------------------
+# txlab's vocabularies
+
+
+class CharTokenizer:
+    """txlab's character vocabulary, counted from the text."""
+
+    kind = "char"
+
+    def __init__(self) -> None:
+        self.vocab: Vocab | None = None
+
+    @property
+    def tokenizer_id(self) -> str:
+        return vocabulary_tokenizer_id(self.kind, self.vocab)
+
+    def count(self, paths: Sequence[Path]) -> None:
+        counter = CodeCounter()
+        for path in paths:
+            for block in read_text_blocks(path):
+                counter.add(char_codes(block))
+        self.vocab = counter.vocab(chr)
+        self._ids = code_ids(self.vocab, ord)
+
+    def encode_file(self, path: Path, bar: Progress) -> Iterator[np.ndarray]:
+        for block in read_text_blocks(path):
+            bar.update(len(block))
+            yield self._ids[char_codes(block)]
+
+    def is_blank(self, ids: np.ndarray) -> np.ndarray:
+        """Per id: whether its character is whitespace."""
+        return np.array([self.vocab.symbols[i].isspace() for i in ids.tolist()], dtype=bool)
+
+
+class WordTokenizer:
+    """txlab's word vocabulary: whitespace-split words, <eos> after every line, counted from the text."""
+
+    kind = "word"
+
+    def __init__(self) -> None:
+        self.vocab: Vocab | None = None
+
+    @property
+    def tokenizer_id(self) -> str:
+        return vocabulary_tokenizer_id(self.kind, self.vocab)
+
+    def count(self, paths: Sequence[Path]) -> None:
+        counts: Counter[str] = Counter()
+        for path in paths:
+            for block in read_text_blocks(path):
+                counts.update(words(block, "eos"))
+        self.vocab = Vocab.from_counts(counts, specials=(EOS,))
+
+    def encode_file(self, path: Path, bar: Progress) -> Iterator[np.ndarray]:
+        for block in read_text_blocks(path):
+            bar.update(len(block))
+            yield self.vocab.encode(words(block, "eos"))
+
+    def is_blank(self, ids: np.ndarray) -> np.ndarray:
+        """Per id: whether it is the line end <eos> (words are never whitespace)."""
+        return np.array([self.vocab.symbols[i] == EOS for i in ids.tolist()], dtype=bool)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Hugging Face tokenizers
+
+
+def _cut(text: str) -> int | None:
+    """Where to end a block in ``text``: the start of the last whitespace run that follows a word and
+    holds a space, else one that holds a line end; None when there is neither. Every tokenizer that
+    splits words at whitespace starts a piece there: a byte-level BPE at any whitespace run, a
+    SentencePiece one (Metaspace) only at a space, which is why a space comes first."""
+    for mark in (" ", "\n"):
+        p = text.rfind(mark)
+        while p > 0 and text[p - 1].isspace():
+            p -= 1
+        if p > 0:
+            return p
+    return None
+
+
+def _cut_blocks(path: Path, block_chars: int) -> Iterator[str]:
+    """The file's text in blocks of at least about ``block_chars`` characters, cut as :func:`_cut` says."""
+    carry = ""
+    for chunk in read_text_blocks(path, block_chars):
+        text = carry + chunk
+        cut = _cut(text)
+        if cut is None:  # no whitespace after a word yet: read on
+            carry = text
+            continue
+        yield text[:cut]
+        carry = text[cut:]
+    if carry:
+        yield carry
+
+
+class NotBlockwise(Exception):
+    """A token crosses a block's edge: this tokenizer cannot encode this file in blocks exactly."""
+
+
+class HfTokenizer:
+    """A Hugging Face tokenizer: its symbols as a txlab Vocab, its tokenizer_id, and block encoding."""
+
+    kind = "hf"
+
+    def __init__(self, source: str, tokenizer: Any) -> None:
+        self.source = source
+        self.tokenizer = tokenizer
+        self.backend = getattr(tokenizer, "backend_tokenizer", None)
+        """The `tokenizers` pipeline, when the tokenizer has one: it gives the character offsets block encoding checks."""
+        if self.backend is not None:
+            serialized = self.backend.to_str()
+        else:  # a tokenizer without a `tokenizers` pipeline: its class and vocabulary identify it
+            serialized = json.dumps({"class": type(tokenizer).__name__, "vocab": sorted(tokenizer.get_vocab().items())}, ensure_ascii=False)
+        self.tokenizer_id = "hf:" + hashlib.sha256(serialized.encode("utf-8")).hexdigest()[:16]
+        self.vocab = self._vocab()
+
+    def _vocab(self) -> Vocab:
+        by_id: dict[int, str] = {}
+        for symbol, i in sorted(self.tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0])):
+            by_id.setdefault(int(i), symbol)  # two symbols on one id: the first in sorted order names it
+        size = max(len(self.tokenizer), max(by_id, default=-1) + 1)
+        taken = set(by_id.values())
+        symbols = []
+        for i in range(size):
+            symbol = by_id.get(i)
+            if symbol is None:
+                symbol = f"<unused-{i}>"
+                while symbol in taken:  # a tokenizer that has this very string as a symbol
+                    symbol = f"<{symbol}>"
+                taken.add(symbol)
+            symbols.append(symbol)
+        return Vocab(symbols)
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of ``text``, encoded at once without special tokens."""
+        if self.backend is not None:
+            return self.backend.encode(text, add_special_tokens=False).ids
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids)
+
+    def encode_file(self, path: Path, bar: Progress, block_chars: int | None = None) -> Iterator[np.ndarray]:
+        """The file's ids in blocks of about ``block_chars`` characters (default :data:`HF_BLOCK_CHARS`; see
+        the module's Blocks); raises NotBlockwise when a cut is not exact."""
+        if self.backend is None:
+            raise NotBlockwise  # no offsets to check a cut by
+        previous, blocks = "", _cut_blocks(path, block_chars or HF_BLOCK_CHARS)
+        current = next(blocks, None)
+        while current is not None:
+            following = next(blocks, None)
+            left, right = previous[-CONTEXT_CHARS:], (following or "")[:CONTEXT_CHARS]
+            encoding = self.backend.encode(left + current + right, add_special_tokens=False)
+            ids = np.asarray(encoding.ids, dtype=np.int64)
+            offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)  # [tokens, 2]: each token's (start, end) character
+            starts, ends = offsets[:, 0], offsets[:, 1]
+            lo, hi = len(left), len(left) + len(current)
+            if np.any((starts < lo) & (ends > lo)) or np.any((starts < hi) & (ends > hi)):
+                raise NotBlockwise
+            bar.update(len(current))
+            yield ids[(starts >= lo) & (starts < hi)] if (left or right) else ids
+            previous, current = current, following
+
+    def encode_whole(self, path: Path, bar: Progress) -> Iterator[np.ndarray]:
+        text = "".join(read_text_blocks(path))
+        bar.update(len(text))
+        yield np.asarray(self.encode(text), dtype=np.int64)
+
+    def is_blank(self, ids: np.ndarray) -> np.ndarray:
+        """Per id: whether it decodes to whitespace only, or to nothing."""
+        return np.array([not self.decode([i]).strip() for i in ids.tolist()], dtype=bool)
+
+
+def hf_location(source: str) -> str:
+    """What from_pretrained is given: a local folder's absolute path, else the Hub id as written; a
+    path to a file or to no folder is refused."""
+    local = Path(source).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise TxlabError(f"hf:{source} is a file; give the folder holding the tokenizer's files (tokenizer.json, tokenizer_config.json, ...)")
+        return str(local.resolve())
+    if source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
+        raise TxlabError(f"no tokenizer folder {source}: give a folder holding tokenizer files, or a Hub id such as hf:gpt2")
+    return source
+
+
+_HF_MEMO: dict[tuple, HfTokenizer] = {}
+
+
+def load_hf_tokenizer(source: str) -> HfTokenizer:
+    """The Hugging Face tokenizer ``source`` names (loaded once per process while its files stay the same)."""
+    location = hf_location(source)
+    folder = Path(location)
+    files = tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())) if folder.is_dir() else ()
+    key = (location, files)
+    if key not in _HF_MEMO:
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise TxlabError(f"tokenizer hf:{source} needs the transformers package: pip install 'txlab[hf]'") from None
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(location)
+        except Exception as err:  # transformers raises OSError, ValueError, KeyError, ... for a folder it cannot read
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            where = "a local folder needs the tokenizer's files (tokenizer.json, or its vocabulary files, with tokenizer_config.json)"
+            raise TxlabError(f"cannot load tokenizer hf:{source} ({reason}); {where}; a Hub id needs a network or the Hugging Face cache") from None
+        _HF_MEMO[key] = HfTokenizer(source, tokenizer)
+    return _HF_MEMO[key]
