@@ -15,7 +15,8 @@ from txlab.analysis.claims import VERDICTS, claims_markdown, evaluate_claims, si
 from txlab.analysis.learned import RoleLosses, copies_beyond, learned_markdown, learned_runs, read_restarts
 from txlab.config import load_config
 from txlab.data import synthetic
-from txlab.drivers.ablate import load_study, run_status
+from txlab.drivers.ablate import run_status
+from txlab.drivers.ablate_study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = {"6": ("table6-cpu", "cpu"), "7": ("table7-cpu", "cpu"), "10": ("table10-cpu", "cpu"), "7 (recall)": ("table7-cpu-recall", "cpu-recall"),

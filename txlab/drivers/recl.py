@@ -20,7 +20,7 @@ seed, its run directories and Hugging Face members as they are) into ``<group>/s
 ``<group>/table8-seeds.{csv,md,json}`` give each model's RECL per seed and their spread (txlab.analysis.table8.seed_rows).
 
 A study file (studies/table8.yaml) names groups and profiles of :class:`ReclSettings`. As in every
-study driver (txlab.drivers), the profile is read by :func:`txlab.config.read_profile` and the command
+study driver (txlab.drivers), the profile is read by :func:`txlab.study.read_study` and the command
 line's options and ``--set`` overrides go through :func:`txlab.config.override_settings`, the strict
 path of run configs (:func:`command_line`, where ``--set`` keys under model., data., train. or eval.
 are routed to the preset members instead: :data:`MEMBER_SECTIONS`). A setting nobody gave stays unset
@@ -38,7 +38,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ from txlab import devices
 from txlab.analysis import recl, recl_figures, table8
 from txlab.analysis.figures import models_in_words
 from txlab.analysis.learned import read_restarts
-from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, entry, override_settings, read_profile, read_section, setting, to_dict
+from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, DataConfig, Range, RunConfig, override_settings, setting, to_dict
 from txlab.data import corpora
 from txlab.data.corpora import CORPORA, Corpus, load_corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
@@ -64,6 +64,7 @@ from txlab.runs.launch import LAUNCHERS, SlurmSettings, Task, check_jobs, check_
 from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes, vocab_size
 from txlab.runs.train import configuration_changes, train
 from txlab.runs.zoo import run_config, run_dir
+from txlab.study import entry, read_study
 from txlab.workspace import MODELS, resolve
 
 FIGURE3_R = 0.1
@@ -95,9 +96,9 @@ class ReclSettings:
     tokenizer: str = setting("", "How the own text becomes tokens: char, word or hf:PATH_OR_HUB_ID (empty: the first Hugging Face "
                              "member's own tokenizer, else char).")
     sets: list[str] = setting([], "Config overrides (key=value) for preset members: where their runs live and how missing ones train "
-                              "(on the command line: --set train.max_steps=400, any key under model., data., train. or eval.).")
+                              "(on the command line: --set train.max_steps=400, any key under model., data., train. or eval.).", overrides=True)
     member_sets: list[str] = setting([], "Config overrides for one preset member, after sets: <preset>:<key>=<value> (e.g. "
-                                     "xl151m:model.clamp_len=12, a recipe only the transformer has).")
+                                     "xl151m:model.clamp_len=12, a recipe only the transformer has).", overrides=True)
     train_seeds: list[int] = setting([], "Training seeds of the preset members (--train-seeds 0,1,2): one run per seed (its train.seed, its "
                                      "directory <preset>-<size>-<corpus>-seed<s>), one group and one RECL per seed, and their spread "
                                      "(empty: one run per preset, named without a seed, as trained by train.seed).", valid=SEED)
@@ -223,7 +224,7 @@ def _groups_problem(groups: dict[str, list[str]]) -> str:
 
 @dataclass(frozen=True)
 class ReclStudyFile:
-    """A RECL study file's keys besides ``profiles`` (txlab.config.read_section checks them)."""
+    """A RECL study file's keys besides ``profiles`` (txlab.study.read_section checks them)."""
 
     name: str = entry("", "text (the prefix of the output folders)")
     groups: dict[str, list[str]] = entry({}, "a mapping of group names to lists of presets or run directories", _groups_problem)
@@ -231,8 +232,7 @@ class ReclStudyFile:
 
 def load_study(path: str | Path, profile: str) -> ReclStudy:
     """A RECL study file's groups and the profile's settings."""
-    data, settings = read_profile(path, tuple(f.name for f in fields(ReclStudyFile)), profile, ReclSettings())
-    study = read_section(ReclStudyFile, {key: value for key, value in data.items() if key != "profiles"}, str(path), "study")
+    study, settings = read_study(path, ReclStudyFile, profile, ReclSettings())
     if not study.groups:
         raise TxlabError(f"{path}: 'groups' must map group names to lists of presets or run directories")
     return ReclStudy(study.name or Path(path).stem, study.groups, settings)
