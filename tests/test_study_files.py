@@ -131,9 +131,13 @@ def test_every_profile_of_every_study_resolves_to_the_settings_it_had_before_pro
     do their run names, configurations and results)."""
     golden = json.loads((ROOT / "tests" / "golden" / "study-profiles.json").read_text())
     assert sorted(golden) == sorted(p.name for p in (ROOT / "studies").glob("*.yaml")) == sorted(STUDY_KINDS)
+    extending = []
     for name, (keys, settings) in STUDY_KINDS.items():
         path = ROOT / "studies" / name
         profiles = yaml.safe_load(path.read_text())["profiles"]
         assert list(profiles) == list(golden[name]), name
-        for profile in profiles:
+        for profile, values in profiles.items():
             assert read_study(path, keys, profile, settings())[1] == update_dataclass(settings(), golden[name][profile]), (name, profile)
+            extending += [f"{name}:{profile}"] * ("extends" in values)
+    # the recipes the study files share: cpu-latches is cpu-recall-long's but for its corpus, runs folder and LSTM name
+    assert extending == ["table6.yaml:cpu-recall", "table7.yaml:cpu-recall", "table10.yaml:cpu-recall", "table8.yaml:cpu-latches"]
