@@ -96,61 +96,6 @@ def test_saved_files_are_readable_by_everyone_the_umask_allows(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask
 
 
-def test_read_profile_checks_keys_and_applies_the_profile_strictly(tmp_path):
-    import dataclasses as dc
-
-    from txlab.config import read_profile
-
-    @dc.dataclass
-    class Settings:
-        size: str = "cpu"
-        blocks: int = 8
-
-    path = tmp_path / "study.yaml"
-    path.write_text("name: demo\nprofiles:\n  cpu: {blocks: 4}\n  paper: {size: paper}\n")
-    data, settings = read_profile(path, ("name",), "cpu", Settings())
-    assert data["name"] == "demo" and settings == Settings(blocks=4)
-    with pytest.raises(TxlabError, match="Did you mean 'paper'"):
-        read_profile(path, ("name",), "papr", Settings())
-    path.write_text("name: demo\nextra: 1\nprofiles:\n  cpu: {}\n")
-    with pytest.raises(TxlabError, match="unknown key 'extra'; valid: name, profiles"):
-        read_profile(path, ("name",), "cpu", Settings())
-    path.write_text("profiles:\n  cpu: {blocs: 4}\n")
-    with pytest.raises(TxlabError, match="profiles.cpu.blocs"):
-        read_profile(path, (), "cpu", Settings())
-
-
-def test_a_study_section_is_checked_by_its_declaration():
-    import dataclasses as dc
-
-    from txlab.config import entry, read_section
-
-    @dc.dataclass(frozen=True)
-    class Base:
-        preset: str = entry("", "a preset name")
-
-    @dc.dataclass(frozen=True)
-    class Section:
-        name: str = entry("", "text")
-        lengths: list[int] = entry([8], "a list of integers", lambda v: f"lengths must be >= 1, got {sorted(v)}" if min(v) < 1 else "")
-        base: Base = entry(Base, "a mapping with the key preset")
-
-    assert read_section(Section, {"name": "a", "base": {"preset": "xl"}}, "f.yaml", "study") == Section("a", [8], Base("xl"))
-    assert read_section(Section, {"name": None, "lengths": None}, "f.yaml", "study") == Section() == read_section(Section, None, "f.yaml", "study")
-    for raw, message in [
-        ({"lengths": [1, "x"]}, "f.yaml: lengths must be a list of integers, got [1, 'x']"),
-        ({"lengths": [True]}, "f.yaml: lengths must be a list of integers, got [True]"),
-        ({"lengths": [4, 0]}, "f.yaml: lengths must be >= 1, got [0, 4]"),
-        ({"lenghts": [4]}, "unknown study key at f.yaml 'lenghts'. Did you mean 'lengths'?"),
-        ({"base": {"presett": "xl"}}, "unknown base key at f.yaml 'presett'. Did you mean 'preset'?"),
-        ({"base": "xl"}, "f.yaml: base must be a mapping with keys among preset"),
-        ([1], "f.yaml: study must be a mapping with keys among name, lengths, base"),
-    ]:
-        with pytest.raises(TxlabError) as refused:
-            read_section(Section, raw, "f.yaml", "study")
-        assert str(refused.value).startswith(message), (raw, str(refused.value))
-
-
 # --------------------------------------------------------------------------------------------------
 # Declared ranges, and the property: any value resolves to a valid config or is a TxlabError
 
@@ -170,7 +115,7 @@ def _is_numeric(annotation) -> bool:
 
 
 def test_every_numeric_field_declares_its_range():
-    from txlab.drivers.ablate import AblationSettings
+    from txlab.drivers.ablate_study import AblationSettings
     from txlab.drivers.recl.settings import ReclSettings
     from txlab.measure.speed import SpeedSettings
 
@@ -209,7 +154,7 @@ def test_special_values_stay_allowed():
 
 
 def test_study_settings_go_through_the_same_checks(tmp_path):
-    from txlab.drivers.ablate import load_study
+    from txlab.drivers.ablate_study import load_study
     from txlab.drivers.recl.groups import resolve_groups
     from txlab.drivers.speed import resolve_study
 

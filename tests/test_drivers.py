@@ -1,13 +1,13 @@
 """The three study commands (recl, speed, ablate) read their settings one way: a study profile through
-txlab.config.read_profile, then the command line's options and --set through txlab.config.override_settings,
+txlab.study.read_study, then the command line's options and --set through txlab.config.override_settings,
 so an option and its --set spelling give the same settings and a bad value gets the same strict error."""
 
 from __future__ import annotations
 
 import pytest
 
-from txlab import config, devices
-from txlab.drivers import ablate, speed
+from txlab import devices, study
+from txlab.drivers import ablate_study, speed
 from txlab.drivers.recl import groups as recl
 from txlab.drivers.recl import run as recl_run
 from txlab.drivers.recl import settings as recl_settings
@@ -62,8 +62,8 @@ def test_the_command_line_overrides_a_study_profile_the_same_way_for_every_comma
     assert (settings.blocks, settings.slurm.gpus, settings.block_len) == (3, 1, 250)  # block_len stays the profile's
     cli.ok("speed", "--study", STUDIES["speed"], "--profile", "cpu", "--dry-run", "--set", "repeats=3")
     assert (planned["speed"].repeats, planned["speed"].batch_size) == (3, 1)  # batch_size stays the profile's
-    study = ablate.load_study(STUDIES["ablate"], "cpu", ["eval_tokens=400", "slurm.cpus=4"])
-    assert (study.settings.eval_tokens, study.settings.slurm.cpus, study.settings.size) == (400, 4, "cpu")
+    ablation = ablate_study.load_study(STUDIES["ablate"], "cpu", ["eval_tokens=400", "slurm.cpus=4"])
+    assert (ablation.settings.eval_tokens, ablation.settings.slurm.cpus, ablation.settings.size) == (400, 4, "cpu")
 
 
 RECL = ["recl", "--group", "xl151m", "--size", "tiny", "--dry-run"]
@@ -95,10 +95,10 @@ def test_a_bad_command_line_value_gets_the_strict_error(args, message, planned, 
 
 
 def test_one_profile_reader_serves_every_study_command(tmp_path, cli):
-    assert ablate.read_profile is recl_settings.read_profile is speed.read_profile is config.read_profile
-    for command, study in STUDIES.items():
-        args = [study] if command == "ablate" else ["--study", study]
-        cli.assert_refused(cli(command, *args, "--profile", "cpuu", "--dry-run"), f"unknown profile in {study} 'cpuu'. Did you mean 'cpu'")
+    assert ablate_study.read_study is recl_settings.read_study is speed.read_study is study.read_study
+    for command, path in STUDIES.items():
+        args = [path] if command == "ablate" else ["--study", path]
+        cli.assert_refused(cli(command, *args, "--profile", "cpuu", "--dry-run"), f"unknown profile in {path} 'cpuu'. Did you mean 'cpu'")
     bad = {"recl": "name: s\ngroups: {g: [qrnn]}\nprofiles: {cpu: {n_boot: -1}}\n",
            "speed": "name: s\nprofiles: {cpu: {repeats: 0}}\n",
            "ablate": "name: s\nbase: {preset: xl128m}\nprofiles: {cpu: {eval_tokens: -5}}\n"}

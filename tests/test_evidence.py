@@ -8,14 +8,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation_rows, seed_scores
 from txlab.analysis.claims import VERDICTS, claims_markdown, evaluate_claims, sign_flip_p, verdict_word
 from txlab.analysis.learned import RoleLosses, copies_beyond, learned_markdown, learned_runs, read_restarts
 from txlab.config import load_config
 from txlab.data import synthetic
-from txlab.drivers.ablate import load_study, run_status
+from txlab.drivers.ablate import run_status
+from txlab.drivers.ablate_study import load_study
+from txlab.drivers.recl.settings import load_study as load_recl_study
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = {"6": ("table6-cpu", "cpu"), "7": ("table7-cpu", "cpu"), "10": ("table10-cpu", "cpu"), "7 (recall)": ("table7-cpu-recall", "cpu-recall"),
@@ -140,11 +141,11 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     (recall_reach,) = quote(r"On the recall family \(latches an RNN can hold, recalls up to (\d+) tokens\s+back\)")
     spec = synthetic.get_spec("recall-small")
     assert int(recall_reach) == spec.max_distance + 1 == spec.latch_max_gap  # the longest needed context of either
-    recall_long = yaml.safe_load((ROOT / "studies" / "table8.yaml").read_text())["profiles"]["cpu-recall-long"]
-    member_sets = recall_long["member_sets"]
+    recall_long = load_recl_study(ROOT / "studies" / "table8.yaml", "cpu-recall-long").settings
+    member_sets = recall_long.member_sets
     train_seeds, restarted, restart_seeds = quote(r"`--profile cpu-recall-long` \((\d) training seeds; a restart rule started (\d) of the XL's (\d) "
                                                   r"seeds again\)")
-    assert int(train_seeds) == len(recall_long["train_seeds"])
+    assert int(train_seeds) == len(recall_long.train_seeds)
     xl_dirs = sorted((ROOT / "results" / "models-recall-cpu").glob("xl151m-cpu-recall-small-seed*"))
     assert all(load_config(d / "config.yaml").train.max_restarts for d in xl_dirs)  # every seed ran under the rule
     assert (int(restarted), int(restart_seeds)) == (sum(bool(read_restarts(d)) for d in xl_dirs), len(xl_dirs))
@@ -180,15 +181,15 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     # the latches corpus: the RNNs' placebo-aware range over seeds and r (none censored), and no seed and r with them two grid steps apart
     latches_seeds, latches_low, latches_high = quote(r"With more far latches \(`--profile cpu-latches`, (\d) seeds\) both RNNs read "
                                                      r"(\d+)-(\d+), at most one grid step apart: QRNN > LSTM is \*\*not shown\*\*")
-    cpu_latches = yaml.safe_load((ROOT / "studies" / "table8.yaml").read_text())["profiles"]["cpu-latches"]
+    cpu_latches = load_recl_study(ROOT / "studies" / "table8.yaml", "cpu-latches").settings  # as resolved: it extends cpu-recall-long
     latches = pd.read_csv(ROOT / "results" / "recl" / "table8-xl-rnn-cpu-latches-recall-small-latches" / "table8-seeds.csv")
     latches = latches[latches["estimate"] == "placebo-aware"].set_index(["model", "r"])
     latch_seed_columns = [c for c in latches.columns if re.fullmatch(r"recl_seed_\d+", c)]
-    assert int(latches_seeds) == len(cpu_latches["train_seeds"]) == len(latch_seed_columns)
+    assert int(latches_seeds) == len(cpu_latches.train_seeds) == len(latch_seed_columns)
     qrnn, lstm = (latches.loc[model][latch_seed_columns].astype(int).to_numpy() for model in ("qrnn", "lstm"))
     assert not latches.loc[["qrnn", "lstm"]][[c.replace("recl", "censored") for c in latch_seed_columns]].to_numpy().any()
     assert (int(latches_low), int(latches_high)) == (min(qrnn.min(), lstm.min()), max(qrnn.max(), lstm.max()))
-    assert abs(qrnn - lstm).max() <= int(cpu_latches["grid"].split(":")[2])
+    assert abs(qrnn - lstm).max() <= int(cpu_latches.grid.split(":")[2])
     # the real-text row: the XL's placebo-aware RECL per seed, the LSTM's the same
     text_seeds, *xl_text = quote(r"On Tiny Shakespeare \(`--profile cpu-text`, (\d) seeds\) the XL's placebo-aware RECL at r = 0\.1 reads "
                                  r"(\d+), (\d+) and (\d+), as the LSTM's")

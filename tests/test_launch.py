@@ -8,7 +8,8 @@ import yaml
 from typer.testing import CliRunner
 
 from txlab.cli import app
-from txlab.drivers.ablate import load_study, run_study
+from txlab.drivers.ablate import run_study
+from txlab.drivers.ablate_study import load_study
 from txlab.errors import TxlabError
 
 pytest.importorskip("submitit", reason="the slurm launcher needs submitit (pip install 'txlab[slurm]')")

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from txlab.cli import app
 from txlab.drivers import ablate
-from txlab.drivers.ablate import load_study, parse_shard, run_study, shard_runs
+from txlab.drivers.ablate import parse_shard, run_study, shard_runs
+from txlab.drivers.ablate_study import load_study
 from txlab.errors import TxlabError
 
 runner = CliRunner()
@@ -175,7 +176,7 @@ def test_dry_run_lists_runs_and_starts_nothing(tmp_path):
     text = "\n".join(lines)
     assert "profile 'cpu'" in text and "estimated time" in text
     assert all(r in text for r in ("recur-ours-full-s0", "vanilla-s1")) and text.count(" new") == 6
-    assert [r["params"] > 0 for r in result.plan["runs"]] == [True] * 6
+    assert [cost.params > 0 for cost in result.costs] == [True] * 6
     assert not (tmp_path / "results").exists()
 
 

@@ -56,7 +56,7 @@ def test_home_option_beats_the_environment_which_beats_runs(tmp_path, monkeypatc
 
 
 def test_study_paths_resolve_under_the_home_and_command_line_paths_as_given(tmp_path, monkeypatch):
-    from txlab.drivers.ablate import load_study
+    from txlab.drivers.ablate_study import load_study
     from txlab.drivers.recl.groups import resolve_groups
 
     monkeypatch.chdir(tmp_path)

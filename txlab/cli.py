@@ -734,7 +734,7 @@ def ablate(
                                  "(pip install 'txlab\\[slurm]'), waited for here, settings from the profile's slurm: mapping or --set."),
     overrides: list[str] = typer.Option([], "--set", help="Override a profile setting (keys: `txlab ablate --show-settings`), e.g. --set eval_tokens=20000 "
                                         "--set slurm.partition=gpu --set slurm.time_min=600 (repeatable)."),
-    _show: bool = _show_settings("txlab.drivers.ablate", "AblationSettings"),
+    _show: bool = _show_settings("txlab.drivers.ablate_study", "AblationSettings"),
     json_output: bool = _JSON,
     quiet: bool = _QUIET,
 ) -> None:

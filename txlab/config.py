@@ -10,8 +10,8 @@ numeric field declares its valid :class:`Range` next to its doc (``metadata["ran
 value given to it must satisfy (:func:`check_fields` checks a whole dataclass built in Python).
 
 The study commands' settings (txlab.drivers) are dataclasses of the same kind, read through the same
-path: :func:`read_profile` applies a study file's profile, :func:`override_settings` the command line's
-options and ``--set`` overrides.
+path: :func:`txlab.study.read_study` applies a study file's profile, :func:`override_settings` the
+command line's options and ``--set`` overrides.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,6 @@ import yaml
 from txlab.devices import check_device_name
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import MAX_YAML_BYTES, load_yaml, read_text_file, write_text_atomic
-from txlab.workspace import check_name
 
 FAMILIES = ("xl", "vanilla", "lstm", "qrnn", "hf")
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
@@ -98,11 +97,12 @@ SEED = Range(0, MAX_INT)
 """What torch and numpy accept as a seed."""
 
 
-def setting(default: Any, doc: str, choices: tuple[str, ...] | None = None, valid: Range | None = None) -> Any:
+def setting(default: Any, doc: str, choices: tuple[str, ...] | None = None, valid: Range | None = None, overrides: bool = False) -> Any:
     """A dataclass field with its documentation (and allowed values or range) attached: every field of
     a run config and of a study's settings is one. ``default`` may be a list, or a dataclass type whose
-    instance holds a section of settings."""
-    meta = {"doc": doc, "choices": choices, "range": valid}
+    instance holds a section of settings. ``overrides`` marks a list of ``<key>=<value>`` overrides, which
+    a study profile that extends another merges by key (txlab.study)."""
+    meta = {"doc": doc, "choices": choices, "range": valid, "overrides": overrides}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     if isinstance(default, type) and dataclasses.is_dataclass(default):
@@ -509,84 +509,6 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise TxlabError(f"{path} must hold a YAML mapping at the top level")
     return data
-
-
-def read_profile(path: str | Path, keys: tuple[str, ...], profile: str, defaults: Any) -> tuple[dict[str, Any], Any]:
-    """The one reader of a study file's profiles (every study command's): the file's top-level mapping
-    (only ``keys`` plus ``profiles`` allowed) and ``defaults`` (a settings dataclass) updated strictly
-    with the chosen profile's values; an unknown profile is refused with the nearest names."""
-    data = read_yaml(path)
-    valid = (*keys, "profiles")
-    unknown = set(data) - set(valid)
-    if unknown:
-        raise TxlabError(f"{path}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(valid)}")
-    if isinstance(data.get("name"), str):  # a study's name names its output folders and files
-        check_name(data["name"], f"{path}: name")
-    profiles = data.get("profiles") or {}
-    if not isinstance(profiles, dict) or not profiles:
-        raise TxlabError(f"{path}: 'profiles' must map profile names to settings")
-    if profile not in profiles:
-        raise did_you_mean(profile, profiles, f"profile in {path}")
-    return data, update_dataclass(defaults, profiles[profile] or {}, prefix=f"profiles.{profile}.")
-
-
-def entry(default: Any, expects: str, rule: Callable[[Any], str] | None = None) -> Any:
-    """A key of a study file's section (:func:`read_section`): its default, what it takes in words (the error
-    for a value of another type says it), and a ``rule`` that returns what is wrong with a value of the right
-    type ('' when nothing is)."""
-    meta = {"expects": expects, "rule": rule}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
-    if dataclasses.is_dataclass(default):  # a nested section: its own fields' defaults
-        return field(default_factory=default, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def read_section(cls: type, raw: Any, where: str, what: str) -> Any:
-    """A section of a study file (a mapping) as the dataclass ``cls`` whose fields are :func:`entry`'s: the one
-    check of every section, by its declaration. Unknown keys are refused with the nearest valid ones, a value
-    of another type than its annotation with what the key takes, one its rule rejects with the rule's words,
-    each naming ``where`` (file, file:line); a key left out or empty (null) keeps its default."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise TxlabError(f"{where}: {what} must be a mapping with keys among {', '.join(names)}")
-    for key in raw:
-        if key not in names:
-            raise did_you_mean(str(key), names, f"{what} key at {where}")
-    hints = typing.get_type_hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        value = raw.get(f.name)
-        if value is None:
-            continue
-        if dataclasses.is_dataclass(hints[f.name]):
-            values[f.name] = read_section(hints[f.name], value, where, f.name)
-            continue
-        if not _is_of_type(value, hints[f.name]):
-            raise TxlabError(f"{where}: {f.name} must be {f.metadata['expects']}, got {value!r}")
-        problem = f.metadata["rule"](value) if f.metadata["rule"] else ""
-        if problem:
-            raise TxlabError(f"{where}: {problem}")
-        values[f.name] = value
-    return cls(**values)
-
-
-def _is_of_type(value: Any, typ: Any) -> bool:
-    """Whether a value read from YAML has the annotated type (no conversion: a study says what it means)."""
-    origin, args = typing.get_origin(typ), typing.get_args(typ)
-    if typ is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_is_of_type(value, arg) for arg in args)
-    if origin is list:
-        return isinstance(value, list) and all(_is_of_type(item, args[0]) for item in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(_is_of_type(k, args[0]) and _is_of_type(v, args[1]) for k, v in value.items())
-    if typ in (int, float):
-        return isinstance(value, (int, float) if typ is float else int) and not isinstance(value, bool)
-    return isinstance(value, typ)
 
 
 def override_settings(settings: Any, options: dict[str, Any] | None = None, sets: Sequence[str] = ()) -> Any:

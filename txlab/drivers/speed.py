@@ -4,24 +4,25 @@ settings of the Table 9 measurement, and the plan printed before it runs.
 The measurement itself, and the :class:`~txlab.measure.speed.SpeedSettings` it takes, are txlab.measure.speed: a
 library call (``speed_table``) that other code and the benchmarks use without any study file. This
 module does for `txlab speed` what txlab.drivers.ablate and txlab.drivers.recl do for theirs: the
-study's profile through :func:`txlab.config.read_profile`, then the command line's options and
+study's profile through :func:`txlab.study.read_study`, then the command line's options and
 ``--set`` through :func:`txlab.config.override_settings`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from txlab.config import entry, override_settings, read_profile, read_section
+from txlab.config import override_settings
 from txlab.errors import TxlabError
 from txlab.measure.speed import DEFAULT_GPU_BATCH, MIN_VANILLA_CALLS, PAPER_ATTN_LENS, PRESET, SpeedSettings, check_request, timed_config
 from txlab.runs.evaluate import evaluation_context
 from txlab.runs.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes
+from txlab.study import entry, read_study
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class SpeedStudy:
 
 @dataclass(frozen=True)
 class SpeedStudyFile:
-    """A speed study file's keys besides ``profiles`` (txlab.config.read_section checks them)."""
+    """A speed study file's keys besides ``profiles`` (txlab.study.read_section checks them)."""
 
     name: str = entry("", "text (the stem of the files it writes)")
     attn_lens: list[int] = entry(list(PAPER_ATTN_LENS), "a list of integers")
@@ -47,8 +48,7 @@ def load_study(path: str | Path, profile: str) -> SpeedStudy:
 
     The study's name is ``<name in the file>-<profile>``, the stem of the files it writes.
     """
-    data, settings = read_profile(path, tuple(f.name for f in fields(SpeedStudyFile)), profile, SpeedSettings())
-    study = read_section(SpeedStudyFile, {key: value for key, value in data.items() if key != "profiles"}, str(path), "study")
+    study, settings = read_study(path, SpeedStudyFile, profile, SpeedSettings())
     return SpeedStudy(f"{study.name or Path(path).stem}-{profile}", study.attn_lens, profile, settings)
 
 

@@ -80,20 +80,23 @@ class Plan:
         compute = seconds_for(self.flops, self.gflops)
         return None if compute is None else compute + self.budget_s + self.startup_s
 
-    def describe(self) -> str:
-        """The plan's lines, the estimated time and, when it is long, what would be quicker."""
-        lines = list(self.lines)
+    def estimate(self) -> str:
+        """The estimated time and, when it is long, what would be quicker (the end of :meth:`describe`)."""
         if self.gflops is None:
-            lines.append("estimated time: unknown (the device cannot be measured on this machine)")
+            lines = ["estimated time: unknown (the device cannot be measured on this machine)"]
         elif self.flops is None:
-            lines.append("estimated time: unknown (a vocabulary or split size is not known before the corpus is read)")
+            lines = ["estimated time: unknown (a vocabulary or split size is not known before the corpus is read)"]
         else:
             fixed = f", and {format_seconds(self.budget_s + self.startup_s)} of start-up, per-model overheads and timing budgets"
-            lines.append(f"estimated time: {format_seconds(self.seconds)} ({format_count(self.flops)}FLOP at {COMPUTE_EFFICIENCY:.0%} "
-                         f"of the {self.gflops:,.0f} GFLOP/s matmul ceiling measured now{fixed})")
+            lines = [f"estimated time: {format_seconds(self.seconds)} ({format_count(self.flops)}FLOP at {COMPUTE_EFFICIENCY:.0%} "
+                     f"of the {self.gflops:,.0f} GFLOP/s matmul ceiling measured now{fixed})"]
         if self.faster:
             lines.append(f"that is over an hour on this CPU: {self.faster}")
         return "\n".join(lines)
+
+    def describe(self) -> str:
+        """The plan's lines, the estimated time and, when it is long, what would be quicker."""
+        return "\n".join([*self.lines, self.estimate()])
 
 
 def seconds_for(flops: float | None, gflops: float | None) -> float | None:

@@ -9,16 +9,17 @@ value of the size and the members; then :meth:`ReclSettings.collection` turns th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from txlab.analysis import recl
-from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, Range, entry, override_settings, read_profile, read_section, setting
+from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, Range, override_settings, setting
 from txlab.errors import TxlabError
 from txlab.measure.collection import Collection, parse_grid
 from txlab.presets import SIZES
 from txlab.runs.launch import LAUNCHERS, SlurmSettings
+from txlab.study import entry, read_study
 from txlab.workspace import MODELS
 
 PAPER_COLLECTION = {"grid": "100:1000:100", "blocks": 20, "block_len": 500}
@@ -48,9 +49,9 @@ class ReclSettings:
     tokenizer: str = setting("", "How the own text becomes tokens: char, word or hf:PATH_OR_HUB_ID (empty: the first Hugging Face "
                              "member's own tokenizer, else char).")
     sets: list[str] = setting([], "Config overrides (key=value) for preset members: where their runs live and how missing ones train "
-                              "(on the command line: --set train.max_steps=400, any key under model., data., train. or eval.).")
+                              "(on the command line: --set train.max_steps=400, any key under model., data., train. or eval.).", overrides=True)
     member_sets: list[str] = setting([], "Config overrides for one preset member, after sets: <preset>:<key>=<value> (e.g. "
-                                     "xl151m:model.clamp_len=12, a recipe only the transformer has).")
+                                     "xl151m:model.clamp_len=12, a recipe only the transformer has).", overrides=True)
     train_seeds: list[int] = setting([], "Training seeds of the preset members (--train-seeds 0,1,2): one run per seed (its train.seed, its "
                                      "directory <preset>-<size>-<corpus>-seed<s>), one group and one RECL per seed, and their spread "
                                      "(empty: one run per preset, named without a seed, as trained by train.seed).", valid=SEED)
@@ -119,7 +120,7 @@ def _groups_problem(groups: dict[str, list[str]]) -> str:
 
 @dataclass(frozen=True)
 class ReclStudyFile:
-    """A RECL study file's keys besides ``profiles`` (txlab.config.read_section checks them)."""
+    """A RECL study file's keys besides ``profiles`` (txlab.study.read_section checks them)."""
 
     name: str = entry("", "text (the prefix of the output folders)")
     groups: dict[str, list[str]] = entry({}, "a mapping of group names to lists of presets or run directories", _groups_problem)
@@ -127,8 +128,7 @@ class ReclStudyFile:
 
 def load_study(path: str | Path, profile: str) -> ReclStudy:
     """A RECL study file's groups and the profile's settings."""
-    data, settings = read_profile(path, tuple(f.name for f in fields(ReclStudyFile)), profile, ReclSettings())
-    study = read_section(ReclStudyFile, {key: value for key, value in data.items() if key != "profiles"}, str(path), "study")
+    study, settings = read_study(path, ReclStudyFile, profile, ReclSettings())
     if not study.groups:
         raise TxlabError(f"{path}: 'groups' must map group names to lists of presets or run directories")
     return ReclStudy(study.name or Path(path).stem, study.groups, settings)
