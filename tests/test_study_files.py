@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from txlab.config import RunConfig, apply_overrides, setting, update_dataclass
-from txlab.drivers import ablate_study, recl, speed
+from txlab.drivers import ablate_study, speed
+from txlab.drivers.recl import settings as recl
 from txlab.errors import TxlabError
 from txlab.measure.speed import SpeedSettings
 from txlab.study import entry, merge_overrides, override_key, read_section, read_study
