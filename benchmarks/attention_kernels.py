@@ -39,9 +39,9 @@ import torch
 
 from txlab.config import ModelConfig
 from txlab.measure.speed import SpeedSettings, timed_config
+from txlab.models.attention import attention_mask
 from txlab.models.build import build_model
 from txlab.models.kernels import ATTENTION_KERNELS
-from txlab.models.transformer import attention_mask
 from txlab.presets import resolve_preset
 from txlab.runs.evaluate import evaluation_context
 from txlab.runs.zoo import known_vocab_size

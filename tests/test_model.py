@@ -11,20 +11,17 @@ from torch import nn
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
 from txlab.models.interface import Context
-from txlab.models.transformer import (
-    Block,
+from txlab.models.attention import (
     LearnedRelativeAttention,
     LearnedRelativePositions,
-    RecomputedMemory,
     RelativeSinusoidAttention,
     RelativeSinusoidPositions,
     attention_mask,
-    build_transformer,
-    rel_shift,
     relative_distances,
     sinusoid,
-    update_memory,
 )
+from txlab.models.kernels import rel_shift
+from txlab.models.transformer import Block, RecomputedMemory, build_transformer, update_memory
 
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
 KERNELS = ("unfused", "sdpa")

@@ -19,9 +19,10 @@ from txlab.config import ModelConfig, RunConfig
 from txlab.drivers.speed import load_study
 from txlab.errors import TxlabError
 from txlab.measure.speed import MethodSpeed, SpeedRow, SpeedSettings, speed_table, strided_nll, time_strided, time_vanilla, time_xl, vanilla_nll, xl_context, xl_fill, xl_segment
+from txlab.models.attention import RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
 from txlab.models.build import build_model
 from txlab.models.interface import Context
-from txlab.models.transformer import RecomputedMemory, RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
+from txlab.models.transformer import RecomputedMemory
 from txlab.presets import resolve_preset
 from txlab.runs.checkpoint import load_checkpoint, save_checkpoint
 from txlab.runs.evaluate import evaluation_context

@@ -40,7 +40,7 @@ the run's evaluation split and each method's perplexity is exp(mean NLL) of the 
 Achieved GFLOP/s are counted against the analytic forward FLOPs of the useful work: vanilla
 ``window_flops(L)`` per prediction (it executes exactly that: L queries of L keys in every layer
 but the last), strided ``window_flops(L, s) / s``, XL and the rolling cache ``flops_per_token(L)`` (one query
-of L keys per layer). XL evaluates with the cached state (:class:`~txlab.models.transformer.CachedMemory`): each segment
+of L keys per layer). XL evaluates with the cached state (:class:`~txlab.models.eval_cache.CachedMemory`): each segment
 projects the keys and values of its own rows only and reads the position keys from a table built once. The
 work that saves, which the authors' code and txlab's training path repeat every segment (re-projecting the L
 memory rows and applying ``r_net`` to all distances), is reported per row as ``xl_avoided_flops_per_token``
@@ -69,8 +69,9 @@ from txlab.data.corpora import load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
 from txlab.models.build import build_model
+from txlab.models.eval_cache import CachedMemory
 from txlab.models.interface import Context
-from txlab.models.transformer import CachedMemory, TransformerXL
+from txlab.models.transformer import TransformerXL
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.runs.capacity import check_fits
 from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, saved_config
@@ -365,7 +366,7 @@ class Timed:
 
 
 def state_bytes(state: list[torch.Tensor]) -> int:
-    """Bytes of the tensors a state keeps (a :class:`~txlab.models.transformer.CachedMemory`'s row stores, or a memory's rows), each storage once."""
+    """Bytes of the tensors a state keeps (a :class:`~txlab.models.eval_cache.CachedMemory`'s row stores, or a memory's rows), each storage once."""
     tensors = [t for rows in state.layers for t in rows.store.tensors] if isinstance(state, CachedMemory) else list(state)
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
 
