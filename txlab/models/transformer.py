@@ -451,64 +451,11 @@ class TransformerXL(LanguageModel):
         keys, values = tables.last_rows(("pos_kv", layer, self.context.clamp_len, dtype), n_keys, room, build, dim=-2).unbind(0)  # [2, 1, H, K, Dh] -> [1, H, K, Dh] each
         return keys, values
 
-    # -- FLOP counts -------------------------------------------------------------------------------
+    # -- counts --------------------------------------------------------------------------------------
 
-    def _flops_kv_per_key(self) -> int:
-        return 2 * self.cfg.d_model * 2 * self.cfg.n_head * self.cfg.d_head
-
-    def _flops_per_query(self, n_keys: int) -> int:
-        """One layer, one query: q and output projections, scores, weighted sum, feed-forward."""
-        c = self.cfg
-        inner = c.n_head * c.d_head
-        n_score_terms = 2 if self.pos_enc in ("ours", "shaw") else 1  # (a)+(c), and (b)+(d)
-        return (
-            2 * c.d_model * inner * 2  # q and o projections
-            + 2 * inner * n_keys * n_score_terms  # score matmuls
-            + 2 * inner * n_keys  # probabilities x values
-            + 2 * 2 * c.d_model * c.d_inner  # feed-forward
-        )
-
-    def _flops_io(self) -> int:
-        """Input projection of the head cluster, and the output layer over the whole vocabulary
-        (an upper bound for an adaptive softmax, which evaluates a tail only for its own tokens)."""
-        emb_projs = [p for p in self.word_emb.emb_projs if p is not None]
-        return (2 * emb_projs[0].numel() if emb_projs else 0) + self.crit.flops_per_token()
-
-    def flops_per_token(self, n_keys: int) -> float:
-        """Forward FLOPs per predicted token whose queries see ``n_keys`` keys (dense score rows).
-
-        Each token's key/value projection is counted once: the recomputation of the memory's
-        keys and values at every chunk is overhead of the streaming and is not counted, nor is
-        ``r_net`` (applied once per chunk to K+1 distances and shared by every query of the batch).
-        :meth:`recomputed_flops_per_token` counts that overhead, which the cached evaluation path avoids.
-        """
-        per_layer = self._flops_kv_per_key() + self._flops_per_query(n_keys)
-        return float(self.cfg.n_layer * per_layer + self._flops_io())
-
-    def output_flops_per_token(self) -> float:
-        return float(self.crit.flops_per_token())
-
-    def recomputed_flops_per_token(self, n_mem: int, n_query: int, batch_size: int = 1) -> float:
-        """Forward FLOPs per predicted token that re-derive what an earlier chunk already computed, when a
-        chunk of ``n_query`` tokens per stream (``batch_size`` streams) reads a memory of ``n_mem`` rows.
-
-        The training path spends them in every chunk: each layer re-projects the keys and values of its
-        M memory rows, and (``ours``) applies ``r_net`` to all K + 1 sinusoids. The cached evaluation path
-        (:class:`CachedMemory`) does neither once the memory is full (it builds the position keys once per
-        layer), so this is the work it avoids; it is never part of :meth:`flops_per_token`.
-        """
-        c = self.cfg
-        memory_kv = n_mem * self._flops_kv_per_key() / n_query
-        position_keys = 2 * c.d_model * c.n_head * c.d_head * (n_mem + n_query + 1) / (n_query * batch_size) if self.pos_enc == "ours" else 0
-        return float(c.n_layer * (memory_kv + position_keys))
-
-    def window_flops(self, length: int, n_last: int = 1) -> float:
-        """Forward FLOPs of one window of :meth:`window_last_nll` (all rows but one query in the last layer),
-        or of :meth:`window_tail_nll` scoring its last ``n_last`` positions."""
-        n_layer = self.cfg.n_layer
-        kv = n_layer * length * self._flops_kv_per_key()
-        queries = ((n_layer - 1) * length + n_last) * self._flops_per_query(length)
-        return float(kv + queries + n_last * self._flops_io())
+    def counts(self) -> ModelCounts:
+        """:func:`transformer_counts` of the model's configuration."""
+        return transformer_counts(self.cfg)
 
     # -- evaluation with a cached state -------------------------------------------------------------
 
@@ -613,8 +560,14 @@ def check_vanilla_encoding(cfg: ModelConfig) -> None:
 
 
 def transformer_counts(cfg: ModelConfig) -> ModelCounts:
-    """The parameters, window and FLOPs :func:`build_transformer` would give ``cfg``, without building it
-    (:meth:`TransformerXL.flops_per_token`'s count: every score term, the feed-forward, the first input projection)."""
+    """The parameters, window and FLOPs of the model :func:`build_transformer` gives ``cfg``, without building it.
+
+    Per layer and token: the key and value projections; per query: the q and output projections and the
+    feed-forward; per key attended: the score products ((a)+(c) and (b)+(d) for the relative schemes, one for the
+    absolute ones) and the weighted sum. Outside the layers: the first input projection, and the output layer over the
+    whole vocabulary (an upper bound for an adaptive softmax, which evaluates a tail only for its own tokens). Not per
+    token: ``r_net`` (``ours``), applied once per chunk to the K + 1 distances and shared by every query of the batch.
+    """
     check_vanilla_encoding(cfg)
     model_class = VanillaTransformer if cfg.family == "vanilla" else TransformerXL
     n_pos = cfg.max_len or model_class._default_max_len(cfg)
@@ -634,6 +587,7 @@ def transformer_counts(cfg: ModelConfig) -> ModelCounts:
         attend_flops=2 * inner * n_score_terms + 2 * inner,
         other_flops=vocabulary.input_flops,
         output_flops=vocabulary.output_flops,
+        position_key_flops=2 * d * inner if cfg.pos_enc == "ours" else 0,
     )
 
 
