@@ -20,9 +20,9 @@ and the share of the CPU other processes took (``others_cpu``):
 torch.compile's caches are off (``torch._inductor.config.force_disable_caches``), so every compile time is a cold
 one, as a fresh machine pays it.
 
-GFLOP/s count useful FLOPs (docs/performance.md): ``flops_per_token`` at the keys each query's row holds
-(3x for a training step), ``window_flops`` for a vanilla window. Prints one JSON line per row and writes them
-all to ``--out`` (default results/bench/attention-kernels-cpu.jsonl).
+GFLOP/s count useful FLOPs (docs/performance.md, the model's ``counts()``): ``flops_per_token`` at the keys each query's
+row holds (``training_flops_per_token`` for a training step), ``window_flops`` for a vanilla window. Prints one JSON
+line per row and writes them all to ``--out`` (default results/bench/attention-kernels-cpu.jsonl).
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ import torch
 
 from txlab.config import ModelConfig
 from txlab.measure.speed import SpeedSettings, timed_config
+from txlab.models.attention import attention_mask
 from txlab.models.build import build_model
 from txlab.models.kernels import ATTENTION_KERNELS
-from txlab.models.transformer import attention_mask
 from txlab.presets import resolve_preset
 from txlab.runs.evaluate import evaluation_context
 from txlab.runs.zoo import known_vocab_size
@@ -184,7 +184,7 @@ def train_case(label: str, cfg: ModelConfig, batch: int, variants: dict, warmup:
     steps = {name: step_for(model) for name, model in models.items()}
     for step in steps.values():  # fills the memory: the timed steps all attend mem + seg keys
         step()
-    flops = 3 * next(iter(models.values())).flops_per_token(mem + seg)
+    flops = next(iter(models.values())).counts().training_flops_per_token(mem + seg)
     return model_row(label, "train", steps, batch * seg, flops, warmup, rounds, {"batch": batch, "seg": seg, "mem": mem})
 
 
@@ -211,7 +211,7 @@ def eval_case(label: str, cfg: ModelConfig, batch: int, seg: int, context, varia
         for step in steps.values():
             step()
     keys = mem if context.same_length else mem + seg
-    flops = next(iter(models.values())).flops_per_token(keys)
+    flops = next(iter(models.values())).counts().flops_per_token(keys)
     return model_row(label, "eval", steps, batch * seg, flops, warmup, rounds,
                      {"batch": batch, "seg": seg, "mem": mem, "same_length": context.same_length, "clamp_len": context.clamp_len})
 
@@ -230,7 +230,7 @@ def vanilla_case(label: str, cfg: ModelConfig, attn_len: int, windows: int, vari
         return step
 
     steps = {name: step_for(model) for name, model in models.items()}
-    flops = next(iter(models.values())).window_flops(attn_len)
+    flops = next(iter(models.values())).counts().window_flops(attn_len)
     return model_row(label, "vanilla windows", steps, windows, flops, warmup, rounds, {"windows": windows, "attn_len": attn_len})
 
 

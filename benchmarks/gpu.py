@@ -147,7 +147,7 @@ def train(shapes: Shapes, device: str, ceilings: dict) -> dict:
             optimizer.zero_grad(set_to_none=True)
             state[0] = out.state
 
-        return step, 3 * model.flops_per_token(2 * segment), sum(p.numel() for p in model.parameters())
+        return step, model.counts().training_flops_per_token(2 * segment), sum(p.numel() for p in model.parameters())
 
     precisions = ["fp32", "bf16"]
     steps = [training_step(p) for p in precisions]
@@ -187,13 +187,14 @@ def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
         model = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
         tokens = txlab.encode_text(text_file, model)
     counted = {"token_steps": 0, "flops": 0.0}
-    output = model.output_flops_per_token()
+    counts = model.counts()
+    output = counts.output_flops_per_token()
 
     def count(_module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
         b, n = ids.shape  # [B, L] one window per stream, read from a fresh start
         counted["token_steps"] += b * n
-        counted["flops"] += b * n * (model.flops_per_token(n // 2) - output)  # a query attends half the window on average
+        counted["flops"] += b * n * counts.reading_flops_per_token(n // 2)  # a query attends half the window on average
 
     hook = model.causal_lm.base_model.register_forward_pre_hook(count, with_kwargs=True)
     rows = {}

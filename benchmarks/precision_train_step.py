@@ -62,7 +62,7 @@ def training_step(fields: dict, precision: str, tokens: torch.Tensor):
         optimizer.zero_grad(set_to_none=True)
         state[0] = out.state
 
-    return step, 3 * model.flops_per_token(2 * SEGMENT)
+    return step, model.counts().training_flops_per_token(2 * SEGMENT)
 
 
 def main() -> None:

@@ -45,7 +45,7 @@ def main() -> None:
                 times.append(time.perf_counter() - began)
         seconds = statistics.median(times[2:])
         tok_s = tgt_len / seconds
-        gflops = tok_s * model.flops_per_token(attn_len) / 1e9
+        gflops = tok_s * model.counts().flops_per_token(attn_len) / 1e9
         rows.append({"label": label, "threads": threads, "attn_len": attn_len, "ms_per_segment": seconds * 1e3, "tokens_per_s": tok_s,
                      "gflops": gflops, "matmul_peak_gflops": peak, "of_ceiling": gflops / peak, "others_cpu": others_cpu(snapshot)})
     print(json.dumps(rows))

@@ -20,20 +20,17 @@ from txlab.config import ModelConfig, load_config, save_config
 from txlab.errors import TxlabError
 from txlab.measure.attention import _read_sample, attention_analysis, by_distance, model_in_words, redraw_attention
 from txlab.models.interface import Context
-from txlab.models.transformer import (
+from txlab.models.attention import (
     AbsoluteAttention,
-    Block,
     LearnedRelativeAttention,
     LearnedRelativePositions,
-    RecomputedMemory,
     RelativeSinusoidAttention,
     RelativeSinusoidPositions,
     attention_mask,
-    build_transformer,
-    capture_attention,
     relative_distances,
     sinusoid,
 )
+from txlab.models.transformer import Block, RecomputedMemory, build_transformer, capture_attention
 from txlab.runs.checkpoint import load_checkpoint
 
 runner = CliRunner()

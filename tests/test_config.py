@@ -202,8 +202,8 @@ def _exercise(cfg):
 
     import torch
 
-    from txlab.models.build import build_model
-    from txlab.runs.capacity import check_fits, parameter_count, step_bytes
+    from txlab.models.build import build_model, count_model
+    from txlab.runs.capacity import check_fits, step_bytes
     from txlab.runs.evaluate import evaluation_context, segment_loss
     from txlab.runs.train import resolve_for_corpus, training_context
 
@@ -213,7 +213,7 @@ def _exercise(cfg):
     rows = t.batch_size // t.grad_accum
     check_fits(m, rows, m.tgt_len, m.mem_len, training=True, device="cpu", what="training")
     eval_len, context = evaluation_context(m, cfg.eval)
-    if parameter_count(m) > 3e5 or step_bytes(m, rows, m.tgt_len, m.mem_len, training=True) > 2e7 or max(m.tgt_len, eval_len) > 64 \
+    if count_model(m).parameters > 3e5 or step_bytes(m, rows, m.tgt_len, m.mem_len, training=True) > 2e7 or max(m.tgt_len, eval_len) > 64 \
             or max(m.mem_len, context.mem_len, m.max_len, m.clamp_len) > 256 or rows > 8:
         return
     model = build_model(m)

@@ -11,20 +11,17 @@ from torch import nn
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
 from txlab.models.interface import Context
-from txlab.models.transformer import (
-    Block,
+from txlab.models.attention import (
     LearnedRelativeAttention,
     LearnedRelativePositions,
-    RecomputedMemory,
     RelativeSinusoidAttention,
     RelativeSinusoidPositions,
     attention_mask,
-    build_transformer,
-    rel_shift,
     relative_distances,
     sinusoid,
-    update_memory,
 )
+from txlab.models.kernels import rel_shift
+from txlab.models.transformer import Block, RecomputedMemory, build_transformer, update_memory
 
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
 KERNELS = ("unfused", "sdpa")
@@ -433,9 +430,9 @@ def test_flops_per_token_by_hand():
     weighted_sum = 2 * 4 * 5
     feed_forward = 2 * 2 * 4 * 8
     softmax = 2 * 4 * 10
-    assert model.flops_per_token(5) == projections + scores + weighted_sum + feed_forward + softmax == 456
+    assert model.counts().flops_per_token(5) == projections + scores + weighted_sum + feed_forward + softmax == 456
     absolute = build_transformer(ModelConfig(n_token=10, n_layer=1, d_model=4, n_head=2, d_head=2, d_inner=8, pos_enc="vaswani"))
-    assert absolute.flops_per_token(5) == 456 - 2 * 4 * 5
+    assert absolute.counts().flops_per_token(5) == 456 - 2 * 4 * 5
     # A window of 3: keys/values for all 3 rows, the last layer's query work only for the last one.
     kv, per_query = 2 * 4 * 2 * 4, 2 * 4 * 4 * 2 + 2 * 4 * 3 * 2 + 2 * 4 * 3 + 2 * 2 * 4 * 8
-    assert model.window_flops(3) == 3 * kv + 1 * per_query + softmax
+    assert model.counts().window_flops(3) == 3 * kv + 1 * per_query + softmax

@@ -153,14 +153,14 @@ def test_flops_per_token_by_hand():
     plain = dict(n_token=50, n_layer=2, d_model=8, d_inner=12, adaptive=False)
     softmax = 2 * 8 * 50
     lstm = build_rnn(ModelConfig(family="lstm", **plain))
-    assert lstm.flops_per_token(1000) == 2 * 4 * 12 * (8 + 12) + 2 * 4 * 8 * (12 + 8) + softmax  # 4000
+    assert lstm.counts().flops_per_token(1000) == 2 * 4 * 12 * (8 + 12) + 2 * 4 * 8 * (12 + 8) + softmax  # 4000
     qrnn = build_rnn(ModelConfig(family="qrnn", qrnn_window=2, **plain))
-    assert qrnn.flops_per_token(0) == 2 * 3 * 12 * (2 * 8) + 2 * 3 * 8 * 12 + softmax  # 2528
+    assert qrnn.counts().flops_per_token(0) == 2 * 3 * 12 * (2 * 8) + 2 * 3 * 8 * 12 + softmax  # 2528
     # Adaptive, cutoffs [20, 35], div_val 2: clusters of 20/15/15 words with 8/4/2 dimensions.
     adaptive = build_rnn(ModelConfig(family="qrnn", qrnn_window=2, **{**plain, "adaptive": True}, cutoffs=[20, 35], div_val=2))
     head = 2 * 8 * (20 + 2)  # head words and the two cluster tokens
     tails = (2 * 8 * 4 + 2 * 4 * 15) + (2 * 8 * 2 + 2 * 2 * 15)  # projection, then logits
-    assert adaptive.flops_per_token(0) == 2 * 3 * 12 * (2 * 8) + 2 * 3 * 8 * 12 + head + tails
+    assert adaptive.counts().flops_per_token(0) == 2 * 3 * 12 * (2 * 8) + 2 * 3 * 8 * 12 + head + tails
 
 
 def test_bad_shapes_are_clear_errors():

@@ -19,9 +19,10 @@ from txlab.config import ModelConfig, RunConfig
 from txlab.drivers.speed import load_study
 from txlab.errors import TxlabError
 from txlab.measure.speed import MethodSpeed, SpeedRow, SpeedSettings, speed_table, strided_nll, time_strided, time_vanilla, time_xl, vanilla_nll, xl_context, xl_fill, xl_segment
+from txlab.models.attention import RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
 from txlab.models.build import build_model
 from txlab.models.interface import Context
-from txlab.models.transformer import RecomputedMemory, RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
+from txlab.models.transformer import RecomputedMemory
 from txlab.presets import resolve_preset
 from txlab.runs.checkpoint import load_checkpoint, save_checkpoint
 from txlab.runs.evaluate import evaluation_context
@@ -190,9 +191,9 @@ def test_flop_counts_match_a_hand_calculation():
     def query(n_keys: int, score_terms: int) -> int:
         return 2 * 8 * 8 * 2 + score_terms * 2 * 8 * n_keys + 2 * 8 * n_keys + 2 * 2 * 8 * 16  # q,o + scores + p.v + FF
 
-    assert xl_model().flops_per_token(6) == 2 * (kv + query(6, 2)) + io == 2784  # (a)+(c) and (b)+(d) score terms
+    assert xl_model().counts().flops_per_token(6) == 2 * (kv + query(6, 2)) + io == 2784  # (a)+(c) and (b)+(d) score terms
     # the window: keys and values of 6 rows in both layers, 6 queries in layer 1 and only the last in layer 2
-    assert vanilla_model(6).window_flops(6) == 2 * 6 * kv + (6 + 1) * query(6, 1) + io == 9952
+    assert vanilla_model(6).counts().window_flops(6) == 2 * 6 * kv + (6 + 1) * query(6, 1) + io == 9952
 
 
 def test_speed_table_rows_and_files(tmp_path):
@@ -210,7 +211,7 @@ def test_speed_table_rows_and_files(tmp_path):
     # the strided rows' FLOPs: one window of L with its last s rows in the top layer, shared by its s predictions
     tiny = resolve_preset("xl-enwik8-12l", "tiny").model
     vanilla = build_model(replace(tiny, n_token=204, family="vanilla", pos_enc="alrfou", mem_len=0, max_len=20, tgt_len=20))
-    assert result.rows[1].strided.flops_per_token == vanilla.window_flops(20, 4) / 4 < result.rows[1].vanilla.flops_per_token
+    assert result.rows[1].strided.flops_per_token == vanilla.counts().window_flops(20, 4) / 4 < result.rows[1].vanilla.flops_per_token
     written = pd.read_csv(tmp_path / "t9.csv")
     assert len(written) == 2
     # the CSV keeps the columns of the committed tables (the same keys in the same order), each row's record then the context
@@ -259,7 +260,7 @@ def test_the_training_path_scores_the_same_and_counts_what_the_cache_avoids(tmp_
     assert a.xl_repeated_flops_per_token == b.xl_avoided_flops_per_token == 0 and (a.xl_eval_cache, b.xl_eval_cache) == (True, False)
     assert "--set eval_cache=false" in plain.command and "eval_cache" not in cached.command
     assert "training path" in (tmp_path / "plain.md").read_text() and "cached evaluation state" in (tmp_path / "cached.md").read_text()
-    assert model.recomputed_flops_per_token(16, 8, 2) > 0
+    assert model.counts().recomputed_flops_per_token(16, 8, 2) > 0
 
 
 def test_cli_end_to_end_json_and_figure(tmp_path):

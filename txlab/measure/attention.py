@@ -51,7 +51,8 @@ from txlab.data.corpus import Corpus, load_corpus_for_model
 from txlab.data.registry import corpus_in_words
 from txlab.errors import TxlabError
 from txlab.fileio import read_json, write_json_atomic, write_text_atomic
-from txlab.models.transformer import SCORE_TERMS, AttentionRecord, TransformerXL, capture_attention
+from txlab.models.attention import SCORE_TERMS, AttentionRecord
+from txlab.models.transformer import TransformerXL, capture_attention
 from txlab.progress import Progress
 from txlab.runs.checkpoint import Checkpoint, load_checkpoint
 from txlab.runs.evaluate import evaluation_context, read_in_chunks

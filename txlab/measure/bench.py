@@ -1,8 +1,8 @@
 """Throughput of the Transformer-XL implementation (a benchmark, not a test).
 
 ``bench_model()`` times training steps and evaluation chunks of two fixed shapes, ``tiny`` and ``small``
-(docs/performance.md), and reports tokens/s, achieved GFLOP/s (from the model's analytic
-``flops_per_token``; a training step counts three forward passes) and peak memory, each the median
+(docs/performance.md), and reports tokens/s, achieved GFLOP/s (from the model's count, ``model.counts()``:
+``flops_per_token``, and ``training_flops_per_token`` for a training step) and peak memory, each the median
 of several timed runs after warm-up. Modes:
 
 - ``train``: forward + backward + gradient clipping + Adam step on ``seg_len`` tokens per stream,
@@ -174,7 +174,7 @@ def _train(cfg: ModelConfig, tokens: torch.Tensor) -> _Workload:
         optimizer.zero_grad(set_to_none=True)
         state[0] = out.state
 
-    return _Workload(step, batch_size * seg_len, 3 * model.flops_per_token(2 * seg_len), model.num_parameters(),
+    return _Workload(step, batch_size * seg_len, model.counts().training_flops_per_token(2 * seg_len), model.num_parameters(),
                      f"seg {seg_len} mem {seg_len}", min_warmup=1)  # one step fills the memory
 
 
@@ -191,11 +191,11 @@ def _evaluate(cfg: ModelConfig, tokens: torch.Tensor, mem_len: int, cached: bool
         with torch.inference_mode():
             state[0] = model(tokens[:, :-1], state[0], tokens[:, 1:]).state
 
-    recomputed = getattr(model, "recomputed_flops_per_token", None)
-    return _Workload(step, batch_size * seg_len, model.flops_per_token(mem_len + seg_len), model.num_parameters(),
+    counts = model.counts()
+    return _Workload(step, batch_size * seg_len, counts.flops_per_token(mem_len + seg_len), model.num_parameters(),
                      f"seg {seg_len} mem {mem_len}" + ("" if cached else ", training path"),
                      min_warmup=math.ceil(mem_len / seg_len),  # chunks until the memory is full
-                     avoided_flops_per_token=recomputed(mem_len, seg_len, batch_size) if recomputed and cached else 0.0)
+                     avoided_flops_per_token=counts.recomputed_flops_per_token(mem_len, seg_len, batch_size) if cached else 0.0)
 
 
 def _generate(cfg: ModelConfig, mem_len: int, cached: bool, n_tokens: int = 16) -> _Workload:
@@ -216,10 +216,10 @@ def _generate(cfg: ModelConfig, mem_len: int, cached: bool, n_tokens: int = 16) 
         for _ in range(n_tokens):
             log_probs[0] = reader.read([int(sample_top_k(log_probs[0], 40, 1.0, generator))])
 
-    recomputed = getattr(model, "recomputed_flops_per_token", None)
-    return _Workload(step, n_tokens, model.flops_per_token(mem_len + 1), model.num_parameters(),
+    counts = model.counts()
+    return _Workload(step, n_tokens, counts.flops_per_token(mem_len + 1), model.num_parameters(),
                      f"one token a step, mem {mem_len}" + ("" if cached else ", training path"),
-                     avoided_flops_per_token=recomputed(mem_len, 1, 1) if recomputed and cached else 0.0, streams=1)
+                     avoided_flops_per_token=counts.recomputed_flops_per_token(mem_len, 1, 1) if cached else 0.0, streams=1)
 
 
 def _vanilla(cfg: ModelConfig, windows: torch.Tensor, targets: torch.Tensor) -> _Workload:
@@ -231,7 +231,7 @@ def _vanilla(cfg: ModelConfig, windows: torch.Tensor, targets: torch.Tensor) -> 
         with torch.inference_mode():
             model.window_last_nll(windows, targets)
 
-    return _Workload(step, windows.size(0), model.window_flops(window), model.num_parameters(), f"window {window}")
+    return _Workload(step, windows.size(0), model.counts().window_flops(window), model.num_parameters(), f"window {window}")
 
 
 def _authors_step(model_class: type, cfg: ModelConfig, match: re.Match, tokens: torch.Tensor,
@@ -266,7 +266,7 @@ def bench_model(
     also run by their model on the same tokens, timed in alternation with txlab's, and the reference column
     is that measurement (otherwise the figure recorded in :data:`REFERENCE_TOKENS_PER_S`, where there is one).
 
-    ``gflops`` counts useful FLOPs only (:meth:`~txlab.models.interface.LanguageModel.flops_per_token`); ``avoided_flops_per_token``
+    ``gflops`` counts useful FLOPs only (:meth:`~txlab.models.interface.ModelCounts.flops_per_token`); ``avoided_flops_per_token``
     is the re-projection work the cached evaluation state skips (0 for the other modes).
     """
     if isinstance(configs, Mapping):

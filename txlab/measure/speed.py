@@ -37,10 +37,11 @@ memory on a CPU, allocated tensors on a GPU); the state a method keeps between c
 keys and values, the rolling cache) is counted exactly beside it. With a trained run (``run``), the stream is
 the run's evaluation split and each method's perplexity is exp(mean NLL) of the predictions it timed.
 
-Achieved GFLOP/s are counted against the analytic forward FLOPs of the useful work: vanilla
-``window_flops(L)`` per prediction (it executes exactly that: L queries of L keys in every layer
-but the last), strided ``window_flops(L, s) / s``, XL and the rolling cache ``flops_per_token(L)`` (one query
-of L keys per layer). XL evaluates with the cached state (:class:`~txlab.models.transformer.CachedMemory`): each segment
+Achieved GFLOP/s are counted against the analytic forward FLOPs of the useful work (the model's count,
+:class:`~txlab.models.interface.ModelCounts`): vanilla ``window_flops(L)`` per prediction (it executes exactly
+that: L queries of L keys in every layer but the last), strided ``window_flops(L, s) / s``, XL and the rolling
+cache ``flops_per_token(L)`` (one query of L keys per layer). XL evaluates with the cached state
+(:class:`~txlab.models.eval_cache.CachedMemory`): each segment
 projects the keys and values of its own rows only and reads the position keys from a table built once. The
 work that saves, which the authors' code and txlab's training path repeat every segment (re-projecting the L
 memory rows and applying ``r_net`` to all distances), is reported per row as ``xl_avoided_flops_per_token``
@@ -69,8 +70,9 @@ from txlab.data.corpus import load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
 from txlab.models.build import build_model
+from txlab.models.eval_cache import CachedMemory
 from txlab.models.interface import Context
-from txlab.models.transformer import CachedMemory, TransformerXL
+from txlab.models.transformer import TransformerXL
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.runs.capacity import check_fits
 from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, saved_config
@@ -365,7 +367,7 @@ class Timed:
 
 
 def state_bytes(state: list[torch.Tensor]) -> int:
-    """Bytes of the tensors a state keeps (a :class:`~txlab.models.transformer.CachedMemory`'s row stores, or a memory's rows), each storage once."""
+    """Bytes of the tensors a state keeps (a :class:`~txlab.models.eval_cache.CachedMemory`'s row stores, or a memory's rows), each storage once."""
     tensors = [t for rows in state.layers for t in rows.store.tensors] if isinstance(state, CachedMemory) else list(state)
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
 
@@ -574,11 +576,12 @@ def measure(models: TimedModels, attn_len: int, settings: SpeedSettings, device:
     with torch.inference_mode():
         timed = time_methods(models, vanilla, tokens, attn_len, stride, settings, generator)
         latency = timed if batch == 1 else time_methods(models, vanilla, tokens[:1], attn_len, stride, settings, generator)
+    vanilla_counts, xl_counts = vanilla.counts(), models.xl.counts()
     flops = {
-        "vanilla": vanilla.window_flops(attn_len),
-        "strided": vanilla.window_flops(attn_len, stride) / stride,
-        "rolling": models.xl.flops_per_token(attn_len),
-        "xl": models.xl.flops_per_token(attn_len),
+        "vanilla": vanilla_counts.window_flops(attn_len),
+        "strided": vanilla_counts.window_flops(attn_len, stride) / stride,
+        "rolling": xl_counts.flops_per_token(attn_len),
+        "xl": xl_counts.flops_per_token(attn_len),
     }
     methods = {}
     for method in METHODS:
@@ -590,7 +593,7 @@ def measure(models: TimedModels, attn_len: int, settings: SpeedSettings, device:
             predictions=result.nll.numel(), p50_ms=percentiles[50] * 1e3, p99_ms=percentiles[99] * 1e3,
             peak_mb=None if peak is None else peak / 2**20, state_mb=result.state_bytes / 2**20,
         )
-    recomputed = models.xl.recomputed_flops_per_token(attn_len, tgt_len, batch)
+    recomputed = xl_counts.recomputed_flops_per_token(attn_len, tgt_len, batch)
     return SpeedRow(
         attn_len, **methods, paper_slowdown=PAPER_SLOWDOWN.get(attn_len), xl_eval_cache=settings.eval_cache,
         xl_avoided_flops_per_token=recomputed if settings.eval_cache else 0.0,
@@ -654,7 +657,7 @@ def speed_table(
         models = TimedModels(settings, device)
         for attn_len in attn_lens:  # before any timing: the first chunk reads attn_len tokens at once, then segments attend attn_len keys
             batch = settings.batch_size or (DEFAULT_GPU_BATCH if device.type == "cuda" else 1)
-            shape = replace(models.shape, pos_enc="ours")
+            shape = replace(models.shape, family="xl", pos_enc="ours", max_len=0)  # the XL timed, with the relative scores' bias
             for length, memory in ((attn_len, 0), (models.tgt_len, attn_len)):
                 check_fits(shape, batch, length, memory, training=False, device=device, what=f"attention length {attn_len:,} (--attn-len, batch_size)")
         host = machine(device, settings.threads)

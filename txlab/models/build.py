@@ -39,7 +39,7 @@ def build_model(cfg: ModelConfig) -> LanguageModel:
 
 
 def count_model(cfg: ModelConfig) -> ModelCounts:
-    """The parameters, window and forward FLOPs :func:`build_model` would give ``cfg``, from the configuration
-    alone: what plans and tables read, with nothing built (a family-hf model without transformers too). The
-    settings :func:`build_model` refuses are refused here with the same errors."""
+    """The count of the model :func:`build_model` gives ``cfg`` (its ``counts()``: parameters, window, forward FLOPs),
+    from the configuration alone: what plans and tables read, with nothing built (a family-hf model without
+    transformers too). The settings :func:`build_model` refuses are refused here with the same errors."""
     return _family_function(cfg, "count")(cfg)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -147,19 +148,29 @@ class HFLanguageModel(LanguageModel):
         logits = hidden if self.logits_mode else self.causal_lm.get_output_embeddings()(hidden)  # [*, V]
         return F.log_softmax(logits.float(), dim=-1)
 
-    def flops_per_token(self, n_keys: int) -> float:
-        """2 x the weights a token passes through (embeddings excluded) + attention over ``n_keys`` keys + the output layer."""
+    def counts(self) -> ModelCounts:
+        """The parameters and FLOPs of the loaded model, from its weights (a checkpoint has no txlab configuration):
+        2 x every weight a token passes through (the embeddings' are lookups), attention over the keys where the model
+        has heads, and the output layer. A weight of layer i (named ``... .i. ...``) is the layers' work, the others
+        (a final norm) the token's; for family hf these are :func:`hf_counts` of its configuration."""
         config = self.causal_lm.config
-        body = sum(p.numel() for name, p in self.causal_lm.named_parameters() if "embed" not in name and "wte" not in name and "wpe" not in name
-                   and "lm_head" not in name)
-        attention = 0
+        n_layer = int(config.num_hidden_layers)
+        layer_weights = other_weights = 0
+        for name, p in self.causal_lm.named_parameters():
+            if any(part in name for part in ("embed", "wte", "wpe", "lm_head")):
+                continue
+            if re.search(r"\.\d+\.", name):
+                layer_weights += p.numel()
+            else:
+                other_weights += p.numel()
+        attend = 0
         if getattr(config, "num_attention_heads", None) and getattr(config, "hidden_size", None):
-            attention = 2 * 2 * int(config.num_hidden_layers) * int(config.hidden_size) * n_keys
-        return float(2 * body + attention + self.output_flops_per_token())
-
-    def output_flops_per_token(self) -> float:
+            attend = 2 * 2 * int(config.hidden_size)
         weight = self.causal_lm.get_output_embeddings().weight
-        return float(2 * weight.shape[0] * weight.shape[1])
+        per_layer, uneven = divmod(2 * layer_weights, n_layer)
+        return ModelCounts(parameters=self.num_parameters(), max_context=self.max_context, layers=n_layer, key_flops=0,
+                           query_flops=2 * layer_weights / n_layer if uneven else per_layer, attend_flops=attend,
+                           other_flops=2 * other_weights, output_flops=2 * weight.shape[0] * weight.shape[1])
 
     # -- inside ------------------------------------------------------------------------------------
 
@@ -208,9 +219,9 @@ def check_architecture(cfg: ModelConfig) -> None:
 
 
 def hf_counts(cfg: ModelConfig) -> ModelCounts:
-    """The parameters, window and FLOPs :func:`build_hf` would give ``cfg``, without transformers or a model:
-    :meth:`HFLanguageModel.flops_per_token`'s count (2 x every weight but the embeddings', attention over the
-    keys, the tied output layer). Both architectures have a norm before each sub-layer and after the last;
+    """The parameters, window and FLOPs of the model :func:`build_hf` gives ``cfg``, without transformers or a model:
+    :meth:`HFLanguageModel.counts`'s count (2 x every weight but the embeddings', attention over the keys, the tied
+    output layer). Both architectures have a norm before each sub-layer and after the last;
     GPT-2's projections and norms have biases, Llama's norms are scales and its projections have none."""
     check_architecture(cfg)
     d, inner, positions = cfg.d_model, cfg.d_inner, cfg.max_len or cfg.tgt_len
@@ -348,15 +359,16 @@ def trained_length(source: str) -> int | None:
     return int(value) if value else None
 
 
-def meta_model(source: str) -> HFLanguageModel | None:
-    """The checkpoint's model on the meta device (shapes only, no weights read): for FLOP counts in plans."""
+def checkpoint_counts(source: str) -> ModelCounts | None:
+    """The checkpoint's parameters and FLOPs (:meth:`HFLanguageModel.counts`), from its model on the meta device (shapes
+    only, no weights read): what plans read. None when its config cannot be read or built."""
     if not saved_config(source):
         return None
     transformers = require_transformers()
     try:
         config = transformers.AutoConfig.from_pretrained(source)
         with torch.device("meta"):
-            return HFLanguageModel(transformers.AutoModelForCausalLM.from_config(config))
+            return HFLanguageModel(transformers.AutoModelForCausalLM.from_config(config)).counts()
     except (OSError, ValueError, KeyError):
         return None
 

@@ -41,11 +41,15 @@ class Context:
     """Relative distances beyond clamp_len share one positional embedding; 0 = no clamping."""
 
 
+TRAINING_FLOPS_PER_FORWARD = 3
+"""Forward + backward FLOPs of a training step over its forward FLOPs (the backward is two matmuls per forward one)."""
+
+
 @dataclass(frozen=True)
 class ModelCounts:
-    """What a plan reads of a model before any is built: its size, its window and its forward FLOPs,
-    from its configuration alone (txlab.models.build.count_model; every family's formulas sit beside its
-    model, and a test holds them equal to what the built models report).
+    """A model's size, window and forward FLOPs: the one count of them (:meth:`LanguageModel.counts` for a built model,
+    txlab.models.build.count_model from a configuration alone; each family's formulas sit beside its model, and a test
+    holds the parameters equal to the built models' tensors). FLOPs count a multiply-add as 2.
 
     A token passes through ``layers`` blocks; in each it projects its own key and value once, then as a
     query costs ``query_flops`` plus ``attend_flops`` for every key it attends. Recurrent models and
@@ -66,15 +70,29 @@ class ModelCounts:
     """Per token, outside the layers and the output: an input projection, a final norm."""
     output_flops: float
     """Per scored token: the softmax over the vocabulary (every logit: an upper bound for an adaptive softmax)."""
+    position_key_flops: float = 0
+    """Per layer and relative distance: projecting its position key (the paper's W_{k,R} R; 0 without one). Shared by
+    every query of a chunk, so it is work of the streaming, never of a token (:meth:`recomputed_flops_per_token`)."""
 
     def flops_per_token(self, n_keys: int) -> float:
-        """Forward FLOPs (multiply-add = 2) to predict one token attending ``n_keys`` keys (``LanguageModel.flops_per_token``)."""
+        """Forward FLOPs to predict one token attending ``n_keys`` keys (dense score rows).
+
+        Each token's key/value projection is counted once: the training path's re-projection of the memory at every
+        chunk is overhead of the streaming, counted by :meth:`recomputed_flops_per_token` instead. Training costs
+        :data:`TRAINING_FLOPS_PER_FORWARD` times this (:meth:`training_flops_per_token`)."""
         return float(self.layers * (self.key_flops + self.query_flops + self.attend_flops * n_keys) + self.other_flops + self.output_flops)
 
     def output_flops_per_token(self) -> float:
-        """The softmax's part of :meth:`flops_per_token`, as ``LanguageModel.output_flops_per_token`` (so a plan reads a
-        model counted from its configuration and one loaded on the meta device alike)."""
+        """The softmax's part of :meth:`flops_per_token`: what scoring one hidden state costs."""
         return float(self.output_flops)
+
+    def reading_flops_per_token(self, n_keys: int) -> float:
+        """:meth:`flops_per_token` without the softmax: what reading one token costs, beside scoring it."""
+        return float(self.layers * (self.key_flops + self.query_flops + self.attend_flops * n_keys) + self.other_flops)
+
+    def training_flops_per_token(self, n_keys: int) -> float:
+        """Forward and backward FLOPs of training on one token attending ``n_keys`` keys."""
+        return TRAINING_FLOPS_PER_FORWARD * self.flops_per_token(n_keys)
 
     def window_flops(self, length: int, n_last: int = 1) -> float:
         """Forward FLOPs of reading one window of ``length`` tokens from nothing and scoring its last ``n_last``
@@ -82,6 +100,18 @@ class ModelCounts:
         queries = (self.layers - 1) * length + n_last
         return float(self.layers * length * self.key_flops + queries * (self.query_flops + self.attend_flops * length)
                      + n_last * (self.other_flops + self.output_flops))
+
+    def recomputed_flops_per_token(self, n_mem: int, n_query: int, batch_size: int = 1) -> float:
+        """Forward FLOPs per predicted token that re-derive what an earlier chunk already computed, when a chunk of
+        ``n_query`` tokens per stream (``batch_size`` streams) reads a memory of ``n_mem`` rows.
+
+        The training path spends them in every chunk: each layer re-projects the keys and values of its M memory rows
+        and the position keys of all K + 1 distances. The cached evaluation state does neither once the memory is full
+        (it builds the position keys once per layer), so this is the work it avoids; it is never part of
+        :meth:`flops_per_token`."""
+        memory_keys = n_mem * self.key_flops / n_query
+        position_keys = self.position_key_flops * (n_mem + n_query + 1) / (n_query * batch_size)
+        return float(self.layers * (memory_keys + position_keys))
 
 
 class LMOutput(NamedTuple):
@@ -100,7 +130,7 @@ def check_target_shape(tokens: torch.Tensor, targets: torch.Tensor | None) -> No
 
 
 class LanguageModel(nn.Module):
-    """Base class: subclasses implement ``init_state``, ``forward`` and ``log_prob``."""
+    """Base class: subclasses implement ``init_state``, ``forward``, ``log_prob`` and ``counts``."""
 
     max_context: int | None = None
     """Longest context the model can use at all (vanilla Transformer: its window); None = unbounded."""
@@ -121,17 +151,8 @@ class LanguageModel(nn.Module):
         """Full log-probabilities [*, n_token] for hidden states [*, d]."""
         raise NotImplementedError
 
-    def flops_per_token(self, n_keys: int) -> float:
-        """Analytic forward FLOPs (multiply-add = 2) to predict one token attending ``n_keys`` keys.
-
-        Counts matmuls, attention and the softmax over the vocabulary; RNNs ignore ``n_keys``.
-        Training costs about three times this (forward + backward).
-        """
-        raise NotImplementedError
-
-    def output_flops_per_token(self) -> float:
-        """The part of :meth:`flops_per_token` spent on the softmax over the vocabulary: what scoring one
-        hidden state costs, beside what reading one token costs."""
+    def counts(self) -> ModelCounts:
+        """The model's parameters, window and forward FLOPs: the one count every plan, benchmark and table reads."""
         raise NotImplementedError
 
     def set_context(self, context: Context) -> None:

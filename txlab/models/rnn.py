@@ -107,9 +107,6 @@ class QRNNLayer(nn.Module):
         h = torch.sigmoid(o) * cells
         return h, cells[-1], x_ext[T:].transpose(0, 1)  # x_prev: [B, w-1, d_in]
 
-    def flops_per_token(self) -> int:
-        return 2 * self.linear.in_features * self.linear.out_features
-
 
 class QRNNStack(nn.Module):
     """QRNN layers with locked dropout between them: x [T, B, sizes[0]] -> [T, B, sizes[-1]]."""
@@ -134,9 +131,6 @@ class QRNNStack(nn.Module):
             if i < len(self.layers) - 1:
                 x = self.drop(x)
         return x, tuple(next_state)
-
-    def flops_per_token(self) -> int:
-        return sum(layer.flops_per_token() for layer in self.layers)
 
     @torch.no_grad()
     def add_keep_bias(self, bias: float) -> None:
@@ -174,10 +168,6 @@ class LSTMStack(nn.Module):
         for layer in self.layers:
             layer.bias_ih_l0[layer.hidden_size : 2 * layer.hidden_size] += bias
 
-    def flops_per_token(self) -> int:
-        # Four gates, each a map of [x_t, h_{t-1}] to the hidden size.
-        return sum(2 * 4 * layer.hidden_size * (layer.input_size + layer.hidden_size) for layer in self.layers)
-
 
 def _check_shape(cfg: ModelConfig) -> None:
     if cfg.n_layer < 1:
@@ -197,6 +187,7 @@ class RNNLanguageModel(LanguageModel):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         _check_shape(cfg)
+        self.cfg = cfg
         d_embed = cfg.d_embed or cfg.d_model
         cutoffs = cfg.cutoffs if cfg.adaptive else []
         self.embedding = AdaptiveEmbedding(cfg.n_token, d_embed, cfg.d_model, cutoffs, cfg.div_val, scale=False,
@@ -228,28 +219,22 @@ class RNNLanguageModel(LanguageModel):
         hidden = self.drop(x).transpose(0, 1).contiguous()  # [B, T, E]
         nll = None
         if targets is not None:
-            nll = self.softmax.nll(hidden.view(B * T, -1), targets.reshape(B * T)).view(B, T)
+            nll = self.softmax.nll(hidden.view(B * T, -1), targets.reshape(B * T)).view(B, T)  # [B*T, E], [B*T] -> [B, T]
         return LMOutput(nll, hidden, state)
 
     def log_prob(self, hidden: torch.Tensor) -> torch.Tensor:
         flat = self.softmax.log_prob(hidden.reshape(-1, hidden.shape[-1]))  # [N, V]
         return flat.view(*hidden.shape[:-1], -1)  # [*, V]
 
-    def flops_per_token(self, n_keys: int = 0) -> float:
-        """Matmul FLOPs (multiply-add = 2) of the recurrent layers and the softmax; ``n_keys`` is ignored.
-
-        Not counted: the embedding lookup (a gather; its adaptive projections when div_val > 1),
-        biases and elementwise gate arithmetic.
-        """
-        return float(self.stack.flops_per_token() + self.softmax.flops_per_token())
-
-    def output_flops_per_token(self) -> float:
-        return float(self.softmax.flops_per_token())
+    def counts(self) -> ModelCounts:
+        """:func:`rnn_counts` of the model's configuration."""
+        return rnn_counts(self.cfg)
 
 
 def rnn_counts(cfg: ModelConfig) -> ModelCounts:
-    """The parameters and FLOPs :func:`build_rnn` would give ``cfg``, without building it
-    (:meth:`RNNLanguageModel.flops_per_token`'s count: the recurrent layers' maps and the softmax)."""
+    """The parameters and FLOPs of the model :func:`build_rnn` gives ``cfg``, without building it: the matmuls of the
+    recurrent layers' maps and of the softmax, ``n_keys`` ignored. Not counted: the embedding lookup (a gather; its
+    adaptive projections when div_val > 1), biases and elementwise gate arithmetic."""
     _check_shape(cfg)
     vocabulary = vocabulary_counts(cfg.n_token, cfg.d_embed or cfg.d_model, cfg.d_model, list(cfg.cutoffs) if cfg.adaptive else [], cfg.div_val,
                                    cfg.full_width_proj, cfg.tie_weight, cfg.tie_projs)

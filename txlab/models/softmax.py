@@ -82,7 +82,8 @@ class VocabularyCounts:
     input_flops: int
     """The input side's projection of one token (the first projected cluster's, as TransformerXL counts it; 0 without one)."""
     output_flops: int
-    """Every output logit of one hidden state (:meth:`AdaptiveLogSoftmax.flops_per_token`)."""
+    """Every output logit of one hidden state: what :meth:`AdaptiveLogSoftmax.log_prob` computes; with tail clusters an
+    upper bound on :meth:`AdaptiveLogSoftmax.nll`, which evaluates a tail only for the tokens that fall into it."""
 
 
 def vocabulary_counts(n_token: int, d_embed: int, d_proj: int, cutoffs: list[int], div_val: int, full_width_proj: bool,
@@ -234,17 +235,6 @@ class AdaptiveLogSoftmax(nn.Module):
                 self.out_layers[i].weight = embedding.emb_layers[i].weight
             if proj and self.out_projs[i] is not None:
                 self.out_projs[i] = embedding.emb_projs[i]
-
-    def flops_per_token(self) -> int:
-        """Matmul FLOPs (2 per multiply-add) of every output logit for one hidden state.
-
-        That is what :meth:`log_prob` computes; with tail clusters it is an upper bound on
-        :meth:`nll`, which evaluates a tail only for the tokens that fall into it.
-        """
-        flops = 2 * self.cluster_weight.numel() if self.n_tail else 0
-        for layer, proj in zip(self.out_layers, self.out_projs):
-            flops += 2 * layer.weight.numel() + (2 * proj.numel() if proj is not None else 0)
-        return flops
 
     def _cluster_logits(self, i: int, hidden: torch.Tensor) -> torch.Tensor:
         """Logits of cluster i (the head includes the cluster tokens) for hidden [N, d_proj]."""

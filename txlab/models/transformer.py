@@ -13,12 +13,11 @@ chunks, oldest first) followed by the current inputs; the last T rows are the qu
 window, key j sits at position j and query i at position M + i, so the distance from query i to key j
 is M + i - j (0 for the query itself, negative for future keys, which are masked).
 
-The file reads top down like the paper: the interfaces (the memory, the positional inputs each
-scheme's attention takes, the score terms), the paper's pieces (sinusoids, relative distances, the
-mask, the memory update of segment-level recurrence), the three attention variants (one per
-positional scheme, each defining its score in one method, :meth:`MultiHeadAttention.score_terms`),
-the position-wise feed-forward and a layer (:class:`Block`), and the language model that stacks them.
-The kernels attention runs on live in :mod:`txlab.models.kernels`.
+The file reads top down like the paper: the memory and its update (segment-level recurrence,
+Sec. 3.2), the position-wise feed-forward and a layer (:class:`Block`), and the language model that
+stacks them. Attention itself (the positional inputs each scheme takes, the paper's score terms
+(a)-(d), sinusoids, relative distances, the mask, and one attention class per positional scheme) is in
+:mod:`txlab.models.attention`; the kernels it runs on in :mod:`txlab.models.kernels`.
 
 A layer is one computation for training and evaluation alike (:meth:`Block.forward`); the two
 differ only in the layer's memory object, which says where the keys and values of the memory rows
@@ -31,17 +30,13 @@ position keys are computed once per layer, not once per chunk (:class:`~txlab.mo
 ``TransformerXL.set_eval_cache(False)`` evaluates on the training path instead.
 
 For analysis, :func:`capture_attention` makes every layer also record its attention probabilities
-and the paper's score terms (a)-(d) separately (:class:`AttentionRecord`); it is off by default.
+and the paper's score terms (a)-(d) separately (:class:`~txlab.models.attention.AttentionRecord`); it
+is off by default.
 
-Positional schemes (``ModelConfig.pos_enc``):
-
-- ``ours``: the paper's four-term relative attention (Sec. 3.3) with the fixed sinusoid R of the
-  distance, a separate key projection W_{k,R} (``r_net``) and the global content and position
-  biases u and v (:class:`RelativeSinusoidPositions`).
-- ``shaw``: Shaw et al. (2018): a learned embedding per distance, per layer; terms (a) and (b)
-  (:class:`LearnedRelativePositions`).
-- ``vaswani``: the absolute sinusoid added to the embedding output (first layer only).
-- ``alrfou``: learned absolute embeddings added to the input of every layer.
+Positional schemes (``ModelConfig.pos_enc``), each with its attention class in :mod:`txlab.models.attention`:
+``ours`` (the paper's relative attention, with u and v kept here as ``u`` and ``v``), ``shaw`` (Shaw et
+al.'s learned relative embeddings), ``vaswani`` (the absolute sinusoid added to the embedding output,
+first layer only) and ``alrfou`` (learned absolute embeddings added to the input of every layer).
 
 For the two absolute schemes in the Transformer-XL family the position of a key is its distance
 from the newest token of the window (K-1 for the oldest memory row, 0 for the last current token),
@@ -55,125 +50,37 @@ prediction does not depend on how many tokens follow it.
 
 from __future__ import annotations
 
-import functools
-import math
-import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
+from txlab.models.attention import (
+    AbsoluteAttention,
+    AttentionRecord,
+    LearnedRelativeAttention,
+    LearnedRelativePositions,
+    MultiHeadAttention,
+    Positions,
+    RelativeSinusoidAttention,
+    RelativeSinusoidPositions,
+    attention_mask,
+    relative_distances,
+    sinusoid,
+)
 from txlab.models.eval_cache import CachedLayerMemory, CachedMemory, Tables, kept_memory_rows, weights_signature
 from txlab.models.interface import Context, LanguageModel, LMOutput, ModelCounts, check_target_shape
-from txlab.models.kernels import ATTENTION_KERNELS, Dropout, choose_kernel, matmul_shared_keys, rel_shift
+from txlab.models.kernels import ATTENTION_KERNELS, Dropout
 from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, vocabulary_counts
 
 # --------------------------------------------------------------------------------------------------
-# Interfaces: the memory, the positional inputs of attention, the score terms
+# The memory and its update (segment-level recurrence, Sec. 3.2)
 
 Memory = list[torch.Tensor]
 """Transformer-XL state: per layer, the last (up to mem_len) inputs of that layer, [B, M, d]."""
-
-
-@dataclass(frozen=True)
-class RelativeSinusoidPositions:
-    """What the paper's relative attention (Sec. 3.3) needs besides its window, for one layer and chunk.
-
-    ``content_bias_u`` is the paper's u and ``position_bias_v`` its v: learned vectors that replace
-    the query in the terms (c) u . k_j and (d) v . W_{k,R} R_{i-j}, the same for every query position.
-    """
-
-    content_bias_u: torch.Tensor
-    """u [H, Dh], the global content bias of term (c)."""
-    position_bias_v: torch.Tensor
-    """v [H, Dh], the global position bias of term (d)."""
-    position_keys: torch.Tensor
-    """W_{k,R} R for every distance of :func:`relative_distances`, laid out for a matmul: [H, Dh, K+1]
-    (:meth:`RelativeSinusoidAttention.position_keys`)."""
-
-
-@dataclass(frozen=True)
-class LearnedRelativePositions:
-    """What Shaw et al.'s relative attention needs besides its window, for one layer and chunk."""
-
-    position_keys: torch.Tensor
-    """The learned embedding E of every distance of :func:`relative_distances`, laid out for a matmul:
-    [H, Dh, K+1] (:meth:`LearnedRelativeAttention.position_keys`)."""
-
-
-Positions = RelativeSinusoidPositions | LearnedRelativePositions | None
-"""A layer's positional inputs; None for the absolute schemes, whose positions are added to the window."""
-
-SCORE_TERMS = {"a": "content-content", "b": "content-position", "c": "global content bias", "d": "global position bias"}
-"""The paper's four terms of the relative attention score (Sec. 3.3), by their letters."""
-
-
-class ScoreTerm(NamedTuple):
-    """One term of an attention score: a query-side vector dotted with every key of the window, or with the
-    position key of every distance (the paper's W_{k,R} R_{i-j}, Shaw et al.'s E_{i-j})."""
-
-    vector: torch.Tensor
-    """[B, T, H, Dh], one per query (the query itself), or [H, Dh], the same for every query (the global bias u or v)."""
-    positional: bool
-    """Whether it is dotted with the position keys (by distance) rather than with the keys."""
-
-
-class AttentionRecord(NamedTuple):
-    """What one attention layer computed for one chunk, recorded under :func:`capture_attention`."""
-
-    probs: torch.Tensor
-    """[B, H, T, K] attention probabilities over the window's keys (before attention dropout)."""
-    scores: torch.Tensor
-    """[B, H, T, K] the scores they are the softmax of, mask included (-inf at keys a query may not see)."""
-    terms: dict[str, torch.Tensor]
-    """The scheme's separate score terms (letters of :data:`SCORE_TERMS`), each [B, H, T, K], scaled like
-    the score and unmasked: the terms plus ``mask`` add up to ``scores`` (entries of masked keys are
-    meaningless). Empty for absolute positions, whose scores mix content and position in one product."""
-    mask: torch.Tensor
-    """[T, K] the additive mask: 0 where query i may attend key j, -inf elsewhere."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Positions, masks and the memory update
-
-
-def sinusoid(positions: torch.Tensor, d: int) -> torch.Tensor:
-    """The Vaswani et al. sinusoid table: positions [P] -> [P, d] (sines first, then cosines)."""
-    inv_freq = 1.0 / 10000 ** (torch.arange(0, d, 2, device=positions.device, dtype=positions.dtype) / d)
-    angles = torch.outer(positions, inv_freq)  # [P, ceil(d/2)]
-    return torch.cat([angles.sin(), angles.cos()], dim=-1)[:, :d]  # [P, d]
-
-
-def relative_distances(n_keys: int, clamp_len: int, device: torch.device | None = None) -> torch.Tensor:
-    """Distances K-1, K-2, ..., 0, -1 [K+1] (the layout ``rel_shift`` expects), clamped above.
-
-    The extra distance -1 belongs to a future key, always masked; it gives every score row K+1
-    columns, which lets :func:`rel_shift` be a view (no padding copy).
-    """
-    distances = torch.arange(n_keys - 1, -2, -1, device=device)  # [K+1]
-    return distances.clamp(max=clamp_len) if clamp_len > 0 else distances
-
-
-def attention_mask(n_query: int, n_mem: int, same_length_window: int, dtype: torch.dtype, device=None) -> torch.Tensor:
-    """Additive mask [T, K]: 0 where query i may attend key j, -inf elsewhere.
-
-    Causal over the window (j <= M+i). With ``same_length_window`` = w > 0, query i also ignores
-    keys at distance >= w, so every query attends its own token and the w-1 before it (fewer only
-    while less history exists) -- the reference code's ``same_length`` mask with w = mem_len.
-    """
-    n_keys = n_mem + n_query
-    query_pos = torch.arange(n_mem, n_keys, device=device)[:, None]  # [T, 1]
-    key_pos = torch.arange(n_keys, device=device)[None, :]  # [1, K]
-    allowed = key_pos <= query_pos  # [T, K]
-    if same_length_window > 0:
-        allowed &= key_pos > query_pos - same_length_window
-    return torch.zeros(n_query, n_keys, dtype=dtype, device=device).masked_fill_(~allowed, float("-inf"))
 
 
 def update_memory(memory: torch.Tensor, inputs: torch.Tensor, mem_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -223,196 +130,6 @@ class RecomputedMemory:
 
 LayerMemory = RecomputedMemory | CachedLayerMemory
 """Where a layer's window and its keys and values come from: recomputed (training), or cached (evaluation)."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Attention: one layer's computation, three ways to add positional information
-
-
-def _summed(vectors: list[torch.Tensor]) -> torch.Tensor | None:
-    """The sum of ``vectors`` (broadcast), the first itself when alone; None for none."""
-    return functools.reduce(operator.add, vectors) if vectors else None
-
-
-class MultiHeadAttention(nn.Module):
-    """Multi-head attention of a chunk's rows over the layer's window [memory ; chunk], plus residual and layer norm.
-
-    :class:`Block` projects the rows (:meth:`norm`, :meth:`queries`, :meth:`keys_values`) and calls this module with
-    the queries and the window's keys and values (:meth:`forward`). Subclasses say what the score is, in one
-    place, :meth:`score_terms`: the score of query i and key j as a sum of terms, each a query-side vector dotted
-    with key j or with the position key of the distance i - j. Training, inference and :func:`capture_attention`
-    all read that one definition: the kernels take its terms as one product with the keys and one with the
-    position keys (:meth:`score`), and a record is computed from the same two (and each term alone through the
-    same products). The scaled dot product, the mask, softmax, attention dropout and weighted sum run in one of
-    the kernels of :mod:`txlab.models.kernels`, which all compute the same attention. Projections have no biases,
-    as in the reference code.
-    """
-
-    terms: tuple[str, ...] = ()
-    """Letters of :data:`SCORE_TERMS` a record holds separately (none for absolute positions)."""
-
-    records: list[AttentionRecord] | None = None
-    """Set by :func:`capture_attention`: where each forward call appends its record; None records nothing."""
-
-    attn_kernel: str = "auto"
-    """The attention kernel (``ModelConfig.attn_kernel``, :data:`~txlab.models.kernels.ATTENTION_KERNELS`; ``auto``:
-    :data:`~txlab.models.kernels.AUTO_KERNEL`)."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.n_head, self.d_head = cfg.n_head, cfg.d_head
-        self.inner = cfg.n_head * cfg.d_head
-        self.qkv_net = nn.Linear(cfg.d_model, 3 * self.inner, bias=False)
-        self.o_net = nn.Linear(self.inner, cfg.d_model, bias=False)
-        self.layer_norm = nn.LayerNorm(cfg.d_model)
-        self.drop = Dropout(cfg.dropout)
-        self.dropatt = cfg.dropatt
-        self.pre_lnorm = cfg.pre_lnorm
-        self.scale = 1.0 / math.sqrt(cfg.d_head)
-        self.attn_kernel = cfg.attn_kernel
-
-    def forward(self, current: torch.Tensor, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-                positions: Positions = None) -> torch.Tensor:
-        """The sub-layer's output [B, T, d]: queries ``q`` [B, T, H*Dh] attend over the window's ``keys`` and ``values``
-        [B, H, K, Dh] (any strides) with the score of :meth:`score_terms` and ``mask`` [T, K], on the kernel
-        :func:`~txlab.models.kernels.choose_kernel` picks from :attr:`attn_kernel`; then the output projection and
-        the residual ``current`` [B, T, d] (post-LN: normalised)."""
-        batch, n_query, _ = q.shape
-        q = q.view(batch, n_query, self.n_head, self.d_head)  # [B, T, H, Dh]
-        gradients = torch.is_grad_enabled()
-        dropatt = self.dropatt if self.training else 0.0
-        kernel = choose_kernel(self.attn_kernel, relative=positions is not None, gradients=gradients, dropatt=dropatt)
-        terms = self.score_terms(q, positions)
-        content_q, by_distance = self.score(terms, positions, shared_keys=not gradients)
-        if self.records is not None:
-            self.records.append(self._record(terms, content_q, by_distance, keys, mask, positions))
-        attend = ATTENTION_KERNELS[kernel]
-        attn = attend(content_q.transpose(1, 2), keys, values, by_distance, mask, self.scale, dropatt)  # q [B, H, T, Dh] -> [B, H, T, Dh]
-        attn = attn.transpose(1, 2).reshape(batch, n_query, self.inner)  # [B, H, T, Dh] -> [B, T, H*Dh]
-        out = self.drop(self.o_net(attn))
-        return current + out if self.pre_lnorm else self.layer_norm(current + out)
-
-    def norm(self, x: torch.Tensor) -> torch.Tensor:
-        """What the sub-layer projects of rows ``x``: LN(x) with pre-LN, else x itself (post-LN normalises its output)."""
-        return self.layer_norm(x) if self.pre_lnorm else x
-
-    def queries(self, x: torch.Tensor) -> torch.Tensor:
-        """Queries [B, R, H*Dh] of normalised rows ``x`` [B, R, d] (:meth:`norm`)."""
-        return F.linear(x, self.qkv_net.weight[: self.inner])
-
-    def keys_values(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values [B, H, R, Dh] (views, head-major) of normalised rows ``x`` [B, R, d] (:meth:`norm`)."""
-        kv = F.linear(x, self.qkv_net.weight[self.inner :])  # [B, R, 2*H*Dh]
-        keys, values = kv.view(kv.size(0), kv.size(1), 2, self.n_head, self.d_head).unbind(2)  # [B, R, H, Dh] each
-        return keys.transpose(1, 2), values.transpose(1, 2)
-
-    def score_terms(self, q: torch.Tensor, positions: Positions) -> dict[str, ScoreTerm]:
-        """The score of query i and key j, term by term, for queries ``q`` [B, T, H, Dh] (the scheme's definition)."""
-        raise NotImplementedError
-
-    def score(self, terms: dict[str, ScoreTerm], positions: Positions, shared_keys: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """What the kernels take of the score ``terms``: the content query [B, T, H, Dh], the sum of the vectors
-        dotted with the keys (the kernel multiplies it by them, scaled), and the scaled position scores by distance
-        [B, H, T, K+1], the sum of the vectors dotted with the position keys, multiplied by them once (a new
-        tensor; None without positional terms). ``shared_keys``: by the position keys one batch row at a time
-        (:func:`~txlab.models.kernels.matmul_shared_keys`, without autograd), not by a broadcast product."""
-        content_q = _summed([term.vector for term in terms.values() if not term.positional])
-        position_q = _summed([term.vector for term in terms.values() if term.positional])
-        if position_q is None:
-            return content_q, None
-        matmul = matmul_shared_keys if shared_keys else torch.matmul
-        return content_q, matmul((position_q * self.scale).transpose(1, 2), positions.position_keys)  # [B, H, T, K+1]
-
-    @torch.no_grad()
-    def _record(self, terms: dict[str, ScoreTerm], content_q: torch.Tensor, by_distance: torch.Tensor | None, keys: torch.Tensor,
-                mask: torch.Tensor, positions: Positions) -> AttentionRecord:
-        """What the kernel computes from the score it was given, observed beside it: the scores and probabilities from
-        that content query and those position scores, and the terms :attr:`terms` alone through the same products.
-        The kernel itself is left alone, so recording changes no output."""
-        bias = mask if by_distance is None else mask + rel_shift(by_distance)  # [T, K] or [B, H, T, K]
-        scores = torch.matmul(content_q.transpose(1, 2), keys.transpose(-1, -2)) * self.scale + bias  # [B, H, T, K]
-        alone = {name: self._term_scores(terms[name], keys, positions, scores.shape) for name in self.terms}
-        return AttentionRecord(scores.softmax(-1), scores, alone, mask)
-
-    def _term_scores(self, term: ScoreTerm, keys: torch.Tensor, positions: Positions, shape: torch.Size) -> torch.Tensor:
-        """One term's scaled, unmasked scores [B, H, T, K] alone: the product :meth:`score` sums it into."""
-        if term.vector.dim() == 4:
-            vector = term.vector.transpose(1, 2)  # [B, T, H, Dh] -> [B, H, T, Dh]
-        else:  # the same for every query: one row against the keys, but one per query against the distances, which
-            # rel_shift re-indexes row by row
-            vector = term.vector[:, None, :].expand(-1, shape[2] if term.positional else 1, -1)  # [H, Dh] -> [H, 1 or T, Dh]
-        vector = vector * self.scale
-        if term.positional:
-            return rel_shift(torch.matmul(vector, positions.position_keys)).expand(shape)  # [.., T, K+1] -> [.., T, K]
-        return torch.matmul(vector, keys.transpose(-1, -2)).expand(shape)  # [.., T or 1, K]
-
-
-class AbsoluteAttention(MultiHeadAttention):
-    """Plain causal scaled dot-product attention. The positions live in the inputs, so the score is one product
-    that mixes content and position, and a record holds no separate terms."""
-
-    def score_terms(self, q, positions: None):
-        """q_i . k_j, query and key projected from inputs that carry their positions."""
-        return {"q.k": ScoreTerm(q, positional=False)}
-
-
-class RelativeSinusoidAttention(MultiHeadAttention):
-    """The paper's relative attention (Sec. 3.3): the fixed sinusoid R of the distance, its own key projection
-    W_{k,R} (``r_net``, separate from the content keys'), and the global biases u and v, which arrive in
-    :class:`RelativeSinusoidPositions`.
-    """
-
-    terms = ("a", "b", "c", "d")
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
-        self.r_net = nn.Linear(cfg.d_model, cfg.n_head * cfg.d_head, bias=False)
-
-    def position_keys(self, r: torch.Tensor) -> torch.Tensor:
-        """W_{k,R} R for every distance of r, the sinusoids of :func:`relative_distances` [K+1, d],
-        laid out for a matmul: [H, Dh, K+1]."""
-        return self.r_net(r).view(-1, self.n_head, self.d_head).permute(1, 2, 0)  # [K+1, H, Dh] -> [H, Dh, K+1]
-
-    def score_terms(self, q, positions: RelativeSinusoidPositions):
-        """The paper's score of query i and key j, term by term:
-
-            (a) q_i . k_j    (b) q_i . W_{k,R} R_{i-j}    (c) u . k_j    (d) v . W_{k,R} R_{i-j}
-
-        The kernels compute it as two products, (a) + (c) = (q_i + u) . k_j and (b) + (d) = (q_i + v) . W_{k,R} R_{i-j},
-        the second for all K+1 distances at once and re-indexed by :func:`~txlab.models.kernels.rel_shift`.
-        """
-        return {
-            "a": ScoreTerm(q, positional=False),
-            "b": ScoreTerm(q, positional=True),
-            "c": ScoreTerm(positions.content_bias_u, positional=False),
-            "d": ScoreTerm(positions.position_bias_v, positional=True),
-        }
-
-
-class LearnedRelativeAttention(MultiHeadAttention):
-    """Shaw et al. (2018): a learned embedding E per distance, per layer and head.
-
-    E has one row per distance 0 .. n_dist-1; longer distances share the last row (and, at
-    evaluation, distances beyond clamp_len share the row of clamp_len). There are no global biases,
-    so the score has no terms (c) and (d).
-    """
-
-    terms = ("a", "b")
-
-    def __init__(self, cfg: ModelConfig, n_dist: int):
-        super().__init__(cfg)
-        self.rel_emb = nn.Parameter(torch.empty(n_dist, cfg.n_head, cfg.d_head))
-        nn.init.normal_(self.rel_emb, std=0.02)
-
-    def position_keys(self, distances: torch.Tensor) -> torch.Tensor:
-        """E for every distance of :func:`relative_distances` [K+1] (clamped by clamp_len, not yet by
-        the table), laid out for a matmul: [H, Dh, K+1]."""
-        rows = distances.clamp(0, self.rel_emb.size(0) - 1)  # [K+1]
-        return self.rel_emb[rows].permute(1, 2, 0)  # [K+1, H, Dh] (a gather of K+1 rows, not of K*T pairs) -> [H, Dh, K+1]
-
-    def score_terms(self, q, positions: LearnedRelativePositions):
-        """(a) q_i . k_j    (b) q_i . E_{i-j}"""
-        return {"a": ScoreTerm(q, positional=False), "b": ScoreTerm(q, positional=True)}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -568,11 +285,11 @@ class TransformerXL(LanguageModel):
         nll = None
         if targets is not None:
             d = hidden.size(-1)
-            nll = self.crit.nll(hidden.reshape(-1, d), targets.reshape(-1)).view(targets.shape)  # [B, T]
+            nll = self.crit.nll(hidden.reshape(-1, d), targets.reshape(-1)).view(targets.shape)  # [B*T, d], [B*T] -> [B, T]
         return LMOutput(nll, hidden, new_state)
 
     def log_prob(self, hidden: torch.Tensor) -> torch.Tensor:
-        lp = self.crit.log_prob(hidden.reshape(-1, hidden.size(-1)))  # [N, V]
+        lp = self.crit.log_prob(hidden.reshape(-1, hidden.size(-1)))  # [*, d] -> [N, d] -> [N, V]
         return lp.view(*hidden.shape[:-1], -1)  # [*, V]
 
     def window_last_nll(self, windows: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -582,7 +299,7 @@ class TransformerXL(LanguageModel):
         the last layer, the output dropout and the softmax run only for the last position: this is
         the vanilla Transformer's sliding-window evaluation (one prediction per window).
         """
-        return self.window_tail_nll(windows, targets[:, None])[:, 0]
+        return self.window_tail_nll(windows, targets[:, None])[:, 0]  # targets [N] -> [N, 1]; NLL [N, 1] -> [N]
 
     def window_tail_nll(self, windows: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """NLL [N, s] of ``targets`` [N, s] at the last s positions of each window [N, L], read from an empty memory.
@@ -592,7 +309,7 @@ class TransformerXL(LanguageModel):
         and score their last s predictions (each from L-s+1 to L tokens of context).
         """
         hidden, _ = self._hidden(windows, self.init_state(windows.size(0)), keep=0, n_last=targets.size(1))
-        return self.crit.nll(hidden.reshape(-1, hidden.size(-1)), targets.reshape(-1)).view(targets.shape)
+        return self.crit.nll(hidden.reshape(-1, hidden.size(-1)), targets.reshape(-1)).view(targets.shape)  # [N*s, d], [N*s] -> [N, s]
 
     @property
     def carries_state(self) -> bool:
@@ -729,69 +446,16 @@ class TransformerXL(LanguageModel):
         attn = self.blocks[layer].attn
 
         def build(n: int) -> torch.Tensor:  # [2, 1, H, n, Dh]
-            return torch.stack(attn.keys_values(self._absolute_position_rows(layer, n, dtype)[None]))
+            return torch.stack(attn.keys_values(self._absolute_position_rows(layer, n, dtype)[None]))  # rows [n, d] -> [1, n, d]
 
-        keys, values = tables.last_rows(("pos_kv", layer, self.context.clamp_len, dtype), n_keys, room, build, dim=-2).unbind(0)
+        keys, values = tables.last_rows(("pos_kv", layer, self.context.clamp_len, dtype), n_keys, room, build, dim=-2).unbind(0)  # [2, 1, H, K, Dh] -> [1, H, K, Dh] each
         return keys, values
 
-    # -- FLOP counts -------------------------------------------------------------------------------
+    # -- counts --------------------------------------------------------------------------------------
 
-    def _flops_kv_per_key(self) -> int:
-        return 2 * self.cfg.d_model * 2 * self.cfg.n_head * self.cfg.d_head
-
-    def _flops_per_query(self, n_keys: int) -> int:
-        """One layer, one query: q and output projections, scores, weighted sum, feed-forward."""
-        c = self.cfg
-        inner = c.n_head * c.d_head
-        n_score_terms = 2 if self.pos_enc in ("ours", "shaw") else 1  # (a)+(c), and (b)+(d)
-        return (
-            2 * c.d_model * inner * 2  # q and o projections
-            + 2 * inner * n_keys * n_score_terms  # score matmuls
-            + 2 * inner * n_keys  # probabilities x values
-            + 2 * 2 * c.d_model * c.d_inner  # feed-forward
-        )
-
-    def _flops_io(self) -> int:
-        """Input projection of the head cluster, and the output layer over the whole vocabulary
-        (an upper bound for an adaptive softmax, which evaluates a tail only for its own tokens)."""
-        emb_projs = [p for p in self.word_emb.emb_projs if p is not None]
-        return (2 * emb_projs[0].numel() if emb_projs else 0) + self.crit.flops_per_token()
-
-    def flops_per_token(self, n_keys: int) -> float:
-        """Forward FLOPs per predicted token whose queries see ``n_keys`` keys (dense score rows).
-
-        Each token's key/value projection is counted once: the recomputation of the memory's
-        keys and values at every chunk is overhead of the streaming and is not counted, nor is
-        ``r_net`` (applied once per chunk to K+1 distances and shared by every query of the batch).
-        :meth:`recomputed_flops_per_token` counts that overhead, which the cached evaluation path avoids.
-        """
-        per_layer = self._flops_kv_per_key() + self._flops_per_query(n_keys)
-        return float(self.cfg.n_layer * per_layer + self._flops_io())
-
-    def output_flops_per_token(self) -> float:
-        return float(self.crit.flops_per_token())
-
-    def recomputed_flops_per_token(self, n_mem: int, n_query: int, batch_size: int = 1) -> float:
-        """Forward FLOPs per predicted token that re-derive what an earlier chunk already computed, when a
-        chunk of ``n_query`` tokens per stream (``batch_size`` streams) reads a memory of ``n_mem`` rows.
-
-        The training path spends them in every chunk: each layer re-projects the keys and values of its
-        M memory rows, and (``ours``) applies ``r_net`` to all K + 1 sinusoids. The cached evaluation path
-        (:class:`CachedMemory`) does neither once the memory is full (it builds the position keys once per
-        layer), so this is the work it avoids; it is never part of :meth:`flops_per_token`.
-        """
-        c = self.cfg
-        memory_kv = n_mem * self._flops_kv_per_key() / n_query
-        position_keys = 2 * c.d_model * c.n_head * c.d_head * (n_mem + n_query + 1) / (n_query * batch_size) if self.pos_enc == "ours" else 0
-        return float(c.n_layer * (memory_kv + position_keys))
-
-    def window_flops(self, length: int, n_last: int = 1) -> float:
-        """Forward FLOPs of one window of :meth:`window_last_nll` (all rows but one query in the last layer),
-        or of :meth:`window_tail_nll` scoring its last ``n_last`` positions."""
-        n_layer = self.cfg.n_layer
-        kv = n_layer * length * self._flops_kv_per_key()
-        queries = ((n_layer - 1) * length + n_last) * self._flops_per_query(length)
-        return float(kv + queries + n_last * self._flops_io())
+    def counts(self) -> ModelCounts:
+        """:func:`transformer_counts` of the model's configuration."""
+        return transformer_counts(self.cfg)
 
     # -- evaluation with a cached state -------------------------------------------------------------
 
@@ -896,8 +560,14 @@ def check_vanilla_encoding(cfg: ModelConfig) -> None:
 
 
 def transformer_counts(cfg: ModelConfig) -> ModelCounts:
-    """The parameters, window and FLOPs :func:`build_transformer` would give ``cfg``, without building it
-    (:meth:`TransformerXL.flops_per_token`'s count: every score term, the feed-forward, the first input projection)."""
+    """The parameters, window and FLOPs of the model :func:`build_transformer` gives ``cfg``, without building it.
+
+    Per layer and token: the key and value projections; per query: the q and output projections and the
+    feed-forward; per key attended: the score products ((a)+(c) and (b)+(d) for the relative schemes, one for the
+    absolute ones) and the weighted sum. Outside the layers: the first input projection, and the output layer over the
+    whole vocabulary (an upper bound for an adaptive softmax, which evaluates a tail only for its own tokens). Not per
+    token: ``r_net`` (``ours``), applied once per chunk to the K + 1 distances and shared by every query of the batch.
+    """
     check_vanilla_encoding(cfg)
     model_class = VanillaTransformer if cfg.family == "vanilla" else TransformerXL
     n_pos = cfg.max_len or model_class._default_max_len(cfg)
@@ -917,6 +587,7 @@ def transformer_counts(cfg: ModelConfig) -> ModelCounts:
         attend_flops=2 * inner * n_score_terms + 2 * inner,
         other_flops=vocabulary.input_flops,
         output_flops=vocabulary.output_flops,
+        position_key_flops=2 * d * inner if cfg.pos_enc == "ours" else 0,
     )
 
 

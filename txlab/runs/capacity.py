@@ -15,7 +15,8 @@ What the bound counts, in float32 (the activations in 2 bytes under bf16 or fp16
   hidden states every layer keeps (segment and memory), and one segment's logits (the full
   vocabulary unless the softmax is adaptive);
 - LSTM / QRNN: every layer's gate activations over the segment (training) or one layer's (evaluation);
-- training also holds the parameters four times (weights, gradients, Adam's two moments).
+- the parameters (the model's count, txlab.models.build.count_model), in training four times (weights, gradients,
+  Adam's two moments).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 
 from txlab.config import ModelConfig
 from txlab.errors import TxlabError
+from txlab.models.build import count_model
 
 GIB = 2**30
 FLOAT_BYTES = 4
@@ -37,18 +39,6 @@ def machine_memory(device: str | torch.device) -> int:
     if target.type == "cuda" and torch.cuda.is_available():
         return torch.cuda.get_device_properties(target).total_memory
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def parameter_count(cfg: ModelConfig) -> int:
-    """Parameters of the dominant matrices (embeddings, attention or recurrent weights, feed-forward): a lower bound."""
-    d_embed = cfg.d_embed or cfg.d_model
-    embedding = cfg.n_token * (d_embed if not cfg.adaptive else max(d_embed // cfg.div_val ** len(cfg.cutoffs), 1))
-    if cfg.family in ("lstm", "qrnn"):
-        if cfg.family == "lstm":
-            return embedding + cfg.n_layer * 4 * cfg.d_inner * (cfg.d_model + cfg.d_inner)
-        return embedding + 3 * cfg.d_inner * cfg.d_model * cfg.qrnn_window + (cfg.n_layer - 1) * 3 * cfg.d_inner * cfg.d_inner
-    attention = 4 * cfg.d_model * cfg.n_head * cfg.d_head
-    return embedding + cfg.n_layer * (attention + 2 * cfg.d_model * cfg.d_inner)
 
 
 def step_bytes(cfg: ModelConfig, rows: int, tgt_len: int, mem_len: int, *, training: bool, precision: str = "fp32") -> int:
@@ -66,7 +56,7 @@ def step_bytes(cfg: ModelConfig, rows: int, tgt_len: int, mem_len: int, *, train
             scores = tgt_len * keys
         hidden = (cfg.n_layer + 1) * rows * keys * cfg.d_model
         activations = scores + hidden
-    weights = parameter_count(cfg) * (4 if training else 1)
+    weights = count_model(cfg).parameters * (4 if training else 1)
     activation_bytes = FLOAT_BYTES if precision == "fp32" else FLOAT_BYTES // 2
     return FLOAT_BYTES * (logits + weights) + activation_bytes * activations
 

@@ -34,9 +34,9 @@ from txlab.data.vocab import Vocab
 from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.fileio import DamagedFile, read_back, read_json, write_json_atomic
-from txlab.models.build import build_model
+from txlab.models.build import build_model, count_model
 from txlab.models.interface import LanguageModel
-from txlab.runs.capacity import FLOAT_BYTES, GIB, machine_memory, parameter_count
+from txlab.runs.capacity import FLOAT_BYTES, GIB, machine_memory
 
 CHECKPOINT_DIR = "checkpoint"
 WEIGHTS, META, TRAIN_STATE, VOCAB = "model.safetensors", "meta.json", "train_state.pt", "vocab.json"
@@ -275,8 +275,8 @@ def _under_saved_names(model: LanguageModel, tensors: dict[str, torch.Tensor], w
 def _check_model_fits(cfg: RunConfig, directory: Path) -> None:
     """Refuse, before it is built, a model whose parameters alone would not fit in memory: meta.json's
     config decides the size (a forged d_model of 10^8 would otherwise be allocated before the weights
-    are read). The count is capacity's lower bound, so no real checkpoint is refused."""
-    needed = parameter_count(cfg.model) * FLOAT_BYTES
+    are read). The model's own count (txlab.models.build.count_model), so no real checkpoint is refused."""
+    needed = count_model(cfg.model).parameters * FLOAT_BYTES
     if needed > machine_memory("cpu"):
         raise DamagedFile(directory / META, f"its config describes a model of at least {needed / GIB:,.1f} GiB, more than this machine's "
                           f"{machine_memory('cpu') / GIB:,.1f} GiB of memory", _remedy(directory))

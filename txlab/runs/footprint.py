@@ -26,6 +26,7 @@ from txlab.config import ModelConfig, RunConfig, update_dataclass
 from txlab.errors import TxlabError
 from txlab.models.build import build_model
 from txlab.models.interface import Context
+from txlab.runs.capacity import FLOAT_BYTES
 from txlab.runs.evaluate import segment_loss
 
 MIB = 2**20
@@ -73,8 +74,7 @@ def _cpu_step_bytes(cfg: RunConfig, model_cfg: ModelConfig, batch_rows: int) -> 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = model(tokens, state, tokens)
         segment_loss(out.nll, cfg.train.loss)
-    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return 4 * parameter_bytes + _bytes_of(state_tensors) + sum(saved.values())
+    return 4 * model.num_parameters() * FLOAT_BYTES + _bytes_of(state_tensors) + sum(saved.values())  # weights, gradients, Adam's moments
 
 
 def _cuda_step_bytes(cfg: RunConfig, model_cfg: ModelConfig, batch_rows: int, device: torch.device) -> int:

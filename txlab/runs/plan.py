@@ -20,7 +20,7 @@ from txlab.data import synthetic
 from txlab.data.registry import TEXT_CORPUS
 from txlab.data.textdata import text_token_counts
 from txlab.models.build import count_model
-from txlab.models.interface import ModelCounts
+from txlab.models.interface import TRAINING_FLOPS_PER_FORWARD, ModelCounts
 from txlab.presets import PAPER_SPLIT_TOKENS, SIZES, resolve_preset
 from txlab.runs.checkpoint import has_checkpoint, read_meta
 from txlab.runs.evaluate import evaluation_context
@@ -47,10 +47,6 @@ PROBES = 5
 
 LONG_S = 3600.0
 """Beyond this estimate on a CPU a plan names settings that finish in minutes."""
-
-TRAINING_FLOPS_PER_FORWARD = 3
-"""Forward + backward FLOPs of a training step over its forward FLOPs (the backward is two matmuls per forward one)."""
-
 
 @dataclass
 class Plan:

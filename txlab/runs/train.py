@@ -37,10 +37,11 @@ import signal
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
@@ -54,11 +55,11 @@ from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.fileio import append_line, hold_directory, read_metrics_log, write_text_atomic
 from txlab.models.build import build_model
-from txlab.models.interface import Context
+from txlab.models.interface import Context, LanguageModel
 from txlab.precision import autocast, check_precision, loss_scaler, matmul_precision
 from txlab.progress import Progress
 from txlab.runs.capacity import check_fits
-from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
+from txlab.runs.checkpoint import Checkpoint, has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
 from txlab.runs.evaluate import evaluate, evaluation_context, metric_summary, segment_loss
 
 
@@ -355,21 +356,90 @@ def train(
         return _train(cfg, Path(run_dir), resume=resume, progress=progress, echo=echo)
 
 
-def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo: Callable[[str], None], attempt: int = 0) -> TrainResult:
-    """One attempt of the run (``attempt`` > 0: started again from step 0 by the restart rule)."""
+def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo: Callable[[str], None]) -> TrainResult:
+    """The run's attempts, one after another: the one to go on with (:func:`_first_attempt`), then one more from
+    step 0 each time the restart rule sends the run back."""
+    run = _prepare(cfg, run_dir, progress, echo)
+    attempt, ckpt = _first_attempt(run, resume)
+    while (result := _train_attempt(run, attempt, ckpt)) is None:
+        attempt, ckpt = attempt + 1, None
+    return result
+
+
+@dataclass(frozen=True)
+class TrainingState:
+    """Where a run stands between two optimizer steps: with the weights, the optimizer and the random streams, what a
+    checkpoint keeps to go on exactly as if the run had never stopped."""
+
+    attempt: int = 0
+    """Which attempt of the restart rule this is (its seed drew the first weights)."""
+    step: int = 0
+    """Optimizer steps taken."""
+    position: int = 0
+    """Where the next segment starts in every stream of the training split."""
+    epoch: int = 0
+    """Passes over the training split completed."""
+    elapsed_s: float = 0.0
+    """Seconds spent training up to the last log (validations and checkpoints not counted)."""
+    tokens_seen: int = 0
+    """Training tokens read by all processes."""
+    recurrent: tuple[Any, ...] = ()
+    """Each grad_accum group's model state (memory, RNN state), carried from segment to segment."""
+    valid: dict[str, float] = field(default_factory=dict)
+    """The last validation's metrics (empty before the first)."""
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every attempt of a run shares, resolved and checked once."""
+
+    cfg: RunConfig
+    """The configuration, its vocabulary taken from the corpus."""
+    run_dir: Path
+    ddp: Distributed
+    device: torch.device
+    corpus: Corpus
+    eval_tgt_len: int
+    """The periodic validation's segment length and memory settings (txlab.runs.evaluate.evaluation_context)."""
+    eval_context: Context
+    progress: bool
+    """Whether this process shows progress bars (the main process, unless asked not to)."""
+    echo: Callable[[str], None]
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.run_dir / "metrics.jsonl"
+
+
+@dataclass(frozen=True)
+class _Trainer:
+    """What every step of an attempt uses: the model (and its DDP wrapper), the optimizer, the loss scaler, and this
+    rank's streams, split into grad_accum groups that each keep their own state."""
+
+    model: LanguageModel
+    wrapped: Any
+    """The model, or its DistributedDataParallel wrapper under torchrun."""
+    optimizer: torch.optim.Optimizer
+    scaler: Any
+    """The fp16 loss scaler (txlab.precision.loss_scaler; disabled for the other precisions)."""
+    groups: list[np.ndarray]
+    """Per group, its streams of the training split [group_rows, stream length]."""
+    group_rows: int
+
+
+def _prepare(cfg: RunConfig, run_dir: Path, progress: bool, echo: Callable[[str], None]) -> _Run:
+    """Check the settings (every way in, train, recl and ablate members, before a tensor is placed), join the
+    torchrun processes, read the corpus and resolve the configuration for it."""
     t = cfg.train
-    check_device(t.device, "train.device")  # every way in (train, recl and ablate members) before a tensor is placed
+    check_device(t.device, "train.device")
     check_precision(t.precision, t.device, cfg.model.family, "train.precision")
     check_precision(cfg.eval.precision, t.device, cfg.model.family, "eval.precision")
     ddp = init_distributed(t.device)
     if t.threads > 0:
         torch.set_num_threads(t.threads)
-    device = torch.device(t.device)
-
     corpus = load_corpus(cfg.data, progress=progress and ddp.is_main)
     cfg = resolve_for_corpus(cfg, corpus)
     check_restart_rule(t, corpus)
-    vocab_hash = corpus.vocab.sha256
     if t.batch_size % (t.grad_accum * ddp.world):
         raise TxlabError(f"train.batch_size ({t.batch_size}) must divide evenly over {ddp.world} processes x {t.grad_accum} accumulation steps")
     check_fits(cfg.model, t.batch_size // (t.grad_accum * ddp.world), cfg.model.tgt_len, cfg.model.mem_len, training=True, device=t.device,
@@ -377,216 +447,276 @@ def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo:
     eval_tgt_len, eval_context = evaluation_context(cfg.model, cfg.eval)
     check_fits(cfg.model, cfg.eval.batch_size, eval_tgt_len, eval_context.mem_len, training=False, device=t.device,
                what="the periodic evaluation (eval.tgt_len, eval.mem_len, eval.batch_size)", precision=cfg.eval.precision)
+    return _Run(cfg, Path(run_dir), ddp, torch.device(t.device), corpus, eval_tgt_len, eval_context, progress and ddp.is_main, echo)
 
+
+def _first_attempt(run: _Run, resume: bool) -> tuple[int, Checkpoint | None]:
+    """The attempt to train and the checkpoint it goes on from (None: from step 0).
+
+    Resuming, the checkpoint's attempt; but when that checkpoint's validation sends the run back to step 0 (a kill
+    came between the decision and the next checkpoint), the decision is made again and the next attempt starts. A
+    run that starts afresh first loses the records of the run the directory held (the main process removes them)."""
+    t, run_dir = run.cfg.train, run.run_dir
+    if resume:
+        check_run_dir(run.cfg, run_dir)
+    if not (resume and has_checkpoint(run_dir)):
+        if run.ddp.is_main:
+            run.metrics_file.unlink(missing_ok=True)
+            (run_dir / RESTARTS_LOG).unlink(missing_ok=True)
+            shutil.rmtree(run_dir / "restarts", ignore_errors=True)
+        return 0, None
+    ckpt = load_checkpoint(run_dir, expect_model=run.cfg, expect_vocab_hash=run.corpus.vocab.sha256, with_train_state=True,
+                           map_location=run.device)
+    if ckpt.train_state is None:
+        raise TxlabError(f"{run_dir} holds a finished model without training state; use another run name to train again")
+    attempt, valid = ckpt.train_state.get("attempt", 0), ckpt.meta["metrics"].get("valid", {})
+    if restart_due(t, ckpt.train_state["step"], attempt, valid):
+        if run.ddp.is_main:
+            run.echo(record_restart(run_dir, t, attempt, valid, ckpt.train_state["tokens_seen"], ckpt.train_state["elapsed_s"]))
+        return attempt + 1, None
+    return attempt, ckpt
+
+
+def _start(run: _Run, attempt: int, ckpt: Checkpoint | None) -> tuple[_Trainer, TrainingState]:
+    """An attempt's model, optimizer and streams, and the state it starts from: step 0 with the attempt's seed, or
+    ``ckpt``'s weights, optimizer, state and random stream. The main process then saves the configuration and says
+    what trains."""
+    cfg, t, ddp, device = run.cfg, run.cfg.train, run.ddp, run.device
     torch.manual_seed(attempt_seed(t, attempt))
     model = build_model(cfg.model).to(device)
     optimizer_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
     optimizer = optimizer_cls(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
     scaler = loss_scaler(t.precision, device)
-
-    # This rank's streams, split into grad_accum groups that each keep their own state.
-    streams = batchify(corpus.split("train"), t.batch_size)
+    streams = batchify(run.corpus.split("train"), t.batch_size)  # [batch_size, stream length]
     per_rank = t.batch_size // ddp.world
-    streams = streams[ddp.rank * per_rank : (ddp.rank + 1) * per_rank]
+    streams = streams[ddp.rank * per_rank : (ddp.rank + 1) * per_rank]  # [per_rank, stream length]: this rank's
     group_rows = per_rank // t.grad_accum
-    groups = [streams[g * group_rows : (g + 1) * group_rows] for g in range(t.grad_accum)]
-    states = [model.init_state(group_rows) for _ in groups]
-    position, epoch, step, elapsed, tokens_seen = 0, 0, 0, 0.0, 0
-
-    metrics_file = run_dir / "metrics.jsonl"
-    resumed_from = 0
-    if resume:
-        check_run_dir(cfg, run_dir)
-    if resume and has_checkpoint(run_dir):
-        ckpt = load_checkpoint(run_dir, expect_model=cfg, expect_vocab_hash=vocab_hash, with_train_state=True, map_location=device)
-        if ckpt.train_state is None:
-            raise TxlabError(f"{run_dir} holds a finished model without training state; use another run name to train again")
-        saved_attempt, saved_valid = ckpt.train_state.get("attempt", 0), ckpt.meta["metrics"].get("valid", {})
-        if restart_due(t, ckpt.train_state["step"], saved_attempt, saved_valid):  # killed between the decision and the next checkpoint
-            if ddp.is_main:
-                echo(record_restart(run_dir, t, saved_attempt, saved_valid, ckpt.train_state["tokens_seen"], ckpt.train_state["elapsed_s"]))
-            return _train(cfg, run_dir, resume=False, progress=progress, echo=echo, attempt=saved_attempt + 1)
-        if saved_attempt != attempt:  # the attempt the checkpoint is of: its seed drew the weights loaded below
-            return _train(cfg, run_dir, resume=resume, progress=progress, echo=echo, attempt=saved_attempt)
-        model.load_state_dict(ckpt.model.state_dict())
-        ts = ckpt.train_state
-        optimizer.load_state_dict(ts["optimizer"])
-        if scaler.is_enabled():  # fp16: the loss scale goes on from where it was (train.precision cannot change on resume)
-            if not ts.get("loss_scaler"):
-                raise TxlabError(f"{run_dir}: its checkpoint has no loss-scaler state for fp16 training; rerun with --restart to train afresh")
-            scaler.load_state_dict(ts["loss_scaler"])
-        step, position, epoch = ts["step"], ts["position"], ts["epoch"]
-        elapsed, tokens_seen = ts["elapsed_s"], ts["tokens_seen"]
-        states = _to_device(ts["recurrent"][ddp.rank], device)
-        resumed_from = step
-        if ddp.is_main:
-            echo(f"resuming {run_dir} from step {step}")
-            saved = ckpt.config.train
-            if saved.max_steps != cfg.train.max_steps and saved.scheduler != "constant":
-                echo(f"warning: train.max_steps changed from {saved.max_steps} to {cfg.train.max_steps}: the {saved.scheduler} learning-rate "
-                     f"schedule stretches to the new length from step {step}, so this run will not equal one trained for "
-                     f"{cfg.train.max_steps} steps from the start")
-    elif ddp.is_main and not attempt:  # (a later attempt starts where the rule has just moved the records away)
-        metrics_file.unlink(missing_ok=True)
-        (run_dir / RESTARTS_LOG).unlink(missing_ok=True)
-        shutil.rmtree(run_dir / "restarts", ignore_errors=True)
-    if resumed_from:  # the dropout random stream continues exactly where the checkpoint left it
-        torch.set_rng_state(ckpt.train_state["rng_torch"][ddp.rank])
-        valid = ckpt.meta["metrics"].get("valid", {})
-    else:
+    groups = [streams[g * group_rows : (g + 1) * group_rows] for g in range(t.grad_accum)]  # [group_rows, stream length] each
+    if ckpt is None:
+        state = TrainingState(attempt=attempt, recurrent=tuple(model.init_state(group_rows) for _ in groups))
         torch.manual_seed(attempt_seed(t, attempt) + 1 + ddp.rank)
-        valid = {}
-
+    else:
+        state = _resume(run, ckpt, model, optimizer, scaler, attempt)
     if ddp.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir / "config.yaml")
-        echo(f"--- resolved config, as saved in {run_dir / 'config.yaml'} ---\n{to_yaml(cfg)}---")
-        _trim_metrics(metrics_file, step, echo)
-        echo(f"run {run_dir} | {model.num_parameters():,} parameters | corpus {corpus.name} ({corpus.n_token} symbols) | "
-             f"precision {t.precision}, evaluation {cfg.eval.precision}")
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run.run_dir / "config.yaml")
+        run.echo(f"--- resolved config, as saved in {run.run_dir / 'config.yaml'} ---\n{to_yaml(cfg)}---")
+        _trim_metrics(run.metrics_file, state.step, run.echo)
+        run.echo(f"run {run.run_dir} | {model.num_parameters():,} parameters | corpus {run.corpus.name} ({run.corpus.n_token} symbols) | "
+                 f"precision {t.precision}, evaluation {cfg.eval.precision}")
+    wrapped = DistributedDataParallel(model) if ddp.world > 1 else model
+    return _Trainer(model, wrapped, optimizer, scaler, groups, group_rows), state
 
-    wrapped: Any = model
-    if ddp.world > 1:
-        wrapped = DistributedDataParallel(model)
 
-    valid_tokens = corpus.split("valid")
+def _resume(run: _Run, ckpt: Checkpoint, model: LanguageModel, optimizer: torch.optim.Optimizer, scaler: Any, attempt: int) -> TrainingState:
+    """Load ``ckpt``'s training state into the attempt's model, optimizer and scaler, and return where it stood."""
+    ts, t = ckpt.train_state, run.cfg.train
+    model.load_state_dict(ckpt.model.state_dict())
+    optimizer.load_state_dict(ts["optimizer"])
+    if scaler.is_enabled():  # fp16: the loss scale goes on from where it was (train.precision cannot change on resume)
+        if not ts.get("loss_scaler"):
+            raise TxlabError(f"{run.run_dir}: its checkpoint has no loss-scaler state for fp16 training; rerun with --restart to train afresh")
+        scaler.load_state_dict(ts["loss_scaler"])
+    state = TrainingState(attempt=attempt, step=ts["step"], position=ts["position"], epoch=ts["epoch"], elapsed_s=ts["elapsed_s"],
+                          tokens_seen=ts["tokens_seen"], recurrent=tuple(_to_device(ts["recurrent"][run.ddp.rank], run.device)),
+                          valid=ckpt.meta["metrics"].get("valid", {}))
+    if run.ddp.is_main:
+        run.echo(f"resuming {run.run_dir} from step {state.step}")
+        saved = ckpt.config.train
+        if saved.max_steps != t.max_steps and saved.scheduler != "constant":
+            run.echo(f"warning: train.max_steps changed from {saved.max_steps} to {t.max_steps}: the {saved.scheduler} learning-rate "
+                     f"schedule stretches to the new length from step {state.step}, so this run will not equal one trained for "
+                     f"{t.max_steps} steps from the start")
+    torch.set_rng_state(ts["rng_torch"][run.ddp.rank])  # the dropout random stream continues exactly where the checkpoint left it
+    return state
 
-    valid_truth = corpus.truth["valid"] if corpus.truth is not None else None
 
-    def run_eval() -> tuple[dict[str, float], dict[str, Any] | None]:
-        """The validation metrics, and on synthetic corpora the per-role summary (txlab.data.diagnostics)."""
-        unclamped = cfg.eval.clamp_len < 0 and step <= t.clamp_from_step  # score as the model has trained: no step clamped yet
-        context = replace(eval_context, clamp_len=0) if unclamped else eval_context
-        result = evaluate(model, valid_tokens, eval_tgt_len, context, cfg.eval.batch_size, t.eval_tokens,
-                          progress=progress and ddp.is_main, token_losses=valid_truth is not None, reference_streams=cfg.eval.streams == "reference",
-                          precision=cfg.eval.precision)
-        metrics = {**metric_summary(result.loss, corpus.level), "tokens": result.tokens}
-        if valid_truth is None:
-            return metrics, None
-        summary = role_summary(result.nll, valid_truth)
-        return {**metrics, **flat_metrics(summary)}, summary
+def train_step(run: _Run, trainer: _Trainer, state: TrainingState) -> tuple[TrainingState, list[torch.Tensor], float]:
+    """One optimizer step from ``state``: the next segment of every group (at the end of the split, the next epoch from
+    fresh states), its forward and backward pass, clipping and the optimizer step. Returns the next state, each
+    group's loss (detached) and the learning rate of the step."""
+    cfg, t = run.cfg, run.cfg.train
+    trainer.model.set_context(training_context(cfg.model, clamped=state.step >= t.clamp_from_step))
+    lr = learning_rate(state.step, t)
+    for param_group in trainer.optimizer.param_groups:
+        param_group["lr"] = lr
+    # One segment per group and optimizer step, not txlab.runs.evaluate.read_in_chunks: each group keeps its own
+    # state, the position must survive a resume, and the epoch's end resets the state mid-stream.
+    position, epoch, recurrent = state.position, state.epoch, list(state.recurrent)
+    losses, segment_len = [], 0
+    for g, group in enumerate(trainer.groups):
+        segment = next(iter_segments(group, cfg.model.tgt_len, start=position), None)
+        if segment is None:  # end of the training split: start the next epoch with fresh state
+            position, epoch = 0, epoch + 1
+            recurrent = [trainer.model.init_state(trainer.group_rows) for _ in trainer.groups]
+            segment = next(iter_segments(group, cfg.model.tgt_len, start=0))
+        inputs = torch.as_tensor(segment.inputs, device=run.device)  # [group_rows, tgt_len]
+        targets = torch.as_tensor(segment.targets, device=run.device)  # [group_rows, tgt_len]
+        sync = g == len(trainer.groups) - 1 or run.ddp.world == 1
+        with trainer.wrapped.no_sync() if not sync else nullcontext():
+            with autocast(t.precision, run.device):  # the forward pass and the loss; backward follows their dtypes
+                out = trainer.wrapped(inputs, recurrent[g], targets)
+                loss = segment_loss(out.nll, t.loss) / t.grad_accum
+            trainer.scaler.scale(loss).backward()
+        recurrent[g] = out.state
+        losses.append(loss.detach())
+        segment_len = segment.next_position - segment.position
+    if t.clip > 0:
+        trainer.scaler.unscale_(trainer.optimizer)  # fp16: clip the true gradients, not the scaled ones
+        torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), t.clip)
+    trainer.scaler.step(trainer.optimizer)  # fp16: skipped when a gradient overflowed, and the scale lowered
+    trainer.scaler.update()
+    trainer.optimizer.zero_grad(set_to_none=True)
+    return replace(state, step=state.step + 1, position=position + segment_len, epoch=epoch,
+                   tokens_seen=state.tokens_seen + segment_len * t.batch_size, recurrent=tuple(recurrent)), losses, lr
 
-    board = tensorboard_writer(run_dir) if t.tensorboard and ddp.is_main else None
-    wandb = wandb_run(cfg, run_dir) if t.wandb and ddp.is_main else None
 
-    def log(record: dict[str, Any]) -> None:
-        if ddp.is_main:
-            append_line(metrics_file, json.dumps(record))
+class _LossWindow:
+    """The training losses since the last log, summed in float64 in the order the steps produce them, and the
+    tokens and time they took."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.loss = torch.zeros((), dtype=torch.float64, device=device)
+        self.steps, self.tokens, self.start = 0, 0, time.perf_counter()
+
+    def add(self, losses: list[torch.Tensor], tokens: int) -> None:
+        for loss in losses:
+            self.loss += loss.double()
+        self.steps += 1
+        self.tokens += tokens
+
+    def clear(self) -> None:
+        self.loss.zero_()
+        self.steps, self.tokens = 0, 0
+
+
+class _Records:
+    """Where an attempt's records go: metrics.jsonl (the main process writes it), and TensorBoard and W&B when asked for."""
+
+    def __init__(self, run: _Run) -> None:
+        t, main = run.cfg.train, run.ddp.is_main
+        self.metrics_file, self.main = run.metrics_file, main
+        self.board = tensorboard_writer(run.run_dir) if t.tensorboard and main else None
+        self.wandb = wandb_run(run.cfg, run.run_dir) if t.wandb and main else None
+
+    def log(self, record: dict[str, Any]) -> None:
+        if self.main:
+            append_line(self.metrics_file, json.dumps(record))
         scalars = {f"{record['split']}/{key}": value for key, value in record.items()
                    if key not in ("step", "split") and isinstance(value, (int, float))}
-        if board is not None:
+        if self.board is not None:
             for key, value in scalars.items():
-                board.add_scalar(key, value, record["step"])
-        if wandb is not None:
-            wandb.log(scalars, step=record["step"])
+                self.board.add_scalar(key, value, record["step"])
+        if self.wandb is not None:
+            self.wandb.log(scalars, step=record["step"])
 
-    def checkpoint(valid: dict[str, float]) -> None:
-        recurrent = gather_objects(_cpu_tensors(states), ddp)
-        rng = gather_objects(torch.get_rng_state(), ddp)
-        if ddp.is_main:
-            train_state = {
-                "optimizer": optimizer.state_dict(), "step": step, "position": position, "epoch": epoch,
-                "elapsed_s": elapsed, "tokens_seen": tokens_seen, "rng_torch": rng, "recurrent": recurrent,
-                "loss_scaler": scaler.state_dict(),  # {} unless fp16
-                "attempt": attempt,
-            }
-            try:
-                save_checkpoint(run_dir, model, cfg, step=step, vocab_hash=vocab_hash,
-                                metrics={"valid": valid, "level": corpus.level}, train_state=train_state)
-            except BaseException:
-                if not has_checkpoint(run_dir):  # the first save failed (a full disk): records without a checkpoint would
-                    metrics_file.unlink(missing_ok=True)  # make the rerun refuse the directory; without them it starts afresh
-                raise
+    def close(self) -> None:
+        if self.board is not None:
+            self.board.close()
+        if self.wandb is not None:
+            self.wandb.finish()
 
-    window_loss = torch.zeros((), dtype=torch.float64, device=device)
-    window_steps, window_tokens, window_start = 0, 0, time.perf_counter()
+
+def _train_attempt(run: _Run, attempt: int, ckpt: Checkpoint | None) -> TrainResult | None:
+    """Train one attempt, from step 0 or from ``ckpt``, to the last step: a step, then at the log interval the
+    training record, at the evaluation interval the validation and a checkpoint. None when the restart rule sends
+    the run back to step 0; on SIGTERM or SIGINT a checkpoint, then :class:`TrainingInterrupted`."""
+    t = run.cfg.train
+    trainer, state = _start(run, attempt, ckpt)
+    resumed_from, records, window = state.step, _Records(run), _LossWindow(run.device)
     # smoothing 0: the ETA from the mean rate since the start, validations included, not from the last
     # steps' (a validation then makes the estimate jump, and between validations it leaves them out)
-    bar = Progress(total=t.max_steps, initial=step, desc="train", unit="step", smoothing=0, disable=not (progress and ddp.is_main))
-    model.train()
-    with _StopRequest() as stop, matmul_precision(t.precision, device) as tf32:
-        while step < t.max_steps:
-            model.set_context(training_context(cfg.model, clamped=step >= t.clamp_from_step))
-            lr = learning_rate(step, t)
-            for param_group in optimizer.param_groups:
-                param_group["lr"] = lr
-            # One segment per group and optimizer step, not txlab.runs.evaluate.read_in_chunks: each group keeps its own
-            # state, the position must survive a resume, and the epoch's end resets the state mid-stream.
-            segment_len = 0
-            for g, group in enumerate(groups):
-                segment = next(iter_segments(group, cfg.model.tgt_len, start=position), None)
-                if segment is None:  # end of the training split: start the next epoch with fresh state
-                    position, epoch = 0, epoch + 1
-                    states = [model.init_state(group_rows) for _ in groups]
-                    segment = next(iter_segments(group, cfg.model.tgt_len, start=0))
-                inputs = torch.as_tensor(segment.inputs, device=device)
-                targets = torch.as_tensor(segment.targets, device=device)
-                sync = g == len(groups) - 1 or ddp.world == 1
-                with wrapped.no_sync() if not sync else nullcontext():
-                    with autocast(t.precision, device):  # the forward pass and the loss; backward follows their dtypes
-                        out = wrapped(inputs, states[g], targets)
-                        loss = segment_loss(out.nll, t.loss) / t.grad_accum
-                    scaler.scale(loss).backward()
-                states[g] = out.state
-                window_loss += loss.detach().double()
-                segment_len = segment.next_position - segment.position
-            position += segment_len
-            if t.clip > 0:
-                scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
-                torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
-            scaler.step(optimizer)  # fp16: skipped when a gradient overflowed, and the scale lowered
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            step_tokens = segment_len * t.batch_size
-            tokens_seen += step_tokens
-            window_tokens += step_tokens
-            window_steps += 1
+    bar = Progress(total=t.max_steps, initial=state.step, desc="train", unit="step", smoothing=0, disable=not run.progress)
+    trainer.model.train()
+    with _StopRequest() as stop, matmul_precision(t.precision, run.device) as tf32:
+        while state.step < t.max_steps:
+            tokens_before = state.tokens_seen
+            state, losses, lr = train_step(run, trainer, state)
+            window.add(losses, state.tokens_seen - tokens_before)
             bar.update(1)
-
-            at_eval = step % t.eval_interval == 0 or step == t.max_steps
-            if step % t.log_interval == 0 or at_eval or stop.signal is not None:
-                now = time.perf_counter()
-                mean_loss = window_loss.item() / window_steps
-                if not math.isfinite(mean_loss):
-                    raise TxlabError(f"training loss became {mean_loss} by step {step}; the last good checkpoint in {run_dir} was kept (try a lower train.lr or clip)")
-                elapsed += now - window_start
-                rate = window_tokens / max(now - window_start, 1e-9)
-                log({"step": step, "split": "train", "loss": mean_loss, "lr": lr, "tokens": tokens_seen, "elapsed_s": elapsed, "tokens_per_s": rate,
-                     "precision": t.precision, "tf32": tf32, **({"loss_scale": scaler.get_scale()} if scaler.is_enabled() else {})})
-                bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{rate:,.0f}")
-                window_loss.zero_()
-                window_steps, window_tokens = 0, 0
+            at_eval = state.step % t.eval_interval == 0 or state.step == t.max_steps
+            if state.step % t.log_interval == 0 or at_eval or stop.signal is not None:
+                state = _log_training(run, records, window, state, lr, tf32, trainer.scaler, bar)
                 if at_eval:
-                    valid, by_role = run_eval()
-                    log({"step": step, "split": "valid", **valid, "tokens_seen": tokens_seen, "elapsed_s": elapsed})
-                    if by_role is not None:
-                        log({"step": step, "split": "valid_by_role", **by_role, "tokens_seen": tokens_seen, "elapsed_s": elapsed})
-                    (bar.write if progress and ddp.is_main else echo)(f"step {step}: valid " + ", ".join(f"{k} {v:.4g}" for k, v in valid.items() if k != "tokens"))
+                    state = replace(state, valid=_validate(run, records, trainer.model, state, bar))
                 if at_eval or stop.signal is not None:
-                    checkpoint(valid)
-                if at_eval and restart_due(t, step, attempt, valid):
+                    _save(run, trainer, state)
+                if at_eval and restart_due(t, state.step, attempt, state.valid):
                     bar.close()
-                    if board is not None:
-                        board.close()
-                    if wandb is not None:
-                        wandb.finish()
-                    if ddp.is_main:
-                        echo(record_restart(run_dir, t, attempt, valid, tokens_seen, elapsed))
-                    return _train(cfg, run_dir, resume=False, progress=progress, echo=echo, attempt=attempt + 1)
-                window_start = time.perf_counter()
+                    records.close()
+                    if run.ddp.is_main:
+                        run.echo(record_restart(run.run_dir, t, attempt, state.valid, state.tokens_seen, state.elapsed_s))
+                    return None
+                window.start = time.perf_counter()
             if stop.signal is not None:
                 bar.close()
-                if wandb is not None:
-                    wandb.finish()
+                records.close()
                 name = "Ctrl-C (SIGINT)" if stop.signal == signal.SIGINT else signal.Signals(stop.signal).name
-                raise TrainingInterrupted(f"stopped by {name} at step {step}; checkpoint saved in {run_dir}; rerun the same command to resume",
-                                          stop.signal)
+                raise TrainingInterrupted(f"stopped by {name} at step {state.step}; checkpoint saved in {run.run_dir}; rerun the same "
+                                          "command to resume", stop.signal)
     bar.close()
-    if board is not None:
-        board.close()
-    if wandb is not None:
-        wandb.finish()
-    if ddp.world > 1:
+    records.close()
+    if run.ddp.world > 1:
         dist.barrier()
-    return TrainResult(run_dir, step, resumed_from, valid, metrics_file, attempt)
+    return TrainResult(run.run_dir, state.step, resumed_from, state.valid, run.metrics_file, attempt)
+
+
+def _log_training(run: _Run, records: _Records, window: _LossWindow, state: TrainingState, lr: float, tf32: bool, scaler: Any,
+                  bar: Progress) -> TrainingState:
+    """Log the window's mean loss and rate (refusing a loss that is no longer finite), clear the window, and return
+    ``state`` with the window's time added to the training time."""
+    now = time.perf_counter()
+    mean_loss = window.loss.item() / window.steps
+    if not math.isfinite(mean_loss):
+        raise TxlabError(f"training loss became {mean_loss} by step {state.step}; the last good checkpoint in {run.run_dir} was kept "
+                         "(try a lower train.lr or clip)")
+    elapsed = state.elapsed_s + (now - window.start)
+    rate = window.tokens / max(now - window.start, 1e-9)
+    t = run.cfg.train
+    records.log({"step": state.step, "split": "train", "loss": mean_loss, "lr": lr, "tokens": state.tokens_seen, "elapsed_s": elapsed,
+                 "tokens_per_s": rate, "precision": t.precision, "tf32": tf32, **({"loss_scale": scaler.get_scale()} if scaler.is_enabled() else {})})
+    bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{rate:,.0f}")
+    window.clear()
+    return replace(state, elapsed_s=elapsed)
+
+
+def _validate(run: _Run, records: _Records, model: LanguageModel, state: TrainingState, bar: Progress) -> dict[str, float]:
+    """Score the validation split as `txlab eval` does, log the metrics (and on synthetic corpora the loss by token
+    role, txlab.data.diagnostics) and return them."""
+    cfg, t = run.cfg, run.cfg.train
+    truth = run.corpus.truth["valid"] if run.corpus.truth is not None else None
+    unclamped = cfg.eval.clamp_len < 0 and state.step <= t.clamp_from_step  # score as the model has trained: no step clamped yet
+    context = replace(run.eval_context, clamp_len=0) if unclamped else run.eval_context
+    result = evaluate(model, run.corpus.split("valid"), run.eval_tgt_len, context, cfg.eval.batch_size, t.eval_tokens, progress=run.progress,
+                      token_losses=truth is not None, reference_streams=cfg.eval.streams == "reference", precision=cfg.eval.precision)
+    valid = {**metric_summary(result.loss, run.corpus.level), "tokens": result.tokens}
+    by_role = None if truth is None else role_summary(result.nll, truth)
+    if by_role is not None:
+        valid = {**valid, **flat_metrics(by_role)}
+    records.log({"step": state.step, "split": "valid", **valid, "tokens_seen": state.tokens_seen, "elapsed_s": state.elapsed_s})
+    if by_role is not None:
+        records.log({"step": state.step, "split": "valid_by_role", **by_role, "tokens_seen": state.tokens_seen, "elapsed_s": state.elapsed_s})
+    (bar.write if run.progress else run.echo)(f"step {state.step}: valid " + ", ".join(f"{k} {v:.4g}" for k, v in valid.items() if k != "tokens"))
+    return valid
+
+
+def _save(run: _Run, trainer: _Trainer, state: TrainingState) -> None:
+    """A checkpoint of ``state`` (every rank's recurrent state and random stream gathered to the main process, which
+    writes it)."""
+    recurrent = gather_objects(_cpu_tensors(list(state.recurrent)), run.ddp)
+    rng = gather_objects(torch.get_rng_state(), run.ddp)
+    if not run.ddp.is_main:
+        return
+    train_state = {
+        "optimizer": trainer.optimizer.state_dict(), "step": state.step, "position": state.position, "epoch": state.epoch,
+        "elapsed_s": state.elapsed_s, "tokens_seen": state.tokens_seen, "rng_torch": rng, "recurrent": recurrent,
+        "loss_scaler": trainer.scaler.state_dict(),  # {} unless fp16
+        "attempt": state.attempt,
+    }
+    try:
+        save_checkpoint(run.run_dir, trainer.model, run.cfg, step=state.step, vocab_hash=run.corpus.vocab.sha256,
+                        metrics={"valid": state.valid, "level": run.corpus.level}, train_state=train_state)
+    except BaseException:
+        if not has_checkpoint(run.run_dir):  # the first save failed (a full disk): records without a checkpoint would
+            run.metrics_file.unlink(missing_ok=True)  # make the rerun refuse the directory; without them it starts afresh
+        raise

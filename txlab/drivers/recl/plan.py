@@ -21,20 +21,19 @@ def collection_flops(member: Member, collection: Collection) -> float | None:
     window), and the softmax of the one target each (context, target) pair scores."""
     grid = collection.grid
     if member.source:  # read from a fresh start: a query attends half the window on average
-        model = hf.meta_model(member.source)
-        if model is None:
+        counts = hf.checkpoint_counts(member.source)
+        if counts is None:
             return None
         keys = grid[-1] // 2
     else:
         cfg = member.config
         if not vocab_size(cfg):
             return None
-        model, keys = model_counts(cfg), min(evaluation_keys(cfg), grid[-1] // 2)
-    output = model.output_flops_per_token()
-    reading = model.flops_per_token(keys) - output
+        counts, keys = model_counts(cfg), min(evaluation_keys(cfg), grid[-1] // 2)
     targets = collection.n_targets
     scored = targets * len(grid) + (targets * (len(grid) - 1) if collection.placebo else 0)
-    return (collection.token_steps() + collection.placebo_token_steps()) * reading + scored * output
+    reading = (collection.token_steps() + collection.placebo_token_steps()) * counts.reading_flops_per_token(keys)
+    return reading + scored * counts.output_flops_per_token()
 
 
 def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
