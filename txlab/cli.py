@@ -6,115 +6,14 @@ one line on stderr and exit code 2, never a traceback. Ctrl-C is one line and ex
 
 from __future__ import annotations
 
-import inspect
 import os
-import re
 from pathlib import Path
 
 import typer
-from typer.core import TyperGroup
 
 from txlab import __version__
-from txlab.errors import TxlabError, io_error_message
-
-
-class _Group(TyperGroup):
-    """Root group that reports TxlabError, and a full or read-only disk, as a clean message with exit code 2.
-
-    Ctrl-C exits 130, the shell's code for a process stopped by SIGINT, with one line: click turns it
-    into "Aborted!" and 1, typer into 130 and nothing said, and neither tells a script it was stopped.
-    """
-
-    def get_help_option(self, ctx):
-        return _without_type(super().get_help_option(ctx))
-
-    def get_command(self, ctx, cmd_name):
-        command = super().get_command(ctx, cmd_name)
-        if command is not None:
-            _help_flags_without_type(command, ctx)
-        return command
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            typer.echo("interrupted: stopped by Ctrl-C", err=True)
-            raise typer.Exit(code=130) from None
-        except TxlabError as err:
-            # typer.Exit rather than a click exception class: recent typer vendors its own click, and
-            # only typer's public exceptions are handled the same way by every typer version.
-            code = getattr(err, "exit_code", 2)  # a training stopped by a signal says so with that signal's code
-            typer.echo(f"{'error' if code == 2 else 'interrupted'}: {err}", err=True)
-            raise typer.Exit(code=code) from None
-        except OSError as err:
-            message = io_error_message(err)
-            if message is None:
-                raise
-            typer.echo(f"error: {message}", err=True)
-            raise typer.Exit(code=2) from None
-
-
-def _without_type(option):
-    # typer shows a flag's type, "<bool>", unless its metavar is empty (the convention of every txlab
-    # flag); click creates --help itself, so it gets the same treatment here.
-    if option is not None:
-        option.metavar = ""
-    return option
-
-
-def _unwrapped(help_text: str | None) -> str | None:
-    """A docstring's paragraphs as one line each, an example (a line starting `txlab `) on its own line.
-
-    typer's rich help keeps a docstring's line breaks after its first paragraph (and in the command
-    list), so a sentence wrapped in the source broke mid-line on any terminal wider or narrower than
-    the source; joined, the terminal wraps it.
-    """
-    if not help_text:
-        return help_text
-    paragraphs = inspect.cleandoc(help_text).split("\n\n")
-    return "\n\n".join(re.sub(r"\n(?!txlab )", " ", paragraph) for paragraph in paragraphs)
-
-
-def _help_flags_without_type(command, ctx) -> None:
-    """Give --help no shown type, and the help text whole sentences, on ``command`` and, for a group
-    (data, bench, import), on its sub-commands."""
-    _without_type(command.get_help_option(ctx))
-    command.help = _unwrapped(command.help)
-    for sub in getattr(command, "commands", {}).values():
-        _help_flags_without_type(sub, ctx)
-
-
-app = typer.Typer(
-    cls=_Group,
-    help="txlab: reproduce and extend the analyses of Transformer-XL (Dai et al., 2019).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def _print_version(wanted: bool) -> None:
-    if wanted:
-        typer.echo(__version__)
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the txlab version and exit.", metavar=""),
-    home: Path = typer.Option(None, "--home", help="Where default outputs go: <home>/results/..., <home>/figures/... \\[default: $TXLAB_HOME, else runs]. "
-                              "--home . regenerates the repository's committed results.", show_default=False),
-) -> None:
-    """txlab: reproduce and extend the analyses of Transformer-XL (Dai et al., 2019).
-
-    Default outputs (trained runs, tables, figures) go under the home, runs/ unless --home or
-    $TXLAB_HOME says otherwise; paths given as options are taken as given.
-    """
-    if home is not None:
-        from txlab.workspace import HOME_ENV
-
-        # through the environment, so that what the command launches (torchrun, Slurm jobs) writes there too
-        os.environ[HOME_ENV] = str(home)
+from txlab.cli_conventions import DRY_RUN, JSON, QUIET, SET, app, print_json, show_settings
+from txlab.errors import TxlabError
 
 
 @app.command()
@@ -130,8 +29,6 @@ data_app = typer.Typer(help="Corpora: which are available, downloading them, and
 app.add_typer(data_app, name="data")
 
 _DATA_DIR = typer.Option("", "--data-dir", help="Directory holding one folder per corpus \\[default: $TXLAB_DATA_DIR, else the user cache directory].")
-_JSON = typer.Option(False, "--json", help="Also print one compact JSON document (snake_case keys) as the last line of stdout.", metavar="")
-_QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or status messages on stderr.", metavar="")
 _CORPUS = typer.Argument(..., help="Corpus name, e.g. wikitext-103, enwik8, synthetic (see `txlab data list`).")
 
 
@@ -141,26 +38,10 @@ def _data_config(data_dir: str, corpus: str = "synthetic", corpus_dir: str = "")
     return DataConfig(data_dir=data_dir, corpus=corpus, corpus_dir=corpus_dir)
 
 
-def _size(n: int | None) -> str:
-    if not n:
-        return "-"
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
-
-
-def _print_json(obj) -> None:
-    import json
-
-    typer.echo(json.dumps(obj, separators=(",", ":")))
-
-
 @data_app.command("list")
-def data_list(data_dir: str = _DATA_DIR, json_output: bool = _JSON) -> None:
+def data_list(data_dir: str = _DATA_DIR, json_output: bool = JSON) -> None:
     """List every corpus: whether its files are present, their size, and the vocabulary size once encoded."""
-    from txlab.data.corpus import list_corpora
+    from txlab.data.corpus import list_corpora, readable_size
     from txlab.data.registry import data_root
 
     cfg = _data_config(data_dir)
@@ -171,9 +52,9 @@ def data_list(data_dir: str = _DATA_DIR, json_output: bool = _JSON) -> None:
     for r in rows:
         present = "built-in" if r["kind"] == "synthetic" else "yes" if r["complete"] else "partial" if r["present"] else "no"
         vocab = f"{r['vocab_size']:,}" if r["vocab_size"] else "-"
-        typer.echo(f"{r['name']:<{wide}} {r['level']:<5} {present:<8} {_size(r['size_bytes']):>9} {vocab:>8}  {r['description']}")
+        typer.echo(f"{r['name']:<{wide}} {r['level']:<5} {present:<8} {readable_size(r['size_bytes']):>9} {vocab:>8}  {r['description']}")
     if json_output:
-        _print_json({"data_dir": str(data_root(cfg)), "corpora": rows})
+        print_json({"data_dir": str(data_root(cfg)), "corpora": rows})
 
 
 @data_app.command("get")
@@ -181,7 +62,7 @@ def data_get(
     name: str = _CORPUS,
     data_dir: str = _DATA_DIR,
     force: bool = typer.Option(False, "--force", help="Download again even when the files are present.", metavar=""),
-    quiet: bool = _QUIET,
+    quiet: bool = QUIET,
 ) -> None:
     """Download a corpus into <data-dir>/<name>/, verify its checksum and unpack it.
 
@@ -215,37 +96,19 @@ def data_info(
     text: str = _TEXT,
     tokenizer: str = _TOKENIZER,
     text_split: str = typer.Option("", "--text-split", help="Own text in one file: the train,valid,test fractions of its tokens \\[default: 0.9,0.05,0.05]."),
-    json_output: bool = _JSON,
-    quiet: bool = _QUIET,
+    json_output: bool = JSON,
+    quiet: bool = QUIET,
 ) -> None:
     """Show one corpus, or own text: files, tokens per split, vocabulary size, tokenizer id, hashes and cache location.
 
     The first call on a real corpus or a text encodes it (cached afterwards, so later loads take seconds).
     """
-    from txlab.data.corpus import text_corpus_info
+    from txlab.data.corpus import corpus_info_text, text_corpus_info
 
     info = text_corpus_info(name, text, tokenizer, text_split, _data_config(data_dir, name or "synthetic", corpus_dir), progress=not quiet)
-    typer.echo(f"{info['name']} ({info['level']} level) from {info['source']}")
-    typer.echo(f"vocabulary: {info['vocab_size']:,} symbols, sha256 {info['vocab_sha256']}; tokenizer id {info['tokenizer_id']}")
-    for split, s in info["splits"].items():
-        typer.echo(f"{split:>5}: {s['tokens']:>13,} tokens  stream sha256 {s['token_stream_sha256']}")
-    for split, why in info["missing_splits"].items():
-        typer.echo(f"{split:>5}: missing ({why if text else f'looked for {why}'})")
-    for f in info["files"]:
-        typer.echo(f"file: {f['path']} ({_size(f['size_bytes'])}, sha256 {f['sha256']})")
-    if info.get("options"):
-        typer.echo(f"options: {info['options']}")
-    if info["cache_dir"]:
-        typer.echo(f"cache: {info['cache_dir']}")
-    if "synthetic" in info:
-        syn = info["synthetic"]
-        typer.echo(
-            f"copies {syn['min_distance']}..{syn['max_distance']} tokens back (longest needed context {syn['max_context']}); "
-            f"valid split: {syn['fraction_copied']:.1%} copied values, oracle loss {syn['oracle_nll_full_context']:.3f} nats "
-            f"with full context, {syn['oracle_nll_no_context']:.3f} with none"
-        )
+    typer.echo(corpus_info_text(info, own_text=bool(text)))
     if json_output:
-        _print_json(info)
+        print_json(info)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -253,31 +116,11 @@ def data_info(
 
 _PRESET = typer.Argument(..., help="Preset name (see `txlab models`), e.g. xl151m, qrnn, lstm, xl128m-shaw.")
 _SIZE = typer.Option("cpu", "--size", help="paper (the paper's setting, for GPUs), cpu (minutes on a laptop) or tiny (a smoke test).")
-_SET = typer.Option([], "--set", help="Override a config value, e.g. --set model.n_layer=6 --set train.lr=1e-3 (repeatable).")
 _CORPUS_DIR = typer.Option("", "--corpus-dir", help="Read the corpus from this folder instead of <data-dir>/<corpus> (sets data.corpus_dir).")
-_DRY_RUN = typer.Option(False, "--dry-run", help="Print the plan (what would run, an estimated time on this machine) and stop.", metavar="")
-
-
-def _show_settings(module: str, settings_class: str):
-    """``--show-settings``: list a study command's settings (what --set and a study profile take) and exit."""
-
-    def show(wanted: bool) -> None:
-        if wanted:
-            import importlib
-
-            from txlab.config import describe_settings
-
-            typer.echo(describe_settings(getattr(importlib.import_module(module), settings_class)()))
-            raise typer.Exit()
-
-    return typer.Option(False, "--show-settings", callback=show, is_eager=True, metavar="",
-                        help="List the settings (the keys of --set and of a study file's profiles) with their defaults and what they accept, and exit.")
-
-
 @app.command()
 def models(
     size: list[str] = typer.Option([], "--size", help="Only these sizes (repeatable); default all."),
-    json_output: bool = _JSON,
+    json_output: bool = JSON,
 ) -> None:
     """List the presets with parameter counts at each size, and which are trained in <home>/results/models/."""
     from txlab.presets import SIZES
@@ -286,13 +129,13 @@ def models(
     rows = list_models(tuple(size) or SIZES)
     typer.echo(format_models(rows))
     if json_output:
-        _print_json({"models": rows})
+        print_json({"models": rows})
 
 
 @app.command()
 def runs(
     roots: list[Path] = typer.Argument(None, help="Folders to search for run directories, at any depth \\[default: the home's results, and results if present]."),
-    json_output: bool = _JSON,
+    json_output: bool = JSON,
 ) -> None:
     """List the run directories under folders: preset, size, family, corpus, steps reached of the
     recipe's, last validation, whether the checkpoint is there (committed results keep only records)."""
@@ -301,7 +144,7 @@ def runs(
     rows = list_runs(roots or default_run_folders())
     typer.echo(format_runs(rows))
     if json_output:
-        _print_json({"runs": rows})
+        print_json({"runs": rows})
 
 
 @app.command()
@@ -313,13 +156,13 @@ def train(
     text: str = _TEXT,
     tokenizer: str = _TOKENIZER,
     config: str = typer.Option("", "--config", help="YAML file of config overrides, applied before --set."),
-    overrides: list[str] = _SET,
+    overrides: list[str] = SET,
     device: str = typer.Option("", "--device", help="cpu, cuda, cuda:1, ... (sets train.device) \\[default: the preset's, cpu]."),
     run_dir: str = typer.Option("", "--run-dir", help="Run directory \\[default: <home>/results/models/<preset>-<size>-<corpus>, "
                                 "with -<N>steps when train.max_steps differs from the recipe's: a trial run never resumes the recipe's]."),
     restart: bool = typer.Option(False, "--restart", help="Train from scratch, replacing what the run directory holds (its checkpoint, records, another configuration).", metavar=""),
-    dry_run: bool = _DRY_RUN,
-    quiet: bool = _QUIET,
+    dry_run: bool = DRY_RUN,
+    quiet: bool = QUIET,
 ) -> None:
     """Train a preset (resuming its run directory if a checkpoint is there).
 
@@ -389,8 +232,8 @@ def eval_command(
     text: str = typer.Option(None, "--text", help="hf: models only: your own text to score (a file, or a folder of split files)."),
     tokenizer: str = typer.Option(None, "--tokenizer", help="hf: models only: how --text becomes tokens \\[default: the model's own tokenizer, else char]."),
     max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets (0: all)."),
-    json_output: bool = _JSON,
-    quiet: bool = _QUIET,
+    json_output: bool = JSON,
+    quiet: bool = QUIET,
 ) -> None:
     """Score a trained run with the paper's protocol: every token once, token-weighted mean loss.
 
@@ -425,7 +268,7 @@ def eval_command(
         typer.echo(f"written to {scored.path}")
         if json_output:
             record = scored.as_record()
-            _print_json({k: record[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "batch_size", "precision") if k in record})
+            print_json({k: record[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "batch_size", "precision") if k in record})
         return
     for option, value in {"--data": data, "--text": text, "--tokenizer": tokenizer}.items():
         if value is not None:
@@ -443,7 +286,7 @@ def eval_command(
     if json_output:
         record = r.as_record()
         keys = ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "precision", "by_role")
-        _print_json({k: record[k] for k in keys if k in record})
+        print_json({k: record[k] for k in keys if k in record})
 
 
 def _headline(metric: tuple[str, float]) -> str:
@@ -463,8 +306,8 @@ def roles(
     title: str = typer.Option("", "--title", help="Figure title \\[default: the models, their size, the corpus and the targets, in words].", show_default=False),
     from_records: bool = typer.Option(False, "--from-records", help="Only draw the figure again from the records an earlier scoring of the same "
                                       "--split and --max-tokens left in each RUN/eval/: no checkpoint needed, nothing is scored.", metavar=""),
-    json_output: bool = _JSON,
-    quiet: bool = _QUIET,
+    json_output: bool = JSON,
+    quiet: bool = QUIET,
 ) -> None:
     """What runs have learned: loss per token role and copied-value loss by distance, beside the ideal model.
 
@@ -489,7 +332,7 @@ def roles(
     for path in [*result["figures"], result["table"]]:
         typer.echo(f"written {path}")
     if json_output:
-        _print_json({"runs": result["runs"], "figures": [str(p) for p in result["figures"]], "table": str(result["table"])})
+        print_json({"runs": result["runs"], "figures": [str(p) for p in result["figures"]], "table": str(result["table"])})
 
 
 @app.command()
@@ -499,7 +342,7 @@ def curves(
                      "(-roles.png with --by-role), so other runs get another figure].", show_default=False),
     title: str = typer.Option("", "--title", help="Figure title."),
     by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: one panel per token role, beside the ideal model's loss.", metavar=""),
-    json_output: bool = _JSON,
+    json_output: bool = JSON,
 ) -> None:
     """Plot learning curves: training and validation loss against training tokens, and validation loss
     against wall time (with --by-role: each token role's validation loss against training tokens).
@@ -516,7 +359,7 @@ def curves(
     for path in written.paths:
         typer.echo(f"written {path}")
     if json_output:
-        _print_json({"figures": [str(p) for p in written.figures], "table": str(written.table)})
+        print_json({"figures": [str(p) for p in written.figures], "table": str(written.table)})
 
 
 bench_app = typer.Typer(help="Benchmarks (tokens/s and achieved GFLOP/s; medians after warm-up).", no_args_is_help=True)
@@ -536,7 +379,7 @@ def bench_model_command(
     repeats: int = typer.Option(5, "--repeats", help="Timed runs per row (the median is reported)."),
     warmup: int = typer.Option(2, "--warmup", help="Untimed runs before timing."),
     authors_code: Path = typer.Option(None, "--authors-code", help="A clone of kimiyoung/transformer-xl: also run the authors' model on every row's work, timed in alternation with txlab's, and report that ratio."),
-    json_output: bool = _JSON,
+    json_output: bool = JSON,
 ) -> None:
     """Training and evaluation throughput of the models, against the machine's matmul ceiling.
 
@@ -560,7 +403,7 @@ def bench_model_command(
                f"{peak_before:.1f} before the rows, {peak_after:.1f} after)")
     typer.echo(bench_table_markdown(rows, peak))
     if json_output:
-        _print_json({"matmul_peak_gflops": peak, "matmul_peak_gflops_before": peak_before, "matmul_peak_gflops_after": peak_after,
+        print_json({"matmul_peak_gflops": peak, "matmul_peak_gflops_before": peak_before, "matmul_peak_gflops_after": peak_after,
                      "rows": [row.as_record() for row in rows]})
 
 
@@ -576,13 +419,13 @@ def speed(
     study: Path = typer.Option(None, "--study", help="A speed study YAML (e.g. studies/table9.yaml); its profile sets the defaults."),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile to use (with --study)."),
     name: str = typer.Option(None, "--name", help="Output file stem \\[default: <study name>-<profile> with --study, else table9]."),
-    dry_run: bool = _DRY_RUN,
+    dry_run: bool = DRY_RUN,
     redraw: Path = typer.Option(None, "--redraw", help="Only draw the figure again from a table txlab speed wrote (its .csv), into --fig-dir; time nothing."),
     out_dir: Path = typer.Option(None, "--out-dir", help="Where the table (.csv, .md) goes \\[default: <home>/results/speed].", show_default=False),
     fig_dir: Path = typer.Option(None, "--fig-dir", help="Where the figure (.png, .pdf) goes \\[default: <home>/figures/speed].", show_default=False),
-    _show: bool = _show_settings("txlab.measure.speed", "SpeedSettings"),
-    json_output: bool = _JSON,
-    quiet: bool = _QUIET,
+    _show: bool = show_settings("txlab.measure.speed", "SpeedSettings"),
+    json_output: bool = JSON,
+    quiet: bool = QUIET,
 ) -> None:
     """Evaluation speed of the vanilla Transformer vs Transformer-XL at equal attention length (the paper's Table 9), with today's baselines.
 
@@ -633,7 +476,7 @@ def speed(
     for path in [result.table, result.markdown, *figures]:
         typer.echo(f"written {path}")
     if json_output:
-        _print_json(result.summary())
+        print_json(result.summary())
 
 
 @app.command()
@@ -660,7 +503,7 @@ def recl(
                                     "(<preset>-<size>-<corpus>-seed<s>), RECL is computed once per seed's group (<group>/seed-<s>/), and "
                                     "table8-seeds.{csv,md,json} give each RECL per seed and its spread \\[default: the study's, else one run, no seed].",
                                     show_default=False),
-    dry_run: bool = _DRY_RUN,
+    dry_run: bool = DRY_RUN,
     study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile (with --study)."),
     name: str = typer.Option(None, "--name", help="Group name for the output folders \\[default: members joined by '+', then size and corpus]."),
@@ -669,9 +512,9 @@ def recl(
     fig_dir: Path = typer.Option(None, "--fig-dir", help="Figures go to <fig-dir>/<group>/ \\[default: <home>/figures/recl].", show_default=False),
     redraw: Path = typer.Option(None, "--redraw", help="Only draw Figures 3 and 4 again from a group's folder of tables (results/recl/<group>), "
                                 "into <fig-dir>/<group>/; nothing trains or scores.", show_default=False),
-    _show: bool = _show_settings("txlab.drivers.recl.settings", "ReclSettings"),
-    json_output: bool = _JSON,
-    quiet: bool = _QUIET,
+    _show: bool = show_settings("txlab.drivers.recl.settings", "ReclSettings"),
+    json_output: bool = JSON,
+    quiet: bool = QUIET,
 ) -> None:
     """Relative effective context length of a group of models (the paper's Table 8, Figures 3 and 4).
 
@@ -687,7 +530,6 @@ def recl(
     txlab recl --group xl151m qrnn lstm --r 0.1
     """
     from txlab.config import parse_seeds
-    from txlab.devices import check_device
     from txlab.drivers.recl.report import SeedsResult, redraw_group, summary
     from txlab.drivers.recl.run import recl_groups
     from txlab.drivers.recl.settings import parse_rs
@@ -698,12 +540,6 @@ def recl(
         for path in redraw_group(redraw, fig_dir or resolve("figures/recl")):
             typer.echo(f"wrote {path}")
         return
-    if device is not None:
-        check_device(device)
-    if name is not None:
-        from txlab.workspace import check_name
-
-        check_name(name, "--name")  # a group's folders are named by it, inside --out-dir and --fig-dir
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     options = {"size": size, "data": data, "text": text, "tokenizer": tokenizer, "rs": parse_rs(r), "device": device,
                "models_root": models_root, "launcher": launcher, "train_seeds": parse_seeds(train_seeds)}
@@ -718,7 +554,7 @@ def recl(
         for path in [*(f for one in getattr(result, "seeds", []) for f in one.files), *result.files]:
             typer.echo(f"written {path}")
     if json_output:
-        _print_json(summary(results))
+        print_json(summary(results))
 
 
 @app.command()
@@ -734,9 +570,9 @@ def ablate(
                                  "(pip install 'txlab\\[slurm]'), waited for here, settings from the profile's slurm: mapping or --set."),
     overrides: list[str] = typer.Option([], "--set", help="Override a profile setting (keys: `txlab ablate --show-settings`), e.g. --set eval_tokens=20000 "
                                         "--set slurm.partition=gpu --set slurm.time_min=600 (repeatable)."),
-    _show: bool = _show_settings("txlab.drivers.ablate_study", "AblationSettings"),
-    json_output: bool = _JSON,
-    quiet: bool = _QUIET,
+    _show: bool = show_settings("txlab.drivers.ablate_study", "AblationSettings"),
+    json_output: bool = JSON,
+    quiet: bool = QUIET,
 ) -> None:
     """Ablation grid: train every configuration of a study (or find it trained), score each at the
     study's evaluation attention lengths, and write the paper's Table 6 layout (Remark, Recurrence,
@@ -762,7 +598,7 @@ def ablate(
         for path in result.table.files:
             typer.echo(f"written {path}")
     if json_output:
-        _print_json(result.summary())
+        print_json(result.summary())
     for failure in result.failed or []:
         typer.echo(f"failed: {failure.describe()}", err=True)
     if result.failed:
@@ -789,8 +625,8 @@ def attention_command(
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     from_csv: bool = typer.Option(False, "--from-csv", help="Only draw Figures 5-7 again from the tables (CSV and attention.json) an earlier run of this "
                                   "command wrote in <out-dir>/<run name>/: no checkpoint needed, nothing is read through the model.", metavar=""),
-    json_output: bool = _JSON,
-    quiet: bool = _QUIET,
+    json_output: bool = JSON,
+    quiet: bool = QUIET,
 ) -> None:
     """Where a trained Transformer-XL attends: the paper's Appendix D figures.
 
@@ -807,7 +643,7 @@ def attention_command(
         for path in result["files"]:
             typer.echo(f"written {path}")
         if json_output:
-            _print_json({"files": result["files"]})
+            print_json({"files": result["files"]})
         return
     check_device(device)
     chosen = [t.strip() for t in terms.split(",") if t.strip()] if terms else None
@@ -827,7 +663,7 @@ def attention_command(
     for path in result["files"]:
         typer.echo(f"written {path}")
     if json_output:
-        _print_json({k: v for k, v in result.items() if k != "files"})
+        print_json({k: v for k, v in result.items() if k != "files"})
 
 
 @app.command("generate")
@@ -842,8 +678,8 @@ def generate_command(
     temperature: float = typer.Option(1.0, "--temperature", help="Divide the log-probabilities by this before sampling."),
     seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same text."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
-    json_output: bool = _JSON,
-    quiet: bool = _QUIET,
+    json_output: bool = JSON,
+    quiet: bool = QUIET,
 ) -> None:
     """Continue a prompt by sampling with memory (the paper's Appendix E), streaming the text as it comes.
 
@@ -863,7 +699,7 @@ def generate_command(
     say(f"generated {len(result['tokens'])} tokens after a {result['prompt_tokens']}-token prompt "
         f"(top-k {top_k}" + (f", top-p {top_p:g}" if top_p < 1 else "") + f", temperature {temperature:g}, seed {seed})" + (" before Ctrl-C stopped it" if result["interrupted"] else ""))
     if json_output:
-        _print_json(result)
+        print_json(result)
     if result["interrupted"]:
         raise typer.Exit(code=130)  # the shell's code for a command stopped by Ctrl-C (SIGINT)
 
@@ -894,7 +730,7 @@ def import_hf_command(
     data: str = _IMPORT_DATA,
     vocab: Path = typer.Option(None, "--vocab", help="Vocabulary: tokenizer pickle, or plain text with one symbol per line \\[default: DIR/vocab.pkl, vocab.bin or vocab.txt]."),
     config: str = typer.Option("", "--config", help="YAML of run settings applied over those from config.json (e.g. eval lengths), before --set."),
-    overrides: list[str] = _SET,
+    overrides: list[str] = SET,
     force: bool = _IMPORT_FORCE,
 ) -> None:
     """Convert a Hugging Face TransfoXL checkpoint (a directory, or a Hub id such as transfo-xl/transfo-xl-wt103): shape and memory settings from its config.json.
@@ -915,7 +751,7 @@ def import_reference_command(
     preset: str = typer.Option("", "--preset", help="Preset giving the hyper-parameters (e.g. xl151m for the WikiText-103 base model)."),
     size: str = typer.Option("paper", "--size", help="Size of --preset \\[default: paper, the size of the authors' released checkpoints].", show_default=False),
     config: str = typer.Option("", "--config", help="YAML of hyper-parameters (model: {n_layer: ..., cutoffs: ...}), after --preset."),
-    overrides: list[str] = _SET,
+    overrides: list[str] = SET,
     force: bool = _IMPORT_FORCE,
 ) -> None:
     """Convert a state dict of the authors' reference PyTorch code; its hyper-parameters come from --preset, --config and --set.

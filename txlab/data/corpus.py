@@ -273,3 +273,33 @@ def text_corpus_info(name: str, text: str, tokenizer: str, text_split: str, cfg:
         return corpus_info(name, cfg, progress)
     fractions = parse_split_fractions(text_split) if text_split else None
     return corpus_info(TEXT_CORPUS, text_data_config(text, tokenizer or "char", dataclasses.replace(cfg, corpus=TEXT_CORPUS, corpus_dir=""), fractions), progress)
+
+
+def readable_size(n: int | None) -> str:
+    """A byte count as people read it: '-', '512 B', '1.2 MB'."""
+    if not n:
+        return "-"
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def corpus_info_text(info: dict, own_text: bool = False) -> str:
+    """What `txlab data info` prints of :func:`text_corpus_info`'s record, one fact per line."""
+    lines = [f"{info['name']} ({info['level']} level) from {info['source']}",
+             f"vocabulary: {info['vocab_size']:,} symbols, sha256 {info['vocab_sha256']}; tokenizer id {info['tokenizer_id']}"]
+    lines += [f"{split:>5}: {s['tokens']:>13,} tokens  stream sha256 {s['token_stream_sha256']}" for split, s in info["splits"].items()]
+    lines += [f"{split:>5}: missing ({why if own_text else f'looked for {why}'})" for split, why in info["missing_splits"].items()]
+    lines += [f"file: {f['path']} ({readable_size(f['size_bytes'])}, sha256 {f['sha256']})" for f in info["files"]]
+    if info.get("options"):
+        lines.append(f"options: {info['options']}")
+    if info["cache_dir"]:
+        lines.append(f"cache: {info['cache_dir']}")
+    if "synthetic" in info:
+        syn = info["synthetic"]
+        lines.append(f"copies {syn['min_distance']}..{syn['max_distance']} tokens back (longest needed context {syn['max_context']}); "
+                     f"valid split: {syn['fraction_copied']:.1%} copied values, oracle loss {syn['oracle_nll_full_context']:.3f} nats "
+                     f"with full context, {syn['oracle_nll_no_context']:.3f} with none")
+    return "\n".join(lines)

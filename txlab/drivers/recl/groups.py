@@ -22,7 +22,7 @@ from txlab.presets import PRESETS
 from txlab.runs.checkpoint import has_checkpoint, saved_config
 from txlab.runs.train import configuration_changes
 from txlab.runs.zoo import run_config, run_dir
-from txlab.workspace import resolve
+from txlab.workspace import check_name, resolve
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,8 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
     """The groups one command runs: the study's (all, or those ``members`` name) or ``members`` as one group,
     each resolved by :func:`resolve_group` from the study's profile (or the defaults) under the command
     line's ``options`` and ``sets`` (:func:`command_line`)."""
+    if name is not None:
+        check_name(name, "--name")  # a group's folders are named by it, inside the output folders
     if study is None:
         if not members:
             raise TxlabError("name the group's members (presets or run directories), e.g. `txlab recl --group xl151m qrnn lstm`, or give --study")
