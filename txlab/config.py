@@ -32,6 +32,8 @@ from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import MAX_YAML_BYTES, load_yaml, read_text_file, write_text_atomic
 
 FAMILIES = ("xl", "vanilla", "lstm", "qrnn", "hf")
+RECURRENT_FAMILIES = ("lstm", "qrnn")
+"""The families whose state carries over between segments with no window (:attr:`ModelConfig.training_span`)."""
 POS_ENCODINGS = ("ours", "shaw", "vaswani", "alrfou")
 ATTN_KERNELS = ("auto", "unfused", "sdpa")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -193,6 +195,12 @@ class ModelConfig:
         "Transformers only: torch.compile every layer, in training and evaluation (a compile per new chunk shape, tens of seconds "
         "on CPU; docs/performance.md has what it bought).",
     )
+
+    @property
+    def training_span(self) -> int | None:
+        """Tokens the model attends as one stretch in training: its segment plus its memory; None for a recurrent
+        model (LSTM, QRNN), whose state carries over from segment to segment without a bound."""
+        return None if self.family in RECURRENT_FAMILIES else self.tgt_len + self.mem_len
 
 
 COMPUTE_SETTINGS = ("attn_kernel", "compile")

@@ -33,13 +33,6 @@ def _config(run_dir: Path) -> RunConfig:
     return load_config(path)
 
 
-def training_span(cfg: RunConfig) -> int:
-    """Tokens a run attended to in training: segment + memory for Transformers, 0 (unbounded) for RNNs."""
-    if cfg.model.family in ("lstm", "qrnn"):
-        return 0
-    return cfg.model.tgt_len + cfg.model.mem_len
-
-
 def role_labels(run_dirs: list[Path], configs: list[RunConfig]) -> list[str]:
     """Each run's legend entry, its architecture and real size ('Transformer-XL (xl151m), 0.96M
     parameters'), with the run folder added where runs share one."""
@@ -61,7 +54,7 @@ def roles_title(configs: list[RunConfig], run_dirs: list[Path], split: str, max_
 
 def _figure(run_dirs: list[Path], records: list[dict[str, Any]], configs: list[RunConfig], out: Path, title: str,
             split: str, max_tokens: int) -> dict[str, Any]:
-    runs = [{"run_dir": str(run_dir), "label": label, "train_span": training_span(cfg), **record}
+    runs = [{"run_dir": str(run_dir), "label": label, "train_span": cfg.model.training_span or 0, **record}
             for run_dir, label, cfg, record in zip(run_dirs, role_labels(run_dirs, configs), configs, records)]
     title = title or roles_title(configs, run_dirs, split, max_tokens)
     written = role_figure(runs, out, title)

@@ -235,12 +235,12 @@ def scaled_grid(span: int) -> str:
     return f"{step}:{span // step * step}:{step}"
 
 
-def training_span(member: Member) -> int | None:
-    """The longest context a member saw in training: segment plus memory (a Hugging Face checkpoint: the
-    positions its config names; None when it names none)."""
+def member_span(member: Member) -> int | None:
+    """The longest context a member attended in training: a txlab run's ``model.training_span`` (None for a recurrent
+    model), a Hugging Face checkpoint's position table (None when its config names none)."""
     if member.source:
         return hf.trained_length(member.source)
-    return member.config.model.tgt_len + member.config.model.mem_len
+    return member.config.model.training_span
 
 
 def with_defaults(settings: ReclSettings, members: Sequence[Member]) -> ReclSettings:
@@ -250,7 +250,9 @@ def with_defaults(settings: ReclSettings, members: Sequence[Member]) -> ReclSett
     ideal model gives the truth. A value the study or the command line gave stays."""
     chosen: dict[str, Any] = dict(PAPER_COLLECTION if settings.size == "paper" else SMALL_COLLECTION)
     if settings.grid is None and settings.size != "paper":
-        spans = [span for span in map(training_span, members) if span]
+        spans = [span for span in map(member_span, members) if span]
+        if not spans:  # recurrent members only: in training their gradient reached one segment back
+            spans = [m.config.model.tgt_len for m in members if m.config is not None]
         if not spans:
             raise TxlabError("no member says how long a context it was trained on: give the grid, e.g. --set grid=32:512:32")
         chosen["grid"] = scaled_grid(max(spans))
