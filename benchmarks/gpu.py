@@ -119,46 +119,22 @@ def ceiling(shapes: Shapes, device: str) -> dict:
 def train(shapes: Shapes, device: str, ceilings: dict) -> dict:
     """Training tokens/s of xl151m in fp32 and bf16, interleaved."""
     from txlab.config import ModelConfig
-    from txlab.measure.bench import preset_configs
-    from txlab.models.build import build_model
-    from txlab.precision import autocast, loss_scaler
-    from txlab.runs.evaluate import segment_loss
+    from txlab.measure.bench import preset_configs, training_workload
 
     fields = preset_configs(["xl151m"], shapes.train_size)[f"xl151m-{shapes.train_size}"]
     batch, segment = shapes.train_batch, shapes.train_segment
     tokens = torch.randint(0, fields["n_token"], (batch, segment + 1), generator=torch.Generator().manual_seed(0)).to(device)
 
-    def training_step(precision: str):
-        torch.manual_seed(0)
-        model = build_model(ModelConfig(**{**fields, "tgt_len": segment, "mem_len": segment})).to(device).train()
-        optimizer = torch.optim.Adam(model.parameters(), lr=2.5e-4)
-        scaler = loss_scaler(precision, device)
-        state = [model.init_state(batch)]
-
-        def step() -> None:
-            with autocast(precision, device):
-                out = model(tokens[:, :-1], state[0], tokens[:, 1:])
-                loss = segment_loss(out.nll, "full")
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            state[0] = out.state
-
-        return step, model.counts().training_flops_per_token(2 * segment), sum(p.numel() for p in model.parameters())
-
     precisions = ["fp32", "bf16"]
-    steps = [training_step(p) for p in precisions]
-    seconds = interleaved_medians([s for s, _, _ in steps], device, 3, shapes.rounds)
+    steps = [training_workload(ModelConfig(**fields), tokens, p) for p in precisions]
+    seconds = interleaved_medians([work.step for work in steps], device, 3, shapes.rounds)
     rows = {}
-    for precision, (_, flops, params), s in zip(precisions, steps, seconds):
+    for precision, work, s in zip(precisions, steps, seconds):
         tok_s = batch * segment / s
-        tflops = tok_s * flops / 1e12
+        tflops = tok_s * work.flops_per_token / 1e12
         rows[precision] = {"ms_per_step": s * 1e3, "tokens_per_s": tok_s, "tflops": tflops,
                            "of_own_ceiling": tflops / ceilings.get(f"{precision}_tflops", float("nan"))}
-    return {"model": f"xl151m-{shapes.train_size}", "params": params, "batch": batch, "segment": segment, "memory": segment, "steps": rows}
+    return {"model": f"xl151m-{shapes.train_size}", "params": steps[0].params, "batch": batch, "segment": segment, "memory": segment, "steps": rows}
 
 
 def gpt2_folder(folder: Path, text: str, fields: dict) -> Path:

@@ -24,10 +24,8 @@ import sys
 import torch
 
 from txlab.config import ModelConfig
-from txlab.measure.bench import preset_configs
-from txlab.models.build import build_model
-from txlab.precision import DTYPES, autocast, check_precision, loss_scaler
-from txlab.runs.evaluate import segment_loss
+from txlab.measure.bench import preset_configs, training_workload
+from txlab.precision import DTYPES, check_precision
 from txlab.timing import cpu_model, cpu_snapshot, interleaved_median_seconds, matmul_peak_gflops, median_seconds, others_cpu
 
 BATCH, SEGMENT = 8, 128
@@ -42,29 +40,6 @@ def matmul_gflops(dtype: torch.dtype, threads: int, size: int = 2048) -> float:
     return 2 * size**3 / median_seconds(lambda: a @ b, 1, 3) / 1e9
 
 
-def training_step(fields: dict, precision: str, tokens: torch.Tensor):
-    """The step of one model in ``precision`` and its analytic FLOPs per token."""
-    torch.manual_seed(0)
-    model = build_model(ModelConfig(**{**fields, "tgt_len": SEGMENT, "mem_len": SEGMENT})).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    scaler = loss_scaler(precision, "cpu")
-    state = [model.init_state(BATCH)]
-
-    def step() -> None:
-        with autocast(precision, "cpu"):
-            out = model(tokens[:, :-1], state[0], tokens[:, 1:])
-            loss = segment_loss(out.nll, "full")
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        state[0] = out.state
-
-    return step, model.counts().training_flops_per_token(2 * SEGMENT)
-
-
 def main() -> None:
     precisions = sys.argv[1:] or ["fp32", "bf16"]
     threads, repeats = int(os.environ.get("THREADS", "2")), int(os.environ.get("REPEATS", "15"))
@@ -75,14 +50,15 @@ def main() -> None:
     tokens = torch.randint(0, fields["n_token"], (BATCH, SEGMENT + 1), generator=torch.Generator().manual_seed(0))
     measured = sorted({"fp32", *precisions}, key=list(DTYPES).index)
     ceilings = {"before": {p: matmul_gflops(DTYPES[p], threads) for p in measured}}
-    steps = [training_step(fields, p, tokens) for p in precisions]
+    steps = [training_workload(ModelConfig(**fields), tokens, p) for p in precisions]
     snapshot = cpu_snapshot()
-    seconds = interleaved_median_seconds([step for step, _ in steps], 3, repeats)
+    seconds = interleaved_median_seconds([work.step for work in steps], 3, repeats)
     others = others_cpu(snapshot)
     ceilings["after"] = {p: matmul_gflops(DTYPES[p], threads) for p in measured}
     ceiling = {p: min(ceilings["before"][p], ceilings["after"][p]) for p in measured}
     rows = {}
-    for precision, (_, flops), s in zip(precisions, steps, seconds):
+    for precision, work, s in zip(precisions, steps, seconds):
+        flops = work.flops_per_token
         tok_s = BATCH * SEGMENT / s
         gflops = tok_s * flops / 1e9
         rows[precision] = {"ms_per_step": s * 1e3, "tokens_per_s": tok_s, "gflops": gflops, "of_fp32_ceiling": gflops / ceiling["fp32"],

@@ -46,6 +46,8 @@ from txlab.config import ModelConfig
 from txlab.errors import TxlabError
 from txlab.measure import authors_code
 from txlab.models.build import build_model
+from txlab.precision import autocast, loss_scaler
+from txlab.runs.evaluate import segment_loss
 from txlab.tables import markdown_table
 from txlab.timing import cpu_snapshot, interleaved_median_seconds, others_cpu
 
@@ -89,7 +91,7 @@ def preset_configs(names: Sequence[str], size: str = "cpu") -> dict[str, dict[st
 
 
 @dataclasses.dataclass
-class _Workload:
+class Workload:
     """One row's work: ``step()`` predicts ``tokens_per_call`` tokens of ``flops_per_token`` useful FLOPs each."""
 
     step: Callable[[], None]
@@ -159,26 +161,35 @@ class BenchRow:
                 "load_avg_1m": self.load_avg_1m, "others_cpu": self.others_cpu}
 
 
-def _train(cfg: ModelConfig, tokens: torch.Tensor) -> _Workload:
+def training_workload(cfg: ModelConfig, tokens: torch.Tensor, precision: str = "fp32") -> Workload:
+    """One training step as `txlab train` takes it, on ``tokens`` [B, seg_len + 1] (on their device), with a memory of
+    one segment: the forward pass and the loss under txlab.precision.autocast, backward through the loss scaler (fp16
+    only; a pass-through otherwise), clipping at 0.25, an Adam step. The model is built from ``cfg`` with seed 0."""
     batch_size, seg_len = tokens.size(0), tokens.size(1) - 1
-    cfg = replace(cfg, tgt_len=seg_len, mem_len=seg_len, dropout=0.1)
-    model = build_model(cfg).train()
+    device = tokens.device
+    torch.manual_seed(0)
+    model = build_model(replace(cfg, tgt_len=seg_len, mem_len=seg_len)).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=2.5e-4)
+    scaler = loss_scaler(precision, device)
     state = [model.init_state(batch_size)]
 
     def step() -> None:
-        out = model(tokens[:, :-1], state[0], tokens[:, 1:])
-        out.nll.mean().backward()
+        with autocast(precision, device):
+            out = model(tokens[:, :-1], state[0], tokens[:, 1:])
+            loss = segment_loss(out.nll, "full")
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         optimizer.zero_grad(set_to_none=True)
         state[0] = out.state
 
-    return _Workload(step, batch_size * seg_len, model.counts().training_flops_per_token(2 * seg_len), model.num_parameters(),
-                     f"seg {seg_len} mem {seg_len}", min_warmup=1)  # one step fills the memory
+    return Workload(step, batch_size * seg_len, model.counts().training_flops_per_token(2 * seg_len), model.num_parameters(),
+                    f"seg {seg_len} mem {seg_len}", min_warmup=1)  # one step fills the memory
 
 
-def _evaluate(cfg: ModelConfig, tokens: torch.Tensor, mem_len: int, cached: bool) -> _Workload:
+def _evaluate(cfg: ModelConfig, tokens: torch.Tensor, mem_len: int, cached: bool) -> Workload:
     batch_size, seg_len = tokens.size(0), tokens.size(1) - 1
     cfg = replace(cfg, tgt_len=seg_len, mem_len=mem_len)
     model = build_model(cfg).eval()
@@ -192,13 +203,13 @@ def _evaluate(cfg: ModelConfig, tokens: torch.Tensor, mem_len: int, cached: bool
             state[0] = model(tokens[:, :-1], state[0], tokens[:, 1:]).state
 
     counts = model.counts()
-    return _Workload(step, batch_size * seg_len, counts.flops_per_token(mem_len + seg_len), model.num_parameters(),
+    return Workload(step, batch_size * seg_len, counts.flops_per_token(mem_len + seg_len), model.num_parameters(),
                      f"seg {seg_len} mem {mem_len}" + ("" if cached else ", training path"),
                      min_warmup=math.ceil(mem_len / seg_len),  # chunks until the memory is full
                      avoided_flops_per_token=counts.recomputed_flops_per_token(mem_len, seg_len, batch_size) if cached else 0.0)
 
 
-def _generate(cfg: ModelConfig, mem_len: int, cached: bool, n_tokens: int = 16) -> _Workload:
+def _generate(cfg: ModelConfig, mem_len: int, cached: bool, n_tokens: int = 16) -> Workload:
     """Each call samples ``n_tokens`` tokens, one at a time, as txlab generate does."""
     from txlab.measure.generate import ContextReader, sample_top_k
     from txlab.models.interface import Context
@@ -217,12 +228,12 @@ def _generate(cfg: ModelConfig, mem_len: int, cached: bool, n_tokens: int = 16) 
             log_probs[0] = reader.read([int(sample_top_k(log_probs[0], 40, 1.0, generator))])
 
     counts = model.counts()
-    return _Workload(step, n_tokens, counts.flops_per_token(mem_len + 1), model.num_parameters(),
+    return Workload(step, n_tokens, counts.flops_per_token(mem_len + 1), model.num_parameters(),
                      f"one token a step, mem {mem_len}" + ("" if cached else ", training path"),
                      avoided_flops_per_token=counts.recomputed_flops_per_token(mem_len, 1, 1) if cached else 0.0, streams=1)
 
 
-def _vanilla(cfg: ModelConfig, windows: torch.Tensor, targets: torch.Tensor) -> _Workload:
+def _vanilla(cfg: ModelConfig, windows: torch.Tensor, targets: torch.Tensor) -> Workload:
     window = windows.size(1)
     cfg = replace(cfg, family="vanilla", pos_enc="alrfou", tgt_len=window, mem_len=0, max_len=window)
     model = build_model(cfg).eval()
@@ -231,7 +242,7 @@ def _vanilla(cfg: ModelConfig, windows: torch.Tensor, targets: torch.Tensor) -> 
         with torch.inference_mode():
             model.window_last_nll(windows, targets)
 
-    return _Workload(step, windows.size(0), model.counts().window_flops(window), model.num_parameters(), f"window {window}")
+    return Workload(step, windows.size(0), model.counts().window_flops(window), model.num_parameters(), f"window {window}")
 
 
 def _authors_step(model_class: type, cfg: ModelConfig, match: re.Match, tokens: torch.Tensor,
@@ -298,7 +309,7 @@ def bench_model(
                 windows = torch.randint(0, cfg.n_token, (batch_size, window), generator=generator)
                 targets = torch.randint(0, cfg.n_token, (batch_size,), generator=generator)
                 if mode == "train":
-                    work = _train(cfg, tokens)
+                    work = training_workload(replace(cfg, dropout=0.1), tokens)
                 elif match.group(2):
                     work = _evaluate(cfg, tokens, int(match.group(2)), cached=not match.group(3))
                 elif match.group(5):
