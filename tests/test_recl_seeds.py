@@ -32,6 +32,13 @@ def test_the_spread_of_uncensored_readings_is_their_plain_statistics():
     assert (spread.min_label, spread.max_label, spread.mean_label, spread.sd_label) == ("2", "6", "4.0", "2.0")
 
 
+def test_the_spread_counts_every_reading_repeated_ones_included():
+    # two seeds read 120 and one 180: the mean is 140, not 150 (the mean of the distinct readings)
+    spread = recl.seed_spread([120, 120, 180], [False, False, False])
+    assert (spread.n, spread.min, spread.max, spread.mean, spread.mean_label) == (3, 120, 180, 140.0, "140.0")
+    assert spread.sd == pytest.approx(math.sqrt(1200))  # deviations -20, -20, 40 over n - 1 = 2
+
+
 def test_a_censored_reading_makes_the_max_and_the_mean_lower_bounds():
     # seed 1 ran off the grid at 8: its RECL is at least 8, so the largest is at least 8 and the mean at least 6
     spread = recl.seed_spread([4, 8, 6], [False, True, False])
