@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Import names whose distribution has another name.
 DISTRIBUTION_OF = {"yaml": "pyyaml", "xdist": "pytest-xdist"}
+# The tests' own modules (a test may import a constant from conftest): no distribution.
+TEST_MODULES = {path.stem for path in (ROOT / "tests").glob("*.py")}
 # Submodules of a declared package that need a distribution of their own to import.
 NEEDS_DISTRIBUTION = {"torch.utils.tensorboard": "tensorboard"}
 
@@ -44,7 +46,7 @@ def declared() -> tuple[set[str], dict[str, set[str]]]:
 def _distributions_of_module(module: str) -> set[str]:
     needed = {dist for prefix, dist in NEEDS_DISTRIBUTION.items() if module == prefix or module.startswith(prefix + ".")}
     top = module.split(".")[0]
-    if top not in sys.stdlib_module_names and top != "txlab":
+    if top not in sys.stdlib_module_names and top != "txlab" and top not in TEST_MODULES:
         needed.add(normalise(DISTRIBUTION_OF.get(top, top)))
     return needed
 
