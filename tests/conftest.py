@@ -5,7 +5,10 @@
 - Tests run torch on one thread: their models are tiny, where a second thread buys nothing, and on a
   2-core machine shared with any other work, two-thread parallel regions stall (measured: a tiny
   LSTM step went from 2 ms to 100 ms), which made the suite's run time erratic.
+- The suite runs on two worker processes (pytest-xdist, addopts in pyproject.toml): no test may rely on
+  another having run first, in its process or at all.
 - Shared helpers: the ``cli`` fixture (`txlab` in-process, with the JSON and user-error checks), the
+  ``tiny_members`` fixture (copies of tiny runs trained once per worker process), the
   ``untrained_run`` fixture (a run directory holding a tiny model's checkpoint, no training), the
   ``hf_checkpoint`` fixture (a Hugging Face checkpoint folder with its tokenizer, built offline) and the
   ``study_run`` fixture (the records of a finished ablation study run, no model).
@@ -13,6 +16,7 @@
 
 import json
 import math
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -93,6 +97,40 @@ class TxlabCli:
 @pytest.fixture(scope="session")
 def cli() -> TxlabCli:
     return TxlabCli()
+
+
+TINY_TRAINING = ("--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
+                 "--set", "data.synthetic_eval_tokens=600")
+"""The recipe of the suite's tiny trained runs: 2 steps on a short synthetic corpus (``--size tiny``)."""
+
+
+@pytest.fixture(scope="session")
+def tiny_members(tmp_path_factory) -> Callable[..., Path]:
+    """``copy(models_root, *presets)``: ``models_root`` holding a fresh copy of each preset's run trained at
+    size tiny with :data:`TINY_TRAINING`, named as `txlab recl --size tiny` with that recipe finds its
+    members (``<preset>-tiny-synthetic``); returns ``models_root``.
+
+    Each preset trains once per worker process, the first time a test asks for it, with a corpus cache
+    and home of its own (not the asking test's); tests only ever see copies, so none can change another's."""
+    root = tmp_path_factory.mktemp("tiny-members")
+    runs: dict[str, Path] = {}
+
+    def trained(preset: str) -> Path:
+        if preset not in runs:
+            run = root / "models" / f"{preset}-tiny-synthetic"
+            with pytest.MonkeyPatch.context() as env:
+                for name in ("HOME", "DATA_DIR", "CACHE_DIR"):
+                    env.setenv(f"TXLAB_{name}", str(root / name.lower()))
+                TxlabCli().ok("train", preset, "--size", "tiny", "--run-dir", run, "--quiet", *TINY_TRAINING)
+            runs[preset] = run
+        return runs[preset]
+
+    def copy(models_root: Path, *presets: str) -> Path:
+        for preset in presets:
+            shutil.copytree(trained(preset), Path(models_root) / f"{preset}-tiny-synthetic")
+        return Path(models_root)
+
+    return copy
 
 
 @pytest.fixture

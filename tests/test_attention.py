@@ -249,8 +249,10 @@ def test_uniform_attention_gives_one_over_the_window_at_every_distance(tmp_path,
     np.testing.assert_allclose(fig7.filter(regex=r"^d\d+$").to_numpy(), 1 / 32, rtol=1e-6)
 
 
-def test_analysis_of_a_random_model_writes_normalised_tables_and_the_figures(tmp_path, untrained_run):
+def test_analysis_of_a_random_model_writes_normalised_tables_and_figures_its_tables_draw_again(tmp_path, untrained_run, cli):
+    # one analysis for both checks: drawing its figures takes seconds
     run = untrained_run(tmp_path / "xl", sets=ATTENTION_SETS)
+    save_config(load_checkpoint(run).config, run / "config.yaml")  # as training writes it: the titles read it
     result = attention_analysis(run, n_targets=100, heads=2, sample_rows=5, out_dir=tmp_path / "fig", progress=False)
     target = tmp_path / "fig" / "xl"
     for name in ("figure5", "figure6", "figure7"):
@@ -269,6 +271,17 @@ def test_analysis_of_a_random_model_writes_normalised_tables_and_the_figures(tmp
     assert set(fig6["query_position"]) <= set(context["position"])
     assert json.loads((target / "attention.json").read_text())["queries"] == result["queries"]
 
+    # drawn again from the tables alone, the figures are the analysis figures, byte for byte
+    shutil.copytree(target, tmp_path / "copy" / "xl", ignore=shutil.ignore_patterns("*.png", "*.pdf"))
+    again = redraw_attention(run, out_dir=tmp_path / "copy")
+    assert [Path(f).name for f in again["files"]] == [f"figure{n}.{ext}" for n in (5, 6, 7) for ext in ("png", "pdf")]
+    for name in ("figure5.png", "figure6.png", "figure7.png"):
+        assert (tmp_path / "copy" / "xl" / name).read_bytes() == (target / name).read_bytes(), name
+    (tmp_path / "copy" / "xl" / "attention.json").unlink()
+    assert "no attention.json in" in cli.refused("attention", run, "--from-csv", "--out-dir", tmp_path / "copy")
+    (run / "config.yaml").unlink()
+    assert "has no config.yaml" in cli.refused("attention", run, "--from-csv", "--out-dir", tmp_path / "fig")
+
 
 def test_figure6_read_back_from_its_tables_puts_each_probability_at_its_key(tmp_path, unrendered, untrained_run):
     run = untrained_run(tmp_path / "uniform", sets=ATTENTION_SETS, prepare=zero_queries)
@@ -282,21 +295,6 @@ def test_figure6_read_back_from_its_tables_puts_each_probability_at_its_key(tmp_
         for row, query in enumerate(panel["queries"]):  # same_length: query q sees the 32 keys q-31..q, all alike
             assert panel["context"][seen[row]].tolist() == list(range(query - 31, query + 1))
         np.testing.assert_allclose(panel["probs"][seen], 1 / 32, rtol=1e-5)
-
-
-def test_figures_drawn_again_from_the_tables_are_the_analysis_figures(tmp_path, untrained_run, cli):
-    run = untrained_run(tmp_path / "xl", sets=ATTENTION_SETS)
-    save_config(load_checkpoint(run).config, run / "config.yaml")  # as training writes it: the titles read it
-    attention_analysis(run, n_targets=100, heads=2, sample_rows=5, out_dir=tmp_path / "fig", progress=False)
-    shutil.copytree(tmp_path / "fig" / "xl", tmp_path / "copy" / "xl", ignore=shutil.ignore_patterns("*.png", "*.pdf"))
-    again = redraw_attention(run, out_dir=tmp_path / "copy")
-    assert [Path(f).name for f in again["files"]] == [f"figure{n}.{ext}" for n in (5, 6, 7) for ext in ("png", "pdf")]
-    for name in ("figure5.png", "figure6.png", "figure7.png"):
-        assert (tmp_path / "copy" / "xl" / name).read_bytes() == (tmp_path / "fig" / "xl" / name).read_bytes(), name
-    (tmp_path / "copy" / "xl" / "attention.json").unlink()
-    assert "no attention.json in" in cli.refused("attention", run, "--from-csv", "--out-dir", tmp_path / "copy")
-    (run / "config.yaml").unlink()
-    assert "has no config.yaml" in cli.refused("attention", run, "--from-csv", "--out-dir", tmp_path / "fig")
 
 
 def test_the_committed_figures_are_drawn_from_their_committed_tables(tmp_path, unrendered):

@@ -192,19 +192,18 @@ def test_ctrl_c_exits_130_with_one_line(args, stopped, monkeypatch, cli):
     assert result.output == "interrupted: stopped by Ctrl-C\n"
 
 
-_TINY = ["--size", "tiny", "--set", "train.max_steps=4", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
-         "--set", "data.synthetic_eval_tokens=600"]
-
-
 @pytest.mark.parametrize("preset, option", [("lstm", ["--attn-len", "64"]), ("qrnn", ["--mem-len", "64"]), ("lstm", ["--same-length"]),
                                             ("transformer128m", ["--clamp-len", "8"])])
-def test_memory_settings_are_refused_for_families_without_memory(tmp_path, preset, option, cli):
-    run = tmp_path / preset
-    cli.ok("train", preset, *_TINY, "--set", "train.max_steps=2", "--run-dir", run, "--quiet")
+def test_memory_settings_are_refused_for_families_without_memory(tmp_path, preset, option, cli, tiny_members):
+    run = tiny_members(tmp_path, preset) / f"{preset}-tiny-synthetic"
     message = cli.refused("eval", run, *option, "--quiet")
     assert f"{option[0]} sets Transformer-XL's memory" in message and not (run / "eval").exists()
     scored = cli.ok("eval", run, "--quiet").output.splitlines()[0]  # nor does it report memory settings it has not got
     assert "tgt_len" in scored and not any(key in scored for key in ("mem_len", "clamp_len", "same_length"))
+
+
+_TINY = ["--size", "tiny", "--set", "train.max_steps=4", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
+         "--set", "data.synthetic_eval_tokens=600"]
 
 
 def test_validation_and_evaluation_show_progress_unless_quiet_and_it_changes_no_number(tmp_path, cli):

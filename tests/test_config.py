@@ -227,12 +227,21 @@ def _exercise(cfg):
         model(tokens[:, :eval_len], model.init_state(rows), tokens[:, 1 : eval_len + 1])
 
 
+@pytest.mark.parametrize("compiling", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["layers-not-compiled", "layers-compiled"])
 @pytest.mark.parametrize("preset", ["xl151m", "transformer128m", "xl128m-shaw", "lstm", "qrnn"])
-def test_any_value_resolves_to_a_working_config_or_is_a_txlab_error(preset):
-    """The property, from a seeded generator: 1-3 random values for random keys of a tiny preset."""
+def test_any_value_resolves_to_a_working_config_or_is_a_txlab_error(preset, compiling, monkeypatch):
+    """The property, from a seeded generator: 1-3 random values for random keys of a tiny preset.
+
+    A trial that draws model.compile=true builds and runs its model; in the default run without
+    compiling the layers (torch.compile takes 25-60 s in a fresh process), in the slow run compiled
+    (tests/test_model.py checks that a compiled model computes what the eager one does, also slow)."""
     import numpy as np
+    import torch
 
     from txlab.presets import resolve_preset
+
+    if not compiling:
+        monkeypatch.setattr(torch.nn.Module, "compile", lambda self, *args, **kwargs: None)
 
     rng = np.random.default_rng(20)
     base = resolve_preset(preset, "tiny")

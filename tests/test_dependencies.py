@@ -19,7 +19,9 @@ tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard libr
 ROOT = Path(__file__).resolve().parents[1]
 
 # Import names whose distribution has another name.
-DISTRIBUTION_OF = {"yaml": "pyyaml"}
+DISTRIBUTION_OF = {"yaml": "pyyaml", "xdist": "pytest-xdist"}
+# The tests' own modules (a test may import a constant from conftest): no distribution.
+TEST_MODULES = {path.stem for path in (ROOT / "tests").glob("*.py")}
 # Submodules of a declared package that need a distribution of their own to import.
 NEEDS_DISTRIBUTION = {"torch.utils.tensorboard": "tensorboard"}
 
@@ -44,7 +46,7 @@ def declared() -> tuple[set[str], dict[str, set[str]]]:
 def _distributions_of_module(module: str) -> set[str]:
     needed = {dist for prefix, dist in NEEDS_DISTRIBUTION.items() if module == prefix or module.startswith(prefix + ".")}
     top = module.split(".")[0]
-    if top not in sys.stdlib_module_names and top != "txlab":
+    if top not in sys.stdlib_module_names and top != "txlab" and top not in TEST_MODULES:
         needed.add(normalise(DISTRIBUTION_OF.get(top, top)))
     return needed
 
@@ -112,16 +114,28 @@ def test_every_import_of_the_package_is_declared_and_eager_ones_are_hard_depende
     assert not problems, "\n".join(problems)
 
 
+def plugins_of_the_test_run() -> dict[str, dict[str, bool]]:
+    """Distribution -> {"pyproject.toml": True} for each plugin pytest imports because the test
+    configuration names it (``-p NAME`` in addopts): the tests use it without an import statement."""
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    names = re.findall(r"(?:^|\s)-p\s+(\S+)", addopts)
+    return {dist: {"pyproject.toml": True} for name in names if not name.startswith("no:") for dist in _distributions_of_module(name)}
+
+
+def test_the_test_run_plugins_are_seen():
+    assert "pytest-xdist" in plugins_of_the_test_run()
+
+
 def test_every_import_of_the_tests_is_declared():
     hard, extras = declared()
     allowed = hard | set().union(*extras.values())
-    missing = {dist: sorted(files)[0] for dist, files in imports_under("tests").items() if dist not in allowed}
+    missing = {dist: sorted(files)[0] for dist, files in {**imports_under("tests"), **plugins_of_the_test_run()}.items() if dist not in allowed}
     assert not missing, f"imported by the tests but declared nowhere in pyproject.toml: {missing}"
 
 
 def test_nothing_is_declared_that_nothing_imports():
     hard, extras = declared()
-    package, tests = imports_under("txlab"), imports_under("tests")
+    package, tests = imports_under("txlab"), {**imports_under("tests"), **plugins_of_the_test_run()}
     unused = sorted(hard - set(package))
     unused += sorted(f"{dist} (extra '{name}')" for name, dists in extras.items() for dist in dists - set(package) - set(tests))
     assert not unused, f"declared in pyproject.toml but imported nowhere: {unused}"

@@ -43,11 +43,9 @@ def fails_cleanly(args: list[str], *fragments: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("faults") / "run"
-    result = runner.invoke(app, train_args(run))
-    assert result.exit_code == 0, result.output
-    return run
+def trained(tmp_path_factory, tiny_members) -> Path:
+    """xl151m trained as :func:`train_args` trains it (the suite's shared tiny recipe); tests that change it take :func:`run_copy`."""
+    return tiny_members(tmp_path_factory.mktemp("faults"), "xl151m") / "xl151m-tiny-synthetic"
 
 
 @pytest.fixture

@@ -15,19 +15,14 @@ from txlab.measure.collection import parse_grid
 from txlab.errors import TxlabError
 from txlab.measure.losses import GroupLosses, find_losses, load_losses
 
-TINY_TRAINING = ["--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
-                 "--set", "data.synthetic_eval_tokens=600"]
+from conftest import TINY_TRAINING
+
 TINY_COLLECTION = ["--size", "tiny", "--set", "grid=2:8:2", "--set", "blocks=3", "--set", "block_len=20", "--set", "n_boot=10"]
 
 
-@pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
-    return tmp_path_factory.mktemp("recl")
-
-
-def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo, cli):
+def test_recl_trains_what_is_missing_then_reports_every_model_and_r(tmp_path, cli):
     args = ["recl", "--group", "xl151m", "qrnn", "lstm", "--r", "0.1", "--r", "0.5,1", *TINY_COLLECTION, *TINY_TRAINING,
-            "--models-root", str(zoo / "models"), "--out-dir", str(zoo / "results"), "--fig-dir", str(zoo / "figures"), "--set", "placebo=true", "--json", "--quiet"]
+            "--models-root", str(tmp_path / "models"), "--out-dir", str(tmp_path / "results"), "--fig-dir", str(tmp_path / "figures"), "--set", "placebo=true", "--json", "--quiet"]
     result = cli(*args)
     assert result.exit_code == 0, result.output
     assert result.output.startswith("profile: command line | group xl151m+qrnn+lstm-tiny")
@@ -42,19 +37,19 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo, cli):
     assert "oracle (ground truth)" in group["recl"]  # synthetic corpus: the ideal model's RECL beside the models'
     name = "xl151m+qrnn+lstm-tiny-grid-2-8-2-blocks-3-block_len-20"  # named by what differs from the size's usual collection
     for path in ("table8.csv", "table8.md", "figure3.csv", "figure4.csv", "placebo.csv", "recl.json"):
-        assert (zoo / "results" / name / path).is_file(), path
+        assert (tmp_path / "results" / name / path).is_file(), path
     for path in ("figure3.png", "figure3.pdf", "figure4.png", "figure4.pdf"):
-        assert (zoo / "figures" / name / path).is_file(), path
-    assert "| xl151m |" in (zoo / "results" / name / "table8.md").read_text()
+        assert (tmp_path / "figures" / name / path).is_file(), path
+    assert "| xl151m |" in (tmp_path / "results" / name / "table8.md").read_text()
     # Figure 4 draws the ideal model beside the members: exp of its mean loss on the same targets,
     # which more context never makes worse
-    figure4 = pd.read_csv(zoo / "results" / name / "figure4.csv")
+    figure4 = pd.read_csv(tmp_path / "results" / name / "figure4.csv")
     ideal = figure4[figure4["model"] == "oracle (ground truth)"]
     assert list(ideal["c"]) == [2, 4, 6, 8] and (ideal["ppl"].diff().dropna() <= 1e-9).all()
     assert set(figure4["model"]) == {"xl151m", "qrnn", "lstm", "oracle (ground truth)"}
 
     # recl.json holds what txlab.analysis.recl gives on the loss tables stored in the runs, placebo-aware RECL included.
-    record = json.loads((zoo / "results" / name / "recl.json").read_text())
+    record = json.loads((tmp_path / "results" / name / "recl.json").read_text())
     tables = [load_losses(find_losses(run_dir)) for run_dir in record["run_dirs"]]
     models = ["xl151m", "qrnn", "lstm"]
     table = GroupTable(np.stack([t.losses for t in tables]), (2, 4, 6, 8), models, {m: t.max_context for m, t in zip(models, tables)},
@@ -69,14 +64,11 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(zoo, cli):
     assert cli.last_json(again.output)["groups"][0]["recl"] == group["recl"]
 
 
-def test_run_directories_that_read_different_token_streams_are_refused(zoo, cli):
-    runs = []
-    for corpus in ("synthetic", "synthetic-short"):
-        run = zoo / f"lstm-{corpus}"
-        trained = cli("train", "lstm", "--size", "tiny", "--data", corpus, "--run-dir", str(run), "--quiet", *TINY_TRAINING)
-        assert trained.exit_code == 0, trained.output
-        runs.append(str(run))
-    result = cli("recl", "--group", *runs, *TINY_COLLECTION, "--quiet")
+def test_run_directories_that_read_different_token_streams_are_refused(tmp_path, cli, tiny_members):
+    synthetic = tiny_members(tmp_path, "lstm") / "lstm-tiny-synthetic"
+    short = tmp_path / "lstm-synthetic-short"
+    cli.ok("train", "lstm", "--size", "tiny", "--data", "synthetic-short", "--run-dir", short, "--quiet", *TINY_TRAINING)
+    result = cli("recl", "--group", synthetic, short, *TINY_COLLECTION, "--quiet")
     assert result.exit_code == 2, result.output
     assert "token stream" in result.output and "Traceback" not in result.output
 
@@ -165,28 +157,27 @@ def test_a_hand_built_group_without_placebo_has_no_placebo_columns():
     assert table8_markdown(scores.rows) == "| model | r = 0.5 |\n|---|---|\n| a | >= 4 |\n| b | 1 |\n"
 
 
-def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_with_a_warning(zoo, cli):
-    # the first test trained every member for 2 steps; a recipe of 4 steps finds all three short
+def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_with_a_warning(tmp_path, cli, tiny_members):
+    # both members trained for 2 steps; a recipe of 4 steps finds them short
+    tiny_members(tmp_path / "models", "xl151m", "qrnn")
     four = [a.replace("train.max_steps=2", "train.max_steps=4") for a in TINY_TRAINING]
-    args = ["recl", "--group", "xl151m", "qrnn", *TINY_COLLECTION, *four, "--models-root", str(zoo / "models"),
-            "--out-dir", str(zoo / "unequal"), "--fig-dir", str(zoo / "unequal-figures"), "--quiet"]
+    args = ["recl", "--group", "xl151m", "qrnn", *TINY_COLLECTION, *four, "--models-root", str(tmp_path / "models"),
+            "--out-dir", str(tmp_path / "unequal"), "--fig-dir", str(tmp_path / "unequal-figures"), "--quiet"]
     refused = cli(*args)
     assert refused.exit_code == 2 and "unequally trained group" in refused.output
     assert "xl151m" in refused.output and "stopped at step 2 where its recipe trains 4" in refused.output
-    assert not (zoo / "unequal").exists()
+    assert not (tmp_path / "unequal").exists()
     allowed = cli(*args[:-1], "--set", "allow_unequal=true")
     assert allowed.exit_code == 0, allowed.output
     assert "warning: unequally trained group (allow_unequal)" in allowed.output
     assert "xl151m: trained 2 steps of the recipe's 4" in allowed.output
 
 
-def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp_path, cli):
+def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp_path, cli, tiny_members):
     from txlab.fileio import write_json_atomic
     from txlab.runs.checkpoint import read_meta
 
-    models = tmp_path / "models"
-    trained = cli("train", "xl151m", "--size", "tiny", "--run-dir", str(models / "xl151m-tiny-synthetic"), "--quiet", *TINY_TRAINING)
-    assert trained.exit_code == 0, trained.output
+    models = tiny_members(tmp_path / "models", "xl151m")
     run = models / "xl151m-tiny-synthetic"
     meta_path = next(run.glob("checkpoint/meta.json"))
     meta = read_meta(run)

@@ -2,8 +2,9 @@
 
 Every test here failed against a deliberately changed copy of the code it pins: the placebo-aware
 walk's cap, start, threshold, difference and strict comparison; the dagger on points; the interval's
-quantile rule and alpha; the target count where r * n is not exact in floating point; caps applied
-before the group baseline; the placebo's far offset; placebo.csv's gains at each r.
+quantile rule and alpha; Table 8's rows passing the threshold and c0 to the bootstrap and the plain
+walk (issue 48); the target count where r * n is not exact in floating point; caps applied before the
+group baseline; the placebo's far offset; placebo.csv's gains at each r.
 """
 
 from __future__ import annotations
@@ -163,6 +164,32 @@ def test_the_dagger_of_a_bootstrapped_row_is_the_point_estimates():
     (row,) = recl_rows(GroupTable(losses, (1, 2, 3), ["m"], placebo=placebo), rs=(1.0,), bootstrap=Bootstrap(block_size=1, n_boot=200, seed=0))
     cells = ("label", "ci_low", "ci_high", "placebo_label", "placebo_ci_low", "placebo_ci_high", "below_placebo")
     assert tuple(row.record()[k] for k in cells) == (">= 3", 3, 3, "2", 2, 3, True)
+
+
+# --- Table 8's rows pass the walk's threshold and start on, with and without a bootstrap -----------
+# One model, one target, r = 1, grid (10, 20, 30, 40, 50): the steps gain 1 - exp(-1), 1 - exp(-0.005)
+# (0.5%: below the default 1%), nothing, then 1 - exp(-1) again. The default walk stops at 20; with a
+# threshold of 0.1% it takes the 0.5% step and stops at 30; started at c0 = 40 it runs off the grid.
+STEP_LOSSES = np.array([[[4.0], [3.0], [2.995], [2.995], [1.995]]])
+STEP_GRID = (10, 20, 30, 40, 50)
+
+
+@pytest.mark.parametrize("bootstrap", [None, Bootstrap(block_size=1, n_boot=3, seed=0)], ids=["plain", "bootstrap"])
+def test_table8_rows_walk_with_the_threshold_and_c0_they_are_given(bootstrap):
+    # one target in one block: every resample is the table itself, so an interval is its point
+    table = GroupTable(STEP_LOSSES, STEP_GRID, ["m"])
+
+    def reading(**walk):
+        (row,) = recl_rows(table, rs=(1.0,), bootstrap=bootstrap, **walk)
+        return row.paper.recl, row.paper.censored, row.paper.label
+
+    assert reading() == (20, False, "20")
+    assert reading(threshold=0.001) == (30, False, "30")
+    assert reading(c0=40) == (50, True, ">= 50")
+    assert reading(threshold=0.001, c0=20) == (30, False, "30")
+    if bootstrap is not None:
+        (row,) = recl_rows(table, rs=(1.0,), bootstrap=bootstrap, threshold=0.001)
+        assert (row.paper.interval.low, row.paper.interval.high) == (30, 30)
 
 
 # --- the interval's ends --------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
 from txlab.runs.checkpoint import read_meta
 
-TINY_TRAINING = ["--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
-                 "--set", "data.synthetic_eval_tokens=600"]
+from conftest import TINY_TRAINING
+
 TINY_COLLECTION = ["--size", "tiny", "--set", "grid=2:8:2", "--set", "blocks=3", "--set", "block_len=20", "--set", "n_boot=10",
                    "--set", "placebo=true"]
 
@@ -30,6 +30,13 @@ def test_the_spread_of_uncensored_readings_is_their_plain_statistics():
     assert (spread.n, spread.min, spread.max, spread.mean, spread.sd, spread.n_censored) == (3, 2, 6, 4.0, 2.0, 0)
     assert not (spread.min_censored or spread.max_censored or spread.mean_censored)
     assert (spread.min_label, spread.max_label, spread.mean_label, spread.sd_label) == ("2", "6", "4.0", "2.0")
+
+
+def test_the_spread_counts_every_reading_repeated_ones_included():
+    # two seeds read 120 and one 180: the mean is 140, not 150 (the mean of the distinct readings)
+    spread = recl.seed_spread([120, 120, 180], [False, False, False])
+    assert (spread.n, spread.min, spread.max, spread.mean, spread.mean_label) == (3, 120, 180, 140.0, "140.0")
+    assert spread.sd == pytest.approx(math.sqrt(1200))  # deviations -20, -20, 40 over n - 1 = 2
 
 
 def test_a_censored_reading_makes_the_max_and_the_mean_lower_bounds():
@@ -117,10 +124,10 @@ def test_seed_spread_markdown_golden():
 # `txlab recl --train-seeds`, end to end
 
 
-def test_a_group_over_two_training_seeds_trains_a_run_per_seed_and_summarises_each_seed_recl(tmp_path, cli):
+def test_a_group_over_two_training_seeds_trains_a_run_per_seed_and_summarises_each_seed_recl(tmp_path, cli, tiny_members):
     models, results, figures = tmp_path / "models", tmp_path / "results", tmp_path / "figures"
-    lstm_run = tmp_path / "lstm-run"  # a run directory member: the same model for both seeds
-    cli.ok("train", "lstm", "--size", "tiny", "--run-dir", lstm_run, "--quiet", *TINY_TRAINING)
+    # a run directory member: the same model for both seeds
+    lstm_run = (tiny_members(tmp_path / "shared", "lstm") / "lstm-tiny-synthetic").rename(tmp_path / "lstm-run")
     args = ["recl", "--group", "xl151m", str(lstm_run), "--r", "0.1,1", *TINY_COLLECTION, *TINY_TRAINING, "--train-seeds", "0,1",
             "--models-root", models, "--out-dir", results, "--fig-dir", figures]
     plan = cli.ok(*args, "--dry-run").output

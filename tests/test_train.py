@@ -125,7 +125,8 @@ def _train_signalled_after_step(run_dir, step: int | str, sig: signal.Signals, o
                           cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+# the default run kills fp32 training; the bf16 repeat (the same path, 2x slower on a CPU) is marked slow
+@pytest.mark.parametrize("precision", ["fp32", pytest.param("bf16", marks=pytest.mark.slow)])
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path, precision):
     overrides = [*RESUME_ARGS, f"train.precision={precision}"]
     straight = train(apply_overrides(resolve_preset("xl151m", "tiny"), overrides), tmp_path / "straight",
@@ -146,6 +147,30 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, precision):
     assert strip(straight.metrics_file) == strip(resumed.metrics_file)
 
 
+def test_sigterm_saves_a_checkpoint_at_the_next_step_and_exits_with_its_code(tmp_path, monkeypatch, cli):
+    # In this process, without a child interpreter: the trainer's handler takes the signal (were it missing,
+    # SIGTERM would end the test process and the test fail). The slow test below sends SIGTERM and SIGINT to a child.
+    import txlab.runs.train
+
+    real_append_line = txlab.runs.train.append_line
+
+    def append_then_signal(path, line):
+        real_append_line(path, line)
+        record = json.loads(line)
+        if record["split"] == "train" and record["step"] == 15:  # between the checkpoints of steps 10 and 20
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(txlab.runs.train, "append_line", append_then_signal)
+    done = cli("train", "xl151m", "--size", "tiny", "--run-dir", tmp_path / "run", "--quiet", *[p for arg in RESUME_ARGS for p in ("--set", arg)])
+    assert done.exit_code == 128 + signal.SIGTERM, done.output
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.startswith("interrupted: stopped by SIGTERM at step 15") and "checkpoint saved" in said
+    meta = json.loads((tmp_path / "run" / "checkpoint" / "meta.json").read_text())
+    last_logged = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+    assert meta["step"] == last_logged == 15
+
+
+@pytest.mark.slow  # a child interpreter per signal; the test above takes SIGTERM in this process
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_and_ctrl_c_save_a_checkpoint_and_exit_with_the_signals_code(tmp_path, sig):
     # the signal arrives at step 15, between the checkpoints of steps 10 and 20: the trainer saves one for step 15
@@ -196,6 +221,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.slow  # two processes under torch.distributed.run: tens of seconds of interpreter start-up and rendezvous
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs processes")
 def test_two_gloo_processes_equal_one_process(tmp_path):
     args = ["data.synthetic_tokens=20000", "data.synthetic_eval_tokens=500", "train.max_steps=3", "train.batch_size=4",
@@ -433,7 +459,8 @@ def test_a_restart_rule_that_does_not_fire_leaves_the_run_as_without_it(tmp_path
     assert _without_timing(ruled.metrics_file) == _without_timing(plain.metrics_file)
 
 
-@pytest.mark.parametrize("kill_at", ["5:2", "15:2"], ids=["before-the-next-attempts-first-checkpoint", "after-it"])
+# the default run kills before attempt 1's first checkpoint (the resumed run decides the rule again); after it is slow
+@pytest.mark.parametrize("kill_at", ["5:2", pytest.param("15:2", marks=pytest.mark.slow)], ids=["before-the-next-attempts-first-checkpoint", "after-it"])
 def test_sigkill_around_a_restart_then_resume_equals_uninterrupted(tmp_path, kill_at):
     """Killed at step 5 of attempt 1 the only checkpoint is attempt 0's at the rule's step: the resumed run
     decides again and starts attempt 1 afresh; killed at its step 15 it resumes attempt 1 from step 10."""
