@@ -291,7 +291,7 @@ def recl_groups(
     corpora: list[Corpus | None] = []
     for group in groups:  # every group's members are resolved and checked against each other before any model trains
         check_launcher(group.settings.launcher)
-        devices.check_device(group.settings.device, "device")
+        devices.check_device(group.settings.device, "--device" if (options or {}).get("device") is not None else "device")
         resolved = group.resolved[group.seeds[0]]
         corpus = None
         if any(m.source for m in resolved) or not dry_run:  # the tokenizer, vocabulary and target checks need the corpus, not the models
