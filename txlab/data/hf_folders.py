@@ -45,8 +45,8 @@ def custom_code_message(source: str, where: str, auto_map: Any = None) -> str:
     if isinstance(auto_map, dict) and auto_map:  # class references, one or a (slow, fast) pair per Auto class
         classes = {str(c) for v in auto_map.values() for c in (v if isinstance(v, (list, tuple)) else [v]) if c}
         named = f": {', '.join(sorted(classes))}"[:200]
-    return (f"{source} asks to run its own Python code (auto_map in {where}{named}); txlab never runs code from a checkpoint "
-            "or tokenizer: use one whose architecture and tokenizer transformers has built in")
+    return (f"{source} asks to run its own Python code (auto_map in {where}{named}): txlab never runs code from a checkpoint "
+            "or tokenizer; use one whose architecture and tokenizer transformers has built in")
 
 
 def refuse_custom_code(source: str) -> None:

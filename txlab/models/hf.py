@@ -378,12 +378,11 @@ def check_corpus(source: str, label: str, corpus: Any) -> None:
     """Refuse a corpus (txlab.data.corpus.Corpus) the checkpoint cannot read: text not encoded by the tokenizer
     the checkpoint brings, or ids beyond its outputs (the models `txlab export` writes read their training
     corpus's ids and bring no tokenizer)."""
-    if load_tokenizer(source) is not None:
-        if corpus.tokenizer_id != load_hf_tokenizer(source).tokenizer_id:
-            raise TxlabError(
-                f"{label} brings its own tokenizer, and corpus {corpus.name} was not encoded by it: score it on text tokenized by "
-                f"{source} (--text FILE, whose tokenizer then defaults to the checkpoint's)"
-            )
+    if load_tokenizer(source) is not None and corpus.tokenizer_id != load_hf_tokenizer(source).tokenizer_id:
+        raise TxlabError(
+            f"{label} brings its own tokenizer, and corpus {corpus.name} was not encoded by it: score it on text tokenized by "
+            f"{source} (--text FILE, whose tokenizer then defaults to the checkpoint's)"
+        )
     vocab = saved_config(source).get("vocab_size")
     if vocab and corpus.n_token > int(vocab):
         raise TxlabError(f"{label} has outputs for {vocab} token ids, and corpus {corpus.name} numbers {corpus.n_token}: "
