@@ -11,16 +11,16 @@ through :func:`from_pretrained` (or :func:`from_config`), which passes ``trust_r
   and a Hub config that names code beside a built-in architecture is refused after reading, before any model
   is built from it: the built-in class would not be the model its authors meant.
 
-A JSON file a load reads that does not parse is named in the error (:func:`read_json`), so a damaged tokenizer
-is never mistaken for a missing one.
+A JSON file a load reads that does not parse is named in the error (:func:`read_json`, through txlab.fileio),
+so a damaged tokenizer is never mistaken for a missing one.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from txlab import fileio
 from txlab.errors import TxlabError
 
 CODE_FILES = ("config.json", "tokenizer_config.json")
@@ -30,13 +30,13 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "mer
                    "spiece.model", "special_tokens_map.json", "added_tokens.json")
 """A folder holding any of these brings a tokenizer (one that then must load)."""
 
+REMEDY = "copy the file again from where the checkpoint or tokenizer came from (save_pretrained writes it whole)"
+"""What a damaged file of a Hugging Face folder asks the user to do."""
 
-def read_json(path: Path) -> Any:
-    """A JSON file's content; one that does not parse is refused naming it."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise TxlabError(f"{path} is damaged: it is not readable JSON ({err})") from None
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file of a Hugging Face folder (txlab.fileio.read_json): one that does not parse is named."""
+    return fileio.read_json(path, REMEDY)
 
 
 def custom_code_message(source: str, where: str, auto_map: Any = None) -> str:
@@ -58,7 +58,7 @@ def refuse_custom_code(source: str) -> None:
     for name in CODE_FILES:
         if (folder / name).is_file():
             content = read_json(folder / name)
-            if isinstance(content, dict) and content.get("auto_map"):
+            if content.get("auto_map"):
                 raise TxlabError(custom_code_message(source, name, content["auto_map"]))
 
 

@@ -347,10 +347,7 @@ def saved_config(source: str) -> dict[str, Any]:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise TxlabError(f"hf:{source} is no local folder, and its config could not be read from the Hub: {first}") from None
     refuse_custom_code(source)  # what plans read first: a checkpoint asking for its own code stops here
-    config = read_json(path)
-    if not isinstance(config, dict):
-        raise TxlabError(f"{path} is damaged: its top level is {type(config).__name__}, not an object")
-    return config
+    return read_json(path)
 
 
 def trained_length(source: str) -> int | None:
