@@ -190,3 +190,14 @@ def model_tokens(model, text: str) -> np.ndarray:
     from txlab.data.tokenizers import load_hf_tokenizer
 
     return np.asarray(load_hf_tokenizer(model.source).encode(text))
+
+
+def test_a_tokenizer_config_naming_code_beside_a_built_in_class_is_refused_after_reading(tmp_path, hf_checkpoint, monkeypatch):
+    """What a Hub tokenizer meets: transformers builds its own class, and the loaded auto_map is refused."""
+    folder = hf_checkpoint(tmp_path / "ck")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "auto_map": {"AutoTokenizer": [None, "custom_tok.CustomTokenizer"]}}))
+    monkeypatch.setattr("txlab.data.tokenizers.refuse_custom_code", lambda source: None)
+    monkeypatch.setattr(hf_folders, "refuse_custom_code", lambda source: None)
+    with pytest.raises(TxlabError, match="asks to run its own Python code"):
+        txlab.encode_text("the king of", f"hf:{folder}")
