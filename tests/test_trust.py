@@ -201,3 +201,42 @@ def test_a_tokenizer_config_naming_code_beside_a_built_in_class_is_refused_after
     monkeypatch.setattr(hf_folders, "refuse_custom_code", lambda source: None)
     with pytest.raises(TxlabError, match="asks to run its own Python code"):
         txlab.encode_text("the king of", f"hf:{folder}")
+
+
+class _Planted:
+    """A pickled object whose loading would write a marker file (torch.load(weights_only=True) must refuse it)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def _pickled_weights(folder: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    weights = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    torch.save({**weights, "planted": _Planted(folder / "MARKER")}, folder / "pytorch_model.bin")
+
+
+def _truncated_weights(folder: Path) -> None:
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+
+
+def _wider_config(folder: Path) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "n_embd": 32}))
+
+
+@pytest.mark.parametrize(("damage", "expected"), [(_pickled_weights, "a pickle that would run code"), (_truncated_weights, "are damaged"),
+                                                  (_wider_config, "do not fit its config.json")], ids=["pickled", "truncated", "shapes"])
+def test_weights_that_do_not_load_are_one_line(tmp_path, random_causal_lm, cli, text_file, damage, expected):
+    ck = random_causal_lm(tmp_path / "ck", "gpt2")
+    damage(ck)
+    line = one_error(cli("--home", tmp_path / "home", "eval", f"hf:{ck}", "--text", text_file, "--tokenizer", "char", "--max-tokens", 20))
+    assert expected in line and str(ck) in line
+    assert not (ck / "MARKER").exists()

@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 
 from txlab.config import ModelConfig
 from txlab.data.hf_folders import TOKENIZER_FILES, from_config, from_pretrained, read_json, refuse_custom_code
@@ -306,12 +308,26 @@ def load_causal_lm(spec: str, *, device: str = "cpu", precision: str = "fp32") -
     transformers = require_transformers()
     try:
         causal_lm = from_pretrained(transformers.AutoModelForCausalLM, source, dtype=DTYPES[precision])
+    except pickle.UnpicklingError:  # torch.load(weights_only=True) met a pickle that calls more than tensor builders
+        raise TxlabError(f"the weights of {source} are a pickle that would run code to load, and txlab runs none from a checkpoint: "
+                         "where the file is trusted, save the model again with save_pretrained (safetensors)") from None
+    except (SafetensorError, RuntimeError) as err:
+        if "size mismatch" in str(err) or "mismatched_sizes" in str(err):
+            raise TxlabError(f"the weights of {source} do not fit its config.json (tensor shapes differ): "
+                             "the folder mixes files of two models, or its config was edited") from None
+        if isinstance(err, SafetensorError) or "PytorchStreamReader" in str(err):
+            raise TxlabError(f"the weights of {source} are damaged ({first_line(err)}): copy them again") from None
+        raise
     except (OSError, ValueError, KeyError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise TxlabError(f"cannot load {source} as a causal language model: {first}") from None
+        raise TxlabError(f"cannot load {source} as a causal language model: {first_line(err)}") from None
     wrapped = HFLanguageModel(causal_lm.to(device), source=source).eval()  # the wrapper too: scoring restores the mode it finds
     wrapped.logits_mode = not _probe_matches(wrapped)
     return wrapped
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error of transformers (the rest is advice for its own API), or its type's name."""
+    return str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
 
 
 def load_tokenizer(source: str):
@@ -344,8 +360,7 @@ def saved_config(source: str) -> dict[str, Any]:
         try:
             return from_pretrained(transformers.AutoConfig, source).to_dict()
         except (OSError, ValueError, KeyError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise TxlabError(f"hf:{source} is no local folder, and its config could not be read from the Hub: {first}") from None
+            raise TxlabError(f"hf:{source} is no local folder, and its config could not be read from the Hub: {first_line(err)}") from None
     refuse_custom_code(source)  # what plans read first: a checkpoint asking for its own code stops here
     return read_json(path)
 
