@@ -133,10 +133,11 @@ def context_losses(
     model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], n_blocks: int = 8, block_len: int = 250, *,
     seed: int = 0, placebo: bool = False, batch_size: int = 16, progress: bool = False,
 ) -> ContextLosses:
-    """l(c, t) for every c of ``grid`` (at least two strictly ascending positive lengths: the CLI's check) on ``n_blocks`` contiguous blocks of ``block_len`` targets drawn by
+    """l(c, t) for every c of ``grid`` on ``n_blocks`` contiguous blocks of ``block_len`` targets drawn by
     ``seed`` (after the first max(grid) tokens): exactly c tokens of context each, read as the model is
     evaluated (see txlab.measure.losses), in ``model.precision`` (:func:`load_model`; fp32 for a model built otherwise).
-    Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed."""
+    The grid is checked as the CLI checks it (txlab.analysis.recl.check_grid: at least two strictly ascending
+    positive lengths). Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed."""
     grid = check_grid(grid)
     tokens = np.asarray(tokens)
     starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
