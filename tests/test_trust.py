@@ -58,10 +58,9 @@ def one_error(result) -> str:
 
 @pytest.fixture
 def text_file(tmp_path) -> Path:
-    from conftest import some_text
-
+    words = "the king of a land and his people saw it".split()
     path = tmp_path / "my.txt"
-    path.write_text(some_text(600))
+    path.write_text("".join(" ".join(words[(i + j) % len(words)] for j in range(3 + i % 7)) + "\n" for i in range(120)))
     return path
 
 
