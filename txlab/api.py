@@ -13,15 +13,18 @@ txlab.analysis.table8, txlab.runs.evaluate); the commands use the same ones.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from txlab.analysis.recl import DEFAULT_RS
+from txlab.analysis.recl import DEFAULT_RS, check_grid
 from txlab.analysis.table8 import Bootstrap, GroupTable, Table8Row, recl_rows
 from txlab.data.corpus import load_corpus_for_model
+from txlab.data.tokenizers import load_hf_tokenizer, parse_tokenizer
 from txlab.errors import TxlabError
 from txlab.measure.losses import collect_losses, sample_blocks
 from txlab.models import hf
@@ -67,22 +70,47 @@ def run_tokens(run_dir: str | Path, split: str = "valid") -> np.ndarray:
 
 
 def encode_text(text: str | Path, tokenizer: str | LanguageModel) -> np.ndarray:
-    """Ids of a text (a string, or the path of a UTF-8 file) under ``tokenizer``: a model loaded with
-    ``hf:`` (its own tokenizer), or ``hf:PATH_OR_HUB_ID``. No special tokens are added."""
+    """Ids of a text under ``tokenizer``: a model loaded with ``hf:`` (its own tokenizer), or ``hf:PATH_OR_HUB_ID``.
+    No special tokens are added.
+
+    ``text`` is a file or the text itself, by one rule (:func:`text_content`): a ``Path`` is a file, which must
+    exist; a string naming an existing file is that file; a string of one line without whitespace that looks
+    like a path (it holds ``/`` or ``\\``, or ends in a suffix such as ``.txt``) is refused when no such file
+    exists, so a mistyped file name is never scored as text; any other string is the text itself.
+    A file must be UTF-8 text."""
     if isinstance(tokenizer, LanguageModel):
         source = getattr(tokenizer, "source", "")
         if not source:
             raise TxlabError("only a model loaded with hf:... brings a tokenizer; for a txlab run, take its corpus with txlab.run_tokens")
-        tokenizer = f"{hf.PREFIX}{source}"
-    if not hf.is_hf_spec(str(tokenizer)):
-        raise TxlabError(f"tokenizer {tokenizer!r}: give hf:PATH_OR_HUB_ID or a model loaded with hf:")
-    source = hf.hf_source(str(tokenizer))
-    loaded = hf.load_tokenizer(source)
-    if loaded is None:
-        raise TxlabError(f"{source} holds no tokenizer")
-    path = Path(text) if isinstance(text, Path) or (len(str(text)) < 4096 and "\n" not in str(text)) else None
-    content = path.read_text(encoding="utf-8") if path is not None and path.is_file() else str(text)
-    return np.asarray(loaded(content, add_special_tokens=False)["input_ids"], dtype=np.int64)
+        if hf.load_tokenizer(source) is None:
+            raise TxlabError(f"{source} holds no tokenizer: give one as encode_text(text, 'hf:TOKENIZER_FOLDER_OR_HUB_ID')")
+        encoder = load_hf_tokenizer(source)
+    else:
+        spec = parse_tokenizer(str(tokenizer))
+        if spec.kind != "hf":
+            raise TxlabError(f"tokenizer {tokenizer!r}: give hf:PATH_OR_HUB_ID or a model loaded with hf:")
+        encoder = load_hf_tokenizer(spec.source)
+    return np.asarray(encoder.encode(text_content(text)), dtype=np.int64)
+
+
+_PATH_LIKE = re.compile(r"^\S*([/\\]\S*|\.[A-Za-z0-9]{1,8})$")
+"""One word holding a path separator or ending in a file suffix: what :func:`encode_text` takes for a path."""
+
+
+def text_content(text: str | Path) -> str:
+    """What :func:`encode_text` encodes: a file's UTF-8 text or the string itself, by the rule its docstring gives."""
+    if isinstance(text, os.PathLike) or (len(text) < 4096 and "\n" not in text and (os.path.isfile(text) or _PATH_LIKE.match(text))):
+        path = Path(text)
+        if not path.is_file():
+            raise TxlabError(f"no file {text}: encode_text reads a Path, or a string naming an existing file, as a file "
+                             "(a one-word string that looks like a path is never taken for the text itself)")
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise TxlabError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}): encode_text reads text files") from None
+        except OSError as err:
+            raise TxlabError(f"cannot read {path}: {err.strerror or err}") from None
+    return str(text)
 
 
 @dataclass(frozen=True)
@@ -108,8 +136,9 @@ def context_losses(
     """l(c, t) for every c of ``grid`` on ``n_blocks`` contiguous blocks of ``block_len`` targets drawn by
     ``seed`` (after the first max(grid) tokens): exactly c tokens of context each, read as the model is
     evaluated (see txlab.measure.losses), in ``model.precision`` (:func:`load_model`; fp32 for a model built otherwise).
-    Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed."""
-    grid = tuple(int(c) for c in grid)
+    The grid is checked as the CLI checks it (txlab.analysis.recl.check_grid: at least two strictly ascending
+    positive lengths). Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed."""
+    grid = check_grid(grid)
     tokens = np.asarray(tokens)
     starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
     tgt_len = getattr(model, "eval_tgt_len", max(grid))

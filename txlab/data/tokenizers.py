@@ -9,7 +9,9 @@
   folder (or a Hub id, which needs a network or the Hugging Face cache). The text is encoded without
   special tokens (no BOS or EOS is added: the tokens are the text's). The vocabulary lists the
   tokenizer's symbols by id, ``len(tokenizer)`` of them (more if an id lies beyond), an id no symbol
-  has named ``<unused-ID>``. transformers is imported only here, and only for an ``hf:`` tokenizer.
+  has named ``<unused-ID>``. transformers is imported only here, and only for an ``hf:`` tokenizer. It is
+  loaded without running code the folder brings (txlab.data.hf_folders: a tokenizer with custom code is
+  refused), and a tokenizer file that is there but does not load is an error naming it.
 
 Blocks. A Hugging Face tokenizer encodes a file in blocks of about :data:`HF_BLOCK_CHARS` characters, so a
 large file is never tokenised at once. A block ends where a whitespace run starts after a word (one
@@ -39,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from txlab.data.formats import CodeCounter, char_codes, code_ids, read_text_blocks, words
+from txlab.data.hf_folders import TOKENIZER_FILES, from_pretrained, read_json, refuse_custom_code
 from txlab.data.registry import EOS
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError, did_you_mean
@@ -288,10 +291,19 @@ def load_hf_tokenizer(source: str) -> HfTokenizer:
             from transformers import AutoTokenizer
         except ImportError:
             raise TxlabError(f"tokenizer hf:{source} needs the transformers package: pip install 'txlab[hf]'") from None
+        refuse_custom_code(location)  # before any other file is read
+        present = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+        for name in present:  # a damaged file is named, not reported as whatever transformers then trips over
+            if name.endswith(".json"):
+                read_json(folder / name)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(location)
+            tokenizer = from_pretrained(AutoTokenizer, location)
+        except TxlabError:
+            raise
         except Exception as err:  # transformers raises OSError, ValueError, KeyError, ... for a folder it cannot read
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            if present:
+                raise TxlabError(f"the tokenizer in {location} ({', '.join(present)}) does not load: {reason}") from None
             where = "a local folder needs the tokenizer's files (tokenizer.json, or its vocabulary files, with tokenizer_config.json)"
             raise TxlabError(f"cannot load tokenizer hf:{source} ({reason}); {where}; a Hub id needs a network or the Hugging Face cache") from None
         _HF_MEMO[key] = HfTokenizer(source, tokenizer)

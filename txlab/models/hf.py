@@ -37,14 +37,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 
 from txlab.config import ModelConfig
+from txlab.data.hf_folders import TOKENIZER_FILES, from_config, from_pretrained, read_json, refuse_custom_code
+from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.models.interface import LanguageModel, LMOutput, ModelCounts, State, check_target_shape
@@ -242,7 +246,7 @@ def hf_counts(cfg: ModelConfig) -> ModelCounts:
 def build_hf(cfg: ModelConfig) -> HFLanguageModel:
     """A freshly initialised transformers model of ``cfg.hf_arch`` (txlab's family 'hf')."""
     config = hf_config(cfg)
-    causal_lm = require_transformers().AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    causal_lm = from_config(require_transformers().AutoModelForCausalLM, config, attn_implementation="eager")
     return HFLanguageModel(causal_lm)
 
 
@@ -303,25 +307,37 @@ def load_causal_lm(spec: str, *, device: str = "cpu", precision: str = "fp32") -
     check_precision(precision, device)
     transformers = require_transformers()
     try:
-        causal_lm = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[precision])
+        causal_lm = from_pretrained(transformers.AutoModelForCausalLM, source, dtype=DTYPES[precision])
+    except pickle.UnpicklingError:  # torch.load(weights_only=True) met a pickle that calls more than tensor builders
+        raise TxlabError(f"the weights of {source} are a pickle that would run code to load, and txlab runs none from a checkpoint: "
+                         "where the file is trusted, save the model again with save_pretrained (safetensors)") from None
+    except (SafetensorError, RuntimeError) as err:
+        if "size mismatch" in str(err) or "mismatched_sizes" in str(err):
+            raise TxlabError(f"the weights of {source} do not fit its config.json (tensor shapes differ): "
+                             "the folder mixes files of two models, or its config was edited") from None
+        if isinstance(err, SafetensorError) or "PytorchStreamReader" in str(err):
+            raise TxlabError(f"the weights of {source} are damaged ({first_line(err)}): copy them again") from None
+        raise
     except (OSError, ValueError, KeyError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise TxlabError(f"cannot load {source} as a causal language model: {first}") from None
+        raise TxlabError(f"cannot load {source} as a causal language model: {first_line(err)}") from None
     wrapped = HFLanguageModel(causal_lm.to(device), source=source).eval()  # the wrapper too: scoring restores the mode it finds
     wrapped.logits_mode = not _probe_matches(wrapped)
     return wrapped
 
 
+def first_line(err: BaseException) -> str:
+    """The first line of an error of transformers (the rest is advice for its own API), or its type's name."""
+    return str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+
+
 def load_tokenizer(source: str):
-    """The tokenizer saved with a checkpoint, or None when its folder has none."""
-    transformers = require_transformers()
+    """The transformers tokenizer saved with a checkpoint, or None when its folder holds no tokenizer file
+    (:data:`~txlab.data.hf_folders.TOKENIZER_FILES`). A tokenizer that is there but does not load is an error
+    naming its files, never None: the text would silently be read another way."""
     path = Path(source)
-    if path.is_dir() and not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")):
+    if path.is_dir() and not any((path / f).is_file() for f in TOKENIZER_FILES):
         return None
-    try:
-        return transformers.AutoTokenizer.from_pretrained(source)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    return load_hf_tokenizer(source).tokenizer
 
 
 def describe(model: HFLanguageModel) -> dict[str, Any]:
@@ -342,14 +358,11 @@ def saved_config(source: str) -> dict[str, Any]:
             return {}
         transformers = require_transformers()
         try:
-            return transformers.AutoConfig.from_pretrained(source).to_dict()
+            return from_pretrained(transformers.AutoConfig, source).to_dict()
         except (OSError, ValueError, KeyError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise TxlabError(f"hf:{source} is no local folder, and its config could not be read from the Hub: {first}") from None
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise TxlabError(f"{path} is not a readable config ({err})") from None
+            raise TxlabError(f"hf:{source} is no local folder, and its config could not be read from the Hub: {first_line(err)}") from None
+    refuse_custom_code(source)  # what plans read first: a checkpoint asking for its own code stops here
+    return read_json(path)
 
 
 def trained_length(source: str) -> int | None:
@@ -366,9 +379,9 @@ def checkpoint_counts(source: str) -> ModelCounts | None:
         return None
     transformers = require_transformers()
     try:
-        config = transformers.AutoConfig.from_pretrained(source)
+        config = from_pretrained(transformers.AutoConfig, source)
         with torch.device("meta"):
-            return HFLanguageModel(transformers.AutoModelForCausalLM.from_config(config)).counts()
+            return HFLanguageModel(from_config(transformers.AutoModelForCausalLM, config)).counts()
     except (OSError, ValueError, KeyError):
         return None
 
@@ -377,14 +390,11 @@ def check_corpus(source: str, label: str, corpus: Any) -> None:
     """Refuse a corpus (txlab.data.corpus.Corpus) the checkpoint cannot read: text not encoded by the tokenizer
     the checkpoint brings, or ids beyond its outputs (the models `txlab export` writes read their training
     corpus's ids and bring no tokenizer)."""
-    if load_tokenizer(source) is not None:
-        from txlab.data.tokenizers import load_hf_tokenizer
-
-        if corpus.tokenizer_id != load_hf_tokenizer(source).tokenizer_id:
-            raise TxlabError(
-                f"{label} brings its own tokenizer, and corpus {corpus.name} was not encoded by it: score it on text tokenized by "
-                f"{source} (--text FILE, whose tokenizer then defaults to the checkpoint's)"
-            )
+    if load_tokenizer(source) is not None and corpus.tokenizer_id != load_hf_tokenizer(source).tokenizer_id:
+        raise TxlabError(
+            f"{label} brings its own tokenizer, and corpus {corpus.name} was not encoded by it: score it on text tokenized by "
+            f"{source} (--text FILE, whose tokenizer then defaults to the checkpoint's)"
+        )
     vocab = saved_config(source).get("vocab_size")
     if vocab and corpus.n_token > int(vocab):
         raise TxlabError(f"{label} has outputs for {vocab} token ids, and corpus {corpus.name} numbers {corpus.n_token}: "
