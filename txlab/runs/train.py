@@ -343,8 +343,10 @@ def train(
     resume: bool = True,
     progress: bool = True,
     echo: Callable[[str], None] = print,
+    corpus: Corpus | None = None,
 ) -> TrainResult:
-    """Train ``cfg`` into ``run_dir`` (resuming from its checkpoint if there is one and ``resume``).
+    """Train ``cfg`` into ``run_dir`` (resuming from its checkpoint if there is one and ``resume``). ``corpus``:
+    ``cfg.data``'s corpus when the caller has it loaded already (a RECL group reads one for all its members).
 
     The process holds ``run_dir`` while it trains (under torchrun, rank 0 for all): a second
     training of the same directory is refused, naming the holder.
@@ -353,13 +355,13 @@ def train(
     with hold_directory(run_dir, "txlab train") if main_process else nullcontext():
         if main_process:  # what saves killed mid-way left: a full-size copy each
             remove_unfinished_saves(Path(run_dir))
-        return _train(cfg, Path(run_dir), resume=resume, progress=progress, echo=echo)
+        return _train(cfg, Path(run_dir), resume=resume, progress=progress, echo=echo, corpus=corpus)
 
 
-def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo: Callable[[str], None]) -> TrainResult:
+def _train(cfg: RunConfig, run_dir: Path, *, resume: bool, progress: bool, echo: Callable[[str], None], corpus: Corpus | None) -> TrainResult:
     """The run's attempts, one after another: the one to go on with (:func:`_first_attempt`), then one more from
     step 0 each time the restart rule sends the run back."""
-    run = _prepare(cfg, run_dir, progress, echo)
+    run = _prepare(cfg, run_dir, progress, echo, corpus)
     attempt, ckpt = _first_attempt(run, resume)
     while (result := _train_attempt(run, attempt, ckpt)) is None:
         attempt, ckpt = attempt + 1, None
@@ -427,7 +429,7 @@ class _Trainer:
     group_rows: int
 
 
-def _prepare(cfg: RunConfig, run_dir: Path, progress: bool, echo: Callable[[str], None]) -> _Run:
+def _prepare(cfg: RunConfig, run_dir: Path, progress: bool, echo: Callable[[str], None], corpus: Corpus | None = None) -> _Run:
     """Check the settings (every way in, train, recl and ablate members, before a tensor is placed), join the
     torchrun processes, read the corpus and resolve the configuration for it."""
     t = cfg.train
@@ -437,7 +439,7 @@ def _prepare(cfg: RunConfig, run_dir: Path, progress: bool, echo: Callable[[str]
     ddp = init_distributed(t.device)
     if t.threads > 0:
         torch.set_num_threads(t.threads)
-    corpus = load_corpus(cfg.data, progress=progress and ddp.is_main)
+    corpus = corpus if corpus is not None else load_corpus(cfg.data, progress=progress and ddp.is_main)
     cfg = resolve_for_corpus(cfg, corpus)
     check_restart_rule(t, corpus)
     if t.batch_size % (t.grad_accum * ddp.world):

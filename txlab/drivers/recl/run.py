@@ -93,9 +93,10 @@ def check_training(members: Sequence[Member], settings: ReclSettings, echo: Call
     echo(f"warning: unequally trained group (allow_unequal): {'; '.join(unequal)}")
 
 
-def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None], progress: bool) -> None:
+def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None], progress: bool,
+                   corpus: Corpus | None = None) -> None:
     """Train the preset members without a checkpoint (or resume an interrupted one), or refuse when
-    ``settings.train_missing`` is off."""
+    ``settings.train_missing`` is off. ``corpus``: the group's, which every member reads (not read again per member)."""
     missing = [m for m in members if _needs_training(m)]
     if not missing:
         return
@@ -112,7 +113,7 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
         return
     for m in missing:
         echo(f"training {m.label} ...")
-        result = train(m.config, m.run_dir, resume=True, progress=progress, echo=echo)
+        result = train(m.config, m.run_dir, resume=True, progress=progress, echo=echo, corpus=corpus)
         echo(f"trained {m.label} to step {result.step}: valid loss {result.valid.get('loss', float('nan')):.4f}")
 
 
@@ -220,7 +221,7 @@ def run_group(group: Group, train_seed: int | None, corpus: Corpus, out_dir: Pat
     grid = collection.grid
     members = group.resolved[train_seed]
     labels = [m.label for m in members]
-    ensure_trained(members, settings, echo, progress)
+    ensure_trained(members, settings, echo, progress, corpus)
     check_training(members, settings, echo)
     if settings.launcher == "slurm":  # each run's blocks as a job; the group then loads them here
         collect_as_jobs([m for m in members if not m.source], collection, settings, echo)
