@@ -22,7 +22,7 @@ from txlab.runs.zoo import run_config
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
-from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 TEXT = (SHARED / "wikitext-2-sample" / "valid.txt").read_text(encoding="utf-8")[:40_000]
@@ -291,3 +291,33 @@ def test_bad_groups_are_refused():
         W.text_encoder(object())
     with pytest.raises(TxlabError, match="outside the model's vocabulary"):
         W.group_word_losses([W.WordMember("small", hf_model(5), tok)], TEXT, GRID, n_blocks=1, block_len=4)
+
+
+# --------------------------------------------------------------------------------------------------
+# The API
+
+
+def test_the_api_scores_a_run_on_own_text_beside_a_checkpoint_and_group_recl_takes_the_tables(tmp_path, untrained_run, hf_checkpoint):
+    import txlab
+
+    text_file = tmp_path / "text.txt"
+    hf_checkpoint(tmp_path / "ckpt", text_file=text_file)
+    run = untrained_run(tmp_path / "run", sets=["data.corpus=text", f"data.text={text_file}", "data.tokenizer=word"])
+    models = [txlab.load_model(run), txlab.load_model(f"hf:{tmp_path / 'ckpt'}")]
+    tables, table = txlab.word_context_losses(models, text_file, grid=[1, 2, 4], n_blocks=2, block_len=10)
+    assert table.members == ("run", "ckpt") and table.covered == {"run": 20, "ckpt": 20} and table.methods == ("window", "window")
+    for losses, table_losses in zip(tables, table.losses):
+        assert losses.grid == (1, 2, 4) and np.array_equal(losses.targets, table.targets) and losses.block_len == 10
+        np.testing.assert_array_equal(losses.losses, table_losses)
+    rows = txlab.group_recl(tables, table.members, rs=[1.0], n_boot=20)
+    assert [row.model for row in rows] == ["run", "ckpt"]
+    assert np.all(np.isfinite(table.byte_perplexity())) and table.word_perplexity().shape == (2, 3)
+    by_hand = W.group_word_losses([W.WordMember("run", models[0], W.run_tokenizer(run), models[0].eval_tgt_len)], text_file.read_text(),
+                                  (1, 2, 4), n_blocks=2, block_len=10, method="naive")
+    np.testing.assert_allclose(by_hand.losses[0], table.losses[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_run_on_a_registry_corpus_brings_no_text_tokenizer(tmp_path, untrained_run):
+    run = untrained_run(tmp_path / "run")
+    with pytest.raises(TxlabError, match="own text"):
+        W.run_tokenizer(run)

@@ -49,18 +49,22 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from txlab.data.corpus import load_corpus
 from txlab.data.formats import char_codes, code_ids
-from txlab.data.registry import EOS
+from txlab.data.registry import EOS, TEXT_CORPUS
+from txlab.data.tokenizers import parse_tokenizer, text_tokenizer
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
 from txlab.measure.losses import check_token_ids, is_prefix_causal, read_fresh, sample_blocks, scoring, target_nll
 from txlab.models.interface import Context, LanguageModel
 from txlab.progress import Progress
+from txlab.runs.checkpoint import read_meta, saved_config
 
 WORD = re.compile(r"\S+")
 """A word: a maximal run of non-whitespace (Python's Unicode whitespace, the set str.split() splits on)."""
@@ -225,6 +229,22 @@ def text_encoder(tokenizer: Any) -> Encoder:
         raise TxlabError(f"a {type(tokenizer).__name__} gives no character offsets: words need a fast (Rust) Hugging Face tokenizer, "
                          "or txlab's char or word tokenizer")
     return _hf_encoder(backend)
+
+
+def run_tokenizer(run_dir: Path) -> Any:
+    """The tokenizer a txlab run trained on own text reads with (``data.tokenizer``: char or word with the run's
+    vocabulary, or its hf: tokenizer). A registry corpus's text is not recovered here: give such a run a tokenizer."""
+    cfg = saved_config(run_dir).data
+    if cfg.corpus != TEXT_CORPUS:
+        raise TxlabError(f"{run_dir} was trained on corpus {cfg.corpus!r}, whose tokens are not a tokenizer of text: words need a run trained "
+                         "on own text (data.corpus text), or give its tokenizer (a txlab CharTokenizer or WordTokenizer with its vocabulary)")
+    tokenizer = text_tokenizer(parse_tokenizer(cfg.tokenizer))
+    if tokenizer.kind in ("char", "word"):
+        vocab = load_corpus(cfg, progress=False).vocab
+        if vocab.sha256 != read_meta(run_dir)["vocab_hash"]:
+            raise TxlabError(f"the text of {run_dir} ({cfg.text}) has changed since the run was trained: its vocabulary is not the model's")
+        tokenizer.vocab = vocab
+    return tokenizer
 
 
 # --------------------------------------------------------------------------------------------------
@@ -455,7 +475,7 @@ def group_word_losses(members: Sequence[WordMember], text: str, grid: Sequence[i
     grid = tuple(int(c) for c in grid)
     if not members:
         raise TxlabError("a group needs at least one member")
-    if len(set(m.name for m in members)) != len(members):
+    if len({m.name for m in members}) != len(members):
         raise TxlabError(f"member names must differ: {[m.name for m in members]}")
     if min(grid) < 1 or list(grid) != sorted(set(grid)):
         raise TxlabError(f"the grid must be ascending context lengths >= 1 word, got {list(grid)}")
