@@ -94,11 +94,11 @@ def txlab_tokenizer(kind: str):
     return tok
 
 
-def txlab_model(n_token: int):
+def txlab_model(n_token: int, **model):
     """A tiny Transformer-XL that carries memory (segments of 16, memory 32): the chunked path."""
     cfg = run_config("xl151m", "tiny")
     torch.manual_seed(0)
-    model = build_model(dataclasses.replace(cfg.model, n_token=n_token)).eval()
+    model = build_model(dataclasses.replace(cfg.model, n_token=n_token, **model)).eval()
     model.set_context(Context(mem_len=32, same_length=True))
     return model
 
@@ -160,6 +160,20 @@ def test_a_text_without_spaces_is_refused_and_says_what_to_do():
     W.check_spaced(W.cut_words(TEXT))
 
 
+def test_a_tokenizer_is_taken_as_tokenizers_transformers_or_txlab_give_it(tmp_path):
+    from txlab.data.tokenizers import load_hf_tokenizer
+
+    tok = metaspace_bpe()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
+    fast.save_pretrained(tmp_path / "tok")
+    texts = ["The cat  sat.\nOn \u2603 it", " and"]
+    expected = W.text_encoder(tok)(texts)
+    for other in (fast, load_hf_tokenizer(str(tmp_path / "tok"))):
+        for a, b in zip(W.text_encoder(other)(texts), expected):
+            assert all(np.array_equal(x, y) for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b)))
+    assert expected[0].unknown.sum() == 2  # the line end and the snowman are <unk> for this BPE
+
+
 def test_word_and_byte_perplexity_by_hand():
     losses = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 3.0]])  # [2, 3]
     assert W.word_perplexity(losses) == pytest.approx([math.exp(2.0), math.exp(1.0)])
@@ -198,6 +212,15 @@ def test_txlab_tokenizers_give_the_hand_computed_loss_with_memory_and_segments(k
     np.testing.assert_allclose(window.losses, naive.losses, rtol=1e-5, atol=1e-5)
     for j, i, context, span in cells_of(naive):
         assert naive.losses[0, j, i] == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=1e-4, abs=1e-4)
+
+
+def test_a_model_that_is_not_prefix_causal_is_read_one_forward_per_cell():
+    tok = txlab_tokenizer("char")
+    model = txlab_model(len(tok.vocab), pos_enc="vaswani")  # absolute positions, counted back from each chunk's end
+    table = W.group_word_losses([W.WordMember("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6)
+    assert table.methods == ("naive",)
+    for j, i, context, span in cells_of(table):
+        assert table.losses[0, j, i] == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=1e-4, abs=1e-4)
 
 
 def test_a_line_end_is_part_of_the_next_words_span_and_the_word_tokenizer_writes_it_as_eos():

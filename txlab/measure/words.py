@@ -50,7 +50,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -58,7 +58,7 @@ import torch
 from txlab.data.corpus import load_corpus
 from txlab.data.formats import char_codes, code_ids
 from txlab.data.registry import EOS, TEXT_CORPUS
-from txlab.data.tokenizers import parse_tokenizer, text_tokenizer
+from txlab.data.tokenizers import HfTokenizer, parse_tokenizer, text_tokenizer
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
 from txlab.measure.losses import check_token_ids, is_prefix_causal, read_fresh, sample_blocks, scoring, target_nll
@@ -222,7 +222,7 @@ def text_encoder(tokenizer: Any) -> Encoder:
         if tokenizer.vocab is None:
             raise TxlabError(f"txlab's {kind} tokenizer has no vocabulary yet: give it the model's (tokenizer.vocab = ...)")
         return (_char_encoder if kind == "char" else _word_encoder)(tokenizer.vocab)
-    backend = getattr(tokenizer, "backend", None) or getattr(tokenizer, "backend_tokenizer", None)
+    backend = tokenizer.backend if isinstance(tokenizer, HfTokenizer) else getattr(tokenizer, "backend_tokenizer", None)
     if backend is None and hasattr(tokenizer, "encode_batch") and hasattr(tokenizer, "token_to_id"):
         backend = tokenizer  # a tokenizers.Tokenizer itself
     if backend is None:
@@ -330,43 +330,51 @@ def _score_rows(model: LanguageModel, inputs: list[np.ndarray], rows: list[np.nd
     return np.split(nll, np.cumsum([len(r) for r in rows])[:-1])
 
 
-def naive_cells(model: LanguageModel, cells: dict[Any, Cell], chunk_len: int | None, batch_size: int,
-                on_batch: Callable[[int], None] | None = None) -> tuple[dict[Any, float], set]:
+class _Read(NamedTuple):
+    """One forward of the naive method: a cell's tokens, cut to the model's window."""
+
+    key: Any
+    inputs: np.ndarray
+    """int64 [L]: the tokens read (the cell's tokens but the last, the nearest ones that fit the window)."""
+    rows: np.ndarray
+    """int64 [k]: the positions whose predictions are the span's tokens."""
+    targets: np.ndarray
+    """int64 [k]: the span's tokens."""
+
+
+def naive_cells(model: LanguageModel, cells: dict[Any, Cell], chunk_len: int | None, batch_size: int) -> tuple[dict[Any, float], set]:
     """l(c, w) of each cell by its own forward over exactly its tokens (the reference), and the keys of the cells
     whose context was cut to the model's window. Cells of one input length are read together."""
     cap = model.max_context
-    jobs = []
+    reads, truncated = [], set()
     for key, cell in cells.items():
         cut = max(0, len(cell.ids) - 1 - cap) if cap else 0  # a capped model reads the nearest tokens that fit
-        inputs = cell.ids[cut:-1]
-        jobs.append((len(inputs), key, inputs, np.arange(cell.first - 1, len(cell.ids) - 1) - cut, cell.ids[cell.first :], cut > 0))
-    jobs.sort(key=lambda job: job[0])
+        if cut:
+            truncated.add(key)
+        reads.append(_Read(key, cell.ids[cut:-1], np.arange(cell.first - 1, len(cell.ids) - 1) - cut, cell.ids[cell.first :]))
+    reads.sort(key=lambda read: len(read.inputs))
     out: dict[Any, float] = {}
-    truncated = {job[1] for job in jobs if job[5]}
     k = 0
-    while k < len(jobs):
-        same = [job for job in jobs[k : k + batch_size] if job[0] == jobs[k][0]]
-        losses = _score_rows(model, [job[2] for job in same], [job[3] for job in same], [job[4] for job in same], chunk_len)
-        out.update({job[1]: float(np.sum(loss, dtype=np.float64)) for job, loss in zip(same, losses)})
+    while k < len(reads):
+        same = [read for read in reads[k : k + batch_size] if len(read.inputs) == len(reads[k].inputs)]  # no padding
+        losses = _score_rows(model, [r.inputs for r in same], [r.rows for r in same], [r.targets for r in same], chunk_len)
+        out.update({read.key: float(np.sum(loss, dtype=np.float64)) for read, loss in zip(same, losses)})
         k += len(same)
-        if on_batch:
-            on_batch(len(same))
     return out, truncated
 
 
 def window_cells(model: LanguageModel, words: Words, encode: Encoder, cells: dict[tuple[int, int], Cell], targets: np.ndarray,
-                 grid: Sequence[int], chunk_len: int | None, batch_size: int,
-                 on_batch: Callable[[int], None] | None = None) -> tuple[dict[tuple[int, int], float], set]:
+                 grid: Sequence[int], chunk_len: int | None, batch_size: int) -> tuple[dict[tuple[int, int], float], set]:
     """The same values as :func:`naive_cells` for a prefix-causal model, one window per starting word: the window
     serves every cell whose tokens are its prefix (and fit the model's window); the other cells are read alone."""
-    served: dict[int, list[tuple[int, int]]] = {}
+    served: dict[int, list[tuple[int, int]]] = {}  # starting word -> the cells (grid index, target index) it serves
     for j, i in cells:
         served.setdefault(int(targets[i]) - grid[j], []).append((j, i))
     starts = sorted(served)
     last_word = {s: max(int(targets[i]) for _, i in served[s]) for s in starts}
     encodings = encode([words.text[int(words.starts[s]) : words.span(last_word[s])[1]] for s in starts])
     cap = model.max_context
-    windows = []  # (input ids, rows, targets, cell keys, rows per cell)
+    windows = []  # per window: (the tokens read, the keys of the cells it serves, their rows, their span tokens)
     alone: dict[tuple[int, int], Cell] = {}
     for s, window in zip(starts, encodings):
         keys, rows, wanted, length = [], [], [], 0
@@ -374,7 +382,7 @@ def window_cells(model: LanguageModel, words: Words, encode: Encoder, cells: dic
             cell = cells[key]
             n = len(cell.ids)
             if len(window.ids) < n or not np.array_equal(window.ids[:n], cell.ids) or (cap and n - 1 > cap):
-                alone[key] = cell
+                alone[key] = cell  # not the window's prefix here, or cut to the model's window: read alone
                 continue
             keys.append(key)
             rows.append(np.arange(cell.first - 1, n - 1))
@@ -382,8 +390,8 @@ def window_cells(model: LanguageModel, words: Words, encode: Encoder, cells: dic
             length = max(length, n - 1)
         if keys:
             windows.append((window.ids[:length], keys, rows, wanted))
-    out, truncated = naive_cells(model, alone, chunk_len, batch_size, on_batch)
-    windows.sort(key=lambda item: len(item[0]))
+    out, truncated = naive_cells(model, alone, chunk_len, batch_size)
+    windows.sort(key=lambda item: len(item[0]))  # similar lengths together: less padding
     for k in range(0, len(windows), batch_size):
         batch = windows[k : k + batch_size]
         per_window = _score_rows(model, [w[0] for w in batch], [np.concatenate(w[2]) for w in batch], [np.concatenate(w[3]) for w in batch],
@@ -391,8 +399,6 @@ def window_cells(model: LanguageModel, words: Words, encode: Encoder, cells: dic
         for (_, keys, rows, _), losses in zip(batch, per_window):
             for key, loss in zip(keys, np.split(losses, np.cumsum([len(r) for r in rows])[:-1])):
                 out[key] = float(np.sum(loss, dtype=np.float64))
-        if on_batch:
-            on_batch(len(batch))
     return out, truncated
 
 
@@ -454,13 +460,10 @@ class WordTable:
 
 
 def _method(member: WordMember, cells: dict[tuple[int, int], Cell], chunk_len: int | None, method: str) -> str:
-    if method not in METHODS:
-        raise TxlabError(f"unknown collection method {method!r}; choose {', '.join(METHODS)}")
+    """'window' or 'naive': 'auto' picks the window method for a prefix-causal model (checked on the longest cell)."""
     if method != "auto":
         return method
-    longest = max(cells.values(), key=lambda cell: len(cell.ids), default=None)
-    if longest is None:
-        return "naive"
+    longest = max(cells.values(), key=lambda cell: len(cell.ids))
     return "window" if is_prefix_causal(member.model, longest.ids, len(longest.ids), chunk_len) else "naive"
 
 
@@ -469,60 +472,57 @@ def group_word_losses(members: Sequence[WordMember], text: str, grid: Sequence[i
     """l(c, w) of every member on the words every member covers, in ``n_blocks`` blocks of ``block_len`` words drawn by
     ``seed`` after the first max(grid) words (txlab.measure.losses.sample_blocks, in words).
 
-    A block keeps the words of it that every member covers at every c; every block is then cut to the first
-    ``k`` of them, k the fewest any block kept, so that the blocks stay of one length (what the block bootstrap
-    resamples). Raises when no block keeps a word."""
+    A block keeps the words of it that every member covers at every c; every block then keeps its first ``k`` of
+    them, k the fewest any block kept, so that the blocks stay of one length (what the block bootstrap resamples).
+    Coverage is found first, by the tokenizers alone, so only the words kept are read by the models."""
     grid = tuple(int(c) for c in grid)
     if not members:
         raise TxlabError("a group needs at least one member")
     if len({m.name for m in members}) != len(members):
         raise TxlabError(f"member names must differ: {[m.name for m in members]}")
-    if min(grid) < 1 or list(grid) != sorted(set(grid)):
+    if not grid or min(grid) < 1 or list(grid) != sorted(set(grid)):
         raise TxlabError(f"the grid must be ascending context lengths >= 1 word, got {list(grid)}")
+    if method not in METHODS:
+        raise TxlabError(f"unknown collection method {method!r}; choose {', '.join(METHODS)}")
     words = cut_words(text)
     check_spaced(words)
     starts = sample_blocks(len(words), n_blocks, block_len, max(grid), seed)
     encoders = [text_encoder(m.tokenizer) for m in members]
-    chunk_lens = [m.tgt_len if (m.context or m.model.context).mem_len > 0 else None for m in members]
-    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per block: (targets, losses [M, G, kept], cut [M, G, kept])
-    covered_counts = np.zeros(len(members), dtype=np.int64)
-    methods: list[str | None] = [None] * len(members)
-    with Progress(total=n_blocks * len(members), desc="word losses", unit="block", disable=not progress, leave=False) as bar:
-        for start in starts.tolist():
-            block = np.arange(start, start + block_len, dtype=np.int64)  # [block_len] word indices
-            tables = [member_cells(words, encode, block, grid, m.model.max_context) for m, encode in zip(members, encoders)]
-            covered_counts += [int(cov.all(axis=0).sum()) for cov, _ in tables]
-            shared = np.logical_and.reduce([cov.all(axis=0) for cov, _ in tables])  # [block_len]
-            columns = np.flatnonzero(shared)
-            losses = np.zeros((len(members), len(grid), len(columns)), dtype=np.float32)  # [M, G, kept]
-            cut_mask = np.zeros(losses.shape, dtype=bool)  # [M, G, kept]
-            for mi, (member, encode, (_, cells)) in enumerate(zip(members, encoders, tables)):
-                wanted = {(j, i): cells[j, i] for j in range(len(grid)) for i in columns.tolist()}
-                if wanted:
-                    with scoring(member.model, member.context or member.model.context, member.precision):
-                        for cell in wanted.values():
-                            check_token_ids(member.model, cell.ids, f"{member.name}'s tokens")
-                        methods[mi] = methods[mi] or _method(member, wanted, chunk_lens[mi], method)
-                        if methods[mi] == "window":
-                            values, cut = window_cells(member.model, words, encode, wanted, block, grid, chunk_lens[mi], batch_size)
-                        else:
-                            values, cut = naive_cells(member.model, wanted, chunk_lens[mi], batch_size)
-                    for (j, i), value in values.items():
-                        losses[mi, j, int(np.searchsorted(columns, i))] = value
-                    for j, i in cut:
-                        cut_mask[mi, j, int(np.searchsorted(columns, i))] = True
-                bar.update(1)
-            kept.append((block[columns], losses, cut_mask))
-    k = min(len(t) for t, _, _ in kept)
+    blocks = [np.arange(start, start + block_len, dtype=np.int64) for start in starts.tolist()]  # [block_len] word indices each
+    covered = np.array([[member_cells(words, encode, block, grid, m.model.max_context)[0].all(axis=0) for block in blocks]
+                        for m, encode in zip(members, encoders)])  # [M, n_blocks, block_len]: exact at every c
+    shared = covered.all(axis=0)  # [n_blocks, block_len]
+    k = int(shared.sum(axis=1).min())
     if k == 0:
-        counts = ", ".join(f"{m.name} {int(n)}" for m, n in zip(members, covered_counts))
+        counts = ", ".join(f"{m.name} {int(n)}" for m, n in zip(members, covered.sum(axis=(1, 2))))
         raise TxlabError(f"a block of {block_len} words holds no word that every member scores exactly (covered of {n_blocks * block_len} "
                          f"drawn: {counts}): use longer blocks, or members whose tokenizers split at spaces")
-    targets = np.concatenate([t[:k] for t, _, _ in kept])  # [W]
-    table = np.concatenate([losses[:, :, :k] for _, losses, _ in kept], axis=2)  # [M, G, W]
-    truncated = np.concatenate([cut[:, :, :k] for _, _, cut in kept], axis=2).sum(axis=2)  # [M, G]
+    targets = np.concatenate([block[np.flatnonzero(keep)[:k]] for block, keep in zip(blocks, shared)])  # [W]
+    losses = np.zeros((len(members), len(grid), len(targets)), dtype=np.float32)  # [M, G, W]
+    truncated = np.zeros((len(members), len(grid)), dtype=np.int64)  # [M, G]
+    methods = []
+    with Progress(total=len(members) * n_blocks, desc="word losses", unit="block", disable=not progress, leave=False) as bar:
+        for mi, (member, encode) in enumerate(zip(members, encoders)):
+            chunk_len = member.tgt_len if (member.context or member.model.context).mem_len > 0 else None
+            with scoring(member.model, member.context or member.model.context, member.precision):
+                for b in range(n_blocks):
+                    block = targets[b * k : (b + 1) * k]  # [k]: this block's shared targets
+                    _, cells = member_cells(words, encode, block, grid, member.model.max_context)
+                    assert len(cells) == len(grid) * k, "a kept word is no longer covered: the tokenizer is not deterministic"
+                    for cell in cells.values():
+                        check_token_ids(member.model, cell.ids, f"{member.name}'s tokens")
+                    if len(methods) == mi:
+                        methods.append(_method(member, cells, chunk_len, method))
+                    if methods[mi] == "window":
+                        values, cut = window_cells(member.model, words, encode, cells, block, grid, chunk_len, batch_size)
+                    else:
+                        values, cut = naive_cells(member.model, cells, chunk_len, batch_size)
+                    for (j, i), value in values.items():
+                        losses[mi, j, b * k + i] = value
+                    for j, _ in cut:
+                        truncated[mi, j] += 1
+                    bar.update(1)
     return WordTable(
-        tuple(m.name for m in members), grid, table, targets, k, starts, words.span_bytes(targets), n_blocks * block_len,
-        {m.name: int(n) for m, n in zip(members, covered_counts)}, int(sum(len(t) for t, _, _ in kept)), truncated,
-        tuple(str(m) for m in methods),
+        tuple(m.name for m in members), grid, losses, targets, k, starts, words.span_bytes(targets), n_blocks * block_len,
+        {m.name: int(n) for m, n in zip(members, covered.sum(axis=(1, 2)))}, int(shared.sum()), truncated, tuple(methods),
     )
