@@ -37,3 +37,26 @@ def test_the_run_example_runs_and_prints_its_three_results(tmp_path):
     assert re.fullmatch(r"mean loss over 256 tokens: [\d.]+ nats", lines[1])
     assert re.fullmatch(r"\[\(0\.1, '(>= )?\d+'\), \(1\.0, '(>= )?\d+'\)\]", lines[2])
     assert (tmp_path / "runs" / "xl-tiny" / "checkpoint").is_dir() and (tmp_path / "runs" / "xl-tiny" / "losses").is_dir()
+
+
+def test_the_words_example_scores_two_checkpoints_with_different_tokenizers_on_shared_words(tmp_path, hf_checkpoint, random_causal_lm):
+    """A GPT-2 with a byte-level BPE (conftest's checkpoint) and a Llama with a SentencePiece-style (Metaspace) BPE,
+    both trained on the text here, both built offline."""
+    import tokenizers
+    import transformers
+
+    hf_checkpoint(tmp_path / "gpt2-bpe", text_file=tmp_path / "my_text.txt")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace()
+    tok.decoder = tokenizers.decoders.Metaspace()
+    tok.train_from_iterator((tmp_path / "my_text.txt").read_text().splitlines(),
+                            tokenizers.trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>"], show_progress=False))
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(tmp_path / "llama-sentencepiece")
+    random_causal_lm(tmp_path / "llama-sentencepiece", "llama", vocab=tok.get_vocab_size(), positions=256)
+    shared, byte_ppl, recl = run_example(examples()[2], tmp_path)
+    # The Metaspace BPE never saw a line end (it was trained line by line): a word after one is written with <unk>,
+    # so it is left out for both models, and the blocks keep as many shared words each.
+    found = re.fullmatch(r"(\d+) shared words of 160 drawn; covered per model: \{'gpt2-bpe': 160, 'llama-sentencepiece': (\d+)\}", shared)
+    assert found and 0 < int(found[1]) <= int(found[2]) < 160 and int(found[1]) % 4 == 0
+    assert re.fullmatch(r"per-byte perplexity at 16 words: \[[\d.]+, [\d.]+\]", byte_ppl)
+    assert re.fullmatch(r"\[\('gpt2-bpe', '(>= )?\d+'\), \('llama-sentencepiece', '(>= )?\d+'\)\]", recl)

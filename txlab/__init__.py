@@ -2,13 +2,14 @@
 
 The Python API in a few names (docs/api.md): ``load_model`` (a txlab run directory or ``hf:PATH``),
 ``run_tokens`` and ``encode_text`` (token ids for it), ``context_losses`` (losses at exact context
-lengths), ``group_recl`` (the paper's metric over a group; the module txlab.analysis.recl holds the metric itself) and ``perplexity``. They load on first use, so
+lengths), ``group_recl`` (the paper's metric over a group; the module txlab.analysis.recl holds the metric itself),
+``word_context_losses`` (losses in words, for models with different tokenizers) and ``perplexity``. They load on first use, so
 ``import txlab`` stays light (and torch-free for the pure-numpy metric modules).
 """
 
 __version__ = "0.1.0"
 
-API = ("load_model", "run_tokens", "encode_text", "context_losses", "ContextLosses", "group_recl", "perplexity")
+API = ("load_model", "run_tokens", "encode_text", "context_losses", "ContextLosses", "group_recl", "word_context_losses", "perplexity")
 
 
 def __getattr__(name: str):

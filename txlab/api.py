@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from txlab.data.corpus import load_corpus_for_model
 from txlab.data.tokenizers import load_hf_tokenizer, parse_tokenizer
 from txlab.errors import TxlabError
 from txlab.measure.losses import collect_losses, sample_blocks
+from txlab.measure.words import WordMember, WordTable, group_word_losses, run_tokenizer
 from txlab.models import hf
 from txlab.models.interface import Context, LanguageModel
 from txlab.precision import check_precision
@@ -163,6 +165,36 @@ def group_recl(tables: Sequence[ContextLosses], names: Sequence[str], rs: Sequen
     caps = {name: t.max_context for name, t in zip(names, tables)}
     table = GroupTable(np.stack([t.losses for t in tables]), first.grid, list(names), caps, placebo)
     return recl_rows(table, rs=rs, bootstrap=Bootstrap(first.block_len, n_boot, seed) if n_boot else None)
+
+
+def word_context_losses(
+    models: LanguageModel | Sequence[LanguageModel], text: str | Path, grid: Sequence[int], n_blocks: int = 8, block_len: int = 250, *,
+    seed: int = 0, names: Sequence[str] | None = None, tokenizers: Sequence[Any] | None = None, method: str = "auto",
+    batch_size: int = 16, progress: bool = False,
+) -> tuple[list[ContextLosses], WordTable]:
+    """l(c, w) in words for models with any tokenizers (txlab.measure.words): per model, a :class:`ContextLosses` whose
+    ``grid`` counts words of context and whose ``targets`` are word indices, on the same words for every model (those
+    every model scores exactly), so :func:`group_recl` takes them; and the :class:`~txlab.measure.words.WordTable` with
+    each model's coverage and its perplexity per word and per byte.
+
+    ``text``: a string, or the path of a UTF-8 file. ``n_blocks`` blocks of ``block_len`` words are drawn by ``seed``
+    after the first max(grid) words; each keeps the same number of words every model covers. ``tokenizers``: one per
+    model (None: its own, that of an ``hf:`` checkpoint or of a run trained on own text). ``names`` default to the
+    checkpoints' and runs' names. Models read context as :func:`context_losses` reads it, in ``model.precision``."""
+    models = [models] if isinstance(models, LanguageModel) else list(models)
+    content = text_content(text)
+    if tokenizers is None:  # a checkpoint's own tokenizer, a run's own text tokenizer; a model built otherwise brings none
+        tokenizers = [(load_hf_tokenizer(model.source) if getattr(model, "source", "") else
+                       run_tokenizer(model.run_dir) if getattr(model, "run_dir", None) else None) for model in models]
+    if len(tokenizers) != len(models) or any(tok is None for tok in tokenizers):
+        raise TxlabError("give one tokenizer per model: only models loaded with txlab.load_model bring their own")
+    if names is None:
+        labels = [Path(getattr(model, "source", "") or str(getattr(model, "run_dir", "")) or f"model{i}").name for i, model in enumerate(models)]
+        names = labels if len(set(labels)) == len(labels) else [f"{label}-{i}" for i, label in enumerate(labels)]
+    members = [WordMember(name, model, tok, getattr(model, "eval_tgt_len", None), model.context, getattr(model, "precision", "fp32"))
+               for name, model, tok in zip(names, models, tokenizers)]
+    table = group_word_losses(members, content, grid, n_blocks, block_len, seed=seed, method=method, batch_size=batch_size, progress=progress)
+    return [ContextLosses(losses, table.grid, table.targets, table.block_len, None) for losses in table.losses], table
 
 
 def perplexity(model: LanguageModel, tokens: np.ndarray, *, segment: int | None = None, memory: int | None = None,

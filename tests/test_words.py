@@ -1,0 +1,346 @@
+"""Losses in words (txlab.measure.words): l(c, w) equals a hand computation for every tokenizer kind built offline, the
+window method equals the naive one, coverage leaves out words a tokenizer writes across their span's edges, and a
+group's table holds only the words every member covers."""
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from txlab.data.formats import words as txlab_words
+from txlab.data.tokenizers import CharTokenizer, WordTokenizer
+from txlab.data.vocab import Vocab
+from txlab.errors import TxlabError
+from txlab.measure import words as W
+from txlab.models.build import build_model
+from txlab.models.interface import Context
+from txlab.runs.evaluate import read_in_chunks
+from txlab.runs.zoo import run_config
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+TEXT = (SHARED / "wikitext-2-sample" / "valid.txt").read_text(encoding="utf-8")[:40_000]
+GRID = (1, 3, 6)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokenizers trained on the spot, models with random weights
+
+
+def byte_level_bpe():
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(TEXT.splitlines(), trainers.BpeTrainer(vocab_size=400, show_progress=False,
+                                                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
+def metaspace_bpe():
+    tok = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.train_from_iterator(TEXT.splitlines(), trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>"], show_progress=False))
+    return tok
+
+
+def wordpiece():
+    tok = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer()
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(TEXT.splitlines(), trainers.WordPieceTrainer(vocab_size=400, special_tokens=["[UNK]"], show_progress=False))
+    return tok
+
+
+def unigram():
+    tok = tokenizers.Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.train_from_iterator(TEXT.splitlines(), trainers.UnigramTrainer(vocab_size=400, special_tokens=["<unk>"], unk_token="<unk>",
+                                                                       show_progress=False))
+    return tok
+
+
+def hf_model(vocab: int, arch: str = "gpt2", positions: int = 512):
+    """A tiny random GPT-2 or Llama behind txlab's interface, N(0, 0.5) weights so that context matters."""
+    from txlab.models.hf import HFLanguageModel
+
+    common = dict(vocab_size=vocab, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    if arch == "gpt2":
+        config = transformers.GPT2Config(n_positions=positions, n_embd=16, n_layer=2, n_head=2, n_inner=24, **common)
+    else:
+        config = transformers.LlamaConfig(max_position_embeddings=positions, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                          num_key_value_heads=2, intermediate_size=24, **common)
+    torch.manual_seed(0)
+    causal_lm = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    with torch.no_grad():
+        for p in causal_lm.parameters():
+            p.normal_(0, 0.5)
+    model = HFLanguageModel(causal_lm).eval()
+    model.set_context(Context(mem_len=0))
+    return model
+
+
+def txlab_tokenizer(kind: str):
+    tok = CharTokenizer() if kind == "char" else WordTokenizer()
+    if kind == "char":
+        tok.vocab = Vocab(sorted(set(TEXT)))
+    else:
+        tok.vocab = Vocab(["<eos>", *sorted(set(TEXT.split()))])
+    return tok
+
+
+def txlab_model(n_token: int, **model):
+    """A tiny Transformer-XL that carries memory (segments of 16, memory 32): the chunked path."""
+    cfg = run_config("xl151m", "tiny")
+    torch.manual_seed(0)
+    model = build_model(dataclasses.replace(cfg.model, n_token=n_token, **model)).eval()
+    model.set_context(Context(mem_len=32, same_length=True))
+    return model
+
+
+# --------------------------------------------------------------------------------------------------
+# Hand computations: tokenize exactly the context text and the span, one forward, sum
+
+
+def hand_hf(model, tok, context: str, span: str) -> float:
+    ids = tok.encode(context + span, add_special_tokens=False).ids
+    own = tok.encode(context, add_special_tokens=False).ids
+    assert ids == own + tok.encode(span, add_special_tokens=False).ids, "a covered span is written by its own tokens"
+    with torch.no_grad():
+        logits = model.causal_lm(input_ids=torch.tensor([ids[:-1]])).logits[0].double()  # [n - 1, V]
+    logp = torch.log_softmax(logits, dim=-1)
+    return float(-sum(logp[k - 1, ids[k]] for k in range(len(own), len(ids))))
+
+
+def hand_txlab(model, tok, context: str, span: str, tgt_len: int) -> float:
+    def encode(text: str) -> list[int]:
+        if tok.kind == "char":
+            return [tok.vocab.index[ch] for ch in text]
+        return tok.vocab.encode(txlab_words(text, "eos")[:-1]).tolist()  # words() ends every text with <eos>: not written here
+
+    ids, n_span = encode(context + span), len(encode(span))
+    x = torch.tensor([ids])  # [1, n]
+    with torch.no_grad():
+        nll = torch.cat([out.nll for _, out in read_in_chunks(model, x[:, :-1], tgt_len, targets=x[:, 1:])], dim=1)[0]
+    return float(nll[-n_span:].double().sum())
+
+
+def cells_of(table: W.WordTable):
+    words = W.cut_words(TEXT)
+    for j, c in enumerate(table.grid):
+        for i, w in enumerate(table.targets.tolist()):
+            lo, hi = words.context(w, c)
+            yield j, i, TEXT[lo:hi], TEXT[slice(*words.span(w))]
+
+
+# --------------------------------------------------------------------------------------------------
+# Words
+
+
+def test_words_are_runs_of_non_whitespace_and_spans_take_the_whitespace_before():
+    text = " The cat\n\n  sat.\u00a0On"
+    words = W.cut_words(text)
+    assert [text[a:b] for a, b in zip(words.starts, words.ends)] == text.split() == ["The", "cat", "sat.", "On"]
+    assert [text[slice(*words.span(w))] for w in range(4)] == [" The", " cat", "\n\n  sat.", "\u00a0On"]
+    assert text[slice(*words.context(2, 2))] == "The cat"  # from the first word's first character to the last word's end
+    assert text[slice(*words.context(3, 1))] == "sat."
+    assert words.span_bytes(np.array([2, 3])).tolist() == [8, 4]  # NBSP is two bytes in UTF-8
+    with pytest.raises(TxlabError, match="no context of 3 words"):
+        words.context(2, 3)
+
+
+def test_a_text_without_spaces_is_refused_and_says_what_to_do():
+    with pytest.raises(TxlabError, match="too few spaces.*segment it"):
+        W.check_spaced(W.cut_words("这是一个没有空格的句子，整段文字只是一个词。" * 3))
+    W.check_spaced(W.cut_words(TEXT))
+
+
+def test_a_tokenizer_is_taken_as_tokenizers_transformers_or_txlab_give_it(tmp_path):
+    from txlab.data.tokenizers import load_hf_tokenizer
+
+    tok = metaspace_bpe()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
+    fast.save_pretrained(tmp_path / "tok")
+    texts = ["The cat  sat.\nOn \u2603 it", " and"]
+    expected = W.text_encoder(tok)(texts)
+    for other in (fast, load_hf_tokenizer(str(tmp_path / "tok"))):
+        for a, b in zip(W.text_encoder(other)(texts), expected):
+            assert all(np.array_equal(x, y) for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b)))
+    assert expected[0].unknown.sum() == 2  # the line end and the snowman are <unk> for this BPE
+
+
+def test_word_and_byte_perplexity_by_hand():
+    losses = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 3.0]])  # [2, 3]
+    assert W.word_perplexity(losses) == pytest.approx([math.exp(2.0), math.exp(1.0)])
+    assert W.byte_perplexity(losses, np.array([2, 2, 2])) == pytest.approx([math.exp(1.0), math.exp(0.5)])
+
+
+# --------------------------------------------------------------------------------------------------
+# l(c, w) equals the hand computation, by both methods, for every tokenizer kind
+
+
+@pytest.mark.parametrize("make, arch", [(byte_level_bpe, "gpt2"), (metaspace_bpe, "llama"), (wordpiece, "gpt2"), (unigram, "llama")],
+                         ids=["byte-level-bpe", "metaspace-bpe", "wordpiece", "unigram"])
+def test_hugging_face_tokenizers_give_the_hand_computed_loss(make, arch):
+    tok = make()
+    model = hf_model(tok.get_vocab_size(), arch)
+    tables = {method: W.group_word_losses([W.WordMember("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12, method=method)
+              for method in ("naive", "window")}
+    naive, window = tables["naive"], tables["window"]
+    assert window.methods == ("window",) and naive.methods == ("naive",)
+    assert np.array_equal(naive.targets, window.targets) and naive.covered == window.covered
+    np.testing.assert_allclose(window.losses, naive.losses, rtol=1e-5, atol=1e-5)
+    assert naive.covered["m"] >= 0.5 * naive.drawn  # most words of English text are written from a space
+    for j, i, context, span in list(cells_of(naive))[::3]:
+        assert naive.losses[0, j, i] == pytest.approx(hand_hf(model, tok, context, span), rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["char", "word"])
+def test_txlab_tokenizers_give_the_hand_computed_loss_with_memory_and_segments(kind):
+    tok = txlab_tokenizer(kind)
+    model = txlab_model(len(tok.vocab))
+    member = W.WordMember("m", model, tok, tgt_len=16)
+    naive = W.group_word_losses([member], TEXT, GRID, n_blocks=2, block_len=8, method="naive")
+    window = W.group_word_losses([member], TEXT, GRID, n_blocks=2, block_len=8, method="auto")
+    assert window.methods == ("window",)  # relative positions: prefix-causal
+    assert naive.shared == naive.drawn  # a vocabulary counted from the text covers every word
+    np.testing.assert_allclose(window.losses, naive.losses, rtol=1e-5, atol=1e-5)
+    for j, i, context, span in cells_of(naive):
+        assert naive.losses[0, j, i] == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=1e-4, abs=1e-4)
+
+
+def test_a_model_that_is_not_prefix_causal_is_read_one_forward_per_cell():
+    tok = txlab_tokenizer("char")
+    model = txlab_model(len(tok.vocab), pos_enc="vaswani")  # absolute positions, counted back from each chunk's end
+    table = W.group_word_losses([W.WordMember("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6)
+    assert table.methods == ("naive",)
+    for j, i, context, span in cells_of(table):
+        assert table.losses[0, j, i] == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=1e-4, abs=1e-4)
+
+
+def test_a_line_end_is_part_of_the_next_words_span_and_the_word_tokenizer_writes_it_as_eos():
+    tok = txlab_tokenizer("word")
+    [enc] = W.text_encoder(tok)(["the of\n\nand zzz-not-a-word"])
+    assert [tok.vocab.symbols[i] if i >= 0 else None for i in enc.ids] == ["the", "of", "<eos>", "<eos>", "and", None]
+    assert enc.starts.tolist() == [0, 4, 6, 7, 8, 12] and enc.unknown.tolist() == [False] * 5 + [True]
+    words = W.cut_words("the of\n\nand")
+    covered, cells = W.member_cells(words, W.text_encoder(tok), np.array([2]), (2,), None)
+    assert covered.all() and cells[0, 0].first == 2 and len(cells[0, 0].ids) == 5  # the span '\n\nand' is <eos> <eos> and
+
+
+# --------------------------------------------------------------------------------------------------
+# Coverage
+
+
+def merging_tokenizer():
+    """A BPE with no pre-tokenizer that writes 'a ' as one token: a word after 'a' starts inside it."""
+    vocab = {"a": 0, "b": 1, "c": 2, " ": 3, "a ": 4}
+    return tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=[("a", " ")]))
+
+
+def test_coverage_leaves_out_a_word_whose_span_a_token_crosses():
+    text = "b c a b c c a c b"  # words 0..8
+    words = W.cut_words(text)
+    covered, cells = W.member_cells(words, W.text_encoder(merging_tokenizer()), np.arange(1, 9), (1,), None)
+    # 'a' (words 2, 6) is written with the space after it, so its span's end is inside a token; the word after it
+    # (3, 7) starts inside that token. Everything else is exact.
+    assert covered[0].tolist() == [True, False, False, True, True, False, False, True]
+    assert cells[0, 0].ids.tolist() == [1, 3, 2] and cells[0, 0].first == 1  # 'b', ' ', 'c': the span ' c' is ' ', 'c'
+
+
+def test_a_group_scores_only_the_words_every_member_covers():
+    text = " ".join(["b c a b c c a c b"] * 30)
+    bpe = byte_level_bpe()
+    members = [W.WordMember("bpe", hf_model(bpe.get_vocab_size()), bpe),
+               W.WordMember("merging", hf_model(5, "llama"), merging_tokenizer())]
+    table = W.group_word_losses(members, text, (1, 2), n_blocks=2, block_len=18, method="naive")
+    words = W.cut_words(text)
+    kinds = [text[words.starts[w]:words.ends[w]] for w in table.targets]
+    previous = [text[words.starts[w - 1]:words.ends[w - 1]] for w in table.targets]
+    assert "a" not in kinds and "a" not in previous  # left out for every member
+    assert table.covered["bpe"] == table.drawn and table.covered["merging"] < table.drawn
+    assert table.shared == table.covered["merging"] and table.losses.shape == (2, 2, len(table.targets))
+    assert len(table.targets) == 2 * table.block_len
+    alone = W.group_word_losses(members[:1], text, (1, 2), n_blocks=2, block_len=18, method="naive")
+    keep = np.isin(alone.targets, table.targets)
+    np.testing.assert_allclose(alone.losses[0][:, keep], table.losses[0], rtol=1e-6)  # the bpe member's losses do not change
+
+
+def test_an_unknown_token_in_the_span_is_not_covered_but_one_in_the_context_is_read():
+    tok = metaspace_bpe()
+    text = "the cat sat on \u2603the mat and \u2603 sat again"
+    words = W.cut_words(text)
+    covered, _ = W.member_cells(words, W.text_encoder(tok), np.array([4, 5, 7, 8]), (1, 3), None)
+    assert not covered[:, 0].any() and not covered[:, 2].any()  # '\u2603the', '\u2603': an <unk> in the span
+    assert covered[:, 1].all()  # 'mat' after '\u2603the': the context holds <unk>, as the member reads it
+    assert covered[:, 3].all()
+
+
+def test_a_word_longer_than_the_window_is_not_covered_and_a_long_context_is_cut_to_the_window():
+    tok = txlab_tokenizer("char")
+    model = hf_model(len(tok.vocab), positions=12)  # a learned position table of 12: the member's window
+    text = "ab cd " * 20 + "abcdabcdabcdabcd " + "ab cd " * 20
+    words = W.cut_words(text)
+    long_word = text.split().index("abcdabcdabcdabcd")
+    covered, _ = W.member_cells(words, W.text_encoder(tok), np.array([long_word, long_word + 1]), (1, 4), model.max_context)
+    assert not covered[:, 0].any() and covered[:, 1].all()
+    table = W.group_word_losses([W.WordMember("m", model, tok)], text, (1, 4), n_blocks=1, block_len=10, method="window")
+    assert table.truncated[0].tolist() == [0, 10]  # 4 words and a span: 14 characters, 13 inputs > 12
+    naive = W.group_word_losses([W.WordMember("m", model, tok)], text, (1, 4), n_blocks=1, block_len=10, method="naive")
+    np.testing.assert_allclose(table.losses, naive.losses, rtol=1e-5)
+    w = int(table.targets[0])
+    lo, hi = words.context(w, 4)
+    ids = [tok.vocab.index[ch] for ch in text[lo : words.span(w)[1]]][-13:]  # the window: the nearest 12 inputs and the target
+    with torch.no_grad():
+        logp = torch.log_softmax(model.causal_lm(input_ids=torch.tensor([ids[:-1]])).logits[0].double(), dim=-1)
+    n_span = words.span(w)[1] - hi
+    expected = -sum(float(logp[k - 1, ids[k]]) for k in range(len(ids) - n_span, len(ids)))
+    assert table.losses[0, 1, 0] == pytest.approx(expected, rel=1e-4)
+
+
+def test_bad_groups_are_refused():
+    tok = txlab_tokenizer("char")
+    member = W.WordMember("m", hf_model(len(tok.vocab)), tok)
+    with pytest.raises(TxlabError, match="names must differ"):
+        W.group_word_losses([member, member], TEXT, GRID, n_blocks=1, block_len=4)
+    with pytest.raises(TxlabError, match="ascending"):
+        W.group_word_losses([member], TEXT, (3, 1), n_blocks=1, block_len=4)
+    with pytest.raises(TxlabError, match="fast"):
+        W.text_encoder(object())
+    with pytest.raises(TxlabError, match="outside the model's vocabulary"):
+        W.group_word_losses([W.WordMember("small", hf_model(5), tok)], TEXT, GRID, n_blocks=1, block_len=4)
+
+
+# --------------------------------------------------------------------------------------------------
+# The API
+
+
+def test_the_api_scores_a_run_on_own_text_beside_a_checkpoint_and_group_recl_takes_the_tables(tmp_path, untrained_run, hf_checkpoint):
+    import txlab
+
+    text_file = tmp_path / "text.txt"
+    hf_checkpoint(tmp_path / "ckpt", text_file=text_file)
+    run = untrained_run(tmp_path / "run", sets=["data.corpus=text", f"data.text={text_file}", "data.tokenizer=word"])
+    models = [txlab.load_model(run), txlab.load_model(f"hf:{tmp_path / 'ckpt'}")]
+    tables, table = txlab.word_context_losses(models, text_file, grid=[1, 2, 4], n_blocks=2, block_len=10)
+    assert table.members == ("run", "ckpt") and table.covered == {"run": 20, "ckpt": 20} and table.methods == ("window", "window")
+    for losses, table_losses in zip(tables, table.losses):
+        assert losses.grid == (1, 2, 4) and np.array_equal(losses.targets, table.targets) and losses.block_len == 10
+        np.testing.assert_array_equal(losses.losses, table_losses)
+    rows = txlab.group_recl(tables, table.members, rs=[1.0], n_boot=20)
+    assert [row.model for row in rows] == ["run", "ckpt"]
+    assert np.all(np.isfinite(table.byte_perplexity())) and table.word_perplexity().shape == (2, 3)
+    by_hand = W.group_word_losses([W.WordMember("run", models[0], W.run_tokenizer(run), models[0].eval_tgt_len)], text_file.read_text(),
+                                  (1, 2, 4), n_blocks=2, block_len=10, method="naive")
+    np.testing.assert_allclose(by_hand.losses[0], table.losses[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_run_on_a_registry_corpus_brings_no_text_tokenizer(tmp_path, untrained_run):
+    run = untrained_run(tmp_path / "run")
+    with pytest.raises(TxlabError, match="own text"):
+        W.run_tokenizer(run)
