@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from txlab.data.corpus import load_corpus
 from txlab.errors import TxlabError
 from txlab.measure import losses as losses_mod
 from txlab.measure.collection import Collection
-from txlab.measure.losses import benchmark_collection, collect_group_losses, collect_losses, collect_run_losses, context_lengths, is_prefix_causal, load_group_losses, load_losses, sample_blocks
+from txlab.measure.losses import collect_group_losses, collect_losses, collect_run_losses, context_lengths, is_prefix_causal, load_group_losses, load_losses, sample_blocks
 from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.runs.checkpoint import save_checkpoint
@@ -99,10 +98,11 @@ def test_a_sparse_grid_whose_middle_windows_serve_no_target_equals_the_definitio
     # whole batches of them score nothing.
     model, context = tiny_model(), Context(mem_len=4, same_length=True)
     tokens, grid, blocks = token_stream(), (2, 40), (45,)
-    got = collect_losses(model, tokens, grid, blocks, BLOCK_LEN, tgt_len=TGT_LEN, context=context, batch_size=3)
     model.set_context(context)
     want = reference_losses(model, tokens, grid, targets_of(blocks, BLOCK_LEN), lambda n: TGT_LEN)
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    for method in ("window", "auto"):  # auto reads this sparse grid one window per (c, t), the cheaper way
+        got = collect_losses(model, tokens, grid, blocks, BLOCK_LEN, tgt_len=TGT_LEN, context=context, batch_size=3, method=method)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
 
 
 def test_chunk_length_matters_only_without_same_length():
@@ -191,32 +191,6 @@ def test_sample_blocks_is_deterministic_contiguous_and_in_range():
     assert (np.diff(starts) >= 100).all() and ((starts - 1000) % 100 == 0).all()
     with pytest.raises(TxlabError, match="room for only 90 blocks"):
         sample_blocks(10_000, 91, 100, min_start=1000)
-
-
-def test_benchmark_times_both_methods_and_counts_the_tokens_each_feeds_the_model(monkeypatch):
-    # a stubbed clock: each call of block_losses "takes" the next of these seconds; the median of 3 is reported
-    durations = {"window": iter([3.0, 1.0, 2.0]), "naive": iter([10.0, 4.0, 7.0])}
-    now = [0.0]
-    monkeypatch.setattr(losses_mod, "time", SimpleNamespace(perf_counter=lambda: now[0]))
-    fed, method_running, real_block_losses = {}, [None], losses_mod.block_losses
-
-    def timed_and_counted(*args):
-        method_running[0] = args[-1]
-        fed[args[-1]] = 0
-        table = real_block_losses(*args)
-        now[0] += next(durations[args[-1]])
-        return table
-
-    monkeypatch.setattr(losses_mod, "block_losses", timed_and_counted)
-    model = tiny_model()
-    model.register_forward_pre_hook(lambda module, inputs: fed.update({method_running[0]: fed[method_running[0]] + inputs[0].numel()}))
-    bench = benchmark_collection(model, token_stream(), GRID, 10, tgt_len=TGT_LEN, context=Context(4), batch_size=4, repeats=3)
-    assert (bench.window_s, bench.naive_s, bench.speedup) == (2.0, 7.0, 3.5)
-    assert bench.max_abs_diff < 1e-5 and (bench.targets, bench.grid, bench.batch_size) == (10, list(GRID), 4)
-    # the token-steps reported are the tokens each method's last repeat fed the model
-    assert bench.naive_token_steps == fed["naive"] == 10 * sum(GRID)
-    assert bench.window_token_steps == fed["window"] == 116
-    assert bench.token_step_ratio == 200 / 116
 
 
 # --- run directories ---------------------------------------------------------------------------
