@@ -133,3 +133,12 @@ def test_a_table_begun_before_placebo_windows_resumes_as_it_began(tmp_path, monk
 def test_placebo_groups_split_steps_by_size_and_cap():
     assert placebo_groups(TWO_STEPS) == ({2: (2, 4), 6: (6, 12)}, ())
     assert placebo_groups(TWO_STEPS, max_context=6) == ({2: (2, 4)}, (2, 3))
+
+
+def test_the_plan_says_which_method_and_what_the_other_would_read():
+    from txlab.drivers.recl.plan import method_words
+
+    sparse, dense = Collection("valid", (64, 1024, 4096), 4, 50), Collection("valid", tuple(range(64, 1025, 64)), 4, 500)
+    assert method_words(sparse) == "one window per (c, t) (auto: the window method would read 66.9M)"
+    assert method_words(dense).startswith("by the window method (auto: one window per (c, t) would read 17.4M")
+    assert method_words(replace(sparse, method="window")) == "by the window method (as asked)"

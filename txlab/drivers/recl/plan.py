@@ -36,17 +36,15 @@ def collection_flops(member: Member, collection: Collection) -> float | None:
     return reading + scored * counts.output_flops_per_token()
 
 
-METHOD_NAMES = {"window": "by the window method", "naive": "one window per (c, t)"}
-
-
 def method_words(collection: Collection) -> str:
-    """How the plan says a main table is computed: the method, and under ``auto`` why (the other's token-steps)."""
+    """How the plan says a main table is computed: the method, and under ``auto`` what the other would read."""
     method = collection.main_method()
     if collection.method != "auto":
-        return f"{METHOD_NAMES[method]} (as asked)"
-    other = "naive" if method == "window" else "window"
-    cost = replace(collection, method=other).token_steps()
-    return f"{METHOD_NAMES[method]} (auto: {cost / 1e6:.1f}M {METHOD_NAMES[other].removeprefix('by ')}; a model that is not prefix-causal reads one window per (c, t))"
+        return f"{'by the window method' if method == 'window' else 'one window per (c, t)'} (as asked)"
+    if method == "naive":
+        return f"one window per (c, t) (auto: the window method would read {replace(collection, method='window').token_steps() / 1e6:.1f}M)"
+    return (f"by the window method (auto: one window per (c, t) would read {replace(collection, method='naive').token_steps() / 1e6:.1f}M, "
+            "and reads any member that is not prefix-causal)")
 
 
 def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
