@@ -12,8 +12,8 @@ ceiling (txlab.timing.matmul_peak_gflops) is measured before and after in the sa
 other processes took while each row ran (txlab.timing.others_cpu). Random weights: time does not depend on them.
 
 Models: the cpu-size xl151m (its evaluation segment, memory and clamp_len), the cpu-size LSTM, and a Hugging Face
-Llama of 4 layers of 128 (transformers, built from a config). Grids: the cpu profile's 20:240:20 (dense: the
-window method wins) and 20,120,240 (sparse: one window per (c, t) wins); 125 targets, as the cpu profile's blocks.
+Llama of 4 layers of 128 (transformers, built from a config). Grids: 16:128:16 (dense: the window method wins) and
+16,64,128 (sparse: one window per (c, t) reads fewer), on a block of 128 targets, the shape issue 52 measured.
 ``--quick``: tiny shapes in seconds, what tests/test_collection_bench.py runs.
 """
 
@@ -90,13 +90,12 @@ def measure(label: str, model, tgt_len: int, context: Context, grid: tuple[int, 
 
         steps_fed: dict[str, int] = {}
         snapshot = cpu_snapshot()
-        seconds = interleaved_median_seconds([variant(v) for v in VARIANTS], warmup=1, repeats=repeats)
+        seconds = interleaved_median_seconds([variant(v) for v in VARIANTS], warmup=0, repeats=repeats)
         share = others_cpu(snapshot)
     hook.remove()
     collection = Collection("valid", grid, 1, n_targets, placebo=True)
     rows = []
     for name, s in zip(VARIANTS, seconds):
-        part = name.split()[0]
         cells = tables[name].size
         rows.append({"model": label, "params": model.num_parameters(), "grid": list(grid), "targets": n_targets, "variant": name,
                      "seconds": s, "token_steps": steps_fed[name], "token_steps_per_s": steps_fed[name] / s, "cells_per_s": cells / s,
@@ -118,7 +117,7 @@ def measure(label: str, model, tgt_len: int, context: Context, grid: tuple[int, 
 def markdown(result: dict) -> str:
     head = (f"# RECL loss collection on the CPU: window method against one window per (c, t), main table and placebo\n\n"
             f"Recorded {result['date']} on {result['cpu']} (torch threads: {result['threads']}, torch {result['torch']}), "
-            f"median of {result['repeats']} interleaved rounds after one warm-up round. Matmul ceiling (fp32 2048^3, "
+            f"median of {result['repeats']} interleaved rounds. Matmul ceiling (fp32 2048^3, "
             f"same threads) {result['ceiling_before']:.0f} GFLOP/s before the rows, {result['ceiling_after']:.0f} after. "
             f"Command:\n\n    {result['command']}\n\n"
             "token-steps: tokens fed to the model; cells/s: (c, t) losses per second; of main: against the main table by the "
@@ -141,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny shapes, one round: a check that every part runs")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None, help="the .md to write (a .json beside it); default: print only")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -153,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
             grids, n_targets, batch, repeats = [(4, 8, 12, 16), (4, 8, 16)], 8, 8, 1
         else:
             models = [preset_model("xl151m", "cpu"), preset_model("lstm", "cpu")]
-            grids, n_targets, batch, repeats = [tuple(range(20, 241, 20)), (20, 120, 240)], 125, 16, args.repeats
+            grids, n_targets, batch, repeats = [tuple(range(16, 129, 16)), (16, 64, 128)], 128, 16, args.repeats
         try:
             models.append(llama_model(Path(tmp) / "llama", 32 if args.quick else 128, 1 if args.quick else 4, 64 if args.quick else 256))
         except ImportError:

@@ -45,11 +45,21 @@ states of those rows), in float32 or float64: noise in l turns into spurious gai
 The forward passes run in the precision asked for (a run's ``eval.precision``, fp32 by default; under
 bf16 or fp16 autocast the log-softmax stays fp32, txlab.precision), recorded as ``precision`` in meta.json.
 
+Which method: ``auto`` takes the exact one that reads fewer token-steps for the grid and block
+(txlab.measure.collection.cheaper_method): on a sparse grid such as 64, 1024, 4096 one window per (c, t)
+reads several times less. A table on disk keeps the method it began with.
+
 Placebo
 -------
 For a step c -> c', :func:`placebo_block_losses` scores x_t after a context whose nearest c tokens
 are the true x_{t-c} .. x_{t-1} and whose extra c' - c tokens are a span of the same stream far
 away (half the stream onward, by default). Fed to txlab.analysis.recl.placebo_gain it should give ~0.
+The far span depends only on the near part's start s = t - c and on its size c' - c, so for a
+prefix-causal model the window "far span of s, then x[s : s + c_max]" serves every step of that size,
+as the window method does for the main table (:func:`window_placebo_losses`); on a uniform grid the
+placebo then costs a little less than the main table instead of about sum(c') / c_max times more.
+Steps past a capped model's window, and models that are not prefix-causal, are read one window per
+(c, t) (:func:`naive_placebo_losses`, the definition).
 
 On disk
 -------
@@ -57,7 +67,8 @@ On disk
 target blocks), so every model of a group scored on the same targets uses the same name:
 
     meta.json            split, token_stream_sha256, grid, block_starts, block_len, seed, the model's
-                         max_context, the evaluation settings (tgt_len, context, precision), method, model step
+                         max_context, the evaluation settings (tgt_len, context, precision), method,
+                         placebo_method (absent in tables written before it: read as naive), model step
     block-00000.npy      float32 [G, block_len]: l(grid[j], block_start + i), nats
     placebo-00000.npy    float32 [G-1, block_len]: placebo losses of step grid[j] -> grid[j+1]
 
@@ -82,7 +93,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from txlab.data.corpus import Corpus, load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
-from txlab.measure.collection import METHODS, Collection, cheaper_method, placebo_groups, read_cost
+from txlab.measure.collection import METHODS, Collection, cheaper_method, placebo_groups
 from txlab.models.interface import Context, LanguageModel
 from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
