@@ -13,7 +13,7 @@ other processes took while each row ran (txlab.timing.others_cpu). Random weight
 
 Models: the cpu-size xl151m (its evaluation segment, memory and clamp_len), the cpu-size LSTM, and a Hugging Face
 Llama of 4 layers of 128 (transformers, built from a config). Grids: 16:128:16 (dense: the window method wins) and
-16,64,128 (sparse: one window per (c, t) reads fewer), on a block of 128 targets, the shape issue 52 measured.
+8,32,128 (sparse: one window per (c, t) reads fewer), on a block of 128 targets, the shape issue 52 measured.
 ``--quick``: tiny shapes in seconds, what tests/test_collection_bench.py runs.
 """
 
@@ -97,7 +97,7 @@ def measure(label: str, model, tgt_len: int, context: Context, grid: tuple[int, 
     rows = []
     for name, s in zip(VARIANTS, seconds):
         cells = tables[name].size
-        rows.append({"model": label, "params": model.num_parameters(), "grid": list(grid), "targets": n_targets, "variant": name,
+        rows.append({"model": label, "params": model.num_parameters(), "grid": list(grid), "targets": n_targets, "batch_size": batch_size, "variant": name,
                      "seconds": s, "token_steps": steps_fed[name], "token_steps_per_s": steps_fed[name] / s, "cells_per_s": cells / s,
                      "others_cpu": share})
     by = {r["variant"]: r for r in rows}
@@ -149,10 +149,10 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         if args.quick:
             models = [preset_model("xl151m", "tiny"), preset_model("lstm", "tiny")]
-            grids, n_targets, batch, repeats = [(4, 8, 12, 16), (4, 8, 16)], 8, 8, 1
+            grids, n_targets, batch, repeats = [(4, 8, 12, 16), (2, 4, 16)], 8, 8, 1
         else:
             models = [preset_model("xl151m", "cpu"), preset_model("lstm", "cpu")]
-            grids, n_targets, batch, repeats = [tuple(range(16, 129, 16)), (16, 64, 128)], 128, 16, args.repeats
+            grids, n_targets, batch, repeats = [tuple(range(16, 129, 16)), (8, 32, 128)], 128, 16, args.repeats
         try:
             models.append(llama_model(Path(tmp) / "llama", 32 if args.quick else 128, 1 if args.quick else 4, 64 if args.quick else 256))
         except ImportError:

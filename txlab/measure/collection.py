@@ -25,11 +25,14 @@ def read_cost(near: Sequence[int], block_len: int, method: str, extra: int = 0) 
     """Token-steps to score ``block_len`` contiguous targets after contexts of c tokens for every c of ``near``
     (ascending), each context preceded by ``extra`` more tokens (a placebo's far span; 0 for the main table).
 
-    ``window``: one window of extra + c_max tokens per start, (block_len + c_max - c_min) starts;
-    ``naive``: one window of extra + c tokens per (c, t). (The window method's last batch reads a little less.)
+    ``window``: one window per start s, T + c_max - c_min of them, each read up to the last target it serves:
+    T of them c_max tokens long, then c_max - 1 down to c_min, plus ``extra`` each. ``naive``: one window of
+    extra + c tokens per (c, t). (Batches of windows share one length: each batch of B windows near the block's
+    end reads up to B - 1 tokens more per window than this counts.)
     """
     if method == "window":
-        return (block_len + near[-1] - near[0]) * (extra + near[-1])
+        c_lo, c_hi = near[0], near[-1]
+        return block_len * c_hi + (c_hi - c_lo) * (c_hi + c_lo - 1) // 2 + extra * (block_len + c_hi - c_lo)
     return block_len * sum(c + extra for c in near)
 
 
@@ -107,8 +110,7 @@ class Collection:
         return cheaper_method(self.grid, self.block_len) if self.method == "auto" else self.method
 
     def token_steps(self) -> int:
-        """Token-steps of the main table per prefix-causal model, by :meth:`main_method`: blocks * (block_len +
-        c_max - c_min) * c_max by the window method, blocks * block_len * sum(c) one window per (c, t)."""
+        """Token-steps of the main table per prefix-causal model, by :meth:`main_method` (:func:`read_cost`)."""
         return self.blocks * read_cost(self.grid, self.block_len, self.main_method())
 
     def placebo_token_steps(self) -> int:
