@@ -3,11 +3,13 @@
 Every model of a RECL group is collected with the same :class:`Collection`, so their tables line up target for
 target (txlab.measure.losses). It is resolved once, with every default filled in, and passed whole: the grid is a
 tuple of ints checked once, by txlab.analysis.recl.check_grid, and the cost of a collection is counted here
-(:meth:`Collection.token_steps`) for the plans that print it.
+(:meth:`Collection.token_steps`) for the plans that print it, by the functions txlab.measure.losses chooses its
+method with (:func:`read_cost`, :func:`cheaper_method`, :func:`placebo_groups`), so a plan counts what is read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from txlab.analysis.recl import check_grid
@@ -15,7 +17,46 @@ from txlab.errors import TxlabError
 
 METHODS = ("auto", "window", "naive")
 """How a table is computed: ``window`` (one window per start serves every c), ``naive`` (one window per (c, t)),
-``auto`` (the window method when the model is prefix-causal; txlab.measure.losses.choose_method)."""
+``auto`` (of the two, the one that reads fewer token-steps, the window method only for a prefix-causal model;
+txlab.measure.losses.choose_methods)."""
+
+
+def read_cost(near: Sequence[int], block_len: int, method: str, extra: int = 0) -> int:
+    """Token-steps to score ``block_len`` contiguous targets after contexts of c tokens for every c of ``near``
+    (ascending), each context preceded by ``extra`` more tokens (a placebo's far span; 0 for the main table).
+
+    ``window``: one window per start s, T + c_max - c_min of them, each read up to the last target it serves:
+    T of them c_max tokens long, then c_max - 1 down to c_min, plus ``extra`` each. ``naive``: one window of
+    extra + c tokens per (c, t). (Batches of windows share one length: each batch of B windows near the block's
+    end reads up to B - 1 tokens more per window than this counts.)
+    """
+    if method == "window":
+        c_lo, c_hi = near[0], near[-1]
+        return block_len * c_hi + (c_hi - c_lo) * (c_hi + c_lo - 1) // 2 + extra * (block_len + c_hi - c_lo)
+    return block_len * sum(c + extra for c in near)
+
+
+def cheaper_method(near: Sequence[int], block_len: int, extra: int = 0) -> str:
+    """The exact method that reads fewer token-steps (the window method on a tie)."""
+    return "window" if read_cost(near, block_len, "window", extra) <= read_cost(near, block_len, "naive", extra) else "naive"
+
+
+def placebo_groups(grid: Sequence[int], max_context: int | None = None) -> tuple[dict[int, tuple[int, ...]], tuple[int, ...]]:
+    """(groups, alone): the placebo steps c -> c' of ``grid`` that one window can serve together, and those it cannot.
+
+    A step's far span depends only on its window's start and its size c' - c, so the steps of one size share
+    windows: ``groups`` maps c' - c to the near lengths c of those steps. ``alone``: the indices j of steps
+    grid[j] -> grid[j+1] read one window per (c, t) whatever the method, those whose c' exceeds a model's
+    maximum context (its placebo window is cut to the nearest ``max_context`` tokens, so its start moves with c).
+    """
+    groups: dict[int, tuple[int, ...]] = {}
+    alone = []
+    for j, (c, c2) in enumerate(zip(grid, grid[1:])):
+        if max_context and c2 > max_context:
+            alone.append(j)
+        else:
+            groups[c2 - c] = (*groups.get(c2 - c, ()), c)
+    return groups, tuple(alone)
 
 
 def parse_grid(spec: str) -> tuple[int, ...]:
@@ -63,10 +104,22 @@ class Collection:
     def n_targets(self) -> int:
         return self.blocks * self.block_len
 
+    def main_method(self) -> str:
+        """How the main table of a prefix-causal model is computed: the method asked, or under ``auto`` the
+        cheaper one (:func:`cheaper_method`). A model that is not prefix-causal is read one window per (c, t)."""
+        return cheaper_method(self.grid, self.block_len) if self.method == "auto" else self.method
+
     def token_steps(self) -> int:
-        """Token-steps of the window method per model: blocks * (block_len + c_max - c_min) * c_max."""
-        return self.blocks * (self.block_len + self.grid[-1] - self.grid[0]) * self.grid[-1]
+        """Token-steps of the main table per prefix-causal model, by :meth:`main_method` (:func:`read_cost`)."""
+        return self.blocks * read_cost(self.grid, self.block_len, self.main_method())
 
     def placebo_token_steps(self) -> int:
-        """Token-steps of the placebo losses per model: every target once per grid step c -> c', reading c' tokens."""
-        return self.n_targets * sum(self.grid[1:]) if self.placebo else 0
+        """Token-steps of the placebo losses per prefix-causal model: each group of steps of one size c' - c
+        (:func:`placebo_groups`) by the cheaper exact method, or one window per (c, t) under method ``naive``.
+        On a uniform grid that is one group read by windows of c_max tokens from fewer starts than the main
+        table's, so the placebo costs less than the main table; a grid of k step sizes costs up to k times more."""
+        if not self.placebo:
+            return 0
+        groups, _ = placebo_groups(self.grid)
+        return self.blocks * sum(read_cost(near, self.block_len, "naive" if self.method == "naive" else cheaper_method(near, self.block_len, extra), extra)
+                                 for extra, near in groups.items())

@@ -45,11 +45,21 @@ states of those rows), in float32 or float64: noise in l turns into spurious gai
 The forward passes run in the precision asked for (a run's ``eval.precision``, fp32 by default; under
 bf16 or fp16 autocast the log-softmax stays fp32, txlab.precision), recorded as ``precision`` in meta.json.
 
+Which method: ``auto`` takes the exact one that reads fewer token-steps for the grid and block
+(txlab.measure.collection.cheaper_method): on a sparse grid such as 64, 1024, 4096 one window per (c, t)
+reads several times less. A table on disk keeps the method it began with.
+
 Placebo
 -------
 For a step c -> c', :func:`placebo_block_losses` scores x_t after a context whose nearest c tokens
 are the true x_{t-c} .. x_{t-1} and whose extra c' - c tokens are a span of the same stream far
 away (half the stream onward, by default). Fed to txlab.analysis.recl.placebo_gain it should give ~0.
+The far span depends only on the near part's start s = t - c and on its size c' - c, so for a
+prefix-causal model the window "far span of s, then x[s : s + c_max]" serves every step of that size,
+as the window method does for the main table (:func:`window_placebo_losses`); on a uniform grid the
+placebo then costs a little less than the main table instead of about sum(c') / c_max times more.
+Steps past a capped model's window, and models that are not prefix-causal, are read one window per
+(c, t) (:func:`naive_placebo_losses`, the definition).
 
 On disk
 -------
@@ -57,7 +67,8 @@ On disk
 target blocks), so every model of a group scored on the same targets uses the same name:
 
     meta.json            split, token_stream_sha256, grid, block_starts, block_len, seed, the model's
-                         max_context, the evaluation settings (tgt_len, context, precision), method, model step
+                         max_context, the evaluation settings (tgt_len, context, precision), method,
+                         placebo_method (absent in tables written before it: read as naive), model step
     block-00000.npy      float32 [G, block_len]: l(grid[j], block_start + i), nats
     placebo-00000.npy    float32 [G-1, block_len]: placebo losses of step grid[j] -> grid[j+1]
 
@@ -69,7 +80,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -83,7 +93,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from txlab.data.corpus import Corpus, load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
-from txlab.measure.collection import Collection
+from txlab.measure.collection import METHODS, Collection, cheaper_method, placebo_groups
 from txlab.models.interface import Context, LanguageModel
 from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
@@ -214,23 +224,35 @@ def naive_block_losses(
     return out
 
 
-def placebo_block_losses(
-    model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], start: int, stop: int,
-    chunk_len: int | None, batch_size: int, offset: int | None = None, on_batch: OnBatch | None = None,
+def far_starts(n: int, windows: np.ndarray, extra: int, offset: int) -> np.ndarray:
+    """Start of the far span of ``extra`` tokens for a placebo window whose near part starts at each of ``windows``:
+    ``offset`` after the window's start t - c', wrapped around the stream's end. It depends only on the window
+    start and the span's size, which is what lets one window serve every step of that size."""
+    return (windows - extra + offset) % (n - extra)
+
+
+def check_far(n: int, far: np.ndarray, near_start: np.ndarray, t: np.ndarray, extra: int) -> None:
+    """Refuse far spans that overlap their context or target (x_{t-c'} .. x_t)."""
+    if ((far + extra > near_start - extra) & (far <= t)).any():
+        raise TxlabError(f"a stream of {n} tokens is too short for placebo spans of {extra} tokens far from a "
+                         f"{int((t - near_start).max()) + extra}-token context")
+
+
+def naive_placebo_losses(
+    model: LanguageModel, tokens: np.ndarray, steps: Sequence[tuple[int, int]], start: int, stop: int,
+    chunk_len: int | None, batch_size: int, offset: int, on_batch: OnBatch | None = None,
 ) -> np.ndarray:
-    """Placebo losses [G-1, stop - start]: row j scores x_t after a context of grid[j+1] tokens whose
-    nearest grid[j] are x_{t-c} .. x_{t-1} and whose extra ones are the span of the same length
-    starting ``offset`` (default half the stream) after x_{t-c'}, wrapped around the stream's end."""
+    """Placebo losses [len(steps), stop - start], the definition read one window per (c, t): row j scores x_t
+    after a context of c' tokens (steps[j] = (c, c')) whose nearest c are x_{t-c} .. x_{t-1} and whose extra
+    c' - c are the far span (:func:`far_starts`). A capped model sees only the nearest L_max tokens of it."""
     n = len(tokens)
-    offset = n // 2 if offset is None else offset
-    out = np.empty((len(grid) - 1, stop - start), dtype=np.float32)
-    for j, (c, c2) in enumerate(zip(grid, grid[1:])):
+    out = np.empty((len(steps), stop - start), dtype=np.float32)
+    for j, (c, c2) in enumerate(steps):
         extra = c2 - c
         for t0 in range(start, stop, batch_size):
             t = np.arange(t0, min(t0 + batch_size, stop))  # [B]
-            far = (t - c2 + offset) % (n - extra)  # [B] start of each distant span
-            if ((far + extra > t - c2) & (far <= t)).any():
-                raise TxlabError(f"a stream of {n} tokens is too short for placebo spans of {extra} tokens far from a {c2}-token context")
+            far = far_starts(n, t - c, extra, offset)  # [B]
+            check_far(n, far, t - c, t, extra)
             distant = tokens[far[:, None] + np.arange(extra)].astype(np.int64)  # [B, extra]
             near = gather_windows(tokens, t0 - c, len(t), c, end=stop - 1)  # [B, c]
             windows = np.concatenate([distant, near], axis=1)  # [B, c2]
@@ -240,6 +262,61 @@ def placebo_block_losses(
             out[j, t - start] = target_nll(model, hidden[:, -1], tokens[t])
             if on_batch:
                 on_batch(len(t))
+    return out
+
+
+def window_placebo_losses(
+    model: LanguageModel, tokens: np.ndarray, near: np.ndarray, extra: int, start: int, stop: int,
+    chunk_len: int | None, batch_size: int, offset: int, on_batch: OnBatch | None = None,
+) -> np.ndarray:
+    """The placebo losses [len(near), stop - start] of the steps c -> c + extra for every c of ``near`` (ascending)
+    by the window method: the window for near start s is the far span of s followed by x[s : s + c_max], and its
+    prediction after extra + c tokens is the placebo loss of (c, s + c). Exact for a prefix-causal model, as
+    :func:`window_block_losses` is, since the definition's window is this one's prefix, chunked from the same start."""
+    n, c_lo, c_hi = len(tokens), int(near[0]), int(near[-1])
+    out = np.full((len(near), stop - start), np.nan, dtype=np.float32)
+    last_start = stop - c_lo
+    for s0 in range(start - c_hi, last_start, batch_size):
+        starts = np.arange(s0, min(s0 + batch_size, last_start))  # [B] near starts
+        far = far_starts(n, starts, extra, offset)  # [B]
+        n_read = min(c_hi, stop - 1 - s0)
+        distant = tokens[far[:, None] + np.arange(extra)].astype(np.int64)  # [B, extra]
+        windows = np.concatenate([distant, gather_windows(tokens, s0, len(starts), n_read, end=stop - 1)], axis=1)  # [B, extra + n_read]
+        targets = starts[:, None] + near[None, :]  # [B, C]: x_t predicted after the far span and c near tokens
+        b_idx, c_idx = np.nonzero((targets >= start) & (targets < stop))
+        t = targets[b_idx, c_idx]
+        check_far(n, far[b_idx], starts[b_idx], t, extra)
+        if len(t):
+            hidden = read_fresh(model, windows, chunk_len)  # [B, extra + n_read, d]
+            rows = hidden[torch.as_tensor(b_idx, device=hidden.device), torch.as_tensor(extra + near[c_idx] - 1, device=hidden.device)]  # [N, d]
+            out[c_idx, t - start] = target_nll(model, rows, tokens[t])
+        if on_batch:
+            on_batch(len(starts))
+    assert not np.isnan(out).any(), "a placebo (c, t) cell was never scored"
+    return out
+
+
+def placebo_block_losses(
+    model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], start: int, stop: int,
+    chunk_len: int | None, batch_size: int, method: str, offset: int | None = None, on_batch: OnBatch | None = None,
+) -> np.ndarray:
+    """Placebo losses [G-1, stop - start]: row j is the step grid[j] -> grid[j+1] (:func:`naive_placebo_losses`),
+    far spans ``offset`` (default half the stream) away. With ``method`` window, each group of steps of one size
+    (txlab.measure.collection.placebo_groups) is read by the cheaper exact method; with naive, one window per (c, t)."""
+    offset = len(tokens) // 2 if offset is None else offset
+    out = np.empty((len(grid) - 1, stop - start), dtype=np.float32)
+    groups, alone = placebo_groups(grid, model.max_context)
+    steps = list(zip(grid, grid[1:]))
+    if method == "naive":
+        groups, alone = {}, tuple(range(len(steps)))
+    for extra, near in groups.items():
+        rows = [j for j, (c, c2) in enumerate(steps) if c2 - c == extra and j not in alone]  # in the order of near
+        if cheaper_method(near, stop - start, extra) == "window":
+            out[rows] = window_placebo_losses(model, tokens, np.asarray(near, dtype=np.int64), extra, start, stop, chunk_len, batch_size, offset, on_batch)
+        else:
+            out[rows] = naive_placebo_losses(model, tokens, [steps[j] for j in rows], start, stop, chunk_len, batch_size, offset, on_batch)
+    if alone:
+        out[list(alone)] = naive_placebo_losses(model, tokens, [steps[j] for j in alone], start, stop, chunk_len, batch_size, offset, on_batch)
     return out
 
 
@@ -268,12 +345,24 @@ def scoring(model: LanguageModel, context: Context, precision: str = "fp32") -> 
         model.train(was_training)
 
 
-def choose_method(model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, chunk_len: int | None, method: str) -> str:
-    """'window' or 'naive': 'auto' picks the window method when the model is prefix-causal."""
-    if method not in ("auto", "window", "naive"):
-        raise TxlabError(f"unknown collection method {method!r}; choose auto, window or naive")
+def choose_method(model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, chunk_len: int | None, method: str, block_len: int) -> str:
+    """'window' or 'naive' for the main table: a method asked is kept; 'auto' picks the exact method that reads fewer
+    token-steps for ``block_len`` targets (txlab.measure.collection.cheaper_method), the window method only when the
+    model is prefix-causal (probed only then)."""
+    if method not in METHODS:
+        raise TxlabError(f"unknown collection method {method!r}; choose {', '.join(METHODS)}")
     if method != "auto":
         return method
+    if cheaper_method(lengths.tolist(), block_len) == "naive":
+        return "naive"
+    return "window" if is_prefix_causal(model, tokens, int(lengths[-1]), chunk_len) else "naive"
+
+
+def choose_placebo_method(model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, chunk_len: int | None, method: str) -> str:
+    """'window' (each group of steps of one size by the cheaper exact method, :func:`placebo_block_losses`) or 'naive'
+    (one window per (c, t)): 'auto' and 'window' take windows where the model is prefix-causal; 'naive' never does."""
+    if method == "naive":
+        return "naive"
     return "window" if is_prefix_causal(model, tokens, int(lengths[-1]), chunk_len) else "naive"
 
 
@@ -294,9 +383,10 @@ def block_losses(
     *, placebo: bool = False, offset: int | None = None,
 ) -> np.ndarray:
     """The [G, block_len] table of one block (context already set): l(grid[j], start + i); with
-    ``placebo``, the block's [G-1, block_len] placebo losses instead (:func:`placebo_block_losses`)."""
+    ``placebo``, the block's [G-1, block_len] placebo losses instead (:func:`placebo_block_losses`), ``method``
+    then being the placebo's."""
     if placebo:
-        return placebo_block_losses(model, tokens, grid, start, start + block_len, chunk_len, batch_size, offset, on_batch)
+        return placebo_block_losses(model, tokens, grid, start, start + block_len, chunk_len, batch_size, method, offset, on_batch)
     lengths, column = context_lengths(grid, model.max_context)
     read = window_block_losses if method == "window" else naive_block_losses
     return read(model, tokens, lengths, start, start + block_len, chunk_len, batch_size, on_batch)[column]  # [G, T]
@@ -329,82 +419,15 @@ def collect_losses(
     check_token_ids(model, tokens, "the token stream")
     with scoring(model, context, precision):
         chunk_len = chunk_length(model, tgt_len)
-        if not placebo:  # placebo contexts are read one window per (c, t): no method to choose
-            lengths, _ = context_lengths(grid, model.max_context)
-            method = choose_method(model, tokens, lengths, chunk_len, method)
+        lengths, _ = context_lengths(grid, model.max_context)
+        method = (choose_placebo_method(model, tokens, lengths, chunk_len, method) if placebo
+                  else choose_method(model, tokens, lengths, chunk_len, method, block_len))
         with Progress(total=len(block_starts) * block_len, desc="losses", unit="target", disable=not progress, leave=False) as bar:
             tables = []
             for start in block_starts:
                 tables.append(block_losses(model, tokens, grid, start, block_len, chunk_len, batch_size, method, placebo=placebo, offset=offset))
                 bar.update(block_len)
     return np.concatenate(tables, axis=1)
-
-
-@dataclass(frozen=True)
-class CollectionTiming:
-    """The window method against one window per (c, t) on one block of targets (:func:`benchmark_collection`)."""
-
-    targets: int
-    """Targets in the block."""
-    grid: list[int]
-    """The context lengths collected."""
-    batch_size: int
-    """Windows read at once."""
-    window_s: float
-    """Median seconds of the window method."""
-    naive_s: float
-    """Median seconds of one window per (c, t)."""
-    window_token_steps: int
-    """Tokens the window method feeds the model."""
-    naive_token_steps: int
-    """Tokens one window per (c, t) feeds the model."""
-    max_abs_diff: float
-    """The largest difference between the two methods' losses (float noise for a prefix-causal model)."""
-
-    @property
-    def speedup(self) -> float:
-        """How many times faster the window method collected the block."""
-        return self.naive_s / self.window_s
-
-    @property
-    def token_step_ratio(self) -> float:
-        """How many times fewer tokens the window method reads: the speed-up the arithmetic predicts."""
-        return self.naive_token_steps / self.window_token_steps
-
-
-def benchmark_collection(
-    model: LanguageModel,
-    tokens: np.ndarray,
-    grid: Sequence[int],
-    n_targets: int,
-    *,
-    tgt_len: int,
-    context: Context,
-    batch_size: int = 16,
-    start: int | None = None,
-    repeats: int = 3,
-) -> CollectionTiming:
-    """Time the window method against one window per (c, t) on the same block of targets, each the median of ``repeats``."""
-    start = max(grid) if start is None else start
-    check_targets(len(tokens), grid, [start], n_targets)
-    lengths, _ = context_lengths(grid, model.max_context)
-    seconds: dict[str, float] = {}
-    tables: dict[str, np.ndarray] = {}
-    with scoring(model, context):
-        chunk_len = chunk_length(model, tgt_len)
-        for method in ("window", "naive"):
-            times = []
-            for _ in range(repeats):
-                began = time.perf_counter()
-                tables[method] = block_losses(model, tokens, grid, start, n_targets, chunk_len, batch_size, method)
-                times.append(time.perf_counter() - began)
-            seconds[method] = float(np.median(times))
-    c_lo, c_hi = int(lengths[0]), int(lengths[-1])
-    stop = start + n_targets
-    window_steps = sum(min(c_hi, stop - 1 - s0) * min(batch_size, stop - c_lo - s0) for s0 in range(start - c_hi, stop - c_lo, batch_size))
-    naive_steps = n_targets * int(lengths.sum())
-    return CollectionTiming(n_targets, [int(c) for c in grid], batch_size, seconds["window"], seconds["naive"], window_steps, naive_steps,
-                            float(np.abs(tables["window"] - tables["naive"]).max()))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -552,24 +575,27 @@ def collect_model_losses(
         lengths, _ = context_lengths(c.grid, model.max_context)
         if check_memory is not None:
             check_memory(chunk_len, int(lengths[-1]))
+        # A table on disk keeps the methods it was begun with (both are exact): 'auto' may choose otherwise today.
+        saved = _saved_meta(directory)
+        method = saved["method"] if saved and c.method == "auto" else choose_method(model, tokens, lengths, chunk_len, c.method, c.block_len)
+        placebo_method = saved["placebo_method"] if saved else choose_placebo_method(model, tokens, lengths, chunk_len, c.method)
         meta = {
             "split": c.split, "token_stream_sha256": token_hash, "n_tokens": len(tokens), "grid": list(c.grid),
             "block_starts": starts.tolist(), "block_len": c.block_len, "seed": c.seed,
             "max_context": model.max_context, "tgt_len": tgt_len, "chunk_len": chunk_len,
             "context": {"mem_len": context.mem_len, "same_length": context.same_length, "clamp_len": context.clamp_len},
-            "method": choose_method(model, tokens, lengths, chunk_len, c.method), "precision": precision, **identity,
-            "units": "nats",
+            "method": method, "placebo_method": placebo_method, "precision": precision, **identity, "units": "nats",
         }
         _write_or_check_meta(directory, meta)
-        kinds = ("block", "placebo")[: 1 + c.placebo]
+        kinds, methods = ("block", "placebo")[: 1 + c.placebo], {"block": method, "placebo": placebo_method}
         todo = [(kind, i) for kind in kinds for i in range(c.blocks) if not _block_file(directory, kind, i).is_file()]
-        windows = {"block": c.block_len + int(lengths[-1] - lengths[0]) if meta["method"] == "window" else c.block_len * len(lengths),
-                   "placebo": c.block_len * (len(c.grid) - 1)}
+        windows = {"block": c.block_len + int(lengths[-1] - lengths[0]) if method == "window" else c.block_len * len(lengths),
+                   "placebo": _placebo_windows(c.grid, c.block_len, model.max_context, placebo_method)}
         computed: dict[tuple[str, int], np.ndarray] = {}
         with Progress(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {home.name}", unit="window",
                       disable=not progress, leave=False) as bar:
             for kind, i in todo:
-                computed[kind, i] = block_losses(model, tokens, c.grid, int(starts[i]), c.block_len, chunk_len, batch_size, meta["method"],
+                computed[kind, i] = block_losses(model, tokens, c.grid, int(starts[i]), c.block_len, chunk_len, batch_size, methods[kind],
                                                  bar.update, placebo=kind == "placebo")
                 _save_npy(_block_file(directory, kind, i), computed[kind, i])
     shapes = {"block": (len(c.grid), c.block_len), "placebo": (len(c.grid) - 1, c.block_len)}
@@ -579,15 +605,32 @@ def collect_model_losses(
     return LossTable(tables["block"], c.grid, targets, c.block_len, token_hash, model.max_context, meta, directory, tables.get("placebo"))
 
 
-def _write_or_check_meta(directory: Path, meta: dict[str, Any]) -> None:
+META_DEFAULTS = {"placebo_method": "naive"}
+"""Keys meta.json gained later, with what a table written before them means: placebo losses one window per (c, t)."""
+
+
+def _saved_meta(directory: Path) -> dict[str, Any] | None:
+    """A table's meta.json, keys it predates filled in from :data:`META_DEFAULTS`; None before the first block."""
     path = directory / "meta.json"
-    if not path.is_file():
-        write_json_atomic(path, meta)
+    return {**META_DEFAULTS, **read_json(path, _remedy(directory))} if path.is_file() else None
+
+
+def _write_or_check_meta(directory: Path, meta: dict[str, Any]) -> None:
+    saved = _saved_meta(directory)
+    if saved is None:
+        write_json_atomic(directory / "meta.json", meta)
         return
-    saved = read_json(path, _remedy(directory))
     diffs = [f"{k}: stored {saved.get(k)!r}, now {v!r}" for k, v in meta.items() if saved.get(k) != v]
     if diffs:
         raise TxlabError(f"losses in {directory} were collected with other settings ({'; '.join(diffs)}): delete the directory to collect them again")
+
+
+def _placebo_windows(grid: Sequence[int], block_len: int, max_context: int | None, method: str) -> int:
+    """Windows :func:`placebo_block_losses` reads for one block (its progress)."""
+    groups, alone = placebo_groups(grid, max_context) if method == "window" else ({}, range(len(grid) - 1))
+    by_window = [len(near) * block_len if cheaper_method(near, block_len, extra) == "naive" else block_len + near[-1] - near[0]
+                 for extra, near in groups.items()]
+    return sum(by_window) + len(alone) * block_len
 
 
 def _remedy(directory: Path) -> str:

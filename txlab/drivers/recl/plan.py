@@ -36,6 +36,17 @@ def collection_flops(member: Member, collection: Collection) -> float | None:
     return reading + scored * counts.output_flops_per_token()
 
 
+def method_words(collection: Collection) -> str:
+    """How the plan says a main table is computed: the method, and under ``auto`` what the other would read."""
+    method = collection.main_method()
+    if collection.method != "auto":
+        return f"{'by the window method' if method == 'window' else 'one window per (c, t)'} (as asked)"
+    if method == "naive":
+        return f"one window per (c, t) (auto: the window method would read {replace(collection, method='window').token_steps() / 1e6:.1f}M)"
+    return (f"by the window method (auto: one window per (c, t) would read {replace(collection, method='naive').token_steps() / 1e6:.1f}M, "
+            "and reads any member that is not prefix-causal)")
+
+
 def group_plan(groups: Sequence[Group], gflops: float | None) -> Plan:
     """What the groups will do: the members that train (steps, tokens), what is collected (token-steps), and the FLOPs;
     a group with training seeds once per seed, each seed with its runs counted and its time."""
@@ -75,12 +86,12 @@ def _plan_members(plan: Plan, members: Sequence[Member], group: Group, every_see
         else:
             plan.add(f"  {m.label}: run directory {m.run_dir}, used as it is{every_seed}")
     c, grid = group.collection, group.collection.grid
-    placebo = f", {c.placebo_token_steps() / 1e6:.1f}M more for the placebo losses" if c.placebo else ""
+    placebo = f", {c.placebo_token_steps() / 1e6:.1f}M more for the placebo losses ({c.placebo_token_steps() / c.token_steps():.2f}x)" if c.placebo else ""
     again = [m for m in members if collected is not None and m.run_dir in collected]
     flops = [collection_flops(m, c) for m in members if m not in again]
     reused = f"; {', '.join(m.label for m in again)} collected with an earlier seed's group" if again else ""
     plan.add(f"  collect losses of {len(members)} models on {c.blocks} blocks x {c.block_len} targets of {c.split} at contexts "
-             f"{grid[0]}..{grid[-1]} ({len(grid)} lengths): {c.token_steps() / 1e6:.1f}M token-steps each{placebo}, on {group.settings.device} "
+             f"{grid[0]}..{grid[-1]} ({len(grid)} lengths): {c.token_steps() / 1e6:.1f}M token-steps each {method_words(c)}{placebo}, on {group.settings.device} "
              f"(blocks already collected are skipped{reused})", None if None in flops else sum(flops))
     if collected is not None:
         collected.update(m.run_dir for m in members)

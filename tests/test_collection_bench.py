@@ -1,0 +1,36 @@
+"""benchmarks/collection.py, the collection benchmark, in its quick form: every model, grid and variant runs, the
+two methods agree, and the token-steps counted are what txlab.measure.collection predicts."""
+
+import importlib.util
+from dataclasses import replace
+from pathlib import Path
+
+from txlab.measure.collection import Collection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def collection_bench():
+    spec = importlib.util.spec_from_file_location("collection_bench", ROOT / "benchmarks" / "collection.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_quick_benchmark_times_every_variant_and_counts_its_token_steps(tmp_path):
+    out = tmp_path / "bench" / "collection.md"
+    result = collection_bench().main(["--quick", "--threads", "1", "--out", str(out)])
+    assert out.is_file() and out.with_suffix(".json").is_file() and "python benchmarks/collection.py --quick" in out.read_text()
+    rows = result["rows"]
+    assert {r["variant"] for r in rows} == {"main window", "main per (c, t)", "placebo windows", "placebo per (c, t)"}
+    assert all(r["seconds"] > 0 and r["max_abs_diff"] < 1e-4 for r in rows)  # the exact methods agree
+    assert result["ceiling_before"] > 0 and result["ceiling_after"] > 0
+    for r in rows:
+        c = Collection("valid", tuple(r["grid"]), 1, r["targets"], placebo=True)
+        slack = len(r["grid"]) * (r["grid"][-1] - r["grid"][0]) * r["batch_size"]  # a batch's windows share one length
+        if r["variant"] == "main per (c, t)":
+            assert r["token_steps"] == replace(c, method="naive").token_steps()
+        if r["variant"] == "main window":
+            assert 0 <= r["token_steps"] - replace(c, method="window").token_steps() <= slack
+        if r["variant"] == "placebo windows":
+            assert abs(r["token_steps"] - c.placebo_token_steps()) <= slack  # the plan's count, up to the batches
