@@ -94,10 +94,10 @@ def text_tokenizer(spec: TokenizerSpec) -> CharTokenizer | WordTokenizer | HfTok
 # txlab's vocabularies
 
 
-class CharTokenizer:
-    """txlab's character vocabulary, counted from the text."""
+class VocabularyTokenizer:
+    """What txlab's own tokenizers share: a vocabulary counted from the text (``count``), named by its kind and hash."""
 
-    kind = "char"
+    kind = ""
 
     def __init__(self) -> None:
         self.vocab: Vocab | None = None
@@ -105,6 +105,12 @@ class CharTokenizer:
     @property
     def tokenizer_id(self) -> str:
         return vocabulary_tokenizer_id(self.kind, self.vocab)
+
+
+class CharTokenizer(VocabularyTokenizer):
+    """txlab's character vocabulary, counted from the text."""
+
+    kind = "char"
 
     def count(self, paths: Sequence[Path]) -> None:
         counter = CodeCounter()
@@ -124,17 +130,10 @@ class CharTokenizer:
         return np.array([self.vocab.symbols[i].isspace() for i in ids.tolist()], dtype=bool)
 
 
-class WordTokenizer:
+class WordTokenizer(VocabularyTokenizer):
     """txlab's word vocabulary: whitespace-split words, <eos> after every line, counted from the text."""
 
     kind = "word"
-
-    def __init__(self) -> None:
-        self.vocab: Vocab | None = None
-
-    @property
-    def tokenizer_id(self) -> str:
-        return vocabulary_tokenizer_id(self.kind, self.vocab)
 
     def count(self, paths: Sequence[Path]) -> None:
         counts: Counter[str] = Counter()
