@@ -239,3 +239,11 @@ def test_weights_that_do_not_load_are_one_line(tmp_path, random_causal_lm, cli, 
     line = one_error(cli("--home", tmp_path / "home", "eval", f"hf:{ck}", "--text", text_file, "--tokenizer", "char", "--max-tokens", 20))
     assert expected in line and str(ck) in line
     assert not (ck / "MARKER").exists()
+
+
+def test_the_one_loader_takes_no_other_trust_than_false():
+    from txlab.data import hf_folders
+
+    for load in (hf_folders.from_pretrained, hf_folders.from_config):
+        with pytest.raises(ValueError, match="never runs a checkpoint's own code"):
+            load(object, "x", trust_remote_code=True)

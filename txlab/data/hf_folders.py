@@ -71,10 +71,17 @@ def refuse_loaded_custom_code(source: str, loaded: Any) -> None:
         raise TxlabError(custom_code_message(source, "its config", auto_map))
 
 
-def from_pretrained(loader: Any, source: str, **kwargs: Any) -> Any:
-    """``loader.from_pretrained(source, **kwargs)`` (a transformers Auto class) with ``trust_remote_code=False``;
-    a folder or repository that asks for custom code is refused in one line (see the module docstring). Other
-    errors of transformers pass through, for the caller to say what failed to load."""
+def _never_trusted(trust_remote_code: bool) -> None:
+    # every caller says trust_remote_code=False where it loads, so a reader (and a grep) sees it at each load
+    if trust_remote_code is not False:
+        raise ValueError("txlab never runs a checkpoint's own code: pass trust_remote_code=False")
+
+
+def from_pretrained(loader: Any, source: str, *, trust_remote_code: bool, **kwargs: Any) -> Any:
+    """``loader.from_pretrained(source, **kwargs)`` (a transformers Auto class) with ``trust_remote_code=False``,
+    the only value taken; a folder or repository that asks for custom code is refused in one line (see the module
+    docstring). Other errors of transformers pass through, for the caller to say what failed to load."""
+    _never_trusted(trust_remote_code)
     refuse_custom_code(source)
     try:
         loaded = loader.from_pretrained(source, trust_remote_code=False, **kwargs)
@@ -86,7 +93,8 @@ def from_pretrained(loader: Any, source: str, **kwargs: Any) -> Any:
     return loaded
 
 
-def from_config(loader: Any, config: Any, **kwargs: Any) -> Any:
-    """``loader.from_config(config, **kwargs)`` with ``trust_remote_code=False``: a model built from a config
-    alone never imports code the config names."""
+def from_config(loader: Any, config: Any, *, trust_remote_code: bool, **kwargs: Any) -> Any:
+    """``loader.from_config(config, **kwargs)`` with ``trust_remote_code=False``, the only value taken: a model built
+    from a config alone never imports code the config names."""
+    _never_trusted(trust_remote_code)
     return loader.from_config(config, trust_remote_code=False, **kwargs)

@@ -296,7 +296,7 @@ def load_hf_tokenizer(source: str) -> HfTokenizer:
             if name.endswith(".json"):
                 read_json(folder / name)
         try:
-            tokenizer = from_pretrained(AutoTokenizer, location)
+            tokenizer = from_pretrained(AutoTokenizer, location, trust_remote_code=False)
         except TxlabError:
             raise
         except Exception as err:  # transformers raises OSError, ValueError, KeyError, ... for a folder it cannot read

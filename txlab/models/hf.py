@@ -246,7 +246,7 @@ def hf_counts(cfg: ModelConfig) -> ModelCounts:
 def build_hf(cfg: ModelConfig) -> HFLanguageModel:
     """A freshly initialised transformers model of ``cfg.hf_arch`` (txlab's family 'hf')."""
     config = hf_config(cfg)
-    causal_lm = from_config(require_transformers().AutoModelForCausalLM, config, attn_implementation="eager")
+    causal_lm = from_config(require_transformers().AutoModelForCausalLM, config, trust_remote_code=False, attn_implementation="eager")
     return HFLanguageModel(causal_lm)
 
 
@@ -307,7 +307,7 @@ def load_causal_lm(spec: str, *, device: str = "cpu", precision: str = "fp32") -
     check_precision(precision, device)
     transformers = require_transformers()
     try:
-        causal_lm = from_pretrained(transformers.AutoModelForCausalLM, source, dtype=DTYPES[precision])
+        causal_lm = from_pretrained(transformers.AutoModelForCausalLM, source, trust_remote_code=False, dtype=DTYPES[precision])
     except pickle.UnpicklingError:  # torch.load(weights_only=True) met a pickle that calls more than tensor builders
         raise TxlabError(f"the weights of {source} are a pickle that would run code to load, and txlab runs none from a checkpoint: "
                          "where the file is trusted, save the model again with save_pretrained (safetensors)") from None
@@ -358,7 +358,7 @@ def saved_config(source: str) -> dict[str, Any]:
             return {}
         transformers = require_transformers()
         try:
-            return from_pretrained(transformers.AutoConfig, source).to_dict()
+            return from_pretrained(transformers.AutoConfig, source, trust_remote_code=False).to_dict()
         except (OSError, ValueError, KeyError) as err:
             raise TxlabError(f"hf:{source} is no local folder, and its config could not be read from the Hub: {first_line(err)}") from None
     refuse_custom_code(source)  # what plans read first: a checkpoint asking for its own code stops here
@@ -379,9 +379,9 @@ def checkpoint_counts(source: str) -> ModelCounts | None:
         return None
     transformers = require_transformers()
     try:
-        config = from_pretrained(transformers.AutoConfig, source)
+        config = from_pretrained(transformers.AutoConfig, source, trust_remote_code=False)
         with torch.device("meta"):
-            return HFLanguageModel(from_config(transformers.AutoModelForCausalLM, config)).counts()
+            return HFLanguageModel(from_config(transformers.AutoModelForCausalLM, config, trust_remote_code=False)).counts()
     except (OSError, ValueError, KeyError):
         return None
 
