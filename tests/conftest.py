@@ -188,8 +188,8 @@ def hf_checkpoint():
     return make
 
 
-def save_random_causal_lm(folder: Path, arch: str, vocab: int = 41, positions: int = 12) -> Path:
-    """A tiny random GPT-2 or Llama saved as a Hugging Face folder; N(0, 0.5) weights so that context matters."""
+def random_causal_lm_model(arch: str, vocab: int = 41, positions: int = 12, **from_config: object):
+    """A tiny random GPT-2 or Llama (transformers); N(0, 0.5) weights so that context matters."""
     transformers = pytest.importorskip("transformers")
     common = dict(vocab_size=vocab, bos_token_id=None, eos_token_id=None, pad_token_id=None)
     if arch == "gpt2":
@@ -198,11 +198,16 @@ def save_random_causal_lm(folder: Path, arch: str, vocab: int = 41, positions: i
         config = transformers.LlamaConfig(max_position_embeddings=positions, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                                           num_key_value_heads=2, intermediate_size=24, **common)
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config)
+    model = transformers.AutoModelForCausalLM.from_config(config, **from_config)
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.5)
-    model.save_pretrained(folder)
+    return model
+
+
+def save_random_causal_lm(folder: Path, arch: str, vocab: int = 41, positions: int = 12) -> Path:
+    """:func:`random_causal_lm_model` saved as a Hugging Face folder."""
+    random_causal_lm_model(arch, vocab, positions).save_pretrained(folder)
     return folder
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import random_causal_lm_model
 
 from txlab.data.formats import words as txlab_words
 from txlab.data.tokenizers import CharTokenizer, WordTokenizer
@@ -66,21 +67,10 @@ def unigram():
 
 
 def hf_model(vocab: int, arch: str = "gpt2", positions: int = 512):
-    """A tiny random GPT-2 or Llama behind txlab's interface, N(0, 0.5) weights so that context matters."""
+    """A tiny random GPT-2 or Llama behind txlab's interface, read from a fresh start."""
     from txlab.models.hf import HFLanguageModel
 
-    common = dict(vocab_size=vocab, bos_token_id=None, eos_token_id=None, pad_token_id=None)
-    if arch == "gpt2":
-        config = transformers.GPT2Config(n_positions=positions, n_embd=16, n_layer=2, n_head=2, n_inner=24, **common)
-    else:
-        config = transformers.LlamaConfig(max_position_embeddings=positions, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                                          num_key_value_heads=2, intermediate_size=24, **common)
-    torch.manual_seed(0)
-    causal_lm = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
-    with torch.no_grad():
-        for p in causal_lm.parameters():
-            p.normal_(0, 0.5)
-    model = HFLanguageModel(causal_lm).eval()
+    model = HFLanguageModel(random_causal_lm_model(arch, vocab, positions, attn_implementation="eager")).eval()
     model.set_context(Context(mem_len=0))
     return model
 
