@@ -492,6 +492,9 @@ def recl(
                              "of train/valid/test files; preset members train on it."),
     tokenizer: str = typer.Option(None, "--tokenizer", help="How --text becomes tokens: char, word or hf:PATH_OR_HUB_ID "
                                   "\\[default: the first hf: member's own tokenizer, else char]."),
+    unit: str = typer.Option(None, "--unit", help="What context lengths and targets count: token (members share one tokenizer) or word (words of "
+                             "--text, shared by members with any tokenizers; give the grid in words, e.g. --set grid=2:40:2) "
+                             "\\[default: the study's, else token]."),
     corpus_dir: str = _CORPUS_DIR,
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: the study's, else cpu]."),
     overrides: list[str] = typer.Option([], "--set", help="A setting (keys: `txlab recl --show-settings`), e.g. --set grid=20:240:20 --set placebo=true "
@@ -528,6 +531,10 @@ def recl(
     losses at each context length of the grid on one shared set of target blocks (resumable), and prints
     each model's RECL at each r with a bootstrap interval ('>= c' when it ran off the grid). Example:
     txlab recl --group xl151m qrnn lstm --r 0.1
+
+    Members with different tokenizers share words, not tokens: --unit word scores each on the words of --text
+    that every member spells exactly, after exactly c words of context, e.g.
+    txlab recl --group hf:gpt2-dir hf:llama-dir RUN_DIR --text notes.txt --unit word --set grid=2:40:2
     """
     from txlab.config import parse_seeds
     from txlab.drivers.recl.report import SeedsResult, redraw_group, summary
@@ -541,7 +548,7 @@ def recl(
             typer.echo(f"wrote {path}")
         return
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
-    options = {"size": size, "data": data, "text": text, "tokenizer": tokenizer, "rs": parse_rs(r), "device": device,
+    options = {"size": size, "data": data, "text": text, "tokenizer": tokenizer, "unit": unit, "rs": parse_rs(r), "device": device,
                "models_root": models_root, "launcher": launcher, "train_seeds": parse_seeds(train_seeds)}
     results = recl_groups(
         [*group, *(members or [])], study, profile, name, options=options, sets=[*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides],
@@ -549,7 +556,8 @@ def recl(
     )
     for result in results:
         seeds = f" over training seeds {', '.join(map(str, result.train_seeds))}" if isinstance(result, SeedsResult) else ""
-        typer.echo(f"RECL of {result.group}{seeds} ({result.n_targets:,} targets; '>= c': ran off the grid):")
+        unit = "words" if (result.seeds[0] if isinstance(result, SeedsResult) else result).settings.unit == "word" else "targets"
+        typer.echo(f"RECL of {result.group}{seeds} ({result.n_targets:,} {unit}; '>= c': ran off the grid):")
         typer.echo(result.markdown.rstrip())
         for path in [*(f for one in getattr(result, "seeds", []) for f in one.files), *result.files]:
             typer.echo(f"written {path}")

@@ -215,13 +215,13 @@ def table8_markdown(rows: Sequence[Table8Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_table8(rows: Sequence[Table8Row], stem: Path) -> list[Path]:
+def write_table8(rows: Sequence[Table8Row], stem: Path, note: str = "") -> list[Path]:
     """Table 8 as ``stem``.csv (tidy: one row per model and r, :meth:`Table8Row.record`) and ``stem``.md
-    (:func:`table8_markdown`)."""
+    (:func:`table8_markdown`, then ``note``)."""
     stem = Path(stem)
     csv, md = stem.with_suffix(".csv"), stem.with_suffix(".md")
     write_text_atomic(csv, pd.DataFrame.from_records([row.record() for row in rows]).to_csv(index=False))
-    write_text_atomic(md, table8_markdown(rows))
+    write_text_atomic(md, table8_markdown(rows) + note)
     return [csv, md]
 
 

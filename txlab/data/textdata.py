@@ -324,6 +324,30 @@ def encoded_text(data: DataConfig, progress: bool = True) -> EncodedText:
     return EncodedText(text_corpus_name(data), spec.level, sources.path, cached, decode)
 
 
+def split_text(data: DataConfig, split: str) -> str:
+    """The text of one split, as characters: what a group scored in words reads (txlab.measure.words).
+
+    A folder's split is its file. One file is cut by ``data.text_split`` in characters, each cut moved forward to
+    the next word's first character so that no word is cut in two. A txlab run trained on the file was cut by the
+    same fractions of its own tokens; the two cuts agree exactly for characters and to within the variation of
+    tokens per character along the text for other tokenizers, so a folder of split files is the cut to use where
+    no valid word may ever have been trained on."""
+    sources = find_text_sources(data)
+    if split in sources.missing:
+        raise TxlabError(f"{sources.path} has no {split} split: {sources.missing[split]}")
+    if sources.fractions is None:
+        return sources.files[split].read_text(encoding="utf-8")
+    text = sources.files["all"].read_text(encoding="utf-8")
+    start, end = fraction_bounds(len(text), sources.fractions)[split]
+    return text[_next_word_start(text, start) : _next_word_start(text, end)]
+
+
+def _next_word_start(text: str, i: int) -> int:
+    """The first character at or after ``i`` that begins a word (or the end of the text)."""
+    found = re.compile(r"(?<!\S)\S").search(text, i) if i < len(text) else None
+    return found.start() if found else len(text)
+
+
 # ----------------------------------------------------------------------------------------------------
 # What plans know of own text before it is encoded
 

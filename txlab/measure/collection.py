@@ -20,6 +20,10 @@ METHODS = ("auto", "window", "naive")
 ``auto`` (of the two, the one that reads fewer token-steps, the window method only for a prefix-causal model;
 txlab.measure.losses.choose_methods)."""
 
+UNITS = ("token", "word")
+"""What a context length and a target count: the tokens of the group's one token stream, or the words of its text
+(txlab.measure.words), which members with different tokenizers share."""
+
 
 def read_cost(near: Sequence[int], block_len: int, method: str, extra: int = 0) -> int:
     """Token-steps to score ``block_len`` contiguous targets after contexts of c tokens for every c of ``near``
@@ -92,6 +96,8 @@ class Collection:
     """Also the placebo losses of every grid step (extra context from far away)."""
     method: str = "auto"
     """How a table is computed: one of :data:`METHODS`."""
+    unit: str = "token"
+    """What c and the targets count: one of :data:`UNITS`."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", check_grid(self.grid))
@@ -99,6 +105,8 @@ class Collection:
             raise TxlabError(f"a collection needs at least one block of at least one target, got {self.blocks} x {self.block_len}")
         if self.method not in METHODS:
             raise TxlabError(f"unknown collection method {self.method!r}; choose {', '.join(METHODS)}")
+        if self.unit not in UNITS:
+            raise TxlabError(f"unknown unit {self.unit!r}; choose {', '.join(UNITS)}")
 
     @property
     def n_targets(self) -> int:
@@ -110,7 +118,8 @@ class Collection:
         return cheaper_method(self.grid, self.block_len) if self.method == "auto" else self.method
 
     def token_steps(self) -> int:
-        """Token-steps of the main table per prefix-causal model, by :meth:`main_method` (:func:`read_cost`)."""
+        """Token-steps of the main table per prefix-causal model, by :meth:`main_method` (:func:`read_cost`); in
+        words, the word-steps (a member reads about its tokens per word times as many token-steps)."""
         return self.blocks * read_cost(self.grid, self.block_len, self.main_method())
 
     def placebo_token_steps(self) -> int:

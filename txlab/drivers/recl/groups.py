@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from txlab.config import DataConfig, RunConfig, to_dict
+from txlab.data.registry import TEXT_CORPUS
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.settings import PAPER_COLLECTION, SMALL_COLLECTION, ReclSettings, command_line, load_study
 from txlab.errors import TxlabError, did_you_mean
@@ -111,8 +112,10 @@ def resolve_group(members: list[str], asked: ReclSettings, name: str = "") -> Gr
             raise did_you_mean(named, PRESETS, "preset in member_sets")
     resolved = {seed: [resolve_member(m, settings, seed) for m in members] for seed in training_seeds(settings, members)}
     for listed in resolved.values():
-        check_members(listed)
+        check_members(listed, settings.unit)
         check_recipes(listed)
+    if settings.unit == "word":
+        check_word_group(next(iter(resolved.values())), settings)
     settings = with_defaults(settings, next(iter(resolved.values())))
     return Group(name, members, settings, settings.collection(), resolved, asked)
 
@@ -161,7 +164,7 @@ def corpus_tag(settings: ReclSettings) -> str:
     return f"{settings.size}-{settings.data}" if settings.data else settings.size
 
 
-NAMED_COLLECTION = ("grid", "blocks", "block_len", "split", "seed", "train_seeds")
+NAMED_COLLECTION = ("unit", "grid", "blocks", "block_len", "split", "seed", "train_seeds")
 """Settings that change which losses a group's tables are computed from (the training seeds: which
 runs), and so its name when they differ from the study's (or, on the command line, from the size's
 usual collection): '-train_seeds-0-1-2' keeps a group over seeds apart from the single runs' tables.
@@ -249,6 +252,11 @@ def with_defaults(settings: ReclSettings, members: Sequence[Member]) -> ReclSett
     targets of the cpu profile, minutes on a laptop; placebo losses except on a synthetic corpus, whose
     ideal model gives the truth. A value the study or the command line gave stays."""
     chosen: dict[str, Any] = dict(PAPER_COLLECTION if settings.size == "paper" else SMALL_COLLECTION)
+    if settings.unit == "word":  # a member's training span counts its own tokens, not words: the grid is the researcher's
+        if settings.grid is None:
+            raise TxlabError("in words, give the grid (e.g. --set grid=2:40:2): a member's training span counts its own tokens "
+                             "(256 characters are about 45 English words, 256 BPE tokens about 190), so no grid in words follows from it")
+        return replace(settings, **{key: value for key, value in chosen.items() if getattr(settings, key) is None}, placebo=False)
     if settings.grid is None and settings.size != "paper":
         spans = [span for span in map(member_span, members) if span]
         if not spans:  # recurrent members only: in training their gradient reached one segment back
@@ -277,9 +285,10 @@ def _data_identity(data: DataConfig) -> dict[str, Any]:
     return {k: v for k, v in to_dict(data).items() if k not in ("data_dir", "cache_dir", "corpus_dir")}
 
 
-def check_members(members: Sequence[Member]) -> None:
+def check_members(members: Sequence[Member], unit: str = "token") -> None:
     """Before any model runs: every member is another model (by its label, and as a run: a symlink or a path
-    spelled otherwise is the same run), and all read one corpus (RECL compares models on one token stream)."""
+    spelled otherwise is the same run), and, in tokens, all read one corpus (RECL compares models on one token
+    stream; in words each reads the group's text with its own tokenizer)."""
     labels = [m.label for m in members]
     if len(set(labels)) != len(labels):
         raise TxlabError(f"the group names a model twice: {labels}")
@@ -290,12 +299,42 @@ def check_members(members: Sequence[Member]) -> None:
             raise TxlabError(f"the group names one run twice: {seen[where]} and {m.label} are both {where}")
         seen[where] = m.label
     corpora = {m.label: m.config.data for m in members if not m.source}
-    if len({json.dumps(_data_identity(d), sort_keys=True) for d in corpora.values()}) > 1:
+    if unit == "token" and len({json.dumps(_data_identity(d), sort_keys=True) for d in corpora.values()}) > 1:
         listed = ", ".join(f"{label} on {data.corpus}" for label, data in corpora.items())
         if len({d.corpus for d in corpora.values()}) == 1:
             differing = sorted({k for d in corpora.values() for k, v in _data_identity(d).items() if v != _data_identity(next(iter(corpora.values())))[k]})
             listed += f", with other {', '.join('data.' + k for k in differing)}"
-        raise TxlabError(f"the group mixes corpora ({listed}): RECL compares models on one token stream; give --data to put every preset on one corpus")
+        fix = ("; or score them on shared words of one text, whatever their tokenizers: --unit word --text FILE"
+               if {d.corpus for d in corpora.values()} == {TEXT_CORPUS} else "")
+        raise TxlabError(f"the group mixes corpora ({listed}): RECL compares models on one token stream; give --data to put every preset "
+                         f"on one corpus{fix}")
+
+
+def check_word_group(members: Sequence[Member], settings: ReclSettings) -> None:
+    """Before any model runs, in words: the group has a text (the settings', else its txlab runs' own text), every
+    member brings a tokenizer of text, and placebo losses are not asked for (in words they are not built yet)."""
+    if settings.placebo:
+        raise TxlabError("placebo losses in words are not built yet: give --set placebo=false with --unit word, or score in tokens")
+    word_text(members, settings)
+    for m in members:
+        if m.source and hf.load_tokenizer(m.source) is None:
+            raise TxlabError(f"{m.label} ({m.source}) brings no tokenizer: in words every member reads the text with its own")
+        if not m.source and m.config.data.corpus != TEXT_CORPUS:
+            raise TxlabError(f"{m.label} was trained on corpus {m.config.data.corpus!r}, whose tokens are not a tokenizer of text: in words "
+                             "every txlab member is a run trained on own text (--text, with --tokenizer char, word or hf:PATH)")
+
+
+def word_text(members: Sequence[Member], settings: ReclSettings) -> DataConfig:
+    """The own text a group in words is scored on: the settings' ``text`` (cut by the settings' splits), else the
+    text its txlab runs were trained on (they must share it)."""
+    if settings.text:
+        return run_config(None, overrides=[s for s in settings.sets if s.startswith("data.")], text=settings.text,
+                          tokenizer=settings.tokenizer or "char").data
+    texts = {str(Path(m.config.data.text).expanduser().resolve()): m.config.data for m in members if not m.source and m.config.data.corpus == TEXT_CORPUS}
+    if len(texts) != 1:
+        found = f"its runs were trained on {len(texts)} texts" if texts else "no member was trained on own text"
+        raise TxlabError(f"in words the group is scored on one text, and {found}: give it with --text FILE_OR_DIR")
+    return next(iter(texts.values()))
 
 
 def check_recipes(members: Sequence[Member]) -> None:

@@ -20,6 +20,8 @@ def collection_flops(member: Member, collection: Collection) -> float | None:
     mean keys a query of a window attends (the evaluation memory and half a segment, at most half the
     window), and the softmax of the one target each (context, target) pair scores."""
     grid = collection.grid
+    if collection.unit == "word":  # a member's tokens per word are known only once it has read the text
+        return None
     if member.source:  # read from a fresh start: a query attends half the window on average
         counts = hf.checkpoint_counts(member.source)
         if counts is None:
@@ -90,6 +92,12 @@ def _plan_members(plan: Plan, members: Sequence[Member], group: Group, every_see
     again = [m for m in members if collected is not None and m.run_dir in collected]
     flops = [collection_flops(m, c) for m in members if m not in again]
     reused = f"; {', '.join(m.label for m in again)} collected with an earlier seed's group" if again else ""
+    if c.unit == "word":
+        plan.add(f"  collect losses in words of {len(members)} models on {c.blocks} blocks x {c.block_len} words of {c.split} at contexts "
+                 f"{grid[0]}..{grid[-1]} words ({len(grid)} lengths), each read with its own tokenizer from a fresh start: up to "
+                 f"{c.token_steps() / 1e6:.1f}M word-steps each, times the member's tokens per word, on {group.settings.device} "
+                 "(the words some member cannot score exactly are left out, so fewer are read; nothing is kept between runs)")
+        return
     plan.add(f"  collect losses of {len(members)} models on {c.blocks} blocks x {c.block_len} targets of {c.split} at contexts "
              f"{grid[0]}..{grid[-1]} ({len(grid)} lengths): {c.token_steps() / 1e6:.1f}M token-steps each {method_words(c)}{placebo}, on {group.settings.device} "
              f"(blocks already collected are skipped{reused})", None if None in flops else sum(flops))

@@ -18,6 +18,7 @@ from txlab.data.registry import CORPORA
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
+from txlab.measure.words import WordTable
 
 FIGURE3_R = 0.1
 """The paper's Figure 3 shows the gains at r = 0.1."""
@@ -40,13 +41,38 @@ class GroupResult:
     files: list[Path]
     train_seed: int | None = None
     """The training seed of the preset members' runs, for one seed's group of ``settings.train_seeds``."""
+    words: dict[str, Any] | None = None
+    """In words (:func:`word_record`): each member's coverage, truncated contexts, method and perplexity per word and
+    per byte; None in tokens."""
 
     def record(self) -> dict[str, Any]:
-        """What recl.json holds (``train_seed`` only in one seed's group)."""
+        """What recl.json holds (``train_seed`` only in one seed's group, ``words`` only in words; there
+        ``token_stream_sha256`` is the sha256 of the split's text)."""
         seed = {} if self.train_seed is None else {"train_seed": self.train_seed}
+        words = {} if self.words is None else {"words": self.words}
         return {"group": self.group, **seed, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
                 "grid": self.grid, "n_targets": self.n_targets, "token_stream_sha256": self.token_stream_sha256,
-                "rows": [row.record() for row in self.rows]}
+                "rows": [row.record() for row in self.rows], **words}
+
+
+def word_record(table: WordTable) -> dict[str, Any]:
+    """What recl.json says of a group in words: per member, the words it scores exactly (of those drawn), the
+    contexts read as their nearest tokens (per c), its method, and its perplexity per word and per byte (per c)."""
+    per_word, per_byte = table.word_perplexity(), table.byte_perplexity()
+    return {"drawn": table.drawn, "shared": table.shared, "kept": len(table.targets), "kept_per_block": table.block_len,
+            "members": {name: {"covered": table.covered[name], "truncated": table.truncated[i].tolist(), "method": table.methods[i],
+                               "word_perplexity": per_word[i].tolist(), "byte_perplexity": per_byte[i].tolist()}
+                        for i, name in enumerate(table.members)}}
+
+
+def words_note(table: WordTable) -> str:
+    """Table 8's Markdown note in words: what c and the targets count, and each member's coverage."""
+    covered = ", ".join(f"{name} {n:,}" for name, n in table.covered.items())
+    cut = [f"{name} {int(n.sum()):,}" for name, n in zip(table.members, table.truncated) if n.sum()]
+    return (f"\nContext lengths and targets are words (runs of non-whitespace). Of {table.drawn:,} words drawn, each member "
+            f"scores exactly ({covered}); the {table.shared:,} every member scores are the shared targets, {table.block_len:,} kept "
+            f"per block ({len(table.targets):,} in all). Perplexity per word and per byte at each c: recl.json."
+            + (f" Contexts longer than a member's window, read as its nearest tokens: {', '.join(cut)}." if cut else "") + "\n")
 
 
 SEED_SUMMARY = "table8-seeds"

@@ -5,6 +5,7 @@ on the group's one corpus, scores the group and writes its tables and figures.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -22,16 +23,20 @@ from txlab.analysis.learned import read_restarts
 from txlab.config import RunConfig
 from txlab.data.corpus import Corpus, load_corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
-from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups
+from txlab.data.textdata import split_text
+from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups, word_text
 from txlab.drivers.recl.plan import plan_groups
-from txlab.drivers.recl.report import FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, corpus_in_words, draw_figures
+from txlab.drivers.recl.report import FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, corpus_in_words, draw_figures, word_record, words_note
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.measure.collection import Collection
 from txlab.measure.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, group_losses, sample_blocks
 from txlab.models import hf
+from txlab.data.tokenizers import load_hf_tokenizer
+from txlab.measure.words import WordMember, WordTable, cut_words, group_word_losses, run_tokenizer
 from txlab.models.interface import Context
+from txlab.runs.evaluate import load_model
 from txlab.runs.checkpoint import has_checkpoint, saved_config
 from txlab.runs.launch import Task, check_jobs, check_launcher, run_jobs
 from txlab.runs.plan import checkpoint_step
@@ -45,11 +50,31 @@ def check_room_for_targets(corpus: Corpus, collection: Collection) -> None:
     sample_blocks(len(corpus.split(c.split)), c.blocks, c.block_len, c.grid[-1], c.seed)
 
 
+def group_source(group: Group, progress: bool) -> Corpus | str:
+    """What a group is scored on, loaded once (every seed reads it) and checked before any model runs: in tokens its
+    corpus (every Hugging Face member can read it, the split holds the targets); in words the text of its split
+    (txlab.data.textdata.split_text), which holds the target blocks after the longest context."""
+    resolved, c = group.resolved[group.seeds[0]], group.collection
+    if c.unit == "word":
+        text = split_text(word_text(resolved, group.settings), c.split)
+        sample_blocks(len(cut_words(text)), c.blocks, c.block_len, c.grid[-1], c.seed)
+        return text
+    corpus = load_corpus(group_data(resolved, group.settings), progress=progress)
+    check_hf_members(resolved, corpus)
+    check_room_for_targets(corpus, c)
+    return corpus
+
+
 def check_hf_members(members: Sequence[Member], corpus: Corpus) -> None:
-    """Before any model runs: every Hugging Face member can read the group's corpus (txlab.models.hf.check_corpus)."""
+    """Before any model runs: every Hugging Face member can read the group's corpus (txlab.models.hf.check_corpus);
+    where one cannot, the refusal names the group's way out, words."""
     for m in members:
         if m.source:
-            hf.check_corpus(m.source, m.label, corpus)
+            try:
+                hf.check_corpus(m.source, m.label, corpus)
+            except TxlabError as error:
+                raise TxlabError(f"{error}; or score members with different tokenizers on shared words of one text: --unit word "
+                                 "--text FILE") from None
 
 
 def _needs_training(member: Member) -> bool:
@@ -167,6 +192,30 @@ def collect_member(member: Member, corpus: Corpus, collection: Collection, setti
     )
 
 
+def word_member(member: Member, settings: ReclSettings) -> WordMember:
+    """One member as it reads the group's text in words: its model ready to score (txlab.runs.evaluate.load_model)
+    and its own tokenizer (a checkpoint's, or the one a txlab run was trained on own text with)."""
+    spec = f"hf:{member.source}" if member.source else member.run_dir
+    model = load_model(spec, device=settings.device, precision=settings.precision if member.source else None)
+    tokenizer = load_hf_tokenizer(member.source) if member.source else run_tokenizer(member.run_dir)
+    return WordMember(member.label, model, tokenizer, getattr(model, "eval_tgt_len", None), model.context, model.precision)
+
+
+def collect_words(members: Sequence[Member], text: str, collection: Collection, settings: ReclSettings, progress: bool) -> tuple[GroupLosses, WordTable]:
+    """The group's losses in words (txlab.measure.words.group_word_losses): l(c, w) of every member on the words
+    every member scores exactly, as a :class:`GroupLosses` txlab.analysis.recl scores, and the word table with
+    each member's coverage. No member is capped: a context longer than a member's window is read as its nearest
+    tokens and counted (``truncated``)."""
+    c = collection
+    table = group_word_losses([word_member(m, settings) for m in members], text, c.grid, c.blocks, c.block_len, seed=c.seed,
+                              method=c.method, batch_size=settings.batch_size, progress=progress)
+    labels = [m.label for m in members]
+    text_sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    losses = GroupLosses(labels, table.losses, table.grid, table.targets, table.block_len, text_sha256, dict.fromkeys(labels),
+                         [m.run_dir for m in members])
+    return losses, table
+
+
 def oracle_losses(corpus: Corpus, targets: np.ndarray, collection: Collection) -> np.ndarray | None:
     """[G, T] losses of the ideal model (it sees exactly c tokens) on the group's targets, on a
     synthetic corpus; None otherwise."""
@@ -212,39 +261,50 @@ def score_group(losses: GroupLosses, labels: Sequence[str], settings: ReclSettin
                        recl.perplexity_by_context(losses.losses, grid, labels, caps), placebo)
 
 
-def run_group(group: Group, train_seed: int | None, corpus: Corpus, out_dir: Path, fig_dir: Path, echo: Callable[[str], None],
+def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_dir: Path, fig_dir: Path, echo: Callable[[str], None],
               progress: bool) -> GroupResult:
     """Train what is missing, collect the losses, compute RECL, write the tables and figures of one group (of one
-    training seed: ``train_seed``, None for a group without seeds), on the group's ``corpus``: resolve members ->
+    training seed: ``train_seed``, None for a group without seeds), on the group's ``source`` (its corpus, or in words
+    the text of its split, :func:`group_source`): resolve members ->
     train what is missing -> collect each member into a loss table -> score the group -> write."""
     settings, collection = group.settings, group.collection
     grid = collection.grid
     members = group.resolved[train_seed]
     labels = [m.label for m in members]
-    ensure_trained(members, settings, echo, progress, corpus)
+    ensure_trained(members, settings, echo, progress, source if isinstance(source, Corpus) else None)
     check_training(members, settings, echo)
     if settings.launcher == "slurm":  # each run's blocks as a job; the group then loads them here
         collect_as_jobs([m for m in members if not m.source], collection, settings, echo)
-    echo(f"collecting losses of {len(members)} models: {collection.token_steps() / 1e6:.1f}M token-steps each "
-         f"({collection.blocks} blocks x {collection.block_len} targets, contexts {grid[0]}..{grid[-1]})")
-    losses = group_losses([collect_member(m, corpus, collection, settings, progress) for m in members], [m.run_dir for m in members])
+    words = None
+    if collection.unit == "word":
+        echo(f"collecting losses in words of {len(members)} models ({collection.blocks} blocks x {collection.block_len} words, "
+             f"contexts {grid[0]}..{grid[-1]} words)")
+        losses, words = collect_words(members, source, collection, settings, progress)
+        echo(f"  words every member scores exactly: {words.shared:,} of {words.drawn:,} drawn ("
+             + ", ".join(f"{name} {n:,}" for name, n in words.covered.items()) + f"); {len(words.targets):,} kept, {words.block_len} per block")
+    else:
+        echo(f"collecting losses of {len(members)} models: {collection.token_steps() / 1e6:.1f}M token-steps each "
+             f"({collection.blocks} blocks x {collection.block_len} targets, contexts {grid[0]}..{grid[-1]})")
+        losses = group_losses([collect_member(m, source, collection, settings, progress) for m in members], [m.run_dir for m in members])
     scores = score_group(losses, labels, settings)
-    oracle = oracle_losses(corpus, losses.targets, collection)
+    oracle = None if words is not None else oracle_losses(source, losses.targets, collection)
     rows = scores.rows + oracle_rows(oracle, grid, settings.rs)
 
     table_dir, figure_dir = Path(out_dir) / group.folder(train_seed), Path(fig_dir) / group.folder(train_seed)
-    files = table8.write_table8(rows, table_dir / "table8")
+    note = "" if words is None else words_note(words)
+    files = table8.write_table8(rows, table_dir / "table8", note)
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
     files += recl_figures.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference)
     settings_file = table_dir / "recl.json"
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
-                         losses.token_stream_sha256, rows, table8.table8_markdown(rows), [settings_file, *files], train_seed)
-    files += draw_figures(table_dir, figure_dir, result.record(), char_level=corpus.level == "char")
+                         losses.token_stream_sha256, rows, table8.table8_markdown(rows) + note, [settings_file, *files], train_seed,
+                         None if words is None else word_record(words))
+    files += draw_figures(table_dir, figure_dir, result.record(), char_level=words is None and source.level == "char")
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
     return replace(result, files=[settings_file, *files])
 
 
-def run_seeds(group: Group, corpus: Corpus, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> SeedsResult:
+def run_seeds(group: Group, source: Corpus | str, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> SeedsResult:
     """A group once per training seed (:func:`run_group` of each of ``group.resolved``), then each model's RECL
     of every seed and its spread (txlab.analysis.table8.seed_rows) into ``<out_dir>/<group>/table8-seeds.{csv,md,json}``."""
     if group.settings.launcher == "slurm":  # every seed's missing runs as one batch of jobs, rather than a batch per seed
@@ -252,7 +312,7 @@ def run_seeds(group: Group, corpus: Corpus, out_dir: Path, fig_dir: Path, echo: 
     results = []
     for seed in group.seeds:
         echo(f"group {group.name}, training seed {seed}:")
-        results.append(run_group(group, seed, corpus, out_dir, fig_dir, echo, progress))
+        results.append(run_group(group, seed, source, out_dir, fig_dir, echo, progress))
     same = [m.label for m in group.resolved[group.seeds[0]] if not m.preset] + [ORACLE]
     rows = table8.seed_rows({r.train_seed: r.rows for r in results}, same)
     table_dir = Path(out_dir) / group.name
@@ -289,24 +349,23 @@ def recl_groups(
     Tables go to ``out_dir`` (default ``<home>/results/recl``), figures to ``fig_dir`` (default ``<home>/figures/recl``).
     """
     groups = resolve_groups(members, study, profile, name, options, sets)
-    corpora: list[Corpus | None] = []
+    sources: list[Corpus | str | None] = []
     for group in groups:  # every group's members are resolved and checked against each other before any model trains
         check_launcher(group.settings.launcher)
         devices.check_device(group.settings.device, "--device" if (options or {}).get("device") is not None else "device")
         resolved = group.resolved[group.seeds[0]]
-        corpus = None
-        if any(m.source for m in resolved) or not dry_run:  # the tokenizer, vocabulary and target checks need the corpus, not the models
-            corpus = load_corpus(group_data(resolved, group.settings), progress=progress)  # the group's one load: every seed reads it
-            check_hf_members(resolved, corpus)
-            check_room_for_targets(corpus, group.collection)
-        corpora.append(corpus)
+        sources.append(group_source(group, progress) if any(m.source for m in resolved) or not dry_run else None)
     for group in groups:
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
-                 f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer})' if s.text else s.data or 'each preset its own'} | grid {s.grid} | {s.blocks} blocks x {s.block_len} targets "
+                 f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer})' if s.text else s.data or 'each preset its own'} | unit {s.unit} | "
+                 f"grid {s.grid} | {s.blocks} blocks x {s.block_len} {'words' if s.unit == 'word' else 'targets'} "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}"
                  + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else ""))
-        if not s.placebo:
+        if not s.placebo and s.unit == "word":
+            announce("  placebo off: in words it is not built yet, so nothing tells a gain from context apart from noise that the min() "
+                     "over models turns into gain")
+        elif not s.placebo:
             synthetic = group_data(group.resolved[group.seeds[0]], s).corpus in SYNTHETIC
             announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"
                      + ("; on this synthetic corpus the ideal model's row gives the truth" if synthetic else " (--set placebo=true)"))
@@ -314,5 +373,5 @@ def recl_groups(
     if dry_run:
         return []
     out_dir, fig_dir = Path(out_dir or resolve("results/recl")), Path(fig_dir or resolve("figures/recl"))
-    return [run_group(group, None, corpus, out_dir, fig_dir, echo, progress) if not group.settings.train_seeds
-            else run_seeds(group, corpus, out_dir, fig_dir, echo, progress) for group, corpus in zip(groups, corpora)]
+    return [run_group(group, None, source, out_dir, fig_dir, echo, progress) if not group.settings.train_seeds
+            else run_seeds(group, source, out_dir, fig_dir, echo, progress) for group, source in zip(groups, sources)]

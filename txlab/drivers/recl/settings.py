@@ -16,7 +16,7 @@ from typing import Any
 from txlab.analysis import recl
 from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, Range, override_settings, setting
 from txlab.errors import TxlabError
-from txlab.measure.collection import Collection, parse_grid
+from txlab.measure.collection import UNITS, Collection, parse_grid
 from txlab.presets import SIZES
 from txlab.runs.launch import LAUNCHERS, SlurmSettings
 from txlab.study import entry, read_study
@@ -63,6 +63,10 @@ class ReclSettings:
                                  f"{SMALL_COLLECTION['blocks']} at a smaller size).", valid=POSITIVE)
     block_len: int | None = setting(None, f"Targets per block, also the bootstrap's block (unset: {PAPER_COLLECTION['block_len']} at size "
                                     f"paper, {SMALL_COLLECTION['block_len']} at a smaller size).", valid=POSITIVE)
+    unit: str = setting("token", "What context lengths, targets and blocks count: token (the group's one token stream; its members share "
+                        "one tokenizer) or word (words of the text, runs of non-whitespace, shared by members with any tokenizers: "
+                        "l(c, w) is the sum of a member's token losses over the tokens that spell word w after exactly c words; "
+                        "docs/recl.md).", UNITS)
     split: str = setting("valid", "Split the targets are drawn from.", ("train", "valid", "test"))
     seed: int = setting(0, "Draws the target blocks and the bootstrap resamples.", valid=SEED)
     n_boot: int = setting(200, "Bootstrap resamples for the confidence intervals (0: none).", valid=NON_NEGATIVE)
@@ -90,7 +94,7 @@ class ReclSettings:
         here). Called once per group, after :func:`~txlab.drivers.recl.groups.with_defaults` set every value."""
         if self.grid is None or self.blocks is None or self.block_len is None:
             raise ValueError("the collection is unset until with_defaults gives it its values")
-        return Collection(self.split, parse_grid(self.grid), self.blocks, self.block_len, self.seed, bool(self.placebo))
+        return Collection(self.split, parse_grid(self.grid), self.blocks, self.block_len, self.seed, bool(self.placebo), unit=self.unit)
 
 
 def parse_rs(items: Sequence[str]) -> list[float] | None:

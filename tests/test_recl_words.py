@@ -1,0 +1,67 @@
+"""`txlab recl --unit word`: members with different tokenizers (a Hugging Face byte-level BPE, txlab runs on words
+and on characters) scored on the words of one text, each with its own tokenizer, through the real command."""
+
+import json
+
+import numpy as np
+import pytest
+
+from txlab.config import DataConfig
+from txlab.data.textdata import split_text
+from txlab.data.tokenizers import load_hf_tokenizer
+from txlab.measure import words as W
+from txlab.runs.evaluate import load_model
+
+GRID = ("--set", "grid=1,2,4", "--set", "blocks=2", "--set", "block_len=10", "--set", "n_boot=20")
+
+
+@pytest.fixture
+def three_tokenizers(tmp_path, untrained_run, hf_checkpoint):
+    """(text file, [hf:checkpoint, run on words, run on characters]), all untrained or random: the numbers need
+    only be the ones the word table gives."""
+    text = tmp_path / "text.txt"
+    hf_checkpoint(tmp_path / "bpe", text_file=text)
+    runs = [untrained_run(tmp_path / f"{kind}-run", sets=["data.corpus=text", f"data.text={text}", f"data.tokenizer={kind}"])
+            for kind in ("word", "char")]
+    return text, [f"hf:{tmp_path / 'bpe'}", *runs]
+
+
+def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_path, cli, three_tokenizers):
+    text, members = three_tokenizers
+    out = cli.ok("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word", *GRID, "--name", "mixed",
+                 "--out-dir", tmp_path / "tables", "--fig-dir", tmp_path / "figures").output
+    assert "unit word" in out and "words every member scores exactly" in out
+    record = json.loads((tmp_path / "tables" / "mixed" / "recl.json").read_text())
+    words = record["words"]
+    assert record["settings"]["unit"] == "word" and set(words["members"]) == {"bpe", "word-run", "char-run"}
+    assert words["drawn"] == 20 and words["kept"] == record["n_targets"] == 2 * words["kept_per_block"]
+    assert all(m["covered"] <= 20 for m in words["members"].values()) and words["shared"] <= min(m["covered"] for m in words["members"].values())
+    assert "Context lengths and targets are words" in (tmp_path / "tables" / "mixed" / "table8.md").read_text()
+    assert (tmp_path / "figures" / "mixed" / "figure3.png").is_file()
+
+    # the table is group_word_losses on the valid split's text, member by member
+    valid = split_text(DataConfig(corpus="text", text=str(text)), "valid")
+    models = [load_model(m) for m in members]
+    tokenizers = [load_hf_tokenizer(members[0].removeprefix("hf:")), W.run_tokenizer(members[1]), W.run_tokenizer(members[2])]
+    table = W.group_word_losses([W.WordMember(name, model, tok, getattr(model, "eval_tgt_len", None), model.context)
+                                 for name, model, tok in zip(("bpe", "word-run", "char-run"), models, tokenizers)],
+                                valid, (1, 2, 4), 2, 10)
+    ppl = np.array([words["members"][name]["word_perplexity"] for name in table.members])
+    np.testing.assert_allclose(ppl, table.word_perplexity(), rtol=1e-6)
+    assert np.all(np.isfinite([words["members"][name]["byte_perplexity"] for name in table.members]))
+    assert [words["members"][name]["covered"] for name in table.members] == list(table.covered.values())
+
+
+def test_mixed_tokenizers_in_tokens_are_refused_with_the_fix(tmp_path, cli, three_tokenizers):
+    text, members = three_tokenizers
+    out = cli.refused("--home", tmp_path, "recl", *members[1:], "--text", text, *GRID)
+    assert "--unit word" in out
+    out = cli.refused("--home", tmp_path, "recl", members[0], members[1], "--text", text, *GRID)
+    assert "--unit word" in out
+
+
+def test_words_need_a_grid_and_refuse_placebo(tmp_path, cli, three_tokenizers):
+    text, members = three_tokenizers
+    assert "give the grid" in cli.refused("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word")
+    assert "placebo losses in words" in cli.refused("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word", *GRID,
+                                                    "--set", "placebo=true")
