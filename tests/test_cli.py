@@ -55,6 +55,8 @@ def test_train_then_eval_end_to_end(tmp_path, cli):
     record = cli.last_json(result.output)
     assert record["tokens"] == 599 and record["mem_len"] == 24 and record["same_length"] is True
     assert abs(record["ppl"] - 2.718281828 ** record["loss"]) < 1e-6 * record["ppl"]
+    # one synthetic token is one word, so perplexity per word is perplexity; a word spells more than one byte
+    assert record["per_word"] == pytest.approx(record["ppl"]) and record["per_byte"] < record["per_word"]
     assert (run / "eval" / "test-tgt16-mem24-clamp0-same-b8.json").is_file()
     # the reference's streams: 600 tokens in 4 streams of 150, each stream's first token not scored
     result = cli("eval", str(run), "--split", "test", "--streams", "reference", "--batch-size", "4", "--json", "--quiet")

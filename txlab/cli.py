@@ -264,11 +264,12 @@ def eval_command(
         scored = evaluate_checkpoint(spec, data_cfg, split=split, tgt_len=tgt_len, mem_len=mem_len or 0, batch_size=batch_size or 1,
                                      max_tokens=max_tokens, device=device, precision=precision or "fp32", progress=not quiet)
         typer.echo(f"{scored.split}: loss {scored.loss:.4f}, {_headline(scored.metric)} over {scored.tokens:,} tokens (segments of "
-                   f"{scored.tgt_len} after {scored.mem_len} tokens of context, {scored.batch_size} streams, {scored.precision})")
+                   f"{scored.tgt_len} after {scored.mem_len} tokens of context, {scored.batch_size} streams, {scored.precision}); {_per_unit(scored)}")
         typer.echo(f"written to {scored.path}")
         if json_output:
             record = scored.as_record()
-            print_json({k: record[k] for k in ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "batch_size", "precision") if k in record})
+            print_json({k: record[k] for k in ("loss", "ppl", "bpc", "per_word", "per_byte", "tokens", "split", "tgt_len", "mem_len", "batch_size",
+                                               "precision") if k in record})
         return
     for option, value in {"--data": data, "--text": text, "--tokenizer": tokenizer}.items():
         if value is not None:
@@ -279,14 +280,19 @@ def eval_command(
     r = evaluate_run(run_dir, settings, device=device, progress=not quiet)
     memory = f", mem_len {r.mem_len}, clamp_len {r.clamp_len}, same_length {r.same_length}" if r.family == "xl" else ""
     typer.echo(f"{r.split}: loss {r.loss:.4f}, {_headline(r.metric)} over {r.tokens:,} tokens "
-               f"(tgt_len {r.tgt_len}{memory}, {r.batch_size} streams, {r.streams}, {r.precision})")
+               f"(tgt_len {r.tgt_len}{memory}, {r.batch_size} streams, {r.streams}, {r.precision}); {_per_unit(r)}")
     if r.by_role is not None:
         typer.echo(format_summary(r.by_role))
     typer.echo(f"written to {r.path}")
     if json_output:
         record = r.as_record()
-        keys = ("loss", "ppl", "bpc", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "precision", "by_role")
+        keys = ("loss", "ppl", "bpc", "per_word", "per_byte", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "precision", "by_role")
         print_json({k: record[k] for k in keys if k in record})
+
+
+def _per_unit(score) -> str:
+    """'perplexity per word 812.4, per byte 3.012': the scale members with different tokenizers share."""
+    return f"perplexity per word {score.per_word:.4g}, per byte {score.per_byte:.4g}"
 
 
 def _headline(metric: tuple[str, float]) -> str:

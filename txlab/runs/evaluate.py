@@ -29,7 +29,8 @@ import torch
 
 from txlab.config import NON_NEGATIVE, DataConfig, EvalConfig, ModelConfig, setting, update_dataclass
 from txlab.data.batching import eval_segments
-from txlab.data.corpus import check_corpus_dir_applies, load_corpus_for_model
+from txlab.data.corpus import Corpus, check_corpus_dir_applies, load_corpus_for_model
+from txlab.data.registry import EOS
 from txlab.data.diagnostics import role_summary
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
@@ -168,6 +169,18 @@ def metric_summary(loss: float, level: str) -> dict[str, float]:
     return {"loss": loss, "bpc": loss / math.log(2)} if level == "char" else {"loss": loss, "ppl": math.exp(min(loss, 700.0))}
 
 
+def text_units(loss: float, tokens: int, corpus: Corpus, split: str) -> dict[str, float]:
+    """Perplexity per word and per byte of ``tokens`` targets scored at ``loss`` nats each: their nats over the words
+    (runs of non-whitespace) and the UTF-8 bytes of the text the split's ids 1..tokens spell (the targets of one
+    stream; with several streams a few first tokens differ). The text is the corpus's (txlab.data.corpus.Corpus.to_text:
+    a tokenizer's decoding, or symbols, words joined by spaces with ``<eos>`` read as a line end)."""
+    text = corpus.to_text(corpus.split(split)[1 : 1 + tokens])
+    if corpus.level == "word":
+        text = text.replace(EOS, "\n")
+    nats, words, n_bytes = loss * tokens, len(text.split()), len(text.encode("utf-8"))
+    return {"per_word": math.exp(min(nats / words, 700.0)) if words else math.nan, "per_byte": math.exp(min(nats / n_bytes, 700.0)) if n_bytes else math.nan}
+
+
 def _refuse_memory_settings(family: str, given: dict[str, Any]) -> None:
     """Memory settings mean something to Transformer-XL only: refuse them for other families rather
     than report a number as if they had applied (a memory of 0, no memory, is what they all have)."""
@@ -216,6 +229,11 @@ class SplitScore:
     """Targets scored."""
     split: str
     """The split scored."""
+    per_word: float | None = None
+    """Perplexity per word, exp(nats / words), of the scored targets' text (:func:`text_units`): one scale for
+    models with any tokenizers."""
+    per_byte: float | None = None
+    """Perplexity per UTF-8 byte of the same text, exp(nats / bytes)."""
 
     @property
     def metric(self) -> tuple[str, float]:
@@ -262,7 +280,7 @@ class EvalResult(SplitScore):
         record = {"loss": self.loss, name: value, "tokens": self.tokens, "split": self.split, "step": self.step, "family": self.family,
                   "tgt_len": self.tgt_len, "mem_len": self.mem_len, "clamp_len": self.clamp_len, "same_length": self.same_length,
                   "batch_size": self.batch_size, "streams": self.streams, "precision": self.precision, "tf32": self.tf32,
-                  "max_tokens": self.max_tokens, "token_stream_sha256": self.token_stream_sha256}
+                  "max_tokens": self.max_tokens, "token_stream_sha256": self.token_stream_sha256, "per_word": self.per_word, "per_byte": self.per_byte}
         if self.by_role is not None:
             record["by_role"] = self.by_role
         return record
@@ -323,7 +341,8 @@ def evaluate_run(
             name += f"-{eval_cfg.precision}"
         record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}{'-roles' if settings.by_role else ''}.json"
     result = EvalResult(
-        **metric_summary(score.loss, corpus.level), tokens=score.tokens, split=split, step=ckpt.meta["step"], family=cfg.model.family,
+        **metric_summary(score.loss, corpus.level), **text_units(score.loss, score.tokens, corpus, split), tokens=score.tokens, split=split,
+        step=ckpt.meta["step"], family=cfg.model.family,
         tgt_len=seg_len, mem_len=context.mem_len, clamp_len=context.clamp_len, same_length=context.same_length,
         batch_size=eval_cfg.batch_size, streams=eval_cfg.streams, precision=eval_cfg.precision, tf32=score.tf32, max_tokens=max_tokens,
         token_stream_sha256=corpus.token_stream_hash(split),
@@ -366,7 +385,7 @@ class CheckpointEvalResult(SplitScore):
         return {"loss": self.loss, name: value, "tokens": self.tokens, "split": self.split, "model": self.model, "family": "hf",
                 "tgt_len": self.tgt_len, "mem_len": self.mem_len, "batch_size": self.batch_size, "max_tokens": self.max_tokens,
                 "precision": self.precision, "tf32": self.tf32, "corpus": self.corpus, "tokenizer_id": self.tokenizer_id,
-                "token_stream_sha256": self.token_stream_sha256}
+                "token_stream_sha256": self.token_stream_sha256, "per_word": self.per_word, "per_byte": self.per_byte}
 
 
 def evaluate_checkpoint(
@@ -414,7 +433,8 @@ def evaluate_checkpoint(
         record_path = folder / (f"{corpus.name}-{split}-tgt{seg_len}-mem{mem_len}-b{batch_size}{'' if precision == 'fp32' else f'-{precision}'}"
                                 f"{f'-n{max_tokens}' if max_tokens > 0 else ''}.json")
     result = CheckpointEvalResult(
-        **metric_summary(score.loss, corpus.level), tokens=score.tokens, split=split, model=spec, tgt_len=seg_len, mem_len=mem_len,
+        **metric_summary(score.loss, corpus.level), **text_units(score.loss, score.tokens, corpus, split), tokens=score.tokens, split=split,
+        model=spec, tgt_len=seg_len, mem_len=mem_len,
         batch_size=batch_size, max_tokens=max_tokens, precision=precision, tf32=score.tf32, corpus=corpus.name,
         tokenizer_id=corpus.tokenizer_id, token_stream_sha256=corpus.token_stream_hash(split), path=Path(record_path),
     )

@@ -132,14 +132,15 @@ def member_overrides(settings: ReclSettings, members: Sequence[str]) -> dict[str
 
 
 def settle_tokenizer(settings: ReclSettings, members: Sequence[str]) -> ReclSettings:
-    """Own text without a tokenizer is read by the first Hugging Face member's own tokenizer, else by characters."""
+    """Own text without a tokenizer is read, in tokens, by the first Hugging Face member's own tokenizer, else by
+    characters; in words each preset member by its own ``data.tokenizer`` (a member override), else by characters."""
     if not settings.text:
         if settings.tokenizer:
             raise TxlabError("--tokenizer says how own text is read: give the text with --text FILE_OR_DIR")
         return settings
     if settings.data:
         raise TxlabError(f"give a corpus (--data {settings.data}) or own text (--text {settings.text}), not both")
-    if settings.tokenizer:
+    if settings.tokenizer or settings.unit == "word":  # in words each preset reads the text by its own data.tokenizer (else char)
         return settings
     own = next((m for m in members if hf.is_hf_spec(m) and hf.load_tokenizer(hf.hf_source(m)) is not None), None)
     return replace(settings, tokenizer=own or "char")

@@ -56,10 +56,12 @@ class GroupResult:
 
 
 def word_record(table: WordTable) -> dict[str, Any]:
-    """What recl.json says of a group in words: per member, the words it scores exactly (of those drawn), the
-    contexts read as their nearest tokens (per c), its method, and its perplexity per word and per byte (per c)."""
+    """What recl.json says of a group in words: the shared targets (word indices of the split's text), and per member
+    the words it scores exactly (of those drawn), the contexts read as their nearest tokens (per c), its method, and
+    its perplexity per word and per byte (per c)."""
     per_word, per_byte = table.word_perplexity(), table.byte_perplexity()
     return {"drawn": table.drawn, "shared": table.shared, "kept": len(table.targets), "kept_per_block": table.block_len,
+            "targets": table.targets.tolist(),
             "members": {name: {"covered": table.covered[name], "truncated": table.truncated[i].tolist(), "method": table.methods[i],
                                "word_perplexity": per_word[i].tolist(), "byte_perplexity": per_byte[i].tolist()}
                         for i, name in enumerate(table.members)}}

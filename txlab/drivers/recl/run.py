@@ -174,6 +174,7 @@ def _checkpoint_note(member: Member) -> str:
 
 
 ORACLE = "oracle (ground truth)"
+OWN_TOKENIZER = "each member's own"
 
 
 def collect_member(member: Member, corpus: Corpus, collection: Collection, settings: ReclSettings, progress: bool) -> LossTable:
@@ -358,7 +359,7 @@ def recl_groups(
     for group in groups:
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
-                 f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer})' if s.text else s.data or 'each preset its own'} | unit {s.unit} | "
+                 f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer or OWN_TOKENIZER})' if s.text else s.data or 'each preset its own'} | unit {s.unit} | "
                  f"grid {s.grid} | {s.blocks} blocks x {s.block_len} {'words' if s.unit == 'word' else 'targets'} "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}"
                  + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else ""))
