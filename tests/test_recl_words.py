@@ -65,3 +65,14 @@ def test_words_need_a_grid_and_refuse_placebo(tmp_path, cli, three_tokenizers):
     assert "give the grid" in cli.refused("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word")
     assert "placebo losses in words" in cli.refused("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word", *GRID,
                                                     "--set", "placebo=true")
+
+
+def test_the_words_study_reads_as_a_group_in_words_whose_presets_each_read_by_their_own_tokenizer():
+    from pathlib import Path
+
+    from txlab.drivers.recl.settings import load_study
+
+    study = load_study(Path(__file__).parent.parent / "studies" / "recl-words.yaml", "cpu-synthetic")
+    s = study.settings
+    assert s.unit == "word" and s.grid == "2:24:2" and s.placebo is None and not s.tokenizer
+    assert sorted(item.split("=", 1)[1] for item in s.member_sets) == ["char", "hf:runs/words-synthetic/bpe", "word"]

@@ -131,7 +131,7 @@ def test_every_profile_of_every_study_resolves_to_the_settings_it_had_before_pro
     each profile wrote its recipe out in full: the profiles that now extend another resolve to exactly those (and so
     do their run names, configurations and results)."""
     golden = json.loads((ROOT / "tests" / "golden" / "study-profiles.json").read_text())
-    assert sorted(golden) == sorted(p.name for p in (ROOT / "studies").glob("*.yaml")) == sorted(STUDY_KINDS)
+    assert sorted(golden) == sorted(STUDY_KINDS)  # the study files of that time; later ones never wrote a recipe out twice
     extending = []
     for name, (keys, settings) in STUDY_KINDS.items():
         path = ROOT / "studies" / name

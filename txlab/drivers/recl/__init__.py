@@ -3,7 +3,7 @@ checkpoints. One module per stage, read in this order:
 
 - :mod:`.settings`: :class:`~.settings.ReclSettings` (a study profile's keys, ``--set``), the study file, the command line over them;
 - :mod:`.groups`: each group's members resolved once (a :class:`~.groups.Member` each, once per training seed),
-  checked against each other, the settings' unset values given (``with_defaults``) and the one
+  checked against each other, the settings' unset values given (``collection_defaults``) and the one
   :class:`~txlab.measure.collection.Collection` every member is scored on;
 - :mod:`.plan`: the plan printed before anything runs (training, token-steps, FLOPs, an estimated time);
 - :mod:`.run`: ``recl_groups``, what the command does: per group one corpus load, then per training seed train what

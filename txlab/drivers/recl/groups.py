@@ -1,5 +1,5 @@
 """A group's members, resolved once: presets (trained when missing), run directories and Hugging Face checkpoints,
-once per training seed, checked against each other, with the settings' unset values given (:func:`with_defaults`)
+once per training seed, checked against each other, with the settings' unset values given (:func:`collection_defaults`)
 and the group's name made from what it collects.
 """
 
@@ -57,9 +57,15 @@ class Group:
     resolved: dict[int | None, list[Member]]
     """Training seed (None for a group without ``settings.train_seeds``) -> the members of that seed's group:
     its preset runs of that seed, its run directories and Hugging Face members as they are."""
-    asked: ReclSettings
-    """The settings as given (study profile and command line), unset ones still None: what the group is
-    resolved from, and resolved from again at another size."""
+    defaulted: tuple[str, ...] = ()
+    """The settings nobody gave, which took their default (:func:`collection_defaults`): unset again, the group
+    is resolved at another size with that size's defaults."""
+    suffix: str = ""
+    """What the group's name adds when it collects other targets than the usual ones (:func:`collection_suffix`)."""
+
+    def unset_defaults(self) -> ReclSettings:
+        """The settings as asked: the defaulted ones unset again."""
+        return replace(self.settings, **dict.fromkeys(self.defaulted))
 
     @property
     def seeds(self) -> list[int | None]:
@@ -83,10 +89,8 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
         numbers = [m for m in members if _is_number(m)]
         if numbers:
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
-        usual = ReclSettings()
-        group = resolve_group(list(members), command_line(_at_home(usual), options, sets))
-        named = name or default_group_name(members, group.settings) + collection_suffix(group, usual)
-        return [replace(group, name=named)]
+        group = resolve_group(list(members), command_line(_at_home(ReclSettings()), options, sets), ReclSettings())
+        return [replace(group, name=name or default_group_name(members, group.settings) + group.suffix)]
     chosen_study = load_study(study, profile)
     asked = command_line(_at_home(chosen_study.settings), options, sets)
     chosen = list(members) or list(chosen_study.groups)
@@ -96,15 +100,17 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
     corpus = f"-{asked.data}" if asked.data else f"-text-{Path(asked.text).stem}" if asked.text else ""
     groups = []
     for group in chosen:
-        resolved = resolve_group(chosen_study.groups[group], asked)
-        named = name if name and len(chosen) == 1 else f"{chosen_study.name}-{group}-{profile}{corpus}{collection_suffix(resolved, chosen_study.settings)}"
+        resolved = resolve_group(chosen_study.groups[group], asked, chosen_study.settings)
+        named = name if name and len(chosen) == 1 else f"{chosen_study.name}-{group}-{profile}{corpus}{resolved.suffix}"
         groups.append(replace(resolved, name=named))
     return groups
 
 
-def resolve_group(members: list[str], asked: ReclSettings, name: str = "") -> Group:
+def resolve_group(members: list[str], asked: ReclSettings, usual: ReclSettings | None = None, name: str = "") -> Group:
     """A group's members resolved once per training seed (:func:`resolve_member`) and checked against each
-    other (:func:`check_members`), and its settings with every unset one given its value (:func:`with_defaults`)."""
+    other (:func:`check_members`), its settings with every unset one given its default (:func:`collection_defaults`),
+    once, and its name's suffix where it collects otherwise than ``usual`` (the study profile's settings, or the
+    defaults; None: no suffix)."""
     settings = settle_tokenizer(asked, members)
     for item in settings.member_sets:  # a study's profile serves every group: a preset the group lacks is left alone
         named = item.partition(":")[0]
@@ -116,8 +122,11 @@ def resolve_group(members: list[str], asked: ReclSettings, name: str = "") -> Gr
         check_recipes(listed)
     if settings.unit == "word":
         check_word_group(next(iter(resolved.values())), settings)
-    settings = with_defaults(settings, next(iter(resolved.values())))
-    return Group(name, members, settings, settings.collection(), resolved, asked)
+    defaults = collection_defaults(settings, next(iter(resolved.values())))
+    defaulted = tuple(key for key in defaults if getattr(settings, key) is None)
+    settings = replace(settings, **{key: defaults[key] for key in defaulted})
+    suffix = "" if usual is None else collection_suffix(settings, usual, defaults)
+    return Group(name, members, settings, settings.collection(), resolved, defaulted, suffix)
 
 
 def member_overrides(settings: ReclSettings, members: Sequence[str]) -> dict[str, list[str]]:
@@ -172,13 +181,16 @@ usual collection): '-train_seeds-0-1-2' keeps a group over seeds apart from the 
 Member overrides (train.max_steps, ...) are not among them: the group's checks compare members' training."""
 
 
-def collection_suffix(group: Group, usual: ReclSettings) -> str:
+def collection_suffix(settings: ReclSettings, usual: ReclSettings, defaults: dict[str, Any]) -> str:
     """'' for the usual collection, else what differs, e.g. '-grid-20-480-20-blocks-16': a group scored
     on another grid or other targets gets its own folders, so its tables never replace the usual ones,
-    and the same command finds its own again. ``usual``: the study profile's settings, or the defaults
-    (resolved for the group's size and members as its own are)."""
-    baseline = with_defaults(replace(group.settings, **{key: getattr(usual, key) for key in NAMED_COLLECTION}), group.resolved[group.seeds[0]])
-    parts = [f"{key}-{getattr(group.settings, key)}" for key in NAMED_COLLECTION if getattr(group.settings, key) != getattr(baseline, key)]
+    and the same command finds its own again. ``usual``: the study profile's settings, or the defaults, each
+    unset one taking the group's default (``defaults``, :func:`collection_defaults`)."""
+    def usual_value(key: str) -> Any:
+        value = getattr(usual, key)
+        return defaults.get(key) if value is None else value
+
+    parts = [f"{key}-{getattr(settings, key)}" for key in NAMED_COLLECTION if getattr(settings, key) != usual_value(key)]
     return "".join(f"-{re.sub(r'[^A-Za-z0-9_.]+', '-', part).strip('-')}" for part in parts)
 
 
@@ -247,26 +259,28 @@ def member_span(member: Member) -> int | None:
     return member.config.model.training_span
 
 
-def with_defaults(settings: ReclSettings, members: Sequence[Member]) -> ReclSettings:
-    """``settings`` with every unset one given its value, here and nowhere else: at size paper the paper's grid
-    and 20 x 500 targets; at a smaller size a grid up to the members' longest training span and the 2,000
-    targets of the cpu profile, minutes on a laptop; placebo losses except on a synthetic corpus, whose
-    ideal model gives the truth. A value the study or the command line gave stays."""
+def collection_defaults(settings: ReclSettings, members: Sequence[Member]) -> dict[str, Any]:
+    """The value each setting nobody gave takes, here and nowhere else: at size paper the paper's grid and 20 x 500
+    targets; at a smaller size a grid up to the members' longest training span and the 2,000 targets of the cpu
+    profile, minutes on a laptop; placebo losses except on a synthetic corpus, whose ideal model gives the truth.
+    In words no grid follows from the members (a training span counts tokens: the grid is refused unset) and
+    placebo losses are off (not built in words yet)."""
     chosen: dict[str, Any] = dict(PAPER_COLLECTION if settings.size == "paper" else SMALL_COLLECTION)
-    if settings.unit == "word":  # a member's training span counts its own tokens, not words: the grid is the researcher's
+    if settings.unit == "word":
         if settings.grid is None:
             raise TxlabError("in words, give the grid (e.g. --set grid=2:40:2): a member's training span counts its own tokens "
                              "(256 characters are about 45 English words, 256 BPE tokens about 190), so no grid in words follows from it")
-        return replace(settings, **{key: value for key, value in chosen.items() if getattr(settings, key) is None}, placebo=False)
-    if settings.grid is None and settings.size != "paper":
+        return {**{key: value for key, value in chosen.items() if key != "grid"}, "placebo": False}
+    if settings.size != "paper":
         spans = [span for span in map(member_span, members) if span]
         if not spans:  # recurrent members only: in training their gradient reached one segment back
             spans = [m.config.model.tgt_len for m in members if m.config is not None]
-        if not spans:
+        if not spans and settings.grid is None:
             raise TxlabError("no member says how long a context it was trained on: give the grid, e.g. --set grid=32:512:32")
-        chosen["grid"] = scaled_grid(max(spans))
+        if spans:
+            chosen["grid"] = scaled_grid(max(spans))
     chosen["placebo"] = group_data(members, settings).corpus not in SYNTHETIC
-    return replace(settings, **{key: value for key, value in chosen.items() if getattr(settings, key) is None})
+    return chosen
 
 
 def group_data(members: Sequence[Member], settings: ReclSettings) -> DataConfig:

@@ -116,7 +116,7 @@ def plan_groups(groups: Sequence[Group], suggest_smaller: bool = False, gflops: 
     if suggest_smaller and is_long_on_cpu(plan, device) and has_presets:
         candidates = []
         for size in smaller_sizes(groups[0].settings.size):
-            smaller = [resolve_group(g.members, replace(g.asked, size=size), g.name) for g in groups]
+            smaller = [resolve_group(g.members, replace(g.unset_defaults(), size=size), name=g.name) for g in groups]
             s = smaller[0].settings
             candidates.append((f"--size {size} (grid {s.grid}, {s.blocks} x {s.block_len} targets)", group_plan(smaller, plan.gflops)))
         plan.faster = quickest(candidates)

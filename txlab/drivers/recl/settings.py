@@ -1,7 +1,7 @@
 """What a RECL run depends on besides its members: :class:`ReclSettings` (a study profile's keys, ``--set`` on the
 command line), the study file that names groups and profiles, and how the command line goes over them.
 
-A setting nobody gave stays unset (None) until :func:`~txlab.drivers.recl.groups.with_defaults` gives it the
+A setting nobody gave stays unset (None) until :func:`~txlab.drivers.recl.groups.collection_defaults` gives it the
 value of the size and the members; then :meth:`ReclSettings.collection` turns the settings into the one
 :class:`~txlab.measure.collection.Collection` every member of the group is scored on.
 """
@@ -39,7 +39,7 @@ preset members (``sets``); any other (``blocks=8``, ``slurm.partition=gpu``) set
 class ReclSettings:
     """Everything a RECL run depends on besides its members (the study profile's keys, ``--set`` on the command line).
 
-    A setting whose default is None is unset until given: :func:`with_defaults` gives it its value from
+    A setting whose default is None is unset until given: :func:`~txlab.drivers.recl.groups.collection_defaults` gives it its value from
     the size and the members, in that one place."""
 
     size: str = setting("cpu", "Size of preset members.", SIZES)
@@ -91,9 +91,9 @@ class ReclSettings:
 
     def collection(self) -> Collection:
         """What these settings collect, as one value: the grid parsed and checked (a grid given as text is refused
-        here). Called once per group, after :func:`~txlab.drivers.recl.groups.with_defaults` set every value."""
+        here). Called once per group, after :func:`~txlab.drivers.recl.groups.collection_defaults` set every value."""
         if self.grid is None or self.blocks is None or self.block_len is None:
-            raise ValueError("the collection is unset until with_defaults gives it its values")
+            raise ValueError("the collection is unset until collection_defaults gives it its values")
         return Collection(self.split, parse_grid(self.grid), self.blocks, self.block_len, self.seed, bool(self.placebo), unit=self.unit)
 
 
