@@ -33,6 +33,7 @@ def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_pa
     assert "unit word" in out and "words every member scores exactly" in out
     record = json.loads((tmp_path / "tables" / "mixed" / "recl.json").read_text())
     words = record["words"]
+    assert record["settings"]["placebo"] is True and "placebo_label" in record["rows"][0]  # on by default, in words too
     assert record["settings"]["unit"] == "word" and set(words["members"]) == {"bpe", "word-run", "char-run"}
     assert words["drawn"] == 20 and words["kept"] == record["n_targets"] == 2 * words["kept_per_block"]
     assert all(m["covered"] <= 20 for m in words["members"].values()) and words["shared"] <= min(m["covered"] for m in words["members"].values())
@@ -45,7 +46,7 @@ def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_pa
     tokenizers = [load_hf_tokenizer(members[0].removeprefix("hf:")), W.run_tokenizer(members[1]), W.run_tokenizer(members[2])]
     table = W.group_word_losses([W.WordMember(name, model, tok, getattr(model, "eval_tgt_len", None), model.context)
                                  for name, model, tok in zip(("bpe", "word-run", "char-run"), models, tokenizers)],
-                                valid, (1, 2, 4), 2, 10)
+                                valid, (1, 2, 4), 2, 10, placebo=True)
     ppl = np.array([words["members"][name]["word_perplexity"] for name in table.members])
     np.testing.assert_allclose(ppl, table.word_perplexity(), rtol=1e-6)
     assert np.all(np.isfinite([words["members"][name]["byte_perplexity"] for name in table.members]))
@@ -60,11 +61,9 @@ def test_mixed_tokenizers_in_tokens_are_refused_with_the_fix(tmp_path, cli, thre
     assert "--unit word" in out
 
 
-def test_words_need_a_grid_and_refuse_placebo(tmp_path, cli, three_tokenizers):
+def test_words_need_a_grid(tmp_path, cli, three_tokenizers):
     text, members = three_tokenizers
     assert "give the grid" in cli.refused("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word")
-    assert "placebo losses in words" in cli.refused("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word", *GRID,
-                                                    "--set", "placebo=true")
 
 
 def test_the_words_study_reads_as_a_group_in_words_whose_presets_each_read_by_their_own_tokenizer():

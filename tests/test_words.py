@@ -204,6 +204,43 @@ def test_txlab_tokenizers_give_the_hand_computed_loss_with_memory_and_segments(k
         assert naive.losses[0, j, i] == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=1e-4, abs=1e-4)
 
 
+def placebo_cells_of(table: W.WordTable, offset: int):
+    """(j, i, far text + near context, span) of each placebo cell, built from the definition: the c nearest words with
+    the whitespace before them, after the c' - c words that start ``offset`` words after the window's start w - c'."""
+    words = W.cut_words(TEXT)
+    n = len(words)
+    for j, (c, c2) in enumerate(zip(table.grid, table.grid[1:])):
+        extra = c2 - c
+        for i, w in enumerate(table.targets.tolist()):
+            f = (w - c2 + offset) % (n - extra)
+            far = TEXT[words.starts[f] : words.ends[f + extra - 1]]
+            yield j, i, far + TEXT[words.ends[w - c - 1] : words.ends[w - 1]], TEXT[slice(*words.span(w))]
+
+
+def test_placebo_cells_are_the_word_after_a_far_span_and_its_own_near_words():
+    tok = byte_level_bpe()
+    model = hf_model(tok.get_vocab_size())
+    with_placebo = W.group_word_losses([W.WordMember("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12, placebo=True, offset=3000)
+    assert with_placebo.placebo.shape == (1, len(GRID) - 1, len(with_placebo.targets))
+    for j, i, context, span in placebo_cells_of(with_placebo, 3000):
+        assert with_placebo.placebo[0, j, i] == pytest.approx(hand_hf(model, tok, context, span), rel=1e-4, abs=1e-4)
+    alone = W.group_word_losses([W.WordMember("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12)
+    assert alone.placebo is None and with_placebo.shared <= alone.shared  # a word is kept only where its placebo cells are exact too
+    at = {w: i for i, w in enumerate(alone.targets.tolist())}
+    common = [(i, at[w]) for i, w in enumerate(with_placebo.targets.tolist()) if w in at]
+    assert common  # the true losses of a word are the same with or without its placebo
+    np.testing.assert_allclose(with_placebo.losses[:, :, [i for i, _ in common]], alone.losses[:, :, [k for _, k in common]], rtol=1e-5, atol=1e-5)
+
+
+def test_placebo_cells_of_a_txlab_model_with_memory_are_the_hand_computed_ones():
+    tok = txlab_tokenizer("char")
+    model = txlab_model(len(tok.vocab))
+    table = W.group_word_losses([W.WordMember("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True)
+    offset = len(W.cut_words(TEXT)) // 2
+    for j, i, context, span in placebo_cells_of(table, offset):
+        assert table.placebo[0, j, i] == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=1e-4, abs=1e-4)
+
+
 def test_a_model_that_is_not_prefix_causal_is_read_one_forward_per_cell():
     tok = txlab_tokenizer("char")
     model = txlab_model(len(tok.vocab), pos_enc="vaswani")  # absolute positions, counted back from each chunk's end

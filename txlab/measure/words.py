@@ -41,6 +41,13 @@ are the naive forward's rows: the two methods give one table. ``auto`` takes the
 model. A context whose tokens do not fit the window of a capped model is read as its nearest tokens that do (the
 model's window ending at the span's last token), by its own forward, and counted (``truncated``).
 
+Placebo
+-------
+The placebo of a step c -> c' (txlab.measure.losses, in words): word w after a context whose c nearest words are its
+own, with the whitespace before the first of them, and whose c' - c words before those are a span of the text far
+away (``offset`` words on, half the text by default). It is scored as a true cell is, exact or left out (a word is
+covered only where its placebo cells are exact too), and read one forward per cell (:func:`placebo_cells`).
+
 Perplexity in words and bytes (:func:`word_perplexity`, :func:`byte_perplexity`) is pure numpy over the table.
 """
 
@@ -61,7 +68,7 @@ from txlab.data.registry import EOS, TEXT_CORPUS
 from txlab.data.tokenizers import HfTokenizer, parse_tokenizer, text_tokenizer
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
-from txlab.measure.losses import check_token_ids, is_prefix_causal, read_fresh, sample_blocks, scoring, target_nll
+from txlab.measure.losses import check_far, check_token_ids, far_starts, is_prefix_causal, read_fresh, sample_blocks, scoring, target_nll
 from txlab.models.interface import Context, LanguageModel
 from txlab.progress import Progress
 from txlab.runs.checkpoint import read_meta, saved_config
@@ -288,26 +295,53 @@ def member_cells(words: Words, encode: Encoder, targets: np.ndarray, grid: Seque
                  max_context: int | None) -> tuple[np.ndarray, dict[tuple[int, int], Cell]]:
     """(covered [G, T] bool, cells): every exact (c, w) of ``targets`` (word indices) for one member's encoder;
     cells are keyed by (grid index, target index)."""
-    keys, reads, follows = [], [], []
+    texts = []
     for j, c in enumerate(grid):
         for i, w in enumerate(targets.tolist()):
             lo, context_end = words.context(w, c)
-            _, span_end = words.span(w)
-            keys.append((j, i, context_end - lo))
-            reads.append(words.text[lo:span_end])
-            follows.append(words.text[lo : words.span(w + 1)[1]] if w + 1 < len(words) else None)
+            texts.append(((j, i), "", words.text[lo:context_end], words.text[slice(*words.span(w))], _next_span(words, w)))
+    return _exact_cells(texts, encode, max_context, (len(grid), len(targets)))
+
+
+def placebo_cells(words: Words, encode: Encoder, targets: np.ndarray, grid: Sequence[int], offset: int,
+                  max_context: int | None) -> tuple[np.ndarray, dict[tuple[int, int], Cell]]:
+    """(covered [G-1, T] bool, cells) of the placebo steps c -> c' = grid[j] -> grid[j+1], keyed by (j, target index):
+    word w read after a context whose c nearest words are its own (with the whitespace before the first of them) and
+    whose c' - c words before those are a far span of the text, ``offset`` words on (txlab.measure.losses.far_starts,
+    over words), exact as a true cell is (:func:`span_tokens`)."""
+    n, texts = len(words), []
+    for j, (c, c2) in enumerate(zip(grid, grid[1:])):
+        extra = c2 - c
+        far = far_starts(n, targets - c, extra, offset)  # [T]: each far span's first word
+        check_far(n, far, targets - c, targets, extra)
+        for i, (w, f) in enumerate(zip(targets.tolist(), far.tolist())):
+            distant = words.text[int(words.starts[f]) : int(words.ends[f + extra - 1])]
+            near = words.text[words.span(w - c)[0] : int(words.ends[w - 1])]  # the c words, with the whitespace before them
+            texts.append(((j, i), distant, near, words.text[slice(*words.span(w))], _next_span(words, w)))
+    return _exact_cells(texts, encode, max_context, (len(grid) - 1, len(targets)))
+
+
+def _next_span(words: Words, w: int) -> str | None:
+    return words.text[slice(*words.span(w + 1))] if w + 1 < len(words) else None
+
+
+def _exact_cells(texts: list[tuple[tuple[int, int], str, str, str, str | None]], encode: Encoder, max_context: int | None,
+                 shape: tuple[int, int]) -> tuple[np.ndarray, dict[tuple[int, int], Cell]]:
+    """(covered, cells) of ``texts``: per cell its key, the far text before its context ('' for a true cell), its
+    context, its span and the span after it (None at the text's end), each tokenized and kept where exact."""
+    reads = [far + context + span for _, far, context, span, _ in texts]
+    follow_index = [k for k, item in enumerate(texts) if item[4] is not None]
     read_encodings = encode(reads)
-    follow_index = [k for k, f in enumerate(follows) if f is not None]
-    follow_encodings = dict(zip(follow_index, encode([follows[k] for k in follow_index])))
-    covered = np.zeros((len(grid), len(targets)), dtype=bool)
+    follow_encodings = dict(zip(follow_index, encode([reads[k] + texts[k][4] for k in follow_index])))
+    covered = np.zeros(shape, dtype=bool)
     cells: dict[tuple[int, int], Cell] = {}
-    for k, (j, i, context_chars) in enumerate(keys):
+    for k, (key, far, context, _, _) in enumerate(texts):
         read = read_encodings[k]
-        first = span_tokens(read, follow_encodings.get(k), context_chars)
+        first = span_tokens(read, follow_encodings.get(k), len(far) + len(context))
         if first is None or (max_context is not None and len(read.ids) - first > max_context):
             continue  # not exact, or a span longer than the member's window
-        covered[j, i] = True
-        cells[j, i] = Cell(read.ids, first)
+        covered[key] = True
+        cells[key] = Cell(read.ids, first)
     return covered, cells
 
 
@@ -449,6 +483,8 @@ class WordTable:
     """int64 [M, G]: targets whose context did not fit the member's window and was read as its nearest tokens."""
     methods: tuple[str, ...]
     """Per member: 'window' or 'naive'."""
+    placebo: np.ndarray | None = None
+    """float32 [M, G-1, W]: the placebo losses of each step grid[j] -> grid[j+1] (:func:`placebo_cells`), when asked."""
 
     def word_perplexity(self) -> np.ndarray:
         """[M, G]: exp(mean nats per word)."""
@@ -468,13 +504,16 @@ def _method(member: WordMember, cells: dict[tuple[int, int], Cell], chunk_len: i
 
 
 def group_word_losses(members: Sequence[WordMember], text: str, grid: Sequence[int], n_blocks: int = 8, block_len: int = 250, *,
-                      seed: int = 0, method: str = "auto", batch_size: int = 16, progress: bool = False) -> WordTable:
+                      seed: int = 0, method: str = "auto", batch_size: int = 16, progress: bool = False, placebo: bool = False,
+                      offset: int | None = None) -> WordTable:
     """l(c, w) of every member on the words every member covers, in ``n_blocks`` blocks of ``block_len`` words drawn by
     ``seed`` after the first max(grid) words (txlab.measure.losses.sample_blocks, in words).
 
     A block keeps the words of it that every member covers at every c; every block then keeps its first ``k`` of
     them, k the fewest any block kept, so that the blocks stay of one length (what the block bootstrap resamples).
-    Coverage is found first, by the tokenizers alone, so only the words kept are read by the models."""
+    Coverage is found first, by the tokenizers alone, so only the words kept are read by the models. With ``placebo``,
+    a word is covered only where its placebo cells are exact too, and the placebo losses of every step are read one
+    forward per cell (:func:`placebo_cells`; far spans ``offset`` words on, default half the text)."""
     grid = tuple(int(c) for c in grid)
     if not members:
         raise TxlabError("a group needs at least one member")
@@ -489,8 +528,13 @@ def group_word_losses(members: Sequence[WordMember], text: str, grid: Sequence[i
     starts = sample_blocks(len(words), n_blocks, block_len, max(grid), seed)
     encoders = [text_encoder(m.tokenizer) for m in members]
     blocks = [np.arange(start, start + block_len, dtype=np.int64) for start in starts.tolist()]  # [block_len] word indices each
-    covered = np.array([[member_cells(words, encode, block, grid, m.model.max_context)[0].all(axis=0) for block in blocks]
-                        for m, encode in zip(members, encoders)])  # [M, n_blocks, block_len]: exact at every c
+    offset = len(words) // 2 if offset is None else offset
+
+    def exact(member: WordMember, encode: Encoder, block: np.ndarray) -> np.ndarray:  # [len(block)]: exact at every c (and step)
+        ok = member_cells(words, encode, block, grid, member.model.max_context)[0].all(axis=0)
+        return ok & placebo_cells(words, encode, block, grid, offset, member.model.max_context)[0].all(axis=0) if placebo else ok
+
+    covered = np.array([[exact(m, encode, block) for block in blocks] for m, encode in zip(members, encoders)])  # [M, n_blocks, block_len]
     shared = covered.all(axis=0)  # [n_blocks, block_len]
     k = int(shared.sum(axis=1).min())
     if k == 0:
@@ -499,6 +543,7 @@ def group_word_losses(members: Sequence[WordMember], text: str, grid: Sequence[i
                          f"drawn: {counts}): use longer blocks, or members whose tokenizers split at spaces")
     targets = np.concatenate([block[np.flatnonzero(keep)[:k]] for block, keep in zip(blocks, shared)])  # [W]
     losses = np.zeros((len(members), len(grid), len(targets)), dtype=np.float32)  # [M, G, W]
+    placebo_losses = np.zeros((len(members), len(grid) - 1, len(targets)), dtype=np.float32) if placebo else None  # [M, G-1, W]
     truncated = np.zeros((len(members), len(grid)), dtype=np.int64)  # [M, G]
     methods = []
     with Progress(total=len(members) * n_blocks, desc="word losses", unit="block", disable=not progress, leave=False) as bar:
@@ -521,8 +566,13 @@ def group_word_losses(members: Sequence[WordMember], text: str, grid: Sequence[i
                         losses[mi, j, b * k + i] = value
                     for j, _ in cut:
                         truncated[mi, j] += 1
+                    if placebo_losses is not None:
+                        _, far_cells = placebo_cells(words, encode, block, grid, offset, member.model.max_context)
+                        values, _ = naive_cells(member.model, far_cells, chunk_len, batch_size)
+                        for (j, i), value in values.items():
+                            placebo_losses[mi, j, b * k + i] = value
                     bar.update(1)
     return WordTable(
         tuple(m.name for m in members), grid, losses, targets, k, starts, words.span_bytes(targets), n_blocks * block_len,
-        {m.name: int(n) for m, n in zip(members, covered.sum(axis=(1, 2)))}, int(shared.sum()), truncated, tuple(methods),
+        {m.name: int(n) for m, n in zip(members, covered.sum(axis=(1, 2)))}, int(shared.sum()), truncated, tuple(methods), placebo_losses,
     )

@@ -263,14 +263,14 @@ def collection_defaults(settings: ReclSettings, members: Sequence[Member]) -> di
     """The value each setting nobody gave takes, here and nowhere else: at size paper the paper's grid and 20 x 500
     targets; at a smaller size a grid up to the members' longest training span and the 2,000 targets of the cpu
     profile, minutes on a laptop; placebo losses except on a synthetic corpus, whose ideal model gives the truth.
-    In words no grid follows from the members (a training span counts tokens: the grid is refused unset) and
-    placebo losses are off (not built in words yet)."""
+    In words no grid follows from the members (a training span counts tokens: the grid is refused unset), and
+    placebo losses are on (a text in words has no ideal model)."""
     chosen: dict[str, Any] = dict(PAPER_COLLECTION if settings.size == "paper" else SMALL_COLLECTION)
     if settings.unit == "word":
         if settings.grid is None:
             raise TxlabError("in words, give the grid (e.g. --set grid=2:40:2): a member's training span counts its own tokens "
                              "(256 characters are about 45 English words, 256 BPE tokens about 190), so no grid in words follows from it")
-        return {**{key: value for key, value in chosen.items() if key != "grid"}, "placebo": False}
+        return {**{key: value for key, value in chosen.items() if key != "grid"}, "placebo": True}
     if settings.size != "paper":
         spans = [span for span in map(member_span, members) if span]
         if not spans:  # recurrent members only: in training their gradient reached one segment back
@@ -326,10 +326,8 @@ def check_members(members: Sequence[Member], unit: str = "token") -> None:
 
 
 def check_word_group(members: Sequence[Member], settings: ReclSettings) -> None:
-    """Before any model runs, in words: the group has a text (the settings', else its txlab runs' own text), every
-    member brings a tokenizer of text, and placebo losses are not asked for (in words they are not built yet)."""
-    if settings.placebo:
-        raise TxlabError("placebo losses in words are not built yet: give --set placebo=false with --unit word, or score in tokens")
+    """Before any model runs, in words: the group has a text (the settings', else its txlab runs' own text) and every
+    member brings a tokenizer of text."""
     word_text(members, settings)
     for m in members:
         if m.source and hf.load_tokenizer(m.source) is None:

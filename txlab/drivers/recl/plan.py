@@ -95,7 +95,8 @@ def _plan_members(plan: Plan, members: Sequence[Member], group: Group, every_see
     if c.unit == "word":
         plan.add(f"  collect losses in words of {len(members)} models on {c.blocks} blocks x {c.block_len} words of {c.split} at contexts "
                  f"{grid[0]}..{grid[-1]} words ({len(grid)} lengths), each read with its own tokenizer from a fresh start: up to "
-                 f"{c.token_steps() / 1e6:.1f}M word-steps each, times the member's tokens per word, on {group.settings.device} "
+                 f"{c.token_steps() / 1e6:.1f}M word-steps each, times the member's tokens per word"
+                 + (", and each placebo (c, w) by its own forward" if c.placebo else "") + f", on {group.settings.device} "
                  "(the words some member cannot score exactly are left out, so fewer are read; nothing is kept between runs)")
         return
     plan.add(f"  collect losses of {len(members)} models on {c.blocks} blocks x {c.block_len} targets of {c.split} at contexts "

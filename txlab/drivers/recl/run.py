@@ -209,11 +209,11 @@ def collect_words(members: Sequence[Member], text: str, collection: Collection, 
     tokens and counted (``truncated``)."""
     c = collection
     table = group_word_losses([word_member(m, settings) for m in members], text, c.grid, c.blocks, c.block_len, seed=c.seed,
-                              method=c.method, batch_size=settings.batch_size, progress=progress)
+                              method=c.method, batch_size=settings.batch_size, progress=progress, placebo=c.placebo)
     labels = [m.label for m in members]
     text_sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
     losses = GroupLosses(labels, table.losses, table.grid, table.targets, table.block_len, text_sha256, dict.fromkeys(labels),
-                         [m.run_dir for m in members])
+                         [m.run_dir for m in members], table.placebo)
     return losses, table
 
 
@@ -363,10 +363,7 @@ def recl_groups(
                  f"grid {s.grid} | {s.blocks} blocks x {s.block_len} {'words' if s.unit == 'word' else 'targets'} "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}"
                  + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else ""))
-        if not s.placebo and s.unit == "word":
-            announce("  placebo off: in words it is not built yet, so nothing tells a gain from context apart from noise that the min() "
-                     "over models turns into gain")
-        elif not s.placebo:
+        if not s.placebo:
             synthetic = group_data(group.resolved[group.seeds[0]], s).corpus in SYNTHETIC
             announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"
                      + ("; on this synthetic corpus the ideal model's row gives the truth" if synthetic else " (--set placebo=true)"))
