@@ -243,10 +243,8 @@ def eval_command(
     <home>/results/eval/.
     """
     from txlab.data.diagnostics import format_summary
-    from txlab.devices import check_device
     from txlab.runs.evaluate import EvalSettings, evaluate_checkpoint, evaluate_run
 
-    check_device(device)
     if str(run_dir).startswith("hf:"):
         from txlab.drivers.recl.groups import settle_tokenizer
         from txlab.drivers.recl.settings import ReclSettings
@@ -329,9 +327,6 @@ def roles(
     if from_records:
         result = redraw_roles(run_dirs, out or default, split=split, max_tokens=max_tokens, title=title)
     else:
-        from txlab.devices import check_device
-
-        check_device(device)
         result = score_roles(run_dirs, out or default, split=split, max_tokens=max_tokens, device=device, title=title, progress=not quiet)
     for run in result["runs"]:
         typer.echo(f"{run['label']} ({run['run_dir']}, step {run['step']}): loss {run['loss']:.4f}\n{format_summary(run['by_role'])}\n")
@@ -448,10 +443,6 @@ def speed(
     from txlab.measure.speed import command_line, contention_warning, speed_table, table9_markdown
     from txlab.workspace import resolve
 
-    if device is not None:
-        from txlab.devices import check_device
-
-        check_device(device)
     if name is not None:
         from txlab.workspace import check_name
 
@@ -649,7 +640,6 @@ def attention_command(
     content-content, (b) content-position and (d) global position bias, each alone. Writes PNG, PDF
     and the numbers as CSV to <out-dir>/<run name>/.
     """
-    from txlab.devices import check_device
     from txlab.measure.attention import attention_analysis, redraw_attention
 
     if from_csv:
@@ -659,7 +649,6 @@ def attention_command(
         if json_output:
             print_json({"files": result["files"]})
         return
-    check_device(device)
     chosen = [t.strip() for t in terms.split(",") if t.strip()] if terms else None
     result = attention_analysis(run_dir, split=split, n_targets=tokens, tgt_len=tgt_len, mem_len=mem_len, batch_size=batch_size,
                                 heads=heads, sample_rows=sample_rows, terms=chosen, out_dir=out_dir, device=device, progress=not quiet)
@@ -701,10 +690,8 @@ def generate_command(
     words become <unk> (with a warning) where the vocabulary has it. Example:
     txlab generate runs/results/models/xl128m-cpu-tinyshakespeare --prompt "ROMEO:" --tokens 200 --seed 1
     """
-    from txlab.devices import check_device
     from txlab.measure.generate import generate
 
-    check_device(device)
     say = (lambda message: None) if quiet else (lambda message: typer.echo(message, err=True))
     result = generate(run_dir, prompt=prompt, prompt_file=prompt_file, n_tokens=tokens, top_k=top_k, temperature=temperature,
                       seed=seed, device=device, top_p=top_p, on_text=lambda text: typer.echo(text, nl=False),

@@ -20,6 +20,7 @@ from txlab.analysis.figures import SPLIT_NAMES, models_in_words, sized_label
 from txlab.analysis.roles import role_figure
 from txlab.config import RunConfig, load_config
 from txlab.data.registry import corpus_in_words
+from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.fileio import read_json
 from txlab.runs.evaluate import EvalSettings, evaluate_run, evaluation_context
@@ -65,6 +66,7 @@ def score_roles(
     run_dirs: list[Path], out: Path, *, split: str = "valid", max_tokens: int = 0, device: str = "cpu", title: str = "", progress: bool = True
 ) -> dict[str, Any]:
     """Score every run by role (records written to each RUN/eval/) and draw the group's figure at ``out``."""
+    check_device(device)
     configs = [_config(run_dir) for run_dir in run_dirs]
     settings = EvalSettings(split=split, max_tokens=max_tokens, by_role=True)
     scored = [evaluate_run(Path(run_dir), settings, device=device, progress=progress) for run_dir in run_dirs]

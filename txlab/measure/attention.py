@@ -49,6 +49,7 @@ from txlab.config import RunConfig, load_config, update_dataclass
 from txlab.data.batching import batchify
 from txlab.data.corpus import Corpus, load_corpus_for_model
 from txlab.data.registry import corpus_in_words
+from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.fileio import read_json, write_json_atomic, write_text_atomic
 from txlab.models.attention import SCORE_TERMS, AttentionRecord
@@ -227,6 +228,7 @@ def attention_analysis(
     run_dir = Path(run_dir)
     if n_targets < 0 or heads < 1 or sample_rows < 1:
         raise TxlabError("--tokens must be >= 0 (0 = the whole split), --heads and --sample-rows >= 1")
+    check_device(device)
     ckpt, corpus = _load(run_dir, split, device)
     model: TransformerXL = ckpt.model.eval()
     terms, notes = _check_terms(model, terms)

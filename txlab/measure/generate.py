@@ -250,6 +250,7 @@ def generate(
         raise TxlabError(f"--top-p must be above 0 and at most 1 (1 keeps every token of the top k), got {top_p}")
     TEMPERATURE.check(temperature, "--temperature")
     SEED.check(seed, "--seed")
+    check_device(device)
     if prompt_file is not None:
         try:
             prompt = read_text_file(prompt_file, MAX_PROMPT_BYTES, "the prompt file")
@@ -298,7 +299,6 @@ def generate(
 def _hf_generator(spec: str, prompt: str, device: str, on_text: Callable[[str], None]) -> tuple[LanguageModel, list[int], Callable[[int], str]]:
     """A Hugging Face checkpoint, the prompt's ids under its own tokenizer (no special tokens), and the
     text each sampled id adds; the prompt's text goes to ``on_text`` as the tokenizer reads it back."""
-    check_device(device)
     model = hf.load_causal_lm(spec, device=device)
     tokenizer = hf.load_tokenizer(model.source)
     if tokenizer is None:

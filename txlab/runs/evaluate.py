@@ -29,9 +29,10 @@ import torch
 
 from txlab.config import NON_NEGATIVE, DataConfig, EvalConfig, ModelConfig, setting, update_dataclass
 from txlab.data.batching import eval_segments
-from txlab.data.corpus import Corpus, check_corpus_dir_applies, load_corpus_for_model
+from txlab.data.corpus import Corpus, check_corpus_dir_applies, load_corpus, load_corpus_for_model
 from txlab.data.registry import EOS
 from txlab.data.diagnostics import role_summary
+from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
 from txlab.models import hf
@@ -297,6 +298,7 @@ def evaluate_run(
     every setting that changes the number is in the name (the batch size too: streams cut the split into
     pieces that each start without context), so records of other settings never overwrite each other.
     """
+    check_device(device)
     settings = settings or EvalSettings()
     split, max_tokens, mem_len, same_length = settings.split, settings.max_tokens, settings.mem_len, settings.same_length
     ckpt = load_checkpoint(run_dir, map_location=device)
@@ -410,9 +412,6 @@ def evaluate_checkpoint(
     context, the strided protocol). ``precision``: the weights' and the computation's (txlab.models.hf.load_causal_lm).
     The record goes to ``<home>/results/eval/<name>-<fingerprint>/``.
     """
-    from txlab.data.corpus import load_corpus
-    from txlab.devices import check_device
-    from txlab.models import hf
     from txlab.workspace import resolve
 
     check_device(device)
