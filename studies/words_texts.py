@@ -82,9 +82,10 @@ def truth(group_dir: Path, rs: list[float]) -> None:
     grid = tuple(record["grid"])
     losses = np.stack([ideal.oracle_loss(c)[targets] for c in grid])[None]  # [1, G, W]
     rows = table8.recl_rows(table8.GroupTable(losses, grid, ["ideal"]), rs=rs)
-    print(f"ideal model on the {len(targets):,} shared words: " + ", ".join(f"r {row.r:g}: {row.label}" for row in rows))
+    print(f"ideal model on the {len(targets):,} shared words: " + ", ".join(f"r {row.r:g}: {row.cell()}" for row in rows))
     for row in record["rows"]:
-        print(f"  {row['model']} r {row['r']:g}: {row['label']}")
+        placebo = f", placebo-aware {row['placebo_label']}" if "placebo_label" in row else ""
+        print(f"  {row['model']} r {row['r']:g}: {row['label']}{placebo}")
 
 
 def main() -> None:

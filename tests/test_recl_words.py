@@ -73,5 +73,5 @@ def test_the_words_study_reads_as_a_group_in_words_whose_presets_each_read_by_th
 
     study = load_study(Path(__file__).parent.parent / "studies" / "recl-words.yaml", "cpu-synthetic")
     s = study.settings
-    assert s.unit == "word" and s.grid == "2:24:2" and s.placebo is None and not s.tokenizer
+    assert s.unit == "word" and s.grid == "4:32:2" and s.placebo is None and not s.tokenizer
     assert sorted(item.split("=", 1)[1] for item in s.member_sets) == ["char", "hf:runs/words-synthetic/bpe", "word"]

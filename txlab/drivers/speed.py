@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from txlab.config import override_settings
-from txlab.devices import check_device
+from txlab import devices
 from txlab.errors import TxlabError
 from txlab.measure.speed import DEFAULT_GPU_BATCH, MIN_VANILLA_CALLS, PAPER_ATTN_LENS, PRESET, SpeedSettings, check_request, timed_config
 from txlab.runs.evaluate import evaluation_context
@@ -86,7 +86,7 @@ def resolve_study(path: str | Path | None, profile: str, attn_lens: Sequence[int
     the study's table; the same command names the same table."""
     study = load_study(path, profile) if path else SpeedStudy("table9", list(PAPER_ATTN_LENS), "", SpeedSettings())
     settings = override_settings(study.settings, options, sets)
-    check_device(settings.device, "--device" if (options or {}).get("device") is not None else "device")
+    devices.check_device(settings.device, "--device" if (options or {}).get("device") is not None else "device")
     name = study.name + "".join(name_part(key, getattr(settings, key)) for key in NAMED_SETTINGS
                                 if getattr(settings, key) != getattr(study.settings, key))
     return SpeedStudy(name, list(attn_lens) or study.attn_lens, study.profile, settings)
