@@ -3,6 +3,7 @@ the committed runs, the docs' verdicts are the code's, and the README's numbers 
 
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -425,3 +426,30 @@ def test_the_docs_sentences_on_table7_and_the_intervals_quote_the_committed_file
     lowest_xl = min(int(c.split(" [")[0]) for c in second["xl128m"])
     assert f"its intervals ({vanilla}, each `seed-<s>/table8.md`) overlap the other three members' in every seed, and an XL seed reads below it ({lowest_xl})" in evidence
     assert lowest_xl < 128
+
+
+SETTINGS_THAT_MOVE_NUMBERS = ("size", "data", "text", "tokenizer", "sets", "train_seeds", "rs", "grid", "blocks", "block_len", "split", "seed",
+                              "n_boot", "placebo", "precision")
+"""What a RECL group's tables depend on besides its members' own overrides (member_sets): where it runs (device, models_root,
+launcher) and whether it may train (train_missing) do not change them."""
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in (ROOT / "results" / "recl").glob("*/table8-seeds.json")))
+def test_every_multi_seed_recl_folder_records_the_command_and_profile_that_made_it(folder):
+    from txlab.drivers.recl.groups import resolve_groups
+
+    record = json.loads((ROOT / "results" / "recl" / folder / "table8-seeds.json").read_text())
+    readme = (ROOT / "results" / "recl" / folder / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"^    txlab --home \. recl --study (\S+) --profile (\S+) (\S+)((?: --set \S+)*)$", readme, re.M)
+    assert command, f"{folder}/README.md names no command"
+    study, profile, group, sets = command.groups()
+    assert re.search(r"commit [0-9a-f]{7}", readme) and ("Reconstructed from" in readme or "recorded" in readme)
+    [resolved] = resolve_groups([group], ROOT / study, profile, None, sets=re.findall(r"--set (\S+)", sets))
+    assert resolved.name == folder and resolved.members == record["members"]
+    settings = asdict(resolved.settings)
+    assert {key: settings[key] for key in SETTINGS_THAT_MOVE_NUMBERS} == {key: record["settings"].get(key, settings[key]) for key in SETTINGS_THAT_MOVE_NUMBERS}
+    ours = lambda items: sorted(item for item in items if item.partition(":")[0] in resolved.members)  # noqa: E731
+    assert ours(settings["member_sets"]) == ours(record["settings"]["member_sets"])
+    assert record["settings"]["train_missing"] == settings["train_missing"]  # a --set the README names is the one the record kept
+    for seed, run_dirs in record["run_dirs"].items():  # the runs it read are committed beside it
+        assert all((ROOT / run_dir / "config.yaml").is_file() for run_dir in run_dirs), seed
