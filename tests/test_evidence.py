@@ -453,3 +453,37 @@ def test_every_multi_seed_recl_folder_records_the_command_and_profile_that_made_
     assert record["settings"]["train_missing"] == settings["train_missing"]  # a --set the README names is the one the record kept
     for seed, run_dirs in record["run_dirs"].items():  # the runs it read are committed beside it
         assert all((ROOT / run_dir / "config.yaml").is_file() for run_dir in run_dirs), seed
+
+
+def recl_records() -> list[Path]:
+    """Every committed RECL table's record (recl.json: one group, or one training seed of a group)."""
+    return sorted((ROOT / "results" / "recl").glob("**/recl.json"))
+
+
+def today_stream(record: Path) -> str | None:
+    """The valid-split stream hash today's code gives the corpus a RECL record's first run was trained on (None off the
+    synthetic corpora, whose text is not generated here, or where that run's config is not committed)."""
+    from txlab.data.corpus import load_corpus
+
+    run = ROOT / json.loads(record.read_text())["run_dirs"][0]
+    if not (run / "config.yaml").is_file():  # the fresh clone's rerun read runs of its own workspace, not committed
+        return None
+    config = load_config(run / "config.yaml")
+    return load_corpus(config.data, progress=False).token_stream_hash("valid") if config.data.corpus in synthetic.VARIANTS else None
+
+
+def test_the_pilot_made_on_an_earlier_recall_small_says_so_with_both_streams():
+    record = ROOT / "results" / "recl" / "pilots-v3-rnn" / "recl.json"
+    made, today = json.loads(record.read_text())["token_stream_sha256"], today_stream(record)
+    readme = " ".join((record.parent / "README.md").read_text(encoding="utf-8").split())
+    assert made != today and "made on an earlier `recall-small`" in readme
+    assert f"records the valid split's sha256 {made[:8]}..., and `recall-small` gives {today[:8]}... today" in readme
+
+
+@pytest.mark.slow  # generates every synthetic corpus a committed table was scored on (about 2 s each)
+def test_every_other_recl_table_on_a_synthetic_corpus_reads_the_stream_its_corpus_gives_today():
+    for record in recl_records():
+        earlier = (record.parent / "README.md").is_file() and "made on an earlier" in (record.parent / "README.md").read_text()
+        today = today_stream(record)
+        if today is not None and not earlier:
+            assert json.loads(record.read_text())["token_stream_sha256"] == today, record.parent.name
