@@ -367,7 +367,7 @@ def recl_groups(
             synthetic = group_data(group.resolved[group.seeds[0]], s).corpus in SYNTHETIC
             announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"
                      + ("; on this synthetic corpus the ideal model's row gives the truth" if synthetic else " (--set placebo=true)"))
-    streams = [corpus.token_stream_hash(group.collection.split) if corpus else None for group, corpus in zip(groups, corpora)]
+    streams = [source.token_stream_hash(group.collection.split) if isinstance(source, Corpus) else None for group, source in zip(groups, sources)]
     announce(plan_groups(groups, study is None, streams=streams).describe())  # blocks on disk found by the stream where it is read
     if dry_run:
         return []
