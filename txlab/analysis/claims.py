@@ -313,10 +313,16 @@ def evaluate_claims(scores: pd.DataFrame, claims: Sequence[Claim], alpha: float 
     read_again = {i: pair_scores(claim, as_trained.scores, "value", "loss") for i, claim in enumerate(claims)
                   if {claim.better, claim.worse} & as_trained.rows}
     family = evaluate_family([read_again[i] if i in read_again and read_again[i].seeds else p for i, p in enumerate(paired)], alpha)
-    untested = lambda t: replace(t, seeds=(), better_values=(), worse_values=(), differences=(), p_value=math.nan,  # noqa: E731
-                                 smallest_p=1.0, holm_p=math.nan, verdict=UNTESTED)
-    return [replace(t, as_trained=(family[i] if read_again[i].seeds else untested(family[i])) if i in read_again else None)
-            for i, t in enumerate(tested)]
+    out = []
+    for i, t in enumerate(tested):
+        if i not in read_again:
+            out.append(t)
+        elif read_again[i].seeds:
+            out.append(replace(t, as_trained=family[i]))
+        else:  # a run lacks its as-trained record: the claim is not read so
+            out.append(replace(t, as_trained=replace(family[i], seeds=(), better_values=(), worse_values=(), differences=(), p_value=math.nan,
+                                                     smallest_p=1.0, holm_p=math.nan, verdict=UNTESTED)))
+    return out
 
 
 def _row_cell(values: Sequence[float]) -> str:
