@@ -124,3 +124,48 @@ def test_ablation_report_reads_each_row_one_way_in_table_claims_and_figure(tmp_p
     assert list(claims["family_size"]) == [1] and claims.loc[0, "better_mean"] == pytest.approx(31.0)
     points = pd.read_csv(tmp_path / "figures" / "ppl-vs-attn-len.csv").set_index(["row_id", "attn_len"])
     assert points.loc[("xl", 32), "mean"] == pytest.approx(31.0) and points.loc[("xl", 32), "sd"] == pytest.approx(xl.best.sd)
+
+
+def test_a_row_without_recurrence_scored_with_memory_is_read_again_from_its_as_trained_records(tmp_path, study_run):
+    import json
+
+    import yaml
+
+    from txlab.analysis.claims import Claim
+
+    out = tmp_path / "results"
+
+    def as_trained(run: Path, ppl: float, **differs) -> None:
+        """An evaluation record of the run read as it trained (segment 16, no memory, 8 streams), unless ``differs``."""
+        (run / "eval").mkdir(exist_ok=True)
+        record = {"loss": math.log(ppl), "ppl": ppl, "tokens": 100, "split": "valid", "tgt_len": 16, "mem_len": 0, "clamp_len": 0,
+                  "same_length": False, "batch_size": 8, "streams": "exact", "precision": "fp32", "max_tokens": 100, **differs}
+        (run / "eval" / f"valid-{len(list((run / 'eval').iterdir()))}.json").write_text(json.dumps(record))
+
+    for seed in range(2):
+        for row, ppl, trained in (("ours", 10.0, 12.0), ("absolute", 40.0, 11.0)):
+            run = study_run(out, f"{row}-s{seed}", row, seed, {16: ppl, 32: ppl}, mem_len=0, init_len=16)
+            cfg = yaml.safe_load((run / "config.yaml").read_text())
+            (run / "config.yaml").write_text(yaml.safe_dump({**cfg, "train": {**cfg["train"], "batch_size": 8}}))
+            for score in (run / "ablate").glob("attn*.json"):  # the protocol gave it a memory of A tokens
+                length = int(score.name.split("-")[0].removeprefix("attn"))
+                score.write_text(json.dumps({**json.loads(score.read_text()), "mem_len": length}))
+            as_trained(run, 99.0, mem_len=16)  # read with a memory: not as it trained
+            as_trained(run, 99.0, max_tokens=0)  # on other targets
+            if seed == 0 or row == "ours":
+                as_trained(run, trained)
+    result = write_ablation_report(out, tmp_path / "figures", [("ppl_best", "PPL best")], [f"{r}-s{s}" for r in ("ours", "absolute") for s in range(2)],
+                                   claims=[Claim("relative beats absolute", "ours", "absolute")])
+    [claim] = result.claims
+    assert claim.better_values == (10.0, 10.0) and claim.wins == 2
+    # as trained the absolute row reads 11 against 12: the claim turns; seed 1 of it has no such record
+    again = claim.as_trained
+    assert (again.seeds, again.better_values, again.worse_values, again.wins) == ((0,), (12.0,), (11.0,), 0)
+    assert again.differences == pytest.approx((math.log(11 / 12),))
+    assert "| ↳ the same, as trained | ours | absolute | as trained | 1 (0 won) | 12.00 | 11.00 |" in (out / "claims.md").read_text()
+    # a row with memory in training is scored as it trained by the protocol: no second reading
+    study_run(out, "xl-s0", "xl", 0, {16: 9.0, 32: 8.0})
+    study_run(out, "shaw-s0", "shaw", 0, {16: 9.5, 32: 8.5}, pos_enc="shaw")
+    result = write_ablation_report(out, tmp_path / "figures", [("ppl_best", "PPL best")], ["xl-s0", "shaw-s0", "ours-s0"],
+                                   claims=[Claim("recurrence helps", "xl", "ours"), Claim("ours beats Shaw", "xl", "shaw")])
+    assert result.claims[0].as_trained.verdict == "untested" and result.claims[1].as_trained is None

@@ -12,6 +12,7 @@ from txlab.analysis.claims import (
     NOT_SHOWN,
     UNTESTED,
     VERDICTS,
+    AsTrained,
     Claim,
     PairedScores,
     claims_markdown,
@@ -134,9 +135,46 @@ def test_claims_pair_the_seeds_both_rows_finished_on_log_perplexity():
     assert (record["seed_ids"], record["better_values"], record["ratio"], record["holm_p"], record["test"]) == ("0 2", "10.0000 30.0000", pytest.approx(2.0), 0.5, "one-sided")
     text = claims_markdown([by_best, by_init])
     assert ("| recurrence helps | xl | norecur | ppl_best | 2 (2 won) | 20.00 ± 14.14 (10.00 / 30.00) | 40.00 ± 28.28 (20.00 / 60.00) "
-            "| +0.693 (x2.00) | 0.25 | 0.25 | 0.5 | underpowered (needs 6 seeds) |") in text
+            "| +0.693 (x2.00) | +0.693 (x2.00) | 0.25 | 0.25 | 0.5 | underpowered (needs 6 seeds) |") in text
     assert "Holm's method across the 2 tested claims of this table" in text and "alpha = 0.05" in text
     assert "optimistic by that choice" in text  # a ppl_best claim says its length was chosen in-sample
+
+
+def test_the_median_difference_stands_beside_the_mean_where_one_seed_makes_the_mean():
+    # six seeds a hair apart (x1.01) and one stalled seed (x2): the mean says x1.11, the median x1.01
+    [t] = evaluate_family([paired("one stall", [10.0] * 7, [10.1] * 6 + [20.0])])
+    assert math.exp(t.diff_mean) == pytest.approx(1.01 ** (6 / 7) * 2 ** (1 / 7)) and math.exp(t.diff_median) == pytest.approx(1.01)
+    assert (t.record()["diff_median_nats"], t.record()["ratio_median"]) == (pytest.approx(math.log(1.01)), pytest.approx(1.01))
+    assert "| +0.108 (x1.11) | +0.010 (x1.01) |" in claims_markdown([t])
+
+
+def test_a_claim_on_a_row_scored_with_a_memory_it_never_trained_with_is_read_again_as_trained():
+    seeds = range(7)
+    protocol = pd.DataFrame([{"row_id": row, "seed": s, "ppl_best": ppl} for s in seeds
+                             for row, ppl in (("xl", 10.0), ("norecur", 20.0), ("absolute", 80.0), ("shaw", 11.0))])
+    protocol = protocol.assign(ppl_init=protocol["ppl_best"], loss_best=np.log(protocol["ppl_best"]), loss_init=np.log(protocol["ppl_best"]))
+    # read as trained, the absolute row loses in 5 seeds of 7 only; the recurrent row has no as-trained record
+    trained = pd.DataFrame([{"row_id": "norecur", "seed": s, "value": 20.0} for s in seeds]
+                           + [{"row_id": "absolute", "seed": s, "value": 22.0 if s < 5 else 19.0} for s in seeds])
+    as_trained = AsTrained(frozenset({"norecur", "absolute"}), trained.assign(loss=np.log(trained["value"])))
+    claims = [Claim("recurrence helps", "xl", "norecur"), Claim("relative beats absolute", "norecur", "absolute"),
+              Claim("ours beats Shaw", "xl", "shaw")]
+    recurrence, relative, shaw = evaluate_claims(protocol, claims, as_trained=as_trained)
+    assert relative.verdict == HOLDS and relative.p_value == 1 / 128  # the protocol's reading: 7 of 7
+    again = relative.as_trained
+    assert (again.wins, again.seeds, again.better_values, again.worse_values[-1]) == (5, tuple(seeds), (20.0,) * 7, 19.0)
+    # 5 x +ln 1.1, 2 x -ln(20/19): the observed pattern reaches it, and those turning one or both losses into wins (3),
+    # and with one win flipped to a loss, both losses turned (5, since 2 ln(20/19) > ln 1.1): 9 of the 128
+    assert again.p_value == sign_flip_p(np.log([1.1] * 5 + [19 / 20] * 2)) == 9 / 128
+    # Holm over the three claims, this one read as trained: 1/128 x 3, 1/128 x 2, then 9/128 x 1: above alpha
+    assert again.holm_p == pytest.approx(9 / 128) and again.verdict == NOT_SHOWN and again.family_size == 3
+    assert recurrence.as_trained.verdict == UNTESTED and recurrence.as_trained.seeds == () and shaw.as_trained is None
+    record = relative.record()
+    assert (record["as_trained_wins"], record["as_trained_verdict"], shaw.record()["as_trained_verdict"]) == (5, NOT_SHOWN, "")
+    text = claims_markdown([recurrence, relative, shaw])
+    assert "| ↳ the same, as trained | norecur | absolute | as trained | 7 (5 won) | 20.00 ± 0.00" in text
+    assert "| ↳ the same, as trained | xl | norecur | as trained | - | - | - | - | - | - | - | - | untested |" in text
+    assert text.count("↳") == 2 and "never trained with" in text
 
 
 def test_every_verdict_the_code_gives_is_a_verdict_word():

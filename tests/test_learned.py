@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from txlab.analysis.ablation import write_ablation_report
-from txlab.analysis.learned import LEARNED_ROLES, STALL_MARGIN, copies_beyond, learned_roles
+from txlab.analysis.learned import LEARNED_ROLES, STALL_MARGIN, copies_beyond, distances_beyond, learned_roles
 
 
 def role_record(step, copy_value, buckets):
@@ -32,7 +32,7 @@ def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(
     assert str(out / "learned.md") in result.files
     # beyond the segment: seed 0 (3*10 + 5*30)/40 = 4.5, seed 1 (6*10 + 6*30)/40 = 6 -> mean 5.25, sd 1.06
     assert (out / "learned.md").read_text().splitlines() == [
-        "| Row | Seeds | Stalled | Measured with | background | hint | source value | copied value | copied value, D >= training segment |",
+        "| Row | Seeds | Stalled | Measured with | background | hint | source value | copied value | copied value, D 16..31 |",
         "|---|---|---|---|---|---|---|---|---|",
         "| ideal model, needed context in view |  |  |  | 1.00 | 2.80 | 3.50 | 0.00 | 0.00 |",
         "| ideal model, without it |  |  |  | 4.80 | 2.80 | 6.20 | 6.20 | 6.20 |",
@@ -43,7 +43,7 @@ def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(
         "memory 0 sees no token before its segment here, so its copies from farther back are out of view in these numbers but "
         "not in the table's.",
         "- Mean ± standard deviation over the row's seeds (n - 1); losses in nats. The last column keeps the copies whose source "
-        "lies at or beyond the row's training segment.",
+        "lies D tokens back in the distance bands that start at or past the row's training segment: D 16..31 for a segment of 16.",
         "- Stalled: seeds on which no structure that needs context was learned at that step (source value and copy value all "
         "within 0.5 nats of the ideal model's loss without context). Every run is counted; none was dropped or restarted.",
     ]
@@ -72,6 +72,9 @@ def test_copies_beyond_a_distance_with_no_copy_that_far_is_nan():
     assert copies_beyond(record, 24).tokens == 0 and pd.isna(copies_beyond(record, 24).model)
     assert (copies_beyond(record, 16).tokens, copies_beyond(record, 16).model) == (5, 3.0)
     assert (copies_beyond(record, 8).tokens, copies_beyond(record, 8).model, copies_beyond(record, 8).ideal_without) == (10, 2.0, 6.2)
+    # the bands are fixed: past a distance inside one, the copies counted start at the next band
+    assert (distances_beyond(record, 12), distances_beyond(record, 16), distances_beyond(record, 8), distances_beyond(record, 24)) == (
+        (16, 23), (16, 23), (8, 23), None)
 
 
 def test_stalled_runs_follow_the_stated_rule():

@@ -1,6 +1,7 @@
 """The plan every long command prints first: its FLOPs against torch's count of a real tiny run, the
 sizes and grids it chooses, the quicker settings it names, and --dry-run starting nothing."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,52 @@ def test_estimates_hold_within_their_factor_on_a_recorded_run_of_each_command_fa
     for family, ratio in ratios.items():
         assert 1 / ESTIMATE_FACTOR <= ratio <= ESTIMATE_FACTOR, (family, ratios)
     assert 0.8 <= ratios["recl"] <= 1.25, ratios  # the README's quick-start time is this estimate's record
+
+
+def test_a_plan_counts_the_blocks_on_disk_and_measures_nothing_when_none_is_left(tmp_path, untrained_run, monkeypatch):
+    import json
+
+    from txlab.measure.losses import Collected
+
+    runs = [untrained_run(tmp_path / name, preset) for name, preset in (("a", "xl151m"), ("b", "qrnn"))]
+    (group,) = resolve_groups([str(run) for run in runs], None, "cpu", None, {"size": "tiny"}, ["blocks=4", "block_len=10", "placebo=true"])
+    c = group.collection
+    a, b = group.resolved[None]
+
+    def on_disk(run: Path, blocks: int, placebo: int, stream: str = "s", **other) -> Path:
+        """What a collection leaves in a run: its meta.json and its finished blocks (their contents are not read)."""
+        folder = run / "losses" / f"{c.split}-{stream}{len(other)}"
+        folder.mkdir(parents=True)
+        meta = {"split": c.split, "grid": list(c.grid), "block_len": c.block_len, "seed": c.seed, "block_starts": list(range(c.blocks)),
+                "token_stream_sha256": stream, **other}
+        (folder / "meta.json").write_text(json.dumps(meta))
+        for kind, count in (("block", blocks), ("placebo", placebo)):
+            for i in range(count):
+                (folder / f"{kind}-{i:05d}.npy").touch()
+        return folder
+
+    def never(device: str, threads: int) -> float:
+        raise AssertionError("the machine was measured for a plan with nothing to compute")
+
+    on_disk(runs[0], 4, 4)
+    on_disk(runs[0], 0, 0, block_len=99)  # another collection of the run: not this one
+    b_folder = on_disk(runs[1], 4, 4)
+    plan = plan_groups([group], gflops=never)
+    assert plan.flops == 0 and plan.seconds == plan.startup_s
+    assert "already collected: a all 4 blocks, b all 4 blocks" in plan.describe() and "nothing to compute" in plan.describe()
+    # nothing left to read, so neither is the model's shape (for a Hugging Face member: transformers and a model build)
+    monkeypatch.setattr("txlab.drivers.recl.plan.model_counts", lambda cfg: pytest.fail("counted a model with nothing left"))
+    assert collection_flops(a, c, Collected(4, 4)) == 0
+    monkeypatch.undo()
+    # b lacks one main block and two placebo blocks: the plan reads that share of each of its two tables
+    for name in ("block-00003.npy", "placebo-00002.npy", "placebo-00003.npy"):
+        (b_folder / name).unlink()
+    full = collection_flops(b, c)
+    main_only = replace(c, placebo=False)
+    main, placebo = collection_flops(b, main_only), full - collection_flops(b, main_only)
+    plan = plan_groups([group], gflops=fixed_ceiling(100.0))
+    assert plan.flops == pytest.approx(main / 4 + placebo / 2) and "b 3 of 4 blocks (placebo 2 of 4)" in plan.describe()
+    # with the group's token stream known (its corpus read), blocks of another stream are not its own
+    plan = plan_groups([group], gflops=fixed_ceiling(100.0), streams=["another"])
+    assert plan.flops == pytest.approx(collection_flops(a, c) + full) and "none collected yet" in plan.describe()
+    assert plan_groups([group], gflops=fixed_ceiling(100.0), streams=["s"]).flops == pytest.approx(main / 4 + placebo / 2)

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from txlab.analysis.claims import Claim, TestedClaim, claims_markdown, evaluate_claims
+from txlab.analysis.claims import AsTrained, Claim, TestedClaim, claims_markdown, evaluate_claims
 from txlab.analysis.figures import mean_intervals, save_figure_with_points, wrapped
 from txlab.analysis.learned import learned_csv, learned_markdown, learned_runs
 from txlab.config import RunConfig, update_dataclass
@@ -93,22 +93,53 @@ def ablation_curves(out_dir: Path, run_ids: list[str]) -> tuple[pd.DataFrame, pd
         model = cfg["model"]
         memory_file = next((f for f in (run_dir / "fit.json", run_dir / "memory.json") if f.is_file()), None)
         memory = _read_json(memory_file) if memory_file else {}
+        as_trained = _as_trained_record(run_dir, cfg, row["split"], row["eval_tokens"])
         runs.append({
             "run_id": run_id, "row_id": row["row_id"], "remark": row["remark"], "seed": row["seed"], "init_len": row["init_len"],
             "recurrence": model["mem_len"] > 0, "encoding": ENCODING_NAMES.get(model["pos_enc"], model["pos_enc"]) if model["family"] in ("xl", "vanilla") else model["family"].upper(),
             "loss": cfg["train"]["loss"].capitalize(), "backprop_len": model["tgt_len"], "mem_len": model["mem_len"], "params": row.get("params"),
             "train_memory": memory["bytes"] / 2**20 if memory else None, "n_lengths": len(row["eval_lens"]),
             "train_tokens": _training_tokens(cfg),
-            **_validation_context(cfg),
+            **_validation_context(cfg), "memory_unseen": False,
+            "as_trained_value": _metric_value(as_trained) if as_trained else None, "as_trained_loss": as_trained["loss"] if as_trained else None,
         })
         for length in row["eval_lens"]:
             path = run_dir / "ablate" / ablation_eval_name(length, row["split"], row["eval_tokens"])
             if path.is_file():
                 record = read_json(path, STUDY_REMEDY, keys={"loss": (int, float), "tokens": int})
+                runs[-1]["memory_unseen"] |= model["mem_len"] == 0 and record.get("mem_len", 0) > 0
                 metric = "ppl" if "ppl" in record else "bpc"
                 points.append({"run_id": run_id, "row_id": row["row_id"], "seed": row["seed"], "attn_len": length,
                                "metric": metric, "value": record[metric], "loss": record["loss"], "tokens": record["tokens"]})
     return pd.DataFrame(runs), pd.DataFrame(points)
+
+
+def _metric_value(record: dict) -> float:
+    """A score record's perplexity, or bpc on a character corpus."""
+    return record["ppl" if "ppl" in record else "bpc"]
+
+
+def _as_trained_record(run_dir: Path, cfg: dict, split: str, tokens: int) -> dict | None:
+    """The run's evaluation record read as it trained, if it has one (RUN/eval/, `txlab eval RUN --tgt-len T --mem-len M
+    --no-same-length --max-tokens N`): its training segment, memory, clamp and streams, on the study's split and targets."""
+    model, train = cfg["model"], cfg["train"]
+    trained = {"split": split, "max_tokens": tokens, "tgt_len": model["tgt_len"], "mem_len": model["mem_len"],
+               "same_length": model.get("same_length", False), "clamp_len": model.get("clamp_len", 0), "batch_size": train.get("batch_size"),
+               "streams": "exact", "precision": "fp32"}
+    for path in sorted((run_dir / "eval").glob(f"{split}-*.json")):
+        record = _read_json(path)
+        if all(record.get(key) == value for key, value in trained.items()):
+            return record
+    return None
+
+
+def as_trained_scores(runs: pd.DataFrame) -> AsTrained:
+    """Each run read as it trained (where its record is there), and the rows the protocol scores with a memory they
+    never trained with: what a claim naming such a row is read again on (txlab.analysis.claims.AsTrained)."""
+    read = runs[runs["as_trained_loss"].notna()] if not runs.empty else runs
+    scores = pd.DataFrame({"row_id": read.get("row_id", []), "seed": read.get("seed", []), "value": read.get("as_trained_value", []),
+                           "loss": read.get("as_trained_loss", [])})
+    return AsTrained(frozenset(runs.loc[runs["memory_unseen"], "row_id"]) if not runs.empty else frozenset(), scores)
 
 
 def _training_tokens(cfg: dict) -> int:
@@ -480,7 +511,7 @@ def write_ablation_report(
     markdown = ablation_markdown(rows, columns)
     outputs = [("table.csv", pd.DataFrame.from_records([row.record() for row in rows]).to_csv(index=False)), ("table.md", markdown),
                ("table.tex", ablation_latex(rows, columns, title)), ("curves.csv", curves.to_csv(index=False))]
-    tested = evaluate_claims(seed_scores(runs, curves), claims) if claims else []
+    tested = evaluate_claims(seed_scores(runs, curves), claims, as_trained=as_trained_scores(runs)) if claims else []
     if tested:
         outputs += [("claims.csv", pd.DataFrame.from_records([t.record() for t in tested]).to_csv(index=False)), ("claims.md", claims_markdown(tested))]
     learned = learned_runs(out_dir, runs)

@@ -33,14 +33,22 @@ The verdicts (:data:`VERDICTS`):
 - ``untested``: no seed that both rows finished.
 
 No verdict says a claim is false: a one-sided test of "A beats B" cannot show that B beats A. The
-wins (seeds with d_s > 0) and the mean difference say which way the seeds point.
+wins (seeds with d_s > 0), the mean difference and its median say which way the seeds point; the
+median beside the mean shows when one seed (a stall, a recall that never formed) makes most of the mean.
+
+**As trained.** The paper's protocol scores a model without recurrence at attention length A with A
+tokens of memory, which it never trained with. A claim naming such a row is read a second time with
+every run scored as it trained (:class:`AsTrained`: its training segment and memory), with a p of its
+own and a verdict from Holm's method over the table's claims, each read as trained where it has that
+reading (the protocol's reading where it has not). Without a record of every run read so, that
+reading is ``untested``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -170,6 +178,17 @@ def seeds_needed(seed_counts: Sequence[int], two_sided: Sequence[bool], index: i
 
 
 @dataclass(frozen=True)
+class AsTrained:
+    """Each run of a table read as it trained (txlab.analysis.ablation.as_trained_scores), for the claims whose
+    rows the protocol scores with a memory they never trained with."""
+
+    rows: frozenset[str]
+    """The rows trained without memory that the protocol scores with one (rows without recurrence)."""
+    scores: pd.DataFrame
+    """One line per (row_id, seed) read as trained: ``value`` in the table's metric (perplexity, or bpc) and ``loss`` (nats)."""
+
+
+@dataclass(frozen=True)
 class TestedClaim:
     """One claim tested over the seeds both rows finished, as one member of its table's family."""
 
@@ -188,6 +207,9 @@ class TestedClaim:
     """The number of tested claims in the table, the m of Holm's adjustment."""
     alpha: float
     verdict: str
+    as_trained: TestedClaim | None = None
+    """The claim read with every run scored as it trained (:class:`AsTrained`), where the protocol scores one of its
+    rows with a memory it never trained with; None where it does not."""
 
     @property
     def wins(self) -> int:
@@ -196,6 +218,10 @@ class TestedClaim:
     @property
     def diff_mean(self) -> float:
         return float(np.mean(self.differences)) if self.differences else math.nan
+
+    @property
+    def diff_median(self) -> float:
+        return float(np.median(self.differences)) if self.differences else math.nan
 
     @property
     def diff_sd(self) -> float:
@@ -213,10 +239,18 @@ class TestedClaim:
             "better_mean": mean(self.better_values), "better_sd": sd(self.better_values),
             "worse_mean": mean(self.worse_values), "worse_sd": sd(self.worse_values),
             "diff_nats": " ".join(f"{d:.4f}" for d in self.differences), "diff_mean_nats": self.diff_mean, "diff_sd_nats": self.diff_sd,
-            "ratio": math.exp(self.diff_mean) if self.differences else math.nan,
+            "diff_median_nats": self.diff_median, "ratio": math.exp(self.diff_mean) if self.differences else math.nan,
+            "ratio_median": math.exp(self.diff_median) if self.differences else math.nan,
             "p_value": self.p_value, "smallest_p": self.smallest_p, "holm_p": self.holm_p, "family_size": self.family_size,
-            "alpha": self.alpha, "verdict": self.verdict,
+            "alpha": self.alpha, "verdict": self.verdict, **self._as_trained_record(),
         }
+
+    def _as_trained_record(self) -> dict[str, object]:
+        """The as-trained reading's columns (empty where the claim needs none)."""
+        keys = ("seeds", "wins", "seed_ids", "better_values", "worse_values", "diff_nats", "diff_mean_nats", "diff_median_nats", "ratio",
+                "p_value", "holm_p", "verdict")
+        own = self.as_trained.record() if self.as_trained is not None else {}
+        return {f"as_trained_{key}": own.get(key, "") for key in keys}
 
 
 @dataclass(frozen=True)
@@ -255,19 +289,40 @@ def evaluate_family(paired: Sequence[PairedScores], alpha: float = ALPHA) -> lis
     return out
 
 
-def evaluate_claims(scores: pd.DataFrame, claims: Sequence[Claim], alpha: float = ALPHA) -> list[TestedClaim]:
+def pair_scores(claim: Claim, scores: pd.DataFrame, value: str, log: str) -> PairedScores:
+    """A claim's two rows on the seeds both have in ``scores`` (row_id, seed, and the columns ``value``, in the
+    table's metric, and ``log``, the same in nats)."""
+    by_row = {row: scores[scores["row_id"] == row].set_index("seed") for row in (claim.better, claim.worse)}
+    seeds = sorted(set(by_row[claim.better].index) & set(by_row[claim.worse].index))
+    better, worse = (by_row[row].loc[seeds] for row in (claim.better, claim.worse))
+    differences = worse[log].to_numpy(np.float64) - better[log].to_numpy(np.float64)
+    return PairedScores(claim, tuple(int(s) for s in seeds), tuple(better[value].astype(float)), tuple(worse[value].astype(float)),
+                        tuple(differences.tolist()))
+
+
+def evaluate_claims(scores: pd.DataFrame, claims: Sequence[Claim], alpha: float = ALPHA, as_trained: AsTrained | None = None) -> list[TestedClaim]:
     """A table's claims tested on ``scores`` (txlab.analysis.ablation.seed_scores: row_id, seed, ppl_init,
-    ppl_best and the same as log-perplexity loss_init, loss_best), pairing the seeds both rows finished."""
-    paired = []
-    for claim in claims:
-        by_row = {row: scores[scores["row_id"] == row].set_index("seed") for row in (claim.better, claim.worse)}
-        seeds = sorted(set(by_row[claim.better].index) & set(by_row[claim.worse].index))
-        better, worse = (by_row[row].loc[seeds] for row in (claim.better, claim.worse))
-        log = LOG_METRICS[claim.metric]
-        differences = worse[log].to_numpy(np.float64) - better[log].to_numpy(np.float64)
-        paired.append(PairedScores(claim, tuple(int(s) for s in seeds), tuple(better[claim.metric].astype(float)),
-                                   tuple(worse[claim.metric].astype(float)), tuple(differences.tolist())))
-    return evaluate_family(paired, alpha)
+    ppl_best and the same as log-perplexity loss_init, loss_best), pairing the seeds both rows finished.
+
+    With ``as_trained``, each claim naming one of its rows is also read as trained, as its own member of a family
+    of the table's claims each read as trained where it has that reading (untested where a run lacks one)."""
+    paired = [pair_scores(claim, scores, claim.metric, LOG_METRICS[claim.metric]) for claim in claims]
+    tested = evaluate_family(paired, alpha)
+    if as_trained is None:
+        return tested
+    read_again = {i: pair_scores(claim, as_trained.scores, "value", "loss") for i, claim in enumerate(claims)
+                  if {claim.better, claim.worse} & as_trained.rows}
+    family = evaluate_family([read_again[i] if i in read_again and read_again[i].seeds else p for i, p in enumerate(paired)], alpha)
+    out = []
+    for i, t in enumerate(tested):
+        if i not in read_again:
+            out.append(t)
+        elif read_again[i].seeds:
+            out.append(replace(t, as_trained=family[i]))
+        else:  # a run lacks its as-trained record: the claim is not read so
+            out.append(replace(t, as_trained=replace(family[i], seeds=(), better_values=(), worse_values=(), differences=(), p_value=math.nan,
+                                                     smallest_p=1.0, holm_p=math.nan, verdict=UNTESTED)))
+    return out
 
 
 def _row_cell(values: Sequence[float]) -> str:
@@ -282,22 +337,32 @@ def _p_cell(p: float) -> str:
     return "-" if math.isnan(p) else f"{p:.3g}"
 
 
+def _difference_cell(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:+.3f} (x{math.exp(value):.2f})"
+
+
 def claims_markdown(tested: Sequence[TestedClaim]) -> str:
-    """The tested claims as a Markdown table, with notes saying what each column is."""
+    """The tested claims as a Markdown table, each followed by its as-trained reading where it has one, with
+    notes saying what each column is."""
+    def cells(t: TestedClaim, claim: str, metric: str) -> list[str]:
+        return [claim, t.claim.better, t.claim.worse, metric, f"{len(t.seeds)} ({t.wins} won)" if t.seeds else "-",
+                _row_cell(t.better_values), _row_cell(t.worse_values), _difference_cell(t.diff_mean), _difference_cell(t.diff_median),
+                _p_cell(t.p_value), _p_cell(t.smallest_p) if t.seeds else "-", _p_cell(t.holm_p), t.verdict]
+
     rows = []
     for t in tested:
-        difference = "-" if not t.differences else f"{t.diff_mean:+.3f} (x{math.exp(t.diff_mean):.2f})"
-        rows.append([t.claim.claim + (" (two-sided)" if t.claim.two_sided else ""), t.claim.better, t.claim.worse, t.claim.metric,
-                     f"{len(t.seeds)} ({t.wins} won)", _row_cell(t.better_values), _row_cell(t.worse_values), difference,
-                     _p_cell(t.p_value), _p_cell(t.smallest_p) if t.seeds else "-", _p_cell(t.holm_p), t.verdict])
+        rows.append(cells(t, t.claim.claim + (" (two-sided)" if t.claim.two_sided else ""), t.claim.metric))
+        if t.as_trained is not None:
+            rows.append(cells(t.as_trained, "↳ the same, as trained", "as trained"))
     headers = ["claim", "better", "worse", "metric", "seeds (won)", "better: mean ± sd (per seed)", "worse: mean ± sd (per seed)",
-               "difference, nats (ratio)", "p", "smallest p", "Holm p", "verdict"]
+               "difference, nats (ratio)", "median difference, nats (ratio)", "p", "smallest p", "Holm p", "verdict"]
     alpha = tested[0].alpha if tested else ALPHA
     m = tested[0].family_size if tested else 0
     notes = [
         "- mean ± sd: over the seeds both rows finished (sd with n - 1), the same numbers as table.md; per seed in brackets.",
         "- difference: per seed, log-perplexity (nats) of worse minus better, averaged over seeds; positive supports the claim. "
-        "Ratio: exp of it, the ratio of the two rows' geometric-mean perplexities.",
+        "Ratio: exp of it, the ratio of the two rows' geometric-mean perplexities. Median difference: the middle seed's difference (the "
+        "mean of the middle two for an even number of seeds), which one seed far from the others (a stall) moves little.",
         "- p: exact paired sign-flip test over the 2^n sign patterns of the per-seed differences, one-sided in the claim's direction "
         "(two-sided where marked). Smallest p: the lowest p n seeds can give (1/2^n one-sided, 2/2^n two-sided).",
         f"- Holm p: adjusted by Holm's method across the {m} tested claims of this table; a claim holds when its Holm p is at most "
@@ -308,4 +373,10 @@ def claims_markdown(tested: Sequence[TestedClaim]) -> str:
     if any(t.claim.metric == "ppl_best" for t in tested):
         notes.append("- ppl_best: each seed at its row's Attn Len, the length where the row's mean over seeds is lowest; chosen on the "
                      "same validation targets it reports, so optimistic by that choice (see table.md).")
+    if any(t.as_trained is not None for t in tested):
+        notes.append("- as trained: the protocol scores a row without recurrence at attention length A with A tokens of memory, which "
+                     "it never trained with; a claim naming such a row is read again with every run scored as it trained (its "
+                     "training segment and memory, no equal-length attention, on the same split and targets: "
+                     "`txlab eval RUN --tgt-len T --mem-len M --no-same-length --max-tokens N`, recorded in RUN/eval/). Its Holm p is "
+                     "over this table's claims, each read as trained where it has that reading. Untested: a run has no such record.")
     return markdown_table(headers, rows) + "\n\n" + "\n".join(notes) + "\n"

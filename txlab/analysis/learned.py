@@ -81,13 +81,26 @@ class RoleLosses:
         return cls(group["tokens"], group["model"], group["ideal_with"], group["ideal_without"])
 
 
+def _buckets_beyond(record: Mapping[str, Any], distance: int) -> list[Mapping[str, Any]]:
+    """The copy-distance buckets holding copies that start at or beyond ``distance`` (the bucket holding ``distance``
+    itself, if it starts before it, is left out)."""
+    return [b for b in record["copy_distance"] if b["lo"] >= distance and b["tokens"]]
+
+
 def copies_beyond(record: Mapping[str, Any], distance: int) -> RoleLosses:
     """Copied-value loss over the distance buckets that start at or beyond ``distance`` (tokens-weighted
     means of the model and of the ideal model; NaN when no copy lies that far back)."""
-    buckets = [b for b in record["copy_distance"] if b["lo"] >= distance and b["tokens"]]
+    buckets = _buckets_beyond(record, distance)
     tokens = sum(b["tokens"] for b in buckets)
     mean = lambda key: sum(b[key] * b["tokens"] for b in buckets) / tokens if tokens else float("nan")  # noqa: E731
     return RoleLosses(tokens, mean("model"), mean("ideal_with"), mean("ideal_without"))
+
+
+def distances_beyond(record: Mapping[str, Any], distance: int) -> tuple[int, int] | None:
+    """(first, last) distance D that :func:`copies_beyond` covers: the buckets are fixed bands of D, so the first
+    may lie past ``distance`` (137 for a segment of 128 on recall-small); None when no copy lies that far back."""
+    buckets = _buckets_beyond(record, distance)
+    return (int(buckets[0]["lo"]), int(buckets[-1]["hi"]) - 1) if buckets else None
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,8 @@ class LearnedRun:
     """Role -> its losses, for the family's roles (LearnedRoles.headers) and COPY_BEYOND_SEGMENT."""
     restarts: int = 0
     """How many times a restart rule (train.max_restarts) started the run again from step 0."""
+    beyond: tuple[int, int] | None = None
+    """The distances D (first, last) that COPY_BEYOND_SEGMENT covers (:func:`distances_beyond`)."""
 
     def loss(self, measure: str, role: str) -> float:
         """The loss of ``role`` by ``measure`` (one of MEASURES)."""
@@ -168,7 +183,8 @@ def learned_runs(out_dir: Path, runs: pd.DataFrame) -> list[LearnedRun]:
         losses = {role: RoleLosses.from_record(record["roles"][role]) for role in learned_roles(record["roles"]).headers}
         losses[COPY_BEYOND_SEGMENT] = copies_beyond(record, int(run.backprop_len))
         learned.append(LearnedRun(run.row_id, int(run.seed), int(record["step"]), int(run.backprop_len), _setting(run.valid_tgt_len),
-                                  _setting(run.valid_mem_len), _setting(run.valid_tokens), losses, len(read_restarts(run_dir))))
+                                  _setting(run.valid_mem_len), _setting(run.valid_tokens), losses, len(read_restarts(run_dir)),
+                                  distances_beyond(record, int(run.backprop_len))))
     return learned
 
 
@@ -201,8 +217,10 @@ def learned_markdown(learned: Sequence[LearnedRun]) -> str:
     roles = [*family.headers, COPY_BEYOND_SEGMENT]
     copied = list(family.headers.values())[-1]
     restarted = any(run.restarts for run in learned)  # the column only where a restart rule fired
+    spans = {run.train_segment: run.beyond for run in sorted(learned, key=lambda run: run.train_segment) if run.beyond}
+    one_span = next(iter(spans.values())) if len(set(spans.values())) == 1 else None
     headers = ["Row", "Seeds", "Stalled", *(["Restarts"] if restarted else []), "Measured with", *family.headers.values(),
-               f"{copied}, D >= training segment"]
+               f"{copied}, D {one_span[0]}..{one_span[1]}" if one_span else f"{copied}, D past the training segment"]
     by_row: dict[str, list[LearnedRun]] = {}
     for run in learned:
         by_row.setdefault(run.row_id, []).append(run)
@@ -224,7 +242,8 @@ def learned_markdown(learned: Sequence[LearnedRun]) -> str:
         "A row measured with memory 0 sees no token before its segment here, so its copies from farther back are out of view "
         "in these numbers but not in the table's.",
         "Mean ± standard deviation over the row's seeds (n - 1); losses in nats. The last column keeps the copies whose source "
-        "lies at or beyond the row's training segment.",
+        "lies D tokens back in the distance bands that start at or past the row's training segment: "
+        + ("; ".join(f"D {lo}..{hi} for a segment of {segment}" for segment, (lo, hi) in spans.items()) or "none lies that far back") + ".",
         f"Stalled: seeds on which no structure that needs context was learned at that step ({' and '.join(s.replace('_', ' ') for s in family.structures)} "
         f"all within {STALL_MARGIN} nats of the ideal model's loss without context). Every run is counted; none was dropped"
         + (". Restarts: how often the study's restart rule (train.max_restarts) started a seed again from step 0; a seed's numbers are "

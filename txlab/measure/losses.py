@@ -84,7 +84,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -671,6 +671,33 @@ def load_losses(directory: str | Path) -> LossTable:
         placebo = _load_blocks(directory, "placebo", n_blocks, (len(grid) - 1, block_len))  # [G-1, T]
     targets = (np.asarray(meta["block_starts"], dtype=np.int64)[:, None] + np.arange(block_len)).reshape(-1)  # [T]
     return LossTable(losses, grid, targets, block_len, meta["token_stream_sha256"], meta["max_context"], meta, directory, placebo)
+
+
+class Collected(NamedTuple):
+    """How many blocks of a collection a model already has on disk: what a rerun skips (:func:`collected_blocks`)."""
+
+    blocks: int
+    """Main-table blocks (block-*.npy)."""
+    placebo: int
+    """Placebo blocks (placebo-*.npy)."""
+
+
+def collected_blocks(home: str | Path, collection: Collection, token_stream_sha256: str | None = None) -> Collected:
+    """The blocks of ``collection`` already under ``home/losses/``, found by their meta.json (split, grid, targets per
+    block, seed and number of blocks, and the token stream when given) without reading the corpus, as a plan needs.
+    Without the stream two tables of those settings on other tokens cannot be told apart: then none counts."""
+    c = collection
+    found = []
+    for meta_file in sorted(Path(home).glob(f"losses/{c.split}-*/meta.json")):
+        meta = _saved_meta(meta_file.parent)
+        same = (meta.get("split"), meta.get("grid"), meta.get("block_len"), meta.get("seed"), len(meta.get("block_starts", ()))) == (
+            c.split, list(c.grid), c.block_len, c.seed, c.blocks)
+        if same and token_stream_sha256 in (None, meta.get("token_stream_sha256")):
+            found.append(meta_file.parent)
+    if len(found) != 1:
+        return Collected(0, 0)
+    count = lambda kind: sum(_block_file(found[0], kind, i).is_file() for i in range(c.blocks))  # noqa: E731
+    return Collected(count("block"), count("placebo") if c.placebo else 0)
 
 
 def find_losses(run_dir: str | Path, split: str = "valid", key: str | None = None) -> Path:

@@ -78,7 +78,9 @@ class Plan:
 
     def estimate(self) -> str:
         """The estimated time and, when it is long, what would be quicker (the end of :meth:`describe`)."""
-        if self.gflops is None:
+        if self.flops == 0:
+            lines = [f"estimated time: {format_seconds(self.seconds)} (nothing to compute: start-up, per-model overheads and timing budgets)"]
+        elif self.gflops is None:
             lines = ["estimated time: unknown (the device cannot be measured on this machine)"]
         elif self.flops is None:
             lines = ["estimated time: unknown (a vocabulary or split size is not known before the corpus is read)"]
@@ -96,7 +98,10 @@ class Plan:
 
 
 def seconds_for(flops: float | None, gflops: float | None) -> float | None:
-    """Estimated seconds of ``flops`` at :data:`COMPUTE_EFFICIENCY` x ``gflops`` (None if either is unknown)."""
+    """Estimated seconds of ``flops`` at :data:`COMPUTE_EFFICIENCY` x ``gflops`` (None if either is unknown; no FLOPs
+    take no time, whatever the machine)."""
+    if flops == 0:
+        return 0.0
     if flops is None or not gflops:
         return None
     return flops / (gflops * 1e9 * COMPUTE_EFFICIENCY)

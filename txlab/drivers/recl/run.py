@@ -367,7 +367,8 @@ def recl_groups(
             synthetic = group_data(group.resolved[group.seeds[0]], s).corpus in SYNTHETIC
             announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"
                      + ("; on this synthetic corpus the ideal model's row gives the truth" if synthetic else " (--set placebo=true)"))
-    announce(plan_groups(groups, study is None).describe())
+    streams = [source.token_stream_hash(group.collection.split) if isinstance(source, Corpus) else None for group, source in zip(groups, sources)]
+    announce(plan_groups(groups, study is None, streams=streams).describe())  # blocks on disk found by the stream where it is read
     if dry_run:
         return []
     out_dir, fig_dir = Path(out_dir or resolve("results/recl")), Path(fig_dir or resolve("figures/recl"))
