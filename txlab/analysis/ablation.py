@@ -24,7 +24,7 @@ from txlab.config import RunConfig, update_dataclass
 from txlab.errors import TxlabError
 from txlab.fileio import DamagedFile, read_json, read_yaml_mapping, write_text_atomic
 from txlab.style import MARKERS, distinct_colors, themed
-from txlab.tables import markdown_table
+from txlab.tables import latex_table, latex_text, markdown_table
 
 ABLATION_COLUMNS = {
     "remark": "Remark",
@@ -303,7 +303,7 @@ class AblationRow:
             return f"{value:.1f}"
         if column == "train_tokens":
             return f"{value / 1e6:.2f}M"
-        return _latex_escape(str(value)) if latex else str(value)
+        return latex_text(value) if latex else str(value)
 
 
 def _optional(value: Any, kind: type) -> Any:
@@ -374,23 +374,13 @@ def ablation_markdown(rows: Sequence[AblationRow], columns: Sequence[tuple[str, 
     return table + ("\n" + "".join(f"- {note}\n" for note in notes) if notes else "")
 
 
-def _latex_escape(text: str) -> str:
-    return re.sub(r"([&%_#$])", r"\\\1", text)
-
-
 def ablation_latex(rows: Sequence[AblationRow], columns: Sequence[tuple[str, str]], caption: str = "") -> str:
-    """A booktabs table for a paper (needs \\usepackage{booktabs, amssymb})."""
-    headers = [_latex_escape(h) for h in _headers(columns, rows)]
-    lines = ["\\begin{table}[t]", "\\centering", f"\\begin{{tabular}}{{{'l' * len(columns)}}}", "\\toprule", " & ".join(headers) + " \\\\", "\\midrule"]
-    lines += [" & ".join(r.cell(k, latex=True) for k, _ in columns) + " \\\\" for r in rows]
-    lines += ["\\bottomrule", "\\end{tabular}"]
+    """A booktabs table for a paper (needs \\usepackage{booktabs, amssymb}), :func:`ablation_notes` in its caption."""
     notes = " ".join(ablation_notes(rows, columns))
-    if caption or notes:  # the notes say what ± and the PPL columns are, as under the Markdown table
-        text = " ".join(_latex_escape(part) for part in (caption + ("." if caption and notes else ""), notes) if part)
-        text = text.replace("±", "$\\pm$")
-        lines.append(f"\\caption{{{text}}}")
-    lines.append("\\end{table}")
-    return "\n".join(lines) + "\n"
+    # the notes say what ± and the PPL columns are, as under the Markdown table
+    text = " ".join(latex_text(part) for part in (caption + ("." if caption and notes else ""), notes) if part)
+    return latex_table([latex_text(h) for h in _headers(columns, rows)], ([r.cell(k, latex=True) for k, _ in columns] for r in rows), text)
+
 
 def seed_intervals(curves: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Per study row and attention length: the mean over seeds and its t-interval at ``level``

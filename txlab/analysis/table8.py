@@ -18,7 +18,7 @@ import pandas as pd
 from txlab.analysis.recl import DEFAULT_RS, DEFAULT_THRESHOLD, ReclInterval, SeedSpread, bootstrap_recl, recl, recl_label, seed_spread
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
-from txlab.tables import markdown_table
+from txlab.tables import latex_table, latex_text, markdown_table
 
 PLACEBO_NOTE = ("† a step this RECL rests on did not beat its placebo gain (extra context from far away) by the threshold; "
                 "the placebo-aware RECL stops at the first such step.")
@@ -190,7 +190,32 @@ def r_label(r: float) -> str:
     return f"r = {r:g}"
 
 
-def table8_markdown(rows: Sequence[Table8Row]) -> str:
+@dataclass(frozen=True)
+class TableText:
+    """A table as text, before it is written as Markdown or LaTeX: its headers, its cells and the notes under it."""
+
+    headers: list[str]
+    body: list[list[str]]
+    notes: list[str]
+
+    def markdown(self) -> str:
+        """The table in Markdown, each note a paragraph under it."""
+        return "\n".join([markdown_table(self.headers, self.body), *(f"\n{note}" for note in self.notes)]) + "\n"
+
+    def latex(self, caption: str) -> str:
+        """The table in LaTeX (booktabs), ``caption`` and the notes as its caption."""
+        return latex_table([latex_text(h) for h in self.headers], ([latex_text(c) for c in row] for row in self.body),
+                           " ".join(latex_text(part) for part in [caption, *self.notes]))
+
+
+TABLE8_CAPTION = ("Relative effective context length (RECL) of each model at each r, with its 95% block-bootstrap interval in "
+                  "brackets; >= c: the walk ran off the grid, so the RECL is at least c.")
+"""The caption of Table 8 in LaTeX."""
+SEEDS_CAPTION = "RECL of each model at each r over training seeds: each seed's reading, their min, max, mean and sd."
+"""The caption of the RECL over training seeds in LaTeX."""
+
+
+def table8_text(rows: Sequence[Table8Row]) -> TableText:
     """The paper's Table 8 layout: one line per model, one column per r.
 
     A cell is :meth:`Table8Row.cell`, e.g. '180 [140, 200]'. Rows with placebo losses add, beside each
@@ -209,20 +234,24 @@ def table8_markdown(rows: Sequence[Table8Row]) -> str:
         if row.placebo_aware is not None:
             by_column[row.r, True] = row.placebo_aware.cell()
     headers = [r_label(r) + (", placebo-aware" if placebo_aware else "") for r, placebo_aware in columns]
-    lines = [markdown_table(["model", *headers], ([model, *(by_column.get(column, "-") for column in columns)] for model, by_column in cells.items()))]
-    if any(row.below_placebo for row in rows):
-        lines += ["", PLACEBO_NOTE]
-    return "\n".join(lines) + "\n"
+    body = [[model, *(by_column.get(column, "-") for column in columns)] for model, by_column in cells.items()]
+    return TableText(["model", *headers], body, [PLACEBO_NOTE] * any(row.below_placebo for row in rows))
+
+
+def table8_markdown(rows: Sequence[Table8Row]) -> str:
+    """:func:`table8_text` in Markdown: what table8.md holds and the command prints."""
+    return table8_text(rows).markdown()
 
 
 def write_table8(rows: Sequence[Table8Row], stem: Path, note: str = "") -> list[Path]:
-    """Table 8 as ``stem``.csv (tidy: one row per model and r, :meth:`Table8Row.record`) and ``stem``.md
-    (:func:`table8_markdown`, then ``note``)."""
+    """Table 8 as ``stem``.csv (tidy: one row per model and r, :meth:`Table8Row.record`), ``stem``.md
+    (:func:`table8_markdown`, then ``note``) and ``stem``.tex (the same in LaTeX, booktabs, ``note`` in its caption)."""
     stem = Path(stem)
-    csv, md = stem.with_suffix(".csv"), stem.with_suffix(".md")
+    csv, md, tex = stem.with_suffix(".csv"), stem.with_suffix(".md"), stem.with_suffix(".tex")
     write_text_atomic(csv, pd.DataFrame.from_records([row.record() for row in rows]).to_csv(index=False))
     write_text_atomic(md, table8_markdown(rows) + note)
-    return [csv, md]
+    write_text_atomic(tex, table8_text(rows).latex(" ".join(part for part in (TABLE8_CAPTION, note.strip()) if part)))
+    return [csv, md, tex]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -275,6 +304,14 @@ class SeedSpreadRow:
             cells["ground_truth"] = True
         return {**cells, **self.spread.record()}
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> SeedSpreadRow:
+        """The row :meth:`record` wrote (a row of a table8-seeds.json); the spread is computed again from the readings."""
+        below = record.get("below_placebo")
+        return cls(record["model"], record["r"], record["estimate"], record["same_every_seed"], tuple(record["seeds"]), tuple(record["recl"]),
+                   tuple(record["censored"]), None if below is None else tuple(below), seed_spread(record["recl"], record["censored"]),
+                   bool(record.get("ground_truth")))
+
     def csv_record(self) -> dict[str, Any]:
         """A row of table8-seeds.csv: each seed's label, RECL and censoring (and placebo flag) in columns
         of its own, then the spread."""
@@ -314,7 +351,7 @@ def seed_rows(rows_by_seed: Mapping[int, Sequence[Table8Row]], same_every_seed: 
     return rows
 
 
-def seed_spread_markdown(rows: Sequence[SeedSpreadRow]) -> str:
+def seed_spread_text(rows: Sequence[SeedSpreadRow]) -> TableText:
     """RECL over training seeds: one line per r, model and estimate, each seed's reading as Table 8
     prints it ('>= c', '†') and their min, max, mean and sd, with notes on what a bound means and on
     members the same for every seed."""
@@ -323,7 +360,6 @@ def seed_spread_markdown(rows: Sequence[SeedSpreadRow]) -> str:
     seeds = rows[0].seeds
     body = [[row.model, f"{row.r:g}", row.estimate, *row.labels, row.spread.min_label, row.spread.max_label, row.spread.mean_label,
              row.spread.sd_label + (" *" if row.spread.n_censored and row.spread.sd is not None else "")] for row in rows]
-    lines = [markdown_table(["model", "r", "RECL", *(f"seed {s}" for s in seeds), "min", "max", "mean", "sd"], body)]
     notes = []
     if any(row.spread.n_censored for row in rows):
         notes.append("'>= c': the walk ran off the grid, so that RECL is at least c, and a min, max or mean marked '>=' is a lower "
@@ -334,13 +370,20 @@ def seed_spread_markdown(rows: Sequence[SeedSpreadRow]) -> str:
     if same:
         notes.append(f"{', '.join(same)}: the same model for every seed (used as it is); {'its' if len(same) == 1 else 'their'} RECL "
                      "changes from seed to seed only because RECL is relative to the group's other members, which are trained once per seed.")
-    return "\n".join(lines + [f"\n{note}" for note in notes]) + "\n"
+    return TableText(["model", "r", "RECL", *(f"seed {s}" for s in seeds), "min", "max", "mean", "sd"], body, notes)
+
+
+def seed_spread_markdown(rows: Sequence[SeedSpreadRow]) -> str:
+    """:func:`seed_spread_text` in Markdown: what table8-seeds.md holds and the command prints."""
+    return seed_spread_text(rows).markdown()
 
 
 def write_seed_spread(rows: Sequence[SeedSpreadRow], stem: Path) -> list[Path]:
-    """RECL over seeds as ``stem``.csv (:meth:`SeedSpreadRow.csv_record`) and ``stem``.md (:func:`seed_spread_markdown`)."""
+    """RECL over seeds as ``stem``.csv (:meth:`SeedSpreadRow.csv_record`), ``stem``.md (:func:`seed_spread_markdown`) and
+    ``stem``.tex (the same in LaTeX, booktabs)."""
     stem = Path(stem)
-    csv, md = stem.with_suffix(".csv"), stem.with_suffix(".md")
+    csv, md, tex = stem.with_suffix(".csv"), stem.with_suffix(".md"), stem.with_suffix(".tex")
     write_text_atomic(csv, pd.DataFrame.from_records([row.csv_record() for row in rows]).to_csv(index=False))
     write_text_atomic(md, seed_spread_markdown(rows))
-    return [csv, md]
+    write_text_atomic(tex, seed_spread_text(rows).latex(SEEDS_CAPTION))
+    return [csv, md, tex]
