@@ -10,7 +10,7 @@ import pytest
 import seaborn as sns
 
 from txlab.analysis import ablation, curves, recl_figures, roles, table9
-from txlab.analysis.figures import mean_intervals
+from txlab.analysis.figures import FigureFiles, mean_intervals
 from txlab.analysis.run_logs import seed_group_labels
 from txlab.measure import attention
 from txlab.style import PALETTE, themed
@@ -78,3 +78,20 @@ def test_ablation_labels_say_the_real_size_and_drop_a_remark_that_repeats_the_ro
     runs = pd.DataFrame({"row_id": ["recur-ours-full", "ours"], "remark": ["Transformer-XL (128M)", "Ours"], "params": [957968, 957968]})
     assert ablation.ablation_label(runs, "recur-ours-full") == "recur-ours-full: Transformer-XL (0.96M)"
     assert ablation.ablation_label(runs, "ours") == "ours (0.96M)"
+
+
+def test_an_ablation_figure_with_one_row_far_above_the_rest_zooms_on_the_comparison_it_is_about(tmp_path, monkeypatch):
+    # Table 6 on the recall family: Shaw 5.06 and ours 5.20 beside an absolute-position row at 120
+    drawn = []
+    monkeypatch.setattr(ablation, "save_figure_with_points", lambda fig, out, points: drawn.append(fig) or FigureFiles([out], out))
+    means = {"ours": (6.0, 5.20), "shaw": (5.9, 5.06), "absolute": (60.0, 120.0)}
+    curves = pd.DataFrame([{"row_id": row, "attn_len": length, "seed": seed, "value": value + 0.05 * (seed - 1), "metric": "ppl"}
+                           for row, values in means.items() for length, value in zip((128, 256), values) for seed in range(3)])
+    runs = pd.DataFrame({"row_id": list(means), "remark": [""] * 3, "init_len": [256, 256, 128]})
+    ablation.ablation_figure(curves, runs, tmp_path / "zoomed")
+    ablation.ablation_figure(curves[curves["row_id"] != "absolute"], runs, tmp_path / "plain")
+    zoomed, plain = drawn
+    low, high = zoomed.axes[1].get_ylim()
+    assert zoomed.axes[0].get_yscale() == "log" and len(plain.axes) == 1 and plain.axes[0].get_yscale() == "linear"
+    assert low < 5.06 and 5.20 < high and (5.20 - 5.06) / (high - low) > 0.05  # the difference fills more than 5% of the zoom
+    plt.close("all")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 import numpy as np
 import pandas as pd
 
@@ -388,13 +389,22 @@ def seed_intervals(curves: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     return mean_intervals(curves, ["row_id", "attn_len"], "value", level).rename(columns={"n": "seeds"})
 
 
+ZOOM_WHEN = 3.0
+"""A figure whose highest mean is this many times its lowest draws on a log axis beside a zoom on the lowest means:
+on one linear axis a row far above the others (an absolute encoding at 120) flattens the few percent the study's
+comparisons are about (5.06 against 5.20)."""
+ZOOM_SPAN = 1.5
+"""The zoom shows the means from the lowest up to this many times it, each with its sd over seeds (the table's ±)."""
+
+
 @themed
 def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: str = "") -> list[Path]:
     """Perplexity (or bpc) against evaluation attention length, one line per study row (mean over
     seeds) with each seed as a thin line of the same colour, the training length marked with an open
     circle. The mean at each length is the one the table reads (its PPL best is the lowest of them).
-    Writes ``out`` (.png, .pdf) and the means with their 95% t-intervals and standard deviations over
-    seeds (.csv).
+    Where the means span more than :data:`ZOOM_WHEN` times, the axis is logarithmic and a second panel
+    zooms on the lowest means (:data:`ZOOM_SPAN`), each with its sd over seeds (the table's ±). Writes ``out`` (.png, .pdf)
+    and the means with their 95% t-intervals and standard deviations over seeds (.csv).
 
     Seeds are drawn one by one rather than as an interval band: at this scale a seed either learns a
     structure or stalls, and a t-interval over three such seeds spans the whole plot (below zero
@@ -405,8 +415,12 @@ def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: 
     intervals = intervals.merge(sd, on=["row_id", "attn_len"])
     if intervals.groupby("row_id")["attn_len"].nunique().max() == 1:
         return _ablation_dots(curves, runs, intervals, out, title)
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    palette = distinct_colors(intervals["row_id"].nunique())
+    lowest = intervals["mean"].min()
+    zoom = intervals["mean"].max() > ZOOM_WHEN * lowest
+    fig, axes = plt.subplots(1, 1 + zoom, figsize=(7.5 + 5 * zoom, 4.2 + 0.4 * zoom), squeeze=False)
+    ax = axes[0][0]
+    n_rows = intervals["row_id"].nunique()
+    palette = distinct_colors(n_rows)
     for i, (row_id, points) in enumerate(intervals.groupby("row_id", sort=False)):
         points = points.sort_values("attn_len")
         color, marker = palette[i], MARKERS[i % len(MARKERS)]
@@ -420,14 +434,33 @@ def ablation_figure(curves: pd.DataFrame, runs: pd.DataFrame, out: Path, title: 
         at_init = points[points["attn_len"] == init]
         if not at_init.empty:
             ax.plot([init], at_init["mean"], marker="o", ms=9, mfc="none", color=color)
+        if zoom:  # each row a little apart in x (log axis: a factor), so that the bars at one length stay apart
+            apart = 2 ** (0.01 * (i - (n_rows - 1) / 2))
+            axes[0][1].errorbar(points["attn_len"] * apart, points["mean"], yerr=points["sd"].fillna(0), marker=marker, ms=4, lw=1.3,
+                                color=color, capsize=2, elinewidth=0.8, ls="-" if i < 10 else "--")
     metric = curves["metric"].iloc[0]
     lengths = sorted(curves["attn_len"].unique())
-    ax.set_xscale("log", base=2)  # the lengths roughly double; equal steps read as equal ratios
-    ax.set_xticks(lengths, [str(a) for a in lengths])
-    ax.minorticks_off()
-    ax.set(xlabel="evaluation attention length", ylabel=METRICS[metric].axis_label)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.set_title((title + "\n" if title else "") + "thick: mean over seeds; thin: each seed; open circle: the training attention length (PPL init)", fontsize=9)
+    for panel in axes[0]:
+        panel.set_xscale("log", base=2)  # the lengths roughly double; equal steps read as equal ratios
+        panel.set_xticks(lengths, [str(a) for a in lengths])
+        panel.minorticks_off()
+        panel.set(xlabel="evaluation attention length", ylabel=METRICS[metric].axis_label)
+    how = "thick: mean over seeds; thin: each seed; open circle: the training attention length (PPL init)"
+    if zoom:
+        ax.set_yscale("log")
+        # 20 and 50, not 2 x 10^1 and 5 x 10^1, and no label on the other minor ticks (they crowd near the top of a decade)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:g}"[0] in "25" else ""))
+        ax.axhspan(lowest * 0.97, lowest * ZOOM_SPAN, color="0.5", alpha=0.12, lw=0)
+        axes[0][1].set_ylim(lowest * 0.97, lowest * ZOOM_SPAN)
+        axes[0][1].set_title(f"the shaded band, up to {ZOOM_SPAN:g}x the lowest mean: means \u00b1 sd over seeds (the table's \u00b1)", fontsize=8)
+        ax.set_title("all rows, log scale", fontsize=8)
+        fig.suptitle((title + "\n" if title else "") + how, fontsize=9)
+        axes[0][1].legend(*ax.get_legend_handles_labels(), fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        fig.tight_layout()
+    else:
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.set_title((title + "\n" if title else "") + how, fontsize=9)
     return save_figure_with_points(fig, out, intervals).paths
 
 
