@@ -352,6 +352,15 @@ def recl_table(
     return [result for r in rs for result in recl(losses, grid, models, r, threshold, caps, c0, placebo)]
 
 
+def _check_resampling(n_targets: int, block_size: int, n_boot: int, ci: float) -> int:
+    """The number of blocks of ``block_size`` the targets split into, once the bootstrap's settings are checked."""
+    if block_size < 1 or n_targets % block_size:
+        raise TxlabError(f"{n_targets} targets do not split into blocks of {block_size}")
+    if not 0 < ci < 1 or n_boot < 1:
+        raise TxlabError(f"need 0 < ci < 1 and n_boot >= 1, got ci={ci}, n_boot={n_boot}")
+    return n_targets // block_size
+
+
 def bootstrap_recl(
     losses: np.ndarray,
     grid: Sequence[int],
@@ -380,12 +389,8 @@ def bootstrap_recl(
     table = prepare_table(losses, grid, models, caps)
     placebo = _check_placebo(placebo, table)
     n_models, n_grid, n_targets = table.shape
-    if block_size < 1 or n_targets % block_size:
-        raise TxlabError(f"{n_targets} targets do not split into blocks of {block_size}")
-    if not 0 < ci < 1 or n_boot < 1:
-        raise TxlabError(f"need 0 < ci < 1 and n_boot >= 1, got ci={ci}, n_boot={n_boot}")
     start = _start_index(grid, c0)
-    n_blocks = n_targets // block_size
+    n_blocks = _check_resampling(n_targets, block_size, n_boot, ci)
     blocks = table.reshape(n_models, n_grid, n_blocks, block_size)  # [M, G, blocks, block_size]
     placebo_blocks = None if placebo is None else placebo.reshape(n_models, n_grid - 1, n_blocks, block_size)
     rng = np.random.default_rng(seed)
@@ -459,6 +464,32 @@ def perplexity_by_context(
 ) -> np.ndarray:
     """Figure 4: ordinary perplexity exp(mean_t l_i(c, t)) over all targets: [M, G]."""
     return np.exp(prepare_table(losses, grid, models, caps).mean(axis=-1))
+
+
+def bootstrap_perplexity(
+    losses: np.ndarray,
+    grid: Sequence[int],
+    models: Sequence[str],
+    block_size: int,
+    n_boot: int = 200,
+    seed: int = 0,
+    ci: float = 0.95,
+    caps: Mapping[str, int | None] | None = None,
+) -> np.ndarray:
+    """Block-bootstrap interval of Figure 4's perplexity at every context length: [M, G, 2] (low, high).
+
+    Resampled as :func:`bootstrap_recl` resamples: the targets cut into their contiguous blocks of ``block_size``,
+    as many blocks drawn with replacement, the same blocks for every model and context length; the interval is
+    the (1-ci)/2 and (1+ci)/2 quantiles of exp(mean loss) over the resamples."""
+    table = prepare_table(losses, grid, models, caps)
+    n_models, n_grid, n_targets = table.shape
+    n_blocks = _check_resampling(n_targets, block_size, n_boot, ci)
+    block_means = table.reshape(n_models, n_grid, n_blocks, block_size).mean(axis=-1)  # [M, G, blocks]
+    chosen = np.random.default_rng(seed).integers(0, n_blocks, (n_boot, n_blocks))  # [resample, blocks]
+    # blocks are equally long, so the mean of the chosen blocks' means is the resample's mean loss
+    perplexity = np.exp(block_means[:, :, chosen].mean(axis=-1))  # [M, G, resample]
+    alpha = (1 - ci) / 2
+    return np.stack([np.quantile(perplexity, alpha, axis=-1), np.quantile(perplexity, 1 - alpha, axis=-1)], axis=-1)
 
 
 # --------------------------------------------------------------------------------------------------
