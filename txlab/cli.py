@@ -492,6 +492,10 @@ def recl(
     unit: str = typer.Option(None, "--unit", help="What context lengths and targets count: token (members share one tokenizer) or word (words of "
                              "--text, shared by members with any tokenizers; give the grid in words, e.g. --set grid=2:40:2) "
                              "\\[default: the study's, else token]."),
+    label: list[str] = typer.Option([], "--label", help="A member's display name, MEMBER=NAME, repeatable: --label hf:ckpt/gpt2=GPT-2 "
+                                    "--label my-run=\"XL (ours)\". MEMBER as the group names it or as the table would (the preset, the "
+                                    "folder's name); NAME is what Table 8, the legends, recl.json and a command-line group's folder call it "
+                                    "(the setting labels) \\[default: the study's labels, else the preset or folder name]."),
     corpus_dir: str = _CORPUS_DIR,
     device: str = typer.Option(None, "--device", help="cpu, cuda, cuda:1, ... \\[default: the study's, else cpu]."),
     overrides: list[str] = typer.Option([], "--set", help="A setting (keys: `txlab recl --show-settings`), e.g. --set grid=20:240:20 --set placebo=true "
@@ -503,6 +507,9 @@ def recl(
                                     "(<preset>-<size>-<corpus>-seed<s>), RECL is computed once per seed's group (<group>/seed-<s>/), and "
                                     "table8-seeds.{csv,md,json} give each RECL per seed and its spread \\[default: the study's, else one run, no seed].",
                                     show_default=False),
+    export_losses: bool = typer.Option(None, "--export-losses", help="Also write every member's per-token losses beside Table 8 as one tidy "
+                                       "table, losses.csv (and losses.parquet with pyarrow): member, unit, c, target, target_text, loss, "
+                                       "placebo_loss (the setting export_losses).", show_default=False, metavar=""),
     dry_run: bool = DRY_RUN,
     study: Path = typer.Option(None, "--study", help="A RECL study YAML (studies/table8.yaml): its groups and the --profile's settings."),
     profile: str = typer.Option("cpu", "--profile", "-p", help="The study profile (with --study)."),
@@ -510,8 +517,9 @@ def recl(
     models_root: str = typer.Option(None, "--models-root", help="Where preset runs live (<root>/<preset>-<size>-<corpus>/) \\[default: the study's, else <home>/results/models]."),
     out_dir: Path = typer.Option(None, "--out-dir", help="Tables go to <out-dir>/<group>/ \\[default: <home>/results/recl].", show_default=False),
     fig_dir: Path = typer.Option(None, "--fig-dir", help="Figures go to <fig-dir>/<group>/ \\[default: <home>/figures/recl].", show_default=False),
-    redraw: Path = typer.Option(None, "--redraw", help="Only draw Figures 3 and 4 again from a group's folder of tables (results/recl/<group>), "
-                                "into <fig-dir>/<group>/; nothing trains or scores.", show_default=False),
+    redraw: list[Path] = typer.Option([], "--redraw", help="Only draw the figures again from a group's folder of tables (results/recl/<group>), "
+                                      "into <fig-dir>/<group>/; nothing trains or scores. Repeat it for the groups of one study: a model "
+                                      "keeps one colour across them.", show_default=False),
     _show: bool = show_settings("txlab.drivers.recl.settings", "ReclSettings"),
     json_output: bool = JSON,
     quiet: bool = QUIET,
@@ -534,19 +542,20 @@ def recl(
     txlab recl --group hf:gpt2-dir hf:llama-dir RUN_DIR --text notes.txt --unit word --set grid=2:40:2
     """
     from txlab.config import parse_seeds
-    from txlab.drivers.recl.report import SeedsResult, redraw_group, summary
+    from txlab.drivers.recl.report import SeedsResult, redraw_groups, summary
     from txlab.drivers.recl.run import recl_groups
     from txlab.drivers.recl.settings import parse_rs
 
-    if redraw is not None:
+    if redraw:
         from txlab.workspace import resolve
 
-        for path in redraw_group(redraw, fig_dir or resolve("figures/recl")):
+        for path in redraw_groups(redraw, fig_dir or resolve("figures/recl")):
             typer.echo(f"wrote {path}")
         return
     say = (lambda msg: None) if quiet else (lambda msg: typer.echo(msg, err=True))
     options = {"size": size, "data": data, "text": text, "tokenizer": tokenizer, "unit": unit, "rs": parse_rs(r), "device": device,
-               "models_root": models_root, "launcher": launcher, "train_seeds": parse_seeds(train_seeds)}
+               "models_root": models_root, "launcher": launcher, "train_seeds": parse_seeds(train_seeds), "labels": label or None,
+               "export_losses": export_losses or None}
     results = recl_groups(
         [*group, *(members or [])], study, profile, name, options=options, sets=[*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *overrides],
         out_dir=out_dir, fig_dir=fig_dir, announce=typer.echo, echo=say, progress=not quiet, dry_run=dry_run,

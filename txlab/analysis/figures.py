@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import textwrap
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,11 +92,15 @@ def model_name(label: str) -> str:
     return MODEL_NAMES[key] if MODEL_NAMES[key].lower() == key else f"{MODEL_NAMES[key]} ({key})"
 
 
-def models_in_words(names: list[str]) -> str:
+def models_in_words(names: list[str], verbatim: Collection[str] = ()) -> str:
     """A figure title's models: 'Transformer-XL, QRNN and LSTM' from presets, run folders or hf: paths
-    (each architecture once), '4 models' past three, where the legend names each."""
+    (each architecture once), '4 models' past three, where the legend names each. A name in ``verbatim``
+    (a display name the user gave) is given as it is."""
     words = []
     for name in names:
+        if name in verbatim:
+            words.append(name)
+            continue
         base = Path(str(name).removeprefix("hf:")).name
         key = base if base in MODEL_NAMES else next((k for k in sorted(MODEL_NAMES, key=len, reverse=True) if base.startswith(k + "-")), None)
         words.append(MODEL_NAMES[key] if key else base)
@@ -118,18 +123,34 @@ def sized_label(name: str, params: int | None) -> str:
     return f"{model_name(name)}, {size} parameters"
 
 
-def model_styles(models: list[str]) -> dict[str, dict[str, Any]]:
-    """One colour and marker per model, the same in every figure of a group; the oracle (ground truth)
-    in the reference black, dashed, so it never reads as a model's colour."""
-    palette = distinct_colors(sum(not m.startswith("oracle") for m in models))
-    styles, i = {}, 0
-    for model in models:
-        if model.startswith("oracle"):
-            styles[model] = {"color": REFERENCE_COLORS["ideal"], "ls": "--", "marker": None}
-        else:
-            styles[model] = {"color": palette[i], "ls": "-", "marker": MARKERS[i % len(MARKERS)]}
-            i += 1
-    return styles
+@dataclass(frozen=True)
+class ModelLegend:
+    """How the figures of a study show its models: one colour and marker per model, the same in every figure of
+    the study whichever of its models a figure draws, and each model's name in a legend."""
+
+    order: tuple[str, ...] = ()
+    """The study's models in the order their colours are given (txlab.drivers.recl.groups.Group.model_order);
+    a model not in it comes after them, in the order its figure lists it. Empty: each figure's own order."""
+    verbatim: frozenset[str] = frozenset()
+    """Display names the user gave: legends show them as they are, other names through :func:`model_name`."""
+
+    def name(self, model: str) -> str:
+        """A model's legend entry."""
+        return model if model in self.verbatim else model_name(model)
+
+    def styles(self, models: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Colour, line style and marker of each of ``models`` by its place in :attr:`order`; the oracle (ground
+        truth) in the reference black, dashed, so it never reads as a model's colour."""
+        ranked = [m for m in dict.fromkeys([*self.order, *models]) if not m.startswith("oracle")]
+        palette = distinct_colors(len(ranked))
+        styles = {}
+        for model in models:
+            if model.startswith("oracle"):
+                styles[model] = {"color": REFERENCE_COLORS["ideal"], "ls": "--", "marker": None}
+            else:
+                i = ranked.index(model)
+                styles[model] = {"color": palette[i], "ls": "-", "marker": MARKERS[i % len(MARKERS)]}
+        return styles
 
 
 def wrapped(title: str, width: int = 70) -> str:

@@ -1,6 +1,7 @@
 """The figures of `txlab recl`: Figure 3 (the gain of each step to a longer context, beside its
-placebo), Figure 4 (perplexity against context length), both from the points a group's table
-writes beside Table 8, and the RECL of every training seed. Files only: no torch import.
+placebo, over each RECL with its interval), Figure 4 (perplexity against context length, with its
+interval), both from the points a group's table writes beside Table 8, and the RECL of every training
+seed. Files only: no torch import.
 """
 
 from __future__ import annotations
@@ -12,20 +13,25 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from txlab.analysis.figures import legend_outside, model_name, model_styles, save_figure_with_points, wrapped
+from txlab.analysis.figures import ModelLegend, legend_outside, save_figure_with_points, wrapped
 from txlab.analysis.table8 import PAPER, PLACEBO_AWARE, SeedSpreadRow, r_label
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
-from txlab.style import REFERENCE_COLORS, themed
+from txlab.style import CI_ALPHA, REFERENCE_COLORS, themed
+
+FIGURE4_INTERVALS = "figure4-intervals.csv"
+"""Beside figure4.csv: each perplexity's block-bootstrap interval (model, c, ppl_low, ppl_high, ci)."""
 
 
 def write_context_curves(gains: np.ndarray, perplexity: np.ndarray, grid: Sequence[int], models: Sequence[str], out_dir: Path,
                          placebo: Mapping[float, tuple[np.ndarray, np.ndarray]] | None = None,
-                         reference: Mapping[str, np.ndarray] | None = None) -> list[Path]:
+                         reference: Mapping[str, np.ndarray] | None = None,
+                         intervals: Mapping[str, np.ndarray] | None = None, ci: float = 0.95) -> list[Path]:
     """The points of Figures 3 and 4 as CSV in ``out_dir``: figure3.csv (model, c, c_next, gain: the
     unnormalised gain exp f(c,c) - exp f_i(c,c')), figure4.csv (model, c, ppl; plus the ``reference``
-    curves, name -> [G] perplexity, such as the ideal model's) and, with placebo
-    gains ({r: (relative step gains [M, G-1], placebo gains [M, G-1])}), placebo.csv (model, r, c,
+    curves, name -> [G] perplexity, such as the ideal model's), with ``intervals`` (name -> [G, 2] low and high
+    perplexity, txlab.analysis.recl.bootstrap_perplexity at coverage ``ci``) :data:`FIGURE4_INTERVALS`, and with
+    placebo gains ({r: (relative step gains [M, G-1], placebo gains [M, G-1])}), placebo.csv (model, r, c,
     c_next, gain, placebo_gain: a real gain stands well above its placebo)."""
     out_dir = Path(out_dir)
     steps = list(zip(grid[:-1], grid[1:]))
@@ -33,15 +39,17 @@ def write_context_curves(gains: np.ndarray, perplexity: np.ndarray, grid: Sequen
                          for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)])
     curves = [*zip(models, perplexity), *(reference or {}).items()]
     fig4 = pd.DataFrame([{"model": m, "c": c, "ppl": float(ppl[j])} for m, ppl in curves for j, c in enumerate(grid)])
+    tables = [("figure3.csv", fig3), ("figure4.csv", fig4)]
+    if intervals:
+        tables.append((FIGURE4_INTERVALS, pd.DataFrame([{"model": m, "c": c, "ppl_low": float(bounds[j][0]), "ppl_high": float(bounds[j][1]), "ci": ci}
+                                                        for m, bounds in intervals.items() for j, c in enumerate(grid)])))
+    if placebo:
+        tables.append(("placebo.csv", pd.DataFrame([{"model": m, "r": r, "c": c, "c_next": c2, "gain": float(real[i][j]), "placebo_gain": float(fake[i][j])}
+                                                    for r, (real, fake) in placebo.items() for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)])))
     written = []
-    for name, frame in (("figure3.csv", fig3), ("figure4.csv", fig4)):
+    for name, frame in tables:
         write_text_atomic(out_dir / name, frame.to_csv(index=False))
         written.append(out_dir / name)
-    if placebo:
-        rows = [{"model": m, "r": r, "c": c, "c_next": c2, "gain": float(real[i][j]), "placebo_gain": float(fake[i][j])}
-                for r, (real, fake) in placebo.items() for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)]
-        write_text_atomic(out_dir / "placebo.csv", pd.DataFrame(rows).to_csv(index=False))
-        written.append(out_dir / "placebo.csv")
     return written
 
 
@@ -51,48 +59,97 @@ def _read_points(table: Path, what: str) -> pd.DataFrame:
     return pd.read_csv(table)
 
 
+def _read_optional(table: Path | None) -> pd.DataFrame | None:
+    return pd.read_csv(table) if table is not None and Path(table).is_file() else None
+
+
+def _interval_rows(rows: pd.DataFrame, models: Sequence[str], r: float) -> list[tuple[str, str, pd.Series]]:
+    """The rows of Figure 3's RECL panel, top to bottom: per model its placebo-aware RECL first, where there is one,
+    then the paper's; (model, estimate, the table8.csv row)."""
+    marked = rows[np.isclose(rows["r"], r) & rows["model"].isin(models)]
+    drawn = []
+    for model in models:
+        for _, row in marked[marked["model"] == model].iterrows():
+            if "placebo_recl" in row and pd.notna(row["placebo_recl"]):
+                drawn.append((model, PLACEBO_AWARE, row))
+            drawn.append((model, PAPER, row))
+    return drawn
+
+
+def _draw_recl_intervals(ax: plt.Axes, rows: pd.DataFrame, models: Sequence[str], styles: dict, r: float) -> None:
+    """Each model's RECL at ``r`` with its bootstrap interval, one line each in the model's colour and marker: the
+    placebo-aware RECL first, solid and filled, then the paper's, dashed and open († where it rests on a step that
+    did not beat its placebo); '≥' before a reading and '▸' at an interval's end that ran off the grid. The ideal
+    model's RECL is a black line across."""
+    drawn = _interval_rows(rows, [m for m in models if not m.startswith("oracle")], r)
+    labels = []
+    for y, (model, estimate, row) in enumerate(drawn):
+        st = styles[model]
+        prefix = "placebo_" if estimate == PLACEBO_AWARE else ""
+        filled = estimate == PLACEBO_AWARE or not any(e == PLACEBO_AWARE for m, e, _ in drawn if m == model)
+        if pd.notna(row.get(prefix + "ci_low")):
+            low, high = row[prefix + "ci_low"], row[prefix + "ci_high"]
+            # a segment, not an error bar: a bootstrap interval of a statistic on a grid can leave its point outside
+            ax.plot([low, high], [y, y], color=st["color"], ls="-" if filled else "--", lw=1.4, marker="|", ms=8)
+            if row[prefix + "censored_fraction"] > (1 - row[prefix + "ci"]) / 2:  # the high end ran off the grid too
+                ax.plot([high], [y], color=st["color"], marker=">", ms=5)
+        recl = row[prefix + "recl"]
+        ax.plot([recl], [y], color=st["color"], marker=st["marker"], ms=6, mfc=st["color"] if filled else "white", mew=1.4)
+        if bool(row[prefix + "censored"]):
+            ax.annotate("\u2265", (recl, y), xytext=(-9, 0), textcoords="offset points", ha="center", va="center", color=st["color"], fontsize=9)
+        below = row.get("below_placebo")
+        labels.append("placebo-aware" if estimate == PLACEBO_AWARE else "paper's" + (" \u2020" if pd.notna(below) and bool(below) else ""))
+    truth = rows[np.isclose(rows["r"], r) & rows["model"].str.startswith("oracle")]
+    for _, row in truth.iterrows():
+        ax.axvline(row["recl"], color=REFERENCE_COLORS["ideal"], ls="--", lw=1)
+        ax.annotate(f"ideal model: {int(row['recl'])}", (row["recl"], len(drawn) - 0.5), xytext=(-3, 2), textcoords="offset points",
+                    ha="right", va="bottom", fontsize=7)
+    ax.set_yticks(range(len(drawn)), labels, fontsize=7)
+    for tick, (model, _, _) in zip(ax.get_yticklabels(), drawn):
+        tick.set_color(styles[model]["color"])
+    ax.set_ylim(len(drawn) - 0.5, -0.5)
+    ax.set_xlabel("context length (tokens)")
+    ax.set_title(f"RECL at r = {r:g} and its 95% bootstrap interval (\u2265, \u25b8: beyond the grid; \u2020: rests on a step below its placebo)",
+                 fontsize=8)
+
+
 @themed
 def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = None, placebo: Path | None = None,
-            r: float = 0.1, threshold: float = 0.01) -> list[Path]:
+            r: float = 0.1, threshold: float = 0.01, legend: ModelLegend = ModelLegend()) -> list[Path]:
     """Figure 3 from figure3.csv: the unnormalised gain exp f(c,c) - exp f_i(c,c') of each step c -> c',
-    plotted at c', one line per model. With ``intervals`` (table8.csv) each model's RECL at ``r`` is
-    marked under its gains with its bootstrap interval; with ``placebo`` (placebo.csv) a second panel
-    shows the relative gain at ``r`` beside the placebo gain (the same step with the context's source
-    shuffled), with RECL's ``threshold``: a real gain stands above both. Writes ``out`` (.png and .pdf)
-    and its points (.csv).
+    plotted at c', one line per model. With ``intervals`` (table8.csv) a panel under the gains gives each
+    model's RECL at ``r`` with its bootstrap interval, the placebo-aware RECL first where there is one (the
+    reading the paper's RECL is checked against), then the paper's; with ``placebo`` (placebo.csv) a panel
+    beside shows the relative gain at ``r`` and the placebo gain (the same step with the context's source
+    shuffled), with RECL's ``threshold``: a real gain stands above both. Colours and names: ``legend``.
+    Writes ``out`` (.png and .pdf) and its points (.csv).
 
     No threshold line on the unnormalised gains: RECL's threshold applies to the gain relative to the
     group's best loss at c (txlab.analysis.recl.relative_gain), which is what the placebo panel shows."""
     points = _read_points(table, "Figure 3")
     models = list(dict.fromkeys(points["model"]))
-    styles = model_styles(models)
-    placebo_points = pd.read_csv(placebo) if placebo is not None and Path(placebo).is_file() else None
+    styles = legend.styles(models)
+    placebo_points = _read_optional(placebo)
     if placebo_points is not None:
         placebo_points = placebo_points[np.isclose(placebo_points["r"], r)]
-    panels = 2 if placebo_points is not None and not placebo_points.empty else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels + 1.6, 4.2), squeeze=False)
-    ax = axes[0][0]
+    with_placebo = placebo_points is not None and not placebo_points.empty
+    rows = _read_optional(intervals)
+    with_intervals = rows is not None and "ci_low" in rows
+    n_rows = len(_interval_rows(rows, models, r)) if with_intervals else 0
+    fig = plt.figure(figsize=(6.2 * (1 + with_placebo) + 1.6, 4.2 + (0.22 * n_rows + 0.9) * with_intervals))
+    grid = fig.add_gridspec(1 + with_intervals, 1 + with_placebo, height_ratios=[4.2, 0.22 * n_rows + 0.5][: 1 + with_intervals])
+    ax = fig.add_subplot(grid[0, 0])
     for model in models:
         own = points[points["model"] == model].sort_values("c_next")
         st = styles[model]
-        ax.plot(own["c_next"], own["gain"], color=st["color"], ls=st["ls"], marker=st["marker"], ms=4, lw=1.4, label=model_name(model))
+        ax.plot(own["c_next"], own["gain"], color=st["color"], ls=st["ls"], marker=st["marker"], ms=4, lw=1.4, label=legend.name(model))
     ax.set(xlabel="context length c' (step c \u2192 c')", ylabel="gain exp f(c,c) \u2212 exp f(c,c')")
     ax.set_title(f"unnormalised gain at r = {r:g}", fontsize=9)
-    rows = pd.read_csv(intervals) if intervals is not None and Path(intervals).is_file() else None
-    if rows is not None and "ci_low" in rows:
-        marked = rows[np.isclose(rows["r"], r) & rows["model"].isin(models)]
-        lo, hi = ax.get_ylim()
-        span = hi - lo
-        ax.set_ylim(lo - 0.08 * span * (len(marked) + 1), hi)
-        for k, row in enumerate(marked.itertuples()):
-            y = lo - 0.08 * span * (k + 1)
-            st = styles[row.model]
-            # drawn as a segment, not an error bar: a bootstrap interval of a statistic on a grid can leave its point outside
-            ax.plot([row.ci_low, row.ci_high], [y, y], color=st["color"], marker="|", ms=7, lw=1.2)
-            ax.plot([row.recl], [y], color=st["color"], marker=">" if row.censored else "D", ms=5)
-        ax.set_title(f"unnormalised gain at r = {r:g}\nbelow: RECL with its 95% bootstrap interval (\u25b8: beyond the grid)", fontsize=9)
-    if panels == 2:
-        right = axes[0][1]
+    if with_intervals:
+        below = fig.add_subplot(grid[1, 0], sharex=ax)
+        _draw_recl_intervals(below, rows, models, styles, r)
+    if with_placebo:
+        right = fig.add_subplot(grid[:, 1])
         for model in models:
             own = placebo_points[placebo_points["model"] == model].sort_values("c_next")
             if own.empty:
@@ -108,54 +165,62 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
         right.set_title(f"relative gain and its placebo at r = {r:g}", fontsize=9)
         right.legend(fontsize=7, loc="best", framealpha=0.9)
     if title:
-        fig.suptitle(wrapped(title, 110 if panels == 2 else 70), fontsize=10)
-    if panels == 1:
+        fig.suptitle(wrapped(title, 110 if with_placebo else 70), fontsize=10)
+    if not with_placebo and not with_intervals:
         legend_outside(ax)
         fig.tight_layout()
-    else:  # between the panels the models' legend would cover the right one: under the figure instead
+    else:  # beside a panel the models' legend would cover it: under the figure instead
         handles, labels = ax.get_legend_handles_labels()
-        fig.tight_layout(rect=(0, 0.1, 1, 1))
+        fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
         fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(models), 4), frameon=False)
     return save_figure_with_points(fig, out, points).paths
 
 
 @themed
-def figure4(table: Path, out: Path, title: str = "", char_level: bool = False) -> list[Path]:
+def figure4(table: Path, out: Path, title: str = "", char_level: bool = False, intervals: Path | None = None,
+            legend: ModelLegend = ModelLegend()) -> list[Path]:
     """Figure 4 from figure4.csv: perplexity on the shared targets against context length, one line
-    per model (and the ideal model's on synthetic corpora, black and dashed); in bits per character
+    per model (and the ideal model's on synthetic corpora, black and dashed), with its block-bootstrap
+    interval as a band where ``intervals`` (:data:`FIGURE4_INTERVALS`) gives one; in bits per character
     (log2 of the perplexity) on a character corpus, as txlab reads character corpora everywhere.
-    Writes ``out`` (.png and .pdf) and its points (.csv)."""
+    Colours and names: ``legend``. Writes ``out`` (.png and .pdf) and its points (.csv)."""
     points = _read_points(table, "Figure 4")
     models = list(dict.fromkeys(points["model"]))
-    styles = model_styles(models)
-    y = np.log2(points["ppl"]) if char_level else points["ppl"]
-    points = points.assign(bpc=y) if char_level else points
+    styles = legend.styles(models)
+    bounds = _read_optional(intervals)
+    if bounds is not None:
+        points = points.merge(bounds[["model", "c", "ppl_low", "ppl_high"]], on=["model", "c"], how="left")
+    if char_level:  # bits per character: log2 of the perplexity, and of its bounds
+        points = points.assign(**{f"bpc{end}": np.log2(points[f"ppl{end}"]) for end in ("", "_low", "_high") if f"ppl{end}" in points})
+    y = "bpc" if char_level else "ppl"
     fig, ax = plt.subplots(figsize=(7.6, 4.2))
     for model in models:
         own = points[points["model"] == model].sort_values("c")
         st = styles[model]
-        ax.plot(own["c"], own["bpc" if char_level else "ppl"], color=st["color"], ls=st["ls"], marker=st["marker"] or "o", ms=4, lw=1.4,
-                label=model_name(model))
+        ax.plot(own["c"], own[y], color=st["color"], ls=st["ls"], marker=st["marker"] or "o", ms=4, lw=1.4, label=legend.name(model))
+        if f"{y}_low" in own and own[f"{y}_low"].notna().any():
+            ax.fill_between(own["c"], own[f"{y}_low"], own[f"{y}_high"], color=st["color"], alpha=CI_ALPHA, lw=0)
     ax.set(xlabel="context length c", ylabel="bits per character" if char_level else "perplexity exp(mean l(c, t))")
     legend_outside(ax)
     if title:
-        ax.set_title(wrapped(title), fontsize=10)
+        band = "\nband: 95% block-bootstrap interval over the target blocks" if bounds is not None else ""
+        ax.set_title(wrapped(title) + band, fontsize=10)
     fig.tight_layout()
     return save_figure_with_points(fig, out, points).paths
 
 
 @themed
-def seed_spread_figure(rows: Sequence[SeedSpreadRow], out: Path, title: str = "") -> list[Path]:
+def seed_spread_figure(rows: Sequence[SeedSpreadRow], out: Path, title: str = "", legend: ModelLegend = ModelLegend()) -> list[Path]:
     """RECL over training seeds (txlab.analysis.table8.seed_rows): one panel per r, one line per model, a dot
     per seed (filled: the paper's RECL; open: the placebo-aware one; ▸: the walk ran off the grid, so at
     least there; the seeds a little apart in height, so equal readings stay countable) and a bar at the mean
-    of the readings. Writes ``out`` (.png and .pdf) and its points (.csv)."""
+    of the readings. Colours and names: ``legend``. Writes ``out`` (.png and .pdf) and its points (.csv)."""
     if not rows:
         raise TxlabError("no RECL rows over seeds to draw")
     points = pd.DataFrame([{"model": row.model, "r": row.r, "estimate": row.estimate, "seed": seed, "recl": value, "censored": censored}
                            for row in rows for seed, value, censored in zip(row.seeds, row.recl, row.censored)])
     models = list(dict.fromkeys(points["model"]))
-    styles = model_styles(models)
+    styles = legend.styles(models)
     rs = list(dict.fromkeys(points["r"]))
     title = wrapped(title, 45 * len(rs) + 30) if title else ""
     height = 0.8 * len(models) + 1.2 + 0.25 * (title.count("\n") + 1) * bool(title)
@@ -172,7 +237,7 @@ def seed_spread_figure(rows: Sequence[SeedSpreadRow], out: Path, title: str = ""
         ax.set_title(r_label(r), fontsize=9)
         ax.set_xlabel("RECL (tokens)")
         ax.grid(True, axis="x", alpha=0.3)
-    axes[0][0].set_yticks(range(len(models)), [model_name(m) for m in models])
+    axes[0][0].set_yticks(range(len(models)), [legend.name(m) for m in models])
     axes[0][0].set_ylim(len(models) - 0.5, -0.5)
     handles = [plt.Line2D([], [], marker="o", ls="", color="0.3", label="paper's RECL, one seed"),
                plt.Line2D([], [], marker="o", ls="", color="0.3", mfc="none", label="placebo-aware RECL, one seed"),

@@ -31,7 +31,7 @@ class Member:
     """One member of a group, resolved once: what it is, where its run lives, and how it was (or will be) trained."""
 
     label: str
-    """How tables and figures name it: the preset name, the run directory's name, or the checkpoint folder's name."""
+    """How tables and figures name it: its display name (``settings.labels``), else :func:`default_label`."""
     run_dir: Path
     """The run directory; for a Hugging Face member, the folder its losses and record go to."""
     config: RunConfig | None
@@ -62,6 +62,10 @@ class Group:
     is resolved at another size with that size's defaults."""
     suffix: str = ""
     """What the group's name adds when it collects other targets than the usual ones (:func:`collection_suffix`)."""
+    model_order: tuple[str, ...] = ()
+    """Every member's name (display name or default label) over all groups of the study, in the order they first
+    appear (a command-line group: its own members): figures colour a model by its place here, so it keeps one
+    colour in every figure of the study."""
 
     def unset_defaults(self) -> ReclSettings:
         """The settings as asked: the defaulted ones unset again."""
@@ -89,20 +93,23 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
         numbers = [m for m in members if _is_number(m)]
         if numbers:
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
-        group = resolve_group(list(members), command_line(_at_home(ReclSettings()), options, sets), ReclSettings())
-        return [replace(group, name=name or default_group_name(members, group.settings) + group.suffix)]
+        asked = command_line(_at_home(ReclSettings()), options, sets)
+        group = resolve_group(list(members), asked, ReclSettings())
+        named = name or default_group_name(members, group.settings) + group.suffix
+        return [replace(group, name=named, model_order=model_order([list(members)], asked.labels))]
     chosen_study = load_study(study, profile)
     asked = command_line(_at_home(chosen_study.settings), options, sets)
     chosen = list(members) or list(chosen_study.groups)
     for group in chosen:
         if group not in chosen_study.groups:
             raise did_you_mean(group, chosen_study.groups, f"group in {study}")
+    order = model_order(list(chosen_study.groups.values()), asked.labels)
     corpus = f"-{asked.data}" if asked.data else f"-text-{Path(asked.text).stem}" if asked.text else ""
     groups = []
     for group in chosen:
         resolved = resolve_group(chosen_study.groups[group], asked, chosen_study.settings)
         named = name if name and len(chosen) == 1 else f"{chosen_study.name}-{group}-{profile}{corpus}{resolved.suffix}"
-        groups.append(replace(resolved, name=named))
+        groups.append(replace(resolved, name=named, model_order=order))
     return groups
 
 
@@ -116,7 +123,8 @@ def resolve_group(members: list[str], asked: ReclSettings, usual: ReclSettings |
         named = item.partition(":")[0]
         if named not in PRESETS:
             raise did_you_mean(named, PRESETS, "preset in member_sets")
-    resolved = {seed: [resolve_member(m, settings, seed) for m in members] for seed in training_seeds(settings, members)}
+    names = display_names(settings.labels)
+    resolved = {seed: [with_display_name(resolve_member(m, settings, seed), m, names) for m in members] for seed in training_seeds(settings, members)}
     for listed in resolved.values():
         check_members(listed, settings.unit)
         check_recipes(listed)
@@ -195,8 +203,55 @@ def collection_suffix(settings: ReclSettings, usual: ReclSettings, defaults: dic
 
 
 def default_group_name(members: Sequence[str], settings: ReclSettings) -> str:
-    """Members joined by '+', then size and corpus: 'xl151m+qrnn+lstm-cpu-synthetic-short'."""
-    return "+".join(Path(hf.hf_source(m) if hf.is_hf_spec(m) else m).name for m in members) + f"-{corpus_tag(settings)}"
+    """Members joined by '+', then size and corpus: 'xl151m+qrnn+lstm-cpu-synthetic-short'. A member with a display
+    name gives it, made a file name ('GPT-2 (mine)' -> 'GPT-2-mine')."""
+    names = display_names(settings.labels)
+
+    def part(member: str) -> str:
+        name = names.get(member, names.get(default_label(member)))
+        return default_label(member) if name is None else re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
+
+    return "+".join(part(m) for m in members) + f"-{corpus_tag(settings)}"
+
+
+def default_label(member: str) -> str:
+    """How tables name a member (as the group names it) that has no display name: the preset, the run directory's
+    name, the Hugging Face checkpoint folder's name."""
+    return Path(member[len(hf.PREFIX):].strip() if hf.is_hf_spec(member) else member).name
+
+
+def display_names(labels: Sequence[str]) -> dict[str, str]:
+    """``labels`` (MEMBER=NAME items) as member -> display name, each checked: a name fits a table cell and a legend
+    (one line, no '|', which would cut a Markdown table's cell) and is not the ideal model's."""
+    names: dict[str, str] = {}
+    for item in labels:
+        member, sep, name = (part.strip() for part in item.partition("="))
+        if not sep or not member or not name:
+            raise TxlabError(f"labels: {item!r} must look like MEMBER=NAME, e.g. --label hf:ckpt/gpt2=GPT-2 or --label gpt2-A=GPT-2")
+        if "|" in name or any(ord(c) < 32 for c in name) or name.startswith("oracle"):
+            raise TxlabError(f"labels: {name!r} is not a display name: one line, no '|', not starting 'oracle' (the ideal model's row)")
+        if names.get(member, name) != name:
+            raise TxlabError(f"labels: {member} is named twice, {names[member]!r} and {name!r}")
+        names[member] = name
+    return names
+
+
+def with_display_name(member: Member, spec: str, names: dict[str, str]) -> Member:
+    """``member`` (``spec`` as the group names it) under its display name, if ``names`` gives one."""
+    return replace(member, label=names.get(spec, names.get(member.label, member.label)))
+
+
+def model_order(groups: Sequence[Sequence[str]], labels: Sequence[str]) -> tuple[str, ...]:
+    """The names of every member of ``groups`` (lists of members as the study names them), each once, in the order
+    they first appear: what :attr:`Group.model_order` holds. A label naming none of them is refused (a typo would
+    otherwise leave its member unnamed without a word)."""
+    names = display_names(labels)
+    specs = [m for members in groups for m in members]
+    known = {*specs, *map(default_label, specs)}
+    for member in names:
+        if member not in known:
+            raise did_you_mean(member, known, "member in labels")
+    return tuple(dict.fromkeys(names.get(m, names.get(default_label(m), default_label(m))) for m in specs))
 
 
 def resolve_member(member: str, settings: ReclSettings, train_seed: int | None = None) -> Member:
@@ -208,13 +263,13 @@ def resolve_member(member: str, settings: ReclSettings, train_seed: int | None =
     with, since ``--set train.seed=3`` trains into it as well); the other members are the same for every seed."""
     if hf.is_hf_spec(member):
         source = hf.hf_source(member)  # checked: a folder with a config.json, or a Hub id
-        label = Path(source.rstrip("/")).name
+        label = default_label(member)
         return Member(label, Path(settings.models_root) / "hf" / f"{label}-{hf.fingerprint(source)}", None, source=source)
     path = Path(member)
     if path.is_dir():
         if not has_checkpoint(path):
             raise TxlabError(f"{path} holds no checkpoint: is it a run directory made by `txlab train`?")
-        return Member(path.name, path, saved_config(path))
+        return Member(default_label(member), path, saved_config(path))
     if member not in PRESETS:
         if "/" in member or member.startswith("."):
             raise TxlabError(f"no run directory {member}")

@@ -7,18 +7,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from txlab.analysis import recl, recl_figures, table8
-from txlab.analysis.figures import models_in_words
+from txlab.analysis.figures import ModelLegend, models_in_words
 from txlab.data import registry
 from txlab.data.registry import CORPORA
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
+from txlab.drivers.recl.groups import display_names
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
 from txlab.measure.words import WordTable
+from txlab.presets import PRESETS
+from txlab.workspace import resolve
 
 FIGURE3_R = 0.1
 """The paper's Figure 3 shows the gains at r = 0.1."""
@@ -44,6 +49,10 @@ class GroupResult:
     words: dict[str, Any] | None = None
     """In words (:func:`word_record`): each member's coverage, truncated contexts, method and perplexity per word and
     per byte; None in tokens."""
+    corpus: str = ""
+    """The corpus every member was scored on (its name in txlab's registry, or the own text's)."""
+    model_order: list[str] = field(default_factory=list)
+    """The study's models in the order figures colour them (txlab.drivers.recl.groups.Group.model_order)."""
 
     def record(self) -> dict[str, Any]:
         """What recl.json holds (``train_seed`` only in one seed's group, ``words`` only in words; there
@@ -51,8 +60,8 @@ class GroupResult:
         seed = {} if self.train_seed is None else {"train_seed": self.train_seed}
         words = {} if self.words is None else {"words": self.words}
         return {"group": self.group, **seed, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
-                "grid": self.grid, "n_targets": self.n_targets, "token_stream_sha256": self.token_stream_sha256,
-                "rows": [row.record() for row in self.rows], **words}
+                "corpus": self.corpus, "grid": self.grid, "n_targets": self.n_targets, "token_stream_sha256": self.token_stream_sha256,
+                "model_order": self.model_order, "rows": [row.record() for row in self.rows], **words}
 
 
 def word_record(table: WordTable) -> dict[str, Any]:
@@ -102,15 +111,22 @@ class SeedsResult:
         """What table8-seeds.json holds."""
         first = self.seeds[0]
         return {"group": self.group, "train_seeds": self.train_seeds, "members": first.members,
-                "run_dirs": {str(r.train_seed): r.run_dirs for r in self.seeds}, "settings": asdict(first.settings), "grid": first.grid,
-                "n_targets": first.n_targets, "token_stream_sha256": first.token_stream_sha256, "rows": [row.record() for row in self.rows]}
+                "run_dirs": {str(r.train_seed): r.run_dirs for r in self.seeds}, "settings": asdict(first.settings), "corpus": first.corpus,
+                "grid": first.grid, "n_targets": first.n_targets, "token_stream_sha256": first.token_stream_sha256,
+                "model_order": first.model_order, "rows": [row.record() for row in self.rows]}
 
 
 def _corpus_of(record: dict[str, Any]) -> str | None:
-    """The corpus a group was scored on: its data setting, else the corpus its name ends with."""
+    """The corpus a group was scored on: as recorded, else (a record written before it said so) its data setting,
+    its first run's configuration, or the corpus its name ends with."""
     settings = record.get("settings", {})
-    if settings.get("data"):
-        return settings["data"]
+    if record.get("corpus") or settings.get("data"):
+        return record.get("corpus") or settings["data"]
+    run_dirs = record.get("run_dirs", [])
+    first = next(iter(run_dirs.values()))[0] if isinstance(run_dirs, dict) else run_dirs[0] if run_dirs else None
+    config = resolve(first) / "config.yaml" if first else None
+    if config is not None and config.is_file():
+        return (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("data", {}).get("corpus")
     known = sorted([*CORPORA, *SYNTHETIC], key=len, reverse=True)
     return next((c for c in known if record.get("group", "").endswith("-" + c)), None)
 
@@ -133,34 +149,86 @@ def is_char_level(record: dict[str, Any]) -> bool:
     return corpus in CORPORA and CORPORA[corpus].level == "char"
 
 
-def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char_level: bool | None = None) -> list[Path]:
-    """Figures 3 and 4 of one group from the tables in ``table_dir`` (figure3.csv, figure4.csv, table8.csv's
-    bootstrap intervals, placebo.csv where there is one) into ``figure_dir``, titled in words by ``record``
-    (recl.json's fields). What a run draws, and what --redraw draws again without scoring anything."""
-    table_dir, figure_dir = Path(table_dir), Path(figure_dir)
+def member_names(record: dict[str, Any]) -> list[str]:
+    """The members' names in a recorded group's tables (display names where given), in the group's order."""
+    return list(dict.fromkeys(row["model"] for row in record.get("rows", []) if not row.get("ground_truth")))
+
+
+def figure_legend(record: dict[str, Any], order: Sequence[str] | None = None) -> ModelLegend:
+    """Colours and legend names of a recorded group's figures: by ``order`` (a study's models), else the
+    study's order the record holds, else the group's own; the display names the user gave, as they are."""
+    names = display_names(record.get("settings", {}).get("labels", []))
+    return ModelLegend(tuple(record.get("model_order", ()) if order is None else order), frozenset(names.values()))
+
+
+def group_in_words(record: dict[str, Any]) -> str:
+    """A figure title's models and text: 'Transformer-XL, QRNN and LSTM (cpu size, training seed 0) on Tiny Shakespeare'.
+    A display name is given as it is; the size only when every member is a preset (a run directory or a checkpoint
+    is whatever size it was trained at)."""
+    members, verbatim = record.get("members", []), figure_legend(record).verbatim
+    names = member_names(record)
+    words = [name if name in verbatim else member for member, name in zip(members, names)] if len(names) == len(members) else members
     size = record.get("settings", {}).get("size")
-    about = [f"{size} size"] * bool(size) + [f"training seed {record.get('train_seed')}"] * ("train_seed" in record)
-    who = models_in_words(record.get("members", [])) + (f" ({', '.join(about)})" if about else "")
-    where = corpus_in_words(record)
+    about = [f"{size} size"] * bool(size and members and all(m in PRESETS for m in members))
+    about += [f"training seed {record.get('train_seed')}"] * ("train_seed" in record)
+    return models_in_words(words, verbatim) + (f" ({', '.join(about)})" if about else "") + f" on {corpus_in_words(record)}"
+
+
+def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char_level: bool | None = None,
+                 legend: ModelLegend | None = None) -> list[Path]:
+    """Figures 3 and 4 of one group from the tables in ``table_dir`` (figure3.csv, figure4.csv and its intervals,
+    table8.csv's bootstrap intervals, placebo.csv where there is one) into ``figure_dir``, titled in words by
+    ``record`` (recl.json's fields), coloured by ``legend`` (else :func:`figure_legend` of the record). What a run
+    draws, and what --redraw draws again without scoring anything."""
+    table_dir, figure_dir = Path(table_dir), Path(figure_dir)
+    legend = figure_legend(record) if legend is None else legend
+    about = group_in_words(record)
     char_level = is_char_level(record) if char_level is None else char_level
-    files = recl_figures.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{who} on {where}",
-                                 intervals=table_dir / "table8.csv", placebo=table_dir / "placebo.csv", r=FIGURE3_R, threshold=recl.DEFAULT_THRESHOLD)
+    files = recl_figures.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{about}",
+                                 intervals=table_dir / "table8.csv", placebo=table_dir / "placebo.csv", r=FIGURE3_R,
+                                 threshold=recl.DEFAULT_THRESHOLD, legend=legend)
     files += recl_figures.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", char_level=char_level,
-                                  title=f"Figure 4: {'bits per character' if char_level else 'perplexity'} by context length\n{who} on {where}")
+                                  title=f"Figure 4: {'bits per character' if char_level else 'perplexity'} by context length\n{about}",
+                                  intervals=table_dir / recl_figures.FIGURE4_INTERVALS, legend=legend)
     return files
 
 
-def redraw_group(table_dir: Path, fig_dir: Path) -> list[Path]:
-    """Draw a scored group's figures again from its folder of tables (recl.json beside them) into
-    ``fig_dir``/<group>/ (one training seed's group: ``fig_dir``/<group>/seed-<s>/): nothing trains or scores."""
-    table_dir = Path(table_dir)
-    record_file = table_dir / "recl.json"
-    if not record_file.is_file():
-        raise TxlabError(f"no recl.json in {table_dir}: --redraw takes a group's folder of tables that txlab recl wrote")
-    record = json.loads(record_file.read_text(encoding="utf-8"))
-    where = table_dir.resolve()
-    folder = Path(where.parent.name, where.name) if "train_seed" in record else Path(table_dir.name)
-    return draw_figures(table_dir, Path(fig_dir) / folder, record)
+def seeds_figure(record: dict[str, Any], rows: Sequence[table8.SeedSpreadRow], out: Path, legend: ModelLegend | None = None) -> list[Path]:
+    """The RECL of every training seed of a group (table8-seeds.json's ``record``, its ``rows``), titled in words."""
+    title = f"RECL over training seeds {', '.join(map(str, record['train_seeds']))}\n{group_in_words(record)}"
+    return recl_figures.seed_spread_figure(rows, out, title, figure_legend(record) if legend is None else legend)
+
+
+def _read_record(table_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """(the record file, its fields) of a group's folder of tables: recl.json, or a group over seeds' table8-seeds.json."""
+    for name in ("recl.json", f"{SEED_SUMMARY}.json"):
+        if (table_dir / name).is_file():
+            return table_dir / name, json.loads((table_dir / name).read_text(encoding="utf-8"))
+    raise TxlabError(f"no recl.json or {SEED_SUMMARY}.json in {table_dir}: --redraw takes a group's folder of tables that txlab recl wrote")
+
+
+def redraw_groups(table_dirs: Sequence[Path], fig_dir: Path) -> list[Path]:
+    """Draw scored groups' figures again from their folders of tables into ``fig_dir``/<group>/ (one training seed's
+    group: ``fig_dir``/<group>/seed-<s>/; a group over seeds: its spread and every seed's figures): nothing trains or
+    scores. The folders are drawn as one study: a model keeps one colour in every figure, by the study's order where
+    the records hold it, else by its first appearance over the folders in the order given."""
+    read = [(Path(d), *_read_record(Path(d))) for d in table_dirs]
+    order = list(dict.fromkeys(m for _, _, record in read for m in record.get("model_order") or member_names(record)))
+    files = []
+    for table_dir, record_file, record in read:
+        legend = figure_legend(record, order)
+        if record_file.name == "recl.json":
+            where = table_dir.resolve()
+            folder = Path(where.parent.name, where.name) if "train_seed" in record else Path(table_dir.name)
+            files += draw_figures(table_dir, Path(fig_dir) / folder, record, legend=legend)
+            continue
+        rows = [table8.SeedSpreadRow.from_record(row) for row in record["rows"]]
+        files += seeds_figure(record, rows, Path(fig_dir) / table_dir.name / SEED_SUMMARY, legend)
+        for seed in record["train_seeds"]:
+            seed_dir = table_dir / f"seed-{seed}"
+            seed_record = json.loads((seed_dir / "recl.json").read_text(encoding="utf-8"))
+            files += draw_figures(seed_dir, Path(fig_dir) / table_dir.name / seed_dir.name, seed_record, legend=legend)
+    return files
 
 
 def summary(results: Sequence[GroupResult | SeedsResult]) -> dict[str, Any]:

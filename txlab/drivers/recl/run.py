@@ -15,18 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from txlab import devices
 from txlab.analysis import recl, recl_figures, table8
-from txlab.analysis.figures import models_in_words
 from txlab.analysis.learned import read_restarts
+from txlab.analysis.token_losses import token_loss_table, write_token_losses
 from txlab.config import RunConfig
 from txlab.data.corpus import Corpus, load_corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.data.textdata import split_text
 from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups, word_text
 from txlab.drivers.recl.plan import plan_groups
-from txlab.drivers.recl.report import FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, corpus_in_words, draw_figures, word_record, words_note
+from txlab.drivers.recl.report import FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, seeds_figure, word_record, words_note
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic, write_text_atomic
@@ -127,8 +128,8 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
         return
     if not settings.train_missing:
         commands = "; ".join(
-            f"txlab train {m.label} --size {settings.size}" + (f" --data {settings.data}" if settings.data else "")
-            + f" --run-dir {m.run_dir}" + "".join(f" --set {s}" for s in [*settings.sets, *member_overrides(settings, [m.label]).get(m.label, [])])
+            f"txlab train {m.config.preset} --size {settings.size}" + (f" --data {settings.data}" if settings.data else "")
+            + f" --run-dir {m.run_dir}" + "".join(f" --set {s}" for s in [*settings.sets, *member_overrides(settings, [m.config.preset]).get(m.config.preset, [])])
             + (f" --set train.seed={m.config.train.seed}" if settings.train_seeds else "") for m in missing
         )
         raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (train_missing is false). Train them with: {commands}")
@@ -234,6 +235,22 @@ def oracle_rows(oracle: np.ndarray | None, grid: Sequence[int], rs: Sequence[flo
     return [replace(row, ground_truth=True) for row in rows]
 
 
+def export_losses(losses: GroupLosses, labels: Sequence[str], oracle: np.ndarray | None, source: Corpus | str, collection: Collection,
+                  table_dir: Path) -> list[Path]:
+    """Every member's per-token (or per-word) losses, and the ideal model's on a synthetic corpus, as one tidy table in
+    ``table_dir`` (txlab.analysis.token_losses), each target with its text: the token, or in words the word."""
+    if isinstance(source, Corpus):
+        texts = [source.to_text([i]) for i in source.split(collection.split)[losses.targets]]
+    else:
+        words = cut_words(source)
+        texts = [source[words.starts[w]:words.ends[w]] for w in losses.targets]
+    table = token_loss_table(losses.losses, losses.grid, labels, losses.targets, texts, collection.unit, losses.placebo)
+    if oracle is not None:
+        table = pd.concat([table, token_loss_table(oracle[None], losses.grid, [ORACLE], losses.targets, texts, collection.unit)],
+                          ignore_index=True)
+    return write_token_losses(table, table_dir / "losses")
+
+
 @dataclass(frozen=True)
 class GroupScores:
     """What a group's loss table gives: Table 8's rows and the points of Figures 3 and 4."""
@@ -244,6 +261,9 @@ class GroupScores:
     """[M, G-1] unnormalised gains at r = FIGURE3_R."""
     perplexity: np.ndarray
     """[M, G] perplexity at each context length."""
+    perplexity_intervals: np.ndarray | None
+    """[M, G, 2] the block-bootstrap interval of each perplexity (txlab.analysis.recl.bootstrap_perplexity); None
+    when ``settings.n_boot`` is 0."""
     placebo_gains: dict[float, tuple[np.ndarray, np.ndarray]]
     """r -> (step gains [M, G-1], placebo gains [M, G-1]); empty without placebo losses."""
 
@@ -258,8 +278,10 @@ def score_group(losses: GroupLosses, labels: Sequence[str], settings: ReclSettin
     if losses.placebo is not None:
         table = recl.prepare_table(losses.losses, grid, labels, caps)
         placebo = {r: (recl.step_gains(table, r), recl.placebo_step_gains(table, losses.placebo, r)) for r in settings.rs}
+    intervals = None if bootstrap is None else recl.bootstrap_perplexity(losses.losses, grid, labels, losses.block_len, settings.n_boot,
+                                                                         settings.seed, bootstrap.ci, caps)
     return GroupScores(rows, recl.figure3_gains(losses.losses, grid, labels, FIGURE3_R, caps),
-                       recl.perplexity_by_context(losses.losses, grid, labels, caps), placebo)
+                       recl.perplexity_by_context(losses.losses, grid, labels, caps), intervals, placebo)
 
 
 def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_dir: Path, fig_dir: Path, echo: Callable[[str], None],
@@ -295,11 +317,20 @@ def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_di
     note = "" if words is None else words_note(words)
     files = table8.write_table8(rows, table_dir / "table8", note)
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
-    files += recl_figures.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference)
+    intervals = None
+    if scores.perplexity_intervals is not None:
+        intervals = dict(zip(labels, scores.perplexity_intervals))
+        if oracle is not None:
+            intervals[ORACLE] = recl.bootstrap_perplexity(oracle[None], grid, [ORACLE], collection.block_len, settings.n_boot, settings.seed)[0]
+    files += recl_figures.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference,
+                                               intervals)
+    if settings.export_losses:
+        files += export_losses(losses, labels, oracle, source, collection, table_dir)
     settings_file = table_dir / "recl.json"
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
                          losses.token_stream_sha256, rows, table8.table8_markdown(rows) + note, [settings_file, *files], train_seed,
-                         None if words is None else word_record(words))
+                         None if words is None else word_record(words), corpus=source.name if isinstance(source, Corpus) else "",
+                         model_order=list(group.model_order))
     files += draw_figures(table_dir, figure_dir, result.record(), char_level=words is None and source.level == "char")
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
     return replace(result, files=[settings_file, *files])
@@ -321,9 +352,7 @@ def run_seeds(group: Group, source: Corpus | str, out_dir: Path, fig_dir: Path, 
     result = SeedsResult(group.name, list(group.settings.train_seeds), results, rows, table8.seed_spread_markdown(rows), [])
     record, record_file = result.record(), table_dir / f"{SEED_SUMMARY}.json"
     write_text_atomic(record_file, json.dumps(record, indent=1) + "\n")
-    title = (f"RECL over training seeds {', '.join(map(str, result.train_seeds))}\n"
-             f"{models_in_words(record.get('members', []))} ({group.settings.size} size) on {corpus_in_words(record)}")
-    files += recl_figures.seed_spread_figure(rows, Path(fig_dir) / group.name / SEED_SUMMARY, title)
+    files += seeds_figure(record, rows, Path(fig_dir) / group.name / SEED_SUMMARY)
     return replace(result, files=[*files, record_file])
 
 

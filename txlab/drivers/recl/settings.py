@@ -52,6 +52,9 @@ class ReclSettings:
                               "(on the command line: --set train.max_steps=400, any key under model., data., train. or eval.).", overrides=True)
     member_sets: list[str] = setting([], "Config overrides for one preset member, after sets: <preset>:<key>=<value> (e.g. "
                                      "xl151m:model.clamp_len=12, a recipe only the transformer has).", overrides=True)
+    labels: list[str] = setting([], "Display names of members, MEMBER=NAME (--label gpt2-A=GPT-2): the name tables, legends, recl.json and "
+                                "a command-line group's folder give the member. MEMBER as the group names it (a preset, a run directory, "
+                                "hf:PATH) or as the table would (the preset, the folder's name); unnamed members keep that name.", overrides=True)
     train_seeds: list[int] = setting([], "Training seeds of the preset members (--train-seeds 0,1,2): one run per seed (its train.seed, its "
                                      "directory <preset>-<size>-<corpus>-seed<s>), one group and one RECL per seed, and their spread "
                                      "(empty: one run per preset, named without a seed, as trained by train.seed).", valid=SEED)
@@ -74,6 +77,8 @@ class ReclSettings:
                                    "beside the paper's and marks each RECL resting on a step that does not beat its placebo. Unset: on, "
                                    "except on a synthetic corpus, whose ideal model shows what context holds (false: off, and noise in "
                                    "the losses can then read as context).")
+    export_losses: bool = setting(False, "Also write every member's per-token losses as one tidy table beside Table 8, losses.csv (and "
+                                  "losses.parquet where pyarrow is installed): member, unit, c, target, target_text, loss, placebo_loss.")
     batch_size: int = setting(16, "Windows per forward pass.", valid=POSITIVE)
     device: str = setting("cpu", "Torch device of the loss collection (cpu, cuda, cuda:1, ...).")
     precision: str = setting("fp32", "Hugging Face members: the precision of their weights and computation (bf16 halves the memory on a "
