@@ -144,7 +144,7 @@ def test_titles_name_the_text_and_say_a_size_only_for_preset_members():
            "rows": [{"model": "lstm-like GPT-2"}, {"model": "xl-run"}]}
     # a display name as the user gave it (not read as the lstm preset's), no size for a checkpoint or a run directory
     assert recl_driver.group_in_words(own) == "lstm-like GPT-2 and xl-run on own text notes.txt"
-    assert recl_driver.figure_legend(own).name("lstm-like GPT-2") == "lstm-like GPT-2" != model_name("lstm-like GPT-2")
+    assert recl_driver.figure_legend(own).names(["lstm-like GPT-2"]) == {"lstm-like GPT-2": "lstm-like GPT-2"} != model_name("lstm-like GPT-2")
 
 
 def test_legend_names_say_the_architecture_not_only_the_preset_slug():
@@ -152,3 +152,5 @@ def test_legend_names_say_the_architecture_not_only_the_preset_slug():
     assert model_name("xl128m-shaw") == "Transformer-XL, Shaw et al. encoding (xl128m-shaw)"
     assert model_name("gpt2-cpu-synthetic-small-short") == "GPT-2 (gpt2)"
     assert model_name("my-run") == "my-run"
+    # runs of one preset read alike by architecture: each then keeps its label
+    assert ModelLegend().names(["lstm-s0", "lstm-s1", "qrnn-s0"]) == {"lstm-s0": "LSTM (lstm-s0)", "lstm-s1": "LSTM (lstm-s1)", "qrnn-s0": "QRNN"}

@@ -82,10 +82,15 @@ MODEL_NAMES = {
 a cpu or tiny size does not have)."""
 
 
+def _preset_key(label: str) -> str | None:
+    """The preset a label is or starts ('xl128m-shaw-cpu-recall-small-seed0' -> 'xl128m-shaw'); None for others."""
+    return label if label in MODEL_NAMES else next((k for k in sorted(MODEL_NAMES, key=len, reverse=True) if label.startswith(k + "-")), None)
+
+
 def model_name(label: str) -> str:
     """A group member's legend entry: the preset's architecture in words with its label, e.g.
     'Transformer-XL (xl151m)', 'QRNN'; a label no preset starts (a run folder, hf:PATH) as it is."""
-    key = label if label in MODEL_NAMES else next((k for k in sorted(MODEL_NAMES, key=len, reverse=True) if label.startswith(k + "-")), None)
+    key = _preset_key(label)
     if key is None:
         return label
     # a run folder's label repeats the size and corpus the title already gives: the preset says which
@@ -134,9 +139,14 @@ class ModelLegend:
     verbatim: frozenset[str] = frozenset()
     """Display names the user gave: legends show them as they are, other names through :func:`model_name`."""
 
-    def name(self, model: str) -> str:
-        """A model's legend entry."""
-        return model if model in self.verbatim else model_name(model)
+    def names(self, models: Sequence[str]) -> dict[str, str]:
+        """Each model's legend entry in a figure of ``models``: a given display name as it is, else
+        :func:`model_name`; where that names two models alike (runs of one preset, 'lstm-s0' and 'lstm-s1'),
+        their architecture with their label, 'LSTM (lstm-s0)'."""
+        names = {m: m if m in self.verbatim else model_name(m) for m in models}
+        shared = {name for name in names.values() if list(names.values()).count(name) > 1}
+        return {m: f"{MODEL_NAMES[_preset_key(m)]} ({m})" if name in shared and m not in self.verbatim and _preset_key(m) else name
+                for m, name in names.items()}
 
     def styles(self, models: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Colour, line style and marker of each of ``models`` by its place in :attr:`order`; the oracle (ground

@@ -102,8 +102,9 @@ def _draw_recl_intervals(ax: plt.Axes, rows: pd.DataFrame, models: Sequence[str]
     truth = rows[np.isclose(rows["r"], r) & rows["model"].str.startswith("oracle")]
     for _, row in truth.iterrows():
         ax.axvline(row["recl"], color=REFERENCE_COLORS["ideal"], ls="--", lw=1)
-        ax.annotate(f"ideal model: {int(row['recl'])}", (row["recl"], len(drawn) - 0.5), xytext=(-3, 2), textcoords="offset points",
-                    ha="right", va="bottom", fontsize=7)
+        left = row["recl"] > np.mean(ax.get_xlim())  # the words on the side with room for them
+        ax.annotate(f"ideal model: {int(row['recl'])}", (row["recl"], len(drawn) - 0.5), xytext=(-3 if left else 3, 2), textcoords="offset points",
+                    ha="right" if left else "left", va="bottom", fontsize=7)
     ax.set_yticks(range(len(drawn)), labels, fontsize=7)
     for tick, (model, _, _) in zip(ax.get_yticklabels(), drawn):
         tick.set_color(styles[model]["color"])
@@ -139,10 +140,11 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
     fig = plt.figure(figsize=(6.2 * (1 + with_placebo) + 1.6, 4.2 + (0.22 * n_rows + 0.9) * with_intervals))
     grid = fig.add_gridspec(1 + with_intervals, 1 + with_placebo, height_ratios=[4.2, 0.22 * n_rows + 0.5][: 1 + with_intervals])
     ax = fig.add_subplot(grid[0, 0])
+    names = legend.names(models)
     for model in models:
         own = points[points["model"] == model].sort_values("c_next")
         st = styles[model]
-        ax.plot(own["c_next"], own["gain"], color=st["color"], ls=st["ls"], marker=st["marker"], ms=4, lw=1.4, label=legend.name(model))
+        ax.plot(own["c_next"], own["gain"], color=st["color"], ls=st["ls"], marker=st["marker"], ms=4, lw=1.4, label=names[model])
     ax.set(xlabel="context length c' (step c \u2192 c')", ylabel="gain exp f(c,c) \u2212 exp f(c,c')")
     ax.set_title(f"unnormalised gain at r = {r:g}", fontsize=9)
     if with_intervals:
@@ -194,10 +196,11 @@ def figure4(table: Path, out: Path, title: str = "", char_level: bool = False, i
         points = points.assign(**{f"bpc{end}": np.log2(points[f"ppl{end}"]) for end in ("", "_low", "_high") if f"ppl{end}" in points})
     y = "bpc" if char_level else "ppl"
     fig, ax = plt.subplots(figsize=(7.6, 4.2))
+    names = legend.names(models)
     for model in models:
         own = points[points["model"] == model].sort_values("c")
         st = styles[model]
-        ax.plot(own["c"], own[y], color=st["color"], ls=st["ls"], marker=st["marker"] or "o", ms=4, lw=1.4, label=legend.name(model))
+        ax.plot(own["c"], own[y], color=st["color"], ls=st["ls"], marker=st["marker"] or "o", ms=4, lw=1.4, label=names[model])
         if f"{y}_low" in own and own[f"{y}_low"].notna().any():
             ax.fill_between(own["c"], own[f"{y}_low"], own[f"{y}_high"], color=st["color"], alpha=CI_ALPHA, lw=0)
     ax.set(xlabel="context length c", ylabel="bits per character" if char_level else "perplexity exp(mean l(c, t))")
@@ -237,7 +240,8 @@ def seed_spread_figure(rows: Sequence[SeedSpreadRow], out: Path, title: str = ""
         ax.set_title(r_label(r), fontsize=9)
         ax.set_xlabel("RECL (tokens)")
         ax.grid(True, axis="x", alpha=0.3)
-    axes[0][0].set_yticks(range(len(models)), [legend.name(m) for m in models])
+    names = legend.names(models)
+    axes[0][0].set_yticks(range(len(models)), [names[m] for m in models])
     axes[0][0].set_ylim(len(models) - 0.5, -0.5)
     handles = [plt.Line2D([], [], marker="o", ls="", color="0.3", label="paper's RECL, one seed"),
                plt.Line2D([], [], marker="o", ls="", color="0.3", mfc="none", label="placebo-aware RECL, one seed"),
