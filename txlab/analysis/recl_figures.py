@@ -174,7 +174,7 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
     else:  # beside a panel the models' legend would cover it: under the figure instead
         handles, labels = ax.get_legend_handles_labels()
         fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
-        fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(models), 4), frameon=False)
+        fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(models), 4 if with_placebo else 2), frameon=False)
     return save_figure_with_points(fig, out, points).paths
 
 
