@@ -23,6 +23,8 @@ from txlab.tables import latex_text
 
 from conftest import TINY_TRAINING
 from test_ablation import row as ablation_row
+from test_recl_words import GRID as WORD_GRID
+from test_recl_words import three_tokenizers  # noqa: F401 (a fixture)
 
 TINY_COLLECTION = ["--size", "tiny", "--set", "grid=2:8:2", "--set", "blocks=3", "--set", "block_len=20", "--set", "n_boot=10"]
 
@@ -188,3 +190,23 @@ def test_the_ablation_table_in_latex_parses_as_booktabs():
     rows = [ablation_row(remark="a_b & c $5", seeds=3, metric=METRICS["ppl"], init=OverSeeds(5.2, 0.05), best=OverSeeds(5.06, 0.05))]
     cells = parse_booktabs(ablation_latex(rows, [("remark", "Remark"), ("recurrence", "Recurrence"), ("ppl_best", "PPL best")], "Table 6"))
     assert cells[1] == ["a\\_b \\& c \\$5", "$\\checkmark$", "5.06 $\\pm$ 0.05"]
+
+
+@pytest.mark.slow  # the command in words on three tokenizers, about 25 s here; tokens take the default run's test above
+def test_in_words_the_tidy_table_names_each_target_word(tmp_path, cli, three_tokenizers):  # noqa: F811 (the fixture imported above)
+    from txlab.config import DataConfig
+    from txlab.data.textdata import split_text
+    from txlab.measure.words import cut_words
+
+    text, members = three_tokenizers
+    cli.ok("--home", tmp_path, "recl", *members[:2], "--text", text, "--unit", "word", *WORD_GRID, "--set", "grid=1,2", "--name", "mixed",
+           "--label", "bpe=BPE (ours)", "--export-losses", "--out-dir", tmp_path / "tables", "--fig-dir", tmp_path / "figures")
+    record = json.loads((tmp_path / "tables" / "mixed" / "recl.json").read_text())
+    exported = pd.read_csv(tmp_path / "tables" / "mixed" / "losses.csv", keep_default_na=False, na_values=[""])
+    assert set(exported["unit"]) == {"word"} and list(exported["member"].unique()) == ["BPE (ours)", "word-run"]
+    valid = split_text(DataConfig(corpus="text", text=str(text)), "valid")
+    words = cut_words(valid)
+    first = exported[(exported["member"] == "BPE (ours)") & (exported["c"] == 1)]
+    assert first["target"].tolist() == record["words"]["targets"]
+    assert first["target_text"].tolist() == [valid[words.starts[w]:words.ends[w]] for w in record["words"]["targets"]]
+    assert len(exported) == 2 * 2 * record["n_targets"] and exported[exported["c"] > 1]["placebo_loss"].notna().all()
