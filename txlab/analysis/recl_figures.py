@@ -109,7 +109,7 @@ def _draw_recl_intervals(ax: plt.Axes, rows: pd.DataFrame, models: Sequence[str]
     for tick, (model, _, _) in zip(ax.get_yticklabels(), drawn):
         tick.set_color(styles[model]["color"])
     ax.set_ylim(len(drawn) - 0.5, -0.5)
-    ax.set_xlabel("context length (tokens)")
+    ax.set_xlabel("context length c")
     dagger = "; \u2020: rests on a step below its placebo" if any(estimate == PLACEBO_AWARE for _, estimate, _ in drawn) else ""
     ax.set_title(f"RECL at r = {r:g} and its 95% bootstrap interval (\u2265, \u25b8: beyond the grid{dagger})", fontsize=8)
 
