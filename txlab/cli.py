@@ -779,16 +779,18 @@ def export_command(
     run_dir: Path = typer.Argument(..., help="A run directory of model family hf (e.g. the gpt2 or llama preset trained by `txlab train`)."),
     out: Path = typer.Argument(..., help="New folder for the Hugging Face checkpoint."),
 ) -> None:
-    """Write a run of model family hf as a Hugging Face checkpoint folder (config.json, model.safetensors).
+    """Write a run of model family hf as a Hugging Face checkpoint folder (config.json, model.safetensors), with the
+    tokenizer of a run trained on own text (its Hugging Face tokenizer, or txlab's char or word vocabulary as one).
 
-    transformers' from_pretrained loads it, and every txlab command takes it as hf:OUT. It reads the
-    token ids of the run's corpus (txlab_export.json names the corpus): score it on that corpus.
+    transformers' from_pretrained loads it, and every txlab command takes it as hf:OUT; txlab_export.json records the
+    run and its vocabulary, which scoring checks.
     """
     from txlab.runs.convert import export_hf_run
 
-    for path in export_hf_run(run_dir, out):
+    result = export_hf_run(run_dir, out)
+    for path in result.files:
         typer.echo(f"written {path}")
-    typer.echo(f"next: txlab recl --group hf:{out} ... --data <the run's corpus>")
+    typer.echo(f"next: {result.next_command}")
 
 
 def main() -> None:

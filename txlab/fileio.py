@@ -19,6 +19,7 @@ import math
 import os
 import pickle
 import shlex
+import shutil
 import socket
 import sys
 import tempfile
@@ -69,6 +70,25 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> Path:
         _remove_empty(created)
         raise _naming(err, path) from None
     return path
+
+
+@contextmanager
+def staged_folder(final: Path, prefix: str) -> Iterator[Path]:
+    """A fresh folder beside ``final`` (named ``<prefix><final name>.<random>``) to write a whole folder into, renamed to
+    ``final`` when the block ends without error and removed otherwise: a kill at any moment leaves nothing at ``final``,
+    only that folder, which the next staging for ``final`` removes first. ``final`` must be absent or an empty folder."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final.parent.glob(f"{prefix}{final.name}.*"):  # what killed stagings for this folder left
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{prefix}{final.name}."))
+    try:
+        yield staging
+        os.chmod(staging, 0o777 & ~_UMASK)  # mkdtemp makes it private; the folder is for everyone
+        os.replace(staging, final)  # onto nothing, or onto an empty folder
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def append_line(path: Path, line: str) -> None:

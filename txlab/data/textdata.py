@@ -44,7 +44,8 @@ from txlab.config import DataConfig
 from txlab.data.cache import COPY_TOKENS, Encoded, Entry, build_entry, cache_root, file_sha256, id_dtype, key_digest, occurring_ids, open_entry, valid_meta
 from txlab.data.formats import DEFAULT_SPLIT, fraction_bounds, words
 from txlab.data.registry import SPLITS, TEXT_CORPUS
-from txlab.data.tokenizers import NotBlockwise, TokenizerSpec, hf_location, load_hf_tokenizer, parse_tokenizer, text_tokenizer
+from txlab.data.tokenizers import (CharTokenizer, HfTokenizer, NotBlockwise, TokenizerSpec, WordTokenizer, hf_location, load_hf_tokenizer,
+                                   parse_tokenizer, text_tokenizer)
 from txlab.errors import TxlabError
 from txlab.progress import Progress
 
@@ -348,6 +349,20 @@ def _next_word_start(text: str, i: int) -> int:
     return found.start() if found else len(text)
 
 
+def trained_tokenizer(data: DataConfig, vocab_hash: str, model: str) -> CharTokenizer | WordTokenizer | HfTokenizer:
+    """The tokenizer a model trained on own text ``data`` reads with: its hf: tokenizer, or txlab's char or word tokenizer
+    with the vocabulary counted from the text (encoded, or read from the cache). Refused when that vocabulary is not the
+    model's (``vocab_hash``): the text or the tokenizer changed since ``model`` trained."""
+    spec = parse_tokenizer(data.tokenizer)
+    tokenizer = text_tokenizer(spec)
+    if spec.kind != "hf":
+        tokenizer.vocab = encoded_text(data, progress=False).entry.read()[0]
+    if tokenizer.vocab.sha256 != vocab_hash:
+        changed = f"tokenizer {data.tokenizer}" if spec.kind == "hf" else f"text {data.text}"
+        raise TxlabError(f"the {changed} has changed since {model} was trained: its vocabulary is not the model's")
+    return tokenizer
+
+
 # ----------------------------------------------------------------------------------------------------
 # What plans know of own text before it is encoded
 
@@ -369,10 +384,13 @@ class TokenCounts:
 
 
 def _text_sample(path: Path, size: int) -> tuple[str, int]:
-    """The text in the file's first ``size`` bytes (cut at a character boundary) and its length in bytes."""
+    """The text in the file's first ``size`` bytes (cut at a character boundary, and before a word the cut would split:
+    a tokenizer of whole words would not know its start) and its length in bytes."""
     with open(path, "rb") as fh:
         raw = fh.read(size)
     text = raw.decode("utf-8", errors="ignore")
+    if len(raw) == size and max(text.rfind(" "), text.rfind("\n")) > 0:
+        text = text[: max(text.rfind(" "), text.rfind("\n"))]
     return text, len(text.encode("utf-8"))
 
 

@@ -15,8 +15,8 @@
 
 Blocks. A Hugging Face tokenizer encodes a file in blocks of about :data:`HF_BLOCK_CHARS` characters, so a
 large file is never tokenised at once. A block ends where a whitespace run starts after a word (one
-holding a space, else a line end: see :func:`_cut`), and is encoded with :data:`CONTEXT_CHARS` characters of the
-text on each side, whose tokens are dropped: the tokenizer sees the block as the middle of the text,
+holding a space, else a line end: see :func:`_cut`), and is encoded with up to :data:`CONTEXT_CHARS` characters of the
+text on each side (cut at whitespace, so no word is split), whose tokens are dropped: the tokenizer sees the block as the middle of the text,
 not a text of its own (a SentencePiece tokenizer would otherwise add a space at every block start).
 A token reaching across a block's edge would mean the tokenizer merges across that whitespace; then
 the cut is not exact, and the file is encoded at once instead (said on stderr). The tests hold blocks
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -106,6 +107,17 @@ class VocabularyTokenizer:
     def tokenizer_id(self) -> str:
         return vocabulary_tokenizer_id(self.kind, self.vocab)
 
+    def as_hf(self) -> Any:
+        """This tokenizer as one transformers loads offline (a ``PreTrainedTokenizerFast`` over a ``tokenizers`` WordLevel
+        model of the vocabulary, no special tokens): the ids txlab gives a text, also for a text read in blocks. It has
+        no unknown symbol, as txlab's vocabularies have none: a text holding another symbol is refused, not dropped."""
+        from tokenizers import Tokenizer, models
+        from transformers import PreTrainedTokenizerFast
+
+        backend = Tokenizer(models.WordLevel(self.vocab.index, unk_token=None))
+        self._pipeline(backend)
+        return PreTrainedTokenizerFast(tokenizer_object=backend)
+
 
 class CharTokenizer(VocabularyTokenizer):
     """txlab's character vocabulary, counted from the text."""
@@ -124,6 +136,13 @@ class CharTokenizer(VocabularyTokenizer):
         for block in read_text_blocks(path):
             bar.update(len(block))
             yield self._ids[char_codes(block)]
+
+    @staticmethod
+    def _pipeline(backend: Any) -> None:
+        from tokenizers import Regex, decoders, pre_tokenizers
+
+        backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")  # every code point a piece
+        backend.decoder = decoders.Fuse()  # decoding joins the characters
 
     def is_blank(self, ids: np.ndarray) -> np.ndarray:
         """Per id: whether its character is whitespace."""
@@ -146,6 +165,19 @@ class WordTokenizer(VocabularyTokenizer):
         for block in read_text_blocks(path):
             bar.update(len(block))
             yield self.vocab.encode(words(block, "eos"))
+
+    @staticmethod
+    def _pipeline(backend: Any) -> None:
+        """:func:`~txlab.data.formats.words` as a `tokenizers` pipeline: a line end becomes `` <eos> ``, and so does the end
+        of a text whose last line has none; Python's whitespace splits (Rust's lacks U+001C..U+001F, made spaces first)."""
+        from tokenizers import Regex, normalizers, pre_tokenizers
+
+        backend.normalizer = normalizers.Sequence([
+            normalizers.Replace(Regex("[\\x{1c}-\\x{1f}]"), " "),
+            normalizers.Replace(Regex("(?<!\\n)\\z"), "\n"),
+            normalizers.Replace("\n", f" {EOS} "),
+        ])
+        backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
 
     def is_blank(self, ids: np.ndarray) -> np.ndarray:
         """Per id: whether it is the line end <eos> (words are never whitespace)."""
@@ -183,6 +215,20 @@ def _cut_blocks(path: Path, block_chars: int) -> Iterator[str]:
         carry = text[cut:]
     if carry:
         yield carry
+
+
+def _context(text: str, *, before: bool) -> str:
+    """The :data:`CONTEXT_CHARS` characters of ``text`` next to a block (its end ``before`` the block, else its start), cut
+    at whitespace so that no word is split: a tokenizer of whole words would not know the piece of one."""
+    if len(text) <= CONTEXT_CHARS:
+        return text
+    if before:
+        piece = text[-CONTEXT_CHARS:]
+        space = re.search(r"\s", piece)
+        return piece[space.start():] if space else piece
+    piece = text[:CONTEXT_CHARS]
+    space = re.search(r"\s\S*$", piece)
+    return piece[: space.start()] if space and space.start() > 0 else piece
 
 
 class NotBlockwise(Exception):
@@ -223,14 +269,32 @@ class HfTokenizer:
             symbols.append(symbol)
         return Vocab(symbols)
 
-    def encode(self, text: str) -> list[int]:
-        """The ids of ``text``, encoded at once without special tokens."""
+    def encode(self, text: str, where: str = "the text") -> list[int]:
+        """The ids of ``text``, encoded at once without special tokens; ``where`` names the text in an error."""
         if self.backend is not None:
-            return self.backend.encode(text, add_special_tokens=False).ids
+            return self._encoding(text, where).ids
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _encoding(self, text: str, where: str) -> Any:
+        """The backend's encoding of ``text``. A symbol its vocabulary lacks is refused naming it (a vocabulary without an
+        unknown symbol, as :meth:`VocabularyTokenizer.as_hf` writes, cannot encode it: `tokenizers` raises a bare Exception)."""
+        try:
+            return self.backend.encode(text, add_special_tokens=False)
+        except Exception as err:
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            normal = self.backend.normalizer.normalize_str(text) if self.backend.normalizer else text
+            pieces = self.backend.pre_tokenizer.pre_tokenize_str(normal) if self.backend.pre_tokenizer else [(normal, None)]
+            known = self.tokenizer.get_vocab()
+            missing = next((piece for piece, _ in pieces if piece not in known), None)
+            lacks = f": it holds {missing!r}, which the vocabulary lacks" if missing is not None else ""
+            raise TxlabError(f"tokenizer hf:{self.source} cannot encode {where}{lacks} ({reason})") from None
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids)
+
+    def as_hf(self) -> Any:
+        """The transformers tokenizer (what :meth:`VocabularyTokenizer.as_hf` gives for txlab's)."""
+        return self.tokenizer
 
     def encode_file(self, path: Path, bar: Progress, block_chars: int | None = None) -> Iterator[np.ndarray]:
         """The file's ids in blocks of about ``block_chars`` characters (default :data:`HF_BLOCK_CHARS`; see
@@ -241,8 +305,8 @@ class HfTokenizer:
         current = next(blocks, None)
         while current is not None:
             following = next(blocks, None)
-            left, right = previous[-CONTEXT_CHARS:], (following or "")[:CONTEXT_CHARS]
-            encoding = self.backend.encode(left + current + right, add_special_tokens=False)
+            left, right = _context(previous, before=True), _context(following or "", before=False)
+            encoding = self._encoding(left + current + right, str(path))
             ids = np.asarray(encoding.ids, dtype=np.int64)
             offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)  # [tokens, 2]: each token's (start, end) character
             starts, ends = offsets[:, 0], offsets[:, 1]
@@ -256,7 +320,7 @@ class HfTokenizer:
     def encode_whole(self, path: Path, bar: Progress) -> Iterator[np.ndarray]:
         text = "".join(read_text_blocks(path))
         bar.update(len(text))
-        yield np.asarray(self.encode(text), dtype=np.int64)
+        yield np.asarray(self.encode(text, str(path)), dtype=np.int64)
 
     def is_blank(self, ids: np.ndarray) -> np.ndarray:
         """Per id: whether it decodes to whitespace only, or to nothing."""

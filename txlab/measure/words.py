@@ -62,10 +62,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from txlab.data.corpus import load_corpus
 from txlab.data.formats import char_codes, code_ids
 from txlab.data.registry import EOS, TEXT_CORPUS
-from txlab.data.tokenizers import HfTokenizer, parse_tokenizer, text_tokenizer
+from txlab.data.textdata import trained_tokenizer
+from txlab.data.tokenizers import HfTokenizer
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
 from txlab.measure.losses import check_far, check_token_ids, far_starts, is_prefix_causal, read_fresh, sample_blocks, scoring, target_nll
@@ -245,13 +245,7 @@ def run_tokenizer(run_dir: Path) -> Any:
     if cfg.corpus != TEXT_CORPUS:
         raise TxlabError(f"{run_dir} was trained on corpus {cfg.corpus!r}, whose tokens are not a tokenizer of text: words need a run trained "
                          "on own text (data.corpus text), or give its tokenizer (a txlab CharTokenizer or WordTokenizer with its vocabulary)")
-    tokenizer = text_tokenizer(parse_tokenizer(cfg.tokenizer))
-    if tokenizer.kind in ("char", "word"):
-        vocab = load_corpus(cfg, progress=False).vocab
-        if vocab.sha256 != read_meta(run_dir)["vocab_hash"]:
-            raise TxlabError(f"the text of {run_dir} ({cfg.text}) has changed since the run was trained: its vocabulary is not the model's")
-        tokenizer.vocab = vocab
-    return tokenizer
+    return trained_tokenizer(cfg, read_meta(run_dir)["vocab_hash"], str(run_dir))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ from txlab.data.hf_folders import TOKENIZER_FILES, from_config, from_pretrained,
 from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.devices import check_device
 from txlab.errors import TxlabError
+from txlab.fileio import write_json_atomic
 from txlab.models.interface import LanguageModel, LMOutput, ModelCounts, State, check_target_shape
 from txlab.precision import DTYPES, check_precision
 
@@ -250,19 +251,27 @@ def build_hf(cfg: ModelConfig) -> HFLanguageModel:
     return HFLanguageModel(causal_lm)
 
 
-def export_hf(model: LanguageModel, out_dir: Path, record: dict[str, Any] | None = None) -> list[Path]:
-    """Write a model of family 'hf' as a Hugging Face folder (config.json, model.safetensors) that
-    ``hf:OUT_DIR`` loads again, with ``record`` (where it came from) as txlab_export.json. Returns the files written."""
+EXPORT_RECORD = "txlab_export.json"
+"""What `txlab export` writes beside the weights: the run it came from and the vocabulary its ids are (``vocab_sha256``)."""
+
+
+def export_hf(model: LanguageModel, out_dir: Path, record: dict[str, Any], tokenizer: Any = None) -> None:
+    """Write a model of family 'hf' into the folder ``out_dir`` as a Hugging Face checkpoint (config.json,
+    model.safetensors) that ``hf:OUT_DIR`` loads again, with ``tokenizer`` (a transformers tokenizer, or None) and
+    ``record`` (:data:`EXPORT_RECORD`)."""
     if not isinstance(model, HFLanguageModel):
         raise TxlabError("only models of family hf (a GPT-2 or Llama trained by txlab) can be written as a Hugging Face folder")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise TxlabError(f"{out_dir} exists and is not an empty folder: choose a new folder for the Hugging Face checkpoint")
     require_transformers()
     model.causal_lm.save_pretrained(out_dir, safe_serialization=True)
-    if record is not None:
-        (out_dir / "txlab_export.json").write_text(json.dumps(record, indent=1) + "\n")
-    return sorted(p for p in out_dir.iterdir() if p.is_file())
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out_dir)
+    write_json_atomic(Path(out_dir) / EXPORT_RECORD, record)
+
+
+def export_record(source: str) -> dict[str, Any]:
+    """The :data:`EXPORT_RECORD` of a local checkpoint folder, or {} (a checkpoint txlab did not write)."""
+    path = Path(source) / EXPORT_RECORD
+    return read_json(path) if path.is_file() else {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -388,13 +397,18 @@ def checkpoint_counts(source: str) -> ModelCounts | None:
 
 def check_corpus(source: str, label: str, corpus: Any) -> None:
     """Refuse a corpus (txlab.data.corpus.Corpus) the checkpoint cannot read: text not encoded by the tokenizer
-    the checkpoint brings, or ids beyond its outputs (the models `txlab export` writes read their training
-    corpus's ids and bring no tokenizer)."""
+    the checkpoint brings, a vocabulary other than the one `txlab export` recorded (:data:`EXPORT_RECORD`), or ids
+    beyond its outputs."""
     if load_tokenizer(source) is not None and corpus.tokenizer_id != load_hf_tokenizer(source).tokenizer_id:
         raise TxlabError(
             f"{label} brings its own tokenizer, and corpus {corpus.name} was not encoded by it: score it on text tokenized by "
             f"{source} (--text FILE, whose tokenizer then defaults to the checkpoint's)"
         )
+    recorded = export_record(source).get("vocab_sha256")
+    if recorded and corpus.vocab.sha256 != recorded:
+        own = "its own text, read by the tokenizer it brings (--text FILE)" if load_tokenizer(source) is not None else "the run's corpus (--data NAME)"
+        raise TxlabError(f"{label} reads the ids of vocabulary {recorded[:12]}... ({EXPORT_RECORD}), and corpus {corpus.name} is numbered by "
+                         f"vocabulary {corpus.vocab.sha256[:12]}...: score it on {own}")
     vocab = saved_config(source).get("vocab_size")
     if vocab and corpus.n_token > int(vocab):
         raise TxlabError(f"{label} has outputs for {vocab} token ids, and corpus {corpus.name} numbers {corpus.n_token}: "

@@ -66,11 +66,10 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 import pickle
 import re
+import shlex
 import shutil
-import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -85,7 +84,7 @@ from txlab import __version__
 from txlab.config import DataConfig, ModelConfig, RunConfig, load_config, save_config, update_dataclass
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
-from txlab.fileio import read_back, write_json_atomic
+from txlab.fileio import read_back, staged_folder, write_json_atomic
 from txlab.models.build import build_model
 from txlab.models.softmax import cluster_bounds, cluster_dims
 from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
@@ -610,29 +609,13 @@ IMPORTING = ".importing-"
 
 
 def _write_run(out_dir: Path, model: torch.nn.Module, cfg: RunConfig, vocab: Vocab, record: dict[str, Any]) -> None:
-    """checkpoint/ (with the vocabulary), config.yaml and import.json, written into a folder beside
-    ``out_dir`` that is renamed into place once complete: a kill at any moment leaves no half run at
-    ``out_dir`` (which the rerun would refuse as 'already holds a run' and eval could not read), only
-    that folder, which the rerun removes."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.parent.glob(f"{IMPORTING}{out_dir.name}.*"):  # what killed imports to this --out left
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f"{IMPORTING}{out_dir.name}."))
-    try:
+    """checkpoint/ (with the vocabulary), config.yaml and import.json, written into a folder beside ``out_dir`` that is
+    renamed into place once complete (:func:`~txlab.fileio.staged_folder`): a kill at any moment leaves no half run at
+    ``out_dir`` (which the rerun would refuse as 'already holds a run' and eval could not read)."""
+    with staged_folder(out_dir, IMPORTING) as staging:
         save_checkpoint(staging, model, cfg, step=0, vocab_hash=vocab.sha256, vocab=vocab)
         save_config(cfg, staging / "config.yaml")
         write_json_atomic(staging / "import.json", record)
-        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; a run directory is for everyone
-        os.replace(staging, out_dir)  # onto nothing, or onto the empty folder _clear_out_dir left
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _finish(out_dir: Path, cfg: RunConfig, vocab: Vocab, weights: Path, layout: _Layout, record: dict[str, Any],
@@ -734,13 +717,40 @@ def import_reference(
     return _finish(Path(out_dir), cfg, vocab, Path(state_dict), REFERENCE_LAYOUT, record, force)
 
 
-def export_hf_run(run_dir: Path, out_dir: Path) -> list[Path]:
-    """A txlab run of model family hf written as a Hugging Face checkpoint folder (``txlab export``). The
-    model reads the ids of the run's corpus: score it as ``hf:OUT_DIR`` on that corpus (txlab_export.json
-    names it and its vocabulary)."""
+EXPORTING = ".exporting-"
+"""Prefix of the folder an export writes beside its destination before renaming it into place."""
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What ``txlab export`` wrote."""
+
+    out_dir: Path
+    files: list[Path]
+    next_command: str
+    """How txlab scores the export on what the run read: its corpus, or its own text with the tokenizer written beside it."""
+
+
+def export_hf_run(run_dir: str | Path, out_dir: str | Path) -> ExportResult:
+    """A txlab run of model family hf written as a Hugging Face checkpoint folder (``txlab export``), with the tokenizer
+    the run trained with when it read own text (its Hugging Face tokenizer, or txlab's char or word vocabulary as one
+    transformers loads: :meth:`~txlab.data.tokenizers.VocabularyTokenizer.as_hf`). A run of a registry corpus reads that
+    corpus's ids and brings no tokenizer. ``txlab_export.json`` records the run and its vocabulary, which scoring checks
+    (:func:`txlab.models.hf.check_corpus`). Written into a folder beside ``out_dir`` and renamed into place, as an import."""
+    from txlab.data.registry import TEXT_CORPUS
+    from txlab.data.textdata import trained_tokenizer
     from txlab.models.hf import export_hf
 
-    ckpt = load_checkpoint(Path(run_dir))
-    record = {"run_dir": str(run_dir), "step": ckpt.meta["step"], "corpus": ckpt.config.data.corpus, "vocab_sha256": ckpt.meta["vocab_hash"],
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise TxlabError(f"{out_dir} exists and is not an empty folder: choose a new folder for the Hugging Face checkpoint")
+    ckpt = load_checkpoint(run_dir)
+    data, own_text = ckpt.config.data, ckpt.config.data.corpus == TEXT_CORPUS
+    tokenizer = trained_tokenizer(data, ckpt.meta["vocab_hash"], str(run_dir)).as_hf() if own_text else None
+    record = {"run_dir": str(run_dir), "step": ckpt.meta["step"], "corpus": data.corpus, "text": data.text if own_text else None,
+              "tokenizer": (data.tokenizer or "char") if own_text else None, "vocab_sha256": ckpt.meta["vocab_hash"],
               "preset": ckpt.config.preset, "size": ckpt.config.size}
-    return export_hf(ckpt.model, out_dir, record)
+    with staged_folder(out_dir, EXPORTING) as staging:
+        export_hf(ckpt.model, staging, record, tokenizer)
+    scored_on = f"--text {shlex.quote(data.text)}" if own_text else f"--data {data.corpus}"
+    return ExportResult(out_dir, sorted(p for p in out_dir.iterdir() if p.is_file()), f"txlab eval {shlex.quote(f'hf:{out_dir}')} {scored_on}")

@@ -1,0 +1,111 @@
+"""`txlab export` writes the tokenizer a run trained with, scoring checks the vocabulary it recorded, and the export is
+staged and renamed like an import (issue 50)."""
+
+import json
+import random
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import some_text
+from txlab.config import update_dataclass
+from txlab.data.corpus import load_corpus
+from txlab.data.tokenizers import CharTokenizer, HfTokenizer, WordTokenizer
+from txlab.errors import TxlabError
+from txlab.models.build import build_model
+from txlab.progress import Progress
+from txlab.runs.checkpoint import save_checkpoint
+from txlab.runs.zoo import run_config
+
+pytest.importorskip("transformers")
+
+
+def own_text_run(folder: Path, text: Path, tokenizer: str) -> Path:
+    """A tiny GPT-2 run on own text read by ``tokenizer``, its weights from seed 0 (a checkpoint is all export reads)."""
+    cfg = run_config("gpt2", "tiny", text=str(text), tokenizer=tokenizer)
+    corpus = load_corpus(cfg.data, progress=False)
+    cfg = update_dataclass(cfg, {"model": {"n_token": corpus.n_token}})
+    torch.manual_seed(0)
+    save_checkpoint(folder, build_model(cfg.model), cfg, step=0, vocab_hash=corpus.vocab.sha256)
+    return folder
+
+
+def scored(output: str) -> str:
+    """'loss L ... over N tokens' of an eval's output line."""
+    line = next(line for line in output.splitlines() if line.startswith("valid: loss"))
+    return line.split(",")[0] + " " + line.split(" over ")[1].split(" tokens")[0]
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "word", "hf"])
+def test_an_export_scores_its_own_text_as_the_run_did(tmp_path, cli, hf_checkpoint, tokenizer):
+    text = tmp_path / "my.txt"
+    text.write_text(some_text(1500))
+    spec = f"hf:{hf_checkpoint(tmp_path / 'bpe')}" if tokenizer == "hf" else tokenizer
+    run = own_text_run(tmp_path / "run", text, spec)
+    out = cli.ok("export", run, tmp_path / "out").output
+    assert {"tokenizer.json", "tokenizer_config.json", "txlab_export.json"} <= {p.name for p in (tmp_path / "out").iterdir()}
+    assert json.loads((tmp_path / "out" / "txlab_export.json").read_text())["tokenizer"] == spec
+    hint = shlex.split(out.strip().splitlines()[-1].removeprefix("next: "))
+    assert hint[:3] == ["txlab", "eval", f"hf:{tmp_path / 'out'}"]
+    exported = cli.ok(*hint[1:], "--max-tokens", 60).output  # the hint, as printed, scores the run's own text
+    assert scored(exported) == scored(cli.ok("eval", run, "--batch-size", 1, "--max-tokens", 60).output)
+
+
+def tricky_text(seed: int) -> str:
+    """Words and every kind of whitespace Python and Rust disagree on or that a line rule meets: CR LF, U+001C..U+001F,
+    U+0085, U+2028, no-break spaces, runs; the last line with or without its line end."""
+    rng = random.Random(seed)
+    spaces = [" ", "\t", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\xa0", "\u2028", "\u3000", "  ", "\n\n"]
+    text = "".join(rng.choice(["the", "é", "😀x", "<eos>", "king", "of", "\u200b"]) + rng.choice(spaces) for _ in range(900))
+    return text.rstrip("\n") if seed % 2 else text
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("kind", [CharTokenizer, WordTokenizer])
+def test_txlabs_vocabularies_as_hugging_face_tokenizers_give_txlabs_ids(tmp_path, kind, seed):
+    """Whole and in blocks (the cache encodes files in blocks, with context cut at whitespace)."""
+    path = tmp_path / "t.txt"
+    path.write_bytes(tricky_text(seed).encode())
+    ours = kind()
+    ours.count([path])
+    expected = np.concatenate(list(ours.encode_file(path, Progress(disable=True))))
+    theirs = HfTokenizer("exported", ours.as_hf())
+    assert theirs.vocab == ours.vocab
+    assert np.array_equal(theirs.encode(path.read_bytes().decode()), expected)
+    assert np.array_equal(np.concatenate(list(theirs.encode_file(path, Progress(disable=True), block_chars=300))), expected)
+    with pytest.raises(TxlabError, match="it holds 'Z'"):
+        theirs.encode("the Z king", "other text")
+
+
+def test_scoring_checks_the_vocabulary_the_export_recorded(tmp_path, cli):
+    text = tmp_path / "my.txt"
+    text.write_text(some_text(1500))
+    run = own_text_run(tmp_path / "run", text, "char")
+    cli.ok("export", run, tmp_path / "out")
+    other = tmp_path / "other.txt"
+    other.write_text(some_text(1500).upper())
+    cli.assert_refused(cli("eval", f"hf:{tmp_path / 'out'}", "--text", other, "-q"), "cannot encode", "which the vocabulary lacks")
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # without its tokenizer, the text is read by characters anew
+        (tmp_path / "out" / name).unlink()
+    text.write_text(some_text(1500, seed=1) + "Q\n")  # counted again, its vocabulary is another
+    cli.assert_refused(cli("eval", f"hf:{tmp_path / 'out'}", "--text", text, "-q"), "reads the ids of vocabulary", "txlab_export.json")
+
+
+def test_an_export_is_staged_and_a_rerun_after_a_kill_completes(tmp_path, cli, monkeypatch):
+    text = tmp_path / "my.txt"
+    text.write_text(some_text(1500))
+    run = own_text_run(tmp_path / "run", text, "word")
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # stopped after the weights, before the tokenizer and the record
+
+    monkeypatch.setattr("txlab.fileio.shutil.rmtree", lambda *a, **k: None)  # as after kill -9: no cleanup
+    monkeypatch.setattr("txlab.models.hf.write_json_atomic", killed)
+    assert cli("export", run, tmp_path / "out").exit_code == 130
+    assert not (tmp_path / "out").exists() and len(list(tmp_path.glob(".exporting-out.*"))) == 1
+    monkeypatch.undo()
+    cli.ok("export", run, tmp_path / "out")  # not refused as 'not an empty folder'
+    assert list(tmp_path.glob(".exporting-out.*")) == [] and (tmp_path / "out" / "txlab_export.json").is_file()
