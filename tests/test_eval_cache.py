@@ -135,11 +135,22 @@ def test_a_cached_state_is_a_memory_for_training_and_for_the_training_path():
     torch.testing.assert_close(cached, plain, **close(torch.float64))
 
 
-def _written_in_place(model):
-    with torch.no_grad():
+def _written_in_place(model, mode=torch.no_grad):
+    with mode():
         for block in model.blocks:
             block.attn.qkv_net.weight.mul_(1.5)
         model.blocks[0].attn.r_net.weight.add_(0.1)
+
+
+def _copied_in_place(model):
+    with torch.inference_mode():
+        for block in model.blocks:
+            block.attn.qkv_net.weight.copy_(1.5 * block.attn.qkv_net.weight)
+
+
+def _written_through_data(model):
+    for block in model.blocks:
+        block.attn.qkv_net.weight.data.mul_(1.5)  # .data hides the write from torch's version counter, as from autograd
 
 
 def _optimizer_step(model, tokens, **adam):
@@ -154,7 +165,10 @@ WEIGHT_CHANGES = {
     "a fused Adam step": lambda model, tokens: _optimizer_step(model, tokens, fused=True),
     "load_state_dict": lambda model, tokens: model.load_state_dict({k: 1.5 * v for k, v in model.state_dict().items()}),
     "a write during training": lambda model, tokens: (model.train(), _written_in_place(model), model.eval()),
-    "a direct write, announced": lambda model, tokens: (_written_in_place(model), model.weights_changed()),
+    # in-place writes, unannounced: each bumps the parameter's version counter
+    "p.add_() and p.mul_() under no_grad": lambda model, tokens: _written_in_place(model),
+    "p.copy_() in inference mode": lambda model, tokens: _copied_in_place(model),
+    "a write through .data, announced": lambda model, tokens: (_written_through_data(model), model.weights_changed()),
 }
 
 
@@ -258,10 +272,14 @@ def test_attention_records_are_the_same_on_both_paths(pos_enc):
 
 
 def test_a_model_built_in_inference_mode_evaluates_alike():
-    """Its parameters keep no version counter, which the cache does not need."""
+    """Its parameters keep no version counter, so an in-place write cannot be seen: nothing projected is reused."""
     with torch.inference_mode():
         model = model_for()
-        tokens = torch.randint(0, VOCAB, (2, 17))
+        tokens = torch.randint(0, VOCAB, (2, 21))
     plain, _ = stream(model, tokens, [4] * 4, cached=False)
-    cached, _ = stream(model, tokens, [4] * 4, cached=True)
+    cached, states = stream(model, tokens, [4] * 4, cached=True)
+    torch.testing.assert_close(cached, plain, **close(torch.float64))
+    _written_in_place(model, torch.inference_mode)
+    plain, _ = stream(model, tokens[:, 16:], [4], cached=False, state=[m.clone() for m in states[-1]])
+    cached, _ = stream(model, tokens[:, 16:], [4], cached=True, state=states[-1])
     torch.testing.assert_close(cached, plain, **close(torch.float64))

@@ -14,7 +14,8 @@ evaluation) does; the cached path projects only the chunk's own rows and reads t
   positions): built for each chunk on the training path, kept across chunks here;
 - :func:`weights_signature` tells when kept projections are stale: after an optimizer step over the model's
   parameters, ``load_state_dict``, a switch between training and evaluation (``model.train()``/``model.eval()``),
-  a parameter replaced (``.to()``), or ``model.weights_changed()`` after a direct write.
+  a parameter replaced (``.to()``) or written in place (``p.add_()``, ``p.copy_()``), or ``model.weights_changed()``
+  after a write through ``.data``.
 
 The rows live in preallocated stores (:class:`_RowStore`) that successive states of a stream share: a chunk
 writes its T new rows there, and its window is a view (docs/performance.md).
@@ -22,6 +23,7 @@ writes its T new rows there, and its window is a view (docs/performance.md).
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Callable, Iterable
 
@@ -51,8 +53,17 @@ register_optimizer_step_post_hook(_count_optimizer_step)
 def weights_signature(generation: int, parameters: Iterable[torch.Tensor]) -> tuple:
     """Changes whenever the weights may have changed: the model's own count of changes ``generation`` (its
     ``load_state_dict``, ``train()``/``eval()``, ``weights_changed()``), an optimizer step over any of the
-    ``parameters``, or a parameter moved to new storage (``.to()``, ``.double()``)."""
-    return generation, tuple((p.data_ptr(), _optimizer_steps.get(id(p), 0)) for p in parameters)
+    ``parameters``, a parameter moved to new storage (``.to()``, ``.double()``), or written in place (``p.add_()``,
+    ``p.copy_()`` under ``no_grad`` or inference mode: torch counts each in-place write in the tensor's version, which
+    ``.detach()`` shares; only writes through ``.data`` escape it, as they escape autograd). Per parameter three integers
+    read, no weight touched. A parameter made in inference mode keeps no version counter: it gets a number never given
+    before, so projections made from it are never reused (correct, at the training path's speed)."""
+    return generation, tuple((p.data_ptr(), next(_unseen) if p.is_inference() else p._version, _optimizer_steps.get(id(p), 0))
+                             for p in parameters)
+
+
+_unseen = itertools.count()
+"""Numbers no signature held before (:func:`weights_signature`)."""
 
 
 # --------------------------------------------------------------------------------------------------

@@ -471,9 +471,10 @@ class TransformerXL(LanguageModel):
         self._eval_cache = bool(enabled)
 
     def weights_changed(self) -> None:
-        """Say that the weights were written directly (``param.copy_(...)`` under ``no_grad``, through ``.data``):
-        nothing evaluation projected before is reused. Optimizer steps, ``load_state_dict``, ``.to()`` and a switch
-        between training and evaluation are noticed without it (:func:`~txlab.models.eval_cache.weights_signature`)."""
+        """Say that the weights were written through ``.data`` (which torch's version counters do not see): nothing
+        evaluation projected before is reused. Optimizer steps, ``load_state_dict``, ``.to()``, in-place writes
+        (``param.copy_(...)`` under ``no_grad``) and a switch between training and evaluation are noticed without it
+        (:func:`~txlab.models.eval_cache.weights_signature`)."""
         self._weights_generation += 1
 
     def train(self, mode: bool = True) -> TransformerXL:
