@@ -194,6 +194,29 @@ def test_ctrl_c_exits_130_with_one_line(args, stopped, monkeypatch, cli):
     assert result.output == "interrupted: stopped by Ctrl-C\n"
 
 
+def test_sigterm_during_recl_exits_143_with_one_line(tmp_path, monkeypatch, cli, untrained_run):
+    """A real SIGTERM to this process while recl collects (the handler the command line installs raises in the main
+    thread); the handler before the command is restored after it."""
+    import os
+    import signal
+
+    from txlab.drivers.recl import run
+
+    collect = run.collect_run_losses
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return collect(*args, **kwargs)
+
+    monkeypatch.setattr(run, "collect_run_losses", terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    result = cli("recl", "--group", untrained_run(tmp_path / "xl"), "--size", "tiny", "--set", "grid=4,8", "--set", "blocks=2",
+                 "--set", "block_len=20", "--out-dir", tmp_path / "out", "--fig-dir", tmp_path / "fig", "-q")
+    assert result.exit_code == 143  # 128 + SIGTERM, as a training stopped by SIGTERM
+    assert result.output.splitlines()[-1] == "interrupted: stopped by SIGTERM" and "Traceback" not in result.output
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 @pytest.mark.parametrize("preset, option", [("lstm", ["--attn-len", "64"]), ("qrnn", ["--mem-len", "64"]), ("lstm", ["--same-length"]),
                                             ("transformer128m", ["--clamp-len", "8"])])
 def test_memory_settings_are_refused_for_families_without_memory(tmp_path, preset, option, cli, tiny_members):

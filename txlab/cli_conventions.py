@@ -1,6 +1,6 @@
 """What every `txlab` command shares, so each follows the same conventions: the root group (a user's error is one
-line on stderr and exit code 2, never a traceback; Ctrl-C is one line and exit code 130), help text without types
-and in whole sentences, ``--home`` and ``--version``, and the options every command spells alike (``--json``,
+line on stderr and exit code 2, never a traceback; Ctrl-C is one line and exit code 130, SIGTERM one line and 143), help
+text without types and in whole sentences, ``--home`` and ``--version``, and the options every command spells alike (``--json``,
 ``--quiet``, ``--dry-run``, ``--set``, ``--show-settings``). txlab.cli defines the commands on :data:`app`.
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import signal
+import threading
 from pathlib import Path
 
 import typer
@@ -18,11 +20,22 @@ from txlab import __version__
 from txlab.errors import TxlabError, io_error_message
 
 
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM (a scheduler's or ``kill``'s stop): like KeyboardInterrupt, no ``except
+    Exception`` takes it for an error of its own, and every ``finally`` and ``except BaseException`` cleans up on the way."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
 class CommandGroup(TyperGroup):
     """Root group that reports TxlabError, and a full or read-only disk, as a clean message with exit code 2.
 
     Ctrl-C exits 130, the shell's code for a process stopped by SIGINT, with one line: click turns it
     into "Aborted!" and 1, typer into 130 and nothing said, and neither tells a script it was stopped.
+    SIGTERM likewise exits 143 (128 + 15) with one line, after the cleanup a Ctrl-C gets (training installs its own
+    handler, which first saves a checkpoint).
     """
 
     def get_help_option(self, ctx):
@@ -35,11 +48,16 @@ class CommandGroup(TyperGroup):
         return command
 
     def invoke(self, ctx):
+        main_thread = threading.current_thread() is threading.main_thread()  # where Python runs signal handlers
+        previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             typer.echo("interrupted: stopped by Ctrl-C", err=True)
             raise typer.Exit(code=130) from None
+        except Terminated:
+            typer.echo("interrupted: stopped by SIGTERM", err=True)
+            raise typer.Exit(code=128 + signal.SIGTERM) from None
         except TxlabError as err:
             # typer.Exit rather than a click exception class: recent typer vendors its own click, and
             # only typer's public exceptions are handled the same way by every typer version.
@@ -52,6 +70,9 @@ class CommandGroup(TyperGroup):
                 raise
             typer.echo(f"error: {message}", err=True)
             raise typer.Exit(code=2) from None
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)  # None: set outside Python
 
 
 def _without_type(option):
