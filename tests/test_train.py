@@ -286,10 +286,13 @@ def test_wandb_logging_records_every_metric_at_its_step_and_resumes_the_same_run
     assert [c[1]["id"] for c in fake.calls if c[0] == "init"] == [init["id"]] * 2
 
 
-def test_wandb_missing_is_one_error_naming_the_extra(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb raises ImportError, as when it is not installed
-    with pytest.raises(TxlabError, match=r"train.wandb=true needs Weights & Biases: pip install 'txlab\[wandb\]'"):
-        train(tiny("xl151m", "train.max_steps=2", "train.wandb=true"), tmp_path / "run", progress=False, echo=lambda _: None)
+@pytest.mark.parametrize("logger, package, message", [("wandb", "wandb", r"Weights & Biases: pip install 'txlab\[wandb\]'"),
+                                                      ("tensorboard", "tensorboard", "TensorBoard: pip install tensorboard")])
+def test_a_logger_missing_is_one_error_naming_the_extra_and_leaves_no_run(tmp_path, monkeypatch, logger, package, message):
+    monkeypatch.setitem(sys.modules, package, None)  # importing it raises ImportError, as when it is not installed
+    with pytest.raises(TxlabError, match=rf"train.{logger}=true needs {message}"):
+        train(tiny("xl151m", "train.max_steps=2", f"train.{logger}=true"), tmp_path / "run", progress=False, echo=lambda _: None)
+    assert not (tmp_path / "run").exists()  # no .lock, no config.yaml: refused before anything was written
 
 
 def test_checkpoint_saves_weights_that_are_views_of_one_buffer(tmp_path):

@@ -13,6 +13,7 @@ command line reports as one line naming the path and the errno.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import math
@@ -56,20 +57,41 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except BaseException:
-        _remove_empty(created)
+        remove_empty_folders(created)
         raise
     os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes files private (0600); results are for everyone
     try:
         with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+            try:
+                write(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+                if os.fstat(fh.fileno()).st_size < fh.tell():  # numpy's tofile flushes its own buffer and ignores a failure
+                    raise OSError(f"{os.fstat(fh.fileno()).st_size} of {fh.tell()} bytes reached the file")
+            except OSError as err:
+                if err.errno is None:
+                    raise _short_write(fh, err) from None
+                raise
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        _remove_empty(created)
-        raise _naming(err, path) from None
+        remove_empty_folders(created)
+        raise naming_path(err, path) from None
     return path
+
+
+def _short_write(fh: BinaryIO, err: OSError) -> OSError:
+    """The errno a library's failed write lost (numpy's ``tofile`` says only '1536 requested and 992 written', or nothing
+    at all when the failure comes as it flushes its own buffer: the file is then shorter than written), asked of
+    the file system by writing on at the same place: ENOSPC on a full disk, EDQUOT over a quota, EFBIG past a size
+    limit; EIO when that write goes through (the space came back meanwhile). The file is discarded after."""
+    try:
+        os.write(fh.fileno(), bytes(1 << 16))
+        os.fsync(fh.fileno())
+    except OSError as refused:
+        if refused.errno is not None:
+            return OSError(refused.errno, os.strerror(refused.errno))
+    return OSError(errno.EIO, f"the write stopped short ({err})")
 
 
 @contextmanager
@@ -97,17 +119,17 @@ def append_line(path: Path, line: str) -> None:
         with Path(path).open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
     except OSError as err:
-        raise _naming(err, path) from None
+        raise naming_path(err, path) from None
 
 
-def _naming(err: BaseException, path: Path) -> BaseException:
+def naming_path(err: BaseException, path: Path) -> BaseException:
     """``err``, or for an OSError that names no file (a failed write or fsync), one naming ``path``."""
     if isinstance(err, OSError) and err.filename is None and err.errno is not None:
         return OSError(err.errno, err.strerror, str(path))
     return err
 
 
-def _remove_empty(folders: list[Path]) -> None:
+def remove_empty_folders(folders: list[Path]) -> None:
     """Remove ``folders`` (deepest first) where they are still empty."""
     for folder in folders:
         try:
@@ -319,6 +341,24 @@ def _check_npy_header(path: Path, *, in_memory: bool) -> None:
         raise ValueError(f"its {claimed:,} bytes of data are more than this machine's memory")
 
 
+def allocated_npy(path: Path, dtype: Any, length: int) -> np.memmap:
+    """A new ``.npy`` file of ``length`` values, memory-mapped for writing (``np.lib.format.open_memmap``), its blocks
+    reserved on disk first: writing into the memory map of a sparse file on a full disk kills the process (SIGBUS),
+    while a reservation that does not fit is an OSError naming the file (ENOSPC)."""
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(length,))
+    if hasattr(os, "posix_fallocate"):  # Linux, the BSDs
+        fd = os.open(path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
+        except OSError as err:
+            if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):  # a file system that cannot reserve: written as before
+                del array
+                raise OSError(err.errno, err.strerror, str(path)) from None
+        finally:
+            os.close(fd)
+    return array
+
+
 def machine_ram() -> int:
     """Bytes of physical memory on this machine."""
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -368,7 +408,7 @@ def hold_directory(directory: Path | str, command: str) -> Iterator[Path]:
     finally:
         if created and [p.name for p in directory.iterdir()] == [LOCK_FILE]:
             path.unlink()
-            _remove_empty(created_folders)  # the run directory and the parents this call made: a refused command leaves none
+            remove_empty_folders(created_folders)  # the run directory and the parents this call made: a refused command leaves none
         os.close(fd)  # releases the lock
 
 

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -32,7 +33,7 @@ from txlab.config import DataConfig
 from txlab.data.registry import data_root
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
-from txlab.fileio import load_npy, read_json, write_json_atomic
+from txlab.fileio import load_npy, read_json, remove_empty_folders, write_json_atomic
 
 CACHE_FORMAT = 1
 _FINGERPRINT_BYTES = 1 << 20
@@ -165,11 +166,14 @@ def build_entry(entry: Path, files: Sequence[Path], encode: Callable[[Path], Enc
     splits into a fresh folder beside the entry, which is then renamed into place (a crash never leaves a
     half-written entry); when another process (a DDP rank) installed a valid entry first, theirs is kept."""
     started = time.perf_counter()
+    created = [p for p in (entry.parent, *entry.parent.parents) if not p.exists()]
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        workdir = entry.parent / f".{entry.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        _remove_killed_builds(entry)
+        workdir = entry.parent / f".{entry.name}.{_HOST}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         workdir.mkdir()
     except OSError as err:
+        remove_empty_folders(created)
         raise TxlabError(f"cannot write the encoded-corpus cache at {entry.parent} ({err.strerror}); set data.cache_dir or $TXLAB_CACHE_DIR to a writable directory") from None
     try:
         records = [{**_file_fingerprint(p), "sha256": file_sha256(p)} for p in files]  # before encoding: what the tokens were read from
@@ -191,9 +195,36 @@ def build_entry(entry: Path, files: Sequence[Path], encode: Callable[[Path], Enc
             except OSError:  # lost a race for the same entry: use the winner's
                 shutil.rmtree(workdir, ignore_errors=True)
         return json.loads((entry / "meta.json").read_text())
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(workdir, ignore_errors=True)
+        remove_empty_folders(created)  # a failed first build leaves no empty cache folders
+        if isinstance(err, MemoryError):
+            raise TxlabError(f"encoding {', '.join(map(str, files))} ran out of memory (MemoryError): nothing was cached; "
+                             "give the machine more memory, or the text in smaller files or shorter lines") from None
         raise
+
+
+_HOST = socket.gethostname().replace(".", "_")
+"""Names the machine in a build folder's name: a cache on a shared file system may be built from several."""
+
+
+def _remove_killed_builds(entry: Path) -> None:
+    """Remove the build folders of ``entry`` that killed builds on this machine left (their process is gone); a build
+    in progress (a DDP rank's, another command's) is left alone."""
+    for folder in entry.parent.glob(f".{entry.name}.{_HOST}.*.tmp"):
+        pid = folder.name[len(f".{entry.name}.{_HOST}."):].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _split_records(workdir: Path, lengths: dict[str, int]) -> dict[str, dict]:

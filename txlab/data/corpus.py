@@ -21,13 +21,14 @@ import numpy as np
 
 from txlab.config import DataConfig
 from txlab.data import synthetic
-from txlab.data.cache import Entry, id_dtype, ids_sha256
+from txlab.data.cache import COPY_TOKENS, Entry, id_dtype, ids_sha256
 from txlab.data.formats import encoded_corpus, entry_dir
 from txlab.data.registry import CORPORA, CORPUS_NAMES, TEXT_CORPUS, CorpusSources, CorpusSpec, check_corpus_name, corpus_dir, locate_sources
 from txlab.data.textdata import encoded_text, parse_split_fractions, text_data_config
 from txlab.data.tokenizers import vocabulary_tokenizer_id
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError, did_you_mean
+from txlab.fileio import DamagedFile
 
 
 @dataclass
@@ -56,6 +57,8 @@ class Corpus:
     decode_text: Callable[[list[int]], str] | None = field(default=None, repr=False)
     """How :meth:`to_text` turns ids into text when the vocabulary alone cannot (a Hugging Face tokenizer)."""
     _hashes: dict[str, str] = field(default_factory=dict, repr=False)
+    _in_range: set[str] = field(default_factory=set, repr=False)
+    """Splits read from the cache whose ids are known to lie in the vocabulary (:meth:`split`)."""
 
     def __post_init__(self) -> None:
         if not self.tokenizer_id:
@@ -73,14 +76,29 @@ class Corpus:
         return len(self.vocab)
 
     def split(self, name: str) -> np.ndarray:
-        """The ids of one split; a clear error when the corpus directory lacks it."""
+        """The ids of one split; a clear error when the corpus directory lacks it. A split read from the cache is checked
+        once to hold only ids of the vocabulary: a damaged cache file is named, never fed to a model (an embedding
+        would fail with an IndexError, or worse, read another row)."""
         if name in self.splits:
-            return self.splits[name]
+            ids = self.splits[name]
+            if self.cache_dir is not None and name not in self._in_range:
+                self._check_in_range(name, ids)
+            return ids
         if name in self.missing:
             if self.name in CORPORA:
                 raise TxlabError(f"{self.name} has no {name} split in {self.source} (looked for {self.missing[name]}); fetch it with `txlab data get {self.name}`")
             raise TxlabError(f"{self.name} has no {name} split ({self.missing[name]})")
         raise did_you_mean(name, self.splits, "split")
+
+    def _check_in_range(self, name: str, ids: np.ndarray) -> None:
+        low = high = 0
+        for at in range(0, len(ids), COPY_TOKENS):  # in pieces: a split may be larger than memory
+            piece = ids[at : at + COPY_TOKENS]
+            low, high = min(low, int(piece.min())), max(high, int(piece.max()))
+        if low < 0 or high >= self.n_token:
+            raise DamagedFile(self.cache_dir / f"{name}.npy", f"token id {high if high >= self.n_token else low}, outside its vocabulary "
+                              f"of {self.n_token}", f"delete {self.cache_dir} and rerun to encode the corpus again")
+        self._in_range.add(name)
 
     def token_stream_hash(self, split: str) -> str:
         """sha256 of the split's ids as little-endian int32: equal hashes mean identical token streams.

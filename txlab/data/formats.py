@@ -35,10 +35,13 @@ from txlab.data.cache import CACHE_FORMAT, Encoded, Entry, build_entry, cache_ro
 from txlab.data.registry import EOS, SENTENCE, SPLITS, CorpusSources, CorpusSpec, corpus_dir, locate_sources, missing_corpus_error
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
+from txlab.fileio import allocated_npy
 from txlab.progress import Progress
 
 BLOCK_CHARS = 1 << 22
 """Characters of text read at a time when a file is read through: large enough to amortise Python, small in memory."""
+MAX_LINE_CHARS = 1 << 26
+"""The longest line a word rule reads (:func:`read_text_blocks`): 64 Mi characters, millions of words held at once."""
 DEFAULT_SPLIT = (0.9, 0.05, 0.05)
 """The train, valid and test fractions of a single-file corpus (enwik8's 90M/5M/5M), and own text's default."""
 
@@ -47,15 +50,22 @@ DEFAULT_SPLIT = (0.9, 0.05, 0.05)
 # Reading text (the registry's corpora and own text)
 
 
-def read_text_blocks(path: Path, block_chars: int = BLOCK_CHARS, newline: str | None = "") -> Iterator[str]:
-    """The file's text in blocks of about ``block_chars`` characters, each ending at a line end (except
-    the last); ``newline`` as :func:`open` takes it ('' reads the text exactly, None translates line ends)."""
+def read_text_blocks(path: Path, block_chars: int | None = None, newline: str | None = "", lines: bool = True) -> Iterator[str]:
+    """The file's text in blocks of about ``block_chars`` characters (default :data:`BLOCK_CHARS`); ``newline`` as :func:`open` takes it ('' reads the
+    text exactly, None translates line ends). With ``lines`` (what word rules need) each block ends at a line end (except
+    the last), and a line longer than :data:`MAX_LINE_CHARS` is refused rather than read whole (a file of gigabytes
+    without a line end would not fit in memory); without, blocks of exactly ``block_chars`` (characters need no lines)."""
+    block_chars = block_chars or BLOCK_CHARS
     try:
         with open(path, encoding="utf-8", newline=newline) as fh:
             while block := fh.read(block_chars):
-                if not block.endswith("\n"):
-                    block += fh.readline()
-                yield block
+                pieces = [block]
+                while lines and not pieces[-1].endswith("\n") and (more := fh.readline(block_chars)):
+                    pieces.append(more)
+                    if len(pieces) * block_chars > block_chars + MAX_LINE_CHARS:
+                        raise TxlabError(f"{path} has a line of more than {MAX_LINE_CHARS:,} characters, which txlab does not read whole: "
+                                         "break the text into lines, or read it by characters (--tokenizer char) or a Hugging Face tokenizer")
+                yield "".join(pieces)
     except UnicodeDecodeError as err:
         raise TxlabError(f"{path} is not UTF-8 text (byte {err.object[err.start:err.start + 1]!r}: {err.reason})") from None
 
@@ -251,7 +261,7 @@ def _lm1b_vocab_file(path: Path) -> Vocab:
 def _encode_into(spec: CorpusSpec, sources: CorpusSources, vocab: Vocab, lengths: dict[str, int], workdir: Path, drop_newlines: bool, progress: bool) -> None:
     """Pass 2: encode every split into a preallocated {split}.npy."""
     dtype = id_dtype(len(vocab))
-    outputs = {s: np.lib.format.open_memmap(workdir / f"{s}.npy", mode="w+", dtype=dtype, shape=(n,)) for s, n in lengths.items() if n}
+    outputs = {s: allocated_npy(workdir / f"{s}.npy", dtype, n) for s, n in lengths.items() if n}
     for split, n in lengths.items():
         if not n:
             np.save(workdir / f"{split}.npy", np.zeros(0, dtype))

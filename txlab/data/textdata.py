@@ -47,6 +47,7 @@ from txlab.data.registry import SPLITS, TEXT_CORPUS
 from txlab.data.tokenizers import (CharTokenizer, HfTokenizer, NotBlockwise, TokenizerSpec, WordTokenizer, hf_location, load_hf_tokenizer,
                                    parse_tokenizer, text_tokenizer)
 from txlab.errors import TxlabError
+from txlab.fileio import allocated_npy, naming_path
 from txlab.progress import Progress
 
 SPLIT_FILES: dict[str, tuple[str, ...]] = {
@@ -235,7 +236,7 @@ def _encode_text(tokenizer, sources: TextSources, raw: Path, progress: bool) -> 
             start, n = out.tell(), 0
             try:
                 for ids in tokenizer.encode_file(path, bar):
-                    ids.astype("<i4").tofile(out)
+                    out.write(ids.astype("<i4").tobytes())  # not tofile: its failed write loses the errno (a full disk)
                     n += len(ids)
             except NotBlockwise:
                 if progress:
@@ -244,7 +245,7 @@ def _encode_text(tokenizer, sources: TextSources, raw: Path, progress: bool) -> 
                 out.truncate()
                 n = 0
                 for ids in tokenizer.encode_whole(path, bar):
-                    ids.astype("<i4").tofile(out)
+                    out.write(ids.astype("<i4").tobytes())
                     n += len(ids)
             counts[part] = n
     return counts
@@ -282,14 +283,17 @@ def _build_text_cache(data: DataConfig, sources: TextSources, spec: TokenizerSpe
         if spec.kind != "hf":
             tokenizer.count(list(sources.files.values()))
         raw = workdir / "ids.raw"
-        counts = _encode_text(tokenizer, sources, raw, progress)
+        try:
+            counts = _encode_text(tokenizer, sources, raw, progress)
+        except OSError as err:  # a failed write names no file: the one being written is raw
+            raise naming_path(err, raw) from None
         all_ids = np.memmap(raw, dtype="<i4", mode="r") if raw.stat().st_size else np.zeros(0, "<i4")
         bounds = _text_split_bounds(sources, counts)
         _check_text_splits(tokenizer, sources, all_ids, bounds)
         vocab = tokenizer.vocab
         dtype = id_dtype(len(vocab))
         for split, (lo, hi) in bounds.items():
-            out = np.lib.format.open_memmap(workdir / f"{split}.npy", mode="w+", dtype=dtype, shape=(hi - lo,))
+            out = allocated_npy(workdir / f"{split}.npy", dtype, hi - lo)
             for at in range(lo, hi, COPY_TOKENS):
                 out[at - lo : min(at + COPY_TOKENS, hi) - lo] = all_ids[at : min(at + COPY_TOKENS, hi)]
             out.flush()

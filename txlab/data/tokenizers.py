@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from txlab.data.formats import CodeCounter, char_codes, code_ids, read_text_blocks, words
+from txlab.data.formats import MAX_LINE_CHARS, CodeCounter, char_codes, code_ids, read_text_blocks, words
 from txlab.data.hf_folders import TOKENIZER_FILES, from_pretrained, read_json, refuse_custom_code
 from txlab.data.registry import EOS
 from txlab.data.vocab import Vocab
@@ -127,13 +127,13 @@ class CharTokenizer(VocabularyTokenizer):
     def count(self, paths: Sequence[Path]) -> None:
         counter = CodeCounter()
         for path in paths:
-            for block in read_text_blocks(path):
+            for block in read_text_blocks(path, lines=False):
                 counter.add(char_codes(block))
         self.vocab = counter.vocab(chr)
         self._ids = code_ids(self.vocab, ord)
 
     def encode_file(self, path: Path, bar: Progress) -> Iterator[np.ndarray]:
-        for block in read_text_blocks(path):
+        for block in read_text_blocks(path, lines=False):
             bar.update(len(block))
             yield self._ids[char_codes(block)]
 
@@ -205,10 +205,12 @@ def _cut(text: str) -> int | None:
 def _cut_blocks(path: Path, block_chars: int) -> Iterator[str]:
     """The file's text in blocks of at least about ``block_chars`` characters, cut as :func:`_cut` says."""
     carry = ""
-    for chunk in read_text_blocks(path, block_chars):
+    for chunk in read_text_blocks(path, block_chars, lines=False):
         text = carry + chunk
         cut = _cut(text)
-        if cut is None:  # no whitespace after a word yet: read on
+        if cut is None:  # no whitespace after a word yet: read on, but not without bound
+            if len(text) > MAX_LINE_CHARS:
+                raise NotBlockwise
             carry = text
             continue
         yield text[:cut]
@@ -318,7 +320,7 @@ class HfTokenizer:
             previous, current = current, following
 
     def encode_whole(self, path: Path, bar: Progress) -> Iterator[np.ndarray]:
-        text = "".join(read_text_blocks(path))
+        text = "".join(read_text_blocks(path, lines=False))
         bar.update(len(text))
         yield np.asarray(self.encode(text, str(path)), dtype=np.int64)
 

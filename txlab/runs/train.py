@@ -29,6 +29,7 @@ metrics.jsonl names the precision and whether TF32 was on.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import math
 import os
@@ -263,24 +264,36 @@ class _StopRequest:
             signal.signal(sig, handler)
 
 
+LOGGERS = {"tensorboard": ("tensorboard", "TensorBoard: pip install tensorboard"),
+           "wandb": ("wandb", "Weights & Biases: pip install 'txlab[wandb]'")}
+"""train.<setting> -> (the package it needs, what to install)."""
+
+
+def check_loggers(t: TrainConfig) -> None:
+    """Refuse a logger that is asked for but not installed, before the run directory holds anything."""
+    for setting, (package, install) in LOGGERS.items():
+        if getattr(t, setting):
+            try:
+                importlib.import_module(package)
+            except ImportError:
+                raise TxlabError(f"train.{setting}=true needs {install}") from None
+
+
 def tensorboard_writer(run_dir: Path) -> Any:
-    """A TensorBoard SummaryWriter for the run (optional dependency)."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        raise TxlabError("train.tensorboard=true needs TensorBoard: pip install tensorboard") from None
+    """A TensorBoard SummaryWriter for the run (optional dependency, checked by :func:`check_loggers`)."""
+    from torch.utils.tensorboard import SummaryWriter
+
     return SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
 
 
 def wandb_run(cfg: RunConfig, run_dir: Path) -> Any:
-    """A Weights & Biases run for the run directory (optional dependency, imported only when asked for).
+    """A Weights & Biases run for the run directory (optional dependency, imported only when asked for, checked by
+    :func:`check_loggers`).
 
     Its id is derived from the directory, so a resumed training continues the same W&B run.
     """
-    try:
-        import wandb
-    except ImportError:
-        raise TxlabError("train.wandb=true needs Weights & Biases: pip install 'txlab[wandb]'") from None
+    import wandb  # checked by check_loggers
+
     run_dir = Path(run_dir).resolve()
     run_id = hashlib.sha256(str(run_dir).encode()).hexdigest()[:16]
     return wandb.init(project=os.environ.get("WANDB_PROJECT") or "txlab", name=run_dir.name, id=run_id, resume="allow",
@@ -439,7 +452,10 @@ def _prepare(cfg: RunConfig, run_dir: Path, progress: bool, echo: Callable[[str]
     ddp = init_distributed(t.device)
     if t.threads > 0:
         torch.set_num_threads(t.threads)
+    check_loggers(t)
     corpus = corpus if corpus is not None else load_corpus(cfg.data, progress=progress and ddp.is_main)
+    for split in ("train", "valid"):  # what training and its periodic validation read: missing or damaged, refused now
+        corpus.split(split)
     cfg = resolve_for_corpus(cfg, corpus)
     check_restart_rule(t, corpus)
     if t.batch_size % (t.grad_accum * ddp.world):
