@@ -13,10 +13,20 @@ through :func:`from_pretrained` (or :func:`from_config`), which passes ``trust_r
 
 A JSON file a load reads that does not parse is named in the error (:func:`read_json`, through txlab.fileio),
 so a damaged tokenizer is never mistaken for a missing one.
+
+Folders and Hub ids (:func:`hub_id`). A source that is a local folder is read as it is. Otherwise it is a Hub id
+``ORG/NAME``, or a bare ``NAME`` only when the Hugging Face cache already holds it (a legacy id such as ``gpt2``
+downloaded before): a bare name that is no folder is far more often a mistyped or missing folder (``hf:loop``) than
+a wish to download, and is refused as "no folder" at once. A path (absolute, ``./``, ``~``, more than one ``/``)
+that is no folder is refused likewise. Before transformers is asked for a Hub id (:func:`hub_loading`), txlab checks
+in seconds that it can be read: with ``HF_HUB_OFFLINE=1`` it must be in the cache; online, one request with a short
+timeout and no retries asks whether the Hub answers, and if not the cached copy is read (``local_files_only``) or
+the id is refused in one line, never after transformers' minute of retries.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +81,65 @@ def refuse_loaded_custom_code(source: str, loaded: Any) -> None:
         raise TxlabError(custom_code_message(source, "its config", auto_map))
 
 
+def hub_id(source: str, what: str) -> str:
+    """``source``, which names no local folder, as a Hub id (see the module docstring), or one line refusing it as a
+    missing ``what`` (e.g. 'folder', 'tokenizer folder')."""
+    path_like = source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1
+    if path_like or (source.count("/") == 0 and not in_hub_cache(source)):
+        bare = "" if path_like else (": a bare name is a local folder, or a model the Hugging Face cache already holds; a Hub id "
+                                     "to download is ORG/NAME, e.g. hf:openai-community/gpt2")
+        raise TxlabError(f"no {what} {source}{bare}")
+    return source
+
+
+def in_hub_cache(repo_id: str) -> bool:
+    """Whether the Hugging Face cache holds a snapshot of the model repository ``repo_id``."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return False
+    snapshots = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "snapshots"
+    return snapshots.is_dir() and any(snapshots.iterdir())
+
+
+HUB_PROBE_TIMEOUT_S = 5.0
+"""How long :func:`hub_loading` waits for the Hub to answer its one request."""
+
+
+def hub_loading(repo_id: str) -> dict[str, Any]:
+    """How transformers (or huggingface_hub) is to read the Hub id ``repo_id`` without waiting on a network that is not
+    there: {} to ask the Hub as usual, or ``{'local_files_only': True}`` to read the cached copy when the Hub does not
+    answer. Refused in one line, in seconds, when it can be read neither way (see the module docstring)."""
+    from huggingface_hub import constants
+
+    cached = in_hub_cache(repo_id)
+    if constants.HF_HUB_OFFLINE:
+        if cached:
+            return {}
+        raise TxlabError(f"{repo_id} is no local folder, and the Hugging Face cache ({constants.HF_HUB_CACHE}) does not hold it while "
+                         f"HF_HUB_OFFLINE is set: download it where there is network (`hf download {repo_id} --local-dir DIR`) and give hf:DIR")
+    unreachable = _hub_unreachable(constants.ENDPOINT)
+    if unreachable is None:
+        return {}
+    if cached:
+        return {"local_files_only": True}
+    raise TxlabError(f"{repo_id} is no local folder, and the Hugging Face Hub ({constants.ENDPOINT}) does not answer ({unreachable}): "
+                     f"download it where there is network (`hf download {repo_id} --local-dir DIR`) and give hf:DIR")
+
+
+@functools.cache
+def _hub_unreachable(endpoint: str) -> str | None:
+    """Why ``endpoint`` does not answer one request within :data:`HUB_PROBE_TIMEOUT_S` (no retries), or None when it
+    answers at all (any HTTP status: the network is there). Asked once per process."""
+    from huggingface_hub.utils import get_session
+
+    try:
+        get_session().head(endpoint, timeout=HUB_PROBE_TIMEOUT_S)
+    except Exception as err:  # the HTTP client's own errors (httpx or requests, by huggingface_hub's version): no answer
+        return str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+    return None
+
+
 def _never_trusted(trust_remote_code: bool) -> None:
     # every caller says trust_remote_code=False where it loads, so a reader (and a grep) sees it at each load
     if trust_remote_code is not False:
@@ -83,6 +152,8 @@ def from_pretrained(loader: Any, source: str, *, trust_remote_code: bool, **kwar
     docstring). Other errors of transformers pass through, for the caller to say what failed to load."""
     _never_trusted(trust_remote_code)
     refuse_custom_code(source)
+    if not Path(source).expanduser().is_dir():
+        kwargs = {**hub_loading(hub_id(source, "folder")), **kwargs}
     try:
         loaded = loader.from_pretrained(source, trust_remote_code=False, **kwargs)
     except ValueError as err:

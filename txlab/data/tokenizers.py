@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from txlab.data.formats import MAX_LINE_CHARS, CodeCounter, char_codes, code_ids, read_text_blocks, words
-from txlab.data.hf_folders import TOKENIZER_FILES, from_pretrained, read_json, refuse_custom_code
+from txlab.data.hf_folders import TOKENIZER_FILES, from_pretrained, hub_id, read_json, refuse_custom_code
 from txlab.data.registry import EOS
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError, did_you_mean
@@ -74,7 +74,7 @@ def parse_tokenizer(text: str) -> TokenizerSpec:
     if text.startswith("hf:"):
         source = text[3:].strip()
         if not source:
-            raise TxlabError("tokenizer 'hf:' names no tokenizer: give hf:PATH_OR_HUB_ID (a folder with tokenizer files, or a Hub id such as hf:gpt2)")
+            raise TxlabError("tokenizer 'hf:' names no tokenizer: give hf:PATH_OR_HUB_ID (a folder with tokenizer files, or a Hub id such as hf:openai-community/gpt2)")
         return TokenizerSpec("hf", source)
     raise did_you_mean(text, TOKENIZER_FORMS, "tokenizer")
 
@@ -330,16 +330,14 @@ class HfTokenizer:
 
 
 def hf_location(source: str) -> str:
-    """What from_pretrained is given: a local folder's absolute path, else the Hub id as written; a
-    path to a file or to no folder is refused."""
+    """What from_pretrained is given: a local folder's absolute path, else the Hub id as written
+    (txlab.data.hf_folders.hub_id); a path to a file or to no folder is refused."""
     local = Path(source).expanduser()
     if local.exists():
         if not local.is_dir():
             raise TxlabError(f"hf:{source} is a file; give the folder holding the tokenizer's files (tokenizer.json, tokenizer_config.json, ...)")
         return str(local.resolve())
-    if source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
-        raise TxlabError(f"no tokenizer folder {source}: give a folder holding tokenizer files, or a Hub id such as hf:gpt2")
-    return source
+    return hub_id(source, "tokenizer folder")
 
 
 _HF_MEMO: dict[tuple, HfTokenizer] = {}

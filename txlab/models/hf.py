@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from safetensors import SafetensorError
 
 from txlab.config import ModelConfig
-from txlab.data.hf_folders import TOKENIZER_FILES, from_config, from_pretrained, read_json, refuse_custom_code
+from txlab.data.hf_folders import TOKENIZER_FILES, from_config, from_pretrained, hub_id, read_json, refuse_custom_code
 from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.devices import check_device
 from txlab.errors import TxlabError
@@ -92,12 +92,12 @@ def hf_source(spec: str) -> str:
 
 
 def checked_source(source: str) -> str:
-    """``source`` if it can name a checkpoint: a folder with a config.json, or something shaped like a Hub id
-    (a path that is no folder is refused here, not after a failed download)."""
-    path = Path(source)
-    if not path.is_dir() and (path.is_absolute() or source.startswith(".") or source.count("/") > 1):
-        raise TxlabError(f"no folder {source} (an hf: member is a folder saved by save_pretrained, or a Hub id ORG/NAME)")
-    if path.is_dir() and not (path / "config.json").is_file():
+    """``source`` if it can name a checkpoint: a folder with a config.json, or a Hub id (txlab.data.hf_folders.hub_id:
+    a path or a bare name that is no folder is refused here, not after a failed download)."""
+    path = Path(source).expanduser()
+    if not path.is_dir():
+        return hub_id(source, "folder")
+    if not (path / "config.json").is_file():
         raise TxlabError(f"{source} has no config.json: is it a Hugging Face checkpoint (a folder written by save_pretrained)?")
     return source
 
