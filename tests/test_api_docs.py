@@ -28,7 +28,8 @@ def test_the_own_model_own_text_example_runs_on_a_checkpoint_folder_and_a_text_f
     tokenizer trained on the text, both built offline."""
     hf_checkpoint(tmp_path / "my-checkpoint", text_file=tmp_path / "my_text.txt")
     [line] = run_example(examples()[0], tmp_path)
-    assert re.fullmatch(r"\[\(0\.1, '(>= )?\d+', '(>= )?\d+'\), \(1\.0, '(>= )?\d+', '(>= )?\d+'\)\]", line)
+    recl = r"'(>= )?\d+ \[\d+, (>= )?\d+\]'"  # with its interval
+    assert re.fullmatch(rf"\[\(0\.1, {recl}, {recl}\), \(1\.0, {recl}, {recl}\)\]", line)
 
 
 def test_the_run_example_runs_and_prints_its_three_results(tmp_path):

@@ -155,7 +155,7 @@ def test_groups_that_cannot_share_a_token_stream_are_refused_before_any_model_ru
 def test_the_five_line_api_on_own_text_reads_exact_losses(tmp_path, hf_checkpoint):
     folder = hf_checkpoint(tmp_path / "ckpt", text_file=tmp_path / "my.txt")
     model = txlab.load_model(f"hf:{folder}")
-    tokens = txlab.encode_text(tmp_path / "my.txt", model)
+    tokens = txlab.encode_text(tmp_path / "my.txt", model, split=None)  # every token of the file
     assert tokens.max() < model.vocab_size and len(tokens) > 1000
     table = txlab.context_losses(model, tokens, [4, 8, 16], n_blocks=3, block_len=30, placebo=True)
     t, c = int(table.targets[7]), 8

@@ -185,6 +185,23 @@ def test_encode_text_reads_a_file_or_the_text_by_one_rule(tmp_path, hf_checkpoin
         txlab.encode_text(tmp_path / "binary.bin", model)
 
 
+def test_encode_text_gives_the_split_the_commands_score(tmp_path, hf_checkpoint, text_file, cli):
+    """Default valid, as `txlab eval --text` scores it (the same tokens, the same loss); split=None is the whole file;
+    char and word, which the package docstring offers, count their vocabulary from the whole text as the commands do."""
+    model = txlab.load_model(f"hf:{hf_checkpoint(tmp_path / 'ck')}")
+    valid, whole = txlab.encode_text(text_file, model), txlab.encode_text(text_file, model, split=None)
+    test = txlab.encode_text(text_file, model, split="test")
+    assert len(whole) == len(txlab.encode_text(text_file.read_text(), model)) and np.array_equal(whole[-len(test) - len(valid):-len(test)], valid)
+    scored = cli.json("--home", tmp_path / "home", "eval", f"hf:{tmp_path / 'ck'}", "--text", text_file, "--tgt-len", 64, "--json", "-q")
+    assert scored["tokens"] == len(valid) - 1
+    assert txlab.perplexity(model, valid, segment=64)["loss"] == pytest.approx(scored["loss"], abs=1e-5)
+    chars = txlab.encode_text(text_file, "char", split=None)
+    assert len(chars) == len(text_file.read_text()) and chars.max() < len(set(text_file.read_text()))
+    assert len(txlab.encode_text(text_file, "word", split=None)) == len(text_file.read_text().split()) + text_file.read_text().count("\n")
+    with pytest.raises(TxlabError, match="counts its vocabulary from a text file"):
+        txlab.encode_text("the king", "char")
+
+
 def model_tokens(model, text: str) -> np.ndarray:
     from txlab.data.tokenizers import load_hf_tokenizer
 

@@ -3,7 +3,7 @@ context lengths, RECL.
 
     import txlab
     model = txlab.load_model("hf:path/to/checkpoint")       # or a txlab run directory
-    tokens = txlab.encode_text("my_text.txt", model)         # the model's own tokenizer (or "char", "word", "hf:PATH")
+    tokens = txlab.encode_text("my_text.txt", model)         # its valid split, by the model's own tokenizer (or "char", "word", "hf:PATH")
     table = txlab.context_losses(model, tokens, grid=[16, 32, 64, 128], n_blocks=4, block_len=200)
     print(txlab.group_recl([table], ["mine"], rs=[0.1, 1.0]))
 
@@ -24,7 +24,8 @@ import numpy as np
 
 from txlab.analysis.recl import DEFAULT_RS, check_grid
 from txlab.analysis.table8 import Bootstrap, GroupTable, Table8Row, recl_rows
-from txlab.data.corpus import load_corpus_for_model
+from txlab.data.corpus import load_corpus, load_corpus_for_model
+from txlab.data.textdata import text_data_config
 from txlab.data.tokenizers import load_hf_tokenizer, parse_tokenizer
 from txlab.errors import TxlabError
 from txlab.measure.losses import collect_losses, sample_blocks
@@ -42,48 +43,69 @@ def run_tokens(run_dir: str | Path, split: str = "valid") -> np.ndarray:
     return np.asarray(corpus.split(split))
 
 
-def encode_text(text: str | Path, tokenizer: str | LanguageModel) -> np.ndarray:
-    """Ids of a text under ``tokenizer``: a model loaded with ``hf:`` (its own tokenizer), or ``hf:PATH_OR_HUB_ID``.
-    No special tokens are added.
+def encode_text(text: str | Path, tokenizer: str | LanguageModel, split: str | None = "valid") -> np.ndarray:
+    """Ids of a text under ``tokenizer``: a model loaded with ``hf:`` (its own tokenizer), ``hf:PATH_OR_HUB_ID``, ``char``
+    or ``word``. No special tokens are added.
 
-    ``text`` is a file or the text itself, by one rule (:func:`text_content`): a ``Path`` is a file, which must
-    exist; a string naming an existing file is that file; a string of one line without whitespace that looks
-    like a path (it holds ``/`` or ``\\``, or ends in a suffix such as ``.txt``) is refused when no such file
-    exists, so a mistyped file name is never scored as text; any other string is the text itself.
-    A file must be UTF-8 text."""
+    ``text`` is a file, a folder of split files, or the text itself, by one rule (:func:`text_path`): a ``Path`` names a
+    file or folder, which must exist; so does a string naming an existing one; a string of one line without whitespace
+    that looks like a path (it holds ``/`` or ``\\``, or ends in a suffix such as ``.txt``) is refused when nothing has
+    that name, so a mistyped file name is never scored as text; any other string is the text itself.
+
+    A file or folder is read as ``txlab eval --text`` reads it (the same encoding and cache): ``split`` (train, valid or
+    test; default valid, what the command line scores) of a file's tokens cut 0.9/0.05/0.05, or a folder's split file;
+    ``split=None`` gives a file's every token. ``char`` and ``word`` count their vocabulary from the whole text, as the
+    command line does. Text given as a string is encoded whole (it has no splits), by a Hugging Face tokenizer. A file
+    must be UTF-8 text."""
     if isinstance(tokenizer, LanguageModel):
         source = getattr(tokenizer, "source", "")
         if not source:
             raise TxlabError("only a model loaded with hf:... brings a tokenizer; for a txlab run, take its corpus with txlab.run_tokens")
         if hf.load_tokenizer(source) is None:
             raise TxlabError(f"{source} holds no tokenizer: give one as encode_text(text, 'hf:TOKENIZER_FOLDER_OR_HUB_ID')")
-        encoder = load_hf_tokenizer(source)
+        spec = f"hf:{source}"
     else:
-        spec = parse_tokenizer(str(tokenizer))
-        if spec.kind != "hf":
-            raise TxlabError(f"tokenizer {tokenizer!r}: give hf:PATH_OR_HUB_ID or a model loaded with hf:")
-        encoder = load_hf_tokenizer(spec.source)
-    return np.asarray(encoder.encode(text_content(text)), dtype=np.int64)
+        spec = str(tokenizer)
+        parse_tokenizer(spec)
+    path = text_path(text)
+    if path is None:
+        if not spec.startswith("hf:"):
+            raise TxlabError(f"tokenizer {spec!r} counts its vocabulary from a text file: give the file's path, or a Hugging Face tokenizer")
+        return np.asarray(load_hf_tokenizer(spec[3:].strip()).encode(str(text)), dtype=np.int64)
+    if split is None and path.is_dir():
+        raise TxlabError(f"{path} is a folder of split files: give split='train', 'valid' or 'test'")
+    data = text_data_config(path, spec, text_split=(1.0, 0.0, 0.0) if split is None else None)
+    return np.asarray(load_corpus(data, progress=False).split("train" if split is None else split), dtype=np.int64)
 
 
 _PATH_LIKE = re.compile(r"^\S*([/\\]\S*|\.[A-Za-z0-9]{1,8})$")
 """One word holding a path separator or ending in a file suffix: what :func:`encode_text` takes for a path."""
 
 
-def text_content(text: str | Path) -> str:
-    """What :func:`encode_text` encodes: a file's UTF-8 text or the string itself, by the rule its docstring gives."""
-    if isinstance(text, os.PathLike) or (len(text) < 4096 and "\n" not in text and (os.path.isfile(text) or _PATH_LIKE.match(text))):
+def text_path(text: str | Path) -> Path | None:
+    """The file or folder ``text`` names by :func:`encode_text`'s rule, or None when it is the text itself."""
+    if isinstance(text, os.PathLike) or (len(text) < 4096 and "\n" not in text and (os.path.exists(text) or _PATH_LIKE.match(text))):
         path = Path(text)
-        if not path.is_file():
+        if not path.exists():
             raise TxlabError(f"no file {text}: encode_text reads a Path, or a string naming an existing file, as a file "
                              "(a one-word string that looks like a path is never taken for the text itself)")
-        try:
-            return path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise TxlabError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}): encode_text reads text files") from None
-        except OSError as err:
-            raise TxlabError(f"cannot read {path}: {err.strerror or err}") from None
-    return str(text)
+        return path
+    return None
+
+
+def text_content(text: str | Path) -> str:
+    """The text :func:`text_path`'s rule names: a file's UTF-8 text, or the string itself."""
+    path = text_path(text)
+    if path is None:
+        return str(text)
+    if not path.is_file():
+        raise TxlabError(f"{path} is not a text file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise TxlabError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}): encode_text reads text files") from None
+    except OSError as err:
+        raise TxlabError(f"cannot read {path}: {err.strerror or err}") from None
 
 
 @dataclass(frozen=True)
