@@ -243,3 +243,16 @@ def test_without_transformers_a_hugging_face_model_asks_for_the_extra(tmp_path, 
     monkeypatch.setitem(sys.modules, "transformers", None)  # what `import transformers` meets where it is not installed
     with pytest.raises(TxlabError, match=r"pip install 'txlab\[hf\]'"):
         txlab.load_model(f"hf:{folder}")
+
+
+def test_speed_and_attention_refuse_a_hugging_face_checkpoint_saying_what_they_take(tmp_path, cli, random_causal_lm):
+    """Not 'holds no checkpoint' or 'no run directory', which read like a wrong path (issue 50)."""
+    ck = f"hf:{random_causal_lm(tmp_path / 'ck', 'gpt2')}"
+    for args, said in ((["speed", "--run", ck, "--dry-run", "--out-dir", tmp_path / "o", "--fig-dir", tmp_path / "f"],
+                        "is a Hugging Face checkpoint; txlab speed times Transformer-XL against the vanilla Transformer: the preset's shape "
+                        "(--size), or a txlab run of family xl or vanilla (--run RUN_DIR)"),
+                       (["attention", ck, "--out-dir", tmp_path / "a"], "is a Hugging Face checkpoint: attention analysis needs a Transformer-XL run")):
+        result = cli(*args)
+        errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+        assert result.exit_code == 2 and len(errors) == 1 and said in errors[0] and "Traceback" not in result.output, result.output
+    assert not (tmp_path / "o").exists() and not (tmp_path / "a").exists()

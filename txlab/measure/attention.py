@@ -53,6 +53,7 @@ from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.fileio import read_json, write_json_atomic, write_text_atomic
 from txlab.models.attention import SCORE_TERMS, AttentionRecord
+from txlab.models.hf import is_hf_spec
 from txlab.models.transformer import TransformerXL, capture_attention
 from txlab.progress import Progress
 from txlab.runs.checkpoint import Checkpoint, load_checkpoint
@@ -187,14 +188,17 @@ def _check_terms(model: TransformerXL, terms: Sequence[str] | None) -> tuple[lis
 
 
 def _load(run_dir: Path, split: str, device: str) -> tuple[Checkpoint, Corpus]:
+    needs = "attention analysis needs a Transformer-XL run (model.family 'xl'), whose attention reaches back into its memory by relative distance"
+    if is_hf_spec(str(run_dir)):
+        raise TxlabError(f"{run_dir} is a Hugging Face checkpoint: {needs}")
     if not Path(run_dir).is_dir():
         raise TxlabError(f"no run directory {run_dir}")
     ckpt = load_checkpoint(run_dir, map_location=device)
     family = ckpt.config.model.family
     if family != "xl":
-        kind = {"vanilla": "a vanilla Transformer (absolute positions, no memory)", "lstm": "an LSTM", "qrnn": "a QRNN"}.get(family, family)
-        raise TxlabError(f"{run_dir} is {kind}: attention analysis needs a Transformer-XL run (model.family 'xl'), "
-                         "whose attention reaches back into its memory by relative distance")
+        kind = {"vanilla": "a vanilla Transformer (absolute positions, no memory)", "lstm": "an LSTM", "qrnn": "a QRNN",
+                "hf": "a Hugging Face architecture (GPT-2 or Llama)"}.get(family, family)
+        raise TxlabError(f"{run_dir} is {kind}: {needs}")
     return ckpt, load_corpus_for_model(ckpt.config.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=False)
 
 

@@ -71,6 +71,7 @@ from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
 from txlab.models.build import build_model
 from txlab.models.eval_cache import CachedMemory
+from txlab.models.hf import is_hf_spec
 from txlab.models.interface import Context
 from txlab.models.transformer import TransformerXL
 from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
@@ -149,6 +150,8 @@ def check_request(attn_lens: Sequence[int], settings: SpeedSettings) -> None:
     for n in attn_lens:
         if n < 1:
             raise TxlabError(f"attention length must be >= 1, got {n}")
+    if settings.run:
+        timed_config(settings)  # a run speed can time: refused before any plan or output names it
     if settings.stride > min(attn_lens):
         raise TxlabError(f"stride {settings.stride} is longer than attention length {min(attn_lens)}: a window of L tokens makes "
                          "L predictions, so the stride must be at most the shortest attention length")
@@ -157,9 +160,16 @@ def check_request(attn_lens: Sequence[int], settings: SpeedSettings) -> None:
 def timed_config(settings: SpeedSettings) -> RunConfig:
     """The configuration that is timed (a trained run's, or the preset's), read without loading weights."""
     if settings.run:
+        supported = ("txlab speed times Transformer-XL against the vanilla Transformer: the preset's shape (--size), or a "
+                     "txlab run of family xl or vanilla (--run RUN_DIR)")
+        if is_hf_spec(settings.run):
+            raise TxlabError(f"--run {settings.run} is a Hugging Face checkpoint; {supported}")
         if not has_checkpoint(Path(settings.run)):
             raise TxlabError(f"{settings.run} holds no checkpoint: is it a run directory made by `txlab train`?")
-        return saved_config(Path(settings.run))
+        cfg = saved_config(Path(settings.run))
+        if cfg.model.family not in ("xl", "vanilla"):
+            raise TxlabError(f"{settings.run} holds a {cfg.model.family} model; {supported}")
+        return cfg
     return update_dataclass(resolve_preset(PRESET, settings.size), {"model": {"n_token": PAPER_VOCAB["enwik8"]}})
 
 
@@ -238,14 +248,9 @@ class TimedModels:
 
     def __init__(self, settings: SpeedSettings, device: torch.device):
         self.text = None
-        if settings.run:
+        if settings.run:  # one check_request found timeable (timed_config)
             ckpt = load_checkpoint(Path(settings.run), map_location=device)
             cfg, trained = ckpt.config, ckpt.model
-            if cfg.model.family not in ("xl", "vanilla"):
-                raise TxlabError(
-                    f"{settings.run} holds a {cfg.model.family} model; txlab speed times Transformer-XL against the vanilla "
-                    "Transformer, so it needs a run of family xl or vanilla"
-                )
             # The run's evaluation split is the token stream every method reads, so that perplexities mean something.
             corpus = load_corpus_for_model(cfg.data, ckpt.meta["vocab_hash"], ckpt.vocab, cfg.eval.split, settings.run, progress=False)
             self.text = torch.tensor(corpus.split(cfg.eval.split), dtype=torch.long)  # a copy: the split may be read-only (memory-mapped, or a shared synthetic one)
