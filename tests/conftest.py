@@ -5,6 +5,8 @@
 - Tests run torch on one thread: their models are tiny, where a second thread buys nothing, and on a
   2-core machine shared with any other work, two-thread parallel regions stall (measured: a tiny
   LSTM step went from 2 ms to 100 ms), which made the suite's run time erratic.
+- The matmul ceiling that plans and speed rows read is measured once per worker process and setting,
+  not at every command: every plan probes it five times, which cost the suite about a second a command.
 - The suite runs on two worker processes (pytest-xdist, addopts in pyproject.toml): no test may rely on
   another having run first, in its process or at all.
 - Shared helpers: the ``cli`` fixture (`txlab` in-process, with the JSON and user-error checks), the
@@ -14,6 +16,7 @@
   ``study_run`` fixture (the records of a finished ablation study run, no model).
 """
 
+import functools
 import json
 import math
 import shutil
@@ -31,6 +34,7 @@ from txlab.data.corpus import load_corpus
 from txlab.models.build import build_model
 from txlab.runs.checkpoint import save_checkpoint
 from txlab.runs.zoo import run_config
+from txlab.timing import matmul_peak_gflops
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -39,6 +43,16 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ceiling_measured_once():
+    # a real measurement still runs (the first one of each setting), so the code that measures stays exercised
+    measured_once = functools.cache(matmul_peak_gflops)
+    with pytest.MonkeyPatch.context() as patch:
+        for module in ("txlab.runs.plan", "txlab.measure.speed"):
+            patch.setattr(f"{module}.matmul_peak_gflops", measured_once)
+        yield
 
 
 @pytest.fixture(autouse=True)
