@@ -58,7 +58,8 @@ def test_figure3_draws_an_interval_that_leaves_its_reading_outside(tmp_path, mon
     assert ([40, 200], "|") in lines and ([240], "D") in lines
 
 
-def test_a_character_corpus_is_drawn_in_bits_per_character_and_titled_in_words(tmp_path):
+# figures laid out, not rendered: test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+def test_a_character_corpus_is_drawn_in_bits_per_character_and_titled_in_words(tmp_path, figure_files_only):
     group = "table8-xl-rnn-cpu-tinyshakespeare"
     shutil.copytree(RESULTS / group, tmp_path / group)
     recl_driver.redraw_group(tmp_path / group, tmp_path / "figures")
