@@ -5,21 +5,26 @@
 - Tests run torch on one thread: their models are tiny, where a second thread buys nothing, and on a
   2-core machine shared with any other work, two-thread parallel regions stall (measured: a tiny
   LSTM step went from 2 ms to 100 ms), which made the suite's run time erratic.
+- The matmul ceiling that plans and speed rows read is measured once per worker process and setting,
+  not at every command: every plan probes it five times, which cost the suite about a second a command.
 - The suite runs on two worker processes (pytest-xdist, addopts in pyproject.toml): no test may rely on
   another having run first, in its process or at all.
 - Shared helpers: the ``cli`` fixture (`txlab` in-process, with the JSON and user-error checks), the
   ``tiny_members`` fixture (copies of tiny runs trained once per worker process), the
   ``untrained_run`` fixture (a run directory holding a tiny model's checkpoint, no training), the
-  ``hf_checkpoint`` fixture (a Hugging Face checkpoint folder with its tokenizer, built offline) and the
-  ``study_run`` fixture (the records of a finished ablation study run, no model).
+  ``hf_checkpoint`` fixture (a Hugging Face checkpoint folder with its tokenizer, built offline), the
+  ``study_run`` fixture (the records of a finished ablation study run, no model) and the
+  ``figure_files_only`` fixture (figures drawn but not rendered to PNG and PDF).
 """
 
+import functools
 import json
 import math
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 import yaml
@@ -28,9 +33,11 @@ from typer.testing import CliRunner, Result
 from txlab.cli import app
 from txlab.config import update_dataclass
 from txlab.data.corpus import load_corpus
+from txlab.fileio import write_atomic
 from txlab.models.build import build_model
 from txlab.runs.checkpoint import save_checkpoint
 from txlab.runs.zoo import run_config
+from txlab.timing import matmul_peak_gflops
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -39,6 +46,16 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ceiling_measured_once():
+    # a real measurement still runs (the first one of each setting), so the code that measures stays exercised
+    measured_once = functools.cache(matmul_peak_gflops)
+    with pytest.MonkeyPatch.context() as patch:
+        for module in ("txlab.runs.plan", "txlab.measure.speed"):
+            patch.setattr(f"{module}.matmul_peak_gflops", measured_once)
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -131,6 +148,29 @@ def tiny_members(tmp_path_factory) -> Callable[..., Path]:
         return Path(models_root)
 
     return copy
+
+
+@pytest.fixture
+def figure_files_only(monkeypatch) -> list[Path]:
+    """Figures drawn once without output in place of rendering them to PNG and PDF, for tests whose subject is
+    not the image: rendering is most of the time of a command that draws (two formats, each laid out twice for
+    the tight bounding box). The drawing code still runs and each figure is drawn, so an error in what it
+    shows (a title matplotlib cannot parse, a layout that fails) still fails the test; empty files land,
+    written the same atomic way, where its PNG and PDF would. Returns those paths, in the order asked.
+
+    Where a test uses it, a comment names the default test that renders the figures it skips."""
+    asked: list[Path] = []
+
+    def save_figure(fig: plt.Figure, path: Path) -> list[Path]:
+        fig.draw_without_rendering()
+        plt.close(fig)
+        written = [write_atomic(Path(path).with_suffix(suffix), lambda fh: None) for suffix in (".png", ".pdf")]
+        asked.extend(written)
+        return written
+
+    for module in ("txlab.analysis.figures", "txlab.measure.attention"):
+        monkeypatch.setattr(f"{module}.save_figure", save_figure)
+    return asked
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
 """The Python examples in docs/api.md run as written."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "api.md"
@@ -13,17 +13,23 @@ def examples() -> list[str]:
     return re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
 
 
-def run_example(code: str, cwd: Path) -> list[str]:
-    script = cwd / "example.py"
-    script.write_text(code)
-    # PYTHONPATH: the examples run against this checkout's txlab, not another copy the interpreter has installed
-    result = subprocess.run([sys.executable, str(script)], cwd=cwd, capture_output=True, text=True, timeout=600,
-                            env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(cwd), "HF_HUB_OFFLINE": "1"})
-    assert result.returncode == 0, result.stderr
-    return result.stdout.splitlines()
+@pytest.fixture
+def run_example(monkeypatch, capsys):
+    """``run(code, cwd)``: the example's lines of output, run as a script in ``cwd``. In this process, not a child
+    interpreter: a fresh interpreter only adds seconds of importing torch and transformers, and the example's text
+    runs the same (a namespace of its own as ``__main__``, the test's isolated txlab folders, Hugging Face offline)."""
+
+    def run(code: str, cwd: Path) -> list[str]:
+        monkeypatch.chdir(cwd)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        capsys.readouterr()  # only the example's output
+        exec(compile(code, str(cwd / "example.py"), "exec"), {"__name__": "__main__"})
+        return capsys.readouterr().out.splitlines()
+
+    return run
 
 
-def test_the_own_model_own_text_example_runs_on_a_checkpoint_folder_and_a_text_file(tmp_path, hf_checkpoint):
+def test_the_own_model_own_text_example_runs_on_a_checkpoint_folder_and_a_text_file(tmp_path, hf_checkpoint, run_example):
     """The folder and the file the example names are what a researcher has: here a tiny GPT-2 with a BPE
     tokenizer trained on the text, both built offline."""
     hf_checkpoint(tmp_path / "my-checkpoint", text_file=tmp_path / "my_text.txt")
@@ -32,7 +38,7 @@ def test_the_own_model_own_text_example_runs_on_a_checkpoint_folder_and_a_text_f
     assert re.fullmatch(rf"\[\(0\.1, {recl}, {recl}\), \(1\.0, {recl}, {recl}\)\]", line)
 
 
-def test_the_run_example_runs_and_prints_its_three_results(tmp_path):
+def test_the_run_example_runs_and_prints_its_three_results(tmp_path, run_example):
     lines = run_example(examples()[1], tmp_path)
     assert re.fullmatch(r"valid perplexity at attention length 32: [\d.]+", lines[0])
     assert re.fullmatch(r"mean loss over 256 tokens: [\d.]+ nats", lines[1])
@@ -40,7 +46,7 @@ def test_the_run_example_runs_and_prints_its_three_results(tmp_path):
     assert (tmp_path / "runs" / "xl-tiny" / "checkpoint").is_dir() and (tmp_path / "runs" / "xl-tiny" / "losses").is_dir()
 
 
-def test_the_words_example_scores_two_checkpoints_with_different_tokenizers_on_shared_words(tmp_path, hf_checkpoint, random_causal_lm):
+def test_the_words_example_scores_two_checkpoints_with_different_tokenizers_on_shared_words(tmp_path, hf_checkpoint, random_causal_lm, run_example):
     """A GPT-2 with a byte-level BPE (conftest's checkpoint) and a Llama with a SentencePiece-style (Metaspace) BPE,
     both trained on the text here, both built offline."""
     import tokenizers

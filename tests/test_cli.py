@@ -39,7 +39,8 @@ def test_models_json(cli):
     assert {"name", "size", "params"} <= set(rows["qrnn"])
 
 
-def test_train_then_eval_end_to_end(tmp_path, cli):
+# figures laid out, not rendered: tests/test_roles.py::test_the_figure_from_records_is_the_figure_scoring_drew renders them
+def test_train_then_eval_end_to_end(tmp_path, cli, figure_files_only):
     run = tmp_path / "run"
     sets = ["--set", "train.max_steps=4", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
             "--set", "data.synthetic_eval_tokens=600"]

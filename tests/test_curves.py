@@ -36,7 +36,8 @@ def test_learning_curves_write_figure_and_the_plotted_points(tmp_path):
     assert run_label(tmp_path / "missing") == "missing"
 
 
-def test_learning_curves_read_bits_per_character_on_character_corpora(tmp_path):
+# figures laid out, not rendered: test_learning_curves_write_figure_and_the_plotted_points renders them
+def test_learning_curves_read_bits_per_character_on_character_corpora(tmp_path, figure_files_only):
     runs = []
     for name, bpcs in (("a", [2.0, 1.5]), ("b", [2.2, 1.6])):
         run = fake_run(tmp_path, name, [1.4, 1.0], corpus="enwik8")
@@ -55,7 +56,8 @@ def test_learning_curves_read_bits_per_character_on_character_corpora(tmp_path):
     assert list(mixed.loc[mixed["split"] == "valid", "loss"]) == [1.4, 1.0, 1.4, 1.0, 5.0]
 
 
-def test_learning_curves_draw_a_run_without_validation_from_its_training_loss(tmp_path):
+# figures laid out, not rendered: test_learning_curves_write_figure_and_the_plotted_points renders them
+def test_learning_curves_draw_a_run_without_validation_from_its_training_loss(tmp_path, figure_files_only):
     early = fake_run(tmp_path, "early", [5.0])
     records = [json.loads(line) for line in (early / "metrics.jsonl").read_text().splitlines()]
     (early / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records if r["split"] == "train"))

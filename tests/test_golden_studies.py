@@ -57,8 +57,9 @@ def _assert_same_text(made: Path, golden: Path) -> None:
         assert _close(float(a), float(b)), f"{made.name}: {a} != {b}"
 
 
+# figures laid out, not rendered (the tables are the subject): tests/test_ablation.py and tests/test_recl_figures.py render them
 @pytest.mark.parametrize("name", sorted(_COMMANDS))
-def test_a_tiny_study_gives_the_committed_tables(name, tmp_path, cli):
+def test_a_tiny_study_gives_the_committed_tables(name, tmp_path, cli, figure_files_only):
     args, out = _COMMANDS[name]
     cli.ok("--home", tmp_path, *args)
     made = sorted(p for p in (tmp_path / out).iterdir() if p.suffix in (".csv", ".md"))

@@ -20,7 +20,8 @@ from conftest import TINY_TRAINING
 TINY_COLLECTION = ["--size", "tiny", "--set", "grid=2:8:2", "--set", "blocks=3", "--set", "block_len=20", "--set", "n_boot=10"]
 
 
-def test_recl_trains_what_is_missing_then_reports_every_model_and_r(tmp_path, cli):
+# figures laid out, not rendered: tests/test_recl_figures.py::test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+def test_recl_trains_what_is_missing_then_reports_every_model_and_r(tmp_path, cli, figure_files_only):
     args = ["recl", "--group", "xl151m", "qrnn", "lstm", "--r", "0.1", "--r", "0.5,1", *TINY_COLLECTION, *TINY_TRAINING,
             "--models-root", str(tmp_path / "models"), "--out-dir", str(tmp_path / "results"), "--fig-dir", str(tmp_path / "figures"), "--set", "placebo=true", "--json", "--quiet"]
     result = cli(*args)
@@ -157,7 +158,8 @@ def test_a_hand_built_group_without_placebo_has_no_placebo_columns():
     assert table8_markdown(scores.rows) == "| model | r = 0.5 |\n|---|---|\n| a | >= 4 |\n| b | 1 |\n"
 
 
-def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_with_a_warning(tmp_path, cli, tiny_members):
+# figures laid out, not rendered: tests/test_recl_figures.py::test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_with_a_warning(tmp_path, cli, tiny_members, figure_files_only):
     # both members trained for 2 steps; a recipe of 4 steps finds them short
     tiny_members(tmp_path / "models", "xl151m", "qrnn")
     four = [a.replace("train.max_steps=2", "train.max_steps=4") for a in TINY_TRAINING]
@@ -173,7 +175,8 @@ def test_members_trained_to_other_steps_than_their_recipe_are_refused_or_scored_
     assert "xl151m: trained 2 steps of the recipe's 4" in allowed.output
 
 
-def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp_path, cli, tiny_members):
+# figures laid out, not rendered: tests/test_recl_figures.py::test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp_path, cli, tiny_members, figure_files_only):
     from txlab.fileio import write_json_atomic
     from txlab.runs.checkpoint import read_meta
 
@@ -192,7 +195,8 @@ def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp
     assert "its last of 2 attempts (restart rule: restarts.jsonl)" in result.output
 
 
-def test_recl_with_the_slurm_launcher_trains_then_collects_each_member_as_a_job(tmp_path, monkeypatch, cli):
+# figures laid out, not rendered: tests/test_recl_figures.py::test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+def test_recl_with_the_slurm_launcher_trains_then_collects_each_member_as_a_job(tmp_path, monkeypatch, cli, figure_files_only):
     # the jobs' work run in-process in place of submitit: quick, and the same code of txlab.drivers.recl
     # (tests/test_launch.py runs this through real local submitit jobs, marked slow, and ablate's jobs by default)
     submitted = []

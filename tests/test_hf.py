@@ -120,7 +120,8 @@ def test_family_hf_trains_exports_and_loads_back_with_the_same_losses(tmp_path, 
     np.testing.assert_allclose(a.losses, b.losses, rtol=0, atol=1e-5)
 
 
-def test_a_group_mixes_a_txlab_run_and_hugging_face_members(tmp_path, cli):
+# figures laid out, not rendered: tests/test_recl_figures.py::test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+def test_a_group_mixes_a_txlab_run_and_hugging_face_members(tmp_path, cli, figure_files_only):
     """txlab's XL beside exported GPT-2 and Llama members, on the synthetic corpus with its ideal model."""
     home = tmp_path / "home"
     for preset in ("xl151m", "gpt2"):
@@ -167,7 +168,8 @@ def test_the_five_line_api_on_own_text_reads_exact_losses(tmp_path, hf_checkpoin
     assert txlab.perplexity(model, tokens, max_tokens=200)["tokens"] == 200
 
 
-def test_one_command_gives_table_8_for_a_checkpoint_folder_and_a_text_file(tmp_path, hf_checkpoint, cli):
+# figures laid out, not rendered: tests/test_recl_figures.py::test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+def test_one_command_gives_table_8_for_a_checkpoint_folder_and_a_text_file(tmp_path, hf_checkpoint, cli, figure_files_only):
     """`txlab recl --group hf:CKPT --text FILE`: the checkpoint's own tokenizer reads the text, placebo on."""
     folder = hf_checkpoint(tmp_path / "ckpt", text_file=tmp_path / "my.txt")
     (tmp_path / "my.txt").write_text((tmp_path / "my.txt").read_text() * 4)

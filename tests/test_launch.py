@@ -75,7 +75,8 @@ def test_each_task_is_a_local_job_whose_progress_is_shown_and_a_failed_one_is_na
     assert Path(failure.log).parent == tmp_path / "jobs" and "No such file or directory" in Path(failure.log).read_text()
 
 
-def test_the_study_hands_each_unfinished_run_to_a_job_then_reports_and_names_a_failed_one(study, tmp_path, monkeypatch):
+# figures laid out, not rendered: tests/test_ablation.py::test_ablation_report_from_fixture_run_directories renders them
+def test_the_study_hands_each_unfinished_run_to_a_job_then_reports_and_names_a_failed_one(study, tmp_path, monkeypatch, figure_files_only):
     # the jobs run in this process in place of submitit, their function and arguments pickled as a job's are
     handed = []
 

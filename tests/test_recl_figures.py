@@ -86,7 +86,8 @@ def test_figure3_gives_every_recl_its_interval_the_placebo_aware_one_first(tmp_p
     assert ([240.0, 240.0], "|") == tuple(marks[2][:2]) and marks[4][:3] == ([240.0], "o", "white")
 
 
-def test_a_character_corpus_is_drawn_in_bits_per_character_and_titled_in_words(tmp_path):
+# figures laid out, not rendered: test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+def test_a_character_corpus_is_drawn_in_bits_per_character_and_titled_in_words(tmp_path, figure_files_only):
     group = "table8-xl-rnn-cpu-tinyshakespeare"
     shutil.copytree(RESULTS / group, tmp_path / group)
     recl_driver.redraw_groups([tmp_path / group], tmp_path / "figures")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from txlab.analysis import recl
+from txlab.analysis import recl, recl_figures
 from txlab.analysis.table8 import ReclEstimate, Table8Row, seed_rows, seed_spread_markdown
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
@@ -120,11 +120,25 @@ def test_seed_spread_markdown_golden():
     )
 
 
+def test_the_seed_spread_figure_plots_every_seeds_reading(tmp_path):
+    # the figure rendered for real (the end-to-end test below only lays it out): PNG, PDF and the points it plots
+    rows = seed_rows({0: [_row("xl", 0.1, 8, True, 6), _row("run", 0.1, 2, False, 2)],
+                      1: [_row("xl", 0.1, 4, False, 4), _row("run", 0.1, 2, False, 2)]}, same_every_seed=["run"])
+    files = recl_figures.seed_spread_figure(rows, tmp_path / "table8-seeds.png", "RECL over two seeds")
+    assert [f.name for f in files] == ["table8-seeds.png", "table8-seeds.pdf", "table8-seeds.csv"]
+    assert all(f.stat().st_size > 1000 for f in files[:2])
+    points = pd.read_csv(files[2])
+    assert [tuple(p) for p in points[["model", "estimate", "seed", "recl", "censored"]].itertuples(index=False)] == [
+        ("xl", "paper", 0, 8, True), ("xl", "paper", 1, 4, False), ("xl", "placebo-aware", 0, 6, False), ("xl", "placebo-aware", 1, 4, False),
+        ("run", "paper", 0, 2, False), ("run", "paper", 1, 2, False), ("run", "placebo-aware", 0, 2, False), ("run", "placebo-aware", 1, 2, False)]
+
+
 # --------------------------------------------------------------------------------------------------
 # `txlab recl --train-seeds`, end to end
 
 
-def test_a_group_over_two_training_seeds_trains_a_run_per_seed_and_summarises_each_seed_recl(tmp_path, cli, tiny_members):
+# figures laid out, not rendered: test_the_seed_spread_figure_plots_every_seeds_reading and tests/test_recl_figures.py render them
+def test_a_group_over_two_training_seeds_trains_a_run_per_seed_and_summarises_each_seed_recl(tmp_path, cli, tiny_members, figure_files_only):
     models, results, figures = tmp_path / "models", tmp_path / "results", tmp_path / "figures"
     # a run directory member: the same model for both seeds
     lstm_run = (tiny_members(tmp_path / "shared", "lstm") / "lstm-tiny-synthetic").rename(tmp_path / "lstm-run")
@@ -217,7 +231,8 @@ def test_training_seeds_need_a_preset_member(tmp_path, untrained_run, cli):
         "recl", "--group", run, "--size", "tiny", "--train-seeds", "0,1", "--set", "grid=2:8:2", "--dry-run", "--quiet")
 
 
-def test_with_the_slurm_launcher_every_seed_trains_in_one_batch_of_jobs(tmp_path, monkeypatch, cli):
+# figures laid out, not rendered: tests/test_recl_figures.py::test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+def test_with_the_slurm_launcher_every_seed_trains_in_one_batch_of_jobs(tmp_path, monkeypatch, cli, figure_files_only):
     # the jobs' work runs in-process in place of submitit, as in tests/test_group.py
     batches = []
 

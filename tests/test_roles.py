@@ -43,7 +43,8 @@ def test_the_figure_from_records_is_the_figure_scoring_drew(tmp_path, scored_run
     assert (xl["mem_len"], lstm["mem_len"], xl["tokens"]) == (32, 0, 1200)  # each at its own evaluation settings
 
 
-def test_a_record_named_as_older_versions_named_it_is_read_too(tmp_path, scored_runs):
+# figures laid out, not rendered: test_the_figure_from_records_is_the_figure_scoring_drew renders them
+def test_a_record_named_as_older_versions_named_it_is_read_too(tmp_path, figure_files_only, scored_runs):
     # older records left the batch size out of their name (the committed runs' valid-tgt64-...-same-n50000-roles.json)
     runs, live = scored_runs
     for run in runs:
@@ -53,7 +54,8 @@ def test_a_record_named_as_older_versions_named_it_is_read_too(tmp_path, scored_
     assert again["table"].read_text() == live["table"].read_text()
 
 
-def test_records_of_other_targets_or_settings_are_not_drawn(tmp_path, scored_runs, cli):
+# figures laid out, not rendered: test_the_figure_from_records_is_the_figure_scoring_drew renders them
+def test_records_of_other_targets_or_settings_are_not_drawn(tmp_path, figure_files_only, scored_runs, cli):
     runs, _ = scored_runs
     out = tmp_path / "again" / "roles.png"
     with pytest.raises(TxlabError, match=r"no per-role record of the whole valid split .* score it with `txlab roles`"):
@@ -71,7 +73,8 @@ def test_records_of_other_targets_or_settings_are_not_drawn(tmp_path, scored_run
     assert "2 per-role records" in output and "delete all but the one to draw" in output
 
 
-def test_the_title_says_the_models_their_size_the_corpus_and_the_targets(scored_runs):
+# figures laid out, not rendered: test_the_figure_from_records_is_the_figure_scoring_drew renders them
+def test_the_title_says_the_models_their_size_the_corpus_and_the_targets(figure_files_only, scored_runs):
     _, live = scored_runs
     assert live["title"] == ("What each model learned, by token role: Transformer-XL and LSTM (tiny size)\n"
                              "on the synthetic corpus (small language, copies up to 200 tokens back), the first 1,200 validation targets")

@@ -263,7 +263,8 @@ def test_the_training_path_scores_the_same_and_counts_what_the_cache_avoids(tmp_
     assert model.counts().recomputed_flops_per_token(16, 8, 2) > 0
 
 
-def test_cli_end_to_end_json_and_figure(tmp_path):
+# figures laid out, not rendered: test_speed_redraw_draws_the_figure_again_from_a_written_table_and_times_nothing renders them
+def test_cli_end_to_end_json_and_figure(tmp_path, figure_files_only):
     result = runner.invoke(app, ["speed", "--attn-len", "16", "--attn-len", "24", *FAST, "--out-dir", str(tmp_path / "r"),
                                  "--fig-dir", str(tmp_path / "f"), "--json", "--quiet"])
     assert result.exit_code == 0, result.output
@@ -295,7 +296,8 @@ def test_a_table_is_named_by_what_the_command_line_changed_from_the_study():
     assert resolve_study("studies/table9.yaml", "cpu", [], {}, ["stride=8", "attn_kernel=sdpa"]).name == "table9-cpu-stride8-sdpa"
 
 
-def test_contended_timings_are_flagged_in_the_output_the_markdown_and_the_figure(tmp_path):
+# figures laid out, not rendered: test_speed_redraw_draws_the_figure_again_from_a_written_table_and_times_nothing renders them
+def test_contended_timings_are_flagged_in_the_output_the_markdown_and_the_figure(tmp_path, figure_files_only):
     from txlab.measure.speed import contention_warning
     from txlab.timing import CONTENDED_SHARE
 
@@ -319,7 +321,8 @@ def test_contended_timings_are_flagged_in_the_output_the_markdown_and_the_figure
     assert any(t.startswith("Warning: other processes took up to 72% of the CPU") for t in texts)
 
 
-def test_cli_runs_a_study_profile(tmp_path):
+# figures laid out, not rendered: test_speed_redraw_draws_the_figure_again_from_a_written_table_and_times_nothing renders them
+def test_cli_runs_a_study_profile(tmp_path, figure_files_only):
     study = tmp_path / "s.yaml"
     study.write_text("name: t9\nattn_lens: [12]\nprofiles:\n  quick: {size: tiny, threads: 1, budget_s: 0, repeats: 1}\n")
     result = runner.invoke(app, ["speed", "--study", str(study), "--profile", "quick", "--out-dir", str(tmp_path), "--fig-dir",

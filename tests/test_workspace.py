@@ -2,28 +2,15 @@
 never into the committed results/ and figures/ of the current directory; a run directory holding
 another run is never trained over."""
 
-from pathlib import Path
-
-import matplotlib.pyplot as plt
-
 TINY = ["--size", "tiny", "--set", "train.max_steps=4", "--set", "train.eval_interval=2", "--set", "data.synthetic_tokens=5000",
         "--set", "data.synthetic_eval_tokens=600"]
 
 
-def _figure_files_only(fig, path):
-    """In place of drawing the attention figures (tens of seconds on a busy 2-core machine; tests/test_attention.py
-    draws them): the empty files where they would land."""
-    plt.close(fig)
-    written = [Path(path).with_suffix(suffix) for suffix in (".png", ".pdf")]
-    for target in written:
-        target.touch()
-    return written
-
-
-def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(tmp_path, monkeypatch, cli):
+# figures laid out, not rendered (where they land is the subject): tests/test_attention.py, tests/test_curves.py and
+# tests/test_speed.py render them
+def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(tmp_path, monkeypatch, cli, figure_files_only):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TXLAB_HOME")
-    monkeypatch.setattr("txlab.measure.attention.save_figure", _figure_files_only)
     cli.ok("train", "xl151m", *TINY, "--quiet")
     run = tmp_path / "runs" / "results" / "models" / "xl151m-tiny-synthetic-4steps"  # a trial run: 4 of the recipe's 20 steps
     assert (run / "checkpoint" / "model.safetensors").is_file() and (run / "metrics.jsonl").is_file()
