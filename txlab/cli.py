@@ -780,11 +780,9 @@ def export_command(
     out: Path = typer.Argument(..., help="New folder for the Hugging Face checkpoint."),
 ) -> None:
     """Write a run of model family hf as a Hugging Face checkpoint folder (config.json, model.safetensors), with the
-    tokenizer of a run trained on own text (its Hugging Face tokenizer, or txlab's char or word vocabulary as one).
+    tokenizer of a run on own text (its Hugging Face one, or txlab's char or word vocabulary as one).
 
-    transformers' from_pretrained loads it, and every txlab command takes it as hf:OUT; txlab_export.json records the
-    run and its vocabulary, which scoring checks.
-    """
+    from_pretrained loads it, every txlab command takes it as hf:OUT; txlab_export.json records the run's vocabulary."""
     from txlab.runs.convert import export_hf_run
 
     result = export_hf_run(run_dir, out)
