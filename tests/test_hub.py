@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -88,16 +87,18 @@ def hub(tmp_path, monkeypatch):
     return tmp_path / "hub-cache"
 
 
-def test_a_hub_id_the_network_cannot_reach_is_refused_in_seconds_in_one_line(tmp_path):
-    """Through the command line, the network unreachable by the environment (HF_ENDPOINT): no minute of retries."""
+@pytest.mark.slow  # a fresh interpreter; test_a_hub_id_is_read_from_the_cache_when_offline_or_unreachable_and_refused_when_not_there pins the refusal in-process
+def test_a_hub_id_the_network_cannot_reach_is_refused_in_one_line_without_retries(tmp_path):
+    """Through the command line, the network unreachable by the environment (HF_ENDPOINT): stderr holds the one error
+    line, none of the retries transformers alone printed for over a minute (no wall time is asserted: see
+    benchmarks for speed)."""
     (tmp_path / "my.txt").write_text("the king of a land\n" * 50)
     env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     env.pop("HF_HUB_OFFLINE", None)
     env.pop("TRANSFORMERS_OFFLINE", None)
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "txlab", "eval", "hf:someorg/somemodel", "--text", "my.txt"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and time.monotonic() - started < 45, done.stderr  # transformers alone retried for over a minute
+    assert done.returncode == 2, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith("error: someorg/somemodel is no local folder, and the Hugging Face Hub (http://127.0.0.1:9) does not answer")
     assert "hf download someorg/somemodel --local-dir DIR" in line
