@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from txlab.analysis.table8 import Interval, ReclEstimate, Table8Row, table8_markdown
+from txlab.drivers.recl.report import words_note
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "recl"
 GROUPS = sorted(path.parent.name for path in RESULTS.glob("*/recl.json"))
@@ -60,4 +61,5 @@ def test_the_committed_tables_of_a_group_are_what_its_recl_json_rows_give(group)
     assert [list(row.record().items()) for row in rows] == [list(row.items()) for row in record["rows"]]  # keys in order too
     assert pd.DataFrame.from_records([row.record() for row in rows]).to_csv(index=False) == (folder / "table8.csv").read_text(encoding="utf-8")
     note = "\n" + record["placebo_aware"] + "\n" if "placebo_aware" in record else ""  # added afterwards by a script beside them
+    note += words_note(record["words"]) if "words" in record else ""  # a group in words: its coverage
     assert table8_markdown(rows) + note == (folder / "table8.md").read_text(encoding="utf-8")

@@ -76,13 +76,15 @@ def word_record(table: WordTable) -> dict[str, Any]:
                         for i, name in enumerate(table.members)}}
 
 
-def words_note(table: WordTable) -> str:
-    """Table 8's Markdown note in words: what c and the targets count, and each member's coverage."""
-    covered = ", ".join(f"{name} {n:,}" for name, n in table.covered.items())
-    cut = [f"{name} {int(n.sum()):,}" for name, n in zip(table.members, table.truncated) if n.sum()]
-    return (f"\nContext lengths and targets are words (runs of non-whitespace). Of {table.drawn:,} words drawn, each member "
-            f"scores exactly ({covered}); the {table.shared:,} every member scores are the shared targets, {table.block_len:,} kept "
-            f"per block ({len(table.targets):,} in all). Perplexity per word and per byte at each c: recl.json."
+def words_note(words: dict[str, Any]) -> str:
+    """Table 8's Markdown note in words, from recl.json's ``words`` (:func:`word_record`): what c and the targets
+    count, and each member's coverage."""
+    members = words["members"]
+    covered = ", ".join(f"{name} {m['covered']:,}" for name, m in members.items())
+    cut = [f"{name} {sum(m['truncated']):,}" for name, m in members.items() if sum(m["truncated"])]
+    return (f"\nContext lengths and targets are words (runs of non-whitespace). Of {words['drawn']:,} words drawn, each member "
+            f"scores exactly ({covered}); the {words['shared']:,} every member scores are the shared targets, {words['kept_per_block']:,} kept "
+            f"per block ({words['kept']:,} in all). Perplexity per word and per byte at each c: recl.json."
             + (f" Contexts longer than a member's window, read as its nearest tokens: {', '.join(cut)}." if cut else "") + "\n")
 
 

@@ -314,7 +314,7 @@ def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_di
     rows = scores.rows + oracle_rows(oracle, grid, settings.rs)
 
     table_dir, figure_dir = Path(out_dir) / group.folder(train_seed), Path(fig_dir) / group.folder(train_seed)
-    note = "" if words is None else words_note(words)
+    note = "" if words is None else words_note(word_record(words))
     files = table8.write_table8(rows, table_dir / "table8", note)
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
     intervals = None
