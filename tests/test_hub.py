@@ -20,6 +20,7 @@ huggingface_hub = pytest.importorskip("huggingface_hub", reason="the Hub path ne
 TRANSFO_XL = json.dumps({"model_type": "transfo-xl", "vocab_size": 50})
 
 
+@pytest.mark.slow  # a fresh interpreter; test_offline_an_import_of_a_hub_id_is_refused_in_one_line pins the refusal in-process
 def test_offline_the_error_is_one_line_that_says_how_to_download_it(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "txlab", "import", "hf", "transfo-xl/transfo-xl-wt103", "--out", str(tmp_path / "run"),
@@ -85,6 +86,18 @@ def hub(tmp_path, monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     (tmp_path / "my.txt").write_text("the king of a land and his people saw it\n" * 60)
     return tmp_path / "hub-cache"
+
+
+def test_offline_an_import_of_a_hub_id_is_refused_in_one_line(hub, tmp_path, cli, monkeypatch):
+    """`txlab import hf ORG/NAME` with HF_HUB_OFFLINE and nothing in the cache: one line saying how to download it by hand."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.chdir(tmp_path)
+    (line,) = cli.refused("import", "hf", "transfo-xl/transfo-xl-wt103", "--out", tmp_path / "run", "--data", "wikitext-103").splitlines()
+    assert line.startswith("error: transfo-xl/transfo-xl-wt103 is not a directory here and could not be fetched from the Hugging Face Hub")
+    assert "hf download transfo-xl/transfo-xl-wt103 --local-dir DIR" in line and "txlab import hf DIR" in line
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow  # a fresh interpreter; test_a_hub_id_is_read_from_the_cache_when_offline_or_unreachable_and_refused_when_not_there pins the refusal in-process
