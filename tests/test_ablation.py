@@ -126,7 +126,8 @@ def test_ablation_report_reads_each_row_one_way_in_table_claims_and_figure(tmp_p
     assert points.loc[("xl", 32), "mean"] == pytest.approx(31.0) and points.loc[("xl", 32), "sd"] == pytest.approx(xl.best.sd)
 
 
-def test_a_row_without_recurrence_scored_with_memory_is_read_again_from_its_as_trained_records(tmp_path, study_run):
+# figures laid out, not rendered: test_ablation_report_from_fixture_run_directories renders them
+def test_a_row_without_recurrence_scored_with_memory_is_read_again_from_its_as_trained_records(tmp_path, study_run, figure_files_only):
     import json
 
     import yaml

@@ -65,7 +65,8 @@ def test_a_display_name_that_names_no_member_or_could_not_head_a_row_is_refused(
         _resolve(["xl151m", "qrnn"], labels)
 
 
-def test_names_reach_every_output_and_the_per_token_table_holds_the_loss_table(tmp_path, cli, tiny_members):
+# figures laid out, not rendered: tests/test_recl_figures.py::test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+def test_names_reach_every_output_and_the_per_token_table_holds_the_loss_table(tmp_path, cli, tiny_members, figure_files_only):
     models = tiny_members(tmp_path / "models", "xl151m", "qrnn")
     runs = [str(models / "xl151m-tiny-synthetic"), str(models / "qrnn-tiny-synthetic")]
     doc = cli.json("recl", "--group", *runs, "--label", "xl151m-tiny-synthetic=XL (ours)", "--label", f"{runs[1]}=QRNN", *TINY_COLLECTION,
@@ -193,7 +194,8 @@ def test_the_ablation_table_in_latex_parses_as_booktabs():
 
 
 @pytest.mark.slow  # the command in words on three tokenizers, about 25 s here; tokens take the default run's test above
-def test_in_words_the_tidy_table_names_each_target_word(tmp_path, cli, three_tokenizers):  # noqa: F811 (the fixture imported above)
+# figures laid out, not rendered: tests/test_recl_words.py::test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage renders them in words
+def test_in_words_the_tidy_table_names_each_target_word(tmp_path, cli, three_tokenizers, figure_files_only):  # noqa: F811 (the fixture imported above)
     from txlab.config import DataConfig
     from txlab.data.textdata import split_text
     from txlab.measure.words import cut_words
