@@ -370,9 +370,12 @@ class _Read(NamedTuple):
     """int64 [k]: the span's tokens."""
 
 
-def naive_cells(model: LanguageModel, cells: dict[Any, Cell], chunk_len: int | None, batch_size: int) -> tuple[dict[Any, float], set]:
+def naive_cells(model: LanguageModel, cells: dict[Any, Cell], chunk_len: int | None, batch_size: int,
+                pad: bool = False) -> tuple[dict[Any, float], set]:
     """l(c, w) of each cell by its own forward over exactly its tokens (the reference), and the keys of the cells
-    whose context was cut to the model's window. Cells of one input length are read together."""
+    whose context was cut to the model's window. Cells of one input length are read together; with ``pad`` (only for
+    a prefix-causal model, whose prediction at a position depends on the tokens before it alone), cells of nearby
+    lengths are read together, right-padded: the same values in far fewer forwards where tokenizers vary lengths."""
     cap = model.max_context
     reads, truncated = [], set()
     for key, cell in cells.items():
@@ -384,7 +387,7 @@ def naive_cells(model: LanguageModel, cells: dict[Any, Cell], chunk_len: int | N
     out: dict[Any, float] = {}
     k = 0
     while k < len(reads):
-        same = [read for read in reads[k : k + batch_size] if len(read.inputs) == len(reads[k].inputs)]  # no padding
+        same = [read for read in reads[k : k + batch_size] if pad or len(read.inputs) == len(reads[k].inputs)]
         losses = _score_rows(model, [r.inputs for r in same], [r.rows for r in same], [r.targets for r in same], chunk_len)
         out.update({read.key: float(np.sum(loss, dtype=np.float64)) for read, loss in zip(same, losses)})
         k += len(same)
@@ -418,7 +421,7 @@ def window_cells(model: LanguageModel, words: Words, encode: Encoder, cells: dic
             length = max(length, n - 1)
         if keys:
             windows.append((window.ids[:length], keys, rows, wanted))
-    out, truncated = naive_cells(model, alone, chunk_len, batch_size)
+    out, truncated = naive_cells(model, alone, chunk_len, batch_size, pad=True)
     windows.sort(key=lambda item: len(item[0]))  # similar lengths together: less padding
     for k in range(0, len(windows), batch_size):
         batch = windows[k : k + batch_size]
@@ -562,7 +565,7 @@ def group_word_losses(members: Sequence[WordMember], text: str, grid: Sequence[i
                         truncated[mi, j] += 1
                     if placebo_losses is not None:
                         _, far_cells = placebo_cells(words, encode, block, grid, offset, member.model.max_context)
-                        values, _ = naive_cells(member.model, far_cells, chunk_len, batch_size)
+                        values, _ = naive_cells(member.model, far_cells, chunk_len, batch_size, pad=methods[mi] == "window")
                         for (j, i), value in values.items():
                             placebo_losses[mi, j, b * k + i] = value
                     bar.update(1)
