@@ -9,12 +9,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from txlab.analysis import recl, recl_figures, table8
-from txlab.analysis.figures import ModelLegend, models_in_words
+from txlab.analysis import recl, table8
 from txlab.data import registry
 from txlab.data.registry import CORPORA
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
@@ -24,6 +23,9 @@ from txlab.errors import TxlabError
 from txlab.measure.words import WordTable
 from txlab.presets import PRESETS
 from txlab.workspace import resolve
+
+if TYPE_CHECKING:
+    from txlab.analysis.figures import ModelLegend
 
 FIGURE3_R = 0.1
 """The paper's Figure 3 shows the gains at r = 0.1."""
@@ -159,6 +161,9 @@ def member_names(record: dict[str, Any]) -> list[str]:
 def figure_legend(record: dict[str, Any], order: Sequence[str] | None = None) -> ModelLegend:
     """Colours and legend names of a recorded group's figures: by ``order`` (a study's models), else the
     study's order the record holds, else the group's own; the display names the user gave, as they are."""
+    # matplotlib and scipy load where a figure is drawn: a plan needs neither
+    from txlab.analysis.figures import ModelLegend
+
     names = display_names(record.get("settings", {}).get("labels", []))
     return ModelLegend(tuple(record.get("model_order", ()) if order is None else order), frozenset(names.values()))
 
@@ -167,6 +172,8 @@ def group_in_words(record: dict[str, Any]) -> str:
     """A figure title's models and text: 'Transformer-XL, QRNN and LSTM (cpu size, training seed 0) on Tiny Shakespeare'.
     A display name is given as it is; the size only when every member is a preset (a run directory or a checkpoint
     is whatever size it was trained at)."""
+    from txlab.analysis.figures import models_in_words
+
     members, verbatim = record.get("members", []), figure_legend(record).verbatim
     names = member_names(record)
     words = [name if name in verbatim else member for member, name in zip(members, names)] if len(names) == len(members) else members
@@ -182,6 +189,8 @@ def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char
     table8.csv's bootstrap intervals, placebo.csv where there is one) into ``figure_dir``, titled in words by
     ``record`` (recl.json's fields), coloured by ``legend`` (else :func:`figure_legend` of the record). What a run
     draws, and what --redraw draws again without scoring anything."""
+    from txlab.analysis import recl_figures
+
     table_dir, figure_dir = Path(table_dir), Path(figure_dir)
     legend = figure_legend(record) if legend is None else legend
     about = group_in_words(record)
@@ -197,6 +206,8 @@ def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char
 
 def seeds_figure(record: dict[str, Any], rows: Sequence[table8.SeedSpreadRow], out: Path, legend: ModelLegend | None = None) -> list[Path]:
     """The RECL of every training seed of a group (table8-seeds.json's ``record``, its ``rows``), titled in words."""
+    from txlab.analysis import recl_figures
+
     title = f"RECL over training seeds {', '.join(map(str, record['train_seeds']))}\n{group_in_words(record)}"
     return recl_figures.seed_spread_figure(rows, out, title, figure_legend(record) if legend is None else legend)
 

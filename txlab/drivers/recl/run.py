@@ -18,13 +18,14 @@ import numpy as np
 import pandas as pd
 
 from txlab import devices
-from txlab.analysis import recl, recl_figures, table8
+from txlab.analysis import recl, table8
 from txlab.analysis.learned import read_restarts
 from txlab.analysis.token_losses import token_loss_table, write_token_losses
 from txlab.config import RunConfig
 from txlab.data.corpus import Corpus, load_corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.data.textdata import split_text
+from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups, word_text
 from txlab.drivers.recl.plan import plan_groups
 from txlab.drivers.recl.report import FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, seeds_figure, word_record, words_note
@@ -33,12 +34,11 @@ from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic, write_text_atomic
 from txlab.measure.collection import Collection
 from txlab.measure.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, group_losses, sample_blocks
-from txlab.models import hf
-from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.measure.words import WordMember, WordTable, cut_words, group_word_losses, run_tokenizer
+from txlab.models import hf
 from txlab.models.interface import Context
-from txlab.runs.evaluate import load_model
 from txlab.runs.checkpoint import has_checkpoint, saved_config
+from txlab.runs.evaluate import load_model
 from txlab.runs.launch import Task, check_jobs, check_launcher, run_jobs
 from txlab.runs.plan import checkpoint_step
 from txlab.runs.train import train
@@ -312,6 +312,9 @@ def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_di
     scores = score_group(losses, labels, settings)
     oracle = None if words is not None else oracle_losses(source, losses.targets, collection)
     rows = scores.rows + oracle_rows(oracle, grid, settings.rs)
+
+    # matplotlib loads once a group is scored: a plan or dry run needs none
+    from txlab.analysis import recl_figures
 
     table_dir, figure_dir = Path(out_dir) / group.folder(train_seed), Path(fig_dir) / group.folder(train_seed)
     note = "" if words is None else words_note(word_record(words))
