@@ -12,9 +12,18 @@ SentencePiece-style (Metaspace) one of 1,500 into ``OUT/bpe-metaspace`` (Llama's
 ``truth GROUP_DIR``: the ideal model's RECL in words on a synthetic group's shared targets (its recl.json), beside
 each member's.
 
+``unigram GROUP_DIR --text DIR``: the baseline a member of the WikiText group must beat for its RECL to be read: a
+unigram model of words counted on DIR/train.txt (add-one over the words of train and the scored split), its perplexity
+per word on the group's shared targets, beside each member's at the grid's longest context. The unigram predicts the
+word alone; a member also predicts the whitespace before it (a space or a line end), so the comparison slightly favours
+the unigram.
+
     python studies/words_texts.py synthetic runs/words-synthetic
     txlab --home . recl --study studies/recl-words.yaml --profile cpu-synthetic
     python studies/words_texts.py truth results/recl/recl-words-tokenizers-cpu-synthetic-text-words-synthetic
+    python studies/words_texts.py wikitext runs/words-wikitext
+    txlab --home . recl --study studies/recl-words.yaml --profile cpu-wikitext architectures
+    python studies/words_texts.py unigram results/recl/recl-words-architectures-cpu-wikitext-text-words-wikitext --text runs/words-wikitext
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import numpy as np
 
 from txlab.analysis import table8
 from txlab.data import synthetic
+from txlab.measure.words import cut_words
 
 VARIANT, HORIZON, SEED = "synthetic-small-short", 16, 0
 SIZES = {"train": 600_000, "valid": 60_000, "test": 60_000}
@@ -88,6 +98,28 @@ def truth(group_dir: Path, rs: list[float]) -> None:
         print(f"  {row['model']} r {row['r']:g}: {row['label']}{placebo}")
 
 
+def unigram(group_dir: Path, text: Path) -> None:
+    """Perplexity per word of a unigram of the training text's words on the group's shared targets, beside each member's
+    at the longest context (recl.json's ``words``)."""
+    record = json.loads((group_dir / "recl.json").read_text())
+    split = record["settings"]["split"]
+    train = (text / "train.txt").read_text(encoding="utf-8").split()
+    scored = cut_words((text / f"{split}.txt").read_text(encoding="utf-8"))
+    words = [scored.text[int(a) : int(b)] for a, b in zip(scored.starts, scored.ends)]
+    counts: dict[str, int] = {}
+    for word in train:
+        counts[word] = counts.get(word, 0) + 1
+    vocab = len(set(counts) | set(words))
+    targets = np.asarray(record["words"]["targets"])
+    nll = np.array([-np.log((counts.get(words[t], 0) + 1) / (len(train) + vocab)) for t in targets.tolist()])
+    print(f"unigram of {len(train):,} training words (add-one over {vocab:,} words): perplexity per word {np.exp(nll.mean()):.1f} "
+          f"on the {len(targets):,} shared targets")
+    grid = record["grid"]
+    for name, member in record["words"]["members"].items():
+        print(f"  {name}: perplexity per word at c = {grid[-1]}: {member['word_perplexity'][-1]:.1f}, "
+              f"per byte {member['byte_perplexity'][-1]:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -96,11 +128,16 @@ def main() -> None:
     wiki.add_argument("out", type=Path)
     wiki.add_argument("--source", type=Path, default=Path("../shared/data/wikitext-2-sample"))
     commands.add_parser("truth", help="the ideal RECL in words on a synthetic group's targets").add_argument("group_dir", type=Path)
+    uni = commands.add_parser("unigram", help="a unigram's perplexity per word on a group's targets, beside the members'")
+    uni.add_argument("group_dir", type=Path)
+    uni.add_argument("--text", type=Path, required=True)
     args = parser.parse_args()
     if args.command == "synthetic":
         synthetic_text(args.out)
     elif args.command == "wikitext":
         wikitext_text(args.out, args.source)
+    elif args.command == "unigram":
+        unigram(args.group_dir, args.text)
     else:
         truth(args.group_dir, [0.1, 0.5, 1.0])
 
