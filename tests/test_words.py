@@ -108,11 +108,14 @@ def hand_hf(model, tok, context: str, span: str) -> float:
 
 
 def hand_txlab(model, tok, context: str, span: str, tgt_len: int) -> float:
-    def encode(text: str) -> list[int]:
+    """``tok``: a txlab tokenizer (char; word, whose vocabulary's unknown symbol stands for a word it lacks), or the
+    encoding function itself."""
+    def by_kind(text: str) -> list[int]:
         if tok.kind == "char":
             return [tok.vocab.index[ch] for ch in text]
         return tok.vocab.encode(txlab_words(text, "eos")[:-1]).tolist()  # words() ends every text with <eos>: not written here
 
+    encode = tok if callable(tok) else by_kind
     ids, n_span = encode(context + span), len(encode(span))
     x = torch.tensor([ids])  # [1, n]
     with torch.no_grad():
@@ -367,7 +370,59 @@ def test_the_api_scores_a_run_on_own_text_beside_a_checkpoint_and_group_recl_tak
     np.testing.assert_allclose(by_hand.losses[0], table.losses[0], rtol=1e-5, atol=1e-5)
 
 
-def test_a_run_on_a_registry_corpus_brings_no_text_tokenizer(tmp_path, untrained_run):
+def test_a_run_on_a_synthetic_corpus_brings_no_text_tokenizer(tmp_path, untrained_run):
     run = untrained_run(tmp_path / "run")
-    with pytest.raises(TxlabError, match="own text"):
+    with pytest.raises(TxlabError, match="symbols, not text.*--text FILE"):
         W.run_tokenizer(run)
+
+
+# --------------------------------------------------------------------------------------------------
+# Runs on the registry's corpora: their vocabulary reads text by the corpus's unit
+
+
+def test_a_word_corpus_vocabulary_reads_a_word_it_lacks_as_unk_in_the_context_and_gives_the_hand_computed_loss():
+    half = TEXT[: len(TEXT) // 2]
+    vocab = Vocab(["<eos>", "<unk>", *sorted(set(half.split()) - {"<unk>"})], unk="<unk>")  # WikiText's layout; later words lack ids
+    tok = W.CorpusTokenizer("word", vocab)
+    model = txlab_model(len(vocab))
+    table = W.group_word_losses([W.WordMember("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=2, block_len=12)
+    assert table.methods == ("window",) and table.covered["m"] < table.drawn  # the words the vocabulary lacks are left out
+
+    def corpus_ids(text: str) -> list[int]:  # the corpus's rule: whitespace-split words, <eos> at a line end, <unk> for the rest
+        return vocab.encode(txlab_words(text, "eos")[:-1]).tolist()
+
+    unknown_contexts = 0
+    for j, i, context, span in cells_of(table):
+        assert vocab.unk_id not in corpus_ids(span)  # a target is a word the vocabulary holds (not <unk>, not a word it lacks)
+        unknown_contexts += vocab.unk_id in corpus_ids(context)
+        assert table.losses[0, j, i] == pytest.approx(hand_txlab(model, corpus_ids, context, span, 16), rel=1e-4, abs=1e-4)
+    assert unknown_contexts > 0  # some contexts are read with <unk> in them, as the member reads them
+
+
+def test_a_byte_vocabulary_reads_every_utf8_byte_and_gives_the_hand_computed_loss():
+    text = TEXT[:12_000].replace("e", "\u00e9").replace(" the ", " \u6771\u4eac ")  # two- and three-byte characters in most words
+    data = text.encode("utf-8")
+    vocab = Vocab([str(b) for b in sorted(set(data))])  # enwik8's symbols: decimal byte values
+    tok = W.CorpusTokenizer("byte", vocab)
+    [enc] = W.text_encoder(tok)(["caf\u00e9 \u6771"])
+    assert enc.starts.tolist() == [0, 1, 2, 3, 3, 4, 5, 5, 5] and enc.ends.tolist() == [1, 2, 3, 4, 4, 5, 6, 6, 6]  # a character's bytes share its span
+    model = hf_model(len(vocab))
+    table = W.group_word_losses([W.WordMember("m", model, tok)], text, GRID, n_blocks=2, block_len=10)
+    assert table.shared == table.drawn  # a boundary between characters is one between bytes: every word is exact
+    words = W.cut_words(text)
+
+    def byte_ids(piece: str) -> list[int]:
+        return [vocab.index[str(b)] for b in piece.encode("utf-8")]
+
+    multibyte = 0
+    for j, i, context, span in ((j, i, text[slice(*words.context(w, c))], text[slice(*words.span(w))])
+                                for j, c in enumerate(table.grid) for i, w in enumerate(table.targets.tolist())):
+        multibyte += len(span.encode("utf-8")) > len(span)
+        ids = byte_ids(context + span)
+        with torch.no_grad():
+            logp = torch.log_softmax(model.causal_lm(input_ids=torch.tensor([ids[:-1]])).logits[0].double(), dim=-1)
+        n_span = len(byte_ids(span))
+        expected = -sum(float(logp[k - 1, ids[k]]) for k in range(len(ids) - n_span, len(ids)))
+        assert table.losses[0, j, i] == pytest.approx(expected, rel=1e-4, abs=1e-4)
+    assert multibyte > 0
+    np.testing.assert_array_equal(table.span_bytes, [len(text[slice(*words.span(w))].encode("utf-8")) for w in table.targets])

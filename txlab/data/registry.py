@@ -105,6 +105,11 @@ class CorpusSpec:
     """'bytes' only: symbols are decimal byte values (as the reference writes enwik8), not characters."""
     downloads: tuple[RemoteFile, ...] = ()
 
+    @property
+    def line_end(self) -> str:
+        """'lines' only: the symbol a line end becomes (<eos>, or lm1b's <S>)."""
+        return EOS if self.markers == "eos" else SENTENCE
+
 
 def _split_patterns(*stems: str) -> dict[str, tuple[str, ...]]:
     return {s: tuple(stem.format(split=s) for stem in stems) for s in SPLITS}

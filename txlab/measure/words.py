@@ -63,7 +63,8 @@ import numpy as np
 import torch
 
 from txlab.data.formats import char_codes, code_ids
-from txlab.data.registry import EOS, TEXT_CORPUS
+from txlab.data.corpus import load_corpus
+from txlab.data.registry import CORPORA, EOS, TEXT_CORPUS
 from txlab.data.textdata import trained_tokenizer
 from txlab.data.tokenizers import HfTokenizer
 from txlab.data.vocab import Vocab
@@ -71,7 +72,7 @@ from txlab.errors import TxlabError
 from txlab.measure.losses import check_far, check_token_ids, far_starts, is_prefix_causal, read_fresh, sample_blocks, scoring, target_nll
 from txlab.models.interface import Context, LanguageModel
 from txlab.progress import Progress
-from txlab.runs.checkpoint import read_meta, saved_config
+from txlab.runs.checkpoint import read_meta, saved_config, saved_vocab
 
 WORD = re.compile(r"\S+")
 """A word: a maximal run of non-whitespace (Python's Unicode whitespace, the set str.split() splits on)."""
@@ -180,55 +181,97 @@ def _hf_encoder(backend: Any) -> Encoder:
     return encode
 
 
-def _char_encoder(vocab: Vocab) -> Encoder:
-    """txlab's character vocabulary: every character a token."""
-    lookup = code_ids(vocab, ord)  # [largest code + 1]
+def _code_encoder(vocab: Vocab, code: Callable[[str], int], codes_of: Callable[[str], tuple[np.ndarray, np.ndarray]]) -> Encoder:
+    """Every code a token: ``codes_of(text)`` gives the codes (int64 [n]) and each one's character (int64 [n]);
+    ``code(symbol)`` is a symbol's code. A code the vocabulary lacks has no id."""
+    lookup = code_ids(vocab, code)  # [largest code + 1]
     known = np.zeros(len(lookup), dtype=bool)
-    known[[ord(s) for s in vocab.symbols]] = True
+    known[[code(s) for s in vocab.symbols]] = True
 
     def encode(texts: Sequence[str]) -> list[Encoding]:
         out = []
         for text in texts:
-            codes = char_codes(text).astype(np.int64)  # [n]
+            codes, chars = codes_of(text)  # [n], [n]
             inside = codes < len(lookup)
             has_id = np.zeros(len(codes), dtype=bool)
             has_id[inside] = known[codes[inside]]
             ids = np.where(has_id, lookup[np.where(inside, codes, 0)], -1)
-            positions = np.arange(len(codes), dtype=np.int64)
-            out.append(Encoding(ids, positions, positions + 1, ~has_id))
+            out.append(Encoding(ids, chars, chars + 1, ~has_id))
         return out
 
     return encode
+
+
+def _characters(text: str) -> tuple[np.ndarray, np.ndarray]:
+    codes = char_codes(text).astype(np.int64)  # [n]: code points
+    return codes, np.arange(len(codes), dtype=np.int64)
+
+
+def _utf8_bytes(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of ``text`` and the character each belongs to: a character's bytes share its span, so a token
+    boundary between characters is one between bytes."""
+    points = char_codes(text).astype(np.int64)  # [n]
+    widths = 1 + (points >= 0x80) + (points >= 0x800) + (points >= 0x10000)  # [n]: UTF-8 bytes per character
+    codes = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)  # [sum(widths)]
+    return codes, np.repeat(np.arange(len(points), dtype=np.int64), widths)
+
+
+def _char_encoder(vocab: Vocab) -> Encoder:
+    """txlab's character vocabulary: every character a token."""
+    return _code_encoder(vocab, ord, _characters)
+
+
+def _byte_encoder(vocab: Vocab) -> Encoder:
+    """A byte vocabulary (enwik8's, whose symbols are decimal byte values): every UTF-8 byte a token, its offsets
+    those of the character it belongs to."""
+    return _code_encoder(vocab, int, _utf8_bytes)
 
 
 LINE_OR_WORD = re.compile(r"\n|\S+")
 
 
-def _word_encoder(vocab: Vocab) -> Encoder:
-    """txlab's word vocabulary: every word a token, every line end <eos> (txlab.data.formats.words, whose
-    trailing <eos> after the text's last line is not written: the text ends at a word)."""
-    index, eos = vocab.index, vocab.index[EOS]
+def _word_encoder(vocab: Vocab, line_end: str = EOS) -> Encoder:
+    """txlab's word vocabulary: every word a token, every line end ``line_end`` (txlab.data.formats.words, whose
+    trailing marker after the text's last line is not written: the text ends at a word). A word the vocabulary lacks
+    is its unknown symbol where it has one (as a word corpus reads it), else has no id; either way it is unknown."""
+    index, end = vocab.index, vocab.index[line_end]
+    missing = -1 if vocab.unk_id is None else vocab.unk_id
 
     def encode(texts: Sequence[str]) -> list[Encoding]:
         out = []
         for text in texts:
-            found = [(m.start(), m.end(), eos if m.group() == "\n" else index.get(m.group(), -1)) for m in LINE_OR_WORD.finditer(text)]
+            found = [(m.start(), m.end(), end if m.group() == "\n" else index.get(m.group(), missing)) for m in LINE_OR_WORD.finditer(text)]
             table = np.array(found, dtype=np.int64).reshape(-1, 3)  # [n, 3]: (start, end, id)
-            out.append(Encoding(table[:, 2].copy(), table[:, 0].copy(), table[:, 1].copy(), table[:, 2] < 0))
+            ids = table[:, 2].copy()
+            out.append(Encoding(ids, table[:, 0].copy(), table[:, 1].copy(), (ids < 0) | (ids == vocab.unk_id)))
         return out
 
     return encode
 
 
+@dataclass(frozen=True)
+class CorpusTokenizer:
+    """How a txlab run trained on a registry corpus reads text: the corpus's unit with the run's vocabulary
+    (what :func:`run_tokenizer` gives)."""
+
+    kind: str
+    """'word' (whitespace-split words), 'char' (every character a token) or 'byte' (every UTF-8 byte a token)."""
+    vocab: Vocab
+    line_end: str = EOS
+    """'word' only: the symbol a line end is (lm1b's is <S>)."""
+
+
 def text_encoder(tokenizer: Any) -> Encoder:
     """The encoder of a member's tokenizer: txlab's HfTokenizer, CharTokenizer or WordTokenizer
-    (txlab.data.tokenizers, the last two with their vocabulary), a transformers fast tokenizer (what
-    txlab.models.hf.load_tokenizer gives) or a `tokenizers.Tokenizer`."""
+    (txlab.data.tokenizers, the last two with their vocabulary), a :class:`CorpusTokenizer`, a transformers fast
+    tokenizer (what txlab.models.hf.load_tokenizer gives) or a `tokenizers.Tokenizer`."""
     kind = getattr(tokenizer, "kind", None)
-    if kind in ("char", "word"):
+    if kind in ("char", "word", "byte"):
         if tokenizer.vocab is None:
             raise TxlabError(f"txlab's {kind} tokenizer has no vocabulary yet: give it the model's (tokenizer.vocab = ...)")
-        return (_char_encoder if kind == "char" else _word_encoder)(tokenizer.vocab)
+        if kind == "word":
+            return _word_encoder(tokenizer.vocab, tokenizer.line_end if isinstance(tokenizer, CorpusTokenizer) else EOS)
+        return (_char_encoder if kind == "char" else _byte_encoder)(tokenizer.vocab)
     backend = tokenizer.backend if isinstance(tokenizer, HfTokenizer) else getattr(tokenizer, "backend_tokenizer", None)
     if backend is None and hasattr(tokenizer, "encode_batch") and hasattr(tokenizer, "token_to_id"):
         backend = tokenizer  # a tokenizers.Tokenizer itself
@@ -239,13 +282,30 @@ def text_encoder(tokenizer: Any) -> Encoder:
 
 
 def run_tokenizer(run_dir: Path) -> Any:
-    """The tokenizer a txlab run trained on own text reads with (``data.tokenizer``: char or word with the run's
-    vocabulary, or its hf: tokenizer). A registry corpus's text is not recovered here: give such a run a tokenizer."""
-    cfg = saved_config(run_dir).data
-    if cfg.corpus != TEXT_CORPUS:
-        raise TxlabError(f"{run_dir} was trained on corpus {cfg.corpus!r}, whose tokens are not a tokenizer of text: words need a run trained "
-                         "on own text (data.corpus text), or give its tokenizer (a txlab CharTokenizer or WordTokenizer with its vocabulary)")
-    return trained_tokenizer(cfg, read_meta(run_dir)["vocab_hash"], str(run_dir))
+    """The tokenizer a txlab run reads text with: for a run trained on own text its ``data.tokenizer`` (char or word
+    with the run's vocabulary, or its hf: tokenizer); for a run trained on a registry corpus a :class:`CorpusTokenizer`
+    of the corpus's unit (words, characters, or enwik8's bytes) with the run's vocabulary: the one its checkpoint
+    carries, else its corpus's, read from the local files or their cache (nothing is downloaded). A synthetic corpus's
+    tokens are symbols, not text: refused."""
+    cfg, meta = saved_config(run_dir).data, read_meta(run_dir)
+    if cfg.corpus == TEXT_CORPUS:
+        return trained_tokenizer(cfg, meta["vocab_hash"], str(run_dir))
+    if cfg.corpus not in CORPORA:
+        raise TxlabError(f"{run_dir} was trained on the synthetic corpus {cfg.corpus!r}, whose tokens are symbols, not text: in words every "
+                         "txlab member reads text, so score this run in tokens, or train it on text (--text FILE, e.g. the corpus "
+                         "rendered as words by studies/render_synthetic_words.py)")
+    spec = CORPORA[cfg.corpus]
+    vocab = saved_vocab(run_dir)
+    if vocab is None:
+        try:
+            vocab = load_corpus(cfg, progress=False).vocab
+        except TxlabError as err:
+            raise TxlabError(f"{run_dir} reads text with the vocabulary of {cfg.corpus}, which is not here: {err}") from None
+    if vocab.sha256 != meta["vocab_hash"]:
+        raise TxlabError(f"{run_dir} was trained on another vocabulary than corpus {cfg.corpus} has now")
+    if spec.level == "word":
+        return CorpusTokenizer("word", vocab, spec.line_end)
+    return CorpusTokenizer("byte" if spec.byte_symbols else "char", vocab)
 
 
 # --------------------------------------------------------------------------------------------------

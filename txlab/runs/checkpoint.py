@@ -195,6 +195,13 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     return read_json(directory / META, _remedy(directory), keys={"config": dict, "step": int, "vocab_hash": str, "metrics": dict})
 
 
+def saved_vocab(run_dir: Path) -> Vocab | None:
+    """The model's own vocabulary when its checkpoint carries one (see :func:`save_checkpoint`), else None: the
+    vocabulary is then its corpus's, whose hash ``meta.json`` records."""
+    path = _checkpoint_dir(run_dir) / VOCAB
+    return Vocab.load(path) if path.is_file() else None
+
+
 def saved_config(run_dir: Path) -> RunConfig:
     """The configuration a run's checkpoint was trained with (``checkpoint/meta.json``), resolved over
     today's defaults, so keys added to txlab since compare as their defaults: the one reader of a run's
@@ -359,5 +366,4 @@ def load_checkpoint(
         train_state = read_back(directory / TRAIN_STATE, lambda p: _train_state(torch.load(p, map_location=map_location, weights_only=True)),
                                 _remedy(directory))
         _check_optimizer_state(train_state["optimizer"], model, directory / TRAIN_STATE)
-    vocab = Vocab.load(directory / VOCAB) if (directory / VOCAB).is_file() else None
-    return Checkpoint(model.to(map_location), cfg, meta, train_state, vocab)
+    return Checkpoint(model.to(map_location), cfg, meta, train_state, saved_vocab(run_dir))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from txlab.config import DataConfig, RunConfig, to_dict
-from txlab.data.registry import TEXT_CORPUS
+from txlab.data.registry import CORPORA, TEXT_CORPUS
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.settings import PAPER_COLLECTION, SMALL_COLLECTION, ReclSettings, command_line, load_study
 from txlab.errors import TxlabError, did_you_mean
@@ -375,34 +375,45 @@ def check_members(members: Sequence[Member], unit: str = "token") -> None:
             differing = sorted({k for d in corpora.values() for k, v in _data_identity(d).items() if v != _data_identity(next(iter(corpora.values())))[k]})
             listed += f", with other {', '.join('data.' + k for k in differing)}"
         fix = ("; or score them on shared words of one text, whatever their tokenizers: --unit word --text FILE"
-               if {d.corpus for d in corpora.values()} == {TEXT_CORPUS} else "")
+               if not {d.corpus for d in corpora.values()} & set(SYNTHETIC) else "")
         raise TxlabError(f"the group mixes corpora ({listed}): RECL compares models on one token stream; give --data to put every preset "
                          f"on one corpus{fix}")
 
 
 def check_word_group(members: Sequence[Member], settings: ReclSettings) -> None:
-    """Before any model runs, in words: the group has a text (the settings', else its txlab runs' own text) and every
-    member brings a tokenizer of text."""
-    word_text(members, settings)
+    """Before any model runs, in words: every member reads text (a Hugging Face member brings its tokenizer; a txlab run
+    was trained on own text or on a registry corpus, not on a synthetic one, whose tokens are symbols) and the group
+    has one text (:func:`word_text`)."""
     for m in members:
         if m.source and hf.load_tokenizer(m.source) is None:
             raise TxlabError(f"{m.label} ({m.source}) brings no tokenizer: in words every member reads the text with its own")
-        if not m.source and m.config.data.corpus != TEXT_CORPUS:
-            raise TxlabError(f"{m.label} was trained on corpus {m.config.data.corpus!r}, whose tokens are not a tokenizer of text: in words "
-                             "every txlab member is a run trained on own text (--text, with --tokenizer char, word or hf:PATH)")
+        if not m.source and m.config.data.corpus in SYNTHETIC:
+            raise TxlabError(f"{m.label} was trained on the synthetic corpus {m.config.data.corpus!r}, whose tokens are symbols, not text: in "
+                             "words every txlab member is a run trained on text (own text, --text FILE, or a registry corpus such as "
+                             "wikitext-103); score it in tokens (--unit token)")
+    word_text(members, settings)
 
 
 def word_text(members: Sequence[Member], settings: ReclSettings) -> DataConfig:
-    """The own text a group in words is scored on: the settings' ``text`` (cut by the settings' splits), else the
-    text its txlab runs were trained on (they must share it)."""
+    """The corpus whose text a group in words is scored on (txlab.data.corpus.split_text_of): the settings' own
+    ``text`` (cut by the settings' splits), else the text its txlab runs were trained on, which they must share: own
+    text, or a registry corpus's text recovered from its tokens."""
     if settings.text:
         return run_config(None, overrides=[s for s in settings.sets if s.startswith("data.")], text=settings.text,
                           tokenizer=settings.tokenizer or "char").data
-    texts = {str(Path(m.config.data.text).expanduser().resolve()): m.config.data for m in members if not m.source and m.config.data.corpus == TEXT_CORPUS}
+    texts = {_text_name(m.config.data): m.config.data for m in members if not m.source}
     if len(texts) != 1:
-        found = f"its runs were trained on {len(texts)} texts" if texts else "no member was trained on own text"
+        found = f"its runs were trained on {len(texts)} texts ({', '.join(texts)})" if texts else "no member is a txlab run trained on one"
         raise TxlabError(f"in words the group is scored on one text, and {found}: give it with --text FILE_OR_DIR")
     return next(iter(texts.values()))
+
+
+def _text_name(data: DataConfig) -> str:
+    """Which text a run was trained on: own text's resolved path, or a registry corpus (enwik8 and text8 without their
+    newlines, where the run dropped them, are another text)."""
+    if data.corpus == TEXT_CORPUS:
+        return str(Path(data.text).expanduser().resolve())
+    return f"{data.corpus} without newlines" if data.enwik8_drop_newlines and CORPORA[data.corpus].reader == "bytes" else data.corpus
 
 
 def check_recipes(members: Sequence[Member]) -> None:

@@ -22,9 +22,8 @@ from txlab.analysis import recl, table8
 from txlab.analysis.learned import read_restarts
 from txlab.analysis.token_losses import token_loss_table, write_token_losses
 from txlab.config import RunConfig
-from txlab.data.corpus import Corpus, load_corpus
+from txlab.data.corpus import Corpus, load_corpus, split_text_of
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
-from txlab.data.textdata import split_text
 from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups, word_text
 from txlab.drivers.recl.plan import plan_groups
@@ -54,10 +53,11 @@ def check_room_for_targets(corpus: Corpus, collection: Collection) -> None:
 def group_source(group: Group, progress: bool) -> Corpus | str:
     """What a group is scored on, loaded once (every seed reads it) and checked before any model runs: in tokens its
     corpus (every Hugging Face member can read it, the split holds the targets); in words the text of its split
-    (txlab.data.textdata.split_text), which holds the target blocks after the longest context."""
+    (txlab.data.corpus.split_text_of: own text, or a registry corpus's recovered), which holds the target blocks after
+    the longest context."""
     resolved, c = group.resolved[group.seeds[0]], group.collection
     if c.unit == "word":
-        text = split_text(word_text(resolved, group.settings), c.split)
+        text = split_text_of(word_text(resolved, group.settings), c.split, progress)
         sample_blocks(len(cut_words(text)), c.blocks, c.block_len, c.grid[-1], c.seed)
         return text
     corpus = load_corpus(group_data(resolved, group.settings), progress=progress)
@@ -196,7 +196,8 @@ def collect_member(member: Member, corpus: Corpus, collection: Collection, setti
 
 def word_member(member: Member, settings: ReclSettings) -> WordMember:
     """One member as it reads the group's text in words: its model ready to score (txlab.runs.evaluate.load_model)
-    and its own tokenizer (a checkpoint's, or the one a txlab run was trained on own text with)."""
+    and its own tokenizer (a checkpoint's; a txlab run's own-text tokenizer, or its registry corpus's unit with its
+    vocabulary: txlab.measure.words.run_tokenizer)."""
     spec = f"hf:{member.source}" if member.source else member.run_dir
     model = load_model(spec, device=settings.device, precision=settings.precision if member.source else None)
     tokenizer = load_hf_tokenizer(member.source) if member.source else run_tokenizer(member.run_dir)
