@@ -2,17 +2,20 @@
 and on characters) scored on the words of one text, each with its own tokenizer, through the real command."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from txlab.config import DataConfig
+from txlab.data.corpus import split_text_of
 from txlab.data.textdata import split_text
 from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.measure import words as W
 from txlab.runs.evaluate import load_model
 
 GRID = ("--set", "grid=1,2,4", "--set", "blocks=2", "--set", "block_len=10", "--set", "n_boot=20")
+WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2-sample"
 
 
 @pytest.fixture
@@ -75,3 +78,47 @@ def test_the_words_study_reads_as_a_group_in_words_whose_presets_each_read_by_th
     s = study.settings
     assert s.unit == "word" and s.grid == "4:32:2" and s.placebo is None and not s.tokenizer
     assert sorted(item.split("=", 1)[1] for item in s.member_sets) == ["char", "hf:runs/words-synthetic/bpe", "word"]
+
+
+@pytest.fixture
+def wikitext_run(tmp_path, untrained_run):
+    """A run on a small WikiText-2 folder (train and valid cut from the shared sample), untrained."""
+    folder = tmp_path / "wikitext-2"
+    folder.mkdir()
+    (folder / "train.txt").write_text((WIKITEXT / "test.txt").read_text(encoding="utf-8")[:30_000])
+    (folder / "valid.txt").write_text((WIKITEXT / "valid.txt").read_text(encoding="utf-8")[:30_000])
+    return untrained_run(tmp_path / "wt2-run", sets=["data.corpus=wikitext-2", f"data.corpus_dir={folder}"])
+
+
+def test_a_run_on_a_registry_corpus_is_scored_in_words_on_its_recovered_text_beside_a_checkpoint(tmp_path, cli, wikitext_run, hf_checkpoint,
+                                                                                                  figure_files_only):
+    # figures in words are rendered by test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage
+    members = [wikitext_run, f"hf:{hf_checkpoint(tmp_path / 'bpe')}"]
+    out = cli.ok("--home", tmp_path, "recl", *members, "--unit", "word", *GRID, "--set", "placebo=false", "--name", "wt2",
+                 "--out-dir", tmp_path / "tables", "--fig-dir", tmp_path / "figures").output
+    assert "words every member scores exactly" in out
+    words = json.loads((tmp_path / "tables" / "wt2" / "recl.json").read_text())["words"]
+
+    # the table is group_word_losses on the valid split's text recovered from WikiText's tokens, the run reading it by its vocabulary
+    from txlab.runs.checkpoint import saved_config
+
+    valid = split_text_of(saved_config(wikitext_run).data, "valid")
+    assert valid.startswith("\n= Homarus gammarus =\n\nHomarus gammarus , known as")
+    tokenizers = [W.run_tokenizer(wikitext_run), load_hf_tokenizer(members[1].removeprefix("hf:"))]
+    models = [load_model(m) for m in members]
+    table = W.group_word_losses([W.WordMember(name, model, tok, getattr(model, "eval_tgt_len", None), model.context)
+                                 for name, model, tok in zip(("wt2-run", "bpe"), models, tokenizers)], valid, (1, 2, 4), 2, 10)
+    assert [words["members"][name]["covered"] for name in table.members] == list(table.covered.values())
+    np.testing.assert_allclose([words["members"][name]["word_perplexity"] for name in table.members], table.word_perplexity(), rtol=1e-6)
+    drawn = W.cut_words(valid)
+    assert "<unk>" not in {valid[drawn.starts[w]:drawn.ends[w]] for w in table.targets}  # WikiText's <unk> scores a class, not a word
+
+
+def test_runs_that_read_no_text_or_two_texts_are_refused_in_words_with_the_way_out(tmp_path, cli, untrained_run, wikitext_run):
+    synthetic = untrained_run(tmp_path / "synthetic-run")
+    assert "--text FILE" in cli.refused("--home", tmp_path, "recl", synthetic, "--unit", "word", *GRID)
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat\n" * 200)
+    own = untrained_run(tmp_path / "own-run", sets=["data.corpus=text", f"data.text={text}", "data.tokenizer=char"])
+    out = cli.refused("--home", tmp_path, "recl", own, wikitext_run, "--unit", "word", *GRID)
+    assert "trained on 2 texts" in out and "wikitext-2" in out and "--text" in out

@@ -426,3 +426,45 @@ def test_a_byte_vocabulary_reads_every_utf8_byte_and_gives_the_hand_computed_los
         assert table.losses[0, j, i] == pytest.approx(expected, rel=1e-4, abs=1e-4)
     assert multibyte > 0
     np.testing.assert_array_equal(table.span_bytes, [len(text[slice(*words.span(w))].encode("utf-8")) for w in table.targets])
+
+
+def lm1b_folder(folder: Path) -> None:
+    folder.mkdir()
+    lines = TEXT[:20_000].splitlines()
+    (folder / "news.en-00001-of-00100").write_text("\n".join(line for line in lines[::2] if line.strip()) + "\n")
+    (folder / "news.en.heldout-00000-of-00050").write_text("\n".join(line for line in lines[1::2] if line.strip()) + "\n")
+
+
+def enwik8_file(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "enwik8").write_bytes("caf\u00e9 \u6771\u4eac x\n".encode("utf-8") * 200)  # 15 bytes a line: the 90/5/5 cuts fall between lines
+
+
+REGISTRY_FOLDERS = {
+    "wikitext-2": lambda d: (d.mkdir(), (d / "train.txt").write_text(TEXT[:20_000]), (d / "valid.txt").write_text(TEXT[20_000:])),
+    "tinyshakespeare": lambda d: (d.mkdir(), (d / "input.txt").write_text((SHARED / "tinyshakespeare" / "input.txt").read_text()[:30_000])),
+    "enwik8": enwik8_file,
+    "lm1b": lm1b_folder,
+}
+
+
+@pytest.mark.parametrize("corpus, kind", [("wikitext-2", "word"), ("tinyshakespeare", "char"), ("enwik8", "byte"), ("lm1b", "word")])
+def test_a_registry_run_reads_its_corpus_recovered_text_as_the_corpus_tokens_it(tmp_path, untrained_run, corpus, kind):
+    from txlab.data.corpus import load_corpus, split_text_of
+    from txlab.runs.checkpoint import saved_config
+
+    REGISTRY_FOLDERS[corpus](tmp_path / corpus)
+    run = untrained_run(tmp_path / "run", sets=[f"data.corpus={corpus}", f"data.corpus_dir={tmp_path / corpus}"])
+    tok = W.run_tokenizer(run)
+    data = saved_config(run).data
+    assert tok.kind == kind and tok.vocab == load_corpus(data, progress=False).vocab
+    text = split_text_of(data, "valid")
+    [encoding] = W.text_encoder(tok)([text])
+    tokens = np.asarray(load_corpus(data, progress=False).split("valid"))
+    if corpus == "lm1b":
+        assert tok.line_end == "<S>" and tokens[0] == tok.vocab.index["<S>"]
+        tokens = tokens[1:]  # the split's opening <S>: no line end in the text
+    np.testing.assert_array_equal(encoding.ids, tokens)  # the member reads the recovered text as the tokens it was scored on
+    assert encoding.unknown.sum() == (tokens == tok.vocab.unk_id).sum() if tok.vocab.unk else not encoding.unknown.any()
+    if corpus == "enwik8":
+        assert "\u6771\u4eac" in text and len(text.encode("utf-8")) == len(tokens)
