@@ -172,7 +172,7 @@ def word_context_losses(
 
     ``text``: a string, or the path of a UTF-8 file. ``n_blocks`` blocks of ``block_len`` words are drawn by ``seed``
     after the first max(grid) words; each keeps the same number of words every model covers. ``tokenizers``: one per
-    model (None: its own, that of an ``hf:`` checkpoint or of a run trained on own text). ``names`` default to the
+    model (None: its own, that of an ``hf:`` checkpoint or of a txlab run, txlab.measure.words.run_tokenizer). ``names`` default to the
     checkpoints' and runs' names. Models read context as :func:`context_losses` reads it, in ``model.precision``."""
     models = [models] if isinstance(models, LanguageModel) else list(models)
     content = text_content(text)

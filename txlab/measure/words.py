@@ -14,6 +14,13 @@ read from a fresh start: the member tokenizes ``context + span`` with its own to
 txlab.measure.losses reads a context (one segment from a fresh state, or its evaluation chunks with its memory
 settings) and sums the losses of the span's tokens. Only the LanguageModel interface is used.
 
+Tokenizers of text
+------------------
+:func:`text_encoder` gives every token's character offsets: a Hugging Face fast tokenizer's own, txlab's char and word
+vocabularies', and for a run on a registry corpus (:func:`run_tokenizer`, a :class:`CorpusTokenizer`) its corpus's
+unit: words (a word the vocabulary lacks read as the corpus's unknown symbol), characters, or enwik8's UTF-8 bytes
+(each byte spanning its character, so a boundary between characters is one between bytes).
+
 Exactness and coverage
 ----------------------
 A member (a model and its tokenizer) scores (c, w) **exactly** only where its tokenization puts token boundaries at
