@@ -31,13 +31,25 @@ import numpy as np
 import torch
 
 from txlab.measure.collection import Collection, cheaper_method, placebo_groups
-from txlab.measure.losses import block_losses, chunk_length, naive_placebo_losses, placebo_block_losses, scoring
+from txlab.measure.losses import (
+    block_losses,
+    naive_placebo_losses,
+    placebo_block_losses,
+    scoring,
+)
+from txlab.measure.reading import chunk_length
 from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.presets import resolve_preset
 from txlab.runs.evaluate import evaluation_context
 from txlab.runs.zoo import known_vocab_size
-from txlab.timing import cpu_model, cpu_snapshot, interleaved_median_seconds, matmul_peak_gflops, others_cpu
+from txlab.timing import (
+    cpu_model,
+    cpu_snapshot,
+    interleaved_median_seconds,
+    matmul_peak_gflops,
+    others_cpu,
+)
 
 VARIANTS = ("main window", "main per (c, t)", "placebo windows", "placebo per (c, t)")
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from txlab.measure.losses import block_losses, chunk_length, scoring
+from txlab.measure.losses import block_losses, scoring
+from txlab.measure.reading import chunk_length
 from txlab.models.build import build_model
 from txlab.presets import PAPER_VOCAB, resolve_preset
 from txlab.runs.evaluate import evaluation_context

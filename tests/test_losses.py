@@ -17,8 +17,9 @@ from txlab.data.corpus import load_corpus
 from txlab.errors import TxlabError
 from txlab.measure import losses as losses_mod
 from txlab.measure.collection import Collection, placebo_groups
-from txlab.measure.losses import (choose_method, collect_group_losses, collect_losses, collect_run_losses, context_lengths, is_prefix_causal, load_group_losses,
-                                  load_losses, naive_placebo_losses, placebo_block_losses, sample_blocks, scoring)
+from txlab.measure.losses import (choose_method, collect_group_losses, collect_losses, collect_run_losses, load_group_losses, load_losses,
+                                  naive_placebo_losses, placebo_block_losses, sample_blocks, scoring)
+from txlab.measure.reading import context_lengths, is_prefix_causal
 from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.runs.checkpoint import save_checkpoint

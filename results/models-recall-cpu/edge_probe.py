@@ -24,7 +24,8 @@ import torch
 
 from txlab.api import load_model
 from txlab.data.synthetic import FACT_KEY, RECALLED_VALUE, generate, get_spec
-from txlab.measure.losses import chunk_length, read_fresh, scoring, target_nll
+from txlab.measure.losses import scoring
+from txlab.measure.reading import chunk_length, read_fresh, target_nll
 from txlab.runs.checkpoint import saved_config
 from txlab.runs.evaluate import evaluation_context
 

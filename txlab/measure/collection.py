@@ -4,7 +4,8 @@ Every model of a RECL group is collected with the same :class:`Collection`, so t
 target (txlab.measure.losses). It is resolved once, with every default filled in, and passed whole: the grid is a
 tuple of ints checked once, by txlab.analysis.recl.check_grid, and the cost of a collection is counted here
 (:meth:`Collection.token_steps`) for the plans that print it, by the functions txlab.measure.losses chooses its
-method with (:func:`read_cost`, :func:`cheaper_method`, :func:`placebo_groups`), so a plan counts what is read.
+method with (:func:`read_cost`, :func:`cheaper_method`, :func:`placebo_groups`, :func:`strided_cost`), so a plan
+counts what is read.
 """
 
 from __future__ import annotations
@@ -38,6 +39,27 @@ def read_cost(near: Sequence[int], block_len: int, method: str, extra: int = 0) 
         c_lo, c_hi = near[0], near[-1]
         return block_len * c_hi + (c_hi - c_lo) * (c_hi + c_lo - 1) // 2 + extra * (block_len + c_hi - c_lo)
     return block_len * sum(c + extra for c in near)
+
+
+def strided_cost(c: int, stride: int, block_len: int, extra: int = 0) -> int:
+    """Token-steps to score ``block_len`` contiguous targets in runs of ``stride``, each run read once from c tokens
+    before its first target (txlab.measure.strided): a run of r targets reads extra + c + r - 1 tokens, about
+    T x (c / s + 1) in all. ``extra``: a placebo's far span before each run (0 for the main table)."""
+    full, rest = divmod(block_len, stride)
+    return full * (extra + c + stride - 1) + (extra + c + rest - 1 if rest else 0)
+
+
+def check_stride(stride: float) -> None:
+    """Refuse a stride that is neither a whole number of tokens >= 1 nor a fraction of c in (0, 1)."""
+    s = stride
+    if isinstance(s, bool) or not isinstance(s, (int, float)) or not s > 0 or (s > 1 and not float(s).is_integer()):
+        raise TxlabError(f"a stride is a whole number of tokens >= 1 (--set stride=512) or a fraction of c in (0, 1) "
+                         f"(--set stride=0.25), got {s!r}")
+
+
+def stride_tokens(stride: float, c: int) -> int:
+    """s at context length c: ``stride`` tokens when it is 1 or more, else that fraction of c, at least 1."""
+    return int(stride) if stride >= 1 else max(1, round(stride * c))
 
 
 def cheaper_method(near: Sequence[int], block_len: int, extra: int = 0) -> str:
@@ -98,6 +120,10 @@ class Collection:
     """How a table is computed: one of :data:`METHODS`."""
     unit: str = "token"
     """What c and the targets count: one of :data:`UNITS`."""
+    stride: float | None = None
+    """Strided collection (opt-in, in tokens; txlab.measure.strided): the targets of a block are read in runs of s, each
+    run once from c tokens before its first target, so a target's context lies in [c, c + s) instead of being exactly c.
+    A whole number >= 1: s tokens; a fraction in (0, 1): s = max(1, round(stride * c)) at each c. None: exact contexts."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", check_grid(self.grid))
@@ -107,28 +133,57 @@ class Collection:
             raise TxlabError(f"unknown collection method {self.method!r}; choose {', '.join(METHODS)}")
         if self.unit not in UNITS:
             raise TxlabError(f"unknown unit {self.unit!r}; choose {', '.join(UNITS)}")
+        if self.stride is not None:
+            self._check_stride()
+
+    def _check_stride(self) -> None:
+        check_stride(self.stride)
+        if self.unit != "token":
+            raise TxlabError("a stride counts tokens: strided collection is not defined in words (drop --set stride, or use --unit token)")
+        if self.method != "auto":
+            raise TxlabError(f"a stride is its own method (strided): it cannot be combined with method {self.method!r}")
 
     @property
     def n_targets(self) -> int:
         return self.blocks * self.block_len
 
+    def stride_at(self, c: int) -> int:
+        """s at context length c: the stride's tokens, or its fraction of c (at least 1); 1 without a stride."""
+        return 1 if self.stride is None else stride_tokens(self.stride, c)
+
+    def stride_words(self) -> str:
+        """How the stride is said everywhere: 's = 512 tokens', 's = 0.25 c (4..32 tokens)'; '' without one."""
+        if self.stride is None:
+            return ""
+        if self.stride >= 1:
+            return f"s = {int(self.stride)} tokens"
+        return f"s = {self.stride:g} c ({self.stride_at(self.grid[0])}..{self.stride_at(self.grid[-1])} tokens)"
+
     def main_method(self) -> str:
-        """How the main table of a prefix-causal model is computed: the method asked, or under ``auto`` the
-        cheaper one (:func:`cheaper_method`). A model that is not prefix-causal is read one window per (c, t)."""
+        """How the main table of a prefix-causal model is computed: ``strided`` with a stride, else the method asked, or
+        under ``auto`` the cheaper one (:func:`cheaper_method`). A model that is not prefix-causal is read one window per
+        (c, t), and refused with a stride."""
+        if self.stride is not None:
+            return "strided"
         return cheaper_method(self.grid, self.block_len) if self.method == "auto" else self.method
 
     def token_steps(self) -> int:
-        """Token-steps of the main table per prefix-causal model, by :meth:`main_method` (:func:`read_cost`); in
-        words, the word-steps (a member reads about its tokens per word times as many token-steps)."""
+        """Token-steps of the main table per prefix-causal model, by :meth:`main_method` (:func:`read_cost`,
+        :func:`strided_cost`); in words, the word-steps (a member reads about its tokens per word times as many)."""
+        if self.stride is not None:
+            return self.blocks * sum(strided_cost(c, self.stride_at(c), self.block_len) for c in self.grid)
         return self.blocks * read_cost(self.grid, self.block_len, self.main_method())
 
     def placebo_token_steps(self) -> int:
         """Token-steps of the placebo losses per prefix-causal model: each group of steps of one size c' - c
         (:func:`placebo_groups`) by the cheaper exact method, or one window per (c, t) under method ``naive``.
         On a uniform grid that is one group read by windows of c_max tokens from fewer starts than the main
-        table's, so the placebo costs less than the main table; a grid of k step sizes costs up to k times more."""
+        table's, so the placebo costs less than the main table; a grid of k step sizes costs up to k times more. With a
+        stride, each run of the main table at c is read once more behind a far span of c' - c tokens."""
         if not self.placebo:
             return 0
+        if self.stride is not None:  # the far span of c' - c before each run of the main table at c
+            return self.blocks * sum(strided_cost(c, self.stride_at(c), self.block_len, c2 - c) for c, c2 in zip(self.grid, self.grid[1:]))
         groups, _ = placebo_groups(self.grid)
         return self.blocks * sum(read_cost(near, self.block_len, "naive" if self.method == "naive" else cheaper_method(near, self.block_len, extra), extra)
                                  for extra, near in groups.items())

@@ -7,7 +7,7 @@ state, for every c of a grid (default 100, 200, ..., 1000) and every target t of
 blocks of a token stream. "Reading c tokens" follows docs/recl.md and uses only the
 LanguageModel interface, never the model family:
 
-- The c tokens are fed from ``model.init_state`` in chunks of the model's *evaluation* segment
+- The c tokens are fed from ``model.init_state`` (txlab.measure.reading) in chunks of the model's *evaluation* segment
   length (tgt_len), carrying the state, with the evaluation mem_len / same_length / clamp_len set
   through ``model.set_context``. The first chunk starts at x_{t-c}; the last one ends at x_{t-1}
   (it may be short). For Transformer-XL this is "empty memory at t-c, then stream the c tokens in
@@ -61,14 +61,21 @@ placebo then costs a little less than the main table instead of about sum(c') / 
 Steps past a capped model's window, and models that are not prefix-causal, are read one window per
 (c, t) (:func:`naive_placebo_losses`, the definition).
 
+Strided (opt-in, for long contexts)
+-----------------------------------
+With a collection's ``stride``, a block's targets are read in runs of s, each run once from c tokens before its first
+target, so a target's context lies in [c, c + s): about T x (c / s + 1) token-steps per c (txlab.measure.strided,
+which also says how placebo is read then). Prefix-causal models only; the table has the same shape.
+
 On disk
 -------
 ``run_dir/losses/<split>-<key>/`` where key = 12 hex digits of the sha256 of (token stream, grid,
-target blocks), so every model of a group scored on the same targets uses the same name:
+target blocks, and the stride when there is one), so every model of a group scored on the same targets uses the same name:
 
     meta.json            split, token_stream_sha256, grid, block_starts, block_len, seed, the model's
                          max_context, the evaluation settings (tgt_len, context, precision), method,
-                         placebo_method (absent in tables written before it: read as naive), model step
+                         placebo_method (absent in tables written before it: read as naive), stride
+                         (only in a strided table, whose methods are "strided"), model step
     block-00000.npy      float32 [G, block_len]: l(grid[j], block_start + i), nats
     placebo-00000.npy    float32 [G-1, block_len]: placebo losses of step grid[j] -> grid[j+1]
 
@@ -88,91 +95,35 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-from numpy.lib.stride_tricks import sliding_window_view
 
 from txlab.data.corpus import Corpus, load_corpus, load_corpus_for_model
 from txlab.errors import TxlabError
 from txlab.fileio import load_npy, read_json, write_atomic, write_json_atomic
-from txlab.measure.collection import METHODS, Collection, cheaper_method, placebo_groups
+from txlab.measure.collection import (
+    METHODS,
+    Collection,
+    cheaper_method,
+    check_stride,
+    placebo_groups,
+)
+from txlab.measure.reading import (
+    OnBatch,
+    check_far,
+    chunk_length,
+    context_lengths,
+    far_starts,
+    gather_windows,
+    is_prefix_causal,
+    read_fresh,
+    target_nll,
+)
+from txlab.measure.strided import strided_block_losses, strided_windows
 from txlab.models.interface import Context, LanguageModel
 from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
 from txlab.runs.capacity import check_fits
 from txlab.runs.checkpoint import load_checkpoint, saved_config
-from txlab.runs.evaluate import evaluation_context, read_in_chunks, using_context
-
-OnBatch = Callable[[int], None]
-"""Progress callback: called with the number of windows just read."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Reading windows
-
-
-def context_lengths(grid: Sequence[int], max_context: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """(lengths, column): the distinct context lengths actually read, min(c, max_context) ascending,
-    and for each grid value the index of its length (grid values beyond the cap share L_max)."""
-    effective = [min(c, max_context) if max_context else c for c in grid]
-    lengths = np.array(sorted(set(effective)), dtype=np.int64)
-    return lengths, np.searchsorted(lengths, effective)
-
-
-def gather_windows(tokens: np.ndarray, first: int, count: int, length: int, end: int) -> np.ndarray:
-    """Windows tokens[s : s + length] for s = first .. first + count - 1: int64 [count, length].
-
-    Positions >= ``end`` are filled with 0: the caller guarantees they are never the context of a
-    scored prediction (they only pad batched windows to one length).
-    """
-    span = np.zeros(count - 1 + length, dtype=np.int64)
-    available = tokens[first : min(end, first + count - 1 + length)]
-    span[: len(available)] = available
-    return sliding_window_view(span, length)  # [count, length], a view of span
-
-
-def read_fresh(model: LanguageModel, windows: np.ndarray, chunk_len: int | None) -> torch.Tensor:
-    """Final hidden states [B, L, d] after reading each window [B, L] from a fresh state, in chunks
-    of ``chunk_len`` (None: the whole window as one segment), carrying the state between chunks."""
-    x = torch.tensor(windows, device=model.device)  # a copy: the windows are a read-only view
-    return torch.cat([out.hidden for _, out in read_in_chunks(model, x, chunk_len)], dim=1)  # [B, L, d]
-
-
-def target_nll(model: LanguageModel, hidden: torch.Tensor, targets: np.ndarray) -> np.ndarray:
-    """-ln P(target) for hidden rows [N, d] and targets [N], through ``model.log_prob``: float32 [N].
-
-    Rows go through the softmax in groups of at most ~4M log-probabilities (16 MB in float32).
-    """
-    targets_t = torch.as_tensor(targets.astype(np.int64), device=hidden.device)
-    n_token = model.log_prob(hidden[:1]).size(-1)
-    rows = max(1, 2**22 // n_token)
-    nll = [
-        -model.log_prob(hidden[i : i + rows]).gather(1, targets_t[i : i + rows, None])[:, 0]  # [rows]
-        for i in range(0, hidden.size(0), rows)
-    ]
-    return torch.cat(nll).float().cpu().numpy()
-
-
-def chunk_length(model: LanguageModel, tgt_len: int) -> int | None:
-    """Chunk length for reading a context: the evaluation tgt_len when the model carries memory,
-    else None (one segment: XL without recurrence, the vanilla Transformer)."""
-    return tgt_len if model.context.mem_len > 0 else None
-
-
-def is_prefix_causal(model: LanguageModel, tokens: np.ndarray, length: int, chunk_len: int | None, atol: float = 1e-4) -> bool:
-    """Are a chunk's predictions unchanged when the chunk is cut short after them?
-
-    Reads the first min(length, chunk_len, max_context) tokens as one chunk, and the same tokens but the last;
-    the window method is exact only if the shared positions agree. True for relative encodings, the
-    vanilla Transformer and RNNs; False for Transformer-XL with absolute positions, which counts
-    positions back from the chunk's last token. (Later chunks cannot matter: memory holds only the past.)
-    """
-    n = min(length, chunk_len or length, model.max_context or length, len(tokens))
-    if n < 2:
-        return True
-    window = tokens[None, :n].astype(np.int64)  # [1, n]
-    full = read_fresh(model, window, None)
-    cut = read_fresh(model, window[:, :-1], None)
-    return bool(torch.allclose(full[:, :-1], cut, rtol=0, atol=atol))
-
+from txlab.runs.evaluate import evaluation_context, using_context
 
 # --------------------------------------------------------------------------------------------------
 # One block of targets, three ways
@@ -222,20 +173,6 @@ def naive_block_losses(
             if on_batch:
                 on_batch(len(t))
     return out
-
-
-def far_starts(n: int, windows: np.ndarray, extra: int, offset: int) -> np.ndarray:
-    """Start of the far span of ``extra`` tokens for a placebo window whose near part starts at each of ``windows``:
-    ``offset`` after the window's start t - c', wrapped around the stream's end. It depends only on the window
-    start and the span's size, which is what lets one window serve every step of that size."""
-    return (windows - extra + offset) % (n - extra)
-
-
-def check_far(n: int, far: np.ndarray, near_start: np.ndarray, t: np.ndarray, extra: int) -> None:
-    """Refuse far spans that overlap their context or target (x_{t-c'} .. x_t)."""
-    if ((far + extra > near_start - extra) & (far <= t)).any():
-        raise TxlabError(f"a stream of {n} tokens is too short for placebo spans of {extra} tokens far from a "
-                         f"{int((t - near_start).max()) + extra}-token context")
 
 
 def naive_placebo_losses(
@@ -366,6 +303,18 @@ def choose_placebo_method(model: LanguageModel, tokens: np.ndarray, lengths: np.
     return "window" if is_prefix_causal(model, tokens, int(lengths[-1]), chunk_len) else "naive"
 
 
+def check_strided(model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, chunk_len: int | None, method: str) -> str:
+    """'strided', for a model whose predictions ignore the tokens after them in a window (:func:`is_prefix_causal`):
+    a run of targets is read from one window, exact at each target's own context only then; others are refused."""
+    if method != "auto":
+        raise TxlabError(f"a stride is its own method (strided): it cannot be combined with method {method!r}")
+    if not is_prefix_causal(model, tokens, int(lengths[-1]), chunk_len):
+        raise TxlabError("strided collection reads a run of targets from one window, which only a prefix-causal model allows "
+                         "(this one's predictions move with the tokens after them, as Transformer-XL's absolute positions do): "
+                         "collect it without a stride")
+    return "strided"
+
+
 def check_targets(n_tokens: int, grid: Sequence[int], block_starts: Sequence[int], block_len: int) -> None:
     """Every target t needs t - max(grid) >= 0 and t < n_tokens; blocks must not overlap."""
     if block_len < 1 or len(block_starts) == 0:
@@ -380,11 +329,14 @@ def check_targets(n_tokens: int, grid: Sequence[int], block_starts: Sequence[int
 def block_losses(
     model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], start: int, block_len: int,
     chunk_len: int | None, batch_size: int, method: str, on_batch: OnBatch | None = None,
-    *, placebo: bool = False, offset: int | None = None,
+    *, placebo: bool = False, offset: int | None = None, stride: float | None = None,
 ) -> np.ndarray:
     """The [G, block_len] table of one block (context already set): l(grid[j], start + i); with
     ``placebo``, the block's [G-1, block_len] placebo losses instead (:func:`placebo_block_losses`), ``method``
-    then being the placebo's."""
+    then being the placebo's. Method ``strided`` reads runs of ``stride`` targets (txlab.measure.strided)."""
+    if method == "strided":
+        return strided_block_losses(model, tokens, grid, stride, start, start + block_len, chunk_len, batch_size, on_batch,
+                                    placebo=placebo, offset=offset)
     if placebo:
         return placebo_block_losses(model, tokens, grid, start, start + block_len, chunk_len, batch_size, method, offset, on_batch)
     lengths, column = context_lengths(grid, model.max_context)
@@ -407,25 +359,33 @@ def collect_losses(
     offset: int | None = None,
     progress: bool = False,
     precision: str = "fp32",
+    stride: float | None = None,
 ) -> np.ndarray:
     """l(c, t) for c in ``grid`` and the targets of the blocks, in memory: float32 [G, n_blocks * block_len];
     with ``placebo``, the placebo losses of every grid step instead, far spans ``offset`` away (see
     :func:`placebo_block_losses`): float32 [G-1, n_blocks * block_len].
 
     ``tgt_len``, ``context`` and ``precision`` are the model's evaluation settings (see the module docstring);
-    targets are ``block_starts[k] + i`` for i < block_len, block by block.
+    targets are ``block_starts[k] + i`` for i < block_len, block by block. ``stride``: strided contexts in
+    [c, c + s) instead of exact ones (txlab.measure.strided; s tokens, or a fraction of c).
     """
     check_targets(len(tokens), grid, block_starts, block_len)
     check_token_ids(model, tokens, "the token stream")
+    if stride is not None:
+        check_stride(stride)
     with scoring(model, context, precision):
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(grid, model.max_context)
-        method = (choose_placebo_method(model, tokens, lengths, chunk_len, method) if placebo
-                  else choose_method(model, tokens, lengths, chunk_len, method, block_len))
+        if stride is not None:
+            method = check_strided(model, tokens, lengths, chunk_len, method)
+        else:
+            method = (choose_placebo_method(model, tokens, lengths, chunk_len, method) if placebo
+                      else choose_method(model, tokens, lengths, chunk_len, method, block_len))
         with Progress(total=len(block_starts) * block_len, desc="losses", unit="target", disable=not progress, leave=False) as bar:
             tables = []
             for start in block_starts:
-                tables.append(block_losses(model, tokens, grid, start, block_len, chunk_len, batch_size, method, placebo=placebo, offset=offset))
+                tables.append(block_losses(model, tokens, grid, start, block_len, chunk_len, batch_size, method, placebo=placebo, offset=offset,
+                                           stride=stride))
                 bar.update(block_len)
     return np.concatenate(tables, axis=1)
 
@@ -449,10 +409,12 @@ def sample_blocks(n_tokens: int, n_blocks: int, block_len: int, min_start: int, 
     return min_start + np.sort(slots).astype(np.int64) * block_len
 
 
-def collection_key(token_stream_sha256: str, grid: Sequence[int], block_starts: Sequence[int], block_len: int) -> str:
-    """12 hex digits naming what is measured (same stream, grid and targets -> same name for every model)."""
+def collection_key(token_stream_sha256: str, grid: Sequence[int], block_starts: Sequence[int], block_len: int,
+                   stride: float | None = None) -> str:
+    """12 hex digits naming what is measured (same stream, grid, targets and stride -> same name for every model);
+    an exact table's key holds no stride, so tables collected before strides existed keep their names."""
     what = {"token_stream_sha256": token_stream_sha256, "grid": [int(c) for c in grid],
-            "block_starts": [int(s) for s in block_starts], "block_len": int(block_len)}
+            "block_starts": [int(s) for s in block_starts], "block_len": int(block_len), **({"stride": stride} if stride is not None else {})}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -569,7 +531,7 @@ def collect_model_losses(
     home, c = Path(home), collection
     check_token_ids(model, tokens, f"the {c.split} split")
     starts = sample_blocks(len(tokens), c.blocks, c.block_len, c.grid[-1], c.seed)
-    directory = home / "losses" / f"{c.split}-{collection_key(token_hash, c.grid, starts, c.block_len)}"
+    directory = home / "losses" / f"{c.split}-{collection_key(token_hash, c.grid, starts, c.block_len, c.stride)}"
     with scoring(model, context, precision):
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(c.grid, model.max_context)
@@ -577,26 +539,33 @@ def collect_model_losses(
             check_memory(chunk_len, int(lengths[-1]))
         # A table on disk keeps the methods it was begun with (both are exact): 'auto' may choose otherwise today.
         saved = _saved_meta(directory)
-        method = saved["method"] if saved and c.method == "auto" else choose_method(model, tokens, lengths, chunk_len, c.method, c.block_len)
-        placebo_method = saved["placebo_method"] if saved else choose_placebo_method(model, tokens, lengths, chunk_len, c.method)
+        if c.stride is not None:
+            method = placebo_method = check_strided(model, tokens, lengths, chunk_len, c.method)
+        else:
+            method = saved["method"] if saved and c.method == "auto" else choose_method(model, tokens, lengths, chunk_len, c.method, c.block_len)
+            placebo_method = saved["placebo_method"] if saved else choose_placebo_method(model, tokens, lengths, chunk_len, c.method)
         meta = {
             "split": c.split, "token_stream_sha256": token_hash, "n_tokens": len(tokens), "grid": list(c.grid),
             "block_starts": starts.tolist(), "block_len": c.block_len, "seed": c.seed,
             "max_context": model.max_context, "tgt_len": tgt_len, "chunk_len": chunk_len,
             "context": {"mem_len": context.mem_len, "same_length": context.same_length, "clamp_len": context.clamp_len},
-            "method": method, "placebo_method": placebo_method, "precision": precision, **identity, "units": "nats",
+            "method": method, "placebo_method": placebo_method, **({"stride": c.stride} if c.stride is not None else {}),
+            "precision": precision, **identity, "units": "nats",
         }
         _write_or_check_meta(directory, meta)
         kinds, methods = ("block", "placebo")[: 1 + c.placebo], {"block": method, "placebo": placebo_method}
         todo = [(kind, i) for kind in kinds for i in range(c.blocks) if not _block_file(directory, kind, i).is_file()]
-        windows = {"block": c.block_len + int(lengths[-1] - lengths[0]) if method == "window" else c.block_len * len(lengths),
-                   "placebo": _placebo_windows(c.grid, c.block_len, model.max_context, placebo_method)}
+        if c.stride is not None:
+            windows = {kind: strided_windows(c.grid, c.stride, c.block_len, model.max_context, kind == "placebo") for kind in kinds}
+        else:
+            windows = {"block": c.block_len + int(lengths[-1] - lengths[0]) if method == "window" else c.block_len * len(lengths),
+                       "placebo": _placebo_windows(c.grid, c.block_len, model.max_context, placebo_method)}
         computed: dict[tuple[str, int], np.ndarray] = {}
         with Progress(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {home.name}", unit="window",
                       disable=not progress, leave=False) as bar:
             for kind, i in todo:
                 computed[kind, i] = block_losses(model, tokens, c.grid, int(starts[i]), c.block_len, chunk_len, batch_size, methods[kind],
-                                                 bar.update, placebo=kind == "placebo")
+                                                 bar.update, placebo=kind == "placebo", stride=c.stride)
                 _save_npy(_block_file(directory, kind, i), computed[kind, i])
     shapes = {"block": (len(c.grid), c.block_len), "placebo": (len(c.grid) - 1, c.block_len)}
     tables = {kind: np.concatenate([computed[kind, i] if (kind, i) in computed else _load_block(directory, kind, i, shapes[kind])
@@ -684,14 +653,14 @@ class Collected(NamedTuple):
 
 def collected_blocks(home: str | Path, collection: Collection, token_stream_sha256: str | None = None) -> Collected:
     """The blocks of ``collection`` already under ``home/losses/``, found by their meta.json (split, grid, targets per
-    block, seed and number of blocks, and the token stream when given) without reading the corpus, as a plan needs.
+    block, seed, number of blocks and stride, and the token stream when given) without reading the corpus, as a plan needs.
     Without the stream two tables of those settings on other tokens cannot be told apart: then none counts."""
     c = collection
     found = []
     for meta_file in sorted(Path(home).glob(f"losses/{c.split}-*/meta.json")):
         meta = _saved_meta(meta_file.parent)
-        same = (meta.get("split"), meta.get("grid"), meta.get("block_len"), meta.get("seed"), len(meta.get("block_starts", ()))) == (
-            c.split, list(c.grid), c.block_len, c.seed, c.blocks)
+        same = (meta.get("split"), meta.get("grid"), meta.get("block_len"), meta.get("seed"), len(meta.get("block_starts", ())),
+                meta.get("stride")) == (c.split, list(c.grid), c.block_len, c.seed, c.blocks, c.stride)
         if same and token_stream_sha256 in (None, meta.get("token_stream_sha256")):
             found.append(meta_file.parent)
     if len(found) != 1:

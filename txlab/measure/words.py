@@ -43,7 +43,7 @@ Two methods, one table
 forward per starting word s over the tokens of ``text[start(s) : ...]``, whose prefix up to word s + c is, where the
 tokenization is prefix-stable, exactly the tokens of (c, s + c)'s ``context + span``; a cell is served by the window
 only when that holds (the ids are compared, cell by cell), and by its own forward otherwise. Since a prediction of a
-prefix-causal model depends only on the tokens before it (txlab.measure.losses.is_prefix_causal), the window's rows
+prefix-causal model depends only on the tokens before it (txlab.measure.reading.is_prefix_causal), the window's rows
 are the naive forward's rows: the two methods give one table. ``auto`` takes the window method for a prefix-causal
 model. A context whose tokens do not fit the window of a capped model is read as its nearest tokens that do (the
 model's window ending at the span's last token), by its own forward, and counted (``truncated``).
@@ -76,7 +76,8 @@ from txlab.data.textdata import trained_tokenizer
 from txlab.data.tokenizers import HfTokenizer
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
-from txlab.measure.losses import check_far, check_token_ids, far_starts, is_prefix_causal, read_fresh, sample_blocks, scoring, target_nll
+from txlab.measure.losses import check_token_ids, sample_blocks, scoring
+from txlab.measure.reading import check_far, far_starts, is_prefix_causal, read_fresh, target_nll
 from txlab.models.interface import Context, LanguageModel
 from txlab.progress import Progress
 from txlab.runs.checkpoint import read_meta, saved_config, saved_vocab
@@ -368,7 +369,7 @@ def placebo_cells(words: Words, encode: Encoder, targets: np.ndarray, grid: Sequ
                   max_context: int | None) -> tuple[np.ndarray, dict[tuple[int, int], Cell]]:
     """(covered [G-1, T] bool, cells) of the placebo steps c -> c' = grid[j] -> grid[j+1], keyed by (j, target index):
     word w read after a context whose c nearest words are its own (with the whitespace before the first of them) and
-    whose c' - c words before those are a far span of the text, ``offset`` words on (txlab.measure.losses.far_starts,
+    whose c' - c words before those are a far span of the text, ``offset`` words on (txlab.measure.reading.far_starts,
     over words), exact as a true cell is (:func:`span_tokens`)."""
     n, texts = len(words), []
     for j, (c, c2) in enumerate(zip(grid, grid[1:])):

@@ -1,0 +1,103 @@
+"""Reading windows from a fresh state: what every loss collection (txlab.measure.losses, txlab.measure.strided,
+txlab.measure.words) feeds a model and how it scores the rows it needs.
+
+A window is read from ``model.init_state`` in chunks of the evaluation segment (or as one segment for a model
+without memory), carrying the state (:func:`read_fresh`); only the target's log-probability is taken at each scored
+row (:func:`target_nll`). Whether a model's predictions ignore the tokens after them in a window
+(:func:`is_prefix_causal`) decides whether one window may serve several contexts. A placebo's far span is placed
+by :func:`far_starts` and checked by :func:`check_far`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from numpy.lib.stride_tricks import sliding_window_view
+
+from txlab.errors import TxlabError
+from txlab.models.interface import LanguageModel
+from txlab.runs.evaluate import read_in_chunks
+
+OnBatch = Callable[[int], None]
+"""Progress callback: called with the number of windows just read."""
+
+
+def context_lengths(grid: Sequence[int], max_context: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(lengths, column): the distinct context lengths actually read, min(c, max_context) ascending,
+    and for each grid value the index of its length (grid values beyond the cap share L_max)."""
+    effective = [min(c, max_context) if max_context else c for c in grid]
+    lengths = np.array(sorted(set(effective)), dtype=np.int64)
+    return lengths, np.searchsorted(lengths, effective)
+
+
+def gather_windows(tokens: np.ndarray, first: int, count: int, length: int, end: int) -> np.ndarray:
+    """Windows tokens[s : s + length] for s = first .. first + count - 1: int64 [count, length].
+
+    Positions >= ``end`` are filled with 0: the caller guarantees they are never the context of a
+    scored prediction (they only pad batched windows to one length).
+    """
+    span = np.zeros(count - 1 + length, dtype=np.int64)
+    available = tokens[first : min(end, first + count - 1 + length)]
+    span[: len(available)] = available
+    return sliding_window_view(span, length)  # [count, length], a view of span
+
+
+def read_fresh(model: LanguageModel, windows: np.ndarray, chunk_len: int | None) -> torch.Tensor:
+    """Final hidden states [B, L, d] after reading each window [B, L] from a fresh state, in chunks
+    of ``chunk_len`` (None: the whole window as one segment), carrying the state between chunks."""
+    x = torch.tensor(windows, device=model.device)  # a copy: the windows are a read-only view
+    return torch.cat([out.hidden for _, out in read_in_chunks(model, x, chunk_len)], dim=1)  # [B, L, d]
+
+
+def target_nll(model: LanguageModel, hidden: torch.Tensor, targets: np.ndarray) -> np.ndarray:
+    """-ln P(target) for hidden rows [N, d] and targets [N], through ``model.log_prob``: float32 [N].
+
+    Rows go through the softmax in groups of at most ~4M log-probabilities (16 MB in float32).
+    """
+    targets_t = torch.as_tensor(targets.astype(np.int64), device=hidden.device)
+    n_token = model.log_prob(hidden[:1]).size(-1)
+    rows = max(1, 2**22 // n_token)
+    nll = [
+        -model.log_prob(hidden[i : i + rows]).gather(1, targets_t[i : i + rows, None])[:, 0]  # [rows]
+        for i in range(0, hidden.size(0), rows)
+    ]
+    return torch.cat(nll).float().cpu().numpy()
+
+
+def chunk_length(model: LanguageModel, tgt_len: int) -> int | None:
+    """Chunk length for reading a context: the evaluation tgt_len when the model carries memory,
+    else None (one segment: XL without recurrence, the vanilla Transformer)."""
+    return tgt_len if model.context.mem_len > 0 else None
+
+
+def is_prefix_causal(model: LanguageModel, tokens: np.ndarray, length: int, chunk_len: int | None, atol: float = 1e-4) -> bool:
+    """Are a chunk's predictions unchanged when the chunk is cut short after them?
+
+    Reads the first min(length, chunk_len, max_context) tokens as one chunk, and the same tokens but the last;
+    the window method is exact only if the shared positions agree. True for relative encodings, the
+    vanilla Transformer and RNNs; False for Transformer-XL with absolute positions, which counts
+    positions back from the chunk's last token. (Later chunks cannot matter: memory holds only the past.)
+    """
+    n = min(length, chunk_len or length, model.max_context or length, len(tokens))
+    if n < 2:
+        return True
+    window = tokens[None, :n].astype(np.int64)  # [1, n]
+    full = read_fresh(model, window, None)
+    cut = read_fresh(model, window[:, :-1], None)
+    return bool(torch.allclose(full[:, :-1], cut, rtol=0, atol=atol))
+
+
+def far_starts(n: int, windows: np.ndarray, extra: int, offset: int) -> np.ndarray:
+    """Start of the far span of ``extra`` tokens for a placebo window whose near part starts at each of ``windows``:
+    ``offset`` after the window's start t - c', wrapped around the stream's end. It depends only on the window
+    start and the span's size, which is what lets one window serve every step of that size."""
+    return (windows - extra + offset) % (n - extra)
+
+
+def check_far(n: int, far: np.ndarray, near_start: np.ndarray, t: np.ndarray, extra: int) -> None:
+    """Refuse far spans that overlap their context or target (x_{t-c'} .. x_t)."""
+    if ((far + extra > near_start - extra) & (far <= t)).any():
+        raise TxlabError(f"a stream of {n} tokens is too short for placebo spans of {extra} tokens far from a "
+                         f"{int((t - near_start).max()) + extra}-token context")
