@@ -182,9 +182,9 @@ def corpus_tag(settings: ReclSettings) -> str:
     return f"{settings.size}-{settings.data}" if settings.data else settings.size
 
 
-NAMED_COLLECTION = ("unit", "grid", "blocks", "block_len", "split", "seed", "train_seeds")
+NAMED_COLLECTION = ("unit", "grid", "blocks", "block_len", "split", "seed", "stride", "train_seeds")
 """Settings that change which losses a group's tables are computed from (the training seeds: which
-runs), and so its name when they differ from the study's (or, on the command line, from the size's
+runs; a stride: strided contexts), and so its name when they differ from the study's (or, on the command line, from the size's
 usual collection): '-train_seeds-0-1-2' keeps a group over seeds apart from the single runs' tables.
 Member overrides (train.max_steps, ...) are not among them: the group's checks compare members' training."""
 
@@ -198,7 +198,8 @@ def collection_suffix(settings: ReclSettings, usual: ReclSettings, defaults: dic
         value = getattr(usual, key)
         return defaults.get(key) if value is None else value
 
-    parts = [f"{key}-{getattr(settings, key)}" for key in NAMED_COLLECTION if getattr(settings, key) != usual_value(key)]
+    parts = [f"{key}-{getattr(settings, key):g}" if isinstance(getattr(settings, key), float) else f"{key}-{getattr(settings, key)}"
+             for key in NAMED_COLLECTION if getattr(settings, key) != usual_value(key)]
     return "".join(f"-{re.sub(r'[^A-Za-z0-9_.]+', '-', part).strip('-')}" for part in parts)
 
 

@@ -46,8 +46,13 @@ def collection_flops(member: Member, collection: Collection, collected: Collecte
 
 
 def method_words(collection: Collection) -> str:
-    """How the plan says a main table is computed: the method, and under ``auto`` what the other would read."""
+    """How the plan says a main table is computed: the method, and under ``auto`` what the other would read; with a
+    stride, that contexts are strided, by how much, and what the exact method would read."""
     method = collection.main_method()
+    if method == "strided":
+        exact = replace(collection, stride=None)
+        return (f"strided, {collection.stride_words()} (contexts strided: each in [c, c + s), not exactly c; the time below counts these reads; exact contexts would read "
+                f"{exact.token_steps() / 1e6:.1f}M by {'the window method' if exact.main_method() == 'window' else 'one window per (c, t)'})")
     if collection.method != "auto":
         return f"{'by the window method' if method == 'window' else 'one window per (c, t)'} (as asked)"
     if method == "naive":

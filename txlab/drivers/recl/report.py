@@ -20,6 +20,7 @@ from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.groups import display_names
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
+from txlab.measure.collection import Collection
 from txlab.measure.words import WordTable
 from txlab.presets import PRESETS
 from txlab.workspace import resolve
@@ -55,15 +56,18 @@ class GroupResult:
     """The corpus every member was scored on (its name in txlab's registry, or the own text's)."""
     model_order: list[str] = field(default_factory=list)
     """The study's models in the order figures colour them (txlab.drivers.recl.groups.Group.model_order)."""
+    strided: dict[str, Any] | None = None
+    """With a stride (:func:`strided_record`): the stride, s at each c and the contexts' range; None for exact contexts."""
 
     def record(self) -> dict[str, Any]:
         """What recl.json holds (``train_seed`` only in one seed's group, ``words`` only in words; there
         ``token_stream_sha256`` is the sha256 of the split's text)."""
         seed = {} if self.train_seed is None else {"train_seed": self.train_seed}
         words = {} if self.words is None else {"words": self.words}
+        strided = {} if self.strided is None else {"strided": self.strided}
         return {"group": self.group, **seed, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
                 "corpus": self.corpus, "grid": self.grid, "n_targets": self.n_targets, "token_stream_sha256": self.token_stream_sha256,
-                "model_order": self.model_order, "rows": [row.record() for row in self.rows], **words}
+                "model_order": self.model_order, "rows": [row.record() for row in self.rows], **words, **strided}
 
 
 def word_record(table: WordTable) -> dict[str, Any]:
@@ -76,6 +80,28 @@ def word_record(table: WordTable) -> dict[str, Any]:
             "members": {name: {"covered": table.covered[name], "truncated": table.truncated[i].tolist(), "method": table.methods[i],
                                "word_perplexity": per_word[i].tolist(), "byte_perplexity": per_byte[i].tolist()}
                         for i, name in enumerate(table.members)}}
+
+
+def strided_record(collection: Collection) -> dict[str, Any] | None:
+    """What recl.json says of a strided collection: the stride as given, s at each c of the grid, in words; None
+    for exact contexts."""
+    if collection.stride is None:
+        return None
+    return {"stride": collection.stride, "s": [collection.stride_at(c) for c in collection.grid], "in_words": collection.stride_words(),
+            "contexts": "each target's context lies in [c, c + s): c + (t - t_first) tokens, t_first the first target of its run of s"}
+
+
+def strided_note(strided: dict[str, Any]) -> str:
+    """Table 8's Markdown note for a strided collection, from recl.json's ``strided`` (:func:`strided_record`)."""
+    return (f"\nContexts are strided ({strided['in_words']}): the targets were read in runs of s, each run once from c tokens before "
+            "its first target, so a target's context lies in [c, c + s), not exactly c. The gains and RECL are those of these "
+            "contexts: slightly longer than c, more so for the later targets of a run.\n")
+
+
+def strided_title(record: dict[str, Any]) -> str:
+    """What a figure title adds for a strided group: ', contexts strided (s = 512 tokens): each in [c, c + s)'; '' otherwise."""
+    strided = record.get("strided")
+    return f"\ncontexts strided ({strided['in_words']}): each in [c, c + s)" if strided else ""
 
 
 def words_note(words: dict[str, Any]) -> str:
@@ -193,7 +219,7 @@ def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char
 
     table_dir, figure_dir = Path(table_dir), Path(figure_dir)
     legend = figure_legend(record) if legend is None else legend
-    about = group_in_words(record)
+    about = group_in_words(record) + strided_title(record)
     char_level = is_char_level(record) if char_level is None else char_level
     files = recl_figures.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{about}",
                                  intervals=table_dir / "table8.csv", placebo=table_dir / "placebo.csv", r=FIGURE3_R,

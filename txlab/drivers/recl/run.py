@@ -27,7 +27,8 @@ from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups, word_text
 from txlab.drivers.recl.plan import plan_groups
-from txlab.drivers.recl.report import FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, seeds_figure, word_record, words_note
+from txlab.drivers.recl.report import (FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, seeds_figure, strided_note, strided_record,
+                                       word_record, words_note)
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic, write_text_atomic
@@ -307,8 +308,9 @@ def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_di
         echo(f"  words every member scores exactly: {words.shared:,} of {words.drawn:,} drawn ("
              + ", ".join(f"{name} {n:,}" for name, n in words.covered.items()) + f"); {len(words.targets):,} kept, {words.block_len} per block")
     else:
+        strided = f", strided: {collection.stride_words()}, each context in [c, c + s)" if collection.stride is not None else ""
         echo(f"collecting losses of {len(members)} models: {collection.token_steps() / 1e6:.1f}M token-steps each "
-             f"({collection.blocks} blocks x {collection.block_len} targets, contexts {grid[0]}..{grid[-1]})")
+             f"({collection.blocks} blocks x {collection.block_len} targets, contexts {grid[0]}..{grid[-1]}{strided})")
         losses = group_losses([collect_member(m, source, collection, settings, progress) for m in members], [m.run_dir for m in members])
     scores = score_group(losses, labels, settings)
     oracle = None if words is not None else oracle_losses(source, losses.targets, collection)
@@ -318,7 +320,8 @@ def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_di
     from txlab.analysis import recl_figures
 
     table_dir, figure_dir = Path(out_dir) / group.folder(train_seed), Path(fig_dir) / group.folder(train_seed)
-    note = "" if words is None else words_note(word_record(words))
+    strided = strided_record(collection)
+    note = ("" if words is None else words_note(word_record(words))) + ("" if strided is None else strided_note(strided))
     files = table8.write_table8(rows, table_dir / "table8", note)
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
     intervals = None
@@ -334,7 +337,7 @@ def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_di
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
                          losses.token_stream_sha256, rows, table8.table8_markdown(rows) + note, [settings_file, *files], train_seed,
                          None if words is None else word_record(words), corpus=source.name if isinstance(source, Corpus) else "",
-                         model_order=list(group.model_order))
+                         model_order=list(group.model_order), strided=strided)
     files += draw_figures(table_dir, figure_dir, result.record(), char_level=words is None and source.level == "char")
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
     return replace(result, files=[settings_file, *files])
@@ -395,7 +398,8 @@ def recl_groups(
                  f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer or OWN_TOKENIZER})' if s.text else s.data or 'each preset its own'} | unit {s.unit} | "
                  f"grid {s.grid} | {s.blocks} blocks x {s.block_len} {'words' if s.unit == 'word' else 'targets'} "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}"
-                 + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else ""))
+                 + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else "")
+                 + (f" | strided contexts, {group.collection.stride_words()}" if s.stride is not None else ""))
         if not s.placebo:
             synthetic = group_data(group.resolved[group.seeds[0]], s).corpus in SYNTHETIC
             announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"

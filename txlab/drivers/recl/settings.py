@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from txlab.analysis import recl
-from txlab.config import NON_NEGATIVE, POSITIVE, PRECISIONS, SEED, Range, override_settings, setting
+from txlab.config import NON_NEGATIVE, POSITIVE, POSITIVE_REAL, PRECISIONS, SEED, Range, override_settings, setting
 from txlab.errors import TxlabError
 from txlab.measure.collection import UNITS, Collection, parse_grid
 from txlab.presets import SIZES
@@ -70,6 +70,11 @@ class ReclSettings:
                         "one tokenizer) or word (words of the text, runs of non-whitespace, shared by members with any tokenizers: "
                         "l(c, w) is the sum of a member's token losses over the tokens that spell word w after exactly c words; "
                         "docs/recl.md).", UNITS)
+    stride: float | None = setting(None, "Strided collection for long contexts (opt-in, tokens only): each block's targets are read in runs "
+                                   "of s, each run once from c tokens before its first target, so a target's context lies in [c, c + s) "
+                                   "and a c costs about T x (c / s + 1) token-steps instead of up to (T + c) x c. A whole number: s tokens "
+                                   "(--set stride=512); a fraction in (0, 1): s = that fraction of c (--set stride=0.25). Unset: exact "
+                                   "contexts (docs/recl.md).", valid=POSITIVE_REAL)
     split: str = setting("valid", "Split the targets are drawn from.", ("train", "valid", "test"))
     seed: int = setting(0, "Draws the target blocks and the bootstrap resamples.", valid=SEED)
     n_boot: int = setting(200, "Bootstrap resamples for the confidence intervals (0: none).", valid=NON_NEGATIVE)
@@ -99,7 +104,8 @@ class ReclSettings:
         here). Called once per group, after :func:`~txlab.drivers.recl.groups.collection_defaults` set every value."""
         if self.grid is None or self.blocks is None or self.block_len is None:
             raise ValueError("the collection is unset until collection_defaults gives it its values")
-        return Collection(self.split, parse_grid(self.grid), self.blocks, self.block_len, self.seed, bool(self.placebo), unit=self.unit)
+        return Collection(self.split, parse_grid(self.grid), self.blocks, self.block_len, self.seed, bool(self.placebo), unit=self.unit,
+                          stride=self.stride)
 
 
 def parse_rs(items: Sequence[str]) -> list[float] | None:
