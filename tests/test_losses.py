@@ -436,3 +436,69 @@ def test_the_plan_says_which_method_and_what_the_other_would_read():
     assert method_words(sparse) == "one window per (c, t) (auto: the window method would read 34.4M)"
     assert method_words(dense).startswith("by the window method (auto: one window per (c, t) would read 17.4M")
     assert method_words(replace(sparse, method="window")) == "by the window method (as asked)"
+
+
+def exact_at_own_contexts(model, tokens, grid, block_starts, block_len, runs, segment, placebo_offset=None):
+    """The definition at each strided target's own context: target t_first + i of a run (runs[j] targets from each
+    block's start) after grid[j] + i tokens; with ``placebo_offset``, the exact placebo (one window per (c, t)) of the
+    step grid[j] + i -> grid[j+1] + i instead."""
+    targets = targets_of(block_starts, block_len)
+    offsets = [np.tile(np.arange(block_len) % r, len(block_starts)) for r in runs]  # [T] each target's i, per c
+    if placebo_offset is None:
+        own = sorted({c + i for c, off in zip(grid, offsets) for i in off})
+        ref = reference_losses(model, tokens, own, targets, segment)  # [len(own), T]
+        return np.stack([ref[[own.index(c + i) for i in off], np.arange(len(targets))] for c, off in zip(grid, offsets)])
+    rows = []
+    for c, c2, off in zip(grid, grid[1:], offsets):
+        row = np.empty(len(targets), dtype=np.float32)
+        for k, start in enumerate(block_starts):
+            for i in range(block_len):
+                t = start + i
+                row[k * block_len + i] = naive_placebo_losses(model, tokens, [(c + off[i], c2 + off[i])], t, t + 1, TGT_LEN if model.context.mem_len else None,
+                                                              1, placebo_offset)[0, 0]
+        rows.append(row)
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize(("case", "stride"), [("xl-memory", 3), ("xl-no-recurrence", 0.5)])
+def test_a_strided_loss_is_the_exact_loss_at_its_own_context(case, stride):
+    """Runs of s targets, each read once from c tokens before its first: target t_first + i is scored after exactly
+    c + i tokens (with Transformer-XL's memory, chunked from the run's start as the definition chunks it), and its
+    placebo is the exact placebo of the step c + i -> c' + i."""
+    overrides, context, segment = CASES[case]
+    model, tokens, grid = tiny_model(**overrides), token_stream(), (2, 4, 8)
+    blocks, block_len = (12,), 7  # runs of 3: 3 + 3 + 1 targets, the last run shorter; 8 + 3 tokens before the first
+    kwargs = dict(tgt_len=TGT_LEN, context=context, batch_size=2, stride=stride)
+    got = collect_losses(model, tokens, grid, blocks, block_len, **kwargs)
+    placebo = collect_losses(model, tokens, grid, blocks, block_len, placebo=True, offset=20, **kwargs)
+    runs = [Collection("valid", grid, 1, block_len, stride=stride).stride_at(c) for c in grid]
+    assert runs == ([3, 3, 3] if stride == 3 else [1, 2, 4])
+    model.set_context(context)
+    with torch.no_grad():
+        np.testing.assert_allclose(got, exact_at_own_contexts(model, tokens, grid, blocks, block_len, runs, segment), rtol=0, atol=1e-5)
+        np.testing.assert_allclose(placebo, exact_at_own_contexts(model, tokens, grid, blocks, block_len, runs, segment, placebo_offset=20),
+                                   rtol=0, atol=1e-5)
+    exact = collect_losses(model, tokens, grid, blocks, block_len, tgt_len=TGT_LEN, context=context)
+    assert np.abs(got - exact)[:, 1::3].max() > 1e-3  # a later target of a run reads more than c tokens: the check has teeth
+
+
+def test_strides_that_make_no_sense_are_refused():
+    for bad in (0, -4, 1.5, -0.25, True):
+        with pytest.raises(TxlabError, match="a stride is a whole number of tokens"):
+            Collection("valid", GRID, 2, 5, stride=bad)
+    with pytest.raises(TxlabError, match="not defined in words"):
+        Collection("valid", GRID, 2, 5, unit="word", stride=4)
+    with pytest.raises(TxlabError, match="its own method"):
+        Collection("valid", GRID, 2, 5, method="window", stride=4)
+    assert Collection("valid", (100, 200), 2, 5, stride=0.25).stride_at(200) == 50 and Collection("valid", GRID, 2, 5, stride=0.01).stride_at(2) == 1
+    tokens = token_stream()
+    absolute = tiny_model(pos_enc="vaswani")  # positions counted from a chunk's end: not prefix-causal
+    with pytest.raises(TxlabError, match="only a prefix-causal model"):
+        collect_losses(absolute, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=TGT_LEN, context=Context(mem_len=4), stride=2)
+    capped, vanilla = tiny_model(family="vanilla", pos_enc="alrfou", max_len=8, tgt_len=8), Context(mem_len=0)
+    # the main table stays within the cap (runs shrink near it): at c = 8 every target is read alone, exactly
+    got = collect_losses(capped, tokens, (2, 8), BLOCK_STARTS, BLOCK_LEN, tgt_len=8, context=vanilla, stride=3)
+    exact = collect_losses(capped, tokens, (2, 8), BLOCK_STARTS, BLOCK_LEN, tgt_len=8, context=vanilla)
+    np.testing.assert_allclose(got[1], exact[1], rtol=0, atol=1e-5)
+    with pytest.raises(TxlabError, match="placebo=false"):  # a placebo window of 8 + 3 - 1 tokens would pass the cap of 8
+        collect_losses(capped, tokens, (2, 8), BLOCK_STARTS, BLOCK_LEN, tgt_len=8, context=vanilla, stride=3, placebo=True)

@@ -12,6 +12,7 @@ from txlab.cli import app
 from txlab.drivers.recl.groups import resolve_groups, resolve_member
 from txlab.drivers.recl.plan import collection_flops, plan_groups
 from txlab.drivers.speed import resolve_study, speed_plan
+from txlab.errors import TxlabError
 from txlab.measure.losses import collect_group_losses
 from txlab.runs.plan import Plan, format_seconds, split_tokens, training_flops, training_plan
 from txlab.runs.train import train
@@ -262,3 +263,21 @@ def test_a_plan_counts_the_blocks_on_disk_and_measures_nothing_when_none_is_left
     plan = plan_groups([group], gflops=fixed_ceiling(100.0), streams=["another"])
     assert plan.flops == pytest.approx(collection_flops(a, c) + full) and "none collected yet" in plan.describe()
     assert plan_groups([group], gflops=fixed_ceiling(100.0), streams=["s"]).flops == pytest.approx(main / 4 + placebo / 2)
+
+
+def test_a_strided_plan_counts_its_runs_and_says_its_contexts_are_strided():
+    sets = ["grid=1024,2048", "blocks=2", "block_len=500", "placebo=true", "stride=256"]
+    (group,) = resolve_groups(["qrnn"], None, "cpu", None, {"size": "tiny"}, sets)
+    c = group.collection
+    # per block: at c = 1024 one run of 256 (1,024 + 255 tokens) and one of 244 (1,024 + 243), likewise at 2048
+    assert c.token_steps() == 2 * ((1024 + 255) + (1024 + 243) + (2048 + 255) + (2048 + 243))
+    assert c.placebo_token_steps() == 2 * ((2048 + 255) + (2048 + 243))  # the far span of 1,024 before each run at c = 1024
+    assert c.token_steps() < replace(c, stride=None).token_steps() / 20  # against (T + c) x c
+    assert group.name.endswith("-stride-256")  # strided tables never replace the exact ones
+    (line,) = [line for line in plan_groups([group], gflops=fixed_ceiling(50.0)).lines if "collect losses" in line]
+    assert "strided, s = 256 tokens (contexts strided: each in [c, c + s)" in line and f"{c.token_steps() / 1e6:.1f}M token-steps" in line
+    (fraction,) = resolve_groups(["qrnn"], None, "cpu", None, {"size": "tiny"}, [*sets[:-1], "stride=0.25"])
+    assert [fraction.collection.stride_at(x) for x in (1024, 2048)] == [256, 512]
+    for bad in ("stride=0", "stride=-8", "stride=1.5"):
+        with pytest.raises(TxlabError, match="stride"):
+            resolve_groups(["qrnn"], None, "cpu", None, {"size": "tiny"}, [*sets[:-1], bad])

@@ -126,18 +126,21 @@ class ContextLosses:
 
 def context_losses(
     model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], n_blocks: int = 8, block_len: int = 250, *,
-    seed: int = 0, placebo: bool = False, batch_size: int = 16, progress: bool = False,
+    seed: int = 0, placebo: bool = False, batch_size: int = 16, progress: bool = False, stride: float | None = None,
 ) -> ContextLosses:
     """l(c, t) for every c of ``grid`` on ``n_blocks`` contiguous blocks of ``block_len`` targets drawn by
     ``seed`` (after the first max(grid) tokens): exactly c tokens of context each, read as the model is
     evaluated (see txlab.measure.losses), in ``model.precision`` (:func:`load_model`; fp32 for a model built otherwise).
     The grid is checked as the CLI checks it (txlab.analysis.recl.check_grid: at least two strictly ascending
-    positive lengths). Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed."""
+    positive lengths). Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed (and stride).
+    ``stride``: strided contexts for long ones (txlab.measure.strided): runs of s targets (``stride`` tokens, or that
+    fraction of c) each read once from c tokens before their first, so a context lies in [c, c + s)."""
     grid = check_grid(grid)
     tokens = np.asarray(tokens)
     starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
     tgt_len = getattr(model, "eval_tgt_len", max(grid))
-    kwargs = dict(tgt_len=tgt_len, context=model.context, batch_size=batch_size, progress=progress, precision=getattr(model, "precision", "fp32"))
+    kwargs = dict(tgt_len=tgt_len, context=model.context, batch_size=batch_size, progress=progress, precision=getattr(model, "precision", "fp32"),
+                  stride=stride)
     losses = collect_losses(model, tokens, grid, starts, block_len, **kwargs)
     placebo_losses = collect_losses(model, tokens, grid, starts, block_len, placebo=True, **kwargs) if placebo else None
     targets = (starts[:, None] + np.arange(block_len)).reshape(-1)
