@@ -14,7 +14,9 @@ Sections, each written to the results file as soon as it is done (a run cut shor
 - ``recl``: loss collection of a GPT-2-124M-shape Hugging Face model (random weights, a byte-level BPE tokenizer
   trained here on ``--text``) in bf16 through `txlab.context_losses` on the paper's grid 100..1000 and 10 blocks of
   500 targets, without and with placebo losses; achieved TFLOP/s from the token-steps actually read (a hook
-  counts every window) at the mean keys of a window.
+  counts every window) at the mean keys of a window. Then strided collection (txlab.measure.strided) of the same
+  shape with a position table long enough, at contexts 8k..32k doubling, s = 1,024: one block of 1,024 targets, its
+  seconds and token-steps beside what the exact window method would read.
 - ``speed``: Table 9 at the paper's shape with today's baselines (`txlab speed --study studies/table9.yaml --profile
   paper`, shorter budgets), its table and figure written beside the results.
 
@@ -65,17 +67,23 @@ class Shapes(NamedTuple):
     """Windows per forward call in the collection."""
     speed: list[str]
     """Arguments of `txlab speed` after the study and profile."""
+    strided_grid: tuple[int, ...]
+    """Contexts of the strided collection (its model's position table holds the longest plus the stride)."""
+    stride: int
+    strided_block_len: int
 
 
 PAPER = Shapes(
     matmul=8192, train_size="paper", train_batch=60, train_segment=150, rounds=10,
     gpt2={}, grid=tuple(range(100, 1001, 100)), blocks=10, block_len=500, batch=32,
     speed=["--profile", "paper", "--set", "budget_s=3", "--set", "repeats=10"],
+    strided_grid=(8192, 16384, 32768), stride=1024, strided_block_len=1024,
 )
 TINY = Shapes(
     matmul=256, train_size="tiny", train_batch=2, train_segment=16, rounds=2,
     gpt2={"n_positions": 128, "n_embd": 32, "n_layer": 2, "n_head": 2}, grid=(8, 16, 24, 32), blocks=2, block_len=16, batch=4,
     speed=["--profile", "tiny", "--attn-len", "32", "--set", "budget_s=0.2", "--set", "repeats=2", "--set", "warmup=1"],
+    strided_grid=(32, 64, 128), stride=16, strided_block_len=32,
 )
 
 
@@ -193,7 +201,38 @@ def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
     params = sum(p.numel() for p in model.causal_lm.parameters())
     return {"model": "gpt2 (random weights)", "params": params, "precision": "bf16", "tokens": len(tokens), "grid": list(shapes.grid),
             "targets": shapes.blocks * shapes.block_len, "batch": shapes.batch, "rows": rows,
-            "strided": "not measured: txlab has no strided collection yet"}
+            "strided": strided(shapes, device, ceilings, text_file)}
+
+
+def strided(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
+    """Strided collection (txlab.context_losses with a stride) of the GPT-2 shape at long contexts in bf16: one block,
+    seconds and the token-steps read (txlab.measure.collection.strided_cost) beside the exact window method's."""
+    import numpy as np
+
+    import txlab
+    from txlab.measure.collection import Collection
+
+    grid, s, block_len = shapes.strided_grid, shapes.stride, shapes.strided_block_len
+    with tempfile.TemporaryDirectory() as tmp:  # learned positions: the table must hold the longest window, c_max + s - 1
+        folder = gpt2_folder(Path(tmp) / "gpt2", text_file.read_text(encoding="utf-8"), {**shapes.gpt2, "n_positions": grid[-1] + s})
+        model = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
+        tokens = txlab.encode_text(text_file, model)
+    if len(tokens) < grid[-1] + block_len:  # a long context needs a long stream: the text again, end to end
+        tokens = np.tile(tokens, -(-(grid[-1] + block_len) // len(tokens)))
+    collection = Collection("valid", grid, 1, block_len, stride=s)
+    counts = model.counts()
+    keys = (grid[-1] + s) // 2
+    txlab.context_losses(model, tokens, grid[:2], 1, s, batch_size=1, stride=s)  # warm-up
+    synchronize(device)
+    began = time.perf_counter()
+    table = txlab.context_losses(model, tokens, grid, 1, block_len, batch_size=1, stride=s)
+    synchronize(device)
+    seconds = time.perf_counter() - began
+    steps = collection.token_steps()
+    flops = steps * counts.reading_flops_per_token(keys) + table.losses.size * counts.output_flops_per_token()
+    return {"grid": list(grid), "stride": s, "targets": block_len, "seconds": seconds, "token_steps": steps,
+            "exact_window_token_steps": Collection("valid", grid, 1, block_len, method="window").token_steps(),
+            "tflops": flops / seconds / 1e12, "of_bf16_ceiling": flops / seconds / 1e12 / ceilings.get("bf16_tflops", float("nan"))}
 
 
 def speed(shapes: Shapes, device: str, out: Path) -> dict:
@@ -224,7 +263,11 @@ def markdown(results: dict) -> str:
             row = r["rows"][name]
             lines.append(f"Collection, {r['model']} {r['params'] / 1e6:.0f}M bf16, grid {r['grid'][0]}..{r['grid'][-1]}, {r['targets']:,} targets, {name}: "
                          f"{row['seconds']:.1f} s, {row['token_steps']:,} token-steps, {row['tflops']:.1f} TFLOP/s ({row['of_bf16_ceiling']:.0%} of bf16)")
-        lines.append(f"Placebo costs {r['rows']['placebo_over_main_seconds']:.2f}x the main table's time. Strided: {r['strided']}.")
+        lines.append(f"Placebo costs {r['rows']['placebo_over_main_seconds']:.2f}x the main table's time.")
+        st = r["strided"]
+        lines.append(f"Strided collection, s = {st['stride']}, contexts {st['grid'][0]}..{st['grid'][-1]} (each in [c, c + s)), {st['targets']:,} "
+                     f"targets: {st['seconds']:.1f} s, {st['token_steps']:,} token-steps (the exact window method would read "
+                     f"{st['exact_window_token_steps']:,}), {st['tflops']:.1f} TFLOP/s ({st['of_bf16_ceiling']:.0%} of bf16)")
     s = results.get("speed")
     if isinstance(s, dict) and "error" not in s:
         lines.append(f"Table 9: see table9-gpu.md beside this file (`{s['command']}`).")

@@ -37,6 +37,8 @@ def test_the_tiny_benchmark_measures_every_section_but_speed(tmp_path, text):
     # placebo losses read every target once more per grid step: the hook must count them on top of the main table's
     assert 0 < rows["main"]["token_steps"] < rows["main_and_placebo"]["token_steps"]
     assert rows["placebo_over_main_seconds"] > 0
+    strided = results["recl"]["strided"]  # a tiny strided collection, run for real: fewer token-steps than exact contexts
+    assert strided["seconds"] > 0 and 0 < strided["token_steps"] < strided["exact_window_token_steps"] and strided["stride"] == 16
     assert "failed" not in written.with_suffix(".md").read_text()
 
 
