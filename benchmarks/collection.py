@@ -2,9 +2,10 @@
 
     python benchmarks/collection.py [--quick] [--threads 2] [--repeats 5] [--out results/bench/collection-cpu.md]
 
-For each model and grid, one block of targets is collected four ways: the main table by the window method and
-one window per (c, t), the placebo losses by windows (each group of steps of one size by the cheaper exact method,
-txlab.measure.losses.placebo_block_losses) and one window per (c, t). The four run in rounds, one call of each per
+For each model and grid, one block of targets is collected five ways: the main table by the window method, one
+window per (c, t) and strided (s = c / 4, contexts in [c, 1.25 c): txlab.measure.strided), the placebo losses by
+windows (each group of steps of one size by the cheaper exact method, txlab.measure.losses.placebo_block_losses)
+and one window per (c, t). The five run in rounds, one call of each per
 round (txlab.timing.interleaved_median_seconds), so contention slows them alike; each time is the median of the
 rounds. Token-steps are the tokens the model is fed (counted by a hook on its forward); the two methods' tables
 are compared, and auto's choice (txlab.measure.collection) is printed beside the faster method. The matmul
@@ -38,6 +39,7 @@ from txlab.measure.losses import (
     scoring,
 )
 from txlab.measure.reading import chunk_length
+from txlab.measure.strided import strided_block_losses
 from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.presets import resolve_preset
@@ -51,7 +53,10 @@ from txlab.timing import (
     others_cpu,
 )
 
-VARIANTS = ("main window", "main per (c, t)", "placebo windows", "placebo per (c, t)")
+VARIANTS = ("main window", "main per (c, t)", "main strided", "placebo windows", "placebo per (c, t)")
+STRIDE = 0.25
+"""The strided row's s, a fraction of c (txlab.measure.strided): its contexts lie in [c, 1.25 c), so its losses are
+not the exact methods' and it has no difference column; its time and token-steps are what a stride saves."""
 
 
 def preset_model(name: str, size: str):
@@ -77,7 +82,7 @@ def llama_model(folder: Path, hidden: int, layers: int, vocab: int):
 
 
 def measure(label: str, model, tgt_len: int, context: Context, grid: tuple[int, ...], n_targets: int, batch_size: int, repeats: int) -> dict:
-    """The four variants on one block of ``n_targets`` targets: median seconds, token-steps, largest difference."""
+    """The five variants on one block of ``n_targets`` targets: median seconds, token-steps, largest difference."""
     vocab = model.vocab_size or 256
     tokens = np.random.default_rng(0).integers(0, vocab, 4 * (max(grid) + n_targets)).astype(np.int64)
     start, fed, tables = max(grid), {"n": 0}, {}
@@ -93,6 +98,8 @@ def measure(label: str, model, tgt_len: int, context: Context, grid: tuple[int, 
                     tables[name] = block_losses(model, tokens, grid, start, n_targets, chunk_len, batch_size, "window")
                 elif name == "main per (c, t)":
                     tables[name] = block_losses(model, tokens, grid, start, n_targets, chunk_len, batch_size, "naive")
+                elif name == "main strided":
+                    tables[name] = strided_block_losses(model, tokens, grid, STRIDE, start, start + n_targets, chunk_len, batch_size)
                 elif name == "placebo windows":
                     tables[name] = placebo_block_losses(model, tokens, grid, start, start + n_targets, chunk_len, batch_size, "window", offset)
                 else:
@@ -119,7 +126,9 @@ def measure(label: str, model, tgt_len: int, context: Context, grid: tuple[int, 
         r["of_main_token_steps"] = r["token_steps"] / main["token_steps"]
     by["main window"]["max_abs_diff"] = by["main per (c, t)"]["max_abs_diff"] = float(np.abs(tables["main window"] - tables["main per (c, t)"]).max())
     by["placebo windows"]["max_abs_diff"] = by["placebo per (c, t)"]["max_abs_diff"] = float(np.abs(tables["placebo windows"] - tables["placebo per (c, t)"]).max())
+    by["main strided"]["max_abs_diff"] = None  # other contexts by design: no difference to report
     by["main window"]["auto"] = by["main per (c, t)"]["auto"] = collection.main_method()
+    by["main strided"]["auto"] = f"opt-in, s = {STRIDE:g} c"
     groups, alone = placebo_groups(grid, model.max_context)
     by["placebo windows"]["auto"] = by["placebo per (c, t)"]["auto"] = " ".join(
         [f"+{extra}: {cheaper_method(near, n_targets, extra)}" for extra, near in groups.items()] + [f"{len(alone)} capped: naive"] * bool(alone))
@@ -134,7 +143,7 @@ def markdown(result: dict) -> str:
             f"Command:\n\n    {result['command']}\n\n"
             "token-steps: tokens fed to the model; cells/s: (c, t) losses per second; of main: against the main table by the "
             "method auto picks for that grid (placebo rows: the placebo's cost relative to its table); diff: the largest "
-            "difference between the two methods' losses (nats).\n\n"
+            "difference between the two exact methods' losses (nats; '-' for the strided row, whose contexts differ by design).\n\n"
             "| model | grid | variant | auto picks | seconds | token-steps | token-steps/s | cells/s | of main (time) | of main (token-steps) | diff | others' CPU |\n"
             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     lines = []
@@ -142,9 +151,10 @@ def markdown(result: dict) -> str:
         grid = r["grid"]
         grid_s = f"{grid[0]}:{grid[-1]}:{grid[1] - grid[0]}" if len(set(np.diff(grid))) == 1 else ",".join(map(str, grid))
         share = "" if r["others_cpu"] is None else f"{r['others_cpu']:.0%}"
+        diff = "-" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.1e}"
         lines.append(f"| {r['model']} | {grid_s} x {r['targets']} | {r['variant']} | {r['auto']} | {r['seconds']:.2f} | {r['token_steps']:,} | "
                      f"{r['token_steps_per_s']:,.0f} | {r['cells_per_s']:,.0f} | {r['of_main_time']:.2f}x | {r['of_main_token_steps']:.2f}x | "
-                     f"{r['max_abs_diff']:.1e} | {share} |")
+                     f"{diff} | {share} |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -172,7 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
         for label, model, tgt_len, context in models:
             for grid in grids:
                 rows += measure(label, model, tgt_len, context, grid, n_targets, batch, repeats)["rows"]
-                print(json.dumps(rows[-4:]), file=sys.stderr)
+                print(json.dumps(rows[-len(VARIANTS):]), file=sys.stderr)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu_model(), "torch": torch.__version__,
               "threads": args.threads, "repeats": repeats,
               "command": "python benchmarks/collection.py " + " ".join(argv if argv is not None else sys.argv[1:]),
