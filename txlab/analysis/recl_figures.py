@@ -26,9 +26,11 @@ FIGURE4_INTERVALS = "figure4-intervals.csv"
 def write_context_curves(gains: np.ndarray, perplexity: np.ndarray, grid: Sequence[int], models: Sequence[str], out_dir: Path,
                          placebo: Mapping[float, tuple[np.ndarray, np.ndarray]] | None = None,
                          reference: Mapping[str, np.ndarray] | None = None,
-                         intervals: Mapping[str, np.ndarray] | None = None, ci: float = 0.95) -> list[Path]:
+                         intervals: Mapping[str, np.ndarray] | None = None, ci: float = 0.95,
+                         byte_perplexity: np.ndarray | None = None) -> list[Path]:
     """The points of Figures 3 and 4 as CSV in ``out_dir``: figure3.csv (model, c, c_next, gain: the
-    unnormalised gain exp f(c,c) - exp f_i(c,c')), figure4.csv (model, c, ppl; plus the ``reference``
+    unnormalised gain exp f(c,c) - exp f_i(c,c')), figure4.csv (model, c, ppl, and in words ppl_byte from
+    ``byte_perplexity`` [M, G]: txlab.measure.words.byte_perplexity; plus the ``reference``
     curves, name -> [G] perplexity, such as the ideal model's), with ``intervals`` (name -> [G, 2] low and high
     perplexity, txlab.analysis.recl.bootstrap_perplexity at coverage ``ci``) :data:`FIGURE4_INTERVALS`, and with
     placebo gains ({r: (relative step gains [M, G-1], placebo gains [M, G-1])}), placebo.csv (model, r, c,
@@ -39,6 +41,9 @@ def write_context_curves(gains: np.ndarray, perplexity: np.ndarray, grid: Sequen
                          for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)])
     curves = [*zip(models, perplexity), *(reference or {}).items()]
     fig4 = pd.DataFrame([{"model": m, "c": c, "ppl": float(ppl[j])} for m, ppl in curves for j, c in enumerate(grid)])
+    if byte_perplexity is not None:
+        per_byte = {(m, c): float(ppl[j]) for m, ppl in zip(models, byte_perplexity) for j, c in enumerate(grid)}
+        fig4["ppl_byte"] = [per_byte.get((m, c), np.nan) for m, c in zip(fig4["model"], fig4["c"])]
     tables = [("figure3.csv", fig3), ("figure4.csv", fig4)]
     if intervals:
         tables.append((FIGURE4_INTERVALS, pd.DataFrame([{"model": m, "c": c, "ppl_low": float(bounds[j][0]), "ppl_high": float(bounds[j][1]), "ci": ci}
@@ -76,7 +81,12 @@ def _interval_rows(rows: pd.DataFrame, models: Sequence[str], r: float) -> list[
     return drawn
 
 
-def _draw_recl_intervals(ax: plt.Axes, rows: pd.DataFrame, models: Sequence[str], styles: dict, r: float) -> None:
+def context_axis(unit: str, name: str = "context length c") -> str:
+    """An axis of context lengths, in the group's unit: tokens unnamed (as the paper), words named."""
+    return f"{name} (words)" if unit == "word" else name
+
+
+def _draw_recl_intervals(ax: plt.Axes, rows: pd.DataFrame, models: Sequence[str], styles: dict, r: float, unit: str = "token") -> None:
     """Each model's RECL at ``r`` with its bootstrap interval, one line each in the model's colour and marker: the
     placebo-aware RECL first, solid and filled, then the paper's, dashed and open († where it rests on a step that
     did not beat its placebo); '≥' before a reading and '▸' at an interval's end that ran off the grid. The ideal
@@ -109,20 +119,21 @@ def _draw_recl_intervals(ax: plt.Axes, rows: pd.DataFrame, models: Sequence[str]
     for tick, (model, _, _) in zip(ax.get_yticklabels(), drawn):
         tick.set_color(styles[model]["color"])
     ax.set_ylim(len(drawn) - 0.5, -0.5)
-    ax.set_xlabel("context length c")
+    ax.set_xlabel(context_axis(unit))
     dagger = "; \u2020: rests on a step below its placebo" if any(estimate == PLACEBO_AWARE for _, estimate, _ in drawn) else ""
     ax.set_title(f"RECL at r = {r:g} and its 95% bootstrap interval (\u2265, \u25b8: beyond the grid{dagger})", fontsize=8)
 
 
 @themed
 def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = None, placebo: Path | None = None,
-            r: float = 0.1, threshold: float = 0.01, legend: ModelLegend = ModelLegend()) -> list[Path]:
+            r: float = 0.1, threshold: float = 0.01, legend: ModelLegend = ModelLegend(), unit: str = "token") -> list[Path]:
     """Figure 3 from figure3.csv: the unnormalised gain exp f(c,c) - exp f_i(c,c') of each step c -> c',
     plotted at c', one line per model. With ``intervals`` (table8.csv) a panel under the gains gives each
     model's RECL at ``r`` with its bootstrap interval, the placebo-aware RECL first where there is one (the
     reading the paper's RECL is checked against), then the paper's; with ``placebo`` (placebo.csv) a panel
     beside shows the relative gain at ``r`` and the placebo gain (the same step with the context's source
-    shuffled), with RECL's ``threshold``: a real gain stands above both. Colours and names: ``legend``.
+    shuffled), with RECL's ``threshold``: a real gain stands above both. Colours and names: ``legend``; context
+    lengths in ``unit`` ('token' or 'word').
     Writes ``out`` (.png and .pdf) and its points (.csv).
 
     No threshold line on the unnormalised gains: RECL's threshold applies to the gain relative to the
@@ -145,11 +156,11 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
         own = points[points["model"] == model].sort_values("c_next")
         st = styles[model]
         ax.plot(own["c_next"], own["gain"], color=st["color"], ls=st["ls"], marker=st["marker"], ms=4, lw=1.4, label=names[model])
-    ax.set(xlabel="context length c' (step c \u2192 c')", ylabel="gain exp f(c,c) \u2212 exp f(c,c')")
+    ax.set(xlabel=context_axis(unit, "context length c' (step c \u2192 c')"), ylabel="gain exp f(c,c) \u2212 exp f(c,c')")
     ax.set_title(f"unnormalised gain at r = {r:g}", fontsize=9)
     if with_intervals:
         below = fig.add_subplot(grid[1, 0], sharex=ax)
-        _draw_recl_intervals(below, rows, models, styles, r)
+        _draw_recl_intervals(below, rows, models, styles, r, unit)
     if with_placebo:
         right = fig.add_subplot(grid[:, 1])
         for model in models:
@@ -163,7 +174,7 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
         right.plot([], [], color="0.3", lw=1.4, label="gain")
         right.plot([], [], color="0.3", ls=":", lw=1.2, label="placebo gain (far context)")
         right.plot([], [], color=REFERENCE_COLORS["bound"], ls="--", lw=1, label=f"threshold {threshold:g}")
-        right.set(xlabel="context length c' (step c \u2192 c')", ylabel="relative gain g(c, c')")
+        right.set(xlabel=context_axis(unit, "context length c' (step c \u2192 c')"), ylabel="relative gain g(c, c')")
         right.set_title(f"relative gain and its placebo at r = {r:g}", fontsize=9)
         right.legend(fontsize=7, loc="best", framealpha=0.9)
     if title:
@@ -180,11 +191,13 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
 
 @themed
 def figure4(table: Path, out: Path, title: str = "", char_level: bool = False, intervals: Path | None = None,
-            legend: ModelLegend = ModelLegend()) -> list[Path]:
+            legend: ModelLegend = ModelLegend(), unit: str = "token") -> list[Path]:
     """Figure 4 from figure4.csv: perplexity on the shared targets against context length, one line
     per model (and the ideal model's on synthetic corpora, black and dashed), with its block-bootstrap
     interval as a band where ``intervals`` (:data:`FIGURE4_INTERVALS`) gives one; in bits per character
-    (log2 of the perplexity) on a character corpus, as txlab reads character corpora everywhere.
+    (log2 of the perplexity) on a character corpus, as txlab reads character corpora everywhere. In words
+    (``unit`` 'word') perplexity per word, and where figure4.csv has ``ppl_byte`` a panel beside it in bits per
+    byte (log2 of the perplexity per UTF-8 byte), the scale on which members with different tokenizers compare.
     Colours and names: ``legend``. Writes ``out`` (.png and .pdf) and its points (.csv)."""
     points = _read_points(table, "Figure 4")
     models = list(dict.fromkeys(points["model"]))
@@ -195,7 +208,11 @@ def figure4(table: Path, out: Path, title: str = "", char_level: bool = False, i
     if char_level:  # bits per character: log2 of the perplexity, and of its bounds
         points = points.assign(**{f"bpc{end}": np.log2(points[f"ppl{end}"]) for end in ("", "_low", "_high") if f"ppl{end}" in points})
     y = "bpc" if char_level else "ppl"
-    fig, ax = plt.subplots(figsize=(7.6, 4.2))
+    per_byte = "ppl_byte" in points and points["ppl_byte"].notna().any()
+    if per_byte:
+        points = points.assign(bpb=np.log2(points["ppl_byte"]))
+    fig, axes = plt.subplots(1, 1 + per_byte, figsize=(7.6 + 4.4 * per_byte, 4.2), squeeze=False)
+    ax = axes[0][0]
     names = legend.names(models)
     for model in models:
         own = points[points["model"] == model].sort_values("c")
@@ -203,17 +220,27 @@ def figure4(table: Path, out: Path, title: str = "", char_level: bool = False, i
         ax.plot(own["c"], own[y], color=st["color"], ls=st["ls"], marker=st["marker"] or "o", ms=4, lw=1.4, label=names[model])
         if f"{y}_low" in own and own[f"{y}_low"].notna().any():
             ax.fill_between(own["c"], own[f"{y}_low"], own[f"{y}_high"], color=st["color"], alpha=CI_ALPHA, lw=0)
-    ax.set(xlabel="context length c", ylabel="bits per character" if char_level else "perplexity exp(mean l(c, t))")
-    legend_outside(ax)
+        if per_byte and own["bpb"].notna().any():
+            axes[0][1].plot(own["c"], own["bpb"], color=st["color"], ls=st["ls"], marker=st["marker"] or "o", ms=4, lw=1.4, label=names[model])
+    ylabel = "bits per character" if char_level else "perplexity per word" if unit == "word" else "perplexity exp(mean l(c, t))"
+    ax.set(xlabel=context_axis(unit), ylabel=ylabel)
+    if per_byte:
+        axes[0][1].set(xlabel=context_axis(unit), ylabel="bits per byte (the words' UTF-8 bytes)")
+        axes[0][1].set_title("the same losses per byte of text", fontsize=9)
+    legend_outside(axes[0][-1])  # right of the last panel: beside the per-byte panel it names the same lines
     if title:
         band = "\nband: 95% block-bootstrap interval over the target blocks" if bounds is not None else ""
-        ax.set_title(wrapped(title) + band, fontsize=10)
+        if per_byte:  # over both panels
+            fig.suptitle(wrapped(title, 110) + band, fontsize=10)
+        else:
+            ax.set_title(wrapped(title) + band, fontsize=10)
     fig.tight_layout()
     return save_figure_with_points(fig, out, points).paths
 
 
 @themed
-def seed_spread_figure(rows: Sequence[SeedSpreadRow], out: Path, title: str = "", legend: ModelLegend = ModelLegend()) -> list[Path]:
+def seed_spread_figure(rows: Sequence[SeedSpreadRow], out: Path, title: str = "", legend: ModelLegend = ModelLegend(),
+                       unit: str = "token") -> list[Path]:
     """RECL over training seeds (txlab.analysis.table8.seed_rows): one panel per r, one line per model, a dot
     per seed (filled: the paper's RECL; open: the placebo-aware one; ▸: the walk ran off the grid, so at
     least there; the seeds a little apart in height, so equal readings stay countable) and a bar at the mean
@@ -238,7 +265,7 @@ def seed_spread_figure(rows: Sequence[SeedSpreadRow], out: Path, title: str = ""
                 ax.plot([value], [y + apart], marker=">" if censored else "o", ms=5, ls="", color=color, mfc=color if filled else "none", alpha=0.85)
             ax.plot([row.spread.mean], [y], marker="|", ms=12, mew=2, color=color)
         ax.set_title(r_label(r), fontsize=9)
-        ax.set_xlabel("RECL (tokens)")
+        ax.set_xlabel("RECL (words)" if unit == "word" else "RECL (tokens)")
         ax.grid(True, axis="x", alpha=0.3)
     names = legend.names(models)
     axes[0][0].set_yticks(range(len(models)), [names[m] for m in models])

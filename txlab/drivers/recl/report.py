@@ -171,8 +171,11 @@ def corpus_in_words(record: dict[str, Any]) -> str:
 
 
 def is_char_level(record: dict[str, Any]) -> bool:
-    """Whether a recorded group's corpus is read in characters (so in bits per character)."""
+    """Whether a recorded group's corpus is read in characters (so in bits per character); never in words, whose
+    unit is the word whatever each member's tokenizer."""
     settings = record.get("settings", {})
+    if settings.get("unit") == "word":
+        return False
     if settings.get("text"):
         return settings.get("tokenizer") in (None, "char")
     corpus = _corpus_of(record)
@@ -221,12 +224,13 @@ def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char
     legend = figure_legend(record) if legend is None else legend
     about = group_in_words(record) + strided_title(record)
     char_level = is_char_level(record) if char_level is None else char_level
+    unit = record.get("settings", {}).get("unit", "token")
     files = recl_figures.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{about}",
                                  intervals=table_dir / "table8.csv", placebo=table_dir / "placebo.csv", r=FIGURE3_R,
-                                 threshold=recl.DEFAULT_THRESHOLD, legend=legend)
+                                 threshold=recl.DEFAULT_THRESHOLD, legend=legend, unit=unit)
     files += recl_figures.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", char_level=char_level,
                                   title=f"Figure 4: {'bits per character' if char_level else 'perplexity'} by context length\n{about}",
-                                  intervals=table_dir / recl_figures.FIGURE4_INTERVALS, legend=legend)
+                                  intervals=table_dir / recl_figures.FIGURE4_INTERVALS, legend=legend, unit=unit)
     return files
 
 
@@ -235,7 +239,8 @@ def seeds_figure(record: dict[str, Any], rows: Sequence[table8.SeedSpreadRow], o
     from txlab.analysis import recl_figures
 
     title = f"RECL over training seeds {', '.join(map(str, record['train_seeds']))}\n{group_in_words(record)}"
-    return recl_figures.seed_spread_figure(rows, out, title, figure_legend(record) if legend is None else legend)
+    return recl_figures.seed_spread_figure(rows, out, title, figure_legend(record) if legend is None else legend,
+                                           record.get("settings", {}).get("unit", "token"))
 
 
 def _read_record(table_dir: Path) -> tuple[Path, dict[str, Any]]:

@@ -330,7 +330,7 @@ def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_di
         if oracle is not None:
             intervals[ORACLE] = recl.bootstrap_perplexity(oracle[None], grid, [ORACLE], collection.block_len, settings.n_boot, settings.seed)[0]
     files += recl_figures.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference,
-                                               intervals)
+                                               intervals, byte_perplexity=None if words is None else words.byte_perplexity())
     if settings.export_losses:
         files += export_losses(losses, labels, oracle, source, collection, table_dir)
     settings_file = table_dir / "recl.json"
