@@ -108,7 +108,7 @@ def _plan_members(plan: Plan, members: Sequence[Member], group: Group, stream: s
         plan.add(f"  collect losses in words of {len(members)} models on {c.blocks} blocks x {c.block_len} words of {c.split} at contexts "
                  f"{grid[0]}..{grid[-1]} words ({len(grid)} lengths), each read with its own tokenizer from a fresh start: up to "
                  f"{c.token_steps() / 1e6:.1f}M word-steps each, times the member's tokens per word"
-                 + (", and each placebo (c, w) by its own forward" if c.placebo else "") + f", on {group.settings.device} "
+                 + (", and each placebo (c, w) by its own window (batched by length)" if c.placebo else "") + f", on {group.settings.device} "
                  "(the words some member cannot score exactly are left out, so fewer are read; nothing is kept between runs)",
                  None)  # never nothing to compute (nothing is kept), and its FLOPs wait for each member's tokens per word
         return
