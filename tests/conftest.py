@@ -13,11 +13,13 @@
   ``tiny_members`` fixture (copies of tiny runs trained once per worker process), the
   ``untrained_run`` fixture (a run directory holding a tiny model's checkpoint, no training), the
   ``hf_checkpoint`` fixture (a Hugging Face checkpoint folder with its tokenizer, built offline), the
-  ``study_run`` fixture (the records of a finished ablation study run, no model) and the
-  ``figure_files_only`` fixture (figures drawn but not rendered to PNG and PDF).
+  ``study_run`` fixture (the records of a finished ablation study run, no model), the
+  ``figure_files_only`` fixture (figures drawn but not rendered to PNG and PDF) and the ``png_only``
+  fixture (figures rendered to PNG, not PDF, for a redraw).
 """
 
 import functools
+import importlib
 import json
 import math
 import shutil
@@ -171,6 +173,23 @@ def figure_files_only(monkeypatch) -> list[Path]:
     for module in ("txlab.analysis.figures", "txlab.measure.attention"):
         monkeypatch.setattr(f"{module}.save_figure", save_figure)
     return asked
+
+
+@pytest.fixture
+def png_only(monkeypatch) -> None:
+    """Figures rendered to PNG as txlab renders them, and an empty file where each PDF lands: for a second
+    drawing of a figure whose PNG is the subject (a redraw compared byte for byte) after the test rendered
+    it in full once, PDF included (rendering the PDF is about half the time). Asked for mid-test with
+    ``request.getfixturevalue("png_only")``, it applies from there on."""
+    for module in ("txlab.analysis.figures", "txlab.measure.attention"):
+        real_save_figure = getattr(importlib.import_module(module), "save_figure")
+
+        def save_figure(fig: plt.Figure, path: Path, real_save_figure=real_save_figure) -> list[Path]:
+            savefig = fig.savefig
+            fig.savefig = lambda fh, format, **kwargs: savefig(fh, format=format, **kwargs) if format == "png" else None
+            return real_save_figure(fig, path)
+
+        monkeypatch.setattr(f"{module}.save_figure", save_figure)
 
 
 @pytest.fixture

@@ -92,7 +92,8 @@ def test_ablation_report_without_runs_says_what_to_do(tmp_path):
         write_ablation_report(tmp_path, tmp_path, [("remark", "Remark")], ["a-s0"])
 
 
-def test_ablation_report_reads_each_row_one_way_in_table_claims_and_figure(tmp_path, study_run):
+# figure laid out, not rendered (its plotted points are read): test_ablation_report_from_fixture_run_directories renders it
+def test_ablation_report_reads_each_row_one_way_in_table_claims_and_figure(tmp_path, study_run, figure_files_only):
     from txlab.analysis.claims import Claim
 
     out = tmp_path / "results"

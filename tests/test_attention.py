@@ -249,7 +249,7 @@ def test_uniform_attention_gives_one_over_the_window_at_every_distance(tmp_path,
     np.testing.assert_allclose(fig7.filter(regex=r"^d\d+$").to_numpy(), 1 / 32, rtol=1e-6)
 
 
-def test_analysis_of_a_random_model_writes_normalised_tables_and_figures_its_tables_draw_again(tmp_path, untrained_run, cli):
+def test_analysis_of_a_random_model_writes_normalised_tables_and_figures_its_tables_draw_again(tmp_path, untrained_run, cli, request):
     # one analysis for both checks: drawing its figures takes seconds
     run = untrained_run(tmp_path / "xl", sets=ATTENTION_SETS)
     save_config(load_checkpoint(run).config, run / "config.yaml")  # as training writes it: the titles read it
@@ -271,7 +271,9 @@ def test_analysis_of_a_random_model_writes_normalised_tables_and_figures_its_tab
     assert set(fig6["query_position"]) <= set(context["position"])
     assert json.loads((target / "attention.json").read_text())["queries"] == result["queries"]
 
-    # drawn again from the tables alone, the figures are the analysis figures, byte for byte
+    # drawn again from the tables alone, the figures are the analysis figures, byte for byte: compared as PNG,
+    # so the redraw renders no PDF (a quarter of this test's time); the analysis above wrote and checked them
+    request.getfixturevalue("png_only")
     shutil.copytree(target, tmp_path / "copy" / "xl", ignore=shutil.ignore_patterns("*.png", "*.pdf"))
     again = redraw_attention(run, out_dir=tmp_path / "copy")
     assert [Path(f).name for f in again["files"]] == [f"figure{n}.{ext}" for n in (5, 6, 7) for ext in ("png", "pdf")]

@@ -8,6 +8,7 @@ reads the source (it imports nothing), so it fails here, not in a user's termina
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -81,6 +82,7 @@ def imported_distributions(source: str, filename: str) -> dict[str, bool]:
     return found
 
 
+@functools.cache  # three tests read the scans of txlab/ and tests/ (a second each): scanned once per process, never changed
 def imports_under(folder: str) -> dict[str, dict[str, bool]]:
     """Distribution -> {file: imported at module level} for every .py file under ``folder``."""
     uses: dict[str, dict[str, bool]] = {}

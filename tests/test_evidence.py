@@ -1,6 +1,7 @@
 """The committed ablation evidence and the sentences about it: the tables are what the code makes of
 the committed runs, the docs' verdicts are the code's, and the README's numbers are the files'."""
 
+import functools
 import json
 import re
 from dataclasses import asdict
@@ -30,6 +31,7 @@ def claims_of(table: str) -> pd.DataFrame:
     return pd.read_csv(ROOT / "results" / "ablate" / TABLES[table][0] / "claims.csv").set_index("claim")
 
 
+@functools.cache  # read by 18 tests (a study file with hundreds of runs, a second each): once per process; the study is frozen
 def study_of(table: str):
     return load_study(ROOT / "studies" / f"table{table.split()[0]}.yaml", TABLES[table][1], sets=[f"out={ROOT / 'results' / 'ablate'}"])
 

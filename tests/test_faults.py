@@ -630,6 +630,9 @@ def test_a_full_disk_while_torch_saves_the_training_state_is_one_line(tmp_path, 
     assert result.exit_code == 0, result.output
 
 
+# slow: a child interpreter that imports torch and is killed; the default run keeps one real kill,
+# tests/test_train.py::test_sigkill_then_resume_equals_uninterrupted[fp32]
+@pytest.mark.slow
 def test_an_import_killed_before_its_config_leaves_no_run_and_the_rerun_completes(tmp_path):
     """kill -9 between the checkpoint and config.yaml (a real kill, in a child process): nothing at --out that
     the rerun would refuse as 'already holds a run'; the rerun removes the leftover and imports."""

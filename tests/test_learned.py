@@ -19,7 +19,8 @@ def role_record(step, copy_value, buckets):
             "copy_distance": [{"lo": lo, "hi": hi, "tokens": n, "model": m, "ideal_with": 0.0, "ideal_without": 6.2} for lo, hi, n, m in buckets]}
 
 
-def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(tmp_path, study_run):
+# figures laid out, not rendered (the subject is learned.md): tests/test_ablation.py::test_ablation_report_from_fixture_run_directories renders them
+def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(tmp_path, study_run, figure_files_only):
     out = tmp_path / "results"
     # segment 16: the buckets from 16 on are the copies only memory can resolve
     finals = {0: (2.0, [(8, 16, 30, 1.0), (16, 24, 10, 3.0), (24, 32, 30, 5.0)]), 1: (4.0, [(8, 16, 30, 2.0), (16, 24, 10, 6.0), (24, 32, 30, 6.0)])}

@@ -231,7 +231,10 @@ def test_training_seeds_need_a_preset_member(tmp_path, untrained_run, cli):
         "recl", "--group", run, "--size", "tiny", "--train-seeds", "0,1", "--set", "grid=2:8:2", "--dry-run", "--quiet")
 
 
+# slow: a second --train-seeds group end to end (2 s); the default run keeps the Slurm launcher's jobs in
+# tests/test_group.py::test_recl_with_the_slurm_launcher_trains_then_collects_each_member_as_a_job and the seeds above.
 # figures laid out, not rendered: tests/test_recl_figures.py::test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
+@pytest.mark.slow
 def test_with_the_slurm_launcher_every_seed_trains_in_one_batch_of_jobs(tmp_path, monkeypatch, cli, figure_files_only):
     # the jobs' work runs in-process in place of submitit, as in tests/test_group.py
     batches = []

@@ -72,20 +72,22 @@ def test_recalls_resolved_by_a_rule_on_tokens(text):
     assert (tok[recall_keys - 1] == marker + 1).all() and (text.role[recall_keys - 1] == RECALL_MARKER).all()
     last_source_of_key = {}
     key_events = np.flatnonzero((text.role == FACT_KEY) | (text.role == RECALL_KEY))
+    # read as Python lists: thousands of events, where numpy's per-call cost was most of this test's time
+    tokens, role, needed = tok.tolist(), text.role.tolist(), text.needed_context.tolist()
+    L = SPEC.values_per_fact
     for p in key_events.tolist():
-        k = tok[p]
-        L = SPEC.values_per_fact
-        if text.role[p] == FACT_KEY:
+        k = tokens[p]
+        if role[p] == FACT_KEY:
             assert k not in last_source_of_key, "a key is reused while its fact is pending"
-            assert tok[p - 1 - L] == marker and text.role[p - 1 - L] == SOURCE_MARKER
+            assert tokens[p - 1 - L] == marker and role[p - 1 - L] == SOURCE_MARKER
             last_source_of_key[k] = p
             continue
         src = last_source_of_key.pop(k)
-        assert text.needed_context[p] == p - src
-        np.testing.assert_array_equal(tok[p + 1 : p + 1 + L], tok[src - L : src])
-        assert (text.role[p + 1 : p + 1 + L] == RECALLED_VALUE).all() and (text.role[src - L : src] == FACT_VALUE).all()
+        assert needed[p] == p - src
+        assert tokens[p + 1 : p + 1 + L] == tokens[src - L : src]
+        assert role[p + 1 : p + 1 + L] == [RECALLED_VALUE] * L and role[src - L : src] == [FACT_VALUE] * L
         # each recalled value needs its source value, the farthest token it reads: D + 1 back, D marker to marker
-        np.testing.assert_array_equal(text.needed_context[p + 1 : p + 1 + L], p + 1 - (src - L))
+        assert needed[p + 1 : p + 1 + L] == [p + 1 - (src - L)] * L
     assert key_base <= tok[key_events].min() and tok[key_events].max() < key_base + SPEC.n_keys
 
 

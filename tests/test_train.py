@@ -466,9 +466,11 @@ def test_a_restart_rule_that_does_not_fire_leaves_the_run_as_without_it(tmp_path
     assert _without_timing(ruled.metrics_file) == _without_timing(plain.metrics_file)
 
 
-# the default run kills before attempt 1's first checkpoint (the resumed run decides the rule again); after it is slow.
+# slow, both kill points: a child interpreter each (8 s of the default run); the default run keeps one kill/resume,
+# test_sigkill_then_resume_equals_uninterrupted[fp32], and the restart rule in-process (the two tests above).
 # STEP:N is the N-th logging of STEP: step 5 is logged by attempts 0 and 1, step 15 (past the rule's step 10) by attempt 1 only
-@pytest.mark.parametrize("kill_at", ["5:2", pytest.param("15:1", marks=pytest.mark.slow)], ids=["before-the-next-attempts-first-checkpoint", "after-it"])
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", ["5:2", "15:1"], ids=["before-the-next-attempts-first-checkpoint", "after-it"])
 def test_sigkill_around_a_restart_then_resume_equals_uninterrupted(tmp_path, kill_at):
     """Killed at step 5 of attempt 1 the only checkpoint is attempt 0's at the rule's step: the resumed run
     decides again and starts attempt 1 afresh; killed at its step 15 it resumes attempt 1 from step 10."""
