@@ -228,7 +228,8 @@ def _exercise(cfg):
 
 
 @pytest.mark.parametrize("compiling", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["layers-not-compiled", "layers-compiled"])
-@pytest.mark.parametrize("preset", ["xl151m", "transformer128m", "xl128m-shaw", "lstm", "qrnn"])
+@pytest.mark.parametrize("preset", ["xl151m", "transformer128m", pytest.param("xl128m-shaw", marks=pytest.mark.slow), "lstm",
+                                    pytest.param("qrnn", marks=pytest.mark.slow)])  # one per family in the default run
 def test_any_value_resolves_to_a_working_config_or_is_a_txlab_error(preset, compiling, monkeypatch):
     """The property, from a seeded generator: 1-3 random values for random keys of a tiny preset.
 

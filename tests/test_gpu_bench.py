@@ -27,6 +27,7 @@ def text(tmp_path):
     return path
 
 
+@pytest.mark.slow  # the collection benchmark's quick form (tests/test_collection_bench.py) keeps a benchmark script in the default run
 def test_the_tiny_benchmark_measures_every_section_but_speed(tmp_path, text):
     written = gpu_bench().main(["--tiny", "--text", str(text), "--out", str(tmp_path / "out"), "--only", "ceiling", "train", "recl"])
     results = json.loads(written.read_text())

@@ -47,7 +47,7 @@ def test_training_flops_match_torchs_count_of_a_tiny_training_run(tmp_path, pres
     assert plan.flops == training_flops(longer, steps=6) and "resumes at step 4" in plan.describe()
 
 
-@pytest.mark.parametrize("placebo", [False, True])
+@pytest.mark.parametrize("placebo", [pytest.param(False, marks=pytest.mark.slow), True])  # with placebo: the main table counted too
 def test_collection_flops_match_torchs_count_of_a_tiny_collection(tmp_path, placebo):
     options = {"size": "tiny", "models_root": str(tmp_path)}
     (group,) = resolve_groups(COUNTED_FAMILIES, None, "cpu", None, options, ["grid=4:32:4", "blocks=2", "block_len=20", f"placebo={placebo}",

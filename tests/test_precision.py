@@ -92,6 +92,7 @@ def test_bf16_evaluation_is_within_bf16_rounding_of_fp32(tmp_path):
     assert table.meta["precision"] == "bf16"
 
 
+@pytest.mark.slow  # resume equals uninterrupted stays in the default run (test_train's kill in fp32); the fp16 loss scale's resume is a repeat of it
 def test_a_run_records_its_precision_and_fp16_resumes_with_its_loss_scale(tmp_path):
     sets = ["train.precision=fp16", "train.scheduler=constant", "train.eval_interval=10", "train.log_interval=10", "train.eval_tokens=200"]
     straight = quiet_train(tiny_config(*sets, "train.max_steps=30"), tmp_path / "straight")
