@@ -119,15 +119,6 @@ def test_a_run_on_a_registry_corpus_is_scored_in_words_on_its_recovered_text_bes
     table = W.group_word_losses([W.WordMember(name, model, tok, getattr(model, "eval_tgt_len", None), model.context)
                                  for name, model, tok in zip(("wt2-run", "bpe"), models, tokenizers)], valid, (1, 2, 4), 2, 10)
     assert [words["members"][name]["covered"] for name in table.members] == list(table.covered.values())
-
-    # Figure 4 in words: perplexity per word and, beside it, per byte, not bits per character (the group reads --text)
-    fig4 = pd.read_csv(tmp_path / "tables" / "mixed" / "figure4.csv")
-    for name in table.members:
-        own = fig4[fig4["model"] == name].sort_values("c")
-        np.testing.assert_allclose(own["ppl"], words["members"][name]["word_perplexity"], rtol=1e-6)
-        np.testing.assert_allclose(own["ppl_byte"], words["members"][name]["byte_perplexity"], rtol=1e-6)
-    drawn = pd.read_csv(tmp_path / "figures" / "mixed" / "figure4.csv")
-    assert "bpb" in drawn and "bpc" not in drawn
     np.testing.assert_allclose([words["members"][name]["word_perplexity"] for name in table.members], table.word_perplexity(), rtol=1e-6)
 
 
