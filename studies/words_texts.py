@@ -98,23 +98,28 @@ def truth(group_dir: Path, rs: list[float]) -> None:
         print(f"  {row['model']} r {row['r']:g}: {row['label']}{placebo}")
 
 
-def unigram(group_dir: Path, text: Path) -> None:
-    """Perplexity per word of a unigram of the training text's words on the group's shared targets, beside each member's
-    at the longest context (recl.json's ``words``)."""
-    record = json.loads((group_dir / "recl.json").read_text())
-    split = record["settings"]["split"]
-    train = (text / "train.txt").read_text(encoding="utf-8").split()
-    scored = cut_words((text / f"{split}.txt").read_text(encoding="utf-8"))
+def unigram_perplexity(targets: np.ndarray, train_text: str, scored_text: str) -> float:
+    """Perplexity per word of a unigram of ``train_text``'s words (add-one over the words of both texts) on ``targets``,
+    word indices of ``scored_text`` (txlab.measure.words.cut_words), as recl.json's ``words`` holds them."""
+    train = train_text.split()
+    scored = cut_words(scored_text)
     words = [scored.text[int(a) : int(b)] for a, b in zip(scored.starts, scored.ends)]
     counts: dict[str, int] = {}
     for word in train:
         counts[word] = counts.get(word, 0) + 1
     vocab = len(set(counts) | set(words))
+    nll = [-np.log((counts.get(words[t], 0) + 1) / (len(train) + vocab)) for t in np.asarray(targets).tolist()]
+    return float(np.exp(np.mean(nll)))
+
+
+def unigram(group_dir: Path, text: Path) -> None:
+    """The unigram's perplexity per word on the group's shared targets, beside each member's at the longest context
+    (recl.json's ``words``)."""
+    record = json.loads((group_dir / "recl.json").read_text())
+    split, grid = record["settings"]["split"], record["grid"]
     targets = np.asarray(record["words"]["targets"])
-    nll = np.array([-np.log((counts.get(words[t], 0) + 1) / (len(train) + vocab)) for t in targets.tolist()])
-    print(f"unigram of {len(train):,} training words (add-one over {vocab:,} words): perplexity per word {np.exp(nll.mean()):.1f} "
-          f"on the {len(targets):,} shared targets")
-    grid = record["grid"]
+    ppl = unigram_perplexity(targets, (text / "train.txt").read_text(encoding="utf-8"), (text / f"{split}.txt").read_text(encoding="utf-8"))
+    print(f"unigram of the training words: perplexity per word {ppl:.1f} on the {len(targets):,} shared targets")
     for name, member in record["words"]["members"].items():
         print(f"  {name}: perplexity per word at c = {grid[-1]}: {member['word_perplexity'][-1]:.1f}, "
               f"per byte {member['byte_perplexity'][-1]:.3f}")

@@ -2,6 +2,7 @@
 the committed runs, the docs' verdicts are the code's, and the README's numbers are the files'."""
 
 import functools
+import importlib.util
 import json
 import re
 from dataclasses import asdict
@@ -489,3 +490,34 @@ def test_every_other_recl_table_on_a_synthetic_corpus_reads_the_stream_its_corpu
         today = today_stream(record)
         if today is not None and not earlier:
             assert json.loads(record.read_text())["token_stream_sha256"] == today, record.parent.name
+
+
+def _words_studies_script():
+    spec = importlib.util.spec_from_file_location("words_texts", ROOT / "studies" / "words_texts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_files():
+    def placebo_aware(folder: str, r: float) -> dict[str, str]:
+        record = json.loads((ROOT / "results" / "recl" / folder / "recl.json").read_text())
+        return {row["model"]: row["placebo_label"] for row in record["rows"] if row["r"] == r}, record
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    # the synthetic text: truth 16 at r 0.5; the word-level XL reads it, the BPE and character ones 6
+    synthetic, _ = placebo_aware("recl-words-tokenizers-cpu-synthetic-text-words-synthetic", 0.5)
+    assert (synthetic["xl151m"], synthetic["xl128m"], synthetic["xl128m-shaw"]) == ("16", "6", "6")
+    assert "word-level XL reads 16, BPE and character XLs that copy poorly 6" in readme
+    # WikiText, second run: the XL and the LSTM read 4 at r 0.5, the two BPE members lose to the unigram (so are not read)
+    wiki, record = placebo_aware("recl-words-architectures-cpu-wikitext-longer-text-words-wikitext", 0.5)
+    assert wiki["Transformer-XL (words)"] == wiki["LSTM (characters)"] == "4"
+    assert "a word-level XL and a character LSTM [read 4]" in readme and "BPE models that lose to a unigram are not read" in readme
+    wikitext = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2-sample"
+    unigram = _words_studies_script().unigram_perplexity(np.asarray(record["words"]["targets"]), (wikitext / "test.txt").read_text(encoding="utf-8"),
+                                                         (wikitext / "valid.txt").read_text(encoding="utf-8"))
+    at_32 = {name: member["word_perplexity"][-1] for name, member in record["words"]["members"].items()}
+    beat = {name for name, ppl in at_32.items() if ppl < unigram}
+    assert beat == {"Transformer-XL (words)", "LSTM (characters)"}, (unigram, at_32)
+    assert round(at_32["Llama (Metaspace BPE 1.5k)"] - unigram) == 8  # "the Llama misses by 8 per word"
+    assert "the Llama misses by 8 per word" in " ".join((ROOT / "docs" / "recl.md").read_text().split())
