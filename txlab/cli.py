@@ -530,7 +530,8 @@ def recl(
     --dry-run stops there). Without --study, --size paper scores the paper's grid 100..1000 and 20 x 500
     targets, a smaller size a grid up to the models' training span and 8 x 250 targets.
 
-    The other settings (grid, blocks, block_len, placebo, n_boot, train_missing, ...) are --set keys: `txlab recl --show-settings` lists them.
+    The other settings (grid, blocks, block_len, placebo, n_boot, ...) are --set keys (`txlab recl --show-settings`).
+    For long contexts, --set stride=512 reads each run of 512 targets once per c: contexts in [c, c + 512).
 
     Trains the presets that are missing (or refuses with --set train_missing=false), collects per-token
     losses at each context length of the grid on one shared set of target blocks (resumable), and prints
