@@ -106,7 +106,7 @@ def test_a_run_on_a_registry_corpus_is_scored_in_words_on_its_recovered_text_bes
     members = [wikitext_run, f"hf:{hf_checkpoint(tmp_path / 'bpe')}"]
     out = cli.ok("--home", tmp_path, "recl", *members, "--unit", "word", *GRID, "--set", "placebo=false", "--name", "wt2",
                  "--out-dir", tmp_path / "tables", "--fig-dir", tmp_path / "figures").output
-    assert "words every member scores exactly" in out
+    assert "words every member scores exactly" in out and "corpus the text its runs trained on | unit word" in out
     words = json.loads((tmp_path / "tables" / "wt2" / "recl.json").read_text())["words"]
 
     # the table is group_word_losses on the valid split's text recovered from WikiText's tokens, the run reading it by its vocabulary

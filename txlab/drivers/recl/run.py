@@ -395,7 +395,7 @@ def recl_groups(
     for group in groups:
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
-                 f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer or OWN_TOKENIZER})' if s.text else s.data or 'each preset its own'} | unit {s.unit} | "
+                 f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer or OWN_TOKENIZER})' if s.text else s.data or ('the text its runs trained on' if s.unit == 'word' else 'each preset its own')} | unit {s.unit} | "
                  f"grid {s.grid} | {s.blocks} blocks x {s.block_len} {'words' if s.unit == 'word' else 'targets'} "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}"
                  + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else "")
