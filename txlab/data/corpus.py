@@ -223,7 +223,7 @@ def split_text_of(data: DataConfig, split: str, progress: bool = False) -> str:
         return split_text(data, split)
     if data.corpus not in CORPORA:
         raise TxlabError(f"the synthetic corpus {data.corpus!r} has no text: its tokens are symbols. Give the group a text (--text FILE), "
-                         "e.g. the corpus rendered as words (studies/render_synthetic_words.py)")
+                         "e.g. the corpus rendered as words (studies/words_texts.py synthetic)")
     try:
         corpus = load_corpus(data, progress=progress)
     except TxlabError as err:

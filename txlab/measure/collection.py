@@ -49,12 +49,15 @@ def strided_cost(c: int, stride: int, block_len: int, extra: int = 0) -> int:
     return full * (extra + c + stride - 1) + (extra + c + rest - 1 if rest else 0)
 
 
-def check_stride(stride: float) -> None:
-    """Refuse a stride that is neither a whole number of tokens >= 1 nor a fraction of c in (0, 1)."""
+def check_stride(stride: float, method: str = "auto") -> None:
+    """Refuse a stride that is neither a whole number of tokens >= 1 nor a fraction of c in (0, 1), or one asked
+    together with an exact method (a stride is its own method)."""
     s = stride
     if isinstance(s, bool) or not isinstance(s, (int, float)) or not s > 0 or (s > 1 and not float(s).is_integer()):
         raise TxlabError(f"a stride is a whole number of tokens >= 1 (--set stride=512) or a fraction of c in (0, 1) "
                          f"(--set stride=0.25), got {s!r}")
+    if method != "auto":
+        raise TxlabError(f"a stride is its own method (strided): it cannot be combined with method {method!r}")
 
 
 def stride_tokens(stride: float, c: int) -> int:
@@ -137,11 +140,9 @@ class Collection:
             self._check_stride()
 
     def _check_stride(self) -> None:
-        check_stride(self.stride)
         if self.unit != "token":
             raise TxlabError("a stride counts tokens: strided collection is not defined in words (drop --set stride, or use --unit token)")
-        if self.method != "auto":
-            raise TxlabError(f"a stride is its own method (strided): it cannot be combined with method {self.method!r}")
+        check_stride(self.stride, self.method)
 
     @property
     def n_targets(self) -> int:

@@ -303,11 +303,9 @@ def choose_placebo_method(model: LanguageModel, tokens: np.ndarray, lengths: np.
     return "window" if is_prefix_causal(model, tokens, int(lengths[-1]), chunk_len) else "naive"
 
 
-def check_strided(model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, chunk_len: int | None, method: str) -> str:
+def check_strided(model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, chunk_len: int | None) -> str:
     """'strided', for a model whose predictions ignore the tokens after them in a window (:func:`is_prefix_causal`):
     a run of targets is read from one window, exact at each target's own context only then; others are refused."""
-    if method != "auto":
-        raise TxlabError(f"a stride is its own method (strided): it cannot be combined with method {method!r}")
     if not is_prefix_causal(model, tokens, int(lengths[-1]), chunk_len):
         raise TxlabError("strided collection reads a run of targets from one window, which only a prefix-causal model allows "
                          "(this one's predictions move with the tokens after them, as Transformer-XL's absolute positions do): "
@@ -372,12 +370,12 @@ def collect_losses(
     check_targets(len(tokens), grid, block_starts, block_len)
     check_token_ids(model, tokens, "the token stream")
     if stride is not None:
-        check_stride(stride)
+        check_stride(stride, method)
     with scoring(model, context, precision):
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(grid, model.max_context)
         if stride is not None:
-            method = check_strided(model, tokens, lengths, chunk_len, method)
+            method = check_strided(model, tokens, lengths, chunk_len)
         else:
             method = (choose_placebo_method(model, tokens, lengths, chunk_len, method) if placebo
                       else choose_method(model, tokens, lengths, chunk_len, method, block_len))
@@ -540,7 +538,7 @@ def collect_model_losses(
         # A table on disk keeps the methods it was begun with (both are exact): 'auto' may choose otherwise today.
         saved = _saved_meta(directory)
         if c.stride is not None:
-            method = placebo_method = check_strided(model, tokens, lengths, chunk_len, c.method)
+            method = placebo_method = check_strided(model, tokens, lengths, chunk_len)
         else:
             method = saved["method"] if saved and c.method == "auto" else choose_method(model, tokens, lengths, chunk_len, c.method, c.block_len)
             placebo_method = saved["placebo_method"] if saved else choose_placebo_method(model, tokens, lengths, chunk_len, c.method)

@@ -301,7 +301,7 @@ def run_tokenizer(run_dir: Path) -> Any:
     if cfg.corpus not in CORPORA:
         raise TxlabError(f"{run_dir} was trained on the synthetic corpus {cfg.corpus!r}, whose tokens are symbols, not text: in words every "
                          "txlab member reads text, so score this run in tokens, or train it on text (--text FILE, e.g. the corpus "
-                         "rendered as words by studies/render_synthetic_words.py)")
+                         "rendered as words by studies/words_texts.py synthetic)")
     spec = CORPORA[cfg.corpus]
     vocab = saved_vocab(run_dir)
     if vocab is None:

@@ -170,11 +170,16 @@ def corpus_in_words(record: dict[str, Any]) -> str:
     return registry.corpus_in_words(corpus) if corpus else record.get("group", "")
 
 
+def record_unit(record: dict[str, Any]) -> str:
+    """The unit of a recorded group's contexts and targets: 'token', or 'word' (records before units were tokens)."""
+    return record.get("settings", {}).get("unit", "token")
+
+
 def is_char_level(record: dict[str, Any]) -> bool:
     """Whether a recorded group's corpus is read in characters (so in bits per character); never in words, whose
     unit is the word whatever each member's tokenizer."""
     settings = record.get("settings", {})
-    if settings.get("unit") == "word":
+    if record_unit(record) == "word":
         return False
     if settings.get("text"):
         return settings.get("tokenizer") in (None, "char")
@@ -224,7 +229,7 @@ def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char
     legend = figure_legend(record) if legend is None else legend
     about = group_in_words(record) + strided_title(record)
     char_level = is_char_level(record) if char_level is None else char_level
-    unit = record.get("settings", {}).get("unit", "token")
+    unit = record_unit(record)
     files = recl_figures.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{about}",
                                  intervals=table_dir / "table8.csv", placebo=table_dir / "placebo.csv", r=FIGURE3_R,
                                  threshold=recl.DEFAULT_THRESHOLD, legend=legend, unit=unit)
@@ -240,7 +245,7 @@ def seeds_figure(record: dict[str, Any], rows: Sequence[table8.SeedSpreadRow], o
 
     title = f"RECL over training seeds {', '.join(map(str, record['train_seeds']))}\n{group_in_words(record)}"
     return recl_figures.seed_spread_figure(rows, out, title, figure_legend(record) if legend is None else legend,
-                                           record.get("settings", {}).get("unit", "token"))
+                                           record_unit(record))
 
 
 def _read_record(table_dir: Path) -> tuple[Path, dict[str, Any]]:
