@@ -29,6 +29,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 import torch
+import typer.testing
 import yaml
 from typer.testing import CliRunner, Result
 
@@ -57,6 +58,23 @@ def _ceiling_measured_once():
     with pytest.MonkeyPatch.context() as patch:
         for module in ("txlab.runs.plan", "txlab.measure.speed"):
             patch.setattr(f"{module}.matmul_peak_gflops", measured_once)
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _click_commands_built_once():
+    # typer builds the app's click commands again on every invocation, evaluating every command's annotations
+    # (a tenth of the suite's time, measured); a process's tests share one build per app, as one run of txlab does
+    real_get_command = typer.testing._get_command
+    built: dict[int, tuple] = {}  # id -> (the app, its click command)
+
+    def get_command(typer_app: typer.Typer):
+        if id(typer_app) not in built:
+            built[id(typer_app)] = (typer_app, real_get_command(typer_app))  # the app kept, so its id is never reused
+        return built[id(typer_app)][1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(typer.testing, "_get_command", get_command)
         yield
 
 
@@ -160,10 +178,14 @@ def figure_files_only(monkeypatch) -> list[Path]:
     shows (a title matplotlib cannot parse, a layout that fails) still fails the test; empty files land,
     written the same atomic way, where its PNG and PDF would. Returns those paths, in the order asked.
 
+    The layout is not computed either (``tight_layout`` and the constrained layout engine): it measures every
+    label again, shows only in the rendered image, and was about half the drawing time of Figures 3 and 5.
+
     Where a test uses it, a comment names the default test that renders the figures it skips."""
     asked: list[Path] = []
 
     def save_figure(fig: plt.Figure, path: Path) -> list[Path]:
+        fig.set_layout_engine("none")
         fig.draw_without_rendering()
         plt.close(fig)
         written = [write_atomic(Path(path).with_suffix(suffix), lambda fh: None) for suffix in (".png", ".pdf")]
@@ -172,6 +194,7 @@ def figure_files_only(monkeypatch) -> list[Path]:
 
     for module in ("txlab.analysis.figures", "txlab.measure.attention"):
         monkeypatch.setattr(f"{module}.save_figure", save_figure)
+    monkeypatch.setattr(plt.Figure, "tight_layout", lambda fig, **kwargs: None)
     return asked
 
 

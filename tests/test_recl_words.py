@@ -30,7 +30,8 @@ def three_tokenizers(tmp_path, untrained_run, hf_checkpoint):
     return text, [f"hf:{tmp_path / 'bpe'}", *runs]
 
 
-def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_path, cli, three_tokenizers):
+# figures drawn, not rendered (figure_files_only): test_recl_figures.py's redraw test renders Figures 3 and 4
+def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_path, cli, three_tokenizers, figure_files_only):
     text, members = three_tokenizers
     out = cli.ok("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word", *GRID, "--name", "mixed",
                  "--out-dir", tmp_path / "tables", "--fig-dir", tmp_path / "figures").output

@@ -17,6 +17,7 @@ command line's options and ``--set`` overrides.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -399,11 +400,18 @@ def _coerce(value: Any, typ: Any, key: str, choices: tuple[str, ...] | None) -> 
     raise TypeError(f"unsupported config type {typ!r} for {key}")
 
 
+@functools.cache
+def field_types(cls: type) -> dict[str, Any]:
+    """The field types of a settings dataclass (``typing.get_type_hints``), evaluated once per class: its annotations
+    are strings, and evaluating them again was most of the time of resolving a run's config."""
+    return typing.get_type_hints(cls)
+
+
 def update_dataclass(obj: Any, values: dict[str, Any], prefix: str = "") -> Any:
     """A copy of dataclass ``obj`` with ``values`` (possibly nested dicts) applied, strictly."""
     if not isinstance(values, dict):
         raise TxlabError(f"config section {prefix.rstrip('.') or '<root>'!r} must be a mapping, got {values!r}")
-    hints = typing.get_type_hints(type(obj))
+    hints = field_types(type(obj))
     fields = {f.name: f for f in dataclasses.fields(obj)}
     changes = {}
     for name, value in values.items():
@@ -480,7 +488,7 @@ def _is_text_setting(cfg: Any, path: list[str]) -> bool:
             return False
         if i < len(path) - 1:
             cfg = getattr(cfg, part)
-    hint = typing.get_type_hints(type(cfg))[path[-1]]
+    hint = field_types(type(cfg))[path[-1]]
     return hint is str or set(typing.get_args(hint)) == {str, type(None)}
 
 
@@ -534,7 +542,7 @@ def override_settings(settings: Any, options: dict[str, Any] | None = None, sets
 def describe_settings(settings: Any, prefix: str = "") -> str:
     """One line per setting of a dataclass (nested sections as ``section.key``): key, default, what it
     accepts and its documentation, as ``--show-settings`` prints them."""
-    hints = typing.get_type_hints(type(settings))
+    hints = field_types(type(settings))
     lines = []
     for f in dataclasses.fields(settings):
         value, key = getattr(settings, f.name), f"{prefix}{f.name}"

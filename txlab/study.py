@@ -26,7 +26,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from txlab.config import read_yaml, update_dataclass
+from txlab.config import field_types, read_yaml, update_dataclass
 from txlab.errors import TxlabError, did_you_mean
 from txlab.workspace import check_name
 
@@ -59,7 +59,7 @@ def read_section(cls: type, raw: Any, where: str, what: str) -> Any:
     for key in raw:
         if key not in names:
             raise did_you_mean(str(key), names, f"{what} key at {where}")
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     values = {}
     for f in dataclasses.fields(cls):
         value = raw.get(f.name)
