@@ -5,8 +5,6 @@ import hashlib
 import io
 import json
 import os
-import subprocess
-import sys
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -38,19 +36,6 @@ def write(path: Path, text: str | bytes) -> Path:
 
 # ---------------------------------------------------------------------------------------------------
 # Vocabulary
-
-
-def test_module_boundaries_keep_download_code_out():
-    # one fresh interpreter, the modules imported in this order: what the first pulled in is checked before the second is imported
-    boundaries = [
-        ("txlab.runs.checkpoint", ["txlab.data.registry", "txlab.data.cache", "txlab.data.formats", "txlab.data.tokenizers", "txlab.data.textdata",
-                                   "txlab.data.corpus", "txlab.data.download", "txlab.data.batching"]),  # loading weights needs only the vocabulary
-        ("txlab.data.corpus", ["txlab.data.download"]),  # reading a corpus never touches the network code
-    ]
-    code = "import importlib, sys\n" + "".join(f"importlib.import_module({module!r}); print(sorted(m for m in {kept_out!r} if m in sys.modules))\n"
-                                                 for module, kept_out in boundaries)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines() == ["[]", "[]"]
 
 
 def test_vocab_specials_then_frequency_then_first_occurrence():
