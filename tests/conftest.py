@@ -18,29 +18,42 @@
   fixture (figures rendered to PNG, not PDF, for a redraw).
 """
 
+from __future__ import annotations
+
 import functools
 import importlib
 import json
 import math
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pytest
-import torch
-import typer.testing
-import yaml
-from typer.testing import CliRunner, Result
 
-from txlab.cli import app
-from txlab.config import update_dataclass
-from txlab.data.corpus import load_corpus
-from txlab.fileio import write_atomic
-from txlab.models.build import build_model
-from txlab.runs.checkpoint import save_checkpoint
-from txlab.runs.zoo import run_config
-from txlab.timing import matmul_peak_gflops
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The modules the fixtures use, imported in every process that runs tests. pytest-xdist's controller runs none
+    (it hands them to the workers) and skips them: importing torch, matplotlib and txlab took it 4 s, before it
+    started the workers."""
+    if config.getoption("numprocesses", default=None) and not hasattr(config, "workerinput"):
+        return
+    global plt, torch, typer, yaml, CliRunner, Result, app, update_dataclass, load_corpus, write_atomic, build_model, save_checkpoint
+    global run_config, matmul_peak_gflops
+    import matplotlib.pyplot as plt
+    import torch
+    import typer.testing
+    import yaml
+    from typer.testing import CliRunner, Result
+
+    from txlab.cli import app
+    from txlab.config import update_dataclass
+    from txlab.data.corpus import load_corpus
+    from txlab.fileio import write_atomic
+    from txlab.models.build import build_model
+    from txlab.runs.checkpoint import save_checkpoint
+    from txlab.runs.zoo import run_config
+    from txlab.timing import matmul_peak_gflops
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -58,6 +71,15 @@ def _ceiling_measured_once():
     with pytest.MonkeyPatch.context() as patch:
         for module in ("txlab.runs.plan", "txlab.measure.speed"):
             patch.setattr(f"{module}.matmul_peak_gflops", measured_once)
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_waiting_for_the_disk():
+    # txlab fsyncs every file it writes atomically, so that a power cut leaves the old file or the new one; no test
+    # cuts the power, and the suite's 1,500 fsyncs held a core idle for about 2.5 s (tests of a failing fsync set their own)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fsync", lambda fd: None)
         yield
 
 
