@@ -15,6 +15,7 @@ from txlab.analysis.claims import (
     AsTrained,
     Claim,
     PairedScores,
+    claims_latex,
     claims_markdown,
     evaluate_claims,
     evaluate_family,
@@ -175,6 +176,13 @@ def test_a_claim_on_a_row_scored_with_a_memory_it_never_trained_with_is_read_aga
     assert "| ↳ the same, as trained | norecur | absolute | as trained | 7 (5 won) | 20.00 ± 0.00" in text
     assert "| ↳ the same, as trained | xl | norecur | as trained | - | - | - | - | - | - | - | - | untested |" in text
     assert text.count("↳") == 2 and "never trained with" in text
+    # the same table in LaTeX for a paper: every row, the notes as its caption, nothing text mode cannot typeset
+    latex = claims_latex([recurrence, relative, shaw])
+    assert ("$\\hookrightarrow$ the same, as trained & norecur & absolute & as trained & 7 (5 won) & 20.00 $\\pm$ 0.00" in latex
+            and latex.count("\\\\\n") == 1 + 5 and "\\toprule" in latex)
+    caption = latex.split("\\caption{")[1]
+    assert "2\\textasciicircum{}n sign patterns" in caption and "never trained with" in caption
+    assert not any(ord(c) > 127 for c in latex) and "ppl\\_best" in caption
 
 
 def test_every_verdict_the_code_gives_is_a_verdict_word():

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation_rows, as_trained_scores, seed_scores
-from txlab.analysis.claims import VERDICTS, claims_markdown, evaluate_claims, sign_flip_p, verdict_word
-from txlab.analysis.learned import LEARNED_ROLES, RoleLosses, copies_beyond, learned_markdown, learned_runs, read_restarts
+from txlab.analysis.claims import VERDICTS, claims_latex, claims_markdown, evaluate_claims, sign_flip_p, verdict_word
+from txlab.analysis.learned import LEARNED_ROLES, RoleLosses, copies_beyond, learned_latex, learned_markdown, learned_runs, read_restarts
 from txlab.config import load_config
 from txlab.data import synthetic
 from txlab.drivers.ablate import run_status
@@ -46,9 +46,10 @@ def test_committed_ablation_tables_are_what_the_code_makes_of_the_committed_runs
     committed = lambda name: (study.out_dir / name).read_text(encoding="utf-8")  # noqa: E731
     assert ablation_markdown(ablation_rows(runs, curves), study.columns) == committed("table.md")
     tested = evaluate_claims(seed_scores(runs, curves), study.claims, as_trained=as_trained_scores(runs))
-    assert claims_markdown(tested) == committed("claims.md")
+    assert claims_markdown(tested) == committed("claims.md") and claims_latex(tested) == committed("claims.tex")
     assert pd.DataFrame.from_records([t.record() for t in tested]).to_csv(index=False) == committed("claims.csv")
-    assert learned_markdown(learned_runs(study.out_dir, runs)) == committed("learned.md")
+    learned = learned_runs(study.out_dir, runs)
+    assert learned_markdown(learned) == committed("learned.md") and learned_latex(learned) == committed("learned.tex")
 
 
 @pytest.mark.parametrize("table", sorted(TABLES))

@@ -48,6 +48,11 @@ def test_learned_table_reads_each_runs_last_role_record_and_averages_over_seeds(
         "- Stalled: seeds on which no structure that needs context was learned at that step (source value and copy value all "
         "within 0.5 nats of the ideal model's loss without context). Every run is counted; none was dropped or restarted.",
     ]
+    # beside it in LaTeX for a paper: the same rows, the notes as the caption
+    latex = (out / "learned.tex").read_text()
+    assert str(out / "learned.tex") in result.files and "\\begin{tabular}{lllllllll}" in latex
+    assert "xl & 2 & 0 of 2 & segment 8, memory 16 (trained on 16) & 2.00 $\\pm$ 0.00 & 3.80 $\\pm$ 0.00 & 4.50 $\\pm$ 0.00 & 3.00 $\\pm$ 1.41 & 5.25 $\\pm$ 1.06 \\\\" in latex
+    assert "\\caption{Measured in each run's last validation" in latex and "none was dropped or restarted.}" in latex
     # a corpus whose copies all lie inside the segment has nothing beyond it: '-', not 'nan'
     for seed in (0, 1):
         records = [role_record(20, 1.0, [(8, 16, 30, 1.0)])]

@@ -24,13 +24,15 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]], num
     return "\n".join(lines)
 
 
-LATEX_SYMBOLS = {"±": "$\\pm$", "†": "$^\\dagger$", "≥": "$\\geq$", ">= ": "$\\geq$ ", "✓": "$\\checkmark$", "✗": "$\\times$"}
+LATEX_SYMBOLS = {"±": "$\\pm$", "†": "$^\\dagger$", "≥": "$\\geq$", ">= ": "$\\geq$ ", "✓": "$\\checkmark$", "✗": "$\\times$",
+                 "↳": "$\\hookrightarrow$"}
 """What a table's text writes that LaTeX's text mode cannot: each as math (``>=`` of a RECL ran off the grid)."""
 
 
 def latex_text(text: str) -> str:
-    """``text`` for a LaTeX table: its special characters escaped (& % _ # $) and :data:`LATEX_SYMBOLS` as math."""
-    escaped = re.sub(r"([&%_#$])", r"\\\1", str(text))
+    """``text`` for a LaTeX table: its special characters escaped (& % _ # $, and ^ ~ as text, e.g. a note's 2^n) and
+    :data:`LATEX_SYMBOLS` as math."""
+    escaped = re.sub(r"([&%_#$])", r"\\\1", str(text)).replace("^", "\\textasciicircum{}").replace("~", "\\textasciitilde{}")
     return re.sub("|".join(map(re.escape, LATEX_SYMBOLS)), lambda m: LATEX_SYMBOLS[m.group(0)], escaped)
 
 

@@ -18,9 +18,9 @@ from matplotlib.ticker import FuncFormatter
 import numpy as np
 import pandas as pd
 
-from txlab.analysis.claims import AsTrained, Claim, TestedClaim, claims_markdown, evaluate_claims
+from txlab.analysis.claims import AsTrained, Claim, TestedClaim, claims_latex, claims_markdown, evaluate_claims
 from txlab.analysis.figures import mean_intervals, save_figure_with_points, wrapped
-from txlab.analysis.learned import learned_csv, learned_markdown, learned_runs
+from txlab.analysis.learned import learned_csv, learned_latex, learned_markdown, learned_runs
 from txlab.config import RunConfig, update_dataclass
 from txlab.errors import TxlabError
 from txlab.fileio import DamagedFile, read_json, read_yaml_mapping, write_text_atomic
@@ -523,9 +523,9 @@ def write_ablation_report(
 ) -> AblationReport:
     """The study's table (table.csv with every number, table.md, table.tex), the curves behind it
     (curves.csv) and the figure (ppl-vs-attn-len.png/.pdf), from the run directories present; with
-    ``claims``, their exact paired tests over seeds as one family (claims.csv, claims.md;
+    ``claims``, their exact paired tests over seeds as one family (claims.csv, claims.md, claims.tex;
     :func:`txlab.analysis.claims.evaluate_claims`), each row read the one way :func:`seed_scores` gives;
-    on synthetic corpora, what the runs learned per token role (learned.csv, learned.md)."""
+    on synthetic corpora, what the runs learned per token role (learned.csv, learned.md, learned.tex)."""
     out_dir, fig_dir = Path(out_dir), Path(fig_dir)
     runs, curves = ablation_curves(out_dir, run_ids)
     if runs.empty:
@@ -536,10 +536,11 @@ def write_ablation_report(
                ("table.tex", ablation_latex(rows, columns, title)), ("curves.csv", curves.to_csv(index=False))]
     tested = evaluate_claims(seed_scores(runs, curves), claims, as_trained=as_trained_scores(runs)) if claims else []
     if tested:
-        outputs += [("claims.csv", pd.DataFrame.from_records([t.record() for t in tested]).to_csv(index=False)), ("claims.md", claims_markdown(tested))]
+        outputs += [("claims.csv", pd.DataFrame.from_records([t.record() for t in tested]).to_csv(index=False)), ("claims.md", claims_markdown(tested)),
+                    ("claims.tex", claims_latex(tested))]
     learned = learned_runs(out_dir, runs)
     if learned:
-        outputs += [("learned.csv", learned_csv(learned)), ("learned.md", learned_markdown(learned))]
+        outputs += [("learned.csv", learned_csv(learned)), ("learned.md", learned_markdown(learned)), ("learned.tex", learned_latex(learned))]
     files = []
     for name, text in outputs:
         files.append(write_text_atomic(out_dir / name, text))

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from txlab.errors import TxlabError
-from txlab.tables import markdown_table
+from txlab.tables import latex_table, latex_text, markdown_table
 
 METRICS = ("ppl_init", "ppl_best")
 """What a claim compares: each seed's score at the training length, or at the row's Attn Len (txlab.analysis.ablation.seed_scores)."""
@@ -341,9 +341,9 @@ def _difference_cell(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:+.3f} (x{math.exp(value):.2f})"
 
 
-def claims_markdown(tested: Sequence[TestedClaim]) -> str:
-    """The tested claims as a Markdown table, each followed by its as-trained reading where it has one, with
-    notes saying what each column is."""
+def _claims_table(tested: Sequence[TestedClaim]) -> tuple[list[str], list[list[str]], list[str]]:
+    """The tested claims as headers, rows (each claim followed by its as-trained reading where it has one) and
+    the notes saying what each column is: what the Markdown and the LaTeX table both show."""
     def cells(t: TestedClaim, claim: str, metric: str) -> list[str]:
         return [claim, t.claim.better, t.claim.worse, metric, f"{len(t.seeds)} ({t.wins} won)" if t.seeds else "-",
                 _row_cell(t.better_values), _row_cell(t.worse_values), _difference_cell(t.diff_mean), _difference_cell(t.diff_median),
@@ -359,24 +359,36 @@ def claims_markdown(tested: Sequence[TestedClaim]) -> str:
     alpha = tested[0].alpha if tested else ALPHA
     m = tested[0].family_size if tested else 0
     notes = [
-        "- mean ± sd: over the seeds both rows finished (sd with n - 1), the same numbers as table.md; per seed in brackets.",
-        "- difference: per seed, log-perplexity (nats) of worse minus better, averaged over seeds; positive supports the claim. "
+        "mean ± sd: over the seeds both rows finished (sd with n - 1), the same numbers as table.md; per seed in brackets.",
+        "difference: per seed, log-perplexity (nats) of worse minus better, averaged over seeds; positive supports the claim. "
         "Ratio: exp of it, the ratio of the two rows' geometric-mean perplexities. Median difference: the middle seed's difference (the "
         "mean of the middle two for an even number of seeds), which one seed far from the others (a stall) moves little.",
-        "- p: exact paired sign-flip test over the 2^n sign patterns of the per-seed differences, one-sided in the claim's direction "
+        "p: exact paired sign-flip test over the 2^n sign patterns of the per-seed differences, one-sided in the claim's direction "
         "(two-sided where marked). Smallest p: the lowest p n seeds can give (1/2^n one-sided, 2/2^n two-sided).",
-        f"- Holm p: adjusted by Holm's method across the {m} tested claims of this table; a claim holds when its Holm p is at most "
+        f"Holm p: adjusted by Holm's method across the {m} tested claims of this table; a claim holds when its Holm p is at most "
         f"alpha = {alpha:g}. Underpowered (needs N seeds): it could not hold with its seeds even if every seed of every claim "
         "agreed; N seeds could. Not shown: it could have held, and did not. No verdict says a claim is false: wins and the "
         "difference say which way the seeds point.",
     ]
     if any(t.claim.metric == "ppl_best" for t in tested):
-        notes.append("- ppl_best: each seed at its row's Attn Len, the length where the row's mean over seeds is lowest; chosen on the "
+        notes.append("ppl_best: each seed at its row's Attn Len, the length where the row's mean over seeds is lowest; chosen on the "
                      "same validation targets it reports, so optimistic by that choice (see table.md).")
     if any(t.as_trained is not None for t in tested):
-        notes.append("- as trained: the protocol scores a row without recurrence at attention length A with A tokens of memory, which "
+        notes.append("as trained: the protocol scores a row without recurrence at attention length A with A tokens of memory, which "
                      "it never trained with; a claim naming such a row is read again with every run scored as it trained (its "
                      "training segment and memory, no equal-length attention, on the same split and targets: "
                      "`txlab eval RUN --tgt-len T --mem-len M --no-same-length --max-tokens N`, recorded in RUN/eval/). Its Holm p is "
                      "over this table's claims, each read as trained where it has that reading. Untested: a run has no such record.")
-    return markdown_table(headers, rows) + "\n\n" + "\n".join(notes) + "\n"
+    return headers, rows, notes
+
+
+def claims_markdown(tested: Sequence[TestedClaim]) -> str:
+    """The tested claims as a Markdown table (:func:`_claims_table`), its notes as a list under it."""
+    headers, rows, notes = _claims_table(tested)
+    return markdown_table(headers, rows) + "\n\n" + "\n".join(f"- {note}" for note in notes) + "\n"
+
+
+def claims_latex(tested: Sequence[TestedClaim]) -> str:
+    """The tested claims as a booktabs table for a paper (:func:`_claims_table`), its notes as the caption."""
+    headers, rows, notes = _claims_table(tested)
+    return latex_table([latex_text(h) for h in headers], ([latex_text(cell) for cell in row] for row in rows), latex_text(" ".join(notes)))

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from txlab.analysis.run_logs import read_metrics
-from txlab.tables import markdown_table
+from txlab.tables import latex_table, latex_text, markdown_table
 
 
 @dataclass(frozen=True)
@@ -208,9 +208,10 @@ def _measured_with(run: LearnedRun) -> str:
     return f"segment {run.measured_segment}, memory {run.measured_memory} (trained on {run.train_segment})"
 
 
-def learned_markdown(learned: Sequence[LearnedRun]) -> str:
-    """The learned-structure table: the ideal model's two lines, then each study row's mean ± sd over
-    seeds with how it was measured, and notes saying that this is not how the table scores the row."""
+def _learned_table(learned: Sequence[LearnedRun]) -> tuple[list[str], list[list[object]], list[str]]:
+    """The learned-structure table as headers, rows (the ideal model's two lines, then each study row's mean ± sd
+    over seeds with how it was measured) and notes saying that this is not how the table scores the row: what the
+    Markdown and the LaTeX table both show."""
     known = {role for run in learned for role, losses in run.losses.items()
              if any(not math.isnan(getattr(losses, measure)) for measure in MEASURES)}
     family = learned_roles(known)
@@ -249,4 +250,16 @@ def learned_markdown(learned: Sequence[LearnedRun]) -> str:
         + (". Restarts: how often the study's restart rule (train.max_restarts) started a seed again from step 0; a seed's numbers are "
            "those of its last attempt, and each run's restarts.jsonl keeps the attempts abandoned." if restarted else " or restarted."),
     ]
+    return headers, rows, notes
+
+
+def learned_markdown(learned: Sequence[LearnedRun]) -> str:
+    """The learned-structure table as Markdown (:func:`_learned_table`), its notes as a list under it."""
+    headers, rows, notes = _learned_table(learned)
     return markdown_table(headers, rows) + "\n\n" + "".join(f"- {note}\n" for note in notes)
+
+
+def learned_latex(learned: Sequence[LearnedRun]) -> str:
+    """The learned-structure table as a booktabs table for a paper (:func:`_learned_table`), its notes as the caption."""
+    headers, rows, notes = _learned_table(learned)
+    return latex_table([latex_text(h) for h in headers], ([latex_text(cell) for cell in row] for row in rows), latex_text(" ".join(notes)))
