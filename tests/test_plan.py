@@ -4,16 +4,21 @@ sizes and grids it chooses, the quicker settings it names, and --dry-run startin
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
 from txlab.cli import app
-from txlab.drivers.recl.groups import resolve_groups, resolve_member
+from txlab.drivers.recl.groups import Member, resolve_groups, resolve_member
 from txlab.drivers.recl.plan import collection_flops, plan_groups
 from txlab.drivers.speed import resolve_study, speed_plan
 from txlab.errors import TxlabError
-from txlab.measure.losses import collect_group_losses
+from txlab.measure.collection import Collection
+from txlab.measure.losses import collect_group_losses, collect_losses
+from txlab.models import hf
+from txlab.models.interface import Context
 from txlab.runs.plan import Plan, format_seconds, split_tokens, training_flops, training_plan
 from txlab.runs.train import train
 from txlab.runs.zoo import run_config
@@ -60,6 +65,31 @@ def test_collection_flops_match_torchs_count_of_a_tiny_collection(tmp_path, plac
             collect_group_losses([member.run_dir], group.collection, batch_size=s.batch_size, progress=False)
         estimated, counted = collection_flops(member, group.collection), counter.get_total_flops()
         assert counted / FLOP_FACTOR <= estimated <= counted * FLOP_FACTOR, (name, estimated, counted)
+
+
+def _causal_attention_flops(query_shape, key_shape, *args, **kwargs) -> int:
+    """FLOPs of CPU scaled-dot-product attention with a causal mask, which torch's counter leaves out: scores and the
+    weighted values (2 x 2 FLOPs per query, key and channel), over the keys a query attends, (k + 1) / 2 on average."""
+    batch, heads, queries, channels = query_shape
+    return 2 * 2 * batch * heads * channels * queries * (key_shape[-2] + 1) // 2
+
+
+@pytest.mark.slow  # the property, collection FLOPs as torch counts them, has its default representative above
+def test_a_strided_hugging_face_collection_counts_the_flops_torch_counts(tmp_path, random_causal_lm):
+    # a fresh-start window per run of s targets, and its placebo behind the far span: the plan reads each at the mean
+    # keys of the longest window; measured with attention counted, within the factor of the other collections
+    folder = random_causal_lm(tmp_path / "llama", "llama", positions=512)
+    model = hf.load_causal_lm(f"hf:{folder}")
+    tokens = np.random.default_rng(0).integers(0, 41, 2000).astype(np.int32)
+    grid, stride, blocks, block_len = (16, 32, 64, 128, 256), 16, [600, 1200], 32
+    counted = 0
+    for placebo in (False, True):  # the main table, then the placebo losses
+        with FlopCounterMode(display=False, custom_mapping={torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _causal_attention_flops}) as counter:
+            collect_losses(model, tokens, grid, blocks, block_len, tgt_len=64, context=Context(mem_len=0), stride=stride, placebo=placebo)
+        counted += counter.get_total_flops()
+    member = Member("llama", tmp_path / "out", None, source=str(folder))
+    estimated = collection_flops(member, Collection("valid", grid, len(blocks), block_len, placebo=True, stride=stride))
+    assert counted / FLOP_FACTOR <= estimated <= counted * FLOP_FACTOR, (estimated, counted)
 
 
 def test_split_sizes_are_known_for_the_paper_corpora_and_generated_for_the_synthetic_ones():
