@@ -1,10 +1,13 @@
 import dataclasses
+from pathlib import Path
 
 import pytest
 import yaml
 
-from txlab.config import ModelConfig, RunConfig, apply_overrides, check_fields, field_doc, load_config, parse_override, save_config, to_dict
+from txlab.config import ModelConfig, RunConfig, apply_overrides, check_fields, field_doc, load_config, parse_override, save_config, to_dict, to_yaml
 from txlab.errors import TxlabError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_field_is_documented():
@@ -85,6 +88,20 @@ def test_saved_config_round_trips(tmp_path):
     assert yaml.safe_load(path.read_text()) == to_dict(cfg)
     assert load_config(path) == cfg
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_libyaml_writes_and_reads_configs_and_study_files_as_pyyaml_does():
+    # txlab emits and parses YAML with libyaml where PyYAML has it, for speed: the same text out, the same values in
+    from txlab.fileio import load_yaml
+    from txlab.presets import PRESETS
+    from txlab.runs.zoo import run_config
+
+    configs = [run_config(name, size) for name, preset in PRESETS.items() for size in preset.sizes]
+    configs.append(apply_overrides(RunConfig(), ["name=naïve – unicode", "model.cutoffs=[5, 9]", "train.lr=1e-300", "data.text=" + "x" * 200]))
+    for cfg in configs:
+        assert to_yaml(cfg) == yaml.safe_dump(to_dict(cfg), sort_keys=False)
+    for path in [*ROOT.glob("studies/*.yaml"), *ROOT.glob("results/ablate/*/study.yaml")]:
+        assert load_yaml(path.read_text(), str(path)) == yaml.safe_load(path.read_text()), path
 
 
 def test_saved_files_are_readable_by_everyone_the_umask_allows(tmp_path):
