@@ -170,7 +170,7 @@ TINY_TRAINING = ("--set", "train.max_steps=2", "--set", "train.eval_interval=2",
 def tiny_members(tmp_path_factory) -> Callable[..., Path]:
     """``copy(models_root, *presets)``: ``models_root`` holding a fresh copy of each preset's run trained at
     size tiny with :data:`TINY_TRAINING`, named as `txlab recl --size tiny` with that recipe finds its
-    members (``<preset>-tiny-synthetic``); returns ``models_root``.
+    members (``<preset>-tiny-synthetic-small``); returns ``models_root``.
 
     Each preset trains once per worker process, the first time a test asks for it, with a corpus cache
     and home of its own (not the asking test's); tests only ever see copies, so none can change another's."""
@@ -179,7 +179,7 @@ def tiny_members(tmp_path_factory) -> Callable[..., Path]:
 
     def trained(preset: str) -> Path:
         if preset not in runs:
-            run = root / "models" / f"{preset}-tiny-synthetic"
+            run = root / "models" / f"{preset}-tiny-synthetic-small"
             with pytest.MonkeyPatch.context() as env:
                 for name in ("HOME", "DATA_DIR", "CACHE_DIR"):
                     env.setenv(f"TXLAB_{name}", str(root / name.lower()))
@@ -189,7 +189,7 @@ def tiny_members(tmp_path_factory) -> Callable[..., Path]:
 
     def copy(models_root: Path, *presets: str) -> Path:
         for preset in presets:
-            shutil.copytree(trained(preset), Path(models_root) / f"{preset}-tiny-synthetic")
+            shutil.copytree(trained(preset), Path(models_root) / f"{preset}-tiny-synthetic-small")
         return Path(models_root)
 
     return copy

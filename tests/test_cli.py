@@ -50,7 +50,7 @@ def test_train_then_eval_end_to_end(tmp_path, cli, figure_files_only):
     # the resolved config is printed as it is saved, the vocabulary size filled in from the corpus
     shown = cli("train", "xl151m", "--size", "tiny", "--run-dir", str(tmp_path / "shown"), *sets)
     printed = shown.stderr.split("--- resolved config, as saved in")[1].split("\n", 1)[1].split("---")[0]
-    assert printed == (tmp_path / "shown" / "config.yaml").read_text() and "n_token: 5312" in printed
+    assert printed == (tmp_path / "shown" / "config.yaml").read_text() and "n_token: 784" in printed
     result = cli("eval", str(run), "--split", "test", "--attn-len", "24", "--json", "--quiet")
     assert result.exit_code == 0, result.output
     record = cli.last_json(result.output)
@@ -221,7 +221,7 @@ def test_sigterm_during_recl_exits_143_with_one_line(tmp_path, monkeypatch, cli,
 @pytest.mark.parametrize("preset, option", [("lstm", ["--attn-len", "64"]), ("qrnn", ["--mem-len", "64"]), ("lstm", ["--same-length"]),
                                             ("transformer128m", ["--clamp-len", "8"])])
 def test_memory_settings_are_refused_for_families_without_memory(tmp_path, preset, option, cli, tiny_members):
-    run = tiny_members(tmp_path, preset) / f"{preset}-tiny-synthetic"
+    run = tiny_members(tmp_path, preset) / f"{preset}-tiny-synthetic-small"
     message = cli.refused("eval", run, *option, "--quiet")
     assert f"{option[0]} sets Transformer-XL's memory" in message and not (run / "eval").exists()
     scored = cli.ok("eval", run, "--quiet").output.splitlines()[0]  # nor does it report memory settings it has not got

@@ -45,7 +45,7 @@ def fails_cleanly(args: list[str], *fragments: str) -> str:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_members) -> Path:
     """xl151m trained as :func:`train_args` trains it (the suite's shared tiny recipe); tests that change it take :func:`run_copy`."""
-    return tiny_members(tmp_path_factory.mktemp("faults"), "xl151m") / "xl151m-tiny-synthetic"
+    return tiny_members(tmp_path_factory.mktemp("faults"), "xl151m") / "xl151m-tiny-synthetic-small"
 
 
 @pytest.fixture
@@ -687,8 +687,8 @@ def test_generation_is_bounded_and_ctrl_c_stops_it_cleanly(trained, monkeypatch)
 
 def test_corpus_options_a_run_cannot_use_are_refused(trained, tmp_path):
     fails_cleanly(["eval", str(trained), "--corpus-dir", str(tmp_path), "--quiet"],
-                  f"--corpus-dir {tmp_path}: corpus synthetic is generated, not read from a folder; leave --corpus-dir out")
-    fails_cleanly(train_args(tmp_path / "run", 2, "--corpus-dir", str(tmp_path)), "corpus synthetic is generated")
+                  f"--corpus-dir {tmp_path}: corpus synthetic-small is generated, not read from a folder; leave --corpus-dir out")
+    fails_cleanly(train_args(tmp_path / "run", 2, "--corpus-dir", str(tmp_path)), "corpus synthetic-small is generated")
     assert not (tmp_path / "run").exists()
 
 

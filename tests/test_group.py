@@ -66,7 +66,7 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(tmp_path, cl
 
 
 def test_run_directories_that_read_different_token_streams_are_refused(tmp_path, cli, tiny_members):
-    synthetic = tiny_members(tmp_path, "lstm") / "lstm-tiny-synthetic"
+    synthetic = tiny_members(tmp_path, "lstm") / "lstm-tiny-synthetic-small"
     short = tmp_path / "lstm-synthetic-short"
     cli.ok("train", "lstm", "--size", "tiny", "--data", "synthetic-short", "--run-dir", short, "--quiet", *TINY_TRAINING)
     result = cli("recl", "--group", synthetic, short, *TINY_COLLECTION, "--quiet")
@@ -181,7 +181,7 @@ def test_a_member_interrupted_under_its_recipe_trains_on_before_it_is_scored(tmp
     from txlab.runs.checkpoint import read_meta
 
     models = tiny_members(tmp_path / "models", "xl151m")
-    run = models / "xl151m-tiny-synthetic"
+    run = models / "xl151m-tiny-synthetic-small"
     meta_path = next(run.glob("checkpoint/meta.json"))
     meta = read_meta(run)
     meta["config"]["train"]["max_steps"] = 4  # as if a 4-step training had been killed after its step-2 checkpoint

@@ -109,7 +109,7 @@ def test_an_adaptive_softmax_refuses_ids_it_would_have_scored_zero():
 def test_family_hf_trains_exports_and_loads_back_with_the_same_losses(tmp_path, cli):
     home = tmp_path / "home"
     cli.ok("--home", str(home), "train", "llama", "--size", "tiny", "--set", "train.max_steps=3", "-q")
-    run = home / "results" / "models" / "llama-tiny-synthetic-3steps"  # a trial run: 3 of the recipe's 20 steps
+    run = home / "results" / "models" / "llama-tiny-synthetic-small-3steps"  # a trial run: 3 of the recipe's 20 steps
     cli.ok("export", str(run), str(tmp_path / "exported"))
     assert json.loads((tmp_path / "exported" / "txlab_export.json").read_text())["step"] == 3
     cli.refused("export", str(run), str(tmp_path / "exported"), "not an empty folder")
@@ -126,8 +126,8 @@ def test_a_group_mixes_a_txlab_run_and_hugging_face_members(tmp_path, cli, figur
     home = tmp_path / "home"
     for preset in ("xl151m", "gpt2"):
         cli.ok("--home", str(home), "train", preset, "--size", "tiny", "--set", "train.max_steps=2", "-q",  # where the group finds them
-               "--run-dir", str(home / "results" / "models" / f"{preset}-tiny-synthetic"))
-    cli.ok("export", str(home / "results" / "models" / "gpt2-tiny-synthetic"), str(tmp_path / "gpt2"))
+               "--run-dir", str(home / "results" / "models" / f"{preset}-tiny-synthetic-small"))
+    cli.ok("export", str(home / "results" / "models" / "gpt2-tiny-synthetic-small"), str(tmp_path / "gpt2"))
     members = ["xl151m", f"hf:{tmp_path / 'gpt2'}"]
     opts = {"size": "tiny", "models_root": str(home / "results" / "models")}
     plans = []

@@ -72,7 +72,7 @@ def test_bf16_evaluation_is_within_bf16_rounding_of_fp32(tmp_path):
     tokens = load_corpus(ckpt.config.data, progress=False).split("valid")
     tgt_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
     scored = {p: evaluate(ckpt.model, tokens, tgt_len, context, 8, token_losses=True, precision=p) for p in ("fp32", "bf16", "fp16")}
-    assert scored["fp32"].loss < np.log(5312) - 1.0  # a model that learned something: its losses are not all ln(V)
+    assert scored["fp32"].loss < np.log(784) - 0.5  # a model that learned something: its losses are not all ln(V), V = 784
     for name, per_token, mean in (("bf16", 0.05, 0.005), ("fp16", 0.05 / 8, 0.005 / 8)):
         moved = np.abs(scored[name].nll - scored["fp32"].nll)[1:]  # the first token is never scored
         assert 0 < moved.max() < per_token, name  # not 0: the precision was used

@@ -68,8 +68,8 @@ def test_a_display_name_that_names_no_member_or_could_not_head_a_row_is_refused(
 # figures laid out, not rendered: tests/test_recl_figures.py::test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them
 def test_names_reach_every_output_and_the_per_token_table_holds_the_loss_table(tmp_path, cli, tiny_members, figure_files_only):
     models = tiny_members(tmp_path / "models", "xl151m", "qrnn")
-    runs = [str(models / "xl151m-tiny-synthetic"), str(models / "qrnn-tiny-synthetic")]
-    doc = cli.json("recl", "--group", *runs, "--label", "xl151m-tiny-synthetic=XL (ours)", "--label", f"{runs[1]}=QRNN", *TINY_COLLECTION,
+    runs = [str(models / "xl151m-tiny-synthetic-small"), str(models / "qrnn-tiny-synthetic-small")]
+    doc = cli.json("recl", "--group", *runs, "--label", "xl151m-tiny-synthetic-small=XL (ours)", "--label", f"{runs[1]}=QRNN", *TINY_COLLECTION,
                    *TINY_TRAINING, "--set", "placebo=true", "--export-losses", "--out-dir", tmp_path / "results", "--fig-dir", tmp_path / "figures", "--json",
                    "--quiet")
     (group,) = doc["groups"]

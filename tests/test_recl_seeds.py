@@ -141,7 +141,7 @@ def test_the_seed_spread_figure_plots_every_seeds_reading(tmp_path):
 def test_a_group_over_two_training_seeds_trains_a_run_per_seed_and_summarises_each_seed_recl(tmp_path, cli, tiny_members, figure_files_only):
     models, results, figures = tmp_path / "models", tmp_path / "results", tmp_path / "figures"
     # a run directory member: the same model for both seeds
-    lstm_run = (tiny_members(tmp_path / "shared", "lstm") / "lstm-tiny-synthetic").rename(tmp_path / "lstm-run")
+    lstm_run = (tiny_members(tmp_path / "shared", "lstm") / "lstm-tiny-synthetic-small").rename(tmp_path / "lstm-run")
     args = ["recl", "--group", "xl151m", str(lstm_run), "--r", "0.1,1", *TINY_COLLECTION, *TINY_TRAINING, "--train-seeds", "0,1",
             "--models-root", models, "--out-dir", results, "--fig-dir", figures]
     plan = cli.ok(*args, "--dry-run").output
@@ -152,13 +152,13 @@ def test_a_group_over_two_training_seeds_trains_a_run_per_seed_and_summarises_ea
 
     doc = cli.json(*args, "--json", "--quiet")
     # one run per seed, its seed in its config, and the two seeds train different weights
-    runs = [models / f"xl151m-tiny-synthetic-seed{s}" for s in (0, 1)]
+    runs = [models / f"xl151m-tiny-synthetic-small-seed{s}" for s in (0, 1)]
     for seed, run in enumerate(runs):
         assert yaml.safe_load((run / "config.yaml").read_text())["train"]["seed"] == seed
         assert read_meta(run)["config"]["train"]["seed"] == seed and read_meta(run)["step"] == 2
     weights = [hashlib.sha256((run / "checkpoint" / "model.safetensors").read_bytes()).hexdigest() for run in runs]
     assert weights[0] != weights[1]
-    assert not (models / "xl151m-tiny-synthetic").exists()
+    assert not (models / "xl151m-tiny-synthetic-small").exists()
 
     name = "xl151m+lstm-run-tiny-grid-2-8-2-blocks-3-block_len-20-train_seeds-0-1"
     table_dir = results / name
@@ -250,4 +250,4 @@ def test_with_the_slurm_launcher_every_seed_trains_in_one_batch_of_jobs(tmp_path
            "--models-root", tmp_path / "models", "--out-dir", tmp_path / "results", "--fig-dir", tmp_path / "figures", "--quiet")
     assert batches == [("txlab-train", ["xl151m", "xl151m"], ["checkpoint at step 2/2"] * 2),
                        ("txlab-losses", ["xl151m"], ["3 loss blocks written"]), ("txlab-losses", ["xl151m"], ["3 loss blocks written"])]
-    assert [read_meta(tmp_path / "models" / f"xl151m-tiny-synthetic-seed{s}")["config"]["train"]["seed"] for s in (0, 1)] == [0, 1]
+    assert [read_meta(tmp_path / "models" / f"xl151m-tiny-synthetic-small-seed{s}")["config"]["train"]["seed"] for s in (0, 1)] == [0, 1]

@@ -61,8 +61,9 @@ def test_loss_falls_on_synthetic_corpus(tmp_path):
     result = train(cfg, tmp_path / "run", progress=False, echo=lambda _: None)
     lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train_losses = [r["loss"] for r in lines if r["split"] == "train"]
-    assert train_losses[-1] < train_losses[0] - 1.0
-    assert result.valid["loss"] < math.log(5312) - 1.0
+    # the small language (784 symbols): from ln 784 = 6.66 nats to about its unigram entropy (5.8) in 60 steps
+    assert train_losses[-1] < train_losses[0] - 0.5
+    assert result.valid["loss"] < math.log(784) - 0.5
     # on a synthetic corpus every evaluation also splits the loss by role (txlab.data.diagnostics)
     by_role = [r for r in lines if r["split"] == "valid_by_role"]
     assert [r["step"] for r in by_role] == [60] and len(by_role[0]["copy_distance"]) == 12

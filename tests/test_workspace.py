@@ -12,7 +12,7 @@ def test_default_outputs_land_under_runs_and_nothing_under_the_evidence_folders(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TXLAB_HOME")
     cli.ok("train", "xl151m", *TINY, "--quiet")
-    run = tmp_path / "runs" / "results" / "models" / "xl151m-tiny-synthetic-4steps"  # a trial run: 4 of the recipe's 20 steps
+    run = tmp_path / "runs" / "results" / "models" / "xl151m-tiny-synthetic-small-4steps"  # a trial run: 4 of the recipe's 20 steps
     assert (run / "checkpoint" / "model.safetensors").is_file() and (run / "metrics.jsonl").is_file()
     written = cli.ok("curves", run.relative_to(tmp_path), "--json")
     assert cli.last_json(written.output)["table"] == f"runs/figures/train/{run.name}.csv"  # named by the runs it draws
@@ -37,7 +37,7 @@ def test_home_option_beats_the_environment_which_beats_runs(tmp_path, monkeypatc
 
     def models_root(*home_option):
         rows = cli.last_json(cli.ok(*home_option, "models", "--size", "tiny", "--json").output)["models"]
-        return rows[0]["run_dir"].removesuffix("/xl151m-tiny-synthetic")
+        return rows[0]["run_dir"].removesuffix("/xl151m-tiny-synthetic-small")
 
     monkeypatch.delenv("TXLAB_HOME")
     assert models_root() == "runs/results/models"

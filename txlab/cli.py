@@ -151,7 +151,7 @@ def runs(
 def train(
     preset: str = _PRESET,
     size: str = _SIZE,
-    data: str = typer.Option("", "--data", help="Corpus to train on \\[default: the preset's: the paper corpus at paper size, synthetic otherwise]."),
+    data: str = typer.Option("", "--data", help="Corpus to train on \\[default: the preset's: the paper corpus at paper size, a synthetic one otherwise (synthetic-small-short at cpu size, synthetic-small at tiny)]."),
     corpus_dir: str = _CORPUS_DIR,
     text: str = _TEXT,
     tokenizer: str = _TOKENIZER,

@@ -72,7 +72,7 @@ _XL_CPU = {
 _XL_TINY = {
     "model": {"n_layer": 2, "d_model": 32, "n_head": 2, "d_head": 16, "d_inner": 64, "dropout": 0.0,
               "tgt_len": 16, "mem_len": 16, "adaptive": False, "cutoffs": []},
-    "data": {"corpus": "synthetic", "synthetic_tokens": 50_000},
+    "data": {"corpus": "synthetic-small", "synthetic_tokens": 50_000},
     "train": {"batch_size": 4, "max_steps": 20, "lr": 3e-3, "eval_interval": 10, "eval_tokens": 2000},
     "eval": {"tgt_len": 16, "mem_len": 32, "clamp_len": 0, "same_length": True},
 }
