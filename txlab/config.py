@@ -30,7 +30,7 @@ import yaml
 
 from txlab.devices import check_device_name
 from txlab.errors import TxlabError, did_you_mean
-from txlab.fileio import MAX_YAML_BYTES, load_yaml, read_text_file, write_text_atomic
+from txlab.fileio import MAX_YAML_BYTES, dump_yaml, load_yaml, read_text_file, write_text_atomic
 
 FAMILIES = ("xl", "vanilla", "lstm", "qrnn", "hf")
 RECURRENT_FAMILIES = ("lstm", "qrnn")
@@ -574,9 +574,8 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 
 def to_yaml(cfg: Any) -> str:
-    """The config as YAML, emitted by libyaml where PyYAML was built with it: the text PyYAML's own emitter writes
-    (tests/test_config.py holds them equal), about ten times faster, and every run and plan writes one."""
-    return yaml.dump(to_dict(cfg), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+    """The config as YAML (:func:`txlab.fileio.dump_yaml`: every run and plan writes one)."""
+    return dump_yaml(to_dict(cfg))
 
 
 def save_config(cfg: Any, path: str | Path) -> Path:

@@ -277,6 +277,13 @@ def read_text_file(path: Path | str, limit: int, what: str) -> str:
 
 
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def dump_yaml(data: Any) -> str:
+    """``yaml.safe_dump(data, sort_keys=False)``, emitted by libyaml where PyYAML was built with it: the same text as
+    PyYAML's own emitter (tests/test_config.py holds them equal), about ten times faster."""
+    return yaml.dump(data, Dumper=_SAFE_DUMPER, sort_keys=False)
 
 
 def load_yaml(text: str, where: str) -> Any:

@@ -50,3 +50,9 @@ def latex_table(headers: Sequence[str], rows: Iterable[Sequence[object]], captio
         lines.append(f"\\caption{{{caption}}}")
     lines.append("\\end{table}")
     return "\n".join(lines) + "\n"
+
+
+def latex_text_table(headers: Sequence[str], rows: Iterable[Sequence[object]], notes: Sequence[str] = ()) -> str:
+    """:func:`latex_table` of a table whose headers and cells are text (each made LaTeX by :func:`latex_text`), its
+    ``notes`` (what a Markdown table lists under it) joined into the caption."""
+    return latex_table([latex_text(h) for h in headers], ([latex_text(cell) for cell in row] for row in rows), latex_text(" ".join(notes)))

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from txlab.errors import TxlabError
-from txlab.tables import latex_table, latex_text, markdown_table
+from txlab.tables import latex_text_table, markdown_table
 
 METRICS = ("ppl_init", "ppl_best")
 """What a claim compares: each seed's score at the training length, or at the row's Attn Len (txlab.analysis.ablation.seed_scores)."""
@@ -390,5 +390,4 @@ def claims_markdown(tested: Sequence[TestedClaim]) -> str:
 
 def claims_latex(tested: Sequence[TestedClaim]) -> str:
     """The tested claims as a booktabs table for a paper (:func:`_claims_table`), its notes as the caption."""
-    headers, rows, notes = _claims_table(tested)
-    return latex_table([latex_text(h) for h in headers], ([latex_text(cell) for cell in row] for row in rows), latex_text(" ".join(notes)))
+    return latex_text_table(*_claims_table(tested))

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from txlab.analysis.run_logs import read_metrics
-from txlab.tables import latex_table, latex_text, markdown_table
+from txlab.tables import latex_text_table, markdown_table
 
 
 @dataclass(frozen=True)
@@ -261,5 +261,4 @@ def learned_markdown(learned: Sequence[LearnedRun]) -> str:
 
 def learned_latex(learned: Sequence[LearnedRun]) -> str:
     """The learned-structure table as a booktabs table for a paper (:func:`_learned_table`), its notes as the caption."""
-    headers, rows, notes = _learned_table(learned)
-    return latex_table([latex_text(h) for h in headers], ([latex_text(cell) for cell in row] for row in rows), latex_text(" ".join(notes)))
+    return latex_text_table(*_learned_table(learned))

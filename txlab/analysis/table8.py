@@ -18,7 +18,7 @@ import pandas as pd
 from txlab.analysis.recl import DEFAULT_RS, DEFAULT_THRESHOLD, ReclInterval, SeedSpread, bootstrap_recl, recl, recl_label, seed_spread
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
-from txlab.tables import latex_table, latex_text, markdown_table
+from txlab.tables import latex_text_table, markdown_table
 
 PLACEBO_NOTE = ("† a step this RECL rests on did not beat its placebo gain (extra context from far away) by the threshold; "
                 "the placebo-aware RECL stops at the first such step.")
@@ -204,8 +204,7 @@ class TableText:
 
     def latex(self, caption: str) -> str:
         """The table in LaTeX (booktabs), ``caption`` and the notes as its caption."""
-        return latex_table([latex_text(h) for h in self.headers], ([latex_text(c) for c in row] for row in self.body),
-                           " ".join(latex_text(part) for part in [caption, *self.notes]))
+        return latex_text_table(self.headers, self.body, [caption, *self.notes])
 
 
 TABLE8_CAPTION = ("Relative effective context length (RECL) of each model at each r, with its 95% block-bootstrap interval in "
