@@ -37,7 +37,6 @@ def _imports_at_import_time(module: str) -> set[str]:
     those inside a module-level ``if`` or ``try`` but not under ``if TYPE_CHECKING``, nor inside a function or class
     body (those run later, if at all). ``from a import b`` counts a.b too where b is a txlab module."""
     path = _module_file(module)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
 
     def visit(statements: list[ast.stmt]) -> None:
@@ -45,10 +44,8 @@ def _imports_at_import_time(module: str) -> set[str]:
             if isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:  # relative: up level - 1 packages from this module's package
-                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                    base = f"{parent}.{base}".rstrip(".")
+                assert node.level == 0, f"{path}:{node.lineno}: txlab imports by absolute names, which this reading follows"
+                base = node.module
                 found.add(base)
                 found.update(f"{base}.{alias.name}" for alias in node.names if _module_file(f"{base}.{alias.name}"))
             elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
