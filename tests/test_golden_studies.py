@@ -79,9 +79,9 @@ def test_a_tiny_study_gives_the_committed_tables(name, tmp_path, cli, figure_fil
         (_assert_same_csv if path.suffix == ".csv" else _assert_same_text)(path, golden / path.name)
 
 
-def _rows_of(path: Path, key: str, kept: set[str]) -> pd.DataFrame:
+def _rows_of(path: Path, row_ids: set[str]) -> pd.DataFrame:
     table = pd.read_csv(path)
-    return table[table[key].isin(kept)].reset_index(drop=True)
+    return table[table["row_id"].isin(row_ids)].reset_index(drop=True)
 
 
 # figures laid out, not rendered: see the test above
@@ -96,6 +96,6 @@ def test_a_shard_of_the_tiny_ablation_gives_the_committed_rows_of_its_runs(tmp_p
     rows = {"recur-shaw-full", "norecur-ours-half", "norecur-vaswani-half"}
     assert set(pd.read_csv(made / "table.csv")["row_id"]) == rows
     for name in ("table.csv", "curves.csv", "learned.csv"):
-        old = _rows_of(golden / name, "row_id", rows)
+        old = _rows_of(golden / name, rows)
         assert len(old) > 0, name
-        _assert_same_table(_rows_of(made / name, "row_id", rows), old, name)
+        _assert_same_table(_rows_of(made / name, rows), old, name)
