@@ -169,7 +169,7 @@ def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         folder = gpt2_folder(Path(tmp) / "gpt2", text_file.read_text(encoding="utf-8"), shapes.gpt2)
         model = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
-        tokens = txlab.encode_text(text_file, model)
+        tokens = txlab.encode_text(text_file, model, split=None)  # every token: the valid split alone is too short
     counted = {"token_steps": 0, "flops": 0.0}
     counts = model.counts()
     output = counts.output_flops_per_token()
@@ -211,12 +211,14 @@ def strided(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dic
 
     import txlab
     from txlab.measure.collection import Collection
+    from txlab.measure.losses import scoring
+    from txlab.measure.reading import prefix_change
 
     grid, s, block_len = shapes.strided_grid, shapes.stride, shapes.strided_block_len
     with tempfile.TemporaryDirectory() as tmp:  # learned positions: the table must hold the longest window, c_max + s - 1
         folder = gpt2_folder(Path(tmp) / "gpt2", text_file.read_text(encoding="utf-8"), {**shapes.gpt2, "n_positions": grid[-1] + s})
         model = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
-        tokens = txlab.encode_text(text_file, model)
+        tokens = txlab.encode_text(text_file, model, split=None)  # every token: the valid split alone is too short
     if len(tokens) < grid[-1] + block_len:  # a long context needs a long stream: the text again, end to end
         tokens = np.tile(tokens, -(-(grid[-1] + block_len) // len(tokens)))
     collection = Collection("valid", grid, 1, block_len, stride=s)
@@ -228,10 +230,13 @@ def strided(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dic
     table = txlab.context_losses(model, tokens, grid, 1, block_len, batch_size=1, stride=s)
     synchronize(device)
     seconds = time.perf_counter() - began
+    with scoring(model, model.context, "bf16"):  # what the stride's probe saw at the longest window (bf16 rounds)
+        change, tolerance = prefix_change(model, tokens, grid[-1] + s - 1, None)
     steps = collection.token_steps()
     flops = steps * counts.reading_flops_per_token(keys) + table.losses.size * counts.output_flops_per_token()
     return {"grid": list(grid), "stride": s, "targets": block_len, "seconds": seconds, "token_steps": steps,
             "exact_window_token_steps": Collection("valid", grid, 1, block_len, method="window").token_steps(),
+            "prefix_change": change, "prefix_tolerance": tolerance,
             "tflops": flops / seconds / 1e12, "of_bf16_ceiling": flops / seconds / 1e12 / ceilings.get("bf16_tflops", float("nan"))}
 
 
@@ -267,7 +272,8 @@ def markdown(results: dict) -> str:
         st = r["strided"]
         lines.append(f"Strided collection, s = {st['stride']}, contexts {st['grid'][0]}..{st['grid'][-1]} (each in [c, c + s)), {st['targets']:,} "
                      f"targets: {st['seconds']:.1f} s, {st['token_steps']:,} token-steps (the exact window method would read "
-                     f"{st['exact_window_token_steps']:,}), {st['tflops']:.1f} TFLOP/s ({st['of_bf16_ceiling']:.0%} of bf16)")
+                     f"{st['exact_window_token_steps']:,}), {st['tflops']:.1f} TFLOP/s ({st['of_bf16_ceiling']:.0%} of bf16); cutting the longest window "
+                     f"by a token moved a hidden state by {st['prefix_change']:.2g} of its norm (prefix-causal up to {st['prefix_tolerance']:.2g})")
     s = results.get("speed")
     if isinstance(s, dict) and "error" not in s:
         lines.append(f"Table 9: see table9-gpu.md beside this file (`{s['command']}`).")

@@ -40,6 +40,8 @@ def test_the_tiny_benchmark_measures_every_section_but_speed(tmp_path, text):
     assert rows["placebo_over_main_seconds"] > 0
     strided = results["recl"]["strided"]  # a tiny strided collection, run for real: fewer token-steps than exact contexts
     assert strided["seconds"] > 0 and 0 < strided["token_steps"] < strided["exact_window_token_steps"] and strided["stride"] == 16
+    assert strided["prefix_change"] <= strided["prefix_tolerance"] == 2 * 2**-7  # a bf16 read, its rounding allowed for
+    assert results["recl"]["tokens"] > 10_000  # the whole text, not its 5% valid split (too short for the paper's shapes)
     assert "failed" not in written.with_suffix(".md").read_text()
 
 

@@ -19,9 +19,10 @@ from txlab.measure import losses as losses_mod
 from txlab.measure.collection import Collection, placebo_groups
 from txlab.measure.losses import (choose_method, collect_group_losses, collect_losses, collect_run_losses, load_group_losses, load_losses,
                                   naive_placebo_losses, placebo_block_losses, sample_blocks, scoring)
-from txlab.measure.reading import context_lengths, is_prefix_causal
+from txlab.measure.reading import PREFIX_TOLERANCE, context_lengths, is_prefix_causal, prefix_change
 from txlab.models.build import build_model
 from txlab.models.interface import Context
+from txlab.precision import scoring_precision
 from txlab.runs.checkpoint import save_checkpoint
 
 N_TOKEN = 37
@@ -137,6 +138,32 @@ def test_prefix_causality_probe():
         assert is_prefix_causal(model, tokens, 8, TGT_LEN if context.mem_len else None), case
     absolute = tiny_model(pos_enc="vaswani")
     assert not is_prefix_causal(absolute, tokens, 8, TGT_LEN)
+
+
+@pytest.mark.parametrize("move, causal_in", [(0.0, {"fp32", "bf16"}), (0.01, {"bf16"}), (0.1, set())])
+def test_the_probe_allows_the_rounding_of_the_precision_it_reads_in(move, causal_in):
+    """Windows of different lengths may round differently (other matmul kernels): bf16 moves a hidden state by a few
+    of its rounding units (2^-7), which must not count as the future leaking in; a larger move must."""
+    model = tiny_model()  # relative positions: prefix-causal
+    # every state moves by ``move`` of its norm when the window's length is odd: full and cut reads differ by that
+    model.register_forward_hook(lambda _m, _a, out: out._replace(hidden=out.hidden * (1 + move * (out.hidden.size(1) % 2))))
+    found = set()
+    for precision in ("fp32", "bf16"):
+        with torch.no_grad(), scoring_precision(precision, "cpu"):
+            change, tolerance = prefix_change(model, token_stream(), 8, None)
+        assert change == pytest.approx(move, rel=0.05, abs=1e-6)
+        assert tolerance == (PREFIX_TOLERANCE if precision == "fp32" else 2 * 2**-7)
+        if change <= tolerance:
+            found.add(precision)
+    assert found == causal_in
+
+
+def test_absolute_positions_move_the_states_beyond_bf16_rounding():
+    model = tiny_model(pos_enc="vaswani")
+    with torch.no_grad(), scoring_precision("bf16", "cpu"):
+        assert not is_prefix_causal(model, token_stream(), 8, TGT_LEN)  # chunks of 3
+        change, tolerance = prefix_change(model, token_stream(), 8, None)
+    assert change > 4 * tolerance  # a window of 8
 
 
 def test_forcing_the_window_method_on_an_absolute_xl_is_not_exact():

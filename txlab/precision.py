@@ -112,6 +112,14 @@ def scoring_precision(precision: str, device: str | torch.device) -> Iterator[bo
         yield tf32
 
 
+def rounding_unit(computed: torch.Tensor) -> float:
+    """Machine epsilon of the precision ``computed`` was made in: autocast's dtype where autocast is on for its
+    device (its matmuls rounded there, whatever dtype they handed on), else the tensor's own dtype."""
+    device = computed.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else computed.dtype
+    return torch.finfo(dtype).eps
+
+
 def loss_scaler(precision: str, device: str | torch.device) -> torch.amp.GradScaler:
     """The training's loss scaler: dynamic for fp16; for fp32 and bf16 a disabled one, whose calls pass
     the loss and the optimizer step through unchanged."""

@@ -18,6 +18,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from txlab.errors import TxlabError
 from txlab.models.interface import LanguageModel
+from txlab.precision import rounding_unit
 from txlab.runs.evaluate import read_in_chunks
 
 OnBatch = Callable[[int], None]
@@ -72,21 +73,45 @@ def chunk_length(model: LanguageModel, tgt_len: int) -> int | None:
     return tgt_len if model.context.mem_len > 0 else None
 
 
-def is_prefix_causal(model: LanguageModel, tokens: np.ndarray, length: int, chunk_len: int | None, atol: float = 1e-4) -> bool:
-    """Are a chunk's predictions unchanged when the chunk is cut short after them?
+PREFIX_TOLERANCE = 1e-4
+"""Largest relative change of a position's hidden state, cutting the window after it, that still counts as none in fp32."""
+ROUNDING_ULPS = 2
+"""The same in reduced precision, in units of its rounding (bf16: 2 x 2^-7 = 0.016; fp16: 2 x 2^-10 = 0.002). Rounding
+moved a state by 0.001 (a 2-layer GPT-2 in bf16 on a CPU) and by nothing (GPT-2 124M at 33k tokens on an H100);
+absolute positions move one by 0.04 in a window of 3 tokens and 0.08 in one of 8 (a tiny Transformer-XL)."""
+
+
+def is_prefix_causal(model: LanguageModel, tokens: np.ndarray, length: int, chunk_len: int | None) -> bool:
+    """Are a chunk's predictions unchanged when the chunk is cut short after them (:func:`prefix_change`)?"""
+    change, tolerance = prefix_change(model, tokens, length, chunk_len)
+    return change <= tolerance
+
+
+def prefix_change(model: LanguageModel, tokens: np.ndarray, length: int, chunk_len: int | None) -> tuple[float, float]:
+    """How far cutting a chunk short moves the predictions before the cut, and the tolerance that counts as none.
 
     Reads the first min(length, chunk_len, max_context) tokens as one chunk, and the same tokens but the last;
-    the window method is exact only if the shared positions agree. True for relative encodings, the
-    vanilla Transformer and RNNs; False for Transformer-XL with absolute positions, which counts
-    positions back from the chunk's last token. (Later chunks cannot matter: memory holds only the past.)
+    the window method is exact only if the shared positions agree. The change is the largest move of a shared
+    position's final hidden state, relative to its norm: none (up to rounding) for relative encodings, the vanilla
+    Transformer and RNNs; large for Transformer-XL with absolute positions, which counts positions back from the
+    chunk's last token. (Later chunks cannot matter: memory holds only the past.)
+
+    Agreement allows for rounding. Two windows of different lengths may take matmul kernels that round differently,
+    which in bf16 or fp16 moves a hidden state by a few units of that precision's rounding. So each shared position's
+    state may move by PREFIX_TOLERANCE of its norm, or by ROUNDING_ULPS units of rounding of the precision the read
+    computed in (txlab.precision.rounding_unit), whichever is larger.
     """
     n = min(length, chunk_len or length, model.max_context or length, len(tokens))
     if n < 2:
-        return True
+        return 0.0, PREFIX_TOLERANCE
     window = tokens[None, :n].astype(np.int64)  # [1, n]
-    full = read_fresh(model, window, None)
-    cut = read_fresh(model, window[:, :-1], None)
-    return bool(torch.allclose(full[:, :-1], cut, rtol=0, atol=atol))
+    with torch.no_grad():
+        full = read_fresh(model, window, None)
+        cut = read_fresh(model, window[:, :-1], None)
+    tolerance = max(PREFIX_TOLERANCE, ROUNDING_ULPS * rounding_unit(full))
+    shared = full[:, :-1].float()  # [1, n - 1, d]
+    change = (shared - cut.float()).norm(dim=-1) / shared.norm(dim=-1).clamp_min(1e-12)  # [1, n - 1]
+    return float(change.max()), tolerance
 
 
 def far_starts(n: int, windows: np.ndarray, extra: int, offset: int) -> np.ndarray:
