@@ -527,3 +527,46 @@ def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_file
     assert beat == {"Transformer-XL (words)", "LSTM (characters)"}, (unigram, at_32)
     assert round(at_32["Llama (Metaspace BPE 1.5k)"] - unigram) == 8  # "the Llama misses by 8 per word"
     assert "the Llama misses by 8 per word" in " ".join((ROOT / "docs" / "recl.md").read_text().split())
+
+
+def _gpu_runs(device: str) -> list[dict]:
+    """The committed GPU benchmark results of one card (results/bench/gpu-<date>-<device>*/)."""
+    paths = sorted((ROOT / "results" / "bench").glob(f"gpu-*-{device}*/gpu-*.json"))
+    assert paths, f"no committed GPU benchmark of the {device}"
+    return [json.loads(path.read_text()) for path in paths]
+
+
+def test_the_readme_gpu_numbers_quote_the_committed_benchmark_files():
+    text = " ".join((ROOT / "README.md").read_text().split("## On a GPU")[1].split("\n## ")[0].split())
+
+    def span(values, fmt="{:,.0f}") -> str:
+        values = list(values)
+        low, high = fmt.format(min(values)), fmt.format(max(values))
+        return low if low == high else f"{low}-{high}"
+
+    runs = {"H200": _gpu_runs("nvidia-h200"), "H100": _gpu_runs("nvidia-h100")}
+    every = runs["H200"] + runs["H100"]
+    assert "three runs on an NVIDIA H200 and three on an H100" in text and (len(runs["H200"]), len(runs["H100"])) == (3, 3)
+    assert f"bf16 matmul ceiling {span(r['ceiling']['bf16_tflops'] for r in every)} TFLOP/s" in text
+    trained = {card: [r["train"]["steps"] for r in rs if "train" in r] for card, rs in runs.items()}
+    h200_fp32 = span(s["fp32"]["tokens_per_s"] for s in trained["H200"])
+    h200_share = span((s["fp32"]["of_own_ceiling"] for s in trained["H200"]), "{:.0%}")
+    assert f"{h200_fp32} tokens/s in fp32 ({h200_share} of the fp32 ceiling)" in text
+    assert f"and {span(s['bf16']['tokens_per_s'] for s in trained['H200'])} in bf16 on the H200" in text
+    assert (f"{span(s['fp32']['tokens_per_s'] for s in trained['H100'])} and {span(s['bf16']['tokens_per_s'] for s in trained['H100'])} "
+            "on the H100") in text
+    for card in runs:  # Table 9's slowdowns from 1,800 tokens on, every run of the card
+        tables = [pd.read_csv(path) for path in sorted((ROOT / "results" / "bench").glob(f"gpu-*-nvidia-{card.lower()}*/table9-gpu.csv"))]
+        slowdowns = [s for t in tables for s in t.loc[t["attn_len"] >= 1800, "slowdown"]]
+        assert f"{span(slowdowns, '{:,.0f}x')} ({card})" in text
+    collected = [r["recl"]["rows"] for r in every if "rows" in r.get("recl", {})]
+    assert f"{span((c['main']['seconds'] for c in collected), '{:.1f}')} s" in text
+    # placebo by windows: the runs that read it in at most 1.2x the main table's token-steps (the others predate it)
+    by_windows = [c["placebo_over_main_seconds"] for c in collected
+                  if c["main_and_placebo"]["token_steps"] - c["main"]["token_steps"] <= 1.2 * c["main"]["token_steps"]]
+    assert len(by_windows) == 3 and f"placebo losses by windows {span(by_windows, '{:.2f}')}x that" in text
+    [strided] = [r["recl"]["strided"] for r in every if isinstance(r.get("recl", {}).get("strided"), dict)]  # earlier: "not measured"
+    assert strided["prefix_change"] <= strided["prefix_tolerance"]
+    assert (f"strided (s = {strided['stride']:,}) at contexts 8k..32k, {strided['targets']:,} targets: {strided['seconds']:.1f} s on the H100, "
+            f"{strided['token_steps']:,} token-steps where exact contexts by windows would read "
+            f"{strided['exact_window_token_steps'] / 1e6:.0f} million") in text
