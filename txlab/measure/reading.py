@@ -77,7 +77,7 @@ PREFIX_TOLERANCE = 1e-4
 """Largest relative change of a position's hidden state, cutting the window after it, that still counts as none in fp32."""
 ROUNDING_ULPS = 2
 """The same in reduced precision, in units of its rounding (bf16: 2 x 2^-7 = 0.016; fp16: 2 x 2^-10 = 0.002). Rounding
-moved a state by 0.001 (a 2-layer GPT-2 in bf16 on a CPU) and by nothing (GPT-2 124M at 33k tokens on an H100);
+moved a state by 0.0008 (a 2-layer GPT-2 in bf16 on a CPU, 128 tokens) and by nothing (GPT-2 124M at 33k tokens on an H100);
 absolute positions move one by 0.04 in a window of 3 tokens and 0.08 in one of 8 (a tiny Transformer-XL)."""
 
 
