@@ -201,15 +201,15 @@ def test_sigterm_during_recl_exits_143_with_one_line(tmp_path, monkeypatch, cli,
     import os
     import signal
 
-    from txlab.drivers.recl import run
+    from txlab.drivers.recl import sources
 
-    collect = run.collect_run_losses
+    collect = sources.collect_run_losses
 
     def terminated(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGTERM)
         return collect(*args, **kwargs)
 
-    monkeypatch.setattr(run, "collect_run_losses", terminated)
+    monkeypatch.setattr(sources, "collect_run_losses", terminated)
     before = signal.getsignal(signal.SIGTERM)
     result = cli("recl", "--group", untrained_run(tmp_path / "xl"), "--size", "tiny", "--set", "grid=4,8", "--set", "blocks=2",
                  "--set", "block_len=20", "--out-dir", tmp_path / "out", "--fig-dir", tmp_path / "fig", "-q")

@@ -22,7 +22,7 @@ def planned(monkeypatch):
     """The settings `txlab recl` and `txlab speed --dry-run` would run with, caught where each plans (no machine measured)."""
     caught = {}
 
-    def plan_groups(groups, given, gflops=None, streams=()):
+    def plan_groups(groups, given, gflops=None, sources=()):
         caught["recl"] = [group.settings for group in groups]
         return Plan()
 

@@ -207,7 +207,8 @@ def test_recl_with_the_slurm_launcher_trains_then_collects_each_member_as_a_job(
             submitted.append((name, task.name, task.progress(), Path(folder)))
         return []
 
-    monkeypatch.setattr("txlab.drivers.recl.run.run_jobs", run_in_process)
+    monkeypatch.setattr("txlab.drivers.recl.run.run_jobs", run_in_process)  # training
+    monkeypatch.setattr("txlab.drivers.recl.sources.run_jobs", run_in_process)  # collection
     cli.ok("recl", "--group", "xl151m", "qrnn", *TINY_COLLECTION, *TINY_TRAINING, "--launcher", "slurm", "--models-root", tmp_path / "models",
            "--out-dir", tmp_path / "results", "--fig-dir", tmp_path / "figures", "--quiet")
     jobs = tmp_path / "models" / "jobs"

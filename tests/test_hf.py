@@ -157,10 +157,10 @@ def test_the_five_line_api_on_own_text_reads_exact_losses(tmp_path, hf_checkpoin
     folder = hf_checkpoint(tmp_path / "ckpt", text_file=tmp_path / "my.txt")
     model = txlab.load_model(f"hf:{folder}")
     tokens = txlab.encode_text(tmp_path / "my.txt", model, split=None)  # every token of the file
-    assert tokens.max() < model.vocab_size and len(tokens) > 1000
+    assert tokens.max() < model.model.vocab_size and len(tokens) > 1000
     table = txlab.context_losses(model, tokens, [4, 8, 16], n_blocks=3, block_len=30, placebo=True)
     t, c = int(table.targets[7]), 8
-    assert table.losses[1, 7] == pytest.approx(naive_loss(model.causal_lm, tokens, t, c), abs=2e-5)
+    assert table.losses[1, 7] == pytest.approx(naive_loss(model.model.causal_lm, tokens, t, c), abs=2e-5)
     assert table.placebo.shape == (2, 90)
     rows = txlab.group_recl([table], ["mine"], rs=[0.1])
     assert rows[0].model == "mine" and rows[0].placebo_aware is not None and "placebo_label" in rows[0].record()
@@ -209,19 +209,24 @@ def test_eval_and_generate_take_a_hugging_face_checkpoint(tmp_path, hf_checkpoin
 def test_a_reduced_precision_asked_for_is_used_and_recorded(tmp_path, random_causal_lm):
     from txlab.measure.collection import Collection
     from txlab.measure.losses import collect_model_losses
+    from txlab.runs.scored import ScoredModel
 
     model = hf.load_causal_lm(f"hf:{random_causal_lm(tmp_path / 'g', 'gpt2')}", precision="bf16")
     assert next(model.parameters()).dtype == torch.bfloat16
     tokens = tokens_for(200)
-    kwargs = dict(tgt_len=16, context=Context(mem_len=0), identity={}, progress=False)
+    collection = Collection("valid", (4, 8), 2, 20)
+
+    def scored(model, precision):
+        return ScoredModel(model, "g", 16, Context(mem_len=0), precision, home=tmp_path / "m")
+
     with pytest.raises(TxlabError, match="float32 or better"):
-        collect_model_losses(model, tokens, "h", tmp_path / "m", Collection("valid", (4, 8), 2, 20), **kwargs)
-    table = collect_model_losses(model, tokens, "h", tmp_path / "m", Collection("valid", (4, 8), 2, 20), precision="bf16", **kwargs)
+        collect_model_losses(scored(model, "fp32"), tokens, "h", collection, progress=False)
+    table = collect_model_losses(scored(model, "bf16"), tokens, "h", collection, progress=False)
     exact = hf.load_causal_lm(f"hf:{tmp_path / 'g'}")
     reference = collect_losses(exact, tokens, (4, 8), table.meta["block_starts"], 20, tgt_len=16, context=Context(mem_len=0))
     assert table.meta["precision"] == "bf16" and 0 < np.abs(table.losses - reference).max() < 0.5
     with pytest.raises(TxlabError, match="other settings .*precision: stored 'bf16', now 'fp32'"):  # never finished in another precision
-        collect_model_losses(exact, tokens, "h", tmp_path / "m", Collection("valid", (4, 8), 2, 20), **kwargs)
+        collect_model_losses(scored(exact, "fp32"), tokens, "h", collection, progress=False)
 
 
 def test_a_dry_run_refuses_runs_that_read_other_tokens_of_one_corpus(tmp_path, untrained_run):

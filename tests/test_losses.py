@@ -421,10 +421,10 @@ def test_auto_picks_the_method_that_reads_fewer_token_steps(monkeypatch):
     probed = []
     probe = losses_mod.is_prefix_causal
     monkeypatch.setattr(losses_mod, "is_prefix_causal", lambda *a, **k: probed.append(1) or probe(*a, **k))
-    assert choose_method(tiny_model(), tokens, lengths, TGT_LEN, "auto", block_len=3) == "naive" and not probed  # sparse: no probe needed
-    assert choose_method(tiny_model(), tokens, np.array(GRID), TGT_LEN, "auto", block_len=5) == "window" and probed
-    assert choose_method(tiny_model(pos_enc="vaswani"), tokens, np.array(GRID), TGT_LEN, "auto", block_len=5) == "naive"  # not prefix-causal
-    assert choose_method(tiny_model(), tokens, lengths, TGT_LEN, "window", block_len=3) == "window"  # asked
+    assert choose_method(tiny_model(), tokens[: lengths[-1]], lengths, TGT_LEN, "auto", block_len=3) == "naive" and not probed  # sparse: no probe needed
+    assert choose_method(tiny_model(), tokens[: GRID[-1]], np.array(GRID), TGT_LEN, "auto", block_len=5) == "window" and probed
+    assert choose_method(tiny_model(pos_enc="vaswani"), tokens[: GRID[-1]], np.array(GRID), TGT_LEN, "auto", block_len=5) == "naive"  # not prefix-causal
+    assert choose_method(tiny_model(), tokens[: lengths[-1]], lengths, TGT_LEN, "window", block_len=3) == "window"  # asked
 
 
 def test_a_table_begun_before_placebo_windows_resumes_as_it_began(tmp_path, monkeypatch):

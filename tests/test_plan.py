@@ -3,6 +3,7 @@ sizes and grids it chooses, the quicker settings it names, and --dry-run startin
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -290,9 +291,9 @@ def test_a_plan_counts_the_blocks_on_disk_and_measures_nothing_when_none_is_left
     plan = plan_groups([group], gflops=fixed_ceiling(100.0))
     assert plan.flops == pytest.approx(main / 4 + placebo / 2) and "b 3 of 4 blocks (placebo 2 of 4)" in plan.describe()
     # with the group's token stream known (its corpus read), blocks of another stream are not its own
-    plan = plan_groups([group], gflops=fixed_ceiling(100.0), streams=["another"])
+    plan = plan_groups([group], gflops=fixed_ceiling(100.0), sources=[SimpleNamespace(sha256="another")])
     assert plan.flops == pytest.approx(collection_flops(a, c) + full) and "none collected yet" in plan.describe()
-    assert plan_groups([group], gflops=fixed_ceiling(100.0), streams=["s"]).flops == pytest.approx(main / 4 + placebo / 2)
+    assert plan_groups([group], gflops=fixed_ceiling(100.0), sources=[SimpleNamespace(sha256="s")]).flops == pytest.approx(main / 4 + placebo / 2)
 
 
 def test_a_strided_plan_counts_its_runs_and_says_its_contexts_are_strided():

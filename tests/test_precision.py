@@ -19,6 +19,7 @@ from txlab.data.corpus import load_corpus
 from txlab.errors import TxlabError
 from txlab.measure.collection import Collection
 from txlab.measure.losses import collect_losses, collect_model_losses, sample_blocks
+from txlab.runs.scored import ScoredModel
 from txlab.models.rnn import build_rnn
 from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, linear_nll
 from txlab.precision import autocast, check_precision, loss_scaler
@@ -87,8 +88,8 @@ def test_bf16_evaluation_is_within_bf16_rounding_of_fp32(tmp_path):
     kwargs = dict(tgt_len=tgt_len, context=context)
     reduced = collect_losses(ckpt.model, tokens, grid, starts, 50, precision="bf16", **kwargs)
     assert 0 < np.abs(reduced - collect_losses(ckpt.model, tokens, grid, starts, 50, **kwargs)).max() < 0.05
-    table = collect_model_losses(ckpt.model, tokens, "stream", tmp_path / "home", Collection("valid", grid, 2, 50), identity={}, progress=False,
-                                 precision="bf16", **kwargs)
+    member = ScoredModel(ckpt.model, "bf16", tgt_len, context, "bf16", home=tmp_path / "home")
+    table = collect_model_losses(member, tokens, "stream", Collection("valid", grid, 2, 50), progress=False)
     assert table.meta["precision"] == "bf16"
 
 

@@ -1,6 +1,7 @@
 """`txlab recl --unit word`: members with different tokenizers (a Hugging Face byte-level BPE, txlab runs on words
 and on characters) scored on the words of one text, each with its own tokenizer, through the real command."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,9 +12,9 @@ import pytest
 from txlab.config import DataConfig
 from txlab.data.corpus import split_text_of
 from txlab.data.textdata import split_text
-from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.measure import words as W
-from txlab.runs.evaluate import load_model
+from txlab.measure.collection import Collection
+from txlab.runs.scored import load_model
 
 GRID = ("--set", "grid=1,2,4", "--set", "blocks=2", "--set", "block_len=10", "--set", "n_boot=20")
 WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2-sample"
@@ -47,11 +48,9 @@ def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_pa
 
     # the table is group_word_losses on the valid split's text, member by member
     valid = split_text(DataConfig(corpus="text", text=str(text)), "valid")
-    models = [load_model(m) for m in members]
-    tokenizers = [load_hf_tokenizer(members[0].removeprefix("hf:")), W.run_tokenizer(members[1]), W.run_tokenizer(members[2])]
-    table = W.group_word_losses([W.WordMember(name, model, tok, getattr(model, "eval_tgt_len", None), model.context)
-                                 for name, model, tok in zip(("bpe", "word-run", "char-run"), models, tokenizers)],
-                                valid, (1, 2, 4), 2, 10, placebo=True)
+    models = [load_model(m, name=name) for m, name in zip(members, ("bpe", "word-run", "char-run"))]  # in memory: home None below
+    table = W.group_word_losses([dataclasses.replace(m, home=None) for m in models], valid,
+                                Collection("valid", (1, 2, 4), 2, 10, placebo=True, unit="word"))
     ppl = np.array([words["members"][name]["word_perplexity"] for name in table.members])
     np.testing.assert_allclose(ppl, table.word_perplexity(), rtol=1e-6)
     assert np.all(np.isfinite([words["members"][name]["byte_perplexity"] for name in table.members]))
@@ -115,10 +114,8 @@ def test_a_run_on_a_registry_corpus_is_scored_in_words_on_its_recovered_text_bes
 
     valid = split_text_of(saved_config(wikitext_run).data, "valid")
     assert valid.startswith("\n= Homarus gammarus =\n\nHomarus gammarus , known as")
-    tokenizers = [W.run_tokenizer(wikitext_run), load_hf_tokenizer(members[1].removeprefix("hf:"))]
-    models = [load_model(m) for m in members]
-    table = W.group_word_losses([W.WordMember(name, model, tok, getattr(model, "eval_tgt_len", None), model.context)
-                                 for name, model, tok in zip(("wt2-run", "bpe"), models, tokenizers)], valid, (1, 2, 4), 2, 10)
+    models = [dataclasses.replace(load_model(m, name=name), home=None) for m, name in zip(members, ("wt2-run", "bpe"))]
+    table = W.group_word_losses(models, valid, Collection("valid", (1, 2, 4), 2, 10, unit="word"))
     assert [words["members"][name]["covered"] for name in table.members] == list(table.covered.values())
     np.testing.assert_allclose([words["members"][name]["word_perplexity"] for name in table.members], table.word_perplexity(), rtol=1e-6)
 

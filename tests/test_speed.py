@@ -232,7 +232,7 @@ def test_a_run_is_timed_on_its_own_text_with_perplexities_where_its_weights_run(
     for method in (xl.vanilla, xl.strided, xl.rolling, xl.xl):  # an XL run's weights in every row: the recompute rows read windows with them
         assert method.ppl == pytest.approx(math.exp(method.nll))
     # the XL row scores the run's own evaluation text: the same losses as reading it with the model directly
-    model = load_model(tmp_path / "xl")
+    model = load_model(tmp_path / "xl").model
     text = torch.as_tensor(run_tokens(tmp_path / "xl", "valid").astype("int64"))[None]
     losses = []
     with torch.inference_mode():

@@ -205,7 +205,7 @@ def test_encode_text_gives_the_split_the_commands_score(tmp_path, hf_checkpoint,
 def model_tokens(model, text: str) -> np.ndarray:
     from txlab.data.tokenizers import load_hf_tokenizer
 
-    return np.asarray(load_hf_tokenizer(model.source).encode(text))
+    return np.asarray(load_hf_tokenizer(model.tokenizer.source).encode(text))
 
 
 def test_a_tokenizer_config_naming_code_beside_a_built_in_class_is_refused_after_reading(tmp_path, hf_checkpoint, monkeypatch):

@@ -12,13 +12,18 @@ import torch
 from conftest import random_causal_lm_model
 
 from txlab.data.formats import words as txlab_words
-from txlab.data.tokenizers import CharTokenizer, WordTokenizer
+from txlab.analysis.per_unit import byte_perplexity, word_perplexity
+from txlab.api import as_text_tokenizer
+from txlab.data.tokenizers import CharTokenizer, CorpusTokenizer, WordTokenizer
 from txlab.data.vocab import Vocab
+from txlab.data.words import check_spaced, cut_words
 from txlab.errors import TxlabError
 from txlab.measure import words as W
+from txlab.measure.collection import Collection
 from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.runs.evaluate import read_in_chunks
+from txlab.runs.scored import ScoredModel, run_tokenizer
 from txlab.runs.zoo import run_config
 
 transformers = pytest.importorskip("transformers")
@@ -28,6 +33,21 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 TEXT = (SHARED / "wikitext-2-sample" / "valid.txt").read_text(encoding="utf-8")[:40_000]
 GRID = (1, 3, 6)
+
+
+def member(name: str, model, tok, tgt_len: int | None = None) -> ScoredModel:
+    """A model as a group in words scores it (in memory), reading text with ``tok``."""
+    return ScoredModel(model, name, tgt_len, model.context, tokenizer=as_text_tokenizer(tok))
+
+
+def group(members, text, grid, n_blocks, block_len, method="auto", placebo=False, offset=None) -> W.WordGroup:
+    """Every member collected, then grouped on the words all cover (txlab.measure.words.group_word_losses)."""
+    return W.group_word_losses(members, text, Collection("valid", grid, n_blocks, block_len, placebo=placebo, method=method, unit="word"),
+                               offset=offset)
+
+
+def encode(tok, texts):
+    return as_text_tokenizer(tok).offsets(texts)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -123,8 +143,8 @@ def hand_txlab(model, tok, context: str, span: str, tgt_len: int) -> float:
     return float(nll[-n_span:].double().sum())
 
 
-def cells_of(table: W.WordTable):
-    words = W.cut_words(TEXT)
+def cells_of(table: W.WordGroup):
+    words = cut_words(TEXT)
     for j, c in enumerate(table.grid):
         for i, w in enumerate(table.targets.tolist()):
             lo, hi = words.context(w, c)
@@ -137,7 +157,7 @@ def cells_of(table: W.WordTable):
 
 def test_words_are_runs_of_non_whitespace_and_spans_take_the_whitespace_before():
     text = " The cat\n\n  sat.\u00a0On"
-    words = W.cut_words(text)
+    words = cut_words(text)
     assert [text[a:b] for a, b in zip(words.starts, words.ends)] == text.split() == ["The", "cat", "sat.", "On"]
     assert [text[slice(*words.span(w))] for w in range(4)] == [" The", " cat", "\n\n  sat.", "\u00a0On"]
     assert text[slice(*words.context(2, 2))] == "The cat"  # from the first word's first character to the last word's end
@@ -149,8 +169,8 @@ def test_words_are_runs_of_non_whitespace_and_spans_take_the_whitespace_before()
 
 def test_a_text_without_spaces_is_refused_and_says_what_to_do():
     with pytest.raises(TxlabError, match="too few spaces.*segment it"):
-        W.check_spaced(W.cut_words("这是一个没有空格的句子，整段文字只是一个词。" * 3))
-    W.check_spaced(W.cut_words(TEXT))
+        check_spaced(cut_words("这是一个没有空格的句子，整段文字只是一个词。" * 3))
+    check_spaced(cut_words(TEXT))
 
 
 def test_a_tokenizer_is_taken_as_tokenizers_transformers_or_txlab_give_it(tmp_path):
@@ -160,17 +180,17 @@ def test_a_tokenizer_is_taken_as_tokenizers_transformers_or_txlab_give_it(tmp_pa
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
     fast.save_pretrained(tmp_path / "tok")
     texts = ["The cat  sat.\nOn \u2603 it", " and"]
-    expected = W.text_encoder(tok)(texts)
+    expected = encode(tok, texts)
     for other in (fast, load_hf_tokenizer(str(tmp_path / "tok"))):
-        for a, b in zip(W.text_encoder(other)(texts), expected):
+        for a, b in zip(encode(other, texts), expected):
             assert all(np.array_equal(x, y) for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b)))
     assert expected[0].unknown.sum() == 2  # the line end and the snowman are <unk> for this BPE
 
 
 def test_word_and_byte_perplexity_by_hand():
     losses = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 3.0]])  # [2, 3]
-    assert W.word_perplexity(losses) == pytest.approx([math.exp(2.0), math.exp(1.0)])
-    assert W.byte_perplexity(losses, np.array([2, 2, 2])) == pytest.approx([math.exp(1.0), math.exp(0.5)])
+    assert word_perplexity(losses) == pytest.approx([math.exp(2.0), math.exp(1.0)])
+    assert byte_perplexity(losses, np.array([2, 2, 2])) == pytest.approx([math.exp(1.0), math.exp(0.5)])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -182,7 +202,7 @@ def test_word_and_byte_perplexity_by_hand():
 def test_hugging_face_tokenizers_give_the_hand_computed_loss(make, arch):
     tok = make()
     model = hf_model(tok.get_vocab_size(), arch)
-    tables = {method: W.group_word_losses([W.WordMember("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12, method=method)
+    tables = {method: group([member("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12, method=method)
               for method in ("naive", "window")}
     naive, window = tables["naive"], tables["window"]
     assert window.methods == ("window",) and naive.methods == ("naive",)
@@ -197,9 +217,9 @@ def test_hugging_face_tokenizers_give_the_hand_computed_loss(make, arch):
 def test_txlab_tokenizers_give_the_hand_computed_loss_with_memory_and_segments(kind):
     tok = txlab_tokenizer(kind)
     model = txlab_model(len(tok.vocab))
-    member = W.WordMember("m", model, tok, tgt_len=16)
-    naive = W.group_word_losses([member], TEXT, GRID, n_blocks=2, block_len=8, method="naive")
-    window = W.group_word_losses([member], TEXT, GRID, n_blocks=2, block_len=8, method="auto")
+    scored = member("m", model, tok, tgt_len=16)
+    naive = group([scored], TEXT, GRID, n_blocks=2, block_len=8, method="naive")
+    window = group([scored], TEXT, GRID, n_blocks=2, block_len=8, method="auto")
     assert window.methods == ("window",)  # relative positions: prefix-causal
     assert naive.shared == naive.drawn  # a vocabulary counted from the text covers every word
     np.testing.assert_allclose(window.losses, naive.losses, rtol=1e-5, atol=1e-5)
@@ -207,10 +227,10 @@ def test_txlab_tokenizers_give_the_hand_computed_loss_with_memory_and_segments(k
         assert naive.losses[0, j, i] == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=1e-4, abs=1e-4)
 
 
-def placebo_cells_of(table: W.WordTable, offset: int):
+def placebo_cells_of(table: W.WordGroup, offset: int):
     """(j, i, far text + near context, span) of each placebo cell, built from the definition: the c nearest words with
     the whitespace before them, after the c' - c words that start ``offset`` words after the window's start w - c'."""
-    words = W.cut_words(TEXT)
+    words = cut_words(TEXT)
     n = len(words)
     for j, (c, c2) in enumerate(zip(table.grid, table.grid[1:])):
         extra = c2 - c
@@ -223,11 +243,11 @@ def placebo_cells_of(table: W.WordTable, offset: int):
 def test_placebo_cells_are_the_word_after_a_far_span_and_its_own_near_words():
     tok = byte_level_bpe()
     model = hf_model(tok.get_vocab_size())
-    with_placebo = W.group_word_losses([W.WordMember("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12, placebo=True, offset=3000)
+    with_placebo = group([member("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12, placebo=True, offset=3000)
     assert with_placebo.placebo.shape == (1, len(GRID) - 1, len(with_placebo.targets))
     for j, i, context, span in placebo_cells_of(with_placebo, 3000):
         assert with_placebo.placebo[0, j, i] == pytest.approx(hand_hf(model, tok, context, span), rel=1e-4, abs=1e-4)
-    alone = W.group_word_losses([W.WordMember("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12)
+    alone = group([member("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12)
     assert alone.placebo is None and with_placebo.shared <= alone.shared  # a word is kept only where its placebo cells are exact too
     at = {w: i for i, w in enumerate(alone.targets.tolist())}
     common = [(i, at[w]) for i, w in enumerate(with_placebo.targets.tolist()) if w in at]
@@ -238,8 +258,8 @@ def test_placebo_cells_are_the_word_after_a_far_span_and_its_own_near_words():
 def test_placebo_cells_of_a_txlab_model_with_memory_are_the_hand_computed_ones():
     tok = txlab_tokenizer("char")
     model = txlab_model(len(tok.vocab))
-    table = W.group_word_losses([W.WordMember("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True)
-    offset = len(W.cut_words(TEXT)) // 2
+    table = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True)
+    offset = len(cut_words(TEXT)) // 2
     for j, i, context, span in placebo_cells_of(table, offset):
         assert table.placebo[0, j, i] == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=1e-4, abs=1e-4)
 
@@ -247,7 +267,7 @@ def test_placebo_cells_of_a_txlab_model_with_memory_are_the_hand_computed_ones()
 def test_a_model_that_is_not_prefix_causal_is_read_one_forward_per_cell():
     tok = txlab_tokenizer("char")
     model = txlab_model(len(tok.vocab), pos_enc="vaswani")  # absolute positions, counted back from each chunk's end
-    table = W.group_word_losses([W.WordMember("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6)
+    table = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6)
     assert table.methods == ("naive",)
     for j, i, context, span in cells_of(table):
         assert table.losses[0, j, i] == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=1e-4, abs=1e-4)
@@ -255,11 +275,11 @@ def test_a_model_that_is_not_prefix_causal_is_read_one_forward_per_cell():
 
 def test_a_line_end_is_part_of_the_next_words_span_and_the_word_tokenizer_writes_it_as_eos():
     tok = txlab_tokenizer("word")
-    [enc] = W.text_encoder(tok)(["the of\n\nand zzz-not-a-word"])
+    [enc] = encode(tok, ["the of\n\nand zzz-not-a-word"])
     assert [tok.vocab.symbols[i] if i >= 0 else None for i in enc.ids] == ["the", "of", "<eos>", "<eos>", "and", None]
     assert enc.starts.tolist() == [0, 4, 6, 7, 8, 12] and enc.unknown.tolist() == [False] * 5 + [True]
-    words = W.cut_words("the of\n\nand")
-    covered, cells = W.member_cells(words, W.text_encoder(tok), np.array([2]), (2,), None)
+    words = cut_words("the of\n\nand")
+    covered, cells = W.member_cells(words, as_text_tokenizer(tok).offsets, np.array([2]), (2,), None)
     assert covered.all() and cells[0, 0].first == 2 and len(cells[0, 0].ids) == 5  # the span '\n\nand' is <eos> <eos> and
 
 
@@ -275,8 +295,8 @@ def merging_tokenizer():
 
 def test_coverage_leaves_out_a_word_whose_span_a_token_crosses():
     text = "b c a b c c a c b"  # words 0..8
-    words = W.cut_words(text)
-    covered, cells = W.member_cells(words, W.text_encoder(merging_tokenizer()), np.arange(1, 9), (1,), None)
+    words = cut_words(text)
+    covered, cells = W.member_cells(words, as_text_tokenizer(merging_tokenizer()).offsets, np.arange(1, 9), (1,), None)
     # 'a' (words 2, 6) is written with the space after it, so its span's end is inside a token; the word after it
     # (3, 7) starts inside that token. Everything else is exact.
     assert covered[0].tolist() == [True, False, False, True, True, False, False, True]
@@ -286,17 +306,17 @@ def test_coverage_leaves_out_a_word_whose_span_a_token_crosses():
 def test_a_group_scores_only_the_words_every_member_covers():
     text = " ".join(["b c a b c c a c b"] * 30)
     bpe = byte_level_bpe()
-    members = [W.WordMember("bpe", hf_model(bpe.get_vocab_size()), bpe),
-               W.WordMember("merging", hf_model(5, "llama"), merging_tokenizer())]
-    table = W.group_word_losses(members, text, (1, 2), n_blocks=2, block_len=18, method="naive")
-    words = W.cut_words(text)
+    members = [member("bpe", hf_model(bpe.get_vocab_size()), bpe),
+               member("merging", hf_model(5, "llama"), merging_tokenizer())]
+    table = group(members, text, (1, 2), n_blocks=2, block_len=18, method="naive")
+    words = cut_words(text)
     kinds = [text[words.starts[w]:words.ends[w]] for w in table.targets]
     previous = [text[words.starts[w - 1]:words.ends[w - 1]] for w in table.targets]
     assert "a" not in kinds and "a" not in previous  # left out for every member
     assert table.covered["bpe"] == table.drawn and table.covered["merging"] < table.drawn
     assert table.shared == table.covered["merging"] and table.losses.shape == (2, 2, len(table.targets))
     assert len(table.targets) == 2 * table.block_len
-    alone = W.group_word_losses(members[:1], text, (1, 2), n_blocks=2, block_len=18, method="naive")
+    alone = group(members[:1], text, (1, 2), n_blocks=2, block_len=18, method="naive")
     keep = np.isin(alone.targets, table.targets)
     np.testing.assert_allclose(alone.losses[0][:, keep], table.losses[0], rtol=1e-6)  # the bpe member's losses do not change
 
@@ -304,8 +324,8 @@ def test_a_group_scores_only_the_words_every_member_covers():
 def test_an_unknown_token_in_the_span_is_not_covered_but_one_in_the_context_is_read():
     tok = metaspace_bpe()
     text = "the cat sat on \u2603the mat and \u2603 sat again"
-    words = W.cut_words(text)
-    covered, _ = W.member_cells(words, W.text_encoder(tok), np.array([4, 5, 7, 8]), (1, 3), None)
+    words = cut_words(text)
+    covered, _ = W.member_cells(words, as_text_tokenizer(tok).offsets, np.array([4, 5, 7, 8]), (1, 3), None)
     assert not covered[:, 0].any() and not covered[:, 2].any()  # '\u2603the', '\u2603': an <unk> in the span
     assert covered[:, 1].all()  # 'mat' after '\u2603the': the context holds <unk>, as the member reads it
     assert covered[:, 3].all()
@@ -315,13 +335,13 @@ def test_a_word_longer_than_the_window_is_not_covered_and_a_long_context_is_cut_
     tok = txlab_tokenizer("char")
     model = hf_model(len(tok.vocab), positions=12)  # a learned position table of 12: the member's window
     text = "ab cd " * 20 + "abcdabcdabcdabcd " + "ab cd " * 20
-    words = W.cut_words(text)
+    words = cut_words(text)
     long_word = text.split().index("abcdabcdabcdabcd")
-    covered, _ = W.member_cells(words, W.text_encoder(tok), np.array([long_word, long_word + 1]), (1, 4), model.max_context)
+    covered, _ = W.member_cells(words, as_text_tokenizer(tok).offsets, np.array([long_word, long_word + 1]), (1, 4), model.max_context)
     assert not covered[:, 0].any() and covered[:, 1].all()
-    table = W.group_word_losses([W.WordMember("m", model, tok)], text, (1, 4), n_blocks=1, block_len=10, method="window")
+    table = group([member("m", model, tok)], text, (1, 4), n_blocks=1, block_len=10, method="window")
     assert table.truncated[0].tolist() == [0, 10]  # 4 words and a span: 14 characters, 13 inputs > 12
-    naive = W.group_word_losses([W.WordMember("m", model, tok)], text, (1, 4), n_blocks=1, block_len=10, method="naive")
+    naive = group([member("m", model, tok)], text, (1, 4), n_blocks=1, block_len=10, method="naive")
     np.testing.assert_allclose(table.losses, naive.losses, rtol=1e-5)
     w = int(table.targets[0])
     lo, hi = words.context(w, 4)
@@ -335,15 +355,15 @@ def test_a_word_longer_than_the_window_is_not_covered_and_a_long_context_is_cut_
 
 def test_bad_groups_are_refused():
     tok = txlab_tokenizer("char")
-    member = W.WordMember("m", hf_model(len(tok.vocab)), tok)
+    scored = member("m", hf_model(len(tok.vocab)), tok)
     with pytest.raises(TxlabError, match="names must differ"):
-        W.group_word_losses([member, member], TEXT, GRID, n_blocks=1, block_len=4)
+        group([scored, scored], TEXT, GRID, n_blocks=1, block_len=4)
     with pytest.raises(TxlabError, match="ascending"):
-        W.group_word_losses([member], TEXT, (3, 1), n_blocks=1, block_len=4)
+        group([scored], TEXT, (3, 1), n_blocks=1, block_len=4)
     with pytest.raises(TxlabError, match="fast"):
-        W.text_encoder(object())
+        as_text_tokenizer(object()).offsets
     with pytest.raises(TxlabError, match="outside the model's vocabulary"):
-        W.group_word_losses([W.WordMember("small", hf_model(5), tok)], TEXT, GRID, n_blocks=1, block_len=4)
+        group([member("small", hf_model(5), tok)], TEXT, GRID, n_blocks=1, block_len=4)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -365,15 +385,14 @@ def test_the_api_scores_a_run_on_own_text_beside_a_checkpoint_and_group_recl_tak
     rows = txlab.group_recl(tables, table.members, rs=[1.0], n_boot=20)
     assert [row.model for row in rows] == ["run", "ckpt"]
     assert np.all(np.isfinite(table.byte_perplexity())) and table.word_perplexity().shape == (2, 3)
-    by_hand = W.group_word_losses([W.WordMember("run", models[0], W.run_tokenizer(run), models[0].eval_tgt_len)], text_file.read_text(),
-                                  (1, 2, 4), n_blocks=2, block_len=10, method="naive")
+    by_hand = group([dataclasses.replace(models[0], home=None)], text_file.read_text(), (1, 2, 4), n_blocks=2, block_len=10, method="naive")
     np.testing.assert_allclose(by_hand.losses[0], table.losses[0], rtol=1e-5, atol=1e-5)
 
 
 def test_a_run_on_a_synthetic_corpus_brings_no_text_tokenizer(tmp_path, untrained_run):
     run = untrained_run(tmp_path / "run")
     with pytest.raises(TxlabError, match="symbols, not text.*--text FILE"):
-        W.run_tokenizer(run)
+        run_tokenizer(run)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -383,9 +402,9 @@ def test_a_run_on_a_synthetic_corpus_brings_no_text_tokenizer(tmp_path, untraine
 def test_a_word_corpus_vocabulary_reads_a_word_it_lacks_as_unk_in_the_context_and_gives_the_hand_computed_loss():
     half = TEXT[: len(TEXT) // 2]
     vocab = Vocab(["<eos>", "<unk>", *sorted(set(half.split()) - {"<unk>"})], unk="<unk>")  # WikiText's layout; later words lack ids
-    tok = W.CorpusTokenizer("word", vocab)
+    tok = CorpusTokenizer("word", vocab)
     model = txlab_model(len(vocab))
-    table = W.group_word_losses([W.WordMember("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=2, block_len=12)
+    table = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=2, block_len=12)
     assert table.methods == ("window",) and table.covered["m"] < table.drawn  # the words the vocabulary lacks are left out
 
     def corpus_ids(text: str) -> list[int]:  # the corpus's rule: whitespace-split words, <eos> at a line end, <unk> for the rest
@@ -403,13 +422,13 @@ def test_a_byte_vocabulary_reads_every_utf8_byte_and_gives_the_hand_computed_los
     text = TEXT[:12_000].replace("e", "\u00e9").replace(" the ", " \u6771\u4eac ")  # two- and three-byte characters in most words
     data = text.encode("utf-8")
     vocab = Vocab([str(b) for b in sorted(set(data))])  # enwik8's symbols: decimal byte values
-    tok = W.CorpusTokenizer("byte", vocab)
-    [enc] = W.text_encoder(tok)(["caf\u00e9 \u6771"])
+    tok = CorpusTokenizer("byte", vocab)
+    [enc] = encode(tok, ["caf\u00e9 \u6771"])
     assert enc.starts.tolist() == [0, 1, 2, 3, 3, 4, 5, 5, 5] and enc.ends.tolist() == [1, 2, 3, 4, 4, 5, 6, 6, 6]  # a character's bytes share its span
     model = hf_model(len(vocab))
-    table = W.group_word_losses([W.WordMember("m", model, tok)], text, GRID, n_blocks=2, block_len=10)
+    table = group([member("m", model, tok)], text, GRID, n_blocks=2, block_len=10)
     assert table.shared == table.drawn  # a boundary between characters is one between bytes: every word is exact
-    words = W.cut_words(text)
+    words = cut_words(text)
 
     def byte_ids(piece: str) -> list[int]:
         return [vocab.index[str(b)] for b in piece.encode("utf-8")]
@@ -455,11 +474,11 @@ def test_a_registry_run_reads_its_corpus_recovered_text_as_the_corpus_tokens_it(
 
     REGISTRY_FOLDERS[corpus](tmp_path / corpus)
     run = untrained_run(tmp_path / "run", sets=[f"data.corpus={corpus}", f"data.corpus_dir={tmp_path / corpus}"])
-    tok = W.run_tokenizer(run)
+    tok = run_tokenizer(run)
     data = saved_config(run).data
     assert tok.kind == kind and tok.vocab == load_corpus(data, progress=False).vocab
     text = split_text_of(data, "valid")
-    [encoding] = W.text_encoder(tok)([text])
+    [encoding] = encode(tok, [text])
     tokens = np.asarray(load_corpus(data, progress=False).split("valid"))
     if corpus == "lm1b":
         assert tok.line_end == "<S>" and tokens[0] == tok.vocab.index["<S>"]

@@ -2,7 +2,7 @@
 context lengths, RECL.
 
     import txlab
-    model = txlab.load_model("hf:path/to/checkpoint")       # or a txlab run directory
+    model = txlab.load_model("hf:path/to/checkpoint")       # or a txlab run directory: a model ready to score
     tokens = txlab.encode_text("my_text.txt", model)         # its valid split, by the model's own tokenizer (or "char", "word", "hf:PATH")
     table = txlab.context_losses(model, tokens, grid=[16, 32, 64, 128], n_blocks=4, block_len=200)
     print(txlab.group_recl([table], ["mine"], rs=[0.1, 1.0]))
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,15 @@ from txlab.analysis.recl import DEFAULT_RS, check_grid
 from txlab.analysis.table8 import Bootstrap, GroupTable, Table8Row, recl_rows
 from txlab.data.corpus import load_corpus, load_corpus_for_model
 from txlab.data.textdata import text_data_config
-from txlab.data.tokenizers import load_hf_tokenizer, parse_tokenizer
+from txlab.data.tokenizers import CharTokenizer, CorpusTokenizer, HfTokenizer, WordTokenizer, load_hf_tokenizer, parse_tokenizer
 from txlab.errors import TxlabError
+from txlab.measure.collection import Collection
 from txlab.measure.losses import collect_losses, sample_blocks
-from txlab.measure.words import WordMember, WordTable, group_word_losses, run_tokenizer
-from txlab.models import hf
+from txlab.measure.words import WordGroup, group_word_losses
 from txlab.models.interface import Context, LanguageModel
 from txlab.runs.checkpoint import load_checkpoint
-from txlab.runs.evaluate import evaluate, load_model  # noqa: F401  (txlab.load_model)
+from txlab.runs.evaluate import evaluate
+from txlab.runs.scored import ScoredModel, TextTokenizer, as_scored, load_model  # noqa: F401  (txlab.load_model)
 
 
 def run_tokens(run_dir: str | Path, split: str = "valid") -> np.ndarray:
@@ -43,7 +44,7 @@ def run_tokens(run_dir: str | Path, split: str = "valid") -> np.ndarray:
     return np.asarray(corpus.split(split))
 
 
-def encode_text(text: str | Path, tokenizer: str | LanguageModel, split: str | None = "valid") -> np.ndarray:
+def encode_text(text: str | Path, tokenizer: str | ScoredModel, split: str | None = "valid") -> np.ndarray:
     """Ids of a text under ``tokenizer``: a model loaded with ``hf:`` (its own tokenizer), ``hf:PATH_OR_HUB_ID``, ``char``
     or ``word``. No special tokens are added.
 
@@ -57,13 +58,13 @@ def encode_text(text: str | Path, tokenizer: str | LanguageModel, split: str | N
     ``split=None`` gives a file's every token. ``char`` and ``word`` count their vocabulary from the whole text, as the
     command line does. Text given as a string is encoded whole (it has no splits), by a Hugging Face tokenizer. A file
     must be UTF-8 text."""
-    if isinstance(tokenizer, LanguageModel):
-        source = getattr(tokenizer, "source", "")
-        if not source:
-            raise TxlabError("only a model loaded with hf:... brings a tokenizer; for a txlab run, take its corpus with txlab.run_tokens")
-        if hf.load_tokenizer(source) is None:
-            raise TxlabError(f"{source} holds no tokenizer: give one as encode_text(text, 'hf:TOKENIZER_FOLDER_OR_HUB_ID')")
-        spec = f"hf:{source}"
+    if isinstance(tokenizer, (ScoredModel, LanguageModel)):
+        member = as_scored(tokenizer)
+        if member.run_dir is not None:
+            raise TxlabError("a txlab run reads its own corpus: take it with txlab.run_tokens")
+        if not isinstance(member.tokenizer, HfTokenizer):
+            raise TxlabError(f"{member.name} holds no tokenizer: give one as encode_text(text, 'hf:TOKENIZER_FOLDER_OR_HUB_ID')")
+        spec = f"hf:{member.tokenizer.source}"
     else:
         spec = str(tokenizer)
         parse_tokenizer(spec)
@@ -125,12 +126,12 @@ class ContextLosses:
 
 
 def context_losses(
-    model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], n_blocks: int = 8, block_len: int = 250, *,
+    model: ScoredModel | LanguageModel, tokens: np.ndarray, grid: Sequence[int], n_blocks: int = 8, block_len: int = 250, *,
     seed: int = 0, placebo: bool = False, batch_size: int = 16, progress: bool = False, stride: float | None = None,
 ) -> ContextLosses:
     """l(c, t) for every c of ``grid`` on ``n_blocks`` contiguous blocks of ``block_len`` targets drawn by
     ``seed`` (after the first max(grid) tokens): exactly c tokens of context each, read as the model is
-    evaluated (see txlab.measure.losses), in ``model.precision`` (:func:`load_model`; fp32 for a model built otherwise).
+    evaluated (see txlab.measure.losses), in the model's precision (:func:`load_model`; fp32 for a model built otherwise).
     The grid is checked as the CLI checks it (txlab.analysis.recl.check_grid: at least two strictly ascending
     positive lengths). Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed (and stride).
     ``stride``: strided contexts for long ones (txlab.measure.strided): runs of s targets (``stride`` tokens, or that
@@ -138,13 +139,13 @@ def context_losses(
     grid = check_grid(grid)
     tokens = np.asarray(tokens)
     starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
-    tgt_len = getattr(model, "eval_tgt_len", max(grid))
-    kwargs = dict(tgt_len=tgt_len, context=model.context, batch_size=batch_size, progress=progress, precision=getattr(model, "precision", "fp32"),
-                  stride=stride)
-    losses = collect_losses(model, tokens, grid, starts, block_len, **kwargs)
-    placebo_losses = collect_losses(model, tokens, grid, starts, block_len, placebo=True, **kwargs) if placebo else None
+    member = as_scored(model)
+    kwargs = dict(tgt_len=member.tgt_len or max(grid), context=member.context, batch_size=batch_size, progress=progress,
+                  precision=member.precision, stride=stride)
+    losses = collect_losses(member.model, tokens, grid, starts, block_len, **kwargs)
+    placebo_losses = collect_losses(member.model, tokens, grid, starts, block_len, placebo=True, **kwargs) if placebo else None
     targets = (starts[:, None] + np.arange(block_len)).reshape(-1)
-    return ContextLosses(losses, grid, targets, block_len, model.max_context, placebo_losses)
+    return ContextLosses(losses, grid, targets, block_len, member.max_context, placebo_losses)
 
 
 def group_recl(tables: Sequence[ContextLosses], names: Sequence[str], rs: Sequence[float] = DEFAULT_RS, *,
@@ -164,42 +165,62 @@ def group_recl(tables: Sequence[ContextLosses], names: Sequence[str], rs: Sequen
 
 
 def word_context_losses(
-    models: LanguageModel | Sequence[LanguageModel], text: str | Path, grid: Sequence[int], n_blocks: int = 8, block_len: int = 250, *,
-    seed: int = 0, names: Sequence[str] | None = None, tokenizers: Sequence[Any] | None = None, method: str = "auto",
-    batch_size: int = 16, progress: bool = False,
-) -> tuple[list[ContextLosses], WordTable]:
+    models: ScoredModel | LanguageModel | Sequence[ScoredModel | LanguageModel], text: str | Path, grid: Sequence[int], n_blocks: int = 8,
+    block_len: int = 250, *, seed: int = 0, names: Sequence[str] | None = None, tokenizers: Sequence[Any] | None = None, method: str = "auto",
+    batch_size: int = 16, progress: bool = False, placebo: bool = False,
+) -> tuple[list[ContextLosses], WordGroup]:
     """l(c, w) in words for models with any tokenizers (txlab.measure.words): per model, a :class:`ContextLosses` whose
     ``grid`` counts words of context and whose ``targets`` are word indices, on the same words for every model (those
-    every model scores exactly), so :func:`group_recl` takes them; and the :class:`~txlab.measure.words.WordTable` with
+    every model scores exactly), so :func:`group_recl` takes them; and the :class:`~txlab.measure.words.WordGroup` with
     each model's coverage and its perplexity per word and per byte.
 
-    ``text``: a string, or the path of a UTF-8 file. ``n_blocks`` blocks of ``block_len`` words are drawn by ``seed``
-    after the first max(grid) words; each keeps the same number of words every model covers. ``tokenizers``: one per
-    model (None: its own, that of an ``hf:`` checkpoint or of a txlab run, txlab.measure.words.run_tokenizer). ``names`` default to the
-    checkpoints' and runs' names. Models read context as :func:`context_losses` reads it, in ``model.precision``."""
-    models = [models] if isinstance(models, LanguageModel) else list(models)
-    content = text_content(text)
-    if tokenizers is None:  # a checkpoint's own tokenizer, a run's own text tokenizer; a model built otherwise brings none
-        tokenizers = [(load_hf_tokenizer(model.source) if getattr(model, "source", "") else
-                       run_tokenizer(model.run_dir) if getattr(model, "run_dir", None) else None) for model in models]
-    if len(tokenizers) != len(models) or any(tok is None for tok in tokenizers):
-        raise TxlabError("give one tokenizer per model: only models loaded with txlab.load_model bring their own")
+    ``text``: a string, or the path of a UTF-8 file (read whole). ``n_blocks`` blocks of ``block_len`` words are drawn by
+    ``seed`` after the first max(grid) words; each keeps the same number of words every model covers. The grid is
+    checked as for tokens (at least two strictly ascending lengths). ``tokenizers``: one per model (None: each model's
+    own, that of an ``hf:`` checkpoint or of a txlab run); a txlab tokenizer, a transformers fast tokenizer or a
+    `tokenizers.Tokenizer`. ``names`` default to the models' names. Models read context as :func:`context_losses` reads
+    it; the tables are collected in memory (the command line keeps them on disk). ``placebo``: the placebo losses too."""
+    listed = [models] if isinstance(models, (ScoredModel, LanguageModel)) else list(models)
+    members = [as_scored(m, f"model{i}") for i, m in enumerate(listed)]
+    if tokenizers is not None:
+        if len(tokenizers) != len(members):
+            raise TxlabError(f"give one tokenizer per model: {len(members)} models, {len(tokenizers)} tokenizers")
+        members = [replace(m, tokenizer=as_text_tokenizer(t)) for m, t in zip(members, tokenizers)]
     if names is None:
-        labels = [Path(getattr(model, "source", "") or str(getattr(model, "run_dir", "")) or f"model{i}").name for i, model in enumerate(models)]
+        labels = [m.name for m in members]
         names = labels if len(set(labels)) == len(labels) else [f"{label}-{i}" for i, label in enumerate(labels)]
-    members = [WordMember(name, model, tok, getattr(model, "eval_tgt_len", None), model.context, getattr(model, "precision", "fp32"))
-               for name, model, tok in zip(names, models, tokenizers)]
-    table = group_word_losses(members, content, grid, n_blocks, block_len, seed=seed, method=method, batch_size=batch_size, progress=progress)
-    return [ContextLosses(losses, table.grid, table.targets, table.block_len, None) for losses in table.losses], table
+    if len(names) != len(members):
+        raise TxlabError(f"give one name per model: {len(members)} models, {len(names)} names")
+    members = [replace(m, name=name, home=None) for m, name in zip(members, names)]
+    collection = Collection("valid", tuple(grid), n_blocks, block_len, seed, placebo, method, "word")
+    group = group_word_losses(members, text_content(text), collection, batch_size=batch_size, progress=progress)
+    return [ContextLosses(group.losses[i], group.grid, group.targets, group.block_len, None,
+                          None if group.placebo is None else group.placebo[i]) for i in range(len(members))], group
 
 
-def perplexity(model: LanguageModel, tokens: np.ndarray, *, segment: int | None = None, memory: int | None = None,
+def as_text_tokenizer(tokenizer: Any) -> TextTokenizer:
+    """A tokenizer a user gives, as txlab reads text with it (with character offsets): txlab's own as it is; a
+    transformers fast tokenizer or a `tokenizers.Tokenizer` as a txlab.data.tokenizers.HfTokenizer."""
+    if isinstance(tokenizer, (CharTokenizer, WordTokenizer, HfTokenizer, CorpusTokenizer)):
+        return tokenizer
+    if type(tokenizer).__module__.startswith("tokenizers"):  # a `tokenizers.Tokenizer`: transformers wraps it without a file
+        from transformers import PreTrainedTokenizerFast
+
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
+    if getattr(tokenizer, "backend_tokenizer", None) is None:
+        raise TxlabError(f"a {type(tokenizer).__name__} gives no character offsets: words need a fast (Rust) Hugging Face tokenizer, "
+                         "or txlab's char or word tokenizer")
+    return HfTokenizer(getattr(tokenizer, "name_or_path", "") or "(given)", tokenizer)
+
+
+def perplexity(model: ScoredModel | LanguageModel, tokens: np.ndarray, *, segment: int | None = None, memory: int | None = None,
                batch_size: int = 1, max_tokens: int = 0) -> dict:
     """The model's loss over ``tokens`` with the paper's protocol: every target once, read in segments of
     ``segment`` tokens, each carrying ``memory`` tokens of the past (defaults: a run's evaluation settings;
     a Hugging Face model's position table or 512, and no memory), in ``model.precision`` as :func:`context_losses`.
     Returns {'loss' (nats per token), 'ppl', 'tokens'}."""
-    tgt_len = segment or getattr(model, "eval_tgt_len", None) or (model.max_context or 512)
-    context = model.context if memory is None else Context(mem_len=memory, same_length=model.context.same_length, clamp_len=model.context.clamp_len)
-    result = evaluate(model, np.asarray(tokens), tgt_len, context, batch_size, max_tokens, precision=getattr(model, "precision", "fp32"))
+    member = as_scored(model)
+    tgt_len = segment or member.tgt_len or (member.max_context or 512)
+    context = member.context if memory is None else Context(mem_len=memory, same_length=member.context.same_length, clamp_len=member.context.clamp_len)
+    result = evaluate(member.model, np.asarray(tokens), tgt_len, context, batch_size, max_tokens, precision=member.precision)
     return {"loss": result.loss, "ppl": float(np.exp(min(result.loss, 700.0))), "tokens": result.tokens}

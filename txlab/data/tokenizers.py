@@ -22,6 +22,12 @@ A token reaching across a block's edge would mean the tokenizer merges across th
 the cut is not exact, and the file is encoded at once instead (said on stderr). The tests hold blocks
 equal to one encoding of the whole text.
 
+Offsets. Every tokenizer gives each token's character offsets in the text (its ``offsets`` method, an
+:class:`Encoding` per text): what scoring in words needs to find the tokens that spell a word (txlab.measure.words).
+A Hugging Face tokenizer gives its own (a fast, Rust one only); txlab's character and word vocabularies, and a registry
+corpus's unit (:class:`CorpusTokenizer`: words, characters, or enwik8's UTF-8 bytes, each byte spanning its character)
+count them from the text.
+
 tokenizer_id. Names the tokenization, equal strings meaning identical tokens for identical text:
 ``char:<16 hex>`` and ``word:<16 hex>`` (the vocabulary's sha256, as registry corpora have), and
 ``hf:<16 hex>`` (the sha256 of the tokenizer's serialized pipeline: normalizer, pre-tokenizer, model
@@ -53,6 +59,88 @@ HF_BLOCK_CHARS = 1 << 20
 """Characters a Hugging Face tokenizer encodes at a time: its offsets take about 100 bytes a token in Python."""
 CONTEXT_CHARS = 256
 """Characters of text encoded (and dropped) on each side of a block, so that the block reads as the middle of the text."""
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """A text's tokens under one tokenizer, with where each lies in the text."""
+
+    ids: np.ndarray
+    """int64 [n]; -1 for a symbol the vocabulary does not hold."""
+    starts: np.ndarray
+    """int64 [n]: each token's first character in the text."""
+    ends: np.ndarray
+    """int64 [n]: one past each token's last character."""
+    unknown: np.ndarray
+    """bool [n]: the tokenizer's unknown-symbol token (or a symbol with no id)."""
+
+
+def _code_offsets(texts: Sequence[str], vocab: Vocab, code: Any, codes_of: Any) -> list[Encoding]:
+    """Every code a token: ``codes_of(text)`` gives the codes (int64 [n]) and each one's character (int64 [n]);
+    ``code(symbol)`` is a symbol's code. A code the vocabulary lacks has no id."""
+    lookup = code_ids(vocab, code)  # [largest code + 1]
+    known = np.zeros(len(lookup), dtype=bool)
+    known[[code(s) for s in vocab.symbols]] = True
+    out = []
+    for text in texts:
+        codes, chars = codes_of(text)  # [n], [n]
+        inside = codes < len(lookup)
+        has_id = np.zeros(len(codes), dtype=bool)
+        has_id[inside] = known[codes[inside]]
+        ids = np.where(has_id, lookup[np.where(inside, codes, 0)], -1)
+        out.append(Encoding(ids, chars, chars + 1, ~has_id))
+    return out
+
+
+def _characters(text: str) -> tuple[np.ndarray, np.ndarray]:
+    codes = char_codes(text).astype(np.int64)  # [n]: code points
+    return codes, np.arange(len(codes), dtype=np.int64)
+
+
+def _utf8_bytes(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of ``text`` and the character each belongs to: a character's bytes share its span, so a token
+    boundary between characters is one between bytes."""
+    points = char_codes(text).astype(np.int64)  # [n]
+    widths = 1 + (points >= 0x80) + (points >= 0x800) + (points >= 0x10000)  # [n]: UTF-8 bytes per character
+    codes = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)  # [sum(widths)]
+    return codes, np.repeat(np.arange(len(points), dtype=np.int64), widths)
+
+
+LINE_OR_WORD = re.compile(r"\n|\S+")
+
+
+def _word_offsets(texts: Sequence[str], vocab: Vocab, line_end: str) -> list[Encoding]:
+    """Every word a token, every line end ``line_end`` (txlab.data.formats.words, whose trailing marker after the text's
+    last line is not written: the text ends at a word). A word the vocabulary lacks is its unknown symbol where it has
+    one (as a word corpus reads it), else has no id; either way it is unknown."""
+    index, end = vocab.index, vocab.index[line_end]
+    missing = -1 if vocab.unk_id is None else vocab.unk_id
+    out = []
+    for text in texts:
+        found = [(m.start(), m.end(), end if m.group() == "\n" else index.get(m.group(), missing)) for m in LINE_OR_WORD.finditer(text)]
+        table = np.array(found, dtype=np.int64).reshape(-1, 3)  # [n, 3]: (start, end, id)
+        ids = table[:, 2].copy()
+        out.append(Encoding(ids, table[:, 0].copy(), table[:, 1].copy(), (ids < 0) | (ids == vocab.unk_id)))
+    return out
+
+
+def _backend_offsets(texts: Sequence[str], backend: Any) -> list[Encoding]:
+    """A `tokenizers` pipeline's encodings, without special tokens (its offsets are characters of the Python string)."""
+    model = backend.model
+    unk = getattr(model, "unk_token", None)  # BPE and WordPiece name their unknown token; Unigram gives its id
+    unk_id = backend.token_to_id(unk) if unk else getattr(model, "unk_id", None)
+    out = []
+    for enc in backend.encode_batch(list(texts), add_special_tokens=False):
+        ids = np.asarray(enc.ids, dtype=np.int64)
+        offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)  # [n, 2]: (start, end)
+        out.append(Encoding(ids, offsets[:, 0], offsets[:, 1], ids == (-1 if unk_id is None else unk_id)))
+    return out
+
+
+def _need_vocab(tokenizer: Any) -> Vocab:
+    if tokenizer.vocab is None:
+        raise TxlabError(f"txlab's {tokenizer.kind} tokenizer has no vocabulary yet: count it from the text, or give it the model's")
+    return tokenizer.vocab
 
 
 @dataclass(frozen=True)
@@ -144,6 +232,10 @@ class CharTokenizer(VocabularyTokenizer):
         backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")  # every code point a piece
         backend.decoder = decoders.Fuse()  # decoding joins the characters
 
+    def offsets(self, texts: Sequence[str]) -> list[Encoding]:
+        """Every character a token."""
+        return _code_offsets(texts, _need_vocab(self), ord, _characters)
+
     def is_blank(self, ids: np.ndarray) -> np.ndarray:
         """Per id: whether its character is whitespace."""
         return np.array([self.vocab.symbols[i].isspace() for i in ids.tolist()], dtype=bool)
@@ -179,9 +271,36 @@ class WordTokenizer(VocabularyTokenizer):
         ])
         backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
 
+    def offsets(self, texts: Sequence[str]) -> list[Encoding]:
+        """Every word a token, every line end <eos>."""
+        return _word_offsets(texts, _need_vocab(self), EOS)
+
     def is_blank(self, ids: np.ndarray) -> np.ndarray:
         """Per id: whether it is the line end <eos> (words are never whitespace)."""
         return np.array([self.vocab.symbols[i] == EOS for i in ids.tolist()], dtype=bool)
+
+
+@dataclass(frozen=True)
+class CorpusTokenizer:
+    """How a txlab run trained on a registry corpus reads text: the corpus's unit with the run's vocabulary."""
+
+    kind: str
+    """'word' (whitespace-split words), 'char' (every character a token) or 'byte' (every UTF-8 byte a token)."""
+    vocab: Vocab
+    line_end: str = EOS
+    """'word' only: the symbol a line end is (lm1b's is <S>)."""
+
+    @property
+    def tokenizer_id(self) -> str:
+        return vocabulary_tokenizer_id(self.kind, self.vocab)
+
+    def offsets(self, texts: Sequence[str]) -> list[Encoding]:
+        """The corpus's unit: words and line ends, characters, or UTF-8 bytes (a byte's offsets its character's)."""
+        if self.kind == "word":
+            return _word_offsets(texts, self.vocab, self.line_end)
+        if self.kind == "char":
+            return _code_offsets(texts, self.vocab, ord, _characters)
+        return _code_offsets(texts, self.vocab, int, _utf8_bytes)  # a byte vocabulary's symbols are decimal byte values
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -293,6 +412,13 @@ class HfTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids)
+
+    def offsets(self, texts: Sequence[str]) -> list[Encoding]:
+        """The pipeline's own offsets; a tokenizer without a `tokenizers` pipeline (a slow, Python one) gives none."""
+        if self.backend is None:
+            raise TxlabError(f"tokenizer hf:{self.source} ({type(self.tokenizer).__name__}) gives no character offsets: scoring in words "
+                             "needs a fast (Rust) Hugging Face tokenizer (a tokenizer.json), or txlab's char or word tokenizer")
+        return _backend_offsets(texts, self.backend)
 
     def as_hf(self) -> Any:
         """The transformers tokenizer (what :meth:`VocabularyTokenizer.as_hf` gives for txlab's)."""

@@ -180,9 +180,12 @@ class Collection:
         (:func:`placebo_groups`) by the cheaper exact method, or one window per (c, t) under method ``naive``.
         On a uniform grid that is one group read by windows of c_max tokens from fewer starts than the main
         table's, so the placebo costs less than the main table; a grid of k step sizes costs up to k times more. With a
-        stride, each run of the main table at c is read once more behind a far span of c' - c tokens."""
+        stride, each run of the main table at c is read once more behind a far span of c' - c tokens. In words, the
+        word-steps of one window per placebo (c, w) (a member reads about its tokens per word times as many)."""
         if not self.placebo:
             return 0
+        if self.unit == "word":  # in words every placebo (c, w) is read by its own window: c' words, then the span
+            return self.blocks * read_cost(self.grid[1:], self.block_len, "naive")
         if self.stride is not None:  # the far span of c' - c before each run of the main table at c
             return self.blocks * sum(strided_cost(c, self.stride_at(c), self.block_len, c2 - c) for c, c2 in zip(self.grid, self.grid[1:]))
         groups, _ = placebo_groups(self.grid)

@@ -122,8 +122,9 @@ from txlab.models.interface import Context, LanguageModel
 from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
 from txlab.runs.capacity import check_fits
-from txlab.runs.checkpoint import load_checkpoint, saved_config
-from txlab.runs.evaluate import evaluation_context, using_context
+from txlab.runs.checkpoint import read_meta, saved_config, saved_vocab
+from txlab.runs.evaluate import using_context
+from txlab.runs.scored import ScoredModel, load_model
 
 # --------------------------------------------------------------------------------------------------
 # One block of targets, three ways
@@ -282,17 +283,17 @@ def scoring(model: LanguageModel, context: Context, precision: str = "fp32") -> 
         model.train(was_training)
 
 
-def choose_method(model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, chunk_len: int | None, method: str, block_len: int) -> str:
-    """'window' or 'naive' for the main table: a method asked is kept; 'auto' picks the exact method that reads fewer
-    token-steps for ``block_len`` targets (txlab.measure.collection.cheaper_method), the window method only when the
-    model is prefix-causal (probed only then)."""
+def choose_method(model: LanguageModel, probe: np.ndarray, lengths: Sequence[int], chunk_len: int | None, method: str, block_len: int) -> str:
+    """'window' or 'naive' for the main table, in tokens or in words alike: a method asked is kept; 'auto' picks the exact
+    method that reads fewer steps for ``block_len`` targets at context ``lengths`` (txlab.measure.collection.cheaper_method),
+    the window method only when the model is prefix-causal, probed (only then) on the tokens ``probe``, read whole."""
     if method not in METHODS:
         raise TxlabError(f"unknown collection method {method!r}; choose {', '.join(METHODS)}")
     if method != "auto":
         return method
-    if cheaper_method(lengths.tolist(), block_len) == "naive":
+    if cheaper_method([int(c) for c in lengths], block_len) == "naive":
         return "naive"
-    return "window" if is_prefix_causal(model, tokens, int(lengths[-1]), chunk_len) else "naive"
+    return "window" if is_prefix_causal(model, probe, len(probe), chunk_len) else "naive"
 
 
 def choose_placebo_method(model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, chunk_len: int | None, method: str) -> str:
@@ -378,7 +379,7 @@ def collect_losses(
             method = check_strided(model, tokens, lengths, chunk_len)
         else:
             method = (choose_placebo_method(model, tokens, lengths, chunk_len, method) if placebo
-                      else choose_method(model, tokens, lengths, chunk_len, method, block_len))
+                      else choose_method(model, tokens[: int(lengths[-1])], lengths, chunk_len, method, block_len))
         with Progress(total=len(block_starts) * block_len, desc="losses", unit="target", disable=not progress, leave=False) as bar:
             tables = []
             for start in block_starts:
@@ -392,15 +393,16 @@ def collect_losses(
 # Run directories: resumable collection, loading, groups
 
 
-def sample_blocks(n_tokens: int, n_blocks: int, block_len: int, min_start: int, seed: int = 0) -> np.ndarray:
+def sample_blocks(n_tokens: int, n_blocks: int, block_len: int, min_start: int, seed: int = 0, unit: str = "token") -> np.ndarray:
     """Starts (ascending) of ``n_blocks`` non-overlapping blocks of ``block_len`` targets in
-    [min_start, n_tokens): slots of block_len from min_start, drawn without replacement by seed."""
+    [min_start, n_tokens): slots of block_len from min_start, drawn without replacement by seed. ``unit``: what
+    ``n_tokens`` counts ('token', or 'word' for a text in words), as a refusal says it."""
     n_slots = (n_tokens - min_start) // block_len
     if n_blocks < 1 or block_len < 1:
         raise TxlabError(f"need n_blocks >= 1 and block_len >= 1, got {n_blocks} and {block_len}")
     if n_blocks > n_slots:
         raise TxlabError(
-            f"the split holds {n_tokens} tokens: room for only {max(n_slots, 0)} blocks of {block_len} targets "
+            f"the split holds {n_tokens:,} {unit}s: room for only {max(n_slots, 0)} blocks of {block_len} target {unit}s "
             f"after the first {min_start} (the longest context)"
         )
     slots = np.random.default_rng(seed).choice(n_slots, size=n_blocks, replace=False)
@@ -453,20 +455,12 @@ class GroupLosses:
     tables: list[LossTable] = field(default_factory=list, repr=False)
 
 
-def _block_file(directory: Path, kind: str, index: int) -> Path:
+def block_file(directory: Path, kind: str, index: int) -> Path:
     return directory / f"{kind}-{index:05d}.npy"
 
 
-def _save_npy(path: Path, array: np.ndarray) -> None:
+def save_npy(path: Path, array: np.ndarray) -> None:
     write_atomic(path, lambda fh: np.save(fh, array))
-
-
-def _open_run(run_dir: Path, split: str, device: str, progress: bool, corpus: Corpus | None = None):
-    """(checkpoint, corpus) of a run, checking the corpus (``corpus`` when given) still has the run's vocabulary."""
-    ckpt = load_checkpoint(run_dir, map_location=device)
-    corpus = load_corpus_for_model(ckpt.config.data, ckpt.meta["vocab_hash"], ckpt.vocab, split, str(run_dir), progress=progress, loaded=corpus)
-    corpus.split(split)  # a clear error for a missing split
-    return ckpt, corpus
 
 
 def check_token_ids(model: LanguageModel, tokens: np.ndarray, what: str) -> None:
@@ -481,92 +475,90 @@ def collect_run_losses(run_dir: str | Path, collection: Collection, *, batch_siz
                        progress: bool = True, corpus: Corpus | None = None) -> LossTable:
     """Collect (or finish collecting) a trained run's loss table and return it.
 
-    The run's evaluation settings decide how context is read and in which precision. Finished blocks are
-    skipped, so an interrupted call resumes. ``corpus``: the run's corpus when the caller has it loaded
-    already (a group reads one corpus for all its members); it is checked against the run's vocabulary.
+    The run's evaluation settings decide how context is read and in which precision (txlab.runs.scored.load_model).
+    Finished blocks are skipped, so an interrupted call resumes. ``corpus``: the run's corpus when the caller has it
+    loaded already (a group reads one corpus for all its members); it is checked against the run's vocabulary.
     """
     run_dir = Path(run_dir)
-    ckpt, corpus = _open_run(run_dir, collection.split, device, progress, corpus)
-    tgt_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
+    member = load_model(run_dir, device=device)
+    cfg = saved_config(run_dir)
+    corpus = load_corpus_for_model(cfg.data, read_meta(run_dir)["vocab_hash"], saved_vocab(run_dir), collection.split, str(run_dir), progress=progress,
+                                   loaded=corpus)
+    corpus.split(collection.split)  # a clear error for a missing split
 
     def fits(chunk_len: int | None, longest: int) -> None:
-        check_fits(ckpt.config.model, batch_size, chunk_len or longest, context.mem_len if chunk_len else 0, training=False,
-                   device=device, what=f"collecting the losses of {run_dir} (--set batch_size, --set grid)", precision=ckpt.config.eval.precision)
+        check_fits(cfg.model, batch_size, chunk_len or longest, member.context.mem_len if chunk_len else 0, training=False,
+                   device=device, what=f"collecting the losses of {run_dir} (--set batch_size, --set grid)", precision=member.precision)
 
-    return collect_model_losses(
-        ckpt.model, corpus.split(collection.split), corpus.token_stream_hash(collection.split), run_dir, collection,
-        tgt_len=tgt_len, context=context, identity={"model_step": ckpt.meta["step"]}, batch_size=batch_size,
-        progress=progress, check_memory=fits, precision=ckpt.config.eval.precision,
-    )
+    return collect_model_losses(member, corpus.split(collection.split), corpus.token_stream_hash(collection.split), collection,
+                                batch_size=batch_size, progress=progress, check_memory=fits)
 
 
 def collect_model_losses(
-    model: LanguageModel,
+    member: ScoredModel,
     tokens: np.ndarray,
     token_hash: str,
-    home: str | Path,
     collection: Collection,
     *,
-    tgt_len: int,
-    context: Context,
-    identity: dict[str, Any],
     batch_size: int = 16,
     progress: bool = True,
     check_memory: Callable[[int | None, int], None] | None = None,
-    precision: str = "fp32",
 ) -> LossTable:
-    """Collect (or finish) any model's loss table under ``home/losses/<split>-<key>/`` and return it.
+    """Collect (or finish) any model's loss table under ``member.home/losses/<split>-<key>/`` and return it.
 
-    What :func:`collect_run_losses` does for a run, for a model from anywhere (a Hugging Face checkpoint):
-    ``tokens`` is the split in the model's ids and ``token_hash`` its stream hash; ``tgt_len`` and
-    ``context`` how it reads context; ``identity`` goes into meta.json and must match on resume (a
-    run's step, a checkpoint's fingerprint), so losses of another model are never mixed in.
+    ``tokens`` is the split in the model's ids and ``token_hash`` its stream hash. The member (txlab.runs.scored) says
+    how it reads context (its segment, memory and precision: fp32, or bf16 or fp16 autocast, txlab.precision, which
+    also accepts a model whose weights are in it) and what names it (``identity``, a run's step or a checkpoint's
+    fingerprint); all of it goes into meta.json and must match on resume, so losses of another model, or in another
+    precision (noise can read as gain), are never mixed in. A member without a segment reads a context as one segment.
     ``check_memory(chunk_len, longest context)`` may refuse a collection that cannot fit.
-    ``precision``: fp32, or bf16 or fp16 autocast (txlab.precision), which also accepts a model whose weights are
-    in it; recorded in meta.json, so a collection is never finished in another precision (noise can read as gain).
     The table returned holds the blocks computed here and those an earlier call left on disk: nothing is read back.
     """
-    home, c = Path(home), collection
+    if member.home is None:
+        raise TxlabError(f"{member.name} has no folder to keep its loss table in: load it with a home (txlab.load_model(..., home=...)), "
+                         "or collect in memory (txlab.context_losses)")
+    model, c = member.model, collection
+    tgt_len = member.tgt_len or c.grid[-1]
     check_token_ids(model, tokens, f"the {c.split} split")
     starts = sample_blocks(len(tokens), c.blocks, c.block_len, c.grid[-1], c.seed)
-    directory = home / "losses" / f"{c.split}-{collection_key(token_hash, c.grid, starts, c.block_len, c.stride)}"
-    with scoring(model, context, precision):
+    directory = member.home / "losses" / f"{c.split}-{collection_key(token_hash, c.grid, starts, c.block_len, c.stride)}"
+    with scoring(model, member.context, member.precision):
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(c.grid, model.max_context)
         if check_memory is not None:
             check_memory(chunk_len, int(lengths[-1]))
         # A table on disk keeps the methods it was begun with (both are exact): 'auto' may choose otherwise today.
-        saved = _saved_meta(directory)
+        saved = saved_meta(directory)
         if c.stride is not None:
             method = placebo_method = check_strided(model, tokens, lengths, chunk_len)
         else:
-            method = saved["method"] if saved and c.method == "auto" else choose_method(model, tokens, lengths, chunk_len, c.method, c.block_len)
+            method = saved["method"] if saved and c.method == "auto" else choose_method(model, tokens[: int(lengths[-1])], lengths, chunk_len, c.method, c.block_len)
             placebo_method = saved["placebo_method"] if saved else choose_placebo_method(model, tokens, lengths, chunk_len, c.method)
         meta = {
             "split": c.split, "token_stream_sha256": token_hash, "n_tokens": len(tokens), "grid": list(c.grid),
             "block_starts": starts.tolist(), "block_len": c.block_len, "seed": c.seed,
             "max_context": model.max_context, "tgt_len": tgt_len, "chunk_len": chunk_len,
-            "context": {"mem_len": context.mem_len, "same_length": context.same_length, "clamp_len": context.clamp_len},
+            "context": {"mem_len": member.context.mem_len, "same_length": member.context.same_length, "clamp_len": member.context.clamp_len},
             "method": method, "placebo_method": placebo_method, **({"stride": c.stride} if c.stride is not None else {}),
-            "precision": precision, **identity, "units": "nats",
+            "precision": member.precision, **member.identity, "units": "nats",
         }
-        _write_or_check_meta(directory, meta)
+        write_or_check_meta(directory, meta)
         kinds, methods = ("block", "placebo")[: 1 + c.placebo], {"block": method, "placebo": placebo_method}
-        todo = [(kind, i) for kind in kinds for i in range(c.blocks) if not _block_file(directory, kind, i).is_file()]
+        todo = [(kind, i) for kind in kinds for i in range(c.blocks) if not block_file(directory, kind, i).is_file()]
         if c.stride is not None:
             windows = {kind: strided_windows(c.grid, c.stride, c.block_len, model.max_context, kind == "placebo") for kind in kinds}
         else:
             windows = {"block": c.block_len + int(lengths[-1] - lengths[0]) if method == "window" else c.block_len * len(lengths),
                        "placebo": _placebo_windows(c.grid, c.block_len, model.max_context, placebo_method)}
         computed: dict[tuple[str, int], np.ndarray] = {}
-        with Progress(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {home.name}", unit="window",
+        with Progress(total=sum(windows[kind] for kind, _ in todo), desc=f"losses {member.name}", unit="window",
                       disable=not progress, leave=False) as bar:
             for kind, i in todo:
                 computed[kind, i] = block_losses(model, tokens, c.grid, int(starts[i]), c.block_len, chunk_len, batch_size, methods[kind],
                                                  bar.update, placebo=kind == "placebo", stride=c.stride)
-                _save_npy(_block_file(directory, kind, i), computed[kind, i])
+                save_npy(block_file(directory, kind, i), computed[kind, i])
     shapes = {"block": (len(c.grid), c.block_len), "placebo": (len(c.grid) - 1, c.block_len)}
-    tables = {kind: np.concatenate([computed[kind, i] if (kind, i) in computed else _load_block(directory, kind, i, shapes[kind])
+    tables = {kind: np.concatenate([computed[kind, i] if (kind, i) in computed else load_block(directory, kind, i, shapes[kind])
                                     for i in range(c.blocks)], axis=1) for kind in kinds}  # [G, T] and [G-1, T]
     targets = (starts[:, None] + np.arange(c.block_len)).reshape(-1)  # [T]
     return LossTable(tables["block"], c.grid, targets, c.block_len, token_hash, model.max_context, meta, directory, tables.get("placebo"))
@@ -576,14 +568,14 @@ META_DEFAULTS = {"placebo_method": "naive"}
 """Keys meta.json gained later, with what a table written before them means: placebo losses one window per (c, t)."""
 
 
-def _saved_meta(directory: Path) -> dict[str, Any] | None:
+def saved_meta(directory: Path) -> dict[str, Any] | None:
     """A table's meta.json, keys it predates filled in from :data:`META_DEFAULTS`; None before the first block."""
     path = directory / "meta.json"
-    return {**META_DEFAULTS, **read_json(path, _remedy(directory))} if path.is_file() else None
+    return {**META_DEFAULTS, **read_json(path, remedy(directory))} if path.is_file() else None
 
 
-def _write_or_check_meta(directory: Path, meta: dict[str, Any]) -> None:
-    saved = _saved_meta(directory)
+def write_or_check_meta(directory: Path, meta: dict[str, Any]) -> None:
+    saved = saved_meta(directory)
     if saved is None:
         write_json_atomic(directory / "meta.json", meta)
         return
@@ -600,22 +592,22 @@ def _placebo_windows(grid: Sequence[int], block_len: int, max_context: int | Non
     return sum(by_window) + len(alone) * block_len
 
 
-def _remedy(directory: Path) -> str:
+def remedy(directory: Path) -> str:
     return f"delete it and rerun `txlab recl` to collect {directory} again"
 
 
-def _load_block(directory: Path, kind: str, index: int, shape: tuple[int, int]) -> np.ndarray:
+def load_block(directory: Path, kind: str, index: int, shape: tuple[int, int]) -> np.ndarray:
     """One ``kind`` block, checked for its [rows, block_len] shape."""
-    path = _block_file(directory, kind, index)
-    block = load_npy(path, _remedy(directory), ndim=2)
+    path = block_file(directory, kind, index)
+    block = load_npy(path, remedy(directory), ndim=2)
     if block.shape != shape:
-        raise TxlabError(f"{path} is damaged (shape {block.shape}, its meta.json says {shape}); {_remedy(directory)}")
+        raise TxlabError(f"{path} is damaged (shape {block.shape}, its meta.json says {shape}); {remedy(directory)}")
     return block
 
 
 def _load_blocks(directory: Path, kind: str, n_blocks: int, shape: tuple[int, int]) -> np.ndarray:
     """The ``kind`` blocks side by side."""
-    return np.concatenate([_load_block(directory, kind, i, shape) for i in range(n_blocks)], axis=1)
+    return np.concatenate([load_block(directory, kind, i, shape) for i in range(n_blocks)], axis=1)
 
 
 def load_losses(directory: str | Path) -> LossTable:
@@ -623,18 +615,18 @@ def load_losses(directory: str | Path) -> LossTable:
     directory = Path(directory)
     if not (directory / "meta.json").is_file():
         raise TxlabError(f"no loss collection in {directory} (meta.json missing)")
-    meta = read_json(directory / "meta.json", _remedy(directory),
+    meta = read_json(directory / "meta.json", remedy(directory),
                      keys={"block_starts": list, "block_len": int, "grid": list, "token_stream_sha256": str, "max_context": (int, type(None))})
     n_blocks, block_len = len(meta["block_starts"]), meta["block_len"]
     grid = tuple(meta["grid"])
     if not all(isinstance(x, int) for x in [*meta["block_starts"], *grid]) or len(grid) < 2:
-        raise TxlabError(f"{directory / 'meta.json'} is damaged (its grid or block starts are not integers); {_remedy(directory)}")
-    missing = [i for i in range(n_blocks) if not _block_file(directory, "block", i).is_file()]
+        raise TxlabError(f"{directory / 'meta.json'} is damaged (its grid or block starts are not integers); {remedy(directory)}")
+    missing = [i for i in range(n_blocks) if not block_file(directory, "block", i).is_file()]
     if missing:
         raise TxlabError(f"the loss collection in {directory} is incomplete ({len(missing)} of {n_blocks} blocks missing): rerun the collection to finish it")
     losses = _load_blocks(directory, "block", n_blocks, (len(grid), block_len))  # [G, T]
     placebo = None
-    if all(_block_file(directory, "placebo", i).is_file() for i in range(n_blocks)):
+    if all(block_file(directory, "placebo", i).is_file() for i in range(n_blocks)):
         placebo = _load_blocks(directory, "placebo", n_blocks, (len(grid) - 1, block_len))  # [G-1, T]
     targets = (np.asarray(meta["block_starts"], dtype=np.int64)[:, None] + np.arange(block_len)).reshape(-1)  # [T]
     return LossTable(losses, grid, targets, block_len, meta["token_stream_sha256"], meta["max_context"], meta, directory, placebo)
@@ -656,14 +648,14 @@ def collected_blocks(home: str | Path, collection: Collection, token_stream_sha2
     c = collection
     found = []
     for meta_file in sorted(Path(home).glob(f"losses/{c.split}-*/meta.json")):
-        meta = _saved_meta(meta_file.parent)
+        meta = saved_meta(meta_file.parent)
         same = (meta.get("split"), meta.get("grid"), meta.get("block_len"), meta.get("seed"), len(meta.get("block_starts", ())),
                 meta.get("stride")) == (c.split, list(c.grid), c.block_len, c.seed, c.blocks, c.stride)
         if same and token_stream_sha256 in (None, meta.get("token_stream_sha256")):
             found.append(meta_file.parent)
     if len(found) != 1:
         return Collected(0, 0)
-    count = lambda kind: sum(_block_file(found[0], kind, i).is_file() for i in range(c.blocks))  # noqa: E731
+    count = lambda kind: sum(block_file(found[0], kind, i).is_file() for i in range(c.blocks))  # noqa: E731
     return Collected(count("block"), count("placebo") if c.placebo else 0)
 
 

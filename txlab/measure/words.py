@@ -2,29 +2,21 @@
 
 What is measured
 ----------------
-The text is cut into words, maximal runs of non-whitespace (:func:`cut_words`). Word w's **span** is the word
-with the whitespace before it, ``text[end(w-1) : end(w)]``: GPT-2-style and SentencePiece-style tokenizers attach
-that whitespace to the next word, so the span is what a member writes when it writes w. **Context c** of w is the
-text of the c words before it, ``text[start(w-c) : end(w-1)]``: from the first character of word w-c to the end of
-word w-1, so the whitespace before w belongs to the target, never to the context. Then
+The text is cut into words (txlab.data.words: maximal runs of non-whitespace). Word w's **span** is the word with the
+whitespace before it; **context c** of w is the text of the c words before it, from the first character of word
+w-c to the end of word w-1. Then
 
     l(c, w) = -ln P(span | context) = the sum of the member's token losses over the tokens that spell the span,
 
-read from a fresh start: the member tokenizes ``context + span`` with its own tokenizer, reads the tokens as
-txlab.measure.losses reads a context (one segment from a fresh state, or its evaluation chunks with its memory
-settings) and sums the losses of the span's tokens. Only the LanguageModel interface is used.
-
-Tokenizers of text
-------------------
-:func:`text_encoder` gives every token's character offsets: a Hugging Face fast tokenizer's own, txlab's char and word
-vocabularies', and for a run on a registry corpus (:func:`run_tokenizer`, a :class:`CorpusTokenizer`) its corpus's
-unit: words (a word the vocabulary lacks read as the corpus's unknown symbol), characters, or enwik8's UTF-8 bytes
-(each byte spanning its character, so a boundary between characters is one between bytes).
+read from a fresh start: the member tokenizes ``context + span`` with its own tokenizer (txlab.data.tokenizers, each
+with its character offsets), reads the tokens as txlab.measure.losses reads a context (one segment from a fresh state,
+or its evaluation chunks with its memory settings) and sums the losses of the span's tokens. Only the LanguageModel
+interface is used.
 
 Exactness and coverage
 ----------------------
-A member (a model and its tokenizer) scores (c, w) **exactly** only where its tokenization puts token boundaries at
-both ends of the span (:func:`span_tokens`):
+A member scores (c, w) **exactly** only where its tokenization puts token boundaries at both ends of the span
+(:func:`span_tokens`):
 
 - in the tokens of ``context + span``, no token straddles the span's start, at least one token precedes it, and at
   least one spells it;
@@ -34,8 +26,20 @@ both ends of the span (:func:`span_tokens`):
   scores a class of strings, not the span); the context may hold one, since that is how the member reads it;
 - the span's tokens fit in the member's window (``model.max_context``).
 
-A word is covered by a member when every context length of the grid is exact. A group's targets are the words every
-member covers (:func:`group_word_losses`), and each member's coverage is counted.
+A member **covers** a word when every context length of the grid is exact (and, with placebo losses, every placebo
+step too). A group's targets are the words every member covers (:func:`word_group`), and each member's coverage is
+counted.
+
+One member at a time, kept on disk
+----------------------------------
+:func:`collect_word_losses` collects one member on its own: for every block of words drawn (the same blocks for
+every member: txlab.measure.losses.sample_blocks over the text's words, by the collection's seed) it scores every word
+the member covers, and leaves NaN where it does not. Its table is kept block by block under
+``home/losses/words-<split>-<key>/`` (the key names the text's sha256, the grid and the blocks; meta.json holds the
+rest, checked on resume: the model's identity, its tokenizer, how it reads, the method and the placebo's offset), so a
+rerun reads nothing again, a kill loses at most the block being read, and a group that adds or drops a member, or
+changes r, labels or the bootstrap, reuses every table it has: the shared targets are chosen afterwards, from the
+tables (:func:`word_group`). What that costs: a member reads the words it covers, not only the group's shared ones.
 
 Two methods, one table
 ----------------------
@@ -44,23 +48,24 @@ forward per starting word s over the tokens of ``text[start(s) : ...]``, whose p
 tokenization is prefix-stable, exactly the tokens of (c, s + c)'s ``context + span``; a cell is served by the window
 only when that holds (the ids are compared, cell by cell), and by its own forward otherwise. Since a prediction of a
 prefix-causal model depends only on the tokens before it (txlab.measure.reading.is_prefix_causal), the window's rows
-are the naive forward's rows: the two methods give one table. ``auto`` takes the window method for a prefix-causal
-model. A context whose tokens do not fit the window of a capped model is read as its nearest tokens that do (the
-model's window ending at the span's last token), by its own forward, and counted (``truncated``).
+are the naive forward's rows: the two methods give one table. The method is chosen as in tokens
+(txlab.measure.losses.choose_method). A context whose tokens do not fit the window of a capped model is read as its
+nearest tokens that do (the model's window ending at the span's last token), by its own forward, and counted
+(``truncated``).
 
 Placebo
 -------
 The placebo of a step c -> c' (txlab.measure.losses, in words): word w after a context whose c nearest words are its
 own, with the whitespace before the first of them, and whose c' - c words before those are a span of the text far
-away (``offset`` words on, half the text by default). It is scored as a true cell is, exact or left out (a word is
-covered only where its placebo cells are exact too), and read one forward per cell (:func:`placebo_cells`).
-
-Perplexity in words and bytes (:func:`word_perplexity`, :func:`byte_perplexity`) is pure numpy over the table.
+away: the span's first word is ``(w - c - d + offset) mod (n - d)``, d = c' - c, n the text's words, ``offset`` half
+the text by default (txlab.measure.reading.far_starts, over words). It is scored as a true cell is, exact or left
+out, and read one forward per cell (:func:`placebo_cells`).
 """
 
 from __future__ import annotations
 
-import re
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,251 +74,38 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from txlab.data.formats import char_codes, code_ids
-from txlab.data.corpus import load_corpus
-from txlab.data.registry import CORPORA, EOS, TEXT_CORPUS
-from txlab.data.textdata import trained_tokenizer
-from txlab.data.tokenizers import HfTokenizer
-from txlab.data.vocab import Vocab
+from txlab.analysis.per_unit import byte_perplexity, word_perplexity
+from txlab.data.tokenizers import Encoding
+from txlab.data.words import Words, check_spaced, cut_words
 from txlab.errors import TxlabError
-from txlab.measure.losses import check_token_ids, sample_blocks, scoring
-from txlab.measure.reading import check_far, far_starts, is_prefix_causal, read_fresh, target_nll
-from txlab.models.interface import Context, LanguageModel
+from txlab.fileio import load_npy
+from txlab.measure.collection import Collection
+from txlab.measure.losses import (block_file, check_token_ids, choose_method, load_block, remedy, sample_blocks, save_npy, saved_meta, scoring,
+                                  write_or_check_meta)
+from txlab.measure.reading import check_far, far_starts, read_fresh, target_nll
+from txlab.models.interface import LanguageModel
 from txlab.progress import Progress
-from txlab.runs.checkpoint import read_meta, saved_config, saved_vocab
-
-WORD = re.compile(r"\S+")
-"""A word: a maximal run of non-whitespace (Python's Unicode whitespace, the set str.split() splits on)."""
-MAX_MEAN_WORD_CHARS = 30
-"""A text whose words average more characters than this has too few spaces for words to be a unit (a script
-written without spaces: Chinese, Japanese, Thai); English averages about 5, Finnish about 8."""
-METHODS = ("auto", "window", "naive")
-
-
-# --------------------------------------------------------------------------------------------------
-# Words (pure)
-
-
-@dataclass(frozen=True)
-class Words:
-    """A text cut into words: word w is ``text[starts[w] : ends[w]]``."""
-
-    text: str
-    starts: np.ndarray
-    """int64 [N]: each word's first character."""
-    ends: np.ndarray
-    """int64 [N]: one past each word's last character."""
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def span(self, w: int) -> tuple[int, int]:
-        """(first, end) character of word w's span: the word with the whitespace before it."""
-        return (int(self.ends[w - 1]) if w else 0), int(self.ends[w])
-
-    def context(self, w: int, c: int) -> tuple[int, int]:
-        """(first, end) character of context c of word w: word w-c's first character to word w-1's end."""
-        if not 1 <= c <= w:
-            raise TxlabError(f"word {w} has no context of {c} words (it needs 1 <= c <= {w})")
-        return int(self.starts[w - c]), int(self.ends[w - 1])
-
-    def span_bytes(self, targets: np.ndarray) -> np.ndarray:
-        """int64 [T]: the UTF-8 bytes of each target's span (the denominator of :func:`byte_perplexity`)."""
-        return np.array([len(self.text[slice(*self.span(int(w)))].encode("utf-8")) for w in targets], dtype=np.int64)
-
-
-def cut_words(text: str) -> Words:
-    """The words of ``text`` (maximal runs of non-whitespace)."""
-    bounds = np.array([m.span() for m in WORD.finditer(text)], dtype=np.int64).reshape(-1, 2)  # [N, 2]: (start, end)
-    return Words(text, bounds[:, 0].copy(), bounds[:, 1].copy())
-
-
-def check_spaced(words: Words) -> None:
-    """Refuse a text whose words are too long to be a unit (see :data:`MAX_MEAN_WORD_CHARS`)."""
-    if len(words) == 0:
-        raise TxlabError("the text holds no words")
-    mean = float(np.mean(words.ends - words.starts))
-    if mean > MAX_MEAN_WORD_CHARS:
-        raise TxlabError(
-            f"the text's words average {mean:.0f} characters: it has too few spaces for words to be the unit (a script written "
-            "without spaces, such as Chinese, Japanese or Thai, would make every sentence one word); segment it into "
-            "space-separated words first, or score it in tokens (--unit token) with members that share a tokenizer")
-
-
-def word_perplexity(losses: np.ndarray) -> np.ndarray:
-    """exp(mean nats per word) over the last axis: [..., W] -> [...]."""
-    return np.exp(np.mean(np.asarray(losses, dtype=np.float64), axis=-1))
-
-
-def byte_perplexity(losses: np.ndarray, span_bytes: np.ndarray) -> np.ndarray:
-    """exp(total nats / total UTF-8 bytes of the spans) over the last axis: [..., W] and [W] -> [...]."""
-    return np.exp(np.sum(np.asarray(losses, dtype=np.float64), axis=-1) / float(np.sum(span_bytes)))
-
-
-# --------------------------------------------------------------------------------------------------
-# A member's tokenizer, with character offsets
-
-
-@dataclass(frozen=True)
-class Encoding:
-    """A text's tokens under one tokenizer."""
-
-    ids: np.ndarray
-    """int64 [n]; -1 for a symbol the vocabulary does not hold."""
-    starts: np.ndarray
-    """int64 [n]: each token's first character in the text."""
-    ends: np.ndarray
-    """int64 [n]: one past each token's last character."""
-    unknown: np.ndarray
-    """bool [n]: the tokenizer's unknown-symbol token (or a symbol with no id)."""
-
+from txlab.runs.scored import ScoredModel
 
 Encoder = Callable[[Sequence[str]], list[Encoding]]
-"""Texts -> their encodings, with no special tokens added."""
-
-
-def _hf_encoder(backend: Any) -> Encoder:
-    """A `tokenizers` pipeline's encodings (its offsets are characters of the Python string)."""
-    model = backend.model
-    unk = getattr(model, "unk_token", None)
-    unk_id = backend.token_to_id(unk) if unk else getattr(model, "unk_id", None)  # Unigram names its unknown token by id
-
-    def encode(texts: Sequence[str]) -> list[Encoding]:
-        out = []
-        for enc in backend.encode_batch(list(texts), add_special_tokens=False):
-            ids = np.asarray(enc.ids, dtype=np.int64)
-            offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)  # [n, 2]: (start, end)
-            out.append(Encoding(ids, offsets[:, 0], offsets[:, 1], ids == (-1 if unk_id is None else unk_id)))
-        return out
-
-    return encode
-
-
-def _code_encoder(vocab: Vocab, code: Callable[[str], int], codes_of: Callable[[str], tuple[np.ndarray, np.ndarray]]) -> Encoder:
-    """Every code a token: ``codes_of(text)`` gives the codes (int64 [n]) and each one's character (int64 [n]);
-    ``code(symbol)`` is a symbol's code. A code the vocabulary lacks has no id."""
-    lookup = code_ids(vocab, code)  # [largest code + 1]
-    known = np.zeros(len(lookup), dtype=bool)
-    known[[code(s) for s in vocab.symbols]] = True
-
-    def encode(texts: Sequence[str]) -> list[Encoding]:
-        out = []
-        for text in texts:
-            codes, chars = codes_of(text)  # [n], [n]
-            inside = codes < len(lookup)
-            has_id = np.zeros(len(codes), dtype=bool)
-            has_id[inside] = known[codes[inside]]
-            ids = np.where(has_id, lookup[np.where(inside, codes, 0)], -1)
-            out.append(Encoding(ids, chars, chars + 1, ~has_id))
-        return out
-
-    return encode
-
-
-def _characters(text: str) -> tuple[np.ndarray, np.ndarray]:
-    codes = char_codes(text).astype(np.int64)  # [n]: code points
-    return codes, np.arange(len(codes), dtype=np.int64)
-
-
-def _utf8_bytes(text: str) -> tuple[np.ndarray, np.ndarray]:
-    """The UTF-8 bytes of ``text`` and the character each belongs to: a character's bytes share its span, so a token
-    boundary between characters is one between bytes."""
-    points = char_codes(text).astype(np.int64)  # [n]
-    widths = 1 + (points >= 0x80) + (points >= 0x800) + (points >= 0x10000)  # [n]: UTF-8 bytes per character
-    codes = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)  # [sum(widths)]
-    return codes, np.repeat(np.arange(len(points), dtype=np.int64), widths)
-
-
-def _char_encoder(vocab: Vocab) -> Encoder:
-    """txlab's character vocabulary: every character a token."""
-    return _code_encoder(vocab, ord, _characters)
-
-
-def _byte_encoder(vocab: Vocab) -> Encoder:
-    """A byte vocabulary (enwik8's, whose symbols are decimal byte values): every UTF-8 byte a token, its offsets
-    those of the character it belongs to."""
-    return _code_encoder(vocab, int, _utf8_bytes)
-
-
-LINE_OR_WORD = re.compile(r"\n|\S+")
-
-
-def _word_encoder(vocab: Vocab, line_end: str = EOS) -> Encoder:
-    """txlab's word vocabulary: every word a token, every line end ``line_end`` (txlab.data.formats.words, whose
-    trailing marker after the text's last line is not written: the text ends at a word). A word the vocabulary lacks
-    is its unknown symbol where it has one (as a word corpus reads it), else has no id; either way it is unknown."""
-    index, end = vocab.index, vocab.index[line_end]
-    missing = -1 if vocab.unk_id is None else vocab.unk_id
-
-    def encode(texts: Sequence[str]) -> list[Encoding]:
-        out = []
-        for text in texts:
-            found = [(m.start(), m.end(), end if m.group() == "\n" else index.get(m.group(), missing)) for m in LINE_OR_WORD.finditer(text)]
-            table = np.array(found, dtype=np.int64).reshape(-1, 3)  # [n, 3]: (start, end, id)
-            ids = table[:, 2].copy()
-            out.append(Encoding(ids, table[:, 0].copy(), table[:, 1].copy(), (ids < 0) | (ids == vocab.unk_id)))
-        return out
-
-    return encode
+"""Texts -> their encodings with character offsets, no special tokens added (a tokenizer's ``offsets``)."""
 
 
 @dataclass(frozen=True)
-class CorpusTokenizer:
-    """How a txlab run trained on a registry corpus reads text: the corpus's unit with the run's vocabulary
-    (what :func:`run_tokenizer` gives)."""
+class WordText:
+    """A text a group is scored on in words: its words and what names it."""
 
-    kind: str
-    """'word' (whitespace-split words), 'char' (every character a token) or 'byte' (every UTF-8 byte a token)."""
-    vocab: Vocab
-    line_end: str = EOS
-    """'word' only: the symbol a line end is (lm1b's is <S>)."""
+    words: Words
+    split: str = "valid"
+    """Which split of its file the text is (txlab.data.corpus.split_text_of), for the records."""
 
+    @property
+    def sha256(self) -> str:
+        return self.words.sha256
 
-def text_encoder(tokenizer: Any) -> Encoder:
-    """The encoder of a member's tokenizer: txlab's HfTokenizer, CharTokenizer or WordTokenizer
-    (txlab.data.tokenizers, the last two with their vocabulary), a :class:`CorpusTokenizer`, a transformers fast
-    tokenizer (what txlab.models.hf.load_tokenizer gives) or a `tokenizers.Tokenizer`."""
-    kind = getattr(tokenizer, "kind", None)
-    if kind in ("char", "word", "byte"):
-        if tokenizer.vocab is None:
-            raise TxlabError(f"txlab's {kind} tokenizer has no vocabulary yet: give it the model's (tokenizer.vocab = ...)")
-        if kind == "word":
-            return _word_encoder(tokenizer.vocab, tokenizer.line_end if isinstance(tokenizer, CorpusTokenizer) else EOS)
-        return (_char_encoder if kind == "char" else _byte_encoder)(tokenizer.vocab)
-    backend = tokenizer.backend if isinstance(tokenizer, HfTokenizer) else getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None and hasattr(tokenizer, "encode_batch") and hasattr(tokenizer, "token_to_id"):
-        backend = tokenizer  # a tokenizers.Tokenizer itself
-    if backend is None:
-        raise TxlabError(f"a {type(tokenizer).__name__} gives no character offsets: words need a fast (Rust) Hugging Face tokenizer, "
-                         "or txlab's char or word tokenizer")
-    return _hf_encoder(backend)
-
-
-def run_tokenizer(run_dir: Path) -> Any:
-    """The tokenizer a txlab run reads text with: for a run trained on own text its ``data.tokenizer`` (char or word
-    with the run's vocabulary, or its hf: tokenizer); for a run trained on a registry corpus a :class:`CorpusTokenizer`
-    of the corpus's unit (words, characters, or enwik8's bytes) with the run's vocabulary: the one its checkpoint
-    carries, else its corpus's, read from the local files or their cache (nothing is downloaded). A synthetic corpus's
-    tokens are symbols, not text: refused."""
-    cfg, meta = saved_config(run_dir).data, read_meta(run_dir)
-    if cfg.corpus == TEXT_CORPUS:
-        return trained_tokenizer(cfg, meta["vocab_hash"], str(run_dir))
-    if cfg.corpus not in CORPORA:
-        raise TxlabError(f"{run_dir} was trained on the synthetic corpus {cfg.corpus!r}, whose tokens are symbols, not text: in words every "
-                         "txlab member reads text, so score this run in tokens, or train it on text (--text FILE, e.g. the corpus "
-                         "rendered as words by studies/words_texts.py synthetic)")
-    spec = CORPORA[cfg.corpus]
-    vocab = saved_vocab(run_dir)
-    if vocab is None:
-        try:
-            vocab = load_corpus(cfg, progress=False).vocab
-        except TxlabError as err:
-            raise TxlabError(f"{run_dir} reads text with the vocabulary of {cfg.corpus}, which is not here: {err}") from None
-    if vocab.sha256 != meta["vocab_hash"]:
-        raise TxlabError(f"{run_dir} was trained on another vocabulary than corpus {cfg.corpus} has now")
-    if spec.level == "word":
-        return CorpusTokenizer("word", vocab, spec.line_end)
-    return CorpusTokenizer("byte" if spec.byte_symbols else "char", vocab)
+    def draw(self, collection: Collection) -> np.ndarray:
+        """The first word of each of the collection's blocks, drawn by its seed after the first max(grid) words."""
+        return sample_blocks(len(self.words), collection.blocks, collection.block_len, collection.grid[-1], collection.seed, unit="word")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -502,28 +294,164 @@ def window_cells(model: LanguageModel, words: Words, encode: Encoder, cells: dic
 
 
 # --------------------------------------------------------------------------------------------------
-# A group
+# One member's table, kept on disk
+
+
+def word_key(text_sha256: str, grid: Sequence[int], block_starts: Sequence[int], block_len: int) -> str:
+    """12 hex digits naming what a member's table in words holds (the same for every member of a group)."""
+    what = {"text_sha256": text_sha256, "grid": [int(c) for c in grid], "block_starts": [int(s) for s in block_starts],
+            "block_len": int(block_len), "unit": "word"}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def word_folder(home: Path, text: WordText, collection: Collection, starts: np.ndarray) -> Path:
+    """Where a member kept at ``home`` keeps its table of ``collection`` on ``text``."""
+    return Path(home) / "losses" / f"words-{collection.split}-{word_key(text.sha256, collection.grid, starts, collection.block_len)}"
 
 
 @dataclass(frozen=True)
-class WordMember:
-    """One model of a group in words, with the tokenizer it reads the text with and how it reads context."""
+class WordLosses:
+    """One member's losses in words on every word drawn: NaN where it does not score the word exactly."""
 
     name: str
-    model: LanguageModel
-    tokenizer: Any
-    """What :func:`text_encoder` takes."""
-    tgt_len: int | None = None
-    """Evaluation segment length, for a model that carries memory between chunks (None: one segment)."""
-    context: Context | None = None
-    """Memory settings to score with (None: the model's own, ``model.context``)."""
-    precision: str = "fp32"
-    """fp32, or bf16 or fp16 autocast (txlab.precision)."""
+    grid: tuple[int, ...]
+    """Context lengths, in words."""
+    drawn: np.ndarray
+    """int64 [N]: the words drawn, block by block (n_blocks x block_len)."""
+    block_len: int
+    losses: np.ndarray
+    """float32 [G, N]: l(grid[j], drawn[i]), nats per word; NaN (every c) where the member does not cover the word."""
+    truncated: np.ndarray
+    """bool [G, N]: the cells whose context did not fit the member's window and was read as its nearest tokens."""
+    method: str
+    """'window' or 'naive'."""
+    max_context: int | None
+    meta: dict[str, Any]
+    """What meta.json holds (also for a table kept in memory only)."""
+    path: Path | None = None
+    """The folder it is kept in; None in memory only."""
+    placebo: np.ndarray | None = None
+    """float32 [G-1, N]: placebo losses of each step; NaN where a placebo cell (or the word) is not exact."""
+
+
+def _block_cells(member: ScoredModel, words: Words, encode: Encoder, block: np.ndarray, grid: Sequence[int]) -> dict[tuple[int, int], Cell]:
+    """The cells of the words of ``block`` the member covers at every c (keyed by (grid index, index in the block))."""
+    covered, cells = member_cells(words, encode, block, grid, member.max_context)
+    keep = covered.all(axis=0)  # [len(block)]
+    return {key: cell for key, cell in cells.items() if keep[key[1]]}
+
+
+def _fill(values: dict[tuple[int, int], float], shape: tuple[int, int]) -> np.ndarray:
+    out = np.full(shape, np.nan, dtype=np.float32)
+    for (j, i), value in values.items():
+        out[j, i] = value
+    return out
+
+
+def collect_word_losses(member: ScoredModel, text: WordText, collection: Collection, *, batch_size: int = 16, progress: bool = False,
+                        offset: int | None = None) -> WordLosses:
+    """One member's table in words on ``collection``'s blocks of ``text``, kept under ``member.home`` when it has one
+    (finished blocks are read, not computed again; a table of another model, tokenizer, method or placebo offset is
+    refused). ``offset``: the placebo's far spans, in words (default half the text)."""
+    c, words = collection, text.words
+    member = member.reading_text()
+    encode = member.tokenizer.offsets
+    starts = text.draw(c)
+    offset = len(words) // 2 if offset is None else offset
+    directory = None if member.home is None else word_folder(member.home, text, c, starts)
+    blocks = [np.arange(start, start + c.block_len, dtype=np.int64) for start in starts.tolist()]
+    shapes = {"block": (len(c.grid), c.block_len), "cut": (len(c.grid), c.block_len), "placebo": (len(c.grid) - 1, c.block_len)}
+    with scoring(member.model, member.context, member.precision):
+        saved = saved_meta(directory) if directory is not None else None
+        if saved and c.method == "auto":
+            method = saved["method"]  # a table keeps the method it began with (both are exact)
+        else:
+            probe = _probe(member, words, encode, blocks, c.grid)
+            check_token_ids(member.model, probe, f"{member.name}'s tokens")
+            method = choose_method(member.model, probe, c.grid, member.chunk_len, c.method, c.block_len)
+        meta = {"unit": "word", "split": c.split, "text_sha256": text.sha256, "n_words": len(words), "grid": list(c.grid),
+                "block_starts": starts.tolist(), "block_len": c.block_len, "seed": c.seed, "max_context": member.max_context,
+                "tgt_len": member.tgt_len, "chunk_len": member.chunk_len,
+                "context": {"mem_len": member.context.mem_len, "same_length": member.context.same_length, "clamp_len": member.context.clamp_len},
+                "method": method, "placebo_offset": offset, "precision": member.precision, **member.identity,
+                "tokenizer": member.tokenizer_record(), "units": "nats per word"}
+        if directory is not None:
+            write_or_check_meta(directory, meta)
+        kinds = ("block", "placebo")[: 1 + c.placebo]
+        done = lambda kind, b: directory is not None and block_file(directory, kind, b).is_file()  # noqa: E731
+        todo = [(kind, b) for kind in kinds for b in range(c.blocks) if not done(kind, b)]
+        computed: dict[tuple[str, int], np.ndarray] = {}
+        with Progress(total=len(todo), desc=f"word losses {member.name}", unit="block", disable=not progress, leave=False) as bar:
+            for kind, b in todo:
+                block = blocks[b]
+                if kind == "block":
+                    cells = _block_cells(member, words, encode, block, c.grid)
+                    for cell in cells.values():
+                        check_token_ids(member.model, cell.ids, f"{member.name}'s tokens")
+                    if method == "window":
+                        values, cut = window_cells(member.model, words, encode, cells, block, c.grid, member.chunk_len, batch_size)
+                    else:
+                        values, cut = naive_cells(member.model, cells, member.chunk_len, batch_size)
+                    computed["cut", b] = np.zeros(shapes["cut"], dtype=bool)
+                    for j, i in cut:
+                        computed["cut", b][j, i] = True
+                    computed["block", b] = _fill(values, shapes["block"])
+                    if directory is not None:  # the block file last: a block is done once it is there
+                        save_npy(block_file(directory, "cut", b), computed["cut", b])
+                        save_npy(block_file(directory, "block", b), computed["block", b])
+                else:
+                    ok = np.isfinite(computed["block", b] if ("block", b) in computed else load_block(directory, "block", b, shapes["block"])).all(axis=0)
+                    _, far_cells = placebo_cells(words, encode, block, c.grid, offset, member.max_context)
+                    far_cells = {key: cell for key, cell in far_cells.items() if ok[key[1]]}
+                    values, _ = naive_cells(member.model, far_cells, member.chunk_len, batch_size, pad=method == "window")
+                    computed["placebo", b] = _fill(values, shapes["placebo"])
+                    if directory is not None:
+                        save_npy(block_file(directory, "placebo", b), computed["placebo", b])
+                bar.update(1)
+
+    def table(kind: str) -> np.ndarray:  # [rows, N]: the blocks side by side, computed here or kept from before
+        return np.concatenate([computed[kind, b] if (kind, b) in computed else _kept(directory, kind, b, shapes[kind])
+                               for b in range(c.blocks)], axis=1)
+
+    return WordLosses(member.name, c.grid, np.concatenate(blocks), c.block_len, table("block"), table("cut"), method, member.max_context,
+                      meta, directory, table("placebo") if c.placebo else None)
+
+
+def _probe(member: ScoredModel, words: Words, encode: Encoder, blocks: Sequence[np.ndarray], grid: Sequence[int]) -> np.ndarray:
+    """The tokens the method choice probes the model on: the longest cell at the longest context of the first block the
+    member covers a word of (what the window method reads longest)."""
+    for block in blocks:
+        cells = _block_cells(member, words, encode, block, grid[-1:])
+        if cells:
+            return max(cells.values(), key=lambda cell: len(cell.ids)).ids
+    raise TxlabError(f"{member.name} scores none of the {len(blocks) * len(blocks[0]):,} words drawn exactly at {grid[-1]} words of "
+                     "context: its tokenizer does not split at spaces, or its window is shorter than a word")
+
+
+def _kept(directory: Path, kind: str, index: int, shape: tuple[int, int]) -> np.ndarray:
+    """A block kept on disk; the truncation mask is bool, the losses float32 with NaN where the member does not score."""
+    if kind == "cut":
+        mask = load_npy(block_file(directory, "cut", index), remedy(directory), ndim=2)
+        if mask.shape != shape:
+            raise TxlabError(f"{block_file(directory, 'cut', index)} is damaged (shape {mask.shape}, expected {shape}); {remedy(directory)}")
+        return mask.astype(bool)
+    return load_block(directory, kind, index, shape)
+
+
+def collected_word_blocks(home: Path, text: WordText, collection: Collection) -> tuple[int, int]:
+    """(main blocks, placebo blocks) of ``collection`` a member kept at ``home`` has on disk: what a rerun skips."""
+    directory = word_folder(home, text, collection, text.draw(collection))
+    count = lambda kind: sum(block_file(directory, kind, b).is_file() for b in range(collection.blocks))  # noqa: E731
+    return count("block"), count("placebo") if collection.placebo else 0
+
+
+# --------------------------------------------------------------------------------------------------
+# A group: the words every member covers
 
 
 @dataclass(frozen=True)
-class WordTable:
-    """The losses of a group in words, on the words every member covers (the shared targets)."""
+class WordGroup:
+    """A group's losses in words on the words every member covers (the shared targets), and what each member covered."""
 
     members: tuple[str, ...]
     grid: tuple[int, ...]
@@ -533,7 +461,8 @@ class WordTable:
     targets: np.ndarray
     """int64 [W]: word indices of the shared targets, block by block, ascending."""
     block_len: int
-    """Shared targets per block (every block keeps as many; see :func:`group_word_losses`)."""
+    """Shared targets per block (every block keeps as many: the first of its shared words, as many as the fewest any
+    block has; what the block bootstrap resamples)."""
     block_starts: np.ndarray
     """int64 [n_blocks]: the first word of each block drawn."""
     span_bytes: np.ndarray
@@ -541,15 +470,17 @@ class WordTable:
     drawn: int
     """Words drawn as targets (n_blocks x the block length asked for)."""
     covered: dict[str, int]
-    """Member -> words drawn that it scores exactly at every context length."""
+    """Member -> words drawn that it scores exactly at every context length (and placebo step, with placebo losses)."""
     shared: int
     """Words drawn that every member covers (``targets`` keeps ``block_len`` of them per block)."""
     truncated: np.ndarray
     """int64 [M, G]: targets whose context did not fit the member's window and was read as its nearest tokens."""
     methods: tuple[str, ...]
     """Per member: 'window' or 'naive'."""
+    tokenizers: tuple[dict[str, Any] | None, ...]
+    """Per member: the tokenizer it read the text with (txlab.runs.scored.ScoredModel.tokenizer_record)."""
     placebo: np.ndarray | None = None
-    """float32 [M, G-1, W]: the placebo losses of each step grid[j] -> grid[j+1] (:func:`placebo_cells`), when asked."""
+    """float32 [M, G-1, W]: the placebo losses of each step grid[j] -> grid[j+1], when collected."""
 
     def word_perplexity(self) -> np.ndarray:
         """[M, G]: exp(mean nats per word)."""
@@ -560,84 +491,40 @@ class WordTable:
         return byte_perplexity(self.losses, self.span_bytes)
 
 
-def _method(member: WordMember, cells: dict[tuple[int, int], Cell], chunk_len: int | None, method: str) -> str:
-    """'window' or 'naive': 'auto' picks the window method for a prefix-causal model (checked on the longest cell)."""
-    if method != "auto":
-        return method
-    longest = max(cells.values(), key=lambda cell: len(cell.ids))
-    return "window" if is_prefix_causal(member.model, longest.ids, len(longest.ids), chunk_len) else "naive"
-
-
-def group_word_losses(members: Sequence[WordMember], text: str, grid: Sequence[int], n_blocks: int = 8, block_len: int = 250, *,
-                      seed: int = 0, method: str = "auto", batch_size: int = 16, progress: bool = False, placebo: bool = False,
-                      offset: int | None = None) -> WordTable:
-    """l(c, w) of every member on the words every member covers, in ``n_blocks`` blocks of ``block_len`` words drawn by
-    ``seed`` after the first max(grid) words (txlab.measure.losses.sample_blocks, in words).
-
-    A block keeps the words of it that every member covers at every c; every block then keeps its first ``k`` of
-    them, k the fewest any block kept, so that the blocks stay of one length (what the block bootstrap resamples).
-    Coverage is found first, by the tokenizers alone, so only the words kept are read by the models. With ``placebo``,
-    a word is covered only where its placebo cells are exact too, and the placebo losses of every step are read one
-    forward per cell (:func:`placebo_cells`; far spans ``offset`` words on, default half the text)."""
-    grid = tuple(int(c) for c in grid)
-    if not members:
+def word_group(tables: Sequence[WordLosses], text: WordText, collection: Collection) -> WordGroup:
+    """The group of members' ``tables`` (one collection, one text) on the words every member covers: each block keeps
+    the first k of its shared words, k the fewest any block has, so the blocks stay of one length."""
+    if not tables:
         raise TxlabError("a group needs at least one member")
-    if len({m.name for m in members}) != len(members):
-        raise TxlabError(f"member names must differ: {[m.name for m in members]}")
-    if not grid or min(grid) < 1 or list(grid) != sorted(set(grid)):
-        raise TxlabError(f"the grid must be ascending context lengths >= 1 word, got {list(grid)}")
-    if method not in METHODS:
-        raise TxlabError(f"unknown collection method {method!r}; choose {', '.join(METHODS)}")
-    words = cut_words(text)
-    check_spaced(words)
-    starts = sample_blocks(len(words), n_blocks, block_len, max(grid), seed)
-    encoders = [text_encoder(m.tokenizer) for m in members]
-    blocks = [np.arange(start, start + block_len, dtype=np.int64) for start in starts.tolist()]  # [block_len] word indices each
-    offset = len(words) // 2 if offset is None else offset
-
-    def exact(member: WordMember, encode: Encoder, block: np.ndarray) -> np.ndarray:  # [len(block)]: exact at every c (and step)
-        ok = member_cells(words, encode, block, grid, member.model.max_context)[0].all(axis=0)
-        return ok & placebo_cells(words, encode, block, grid, offset, member.model.max_context)[0].all(axis=0) if placebo else ok
-
-    covered = np.array([[exact(m, encode, block) for block in blocks] for m, encode in zip(members, encoders)])  # [M, n_blocks, block_len]
-    shared = covered.all(axis=0)  # [n_blocks, block_len]
+    names = [t.name for t in tables]
+    if len(set(names)) != len(names):
+        raise TxlabError(f"member names must differ: {names}")
+    c = collection
+    main = np.stack([t.losses for t in tables])  # [M, G, N]
+    ok = np.isfinite(main).all(axis=1)  # [M, N]
+    if c.placebo:
+        ok &= np.isfinite(np.stack([t.placebo for t in tables])).all(axis=1)
+    shared = ok.all(axis=0).reshape(c.blocks, c.block_len)  # [n_blocks, block_len]
     k = int(shared.sum(axis=1).min())
     if k == 0:
-        counts = ", ".join(f"{m.name} {int(n)}" for m, n in zip(members, covered.sum(axis=(1, 2))))
-        raise TxlabError(f"a block of {block_len} words holds no word that every member scores exactly (covered of {n_blocks * block_len} "
+        counts = ", ".join(f"{name} {int(n)}" for name, n in zip(names, ok.sum(axis=1)))
+        raise TxlabError(f"a block of {c.block_len} words holds no word that every member scores exactly (covered of {c.n_targets} "
                          f"drawn: {counts}): use longer blocks, or members whose tokenizers split at spaces")
-    targets = np.concatenate([block[np.flatnonzero(keep)[:k]] for block, keep in zip(blocks, shared)])  # [W]
-    losses = np.zeros((len(members), len(grid), len(targets)), dtype=np.float32)  # [M, G, W]
-    placebo_losses = np.zeros((len(members), len(grid) - 1, len(targets)), dtype=np.float32) if placebo else None  # [M, G-1, W]
-    truncated = np.zeros((len(members), len(grid)), dtype=np.int64)  # [M, G]
-    methods = []
-    with Progress(total=len(members) * n_blocks, desc="word losses", unit="block", disable=not progress, leave=False) as bar:
-        for mi, (member, encode) in enumerate(zip(members, encoders)):
-            chunk_len = member.tgt_len if (member.context or member.model.context).mem_len > 0 else None
-            with scoring(member.model, member.context or member.model.context, member.precision):
-                for b in range(n_blocks):
-                    block = targets[b * k : (b + 1) * k]  # [k]: this block's shared targets
-                    _, cells = member_cells(words, encode, block, grid, member.model.max_context)
-                    assert len(cells) == len(grid) * k, "a kept word is no longer covered: the tokenizer is not deterministic"
-                    for cell in cells.values():
-                        check_token_ids(member.model, cell.ids, f"{member.name}'s tokens")
-                    if len(methods) == mi:
-                        methods.append(_method(member, cells, chunk_len, method))
-                    if methods[mi] == "window":
-                        values, cut = window_cells(member.model, words, encode, cells, block, grid, chunk_len, batch_size)
-                    else:
-                        values, cut = naive_cells(member.model, cells, chunk_len, batch_size)
-                    for (j, i), value in values.items():
-                        losses[mi, j, b * k + i] = value
-                    for j, _ in cut:
-                        truncated[mi, j] += 1
-                    if placebo_losses is not None:
-                        _, far_cells = placebo_cells(words, encode, block, grid, offset, member.model.max_context)
-                        values, _ = naive_cells(member.model, far_cells, chunk_len, batch_size, pad=methods[mi] == "window")
-                        for (j, i), value in values.items():
-                            placebo_losses[mi, j, b * k + i] = value
-                    bar.update(1)
-    return WordTable(
-        tuple(m.name for m in members), grid, losses, targets, k, starts, words.span_bytes(targets), n_blocks * block_len,
-        {m.name: int(n) for m, n in zip(members, covered.sum(axis=(1, 2)))}, int(shared.sum()), truncated, tuple(methods), placebo_losses,
-    )
+    keep = np.concatenate([b * c.block_len + np.flatnonzero(row)[:k] for b, row in enumerate(shared)])  # [W]: columns of the drawn words
+    targets = tables[0].drawn[keep]
+    placebo = np.stack([t.placebo[:, keep] for t in tables]) if c.placebo else None
+    return WordGroup(tuple(names), c.grid, main[:, :, keep], targets, k, tables[0].drawn[:: c.block_len].copy(),
+                     text.words.span_bytes(targets), c.n_targets, {name: int(n) for name, n in zip(names, ok.sum(axis=1))},
+                     int(shared.sum()), np.stack([t.truncated[:, keep].sum(axis=1) for t in tables]).astype(np.int64),
+                     tuple(t.method for t in tables), tuple(t.meta.get("tokenizer") for t in tables), placebo)
+
+
+def group_word_losses(members: Sequence[ScoredModel], text: str | Words, collection: Collection, *, batch_size: int = 16,
+                      progress: bool = False, offset: int | None = None) -> WordGroup:
+    """Every member collected on its own (:func:`collect_word_losses`, kept where a member has a home), then grouped on
+    the words every member covers (:func:`word_group`)."""
+    words = text if isinstance(text, Words) else cut_words(text)
+    check_spaced(words)
+    source = WordText(words, collection.split)
+    tables = [collect_word_losses(m, source, collection, batch_size=batch_size, progress=progress, offset=offset) for m in members]
+    return word_group(tables, source, collection)

@@ -413,3 +413,17 @@ def check_corpus(source: str, label: str, corpus: Any) -> None:
     if vocab and corpus.n_token > int(vocab):
         raise TxlabError(f"{label} has outputs for {vocab} token ids, and corpus {corpus.name} numbers {corpus.n_token}: "
                          "it was trained on another vocabulary")
+
+
+def check_tokenizer(source: str, tokenizer: Any, outputs: int) -> None:
+    """Refuse a tokenizer that cannot be the checkpoint's own (a txlab.data.tokenizers.HfTokenizer): one with more symbols
+    than the model has outputs, or, for a `txlab export`, another vocabulary than the one it recorded
+    (:data:`EXPORT_RECORD`). Fewer symbols than outputs is common (output layers are padded), so it passes."""
+    size = len(tokenizer.vocab)
+    if outputs and size > outputs:
+        raise TxlabError(f"the tokenizer in {source} has {size:,} symbols, and the model outputs {outputs:,}: it is another model's "
+                         "tokenizer; put the checkpoint's own tokenizer files back")
+    recorded = export_record(source).get("vocab_sha256")
+    if recorded and tokenizer.vocab.sha256 != recorded:
+        raise TxlabError(f"the tokenizer in {source} is not the one `txlab export` wrote: its vocabulary is {tokenizer.vocab.sha256[:12]}..., "
+                         f"{EXPORT_RECORD} records {recorded[:12]}...; export the run again, or put its tokenizer files back")

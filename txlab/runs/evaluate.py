@@ -40,7 +40,7 @@ from txlab.models.interface import Context, LanguageModel, LMOutput, State
 from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
 from txlab.runs.capacity import check_fits, check_position_table
-from txlab.runs.checkpoint import has_checkpoint, load_checkpoint
+from txlab.runs.checkpoint import load_checkpoint
 
 
 def read_in_chunks(
@@ -439,31 +439,3 @@ def evaluate_checkpoint(
     )
     write_json_atomic(record_path, result.as_record())
     return result
-
-
-def load_model(spec: str | Path, *, device: str = "cpu", precision: str | None = None) -> LanguageModel:
-    """A model ready to score: ``hf:PATH_OR_HUB_ID`` (any transformers causal LM) or a txlab run directory.
-
-    A run is set to its evaluation memory settings (``model.context``) and remembers its evaluation
-    segment length (``model.eval_tgt_len``), which :func:`context_losses` reads by; a Hugging Face model
-    reads every context from a fresh start (``Context(mem_len=0)``). ``precision`` (fp32, bf16 or fp16,
-    txlab.precision) is what :func:`context_losses` and :func:`perplexity` compute in, kept as
-    ``model.precision``: a Hugging Face model's weights are loaded in it; default fp32, a run's eval.precision.
-    """
-    if hf.is_hf_spec(str(spec)):
-        model = hf.load_causal_lm(str(spec), device=device, precision=precision or "fp32")
-        model.set_context(Context(mem_len=0))
-        model.precision = precision or "fp32"
-        return model
-    run_dir = Path(spec)
-    if not has_checkpoint(run_dir):
-        raise TxlabError(f"{spec} is neither hf:PATH_OR_HUB_ID nor a run directory with a checkpoint")
-    ckpt = load_checkpoint(run_dir, map_location=device)
-    tgt_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
-    model = ckpt.model.eval()
-    model.set_context(context)
-    model.eval_tgt_len = tgt_len
-    model.precision = precision or ckpt.config.eval.precision
-    check_precision(model.precision, device, ckpt.config.model.family)
-    model.run_dir = run_dir
-    return model

@@ -1,6 +1,10 @@
 """A RECL command's plan before anything runs: the members that train, the token-steps each collects (less the blocks
 already on disk), the FLOPs and an estimated time on this machine (txlab.runs.plan), with a smaller size suggested when
 it is long on a CPU. The machine is measured only when there is something to compute.
+
+In words a member reads its own tokens: the plan tokenizes the drawn blocks with their longest contexts once per
+member (:func:`tokens_per_word`, cheap next to reading them) and counts its token-steps as the word-steps times its
+tokens per word.
 """
 
 from __future__ import annotations
@@ -9,40 +13,60 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.drivers.recl.groups import Group, Member, resolve_group
 from txlab.drivers.recl.report import SEED_SUMMARY
+from txlab.drivers.recl.sources import Source, WordSource
 from txlab.measure.collection import Collection
 from txlab.measure.losses import Collected, collected_blocks
+from txlab.measure.words import collected_word_blocks
 from txlab.models import hf
+from txlab.runs.checkpoint import has_checkpoint
+from txlab.runs.scored import run_tokenizer
 from txlab.runs.plan import Plan, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes, vocab_size
 
 
-def collection_flops(member: Member, collection: Collection, collected: Collected = Collected(0, 0)) -> float | None:
+def collection_flops(member: Member, collection: Collection, collected: Collected = Collected(0, 0), per_word: float = 1.0) -> float | None:
     """Forward FLOPs of one member's loss collection, less the ``collected`` blocks: reading its token-steps (and the
     placebo's) at the mean keys a query of a window attends (the evaluation memory and half a segment, at most half
-    the window), and the softmax of the one target each (context, target) pair scores. Nothing left: 0, without
-    reading the model's shape."""
+    the window), and the softmax of the tokens each (context, target) pair scores. ``per_word``: in words, the member's
+    tokens per word (:func:`tokens_per_word`): its token-steps, window and scored tokens are the words' times as many.
+    Nothing left: 0, without reading the model's shape."""
     grid, blocks = collection.grid, collection.blocks
-    if collection.unit == "word":  # a member's tokens per word are known only once it has read the text
-        return None
     main_left = (blocks - collected.blocks) / blocks
     placebo_left = (blocks - collected.placebo) / blocks if collection.placebo else 0.0
     if not main_left and not placebo_left:
         return 0.0
+    window = int(grid[-1] * per_word)
     if member.source:  # read from a fresh start: a query attends half the window on average
         counts = hf.checkpoint_counts(member.source)
         if counts is None:
             return None
-        keys = grid[-1] // 2
+        keys = window // 2
     else:
         cfg = member.config
         if not vocab_size(cfg):
             return None
-        counts, keys = model_counts(cfg), min(evaluation_keys(cfg), grid[-1] // 2)
+        counts, keys = model_counts(cfg), min(evaluation_keys(cfg), window // 2)
     targets = collection.n_targets
-    scored = targets * len(grid) * main_left + targets * (len(grid) - 1) * placebo_left
-    reading = (collection.token_steps() * main_left + collection.placebo_token_steps() * placebo_left) * counts.reading_flops_per_token(keys)
-    return reading + scored * counts.output_flops_per_token()
+    scored = (targets * len(grid) * main_left + targets * (len(grid) - 1) * placebo_left) * per_word
+    steps = (collection.token_steps() * main_left + collection.placebo_token_steps() * placebo_left) * per_word
+    return steps * counts.reading_flops_per_token(keys) + scored * counts.output_flops_per_token()
+
+
+def tokens_per_word(member: Member, source: WordSource) -> float | None:
+    """The member's tokens per word on the words it reads (each drawn block with its longest context), from one
+    tokenization of them; None for a preset member not trained yet (its tokenizer is made as it trains)."""
+    if member.source:
+        tokenizer = load_hf_tokenizer(member.source)
+    elif has_checkpoint(member.run_dir):
+        tokenizer = run_tokenizer(member.run_dir)
+    else:
+        return None
+    words, c = source.text.words, source.collection
+    spans = [words.text[int(words.starts[s - c.grid[-1]]) : int(words.ends[s + c.block_len - 1])] for s in source.text.draw(c).tolist()]
+    n_words = len(spans) * (c.grid[-1] + c.block_len)
+    return sum(len(encoding.ids) for encoding in tokenizer.offsets(spans)) / n_words
 
 
 def method_words(collection: Collection) -> str:
@@ -61,12 +85,12 @@ def method_words(collection: Collection) -> str:
             "and reads any member that is not prefix-causal)")
 
 
-def group_plan(groups: Sequence[Group], gflops: float | None, streams: Sequence[str | None] = ()) -> Plan:
+def group_plan(groups: Sequence[Group], gflops: float | None, sources: Sequence[Source | None] = ()) -> Plan:
     """What the groups will do: the members that train (steps, tokens), what is collected (token-steps, less the blocks
     on disk), and the FLOPs; a group with training seeds once per seed, each seed with its runs counted and its time.
-    ``streams``: each group's token stream (sha256 of its split) where its corpus is read already, to find its blocks by."""
+    ``sources``: each group's source where it is read already (a corpus in tokens, to find its blocks by; a text in words)."""
     plan = Plan(gflops=gflops)
-    for group, stream in zip(groups, [*streams, *[None] * (len(groups) - len(streams))]):
+    for group, stream in zip(groups, [*sources, *[None] * (len(groups) - len(sources))]):
         if not group.settings.train_seeds:
             plan.add(f"group {group.name}:")
             _plan_members(plan, group.resolved[None], group, stream)
@@ -90,7 +114,7 @@ def group_plan(groups: Sequence[Group], gflops: float | None, streams: Sequence[
     return plan
 
 
-def _plan_members(plan: Plan, members: Sequence[Member], group: Group, stream: str | None, every_seed: str = "",
+def _plan_members(plan: Plan, members: Sequence[Member], group: Group, source: Source | None, every_seed: str = "",
                   collected: set[Path] | None = None) -> None:
     """One group's lines of the plan: each member trained or used as it is, then the loss collection, less what is on disk.
     ``collected``: the runs whose losses an earlier seed's group of the plan collects (not counted again), updated."""
@@ -102,23 +126,28 @@ def _plan_members(plan: Plan, members: Sequence[Member], group: Group, stream: s
         else:
             plan.add(f"  {m.label}: run directory {m.run_dir}, used as it is{every_seed}")
     c, grid = group.collection, group.collection.grid
-    placebo = f", {c.placebo_token_steps() / 1e6:.1f}M more for the placebo losses ({c.placebo_token_steps() / c.token_steps():.2f}x)" if c.placebo else ""
     again = [m for m in members if collected is not None and m.run_dir in collected]
-    if c.unit == "word":
-        plan.add(f"  collect losses in words of {len(members)} models on {c.blocks} blocks x {c.block_len} words of {c.split} at contexts "
-                 f"{grid[0]}..{grid[-1]} words ({len(grid)} lengths), each read with its own tokenizer from a fresh start: up to "
-                 f"{c.token_steps() / 1e6:.1f}M word-steps each, times the member's tokens per word"
-                 + (", and each placebo (c, w) by its own window (batched by length)" if c.placebo else "") + f", on {group.settings.device} "
-                 "(the words some member cannot score exactly are left out, so fewer are read; nothing is kept between runs)",
-                 None)  # never nothing to compute (nothing is kept), and its FLOPs wait for each member's tokens per word
-        return
-    on_disk = {m.label: collected_blocks(m.run_dir, c, stream) for m in members if m not in again}
-    flops = [collection_flops(m, c, on_disk[m.label]) for m in members if m not in again]
+    left = [m for m in members if m not in again]
+    if isinstance(source, WordSource):
+        per_word = {m.label: tokens_per_word(m, source) for m in left}
+        on_disk = {m.label: Collected(*collected_word_blocks(m.run_dir, source.text, c)) for m in left}
+        flops = [None if per_word[m.label] is None else collection_flops(m, c, on_disk[m.label], per_word[m.label]) for m in left]
+        known = {label: tau for label, tau in per_word.items() if tau is not None}
+        reading = (f"{c.token_steps() / 1e6:.2f}M word-steps each{', ' + format(c.placebo_token_steps() / 1e6, '.2f') + 'M more for the placebo (one window per (c, w))' if c.placebo else ''}, "
+                   "times each member's tokens per word (" + ", ".join(f"{label} {tau:.2f}" for label, tau in known.items())
+                   + (", the untrained members' once trained" if len(known) < len(left) else "") + ")")
+        what = f"in words of {len(members)} models on {c.blocks} blocks x {c.block_len} words of {c.split} at contexts {grid[0]}..{grid[-1]} words"
+    else:
+        stream = None if source is None else source.sha256  # its token stream, where the corpus is read
+        on_disk = {m.label: collected_blocks(m.run_dir, c, stream) for m in left}
+        flops = [collection_flops(m, c, on_disk[m.label]) for m in left]
+        placebo = f", {c.placebo_token_steps() / 1e6:.1f}M more for the placebo losses ({c.placebo_token_steps() / c.token_steps():.2f}x)" if c.placebo else ""
+        reading = f"{c.token_steps() / 1e6:.1f}M token-steps each {method_words(c)}{placebo}"
+        what = f"of {len(members)} models on {c.blocks} blocks x {c.block_len} targets of {c.split} at contexts {grid[0]}..{grid[-1]}"
     on_hand = [collected_words(on_disk, c)] if on_disk else []
     on_hand += [f"{', '.join(m.label for m in again)} collected with an earlier seed's group"] if again else []
-    plan.add(f"  collect losses of {len(members)} models on {c.blocks} blocks x {c.block_len} targets of {c.split} at contexts "
-             f"{grid[0]}..{grid[-1]} ({len(grid)} lengths): {c.token_steps() / 1e6:.1f}M token-steps each {method_words(c)}{placebo}, on {group.settings.device} "
-             f"({'; '.join(on_hand)})", None if None in flops else sum(flops))
+    plan.add(f"  collect losses {what} ({len(grid)} lengths): {reading}, on {group.settings.device} ({'; '.join(on_hand)})",
+             None if None in flops else sum(flops))
     if collected is not None:
         collected.update(m.run_dir for m in members)
 
@@ -132,20 +161,22 @@ def collected_words(on_disk: dict[str, Collected], collection: Collection) -> st
 
     if not any(done.blocks or done.placebo for done in on_disk.values()):
         return "none collected yet"
-    return "already collected: " + ", ".join(f"{label} {words(done)}" for label, done in on_disk.items())
+    whole = sum(done.blocks == collection.blocks and (not collection.placebo or done.placebo == collection.blocks) for done in on_disk.values())
+    return (f"{whole} of {len(on_disk)} members' tables already collected: "
+            + ", ".join(f"{label} {words(done)}" for label, done in on_disk.items()))
 
 
 def plan_groups(groups: Sequence[Group], suggest_smaller: bool = False, gflops: Callable[[str, int], float | None] = machine_gflops,
-                streams: Sequence[str | None] = ()) -> Plan:
+                sources: Sequence[Source | None] = ()) -> Plan:
     """:func:`group_plan` at the device's measured ceiling, measured only when the plan has FLOPs to spend (nothing
     to train or collect takes start-up only, and a dry run then returns in seconds). With ``suggest_smaller`` (a
     command-line group: a study's profile is its own choice) and a plan that takes over an hour on a CPU, also the
     smaller size that would take minutes: the groups resolved again from what was asked at that size, with that
-    size's grid and targets where none were given. ``streams``: each group's token stream, where its corpus is read."""
+    size's grid and targets where none were given. ``sources``: each group's source, where it is read."""
     device = groups[0].settings.device
-    plan = group_plan(groups, None, streams)
+    plan = group_plan(groups, None, sources)
     if plan.flops != 0:
-        plan = group_plan(groups, gflops(device, 0), streams)
+        plan = group_plan(groups, gflops(device, 0), sources)
     has_presets = any(m.preset for g in groups for listed in g.resolved.values() for m in listed)
     if suggest_smaller and is_long_on_cpu(plan, device) and has_presets:
         candidates = []

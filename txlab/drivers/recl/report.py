@@ -21,7 +21,7 @@ from txlab.drivers.recl.groups import display_names
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
 from txlab.measure.collection import Collection
-from txlab.measure.words import WordTable
+from txlab.measure.words import WordGroup
 from txlab.presets import PRESETS
 from txlab.workspace import resolve
 
@@ -42,7 +42,9 @@ class GroupResult:
     settings: ReclSettings
     grid: list[int]
     n_targets: int
-    token_stream_sha256: str
+    source_fields: dict[str, Any]
+    """What names what the group was scored on: ``token_stream_sha256``, or in words ``unit`` and ``text_sha256`` (the
+    sha256 of the split's text)."""
     rows: list[table8.Table8Row]
     """Table 8's rows (txlab.analysis.table8.recl_rows, the placebo-aware RECL and the ideal model's where there are)."""
     markdown: str
@@ -60,25 +62,24 @@ class GroupResult:
     """With a stride (:func:`strided_record`): the stride, s at each c and the contexts' range; None for exact contexts."""
 
     def record(self) -> dict[str, Any]:
-        """What recl.json holds (``train_seed`` only in one seed's group, ``words`` only in words; there
-        ``token_stream_sha256`` is the sha256 of the split's text)."""
+        """What recl.json holds (``train_seed`` only in one seed's group, ``words`` only in words)."""
         seed = {} if self.train_seed is None else {"train_seed": self.train_seed}
         words = {} if self.words is None else {"words": self.words}
         strided = {} if self.strided is None else {"strided": self.strided}
         return {"group": self.group, **seed, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
-                "corpus": self.corpus, "grid": self.grid, "n_targets": self.n_targets, "token_stream_sha256": self.token_stream_sha256,
+                "corpus": self.corpus, "grid": self.grid, "n_targets": self.n_targets, **self.source_fields,
                 "model_order": self.model_order, "rows": [row.record() for row in self.rows], **words, **strided}
 
 
-def word_record(table: WordTable) -> dict[str, Any]:
+def word_record(table: WordGroup) -> dict[str, Any]:
     """What recl.json says of a group in words: the shared targets (word indices of the split's text), and per member
-    the words it scores exactly (of those drawn), the contexts read as their nearest tokens (per c), its method, and
-    its perplexity per word and per byte (per c)."""
+    the words it scores exactly (of those drawn), the contexts read as their nearest tokens (per c), its method, the
+    tokenizer it read the text with (kind, vocabulary size, tokenizer_id), and its perplexity per word and per byte (per c)."""
     per_word, per_byte = table.word_perplexity(), table.byte_perplexity()
     return {"drawn": table.drawn, "shared": table.shared, "kept": len(table.targets), "kept_per_block": table.block_len,
             "targets": table.targets.tolist(),
             "members": {name: {"covered": table.covered[name], "truncated": table.truncated[i].tolist(), "method": table.methods[i],
-                               "word_perplexity": per_word[i].tolist(), "byte_perplexity": per_byte[i].tolist()}
+                               "tokenizer": table.tokenizers[i], "word_perplexity": per_word[i].tolist(), "byte_perplexity": per_byte[i].tolist()}
                         for i, name in enumerate(table.members)}}
 
 
@@ -142,7 +143,7 @@ class SeedsResult:
         first = self.seeds[0]
         return {"group": self.group, "train_seeds": self.train_seeds, "members": first.members,
                 "run_dirs": {str(r.train_seed): r.run_dirs for r in self.seeds}, "settings": asdict(first.settings), "corpus": first.corpus,
-                "grid": first.grid, "n_targets": first.n_targets, "token_stream_sha256": first.token_stream_sha256,
+                "grid": first.grid, "n_targets": first.n_targets, **first.source_fields,
                 "model_order": first.model_order, "rows": [row.record() for row in self.rows]}
 
 

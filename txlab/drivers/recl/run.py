@@ -5,9 +5,7 @@ on the group's one corpus, scores the group and writes its tables and figures.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -22,61 +20,23 @@ from txlab.analysis import recl, table8
 from txlab.analysis.learned import read_restarts
 from txlab.analysis.token_losses import token_loss_table, write_token_losses
 from txlab.config import RunConfig
-from txlab.data.corpus import Corpus, load_corpus, split_text_of
+from txlab.data.corpus import Corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
-from txlab.data.tokenizers import load_hf_tokenizer
-from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups, word_text
+from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups
 from txlab.drivers.recl.plan import plan_groups
 from txlab.drivers.recl.report import (FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, seeds_figure, strided_note, strided_record,
                                        word_record, words_note)
 from txlab.drivers.recl.settings import ReclSettings
+from txlab.drivers.recl.sources import Source, group_source
 from txlab.errors import TxlabError
-from txlab.fileio import write_json_atomic, write_text_atomic
-from txlab.measure.collection import Collection
-from txlab.measure.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, group_losses, sample_blocks
-from txlab.measure.words import WordMember, WordTable, cut_words, group_word_losses, run_tokenizer
+from txlab.fileio import write_text_atomic
+from txlab.measure.losses import GroupLosses
 from txlab.models import hf
-from txlab.models.interface import Context
 from txlab.runs.checkpoint import has_checkpoint, saved_config
-from txlab.runs.evaluate import load_model
 from txlab.runs.launch import Task, check_jobs, check_launcher, run_jobs
 from txlab.runs.plan import checkpoint_step
 from txlab.runs.train import train
 from txlab.workspace import resolve
-
-
-def check_room_for_targets(corpus: Corpus, collection: Collection) -> None:
-    """The split holds the target blocks after the longest context (else a clear error before anything trains)."""
-    c = collection
-    sample_blocks(len(corpus.split(c.split)), c.blocks, c.block_len, c.grid[-1], c.seed)
-
-
-def group_source(group: Group, progress: bool) -> Corpus | str:
-    """What a group is scored on, loaded once (every seed reads it) and checked before any model runs: in tokens its
-    corpus (every Hugging Face member can read it, the split holds the targets); in words the text of its split
-    (txlab.data.corpus.split_text_of: own text, or a registry corpus's recovered), which holds the target blocks after
-    the longest context."""
-    resolved, c = group.resolved[group.seeds[0]], group.collection
-    if c.unit == "word":
-        text = split_text_of(word_text(resolved, group.settings), c.split, progress)
-        sample_blocks(len(cut_words(text)), c.blocks, c.block_len, c.grid[-1], c.seed)
-        return text
-    corpus = load_corpus(group_data(resolved, group.settings), progress=progress)
-    check_hf_members(resolved, corpus)
-    check_room_for_targets(corpus, c)
-    return corpus
-
-
-def check_hf_members(members: Sequence[Member], corpus: Corpus) -> None:
-    """Before any model runs: every Hugging Face member can read the group's corpus (txlab.models.hf.check_corpus);
-    where one cannot, the refusal names the group's way out, words."""
-    for m in members:
-        if m.source:
-            try:
-                hf.check_corpus(m.source, m.label, corpus)
-            except TxlabError as error:
-                raise TxlabError(f"{error}; or score members with different tokenizers on shared words of one text: --unit word "
-                                 "--text FILE") from None
 
 
 def _needs_training(member: Member) -> bool:
@@ -144,23 +104,6 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
         echo(f"trained {m.label} to step {result.step}: valid loss {result.valid.get('loss', float('nan')):.4f}")
 
 
-def collect_job(run_dir: str, collection: Collection, batch_size: int, device: str) -> str:
-    """Collect one member's losses as a scheduler job (blocks already written are skipped); returns their folder."""
-    return str(collect_run_losses(Path(run_dir), collection, batch_size=batch_size, device=device, progress=True).path)
-
-
-def collect_as_jobs(members: Sequence[Member], collection: Collection, settings: ReclSettings, echo: Callable[[str], None]) -> None:
-    """Every member's loss collection as a job of its own, waited for; a failed one stops the group with its log."""
-    submitted = time.time()
-
-    def written(member: Member) -> str:
-        blocks = [f for f in (member.run_dir / "losses").glob("*/*.npy") if f.stat().st_mtime >= submitted]
-        return f"{len(blocks)} loss blocks written"
-
-    tasks = [Task(m.label, collect_job, (str(m.run_dir), collection, settings.batch_size, settings.device), partial(written, m)) for m in members]
-    check_jobs(run_jobs(tasks, settings.slurm, jobs_folder(settings), "txlab-losses", echo), "loss collection")
-
-
 def jobs_folder(settings: ReclSettings) -> Path:
     """Where the jobs' scripts and logs go unless ``slurm.logs`` names a folder: beside the preset runs."""
     return Path(settings.models_root) / "jobs"
@@ -179,56 +122,6 @@ ORACLE = "oracle (ground truth)"
 OWN_TOKENIZER = "each member's own"
 
 
-def collect_member(member: Member, corpus: Corpus, collection: Collection, settings: ReclSettings, progress: bool) -> LossTable:
-    """One member's loss table on the group's targets (resumable), read from the group's ``corpus``: a txlab run
-    through its own record, a Hugging Face checkpoint read from a fresh start for every window (its context is
-    exactly the c tokens)."""
-    if not member.source:
-        return collect_run_losses(member.run_dir, collection, batch_size=settings.batch_size, device=settings.device, progress=progress,
-                                  corpus=corpus)
-    model = hf.load_causal_lm(member.source, device=settings.device, precision=settings.precision)
-    write_json_atomic(member.run_dir / "member.json", {"kind": "hf", **hf.describe(model), "precision": settings.precision})
-    return collect_model_losses(
-        model, corpus.split(collection.split), corpus.token_stream_hash(collection.split), member.run_dir, collection,
-        tgt_len=collection.grid[-1], context=Context(mem_len=0), identity={"model": hf.fingerprint(member.source)},
-        batch_size=settings.batch_size, progress=progress, precision=settings.precision,
-    )
-
-
-def word_member(member: Member, settings: ReclSettings) -> WordMember:
-    """One member as it reads the group's text in words: its model ready to score (txlab.runs.evaluate.load_model)
-    and its own tokenizer (a checkpoint's; a txlab run's own-text tokenizer, or its registry corpus's unit with its
-    vocabulary: txlab.measure.words.run_tokenizer)."""
-    spec = f"hf:{member.source}" if member.source else member.run_dir
-    model = load_model(spec, device=settings.device, precision=settings.precision if member.source else None)
-    tokenizer = load_hf_tokenizer(member.source) if member.source else run_tokenizer(member.run_dir)
-    return WordMember(member.label, model, tokenizer, getattr(model, "eval_tgt_len", None), model.context, model.precision)
-
-
-def collect_words(members: Sequence[Member], text: str, collection: Collection, settings: ReclSettings, progress: bool) -> tuple[GroupLosses, WordTable]:
-    """The group's losses in words (txlab.measure.words.group_word_losses): l(c, w) of every member on the words
-    every member scores exactly, as a :class:`GroupLosses` txlab.analysis.recl scores, and the word table with
-    each member's coverage. No member is capped: a context longer than a member's window is read as its nearest
-    tokens and counted (``truncated``)."""
-    c = collection
-    table = group_word_losses([word_member(m, settings) for m in members], text, c.grid, c.blocks, c.block_len, seed=c.seed,
-                              method=c.method, batch_size=settings.batch_size, progress=progress, placebo=c.placebo)
-    labels = [m.label for m in members]
-    text_sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    losses = GroupLosses(labels, table.losses, table.grid, table.targets, table.block_len, text_sha256, dict.fromkeys(labels),
-                         [m.run_dir for m in members], table.placebo)
-    return losses, table
-
-
-def oracle_losses(corpus: Corpus, targets: np.ndarray, collection: Collection) -> np.ndarray | None:
-    """[G, T] losses of the ideal model (it sees exactly c tokens) on the group's targets, on a
-    synthetic corpus; None otherwise."""
-    if corpus.truth is None:
-        return None
-    truth = corpus.truth[collection.split]
-    return np.stack([truth.oracle_loss(c)[targets] for c in collection.grid])
-
-
 def oracle_rows(oracle: np.ndarray | None, grid: Sequence[int], rs: Sequence[float]) -> list[table8.Table8Row]:
     """RECL rows of the ideal model, alone in its group; [] without one."""
     if oracle is None:
@@ -237,18 +130,13 @@ def oracle_rows(oracle: np.ndarray | None, grid: Sequence[int], rs: Sequence[flo
     return [replace(row, ground_truth=True) for row in rows]
 
 
-def export_losses(losses: GroupLosses, labels: Sequence[str], oracle: np.ndarray | None, source: Corpus | str, collection: Collection,
-                  table_dir: Path) -> list[Path]:
+def export_losses(losses: GroupLosses, labels: Sequence[str], oracle: np.ndarray | None, source: Source, table_dir: Path) -> list[Path]:
     """Every member's per-token (or per-word) losses, and the ideal model's on a synthetic corpus, as one tidy table in
     ``table_dir`` (txlab.analysis.token_losses), each target with its text: the token, or in words the word."""
-    if isinstance(source, Corpus):
-        texts = [source.to_text([i]) for i in source.split(collection.split)[losses.targets]]
-    else:
-        words = cut_words(source)
-        texts = [source[words.starts[w]:words.ends[w]] for w in losses.targets]
-    table = token_loss_table(losses.losses, losses.grid, labels, losses.targets, texts, collection.unit, losses.placebo)
+    texts = source.target_texts(losses.targets)
+    table = token_loss_table(losses.losses, losses.grid, labels, losses.targets, texts, source.unit, losses.placebo)
     if oracle is not None:
-        table = pd.concat([table, token_loss_table(oracle[None], losses.grid, [ORACLE], losses.targets, texts, collection.unit)],
+        table = pd.concat([table, token_loss_table(oracle[None], losses.grid, [ORACLE], losses.targets, texts, source.unit)],
                           ignore_index=True)
     return write_token_losses(table, table_dir / "losses")
 
@@ -286,34 +174,27 @@ def score_group(losses: GroupLosses, labels: Sequence[str], settings: ReclSettin
                        recl.perplexity_by_context(losses.losses, grid, labels, caps), intervals, placebo)
 
 
-def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_dir: Path, fig_dir: Path, echo: Callable[[str], None],
+def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Path, fig_dir: Path, echo: Callable[[str], None],
               progress: bool) -> GroupResult:
     """Train what is missing, collect the losses, compute RECL, write the tables and figures of one group (of one
-    training seed: ``train_seed``, None for a group without seeds), on the group's ``source`` (its corpus, or in words
-    the text of its split, :func:`group_source`): resolve members ->
-    train what is missing -> collect each member into a loss table -> score the group -> write."""
+    training seed: ``train_seed``, None for a group without seeds), on the group's ``source`` (its corpus in tokens,
+    or a text in words: txlab.drivers.recl.sources): resolve members -> train what is missing -> collect each member
+    into a table kept in its run folder -> group the tables on shared targets -> score the group -> write."""
     settings, collection = group.settings, group.collection
     grid = collection.grid
     members = group.resolved[train_seed]
     labels = [m.label for m in members]
-    ensure_trained(members, settings, echo, progress, source if isinstance(source, Corpus) else None)
+    ensure_trained(members, settings, echo, progress, source.training_corpus)
     check_training(members, settings, echo)
     if settings.launcher == "slurm":  # each run's blocks as a job; the group then loads them here
-        collect_as_jobs([m for m in members if not m.source], collection, settings, echo)
-    words = None
-    if collection.unit == "word":
-        echo(f"collecting losses in words of {len(members)} models ({collection.blocks} blocks x {collection.block_len} words, "
-             f"contexts {grid[0]}..{grid[-1]} words)")
-        losses, words = collect_words(members, source, collection, settings, progress)
+        source.collect_as_jobs(members, settings, echo, jobs_folder(settings))
+    echo(f"collecting losses of {len(members)} models {source.describe()}")
+    losses, words = source.group([source.collect(m, settings, progress) for m in members], members)
+    if words is not None:
         echo(f"  words every member scores exactly: {words.shared:,} of {words.drawn:,} drawn ("
              + ", ".join(f"{name} {n:,}" for name, n in words.covered.items()) + f"); {len(words.targets):,} kept, {words.block_len} per block")
-    else:
-        strided = f", strided: {collection.stride_words()}, each context in [c, c + s)" if collection.stride is not None else ""
-        echo(f"collecting losses of {len(members)} models: {collection.token_steps() / 1e6:.1f}M token-steps each "
-             f"({collection.blocks} blocks x {collection.block_len} targets, contexts {grid[0]}..{grid[-1]}{strided})")
-        losses = group_losses([collect_member(m, source, collection, settings, progress) for m in members], [m.run_dir for m in members])
     scores = score_group(losses, labels, settings)
-    oracle = None if words is not None else oracle_losses(source, losses.targets, collection)
+    oracle = source.oracle(losses.targets)
     rows = scores.rows + oracle_rows(oracle, grid, settings.rs)
 
     # matplotlib loads once a group is scored: a plan or dry run needs none
@@ -332,18 +213,17 @@ def run_group(group: Group, train_seed: int | None, source: Corpus | str, out_di
     files += recl_figures.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference,
                                                intervals, byte_perplexity=None if words is None else words.byte_perplexity())
     if settings.export_losses:
-        files += export_losses(losses, labels, oracle, source, collection, table_dir)
+        files += export_losses(losses, labels, oracle, source, table_dir)
     settings_file = table_dir / "recl.json"
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
-                         losses.token_stream_sha256, rows, table8.table8_markdown(rows) + note, [settings_file, *files], train_seed,
-                         None if words is None else word_record(words), corpus=source.name if isinstance(source, Corpus) else "",
-                         model_order=list(group.model_order), strided=strided)
-    files += draw_figures(table_dir, figure_dir, result.record(), char_level=words is None and source.level == "char")
+                         source.record_fields(), rows, table8.table8_markdown(rows) + note, [settings_file, *files], train_seed,
+                         None if words is None else word_record(words), corpus=source.name, model_order=list(group.model_order), strided=strided)
+    files += draw_figures(table_dir, figure_dir, result.record(), char_level=source.char_level)
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
     return replace(result, files=[settings_file, *files])
 
 
-def run_seeds(group: Group, source: Corpus | str, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> SeedsResult:
+def run_seeds(group: Group, source: Source, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> SeedsResult:
     """A group once per training seed (:func:`run_group` of each of ``group.resolved``), then each model's RECL
     of every seed and its spread (txlab.analysis.table8.seed_rows) into ``<out_dir>/<group>/table8-seeds.{csv,md,json}``."""
     if group.settings.launcher == "slurm":  # every seed's missing runs as one batch of jobs, rather than a batch per seed
@@ -386,12 +266,15 @@ def recl_groups(
     Tables go to ``out_dir`` (default ``<home>/results/recl``), figures to ``fig_dir`` (default ``<home>/figures/recl``).
     """
     groups = resolve_groups(members, study, profile, name, options, sets)
-    sources: list[Corpus | str | None] = []
+    sources: list[Source | None] = []
     for group in groups:  # every group's members are resolved and checked against each other before any model trains
         check_launcher(group.settings.launcher)
         devices.check_device(group.settings.device, "--device" if (options or {}).get("device") is not None else "device")
         resolved = group.resolved[group.seeds[0]]
-        sources.append(group_source(group, progress) if any(m.source for m in resolved) or not dry_run else None)
+        # a dry run reads what its plan needs: a checkpoint member's corpus, to check it reads it; a text in words, whose
+        # drawn words each member tokenizes to count its token-steps. A corpus in tokens alone waits for the run.
+        needed = not dry_run or any(m.source for m in resolved) or group.collection.unit == "word"
+        sources.append(group_source(group, progress) if needed else None)
     for group in groups:
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
@@ -404,8 +287,7 @@ def recl_groups(
             synthetic = group_data(group.resolved[group.seeds[0]], s).corpus in SYNTHETIC
             announce("  placebo off: nothing tells a gain from context apart from noise that the min() over models turns into gain"
                      + ("; on this synthetic corpus the ideal model's row gives the truth" if synthetic else " (--set placebo=true)"))
-    streams = [source.token_stream_hash(group.collection.split) if isinstance(source, Corpus) else None for group, source in zip(groups, sources)]
-    announce(plan_groups(groups, study is None, streams=streams).describe())  # blocks on disk found by the stream where it is read
+    announce(plan_groups(groups, study is None, sources=sources).describe())  # blocks on disk found by the source where it is read
     if dry_run:
         return []
     out_dir, fig_dir = Path(out_dir or resolve("results/recl")), Path(fig_dir or resolve("figures/recl"))
