@@ -128,3 +128,108 @@ def test_runs_that_read_no_text_or_two_texts_are_refused_in_words_with_the_way_o
     own = untrained_run(tmp_path / "own-run", sets=["data.corpus=text", f"data.text={text}", "data.tokenizer=char"])
     out = cli.refused("--home", tmp_path, "recl", own, wikitext_run, "--unit", "word", *GRID)
     assert "trained on 2 texts" in out and "wikitext-2" in out and "--text" in out
+
+
+# --------------------------------------------------------------------------------------------------
+# Each member's table in words is kept: a rerun reads nothing, a new member alone is read, a kill loses one block
+
+
+def word_forwards(monkeypatch) -> dict[int, int]:
+    """Windows read by the collection in words, per model read (by id, in the order first read): every window of
+    txlab.measure.words goes through its read_fresh (the method's probe, txlab.measure.reading's, is not counted)."""
+    counts: dict[int, int] = {}
+    real = W.read_fresh
+
+    def counted(model, windows, chunk_len):
+        counts[id(model)] = counts.get(id(model), 0) + len(windows)
+        return real(model, windows, chunk_len)
+
+    monkeypatch.setattr(W, "read_fresh", counted)
+    return counts
+
+
+def word_tables(home: Path) -> dict[Path, tuple[int, bytes]]:
+    """Every file of every member's tables in words under ``home``: when it was written, and what it holds."""
+    return {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in sorted(home.rglob("losses/words-*/*"))}
+
+
+def test_a_word_group_keeps_each_members_table_so_a_rerun_reads_nothing_and_a_new_member_alone_is_read(
+        tmp_path, cli, three_tokenizers, untrained_run, monkeypatch, figure_files_only):
+    # figures in words are rendered by test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage
+    text, members = three_tokenizers
+    args = ("--text", text, "--unit", "word", *GRID, "--name", "kept", "--out-dir", tmp_path / "tables", "--fig-dir", tmp_path / "figures", "-q")
+    first = word_forwards(monkeypatch)
+    cli.ok("--home", tmp_path, "recl", *members, *args)
+    assert len(first) == 3 and all(n > 0 for n in first.values())
+    written = word_tables(tmp_path)
+    assert len({f.parent for f in written}) == 3  # one table per member, in its own run folder
+    assert {f.name for f in written} >= {"meta.json", "block-00000.npy", "cut-00001.npy", "placebo-00001.npy"}
+    record = (tmp_path / "tables" / "kept" / "recl.json").read_bytes()
+
+    again = word_forwards(monkeypatch)
+    cli.ok("--home", tmp_path, "recl", *members, *args)
+    assert again == {} and word_tables(tmp_path) == written  # nothing read, nothing written again
+    assert (tmp_path / "tables" / "kept" / "recl.json").read_bytes() == record
+
+    # a fourth member: the plan says what is kept, and only the new member is read
+    fourth = untrained_run(tmp_path / "char-run-2", sets=["data.corpus=text", f"data.text={text}", "data.tokenizer=char"],
+                           prepare=lambda model: [p.data.mul_(1.5) for p in model.parameters()])
+    plan = cli.ok("--home", tmp_path, "recl", *members, fourth, *args[:-1], "--dry-run").output
+    assert "3 of 4 members' tables already collected" in plan and "estimated time" in plan and "unknown" not in plan
+    assert "tokens per word" in plan
+    added = word_forwards(monkeypatch)
+    cli.ok("--home", tmp_path, "recl", *members, fourth, *args)
+    char_run = list(first.values())[2]  # the other character-level run: the same cells, so the same windows
+    assert list(added.values()) == [char_run]
+    now = word_tables(tmp_path)
+    assert {f: now[f] for f in written} == written  # the first members' tables untouched
+    assert {f.parent for f in set(now) - set(written)} == {next((fourth / "losses").glob("words-*"))}
+    regrouped = json.loads((tmp_path / "tables" / "kept" / "recl.json").read_text())["words"]
+    assert set(regrouped["members"]) == {"bpe", "word-run", "char-run", "char-run-2"}
+    assert regrouped["members"]["char-run"]["tokenizer"] == regrouped["members"]["char-run-2"]["tokenizer"]
+    assert regrouped["members"]["bpe"]["tokenizer"]["kind"] == "hf"
+
+
+def test_a_word_collection_killed_resumes_to_the_bytes_of_an_uninterrupted_run(tmp_path, cli, three_tokenizers, monkeypatch, figure_files_only):
+    """A real SIGKILL (a forked child kills itself as its third block lands), then the same command again."""
+    import multiprocessing
+    import os
+    import shutil
+    import signal
+
+    text, members = three_tokenizers
+    members = [members[0], members[2]]  # a byte-level BPE and characters
+    out = tmp_path / "tables"
+    args = ("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word", *GRID, "--set", "export_losses=true", "--name", "k",
+            "--out-dir", out, "--fig-dir", tmp_path / "figures", "-q")
+    cli.ok(*args)
+    finals = ("recl.json", "table8.csv", "losses.csv", "placebo.csv")
+    uninterrupted = {name: (out / "k" / name).read_bytes() for name in finals}
+    for folder in tmp_path.rglob("losses/words-*"):
+        shutil.rmtree(folder)
+    shutil.rmtree(out)
+
+    saved = []
+    real_save = W.save_npy
+
+    def save_then_die(path, array):
+        real_save(path, array)
+        saved.append(path)
+        if len(saved) == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def child():
+        monkeypatch.setattr(W, "save_npy", save_then_die)
+        cli(*args)
+
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join(120)
+    assert process.exitcode == -signal.SIGKILL
+    kept = word_tables(tmp_path)
+    assert 0 < sum(f.name.startswith("block-") for f in kept) < 4 and not out.exists()  # finished blocks kept, no result yet
+    cli.ok(*args)
+    assert {name: (out / "k" / name).read_bytes() for name in finals} == uninterrupted
+    now = word_tables(tmp_path)
+    finished = [f for f in kept if f.suffix == ".npy" and (f.parent / f"block-{f.stem.split('-')[1]}.npy") in kept]
+    assert finished and {f: now[f] for f in finished} == {f: kept[f] for f in finished}  # a finished block is never computed again
