@@ -24,8 +24,7 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
     seaborn's plotting functions do not place. Ours are labelled above their points and the paper's
     below, so values that nearly coincide (1,874x against 1,796x) never overlap; a table timed while
     other processes took more than :data:`txlab.timing.CONTENDED_SHARE` of the CPU says so under the title."""
-    from txlab.measure.speed import SPREAD_COLUMNS  # these load torch: only when a table is drawn
-    from txlab.timing import contention_note
+    from txlab.timing import contention_note  # txlab.timing loads torch: only when a table is drawn
 
     path = Path(table)
     if not path.is_file():
@@ -40,7 +39,8 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
     threads = f"{int(first['threads'])} thread" + ("s" if int(first["threads"]) != 1 else "")
     on = first["device_name"] if first["device"] != "cpu" else f"{first['device_name']}, {threads}"
     slow.plot(rows["attn_len"], rows["slowdown"], marker="o", label=f"txlab: {first['model']} at {first['size']} size on {on}")
-    spread = [column for column in SPREAD_COLUMNS if column in rows]  # tables timed before the rounds alternated have none
+    # the rounds and their spread (txlab.measure.speed.SPREAD_COLUMNS); tables timed before the rounds alternated have none
+    spread = [column for column in rows if column == "rounds" or column.rsplit("_", 1)[-1] in ("min", "median", "max")]
     if spread:  # the range of the rounds' own slowdowns (the overall one, a ratio of medians over all calls, may lie outside it)
         slow.vlines(rows["attn_len"], rows["slowdown_min"], rows["slowdown_max"], color=slow.get_lines()[-1].get_color(), alpha=0.5, lw=4,
                     label="txlab: each timed round's own slowdown, min to max")
