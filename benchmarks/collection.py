@@ -7,7 +7,9 @@ window per (c, t) and strided (s = c / 4, contexts in [c, 1.25 c): txlab.measure
 windows (each group of steps of one size by the cheaper exact method, txlab.measure.losses.placebo_block_losses)
 and one window per (c, t). The five run in rounds, one call of each per
 round (txlab.timing.interleaved_median_seconds), so contention slows them alike; each time is the median of the
-rounds. Token-steps are the tokens the model is fed (counted by a hook on its forward); the two methods' tables
+rounds. Token-steps are the tokens the model is fed (counted by a hook on its forward), beside the floor of an exact
+table: one window per distinct start, each cut to its own longest needed context (:func:`floor_token_steps`, counted
+start by start here, apart from the code that reads); the two methods' tables
 are compared, and auto's choice (txlab.measure.collection) is printed beside the faster method. The matmul
 ceiling (txlab.timing.matmul_peak_gflops) is measured before and after in the same run, and the share of the CPU
 other processes took while each row ran (txlab.timing.others_cpu). Random weights: time does not depend on them.
@@ -38,7 +40,7 @@ from txlab.measure.losses import (
     placebo_block_losses,
     scoring,
 )
-from txlab.measure.reading import chunk_length
+from txlab.measure.reading import chunk_length, context_lengths
 from txlab.measure.strided import strided_block_losses
 from txlab.models.build import build_model
 from txlab.models.interface import Context
@@ -81,6 +83,21 @@ def llama_model(folder: Path, hidden: int, layers: int, vocab: int):
     return f"hf-llama-{layers}x{hidden}", hf.load_causal_lm(f"hf:{folder}"), 512, Context(mem_len=0)
 
 
+def floor_token_steps(grid: tuple[int, ...], n_targets: int, extra: int = 0) -> int:
+    """The fewest token-steps that give every (c, t) of ``n_targets`` targets exactly (each context behind ``extra`` far
+    tokens): a window from each start s that serves a target, read to the longest c of ``grid`` with 0 <= s + c < n_targets."""
+    needs = ([c for c in grid if 0 <= s + c < n_targets] for s in range(-max(grid), n_targets))
+    return sum(extra + max(need) for need in needs if need)
+
+
+def placebo_floor(grid: tuple[int, ...], n_targets: int, max_context: int | None) -> int:
+    """The floor of the placebo losses: each group of steps of one size by its floor, a step past a capped model's
+    window one window of its capped length per target (txlab.measure.collection.placebo_groups)."""
+    groups, alone = placebo_groups(grid, max_context)
+    return (sum(floor_token_steps(near, n_targets, extra) for extra, near in groups.items())
+            + sum(n_targets * min(grid[j + 1], max_context) for j in alone))
+
+
 def measure(label: str, model, tgt_len: int, context: Context, grid: tuple[int, ...], n_targets: int, batch_size: int, repeats: int) -> dict:
     """The five variants on one block of ``n_targets`` targets: median seconds, token-steps, largest difference."""
     vocab = model.vocab_size or 256
@@ -113,12 +130,14 @@ def measure(label: str, model, tgt_len: int, context: Context, grid: tuple[int, 
         share = others_cpu(snapshot)
     hook.remove()
     collection = Collection("valid", grid, 1, n_targets, placebo=True)
+    main_floor = floor_token_steps(tuple(int(c) for c in context_lengths(grid, model.max_context)[0]), n_targets)
     rows = []
     for name, s in zip(VARIANTS, seconds):
         cells = tables[name].size
+        floor = None if name == "main strided" else placebo_floor(grid, n_targets, model.max_context) if name.startswith("placebo") else main_floor
         rows.append({"model": label, "params": model.num_parameters(), "grid": list(grid), "targets": n_targets, "batch_size": batch_size, "variant": name,
-                     "seconds": s, "token_steps": steps_fed[name], "token_steps_per_s": steps_fed[name] / s, "cells_per_s": cells / s,
-                     "others_cpu": share})
+                     "seconds": s, "token_steps": steps_fed[name], "floor_token_steps": floor, "token_steps_per_s": steps_fed[name] / s,
+                     "cells_per_s": cells / s, "others_cpu": share})
     by = {r["variant"]: r for r in rows}
     for r in rows:
         main = by["main window"] if collection.main_method() == "window" else by["main per (c, t)"]
@@ -141,18 +160,20 @@ def markdown(result: dict) -> str:
             f"median of {result['repeats']} interleaved rounds. Matmul ceiling (fp32 2048^3, "
             f"same threads) {result['ceiling_before']:.0f} GFLOP/s before the rows, {result['ceiling_after']:.0f} after. "
             f"Command:\n\n    {result['command']}\n\n"
-            "token-steps: tokens fed to the model; cells/s: (c, t) losses per second; of main: against the main table by the "
+            "token-steps: tokens fed to the model, counted; floor: the fewest an exact table needs (one window per start, each "
+            "read to its own longest needed context), counted start by start; cells/s: (c, t) losses per second; of main: against the main table by the "
             "method auto picks for that grid (placebo rows: the placebo's cost relative to its table); diff: the largest "
             "difference between the two exact methods' losses (nats; '-' for the strided row, whose contexts differ by design).\n\n"
-            "| model | grid | variant | auto picks | seconds | token-steps | token-steps/s | cells/s | of main (time) | of main (token-steps) | diff | others' CPU |\n"
-            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+            "| model | grid | variant | auto picks | seconds | token-steps | of floor | token-steps/s | cells/s | of main (time) | of main (token-steps) | diff | others' CPU |\n"
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     lines = []
     for r in result["rows"]:
         grid = r["grid"]
         grid_s = f"{grid[0]}:{grid[-1]}:{grid[1] - grid[0]}" if len(set(np.diff(grid))) == 1 else ",".join(map(str, grid))
         share = "" if r["others_cpu"] is None else f"{r['others_cpu']:.0%}"
         diff = "-" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.1e}"
-        lines.append(f"| {r['model']} | {grid_s} x {r['targets']} | {r['variant']} | {r['auto']} | {r['seconds']:.2f} | {r['token_steps']:,} | "
+        of_floor = "-" if r["floor_token_steps"] is None else f"{r['token_steps'] / r['floor_token_steps']:.3f}x"
+        lines.append(f"| {r['model']} | {grid_s} x {r['targets']} | {r['variant']} | {r['auto']} | {r['seconds']:.2f} | {r['token_steps']:,} | {of_floor} | "
                      f"{r['token_steps_per_s']:,.0f} | {r['cells_per_s']:,.0f} | {r['of_main_time']:.2f}x | {r['of_main_token_steps']:.2f}x | "
                      f"{diff} | {share} |")
     return head + "\n".join(lines) + "\n"

@@ -18,7 +18,8 @@ from txlab.cli import app
 from txlab.config import ModelConfig, RunConfig
 from txlab.drivers.speed import load_study
 from txlab.errors import TxlabError
-from txlab.measure.speed import MethodSpeed, SpeedRow, SpeedSettings, speed_table, strided_nll, time_strided, time_vanilla, time_xl, vanilla_nll, xl_context, xl_fill, xl_segment
+from txlab.measure.speed import (SPREAD_COLUMNS, Calls, MethodSpeed, SpeedRow, SpeedSettings, speed_table, strided_calls, strided_nll, time_rounds,
+                                 vanilla_calls, vanilla_nll, xl_calls, xl_context, xl_fill, xl_segment)
 from txlab.models.attention import RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
 from txlab.models.build import build_model
 from txlab.models.interface import Context
@@ -42,7 +43,7 @@ def speed_row(attn_len: int, others_cpu: float | None) -> SpeedRow:
     """A row of made-up numbers at ``attn_len``, timed while other processes took ``others_cpu`` of the CPU."""
     method = MethodSpeed(tokens_per_s=10.0, flops_per_token=1e6, nll=1.0, ppl=None, predictions=4, p50_ms=1.0, p99_ms=2.0, peak_mb=None, state_mb=0.0)
     return SpeedRow(attn_len, method, method, method, method, paper_slowdown=None, xl_eval_cache=True, xl_avoided_flops_per_token=0.0,
-                    xl_repeated_flops_per_token=0.0, vanilla_positions=4, xl_tokens=4, batch_size=1, tgt_len=4, stride=4, attn_kernel="auto",
+                    xl_repeated_flops_per_token=0.0, vanilla_positions=4, xl_tokens=4, vanilla_round_ms=(100.0,), xl_round_ms=(0.1,), batch_size=1, tgt_len=4, stride=4, attn_kernel="auto",
                     seconds=1.0, load_avg_1m=0.0, others_cpu=others_cpu)
 
 
@@ -58,6 +59,15 @@ def vanilla_model(window: int) -> torch.nn.Module:
 
 def stream(batch: int, length: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(0, SHAPE.n_token, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def timed(calls: Calls, warmup: int, rounds: int):
+    """One method's :class:`~txlab.measure.speed.Timed` calls, in rounds with nothing else."""
+    return time_rounds({"only": calls}, warmup, rounds, torch.device("cpu"))["only"]
+
+
+def no_sync() -> None:
+    pass
 
 
 @torch.inference_mode()
@@ -125,12 +135,27 @@ def test_xl_attends_exactly_attn_len_keys():
 @torch.inference_mode()
 def test_both_paths_score_the_same_stream_with_finite_losses():
     attn_len, tgt_len, tokens = 6, 4, stream(2, 6 + 3 * 4 + 1)
-    xl = time_xl(xl_model(), tokens, attn_len, tgt_len, warmup=1, repeats=2, sync=lambda: None)
+    xl = timed(xl_calls(xl_model(), tokens, attn_len, tgt_len, no_sync), warmup=1, rounds=2)
     assert len(xl.seconds) == 2 and xl.nll.shape == (2, 2 * tgt_len) and torch.isfinite(xl.nll).all()
     assert xl.tokens_per_s == pytest.approx(2 * tgt_len / statistics.median(xl.seconds))
-    vanilla = time_vanilla(vanilla_model(attn_len), tokens, attn_len, n_windows=2, warmup=1, budget_s=0,
-                           sync=lambda: None, generator=torch.Generator().manual_seed(0))
-    assert len(vanilla.seconds) == 3 and vanilla.nll.shape == (3 * 2,) and torch.isfinite(vanilla.nll).all()
+    vanilla = timed(vanilla_calls(vanilla_model(attn_len), tokens, attn_len, n_windows=2, budget_s=0, rounds=2, sync=no_sync,
+                                  generator=torch.Generator().manual_seed(0)), warmup=1, rounds=2)
+    assert [len(r) for r in vanilla.rounds] == [2, 2]  # 3 calls at least, the same number in every round
+    assert vanilla.nll.shape == (4 * 2,) and torch.isfinite(vanilla.nll).all()
+
+
+def test_the_methods_warm_up_one_after_another_then_alternate_round_by_round():
+    calls = []
+
+    def method(name: str, per_round: int = 1) -> Calls:
+        return Calls(lambda: calls.append(name) or torch.zeros(1, 2), 2, 1, per_round)
+
+    methods = {"vanilla": method("vanilla", 2), "strided": method("strided"), "rolling": method("rolling", 3), "xl": method("xl")}
+    times = time_rounds(methods, warmup=1, rounds=2, device=torch.device("cpu"))
+    one_round = ["vanilla"] * 2 + ["strided"] + ["rolling"] * 3 + ["xl"]
+    assert calls == one_round * 3  # the warm-up round (untimed, one method after another), then two timed rounds in alternation
+    assert {name: [len(r) for r in t.rounds] for name, t in times.items()} == {"vanilla": [2, 2], "strided": [1, 1], "rolling": [3, 3], "xl": [1, 1]}
+    assert times["rolling"].nll.shape == (1, 2 * 3 * 2)  # the timed calls' NLL only: 2 rounds of 3 calls of 2 predictions
 
 
 @pytest.mark.parametrize("family,pos_enc", [("vanilla", "alrfou"), ("xl", "ours")])
@@ -138,15 +163,15 @@ def test_both_paths_score_the_same_stream_with_finite_losses():
 def test_strided_recompute_scores_the_last_stride_predictions_of_each_full_window(family, pos_enc):
     attn_len, stride, tokens = 7, 3, stream(2, 7 + 4 * 3 + 1)
     model = vanilla_model(attn_len) if family == "vanilla" else xl_model(pos_enc=pos_enc)
-    timed = time_strided(model, tokens, attn_len, stride, warmup=1, repeats=3, sync=lambda: None)
-    assert timed.predictions == stride and timed.nll.shape == (2, 3 * stride)
+    strided = timed(strided_calls(model, tokens, attn_len, stride, no_sync), warmup=1, rounds=3)
+    assert strided.predictions == stride and strided.nll.shape == (2, 3 * stride)
     # The naive loop: every window read whole from nothing, all its positions scored, the last `stride` kept.
     # The timed windows are the 2nd to 4th (one warm-up), ending where the XL segments after the memory end.
     expected = []
     for end in (attn_len + 2 * stride, attn_len + 3 * stride, attn_len + 4 * stride):
         window, targets = tokens[:, end - attn_len : end], tokens[:, end - attn_len + 1 : end + 1]
         expected.append(model(window, model.init_state(2), targets).nll[:, -stride:])
-    torch.testing.assert_close(timed.nll, torch.cat(expected, 1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(strided.nll, torch.cat(expected, 1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(strided_nll(model, tokens, 10, attn_len, 1)[:, 0], vanilla_nll(model, tokens, torch.tensor([0, 1]),
                                                                                             torch.tensor([10, 10]), attn_len))
 
@@ -160,7 +185,7 @@ def test_the_rolling_cache_equals_a_naive_loop_of_one_token_windows_and_is_not_r
         for p in model.parameters():  # weights far from the tiny initial ones, so every state matters visibly
             p.normal_(0, 0.3)
     tokens = stream(1, n_tokens + 1, seed=3)
-    rolling = time_xl(model, tokens, attn_len, 1, warmup=0, repeats=n_tokens - attn_len, sync=lambda: None)
+    rolling = timed(xl_calls(model, tokens, attn_len, 1, no_sync), warmup=0, rounds=n_tokens - attn_len)
     assert rolling.predictions == 1 and rolling.state_bytes > 0
 
     d = SHAPE.d_model
@@ -205,7 +230,7 @@ def test_speed_table_rows_and_files(tmp_path):
             assert method.gflops == pytest.approx(method.tokens_per_s * method.flops_per_token / 1e9)
             assert 0 < method.p50_ms <= method.p99_ms and method.ppl is None  # random weights
             assert method.peak_mb is None or method.peak_mb >= 0
-        assert row.xl_tokens == 2 * 8 * 2 and row.vanilla_positions == 2 * 3 and row.tgt_len == 8 and row.stride == 4
+        assert row.xl_tokens == 2 * 8 * 2 and row.vanilla_positions == 2 * 4 and row.tgt_len == 8 and row.stride == 4  # 2 vanilla calls a round
         assert row.xl.predictions == row.rolling.predictions == 2 * 2 * 8 and row.strided.predictions == 2 * 2 * 4
         assert row.vanilla.state_mb == row.strided.state_mb == 0 < row.rolling.state_mb <= row.xl.state_mb
     # the strided rows' FLOPs: one window of L with its last s rows in the top layer, shared by its s predictions
@@ -214,9 +239,18 @@ def test_speed_table_rows_and_files(tmp_path):
     assert result.rows[1].strided.flops_per_token == vanilla.counts().window_flops(20, 4) / 4 < result.rows[1].vanilla.flops_per_token
     written = pd.read_csv(tmp_path / "t9.csv")
     assert len(written) == 2
-    # the CSV keeps the columns of the committed tables (the same keys in the same order), each row's record then the context
+    # the CSV keeps the columns of the committed tables (the same keys in the same order) and adds the rounds' spread,
+    # each row's record then the context
     committed = Path(__file__).resolve().parents[1] / "results" / "speed" / "table9-cpu-baselines-1thread.csv"
-    assert list(written.columns) == list(pd.read_csv(committed, nrows=0).columns)
+    assert [c for c in written.columns if c not in SPREAD_COLUMNS] == list(pd.read_csv(committed, nrows=0).columns)
+    for r, row in zip(written.itertuples(), result.rows):  # the spread of the per-round slowdowns and per-token times
+        assert r.rounds == len(row.vanilla_round_ms) == len(row.xl_round_ms) == 2
+        for what in ("slowdown", "vanilla_ms_per_token", "xl_ms_per_token"):
+            low, middle, high = (getattr(r, f"{what}_{end}") for end in ("min", "median", "max"))
+            assert 0 < low <= middle <= high
+        slowdowns = [v / x for v, x in zip(row.vanilla_round_ms, row.xl_round_ms)]  # each round's own
+        assert (r.slowdown_min, r.slowdown_median, r.slowdown_max) == pytest.approx((min(slowdowns), statistics.median(slowdowns), max(slowdowns)))
+        assert r.vanilla_ms_per_token_min / r.xl_ms_per_token_max <= r.slowdown_min and r.slowdown_max <= r.vanilla_ms_per_token_max / r.xl_ms_per_token_min
     record = result.rows[1].as_record()
     assert list(record) == list(written.columns[: len(record)])
     assert record["strided_gflops"] == written["strided_gflops"][1] == result.rows[1].strided.gflops
@@ -277,6 +311,9 @@ def test_cli_end_to_end_json_and_figure(tmp_path, figure_files_only):
     assert doc["machine"]["torch"] == torch.__version__ and doc["machine"]["threads"] == 1
     for path in ("r/table9-tiny-1thread.csv", "r/table9-tiny-1thread.md", "f/table9-tiny-1thread.png", "f/table9-tiny-1thread.pdf"):
         assert (tmp_path / path).is_file(), path
+    points = pd.read_csv(tmp_path / "f/table9-tiny-1thread.csv")  # the figure's numbers keep the rounds' spread the JSON gives
+    assert [{c: row[c] for c in SPREAD_COLUMNS} for row in doc["rows"]] == points[list(SPREAD_COLUMNS)].to_dict("records")
+    assert doc["rows"][0]["rounds"] == 2 and "| 16 |" in (tmp_path / "r/table9-tiny-1thread.md").read_text()
     again = runner.invoke(app, ["speed", "--attn-len", "16", "--attn-len", "24", *FAST, "--out-dir", str(tmp_path / "r"),
                                 "--fig-dir", str(tmp_path / "f"), "--dry-run"])
     assert again.exit_code == 0, again.output  # the same command may replace its own table

@@ -39,9 +39,19 @@ def test_median_seconds_is_one_step_interleaved_with_nothing(fake_clock):
     assert timing.median_seconds(lambda: fake_clock(next(durations)), warmup=1, repeats=3) == 2.0
 
 
-def test_times_within_runs_until_the_budget_and_at_least_min_calls(fake_clock):
-    assert timing.times_within(lambda: fake_clock(1.0), warmup=1, budget_s=2.5, min_calls=1) == [1.0, 1.0, 1.0]
-    assert len(timing.times_within(lambda: fake_clock(10.0), warmup=0, budget_s=1.0, min_calls=4)) == 4
+def test_timed_rounds_alternate_and_a_budgeted_step_fills_its_share_of_each_round(fake_clock):
+    calls = []
+
+    def step(name, seconds):
+        def run():
+            calls.append(name)
+            fake_clock(seconds)
+        return run
+
+    times = timing.timed_rounds([step("slow", 1.0), step("fast", 0.25)], rounds=2, calls=[1, 3], budgets_s=[2.5, 0.0])
+    assert calls == ["slow"] * 3 + ["fast"] * 3 + ["slow"] * 3 + ["fast"] * 3  # the budget of 2.5 s takes 3 calls of 1 s a round
+    assert times == [[[1.0] * 3] * 2, [[0.25] * 3] * 2]
+    assert timing.timed_rounds([step("long", 10.0)], rounds=1, calls=[4], budgets_s=[1.0]) == [[[10.0] * 4]]  # at least calls[i]
 
 
 def test_others_cpu_is_busy_time_of_all_cores_minus_our_own(monkeypatch):
@@ -69,10 +79,11 @@ def test_per_token_times_split_each_call_over_its_predictions():
 
     from txlab.measure.speed import Timed
 
-    timed = Timed(seconds=[0.8, 0.4, 1.2], predictions=4, batch=2, nll=torch.zeros(2, 12))
+    timed = Timed(rounds=[[0.8, 0.4], [1.2]], predictions=4, batch=2, nll=torch.zeros(2, 12))
     assert timed.per_token_seconds() == [0.2] * 4 + [0.1] * 4 + [0.3] * 4
     assert timing.latency_percentiles(timed.per_token_seconds()) == {50: 0.2, 99: 0.3}
     assert timed.tokens_per_s == 2 * 4 / 0.8  # the median call
+    assert timed.round_token_seconds() == pytest.approx([0.6 / 8, 1.2 / 8])  # each round's median call over its 2 x 4 predictions
 
 
 @pytest.mark.skipif(not timing._reset_resident_peak(), reason="no resettable resident-set peak (Linux /proc/self/clear_refs)")

@@ -2,11 +2,11 @@
 
 The benchmarks (``txlab bench model``) and the speed table (``txlab speed``) time work the same way:
 
-- a step is called ``warmup`` times untimed, then timed; the median is reported (:func:`median_seconds`),
-  or, where one call is long and their number matters less than the time spent, calls are timed until a
-  budget has passed (:func:`times_within`);
+- a step is called ``warmup`` times untimed, then timed; the median is reported (:func:`median_seconds`);
 - two implementations compared side by side are timed in alternation, one call each per round
-  (:func:`interleaved_median_seconds`), so a competitor that comes and goes slows both alike;
+  (:func:`interleaved_median_seconds`), so a competitor that comes and goes slows both alike; where one
+  side's call is long and the time spent matters more than the number of calls, a round calls it until its
+  share of a budget has passed (:func:`timed_rounds`);
 - every figure is read against the machine's practical ceiling, the achieved GFLOP/s of a large fp32
   matmul measured in the same run (:func:`matmul_peak_gflops`), because that ceiling moves by 2x
   between machines of the same kind;
@@ -58,16 +58,20 @@ def interleaved_median_seconds(steps: Sequence[Callable[[], object]], warmup: in
     return [statistics.median(own) for own in times]
 
 
-def times_within(step: Callable[[], object], warmup: int, budget_s: float, min_calls: int) -> list[float]:
-    """Wall times of ``step()`` calls after ``warmup`` untimed ones, until ``budget_s`` has passed (>= min_calls)."""
-    for _ in range(warmup):
-        step()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < min_calls or time.perf_counter() - start < budget_s:
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
+def timed_rounds(steps: Sequence[Callable[[], object]], rounds: int, calls: Sequence[int], budgets_s: Sequence[float]) -> list[list[list[float]]]:
+    """Wall times of ``steps`` called in alternation (warm them up first): each of ``rounds`` rounds calls every step
+    in turn, step i ``calls[i]`` times and then again until ``budgets_s[i]`` seconds have passed in that round, so
+    that load which comes and goes falls on every step alike. times[i][r] lists step i's call times in round r."""
+    times: list[list[list[float]]] = [[] for _ in steps]
+    for _ in range(rounds):
+        for step, at_least, budget_s, own in zip(steps, calls, budgets_s, times):
+            round_times: list[float] = []
+            start = time.perf_counter()
+            while len(round_times) < at_least or time.perf_counter() - start < budget_s:
+                t0 = time.perf_counter()
+                step()
+                round_times.append(time.perf_counter() - t0)
+            own.append(round_times)
     return times
 
 

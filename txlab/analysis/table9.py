@@ -17,8 +17,8 @@ from txlab.style import REFERENCE_COLORS, themed
 @themed
 def table9_figure(table: Path, out: Path) -> list[Path]:
     """Table 9 as a figure, from the CSV `txlab speed` wrote: the slowdown against attention length
-    (ours, the paper's, and the FLOP ratio that equal GFLOP/s on both sides would give; log scale)
-    and each method's tokens/s (today's baselines too, in tables that have them). Writes ``out`` (.png and .pdf) and the plotted columns as a CSV beside it.
+    (ours with the range of its rounds' own slowdowns where the table has them, the paper's, and the FLOP ratio that
+    equal GFLOP/s on both sides would give; log scale) and each method's tokens/s (today's baselines too, in tables that have them). Writes ``out`` (.png and .pdf) and the plotted columns as a CSV beside it.
 
     Drawn with matplotlib under the shared theme: each point carries its value as a label, which
     seaborn's plotting functions do not place. Ours are labelled above their points and the paper's
@@ -39,6 +39,11 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
     threads = f"{int(first['threads'])} thread" + ("s" if int(first["threads"]) != 1 else "")
     on = first["device_name"] if first["device"] != "cpu" else f"{first['device_name']}, {threads}"
     slow.plot(rows["attn_len"], rows["slowdown"], marker="o", label=f"txlab: {first['model']} at {first['size']} size on {on}")
+    # the rounds and their spread (txlab.measure.speed.SPREAD_COLUMNS); tables timed before the rounds alternated have none
+    spread = [column for column in rows if column == "rounds" or column.rsplit("_", 1)[-1] in ("min", "median", "max")]
+    if spread:  # the range of the rounds' own slowdowns (the overall one, a ratio of medians over all calls, may lie outside it)
+        slow.vlines(rows["attn_len"], rows["slowdown_min"], rows["slowdown_max"], color=slow.get_lines()[-1].get_color(), alpha=0.5, lw=4,
+                    label="txlab: each timed round's own slowdown, min to max")
     for series, other in ((rows["slowdown"], rows["paper_slowdown"]), (paper["paper_slowdown"], rows["slowdown"])):
         for index, y in series.items():
             above = pd.isna(other[index]) or y >= other[index]  # each label on the side away from the other line's point
@@ -71,5 +76,5 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
     warning = contention_note(shares, "attention length")
     if warning:  # under the legend, where bbox_inches="tight" keeps it and it covers nothing
         fig.text(0.5, -0.16, f"Warning: {warning}.", ha="center", va="top", fontsize=9, color="#b2182b")
-    points = rows[["attn_len", "slowdown", "paper_slowdown", "flop_ratio", "xl_tokens_per_s", "vanilla_tokens_per_s", *baselines]]
+    points = rows[["attn_len", "slowdown", "paper_slowdown", "flop_ratio", "xl_tokens_per_s", "vanilla_tokens_per_s", *baselines, *spread]]
     return save_figure_with_points(fig, out, points, title).paths

@@ -20,7 +20,7 @@ import torch
 from txlab.config import override_settings
 from txlab import devices
 from txlab.errors import TxlabError
-from txlab.measure.speed import DEFAULT_GPU_BATCH, MIN_VANILLA_CALLS, PAPER_ATTN_LENS, PRESET, SpeedSettings, check_request, timed_config
+from txlab.measure.speed import DEFAULT_GPU_BATCH, PAPER_ATTN_LENS, PRESET, SpeedSettings, check_request, timed_config, vanilla_round_calls
 from txlab.runs.evaluate import evaluation_context
 from txlab.runs.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes
 from txlab.study import entry, read_study
@@ -130,15 +130,16 @@ def _timing_plan(study: SpeedStudy, gflops: float | None) -> Plan:
         vanilla = model_counts(replace(cfg, model=replace(shape, family="vanilla", pos_enc="alrfou", mem_len=0, same_length=False, max_len=n, tgt_len=n)))
         fill = n * xl.flops_per_token(n // 2)
         xl_flops = batch * (fill + (settings.warmup + settings.repeats) * tgt_len * xl.flops_per_token(n))
-        rolling_flops = batch * (fill + (settings.warmup + settings.repeats * tgt_len) * xl.flops_per_token(n))
+        rolling_flops = batch * (fill + (settings.warmup + settings.repeats) * tgt_len * xl.flops_per_token(n))  # an XL segment's tokens a round
         stride = settings.stride or min(tgt_len, n)
         strided_flops = batch * (settings.warmup + settings.repeats) * vanilla.window_flops(n, stride)
         call_s = seconds_for(batch * vanilla.window_flops(n), gflops) or 0.0
-        vanilla_s = max(settings.budget_s, MIN_VANILLA_CALLS * call_s) + settings.warmup * call_s
-        plan.add(f"  attention length {n}: vanilla times windows of {n} for {settings.budget_s:g} s (at least {MIN_VANILLA_CALLS} calls, "
-                 f"about {format_seconds(call_s)} each here); strided {settings.repeats} windows advanced by {stride}; XL and the rolling "
-                 f"cache fill {n} tokens of memory, then XL times {settings.repeats} segments of {tgt_len} and the rolling cache "
-                 f"{settings.repeats * tgt_len} single tokens" + (" (everything twice: again at batch 1 for latency)" if passes == 2 else ""),
+        round_calls = vanilla_round_calls(settings.repeats)
+        vanilla_s = max(settings.budget_s, settings.repeats * round_calls * call_s) + settings.warmup * round_calls * call_s
+        plan.add(f"  attention length {n}: {settings.repeats} rounds, each of vanilla windows of {n} for {settings.budget_s / settings.repeats:.3g} s "
+                 f"(at least {round_calls} call{'s' if round_calls > 1 else ''}, about {format_seconds(call_s)} each here), a strided window "
+                 f"advanced by {stride}, {tgt_len} rolling-cache tokens and an XL segment of {tgt_len}, after XL and the rolling cache fill "
+                 f"{n} tokens of memory" + (" (everything twice: again at batch 1 for latency)" if passes == 2 else ""),
                  passes * (xl_flops + rolling_flops + strided_flops), passes * vanilla_s)
     return plan
 

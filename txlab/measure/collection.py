@@ -26,18 +26,29 @@ UNITS = ("token", "word")
 (txlab.measure.words), which members with different tokenizers share."""
 
 
+def window_runs(near: Sequence[int], block_len: int) -> list[tuple[int, int, int]]:
+    """The windows the window method reads for targets 0 .. ``block_len`` - 1 and contexts ``near`` (ascending), as runs
+    (first start, windows, length) in ascending starts: the window at start s is read to its own longest needed context,
+    the longest c of ``near`` with 0 <= s + c < block_len, and not at all where no c lands in the block. A run of one
+    length is one stretch of starts: block_len windows of c_max, then min(c' - c, block_len) of each shorter c (c' the
+    next length), the cheapest exact reading with one window per start."""
+    runs = []
+    for c, longer in zip(near, [*near[1:], None]):
+        first = -c if longer is None else max(block_len - longer, -c)  # starts whose longer contexts overrun the block
+        if block_len - c > first:
+            runs.append((first, block_len - c - first, c))
+    return runs[::-1]
+
+
 def read_cost(near: Sequence[int], block_len: int, method: str, extra: int = 0) -> int:
     """Token-steps to score ``block_len`` contiguous targets after contexts of c tokens for every c of ``near``
     (ascending), each context preceded by ``extra`` more tokens (a placebo's far span; 0 for the main table).
 
-    ``window``: one window per start s, T + c_max - c_min of them, each read up to the last target it serves:
-    T of them c_max tokens long, then c_max - 1 down to c_min, plus ``extra`` each. ``naive``: one window of
-    extra + c tokens per (c, t). (Batches of windows share one length: each batch of B windows near the block's
-    end reads up to B - 1 tokens more per window than this counts.)
+    ``window``: what the window method reads, each window to its own longest needed context (:func:`window_runs`),
+    plus ``extra`` each. ``naive``: one window of extra + c tokens per (c, t).
     """
     if method == "window":
-        c_lo, c_hi = near[0], near[-1]
-        return block_len * c_hi + (c_hi - c_lo) * (c_hi + c_lo - 1) // 2 + extra * (block_len + c_hi - c_lo)
+        return sum(count * (extra + c) for _, count, c in window_runs(near, block_len))
     return block_len * sum(c + extra for c in near)
 
 

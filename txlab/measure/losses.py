@@ -30,7 +30,8 @@ chunk grid included, because its chunks are laid from s = t - c just as the defi
 from x_{t-c}. A given t gets its different c from different windows (s = t - c), each chunked from
 its own start, so no chunk alignment is shared between context lengths. Windows starting at every
 s in [t0 - c_max, t1 - c_min) give the whole [c, t] table of the target block [t0, t1) in one sweep,
-(T + c_max) * c_max token-steps instead of T * sum(c) for one window per (c, t).
+each read only to the longest c whose target s + c lies in the block: at most (T + c_max) * c_max token-steps
+instead of T * sum(c) for one window per (c, t).
 
 Exactness needs one property: a prediction must not depend on the tokens *after* it in the window
 (the rest of its chunk, later chunks). Causal attention and a memory of the past give that for
@@ -46,8 +47,9 @@ The forward passes run in the precision asked for (a run's ``eval.precision``, f
 bf16 or fp16 autocast the log-softmax stays fp32, txlab.precision), recorded as ``precision`` in meta.json.
 
 Which method: ``auto`` takes the exact one that reads fewer token-steps for the grid and block
-(txlab.measure.collection.cheaper_method): on a sparse grid such as 64, 1024, 4096 one window per (c, t)
-reads several times less. A table on disk keeps the method it began with.
+(txlab.measure.collection.cheaper_method). The window method reads each window to its own longest needed
+context (txlab.measure.collection.window_runs), so it never reads more than one window per (c, t), and as
+much on a sparse grid whose every gap is at least the block. A table on disk keeps the method it began with.
 
 Placebo
 -------
@@ -105,6 +107,7 @@ from txlab.measure.collection import (
     cheaper_method,
     check_stride,
     placebo_groups,
+    window_runs,
 )
 from txlab.measure.reading import (
     OnBatch,
@@ -130,20 +133,32 @@ from txlab.runs.scored import ScoredModel, load_model
 # One block of targets, three ways
 
 
+def window_batches(lengths: np.ndarray, start: int, stop: int, batch_size: int, on_batch: OnBatch | None) -> Iterator[tuple[np.ndarray, int]]:
+    """The window method's batches for targets [start, stop): window starts [B] and the one length they are all read to,
+    each window's own longest needed context (txlab.measure.collection.window_runs, which the plans count). Windows that
+    serve no target are not read, only counted to ``on_batch`` with the rest, so the progress covers every start."""
+    unread = stop - start + int(lengths[-1] - lengths[0])
+    for first, count, n_read in window_runs(lengths.tolist(), stop - start):
+        first += start
+        for s0 in range(first, first + count, batch_size):
+            starts = np.arange(s0, min(s0 + batch_size, first + count))
+            yield starts, n_read
+            unread -= len(starts)
+            if on_batch:
+                on_batch(len(starts))
+    if on_batch and unread:
+        on_batch(unread)
+
+
 def window_block_losses(
     model: LanguageModel, tokens: np.ndarray, lengths: np.ndarray, start: int, stop: int,
     chunk_len: int | None, batch_size: int, on_batch: OnBatch | None = None,
 ) -> np.ndarray:
     """l(c, t) [C, stop - start] for every c in ``lengths`` (ascending) and t in [start, stop), by
     the window method: one fresh window per start s, each serving every (c, s + c) in the block."""
-    c_lo, c_hi = int(lengths[0]), int(lengths[-1])
     out = np.full((len(lengths), stop - start), np.nan, dtype=np.float32)
-    last_start = stop - c_lo  # one past the last window whose shortest context still reaches the block
-    for s0 in range(start - c_hi, last_start, batch_size):
-        starts = np.arange(s0, min(s0 + batch_size, last_start))  # [B]
-        n_read = min(c_hi, stop - 1 - s0)  # the longest context any target of this batch needs
-        # Inputs of scored predictions end at x_{stop-2}; later positions only pad the batch.
-        windows = gather_windows(tokens, s0, len(starts), n_read, end=stop - 1)  # [B, n_read]
+    for starts, n_read in window_batches(lengths, start, stop, batch_size, on_batch):
+        windows = gather_windows(tokens, int(starts[0]), len(starts), n_read, end=stop - 1)  # [B, n_read]
         hidden = read_fresh(model, windows, chunk_len)  # [B, n_read, d]
         targets = starts[:, None] + lengths[None, :]  # [B, C]: x_t predicted after reading c tokens
         b_idx, c_idx = np.nonzero((targets >= start) & (targets < stop))
@@ -151,10 +166,7 @@ def window_block_losses(
         rows = hidden[torch.as_tensor(b_idx, device=hidden.device), torch.as_tensor(lengths[c_idx] - 1, device=hidden.device)]  # [N, d]
         cells = (c_idx, t - start)
         assert np.isnan(out[cells]).all(), "a (c, t) cell was scored twice"
-        if len(t):  # with a sparse grid a batch of windows may serve no target of the block
-            out[cells] = target_nll(model, rows, tokens[t])
-        if on_batch:
-            on_batch(len(starts))
+        out[cells] = target_nll(model, rows, tokens[t])
     assert not np.isnan(out).any(), "a (c, t) cell was never scored"
     return out
 
@@ -211,25 +223,19 @@ def window_placebo_losses(
     by the window method: the window for near start s is the far span of s followed by x[s : s + c_max], and its
     prediction after extra + c tokens is the placebo loss of (c, s + c). Exact for a prefix-causal model, as
     :func:`window_block_losses` is, since the definition's window is this one's prefix, chunked from the same start."""
-    n, c_lo, c_hi = len(tokens), int(near[0]), int(near[-1])
+    n = len(tokens)
     out = np.full((len(near), stop - start), np.nan, dtype=np.float32)
-    last_start = stop - c_lo
-    for s0 in range(start - c_hi, last_start, batch_size):
-        starts = np.arange(s0, min(s0 + batch_size, last_start))  # [B] near starts
+    for starts, n_read in window_batches(near, start, stop, batch_size, on_batch):  # [B] near starts
         far = far_starts(n, starts, extra, offset)  # [B]
-        n_read = min(c_hi, stop - 1 - s0)
         distant = tokens[far[:, None] + np.arange(extra)].astype(np.int64)  # [B, extra]
-        windows = np.concatenate([distant, gather_windows(tokens, s0, len(starts), n_read, end=stop - 1)], axis=1)  # [B, extra + n_read]
+        windows = np.concatenate([distant, gather_windows(tokens, int(starts[0]), len(starts), n_read, end=stop - 1)], axis=1)  # [B, extra + n_read]
         targets = starts[:, None] + near[None, :]  # [B, C]: x_t predicted after the far span and c near tokens
         b_idx, c_idx = np.nonzero((targets >= start) & (targets < stop))
         t = targets[b_idx, c_idx]
         check_far(n, far[b_idx], starts[b_idx], t, extra)
-        if len(t):
-            hidden = read_fresh(model, windows, chunk_len)  # [B, extra + n_read, d]
-            rows = hidden[torch.as_tensor(b_idx, device=hidden.device), torch.as_tensor(extra + near[c_idx] - 1, device=hidden.device)]  # [N, d]
-            out[c_idx, t - start] = target_nll(model, rows, tokens[t])
-        if on_batch:
-            on_batch(len(starts))
+        hidden = read_fresh(model, windows, chunk_len)  # [B, extra + n_read, d]
+        rows = hidden[torch.as_tensor(b_idx, device=hidden.device), torch.as_tensor(extra + near[c_idx] - 1, device=hidden.device)]  # [N, d]
+        out[c_idx, t - start] = target_nll(model, rows, tokens[t])
     assert not np.isnan(out).any(), "a placebo (c, t) cell was never scored"
     return out
 

@@ -26,13 +26,16 @@ ways to predict every token from L tokens of context, one row each:
   states as streaming those L tokens segment by segment (a query never needs a key more than L-1 back), and
   segments are timed only once it is full. The rolling cache is filled the same way.
 
-Timing: ``warmup`` untimed calls, then timed calls: vanilla until ``budget_s`` seconds have passed (at least
-:data:`MIN_VANILLA_CALLS`), strided ``repeats`` windows, XL ``repeats`` segments and the rolling cache as many
-tokens one by one (synchronised on a GPU). Tokens/s = predictions per call over the median call time; slowdown
-= XL tokens/s over vanilla tokens/s. Latency per token is each timed call's time divided by the predictions it
+Timing: ``warmup`` untimed rounds of each method, one method after another, then ``repeats`` timed rounds in
+alternation, so that load which comes and goes slows every method alike (a run that timed them one after the other
+read 759x to 1,527x at L = 3800 in three runs, issue #63). A round is vanilla calls until ``budget_s / repeats`` seconds have
+passed (at least :data:`MIN_VANILLA_CALLS` over all rounds), one strided window, one XL segment's tokens through the
+rolling cache one by one, and one XL segment (synchronised on a GPU). Tokens/s = predictions per call over the median
+call time; slowdown = XL tokens/s over vanilla tokens/s; each round's own slowdown and each side's time per prediction
+are reported as min / median / max over the rounds. Latency per token is each timed call's time divided by the predictions it
 makes per stream, at batch 1 (when ``batch_size`` is larger every method is timed again at batch 1 for it),
-summarised by nearest-rank p50 and p99 (:func:`txlab.timing.latency_percentiles`). Peak memory is what the warm-up and
-timed calls added at most on top of what was in use before them, the memory fill excluded (:class:`txlab.timing.PeakMemory`: resident
+summarised by nearest-rank p50 and p99 (:func:`txlab.timing.latency_percentiles`). Peak memory is what the warm-up
+calls added at most on top of what was in use before them (the timed calls repeat them, interleaved with the others), the memory fill excluded (:class:`txlab.timing.PeakMemory`: resident
 memory on a CPU, allocated tensors on a GPU); the state a method keeps between calls (XL's memory and cached
 keys and values, the rolling cache) is counted exactly beside it. With a trained run (``run``), the stream is
 the run's evaluation split and each method's perplexity is exp(mean NLL) of the predictions it timed.
@@ -79,7 +82,7 @@ from txlab.runs.capacity import check_fits
 from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, saved_config
 from txlab.runs.evaluate import evaluation_context
 from txlab.tables import markdown_table
-from txlab.timing import PeakMemory, contention_note, cpu_model, cpu_snapshot, latency_percentiles, matmul_peak_gflops, median_seconds, others_cpu, times_within
+from txlab.timing import PeakMemory, contention_note, cpu_model, cpu_snapshot, latency_percentiles, matmul_peak_gflops, median_seconds, others_cpu, timed_rounds
 from txlab.workspace import DEFAULT_HOME, home, resolve
 
 PAPER_ATTN_LENS = (800, 1800, 2800, 3800)
@@ -333,8 +336,6 @@ def machine(device: torch.device, threads: int) -> Machine:
 # Timing
 
 
-
-
 METHODS = ("vanilla", "strided", "rolling", "xl")
 """The rows of the table, by their column prefix: vanilla recompute, strided recompute, the rolling KV cache, XL segments."""
 
@@ -348,8 +349,8 @@ RECOMPUTE = ("vanilla", "strided")
 class Timed:
     """One method's timed calls at one attention length."""
 
-    seconds: list[float]
-    """Wall time of each timed call."""
+    rounds: list[list[float]]
+    """Wall time of each timed call, by round (:func:`time_methods`)."""
     predictions: int
     """Predictions per call and stream."""
     batch: int
@@ -359,8 +360,14 @@ class Timed:
     state_bytes: int = 0
     """Bytes of the state the method keeps between calls (each storage once)."""
     peak_bytes: int | None = None
-    """The most memory the warm-up and timed calls added at once on top of what was in use before them
-    (:class:`txlab.timing.PeakMemory`; the memory fill before them excluded); None where it cannot be told."""
+    """The most memory the warm-up calls added at once on top of what was in use before them
+    (:class:`txlab.timing.PeakMemory`; the memory fill before them excluded); None where it cannot be told or
+    nothing was warmed up."""
+
+    @property
+    def seconds(self) -> list[float]:
+        """Every timed call's wall time, in the order they ran."""
+        return [t for round_times in self.rounds for t in round_times]
 
     @property
     def tokens_per_s(self) -> float:
@@ -370,6 +377,29 @@ class Timed:
         """Each timed prediction's share of its call: a call's time over the predictions it makes per stream."""
         return [t / self.predictions for t in self.seconds for _ in range(self.predictions)]
 
+    def round_token_seconds(self) -> list[float]:
+        """Seconds per prediction in each round: the round's median call over the predictions it makes (all streams)."""
+        return [statistics.median(times) / (self.batch * self.predictions) for times in self.rounds]
+
+
+@dataclass(frozen=True)
+class Calls:
+    """One method's calls at one attention length, ready to be timed in rounds (:func:`time_methods`): ``step()`` makes
+    one call and returns the NLL of its predictions ([B, predictions], or [windows] for vanilla recompute)."""
+
+    step: Callable[[], torch.Tensor]
+    predictions: int
+    """Predictions per call and stream."""
+    batch: int
+    """Streams (or windows) per call."""
+    per_round: int = 1
+    """Calls a round makes at least (warm-up rounds too): the rolling cache's tokens of one XL segment, vanilla's
+    :func:`vanilla_round_calls`."""
+    budget_s: float = 0.0
+    """Seconds of timed calls, spread over the rounds: a round calls again until its share has passed."""
+    state: Callable[[], int] = lambda: 0
+    """Bytes of the state kept between calls, when asked after the last."""
+
 
 def state_bytes(state: list[torch.Tensor]) -> int:
     """Bytes of the tensors a state keeps (a :class:`~txlab.models.eval_cache.CachedMemory`'s row stores, or a memory's rows), each storage once."""
@@ -377,62 +407,82 @@ def state_bytes(state: list[torch.Tensor]) -> int:
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
 
 
-def time_xl(model: TransformerXL, tokens: torch.Tensor, attn_len: int, tgt_len: int, warmup: int, repeats: int,
-            sync: Callable[[], None]) -> Timed:
-    """Segments of ``tgt_len`` with a full memory of ``attn_len`` (same_length): Transformer-XL, or with ``tgt_len`` 1 the
-    rolling KV cache. The NLL is of the ``repeats`` timed segments, [B, repeats*tgt_len].
+def xl_calls(model: TransformerXL, tokens: torch.Tensor, attn_len: int, tgt_len: int, sync: Callable[[], None], per_round: int = 1) -> Calls:
+    """Segments of ``tgt_len`` with a full memory of ``attn_len`` (same_length), ``per_round`` a round: Transformer-XL, or
+    with ``tgt_len`` 1 the rolling KV cache (``per_round`` an XL segment's tokens). The memory is filled here, untimed.
 
-    ``tokens`` [B, attn_len + (warmup + repeats) * tgt_len + 1] at least.
+    ``tokens`` [B, attn_len + calls * tgt_len + 1] at least.
     """
     model.set_context(xl_context(model, attn_len))
     _, state = xl_fill(model, tokens, attn_len)
     starts = iter(range(attn_len, tokens.size(1) - 1, tgt_len))
-    memory, losses = [state], []
+    memory = [state]
 
-    def step() -> None:
+    def step() -> torch.Tensor:
         nll, memory[0] = xl_segment(model, tokens, memory[0], next(starts), tgt_len)
-        losses.append(nll)
         sync()
+        return nll
 
-    with PeakMemory(tokens.device) as peak:
-        times = times_within(step, warmup, 0, repeats)
-    return Timed(times, tgt_len, tokens.size(0), torch.cat(losses[warmup:], dim=1), state_bytes(memory[0]), peak.bytes)
+    return Calls(step, tgt_len, tokens.size(0), per_round, state=lambda: state_bytes(memory[0]))
 
 
-def time_strided(model: TransformerXL, tokens: torch.Tensor, attn_len: int, stride: int, warmup: int, repeats: int,
-                 sync: Callable[[], None]) -> Timed:
-    """Windows of ``attn_len`` advanced by ``stride``, each scoring its last ``stride`` predictions; the first timed window
-    predicts what the first timed XL segment of the same length does. ``tokens`` [B, attn_len + (warmup + repeats) * stride + 1]."""
+def strided_calls(model: TransformerXL, tokens: torch.Tensor, attn_len: int, stride: int, sync: Callable[[], None]) -> Calls:
+    """Windows of ``attn_len`` advanced by ``stride``, each scoring its last ``stride`` predictions; with as many warm-up calls,
+    the first timed window predicts what the first timed XL segment of the same length does.
+    ``tokens`` [B, attn_len + calls * stride + 1]."""
     ends = iter(range(attn_len + stride, tokens.size(1), stride))
-    losses = []
 
-    def step() -> None:
-        losses.append(strided_nll(model, tokens, next(ends), attn_len, stride))
+    def step() -> torch.Tensor:
+        nll = strided_nll(model, tokens, next(ends), attn_len, stride)
         sync()
+        return nll
 
-    with PeakMemory(tokens.device) as peak:
-        times = times_within(step, warmup, 0, repeats)
-    return Timed(times, stride, tokens.size(0), torch.cat(losses[warmup:], dim=1), peak_bytes=peak.bytes)
+    return Calls(step, stride, tokens.size(0))
 
 
-def time_vanilla(model: TransformerXL, tokens: torch.Tensor, attn_len: int, n_windows: int, warmup: int, budget_s: float,
-                 sync: Callable[[], None], generator: torch.Generator) -> Timed:
-    """Calls of ``n_windows`` windows at sampled positions, for ``budget_s`` seconds (at least :data:`MIN_VANILLA_CALLS`).
+def vanilla_calls(model: TransformerXL, tokens: torch.Tensor, attn_len: int, n_windows: int, budget_s: float, rounds: int,
+                  sync: Callable[[], None], generator: torch.Generator) -> Calls:
+    """Calls of ``n_windows`` windows at sampled positions, for ``budget_s`` seconds over ``rounds`` rounds (at least
+    :func:`vanilla_round_calls` a round).
 
     Targets are drawn from tokens[:, attn_len+1:], the positions the XL segments predict.
     """
     batch, length = tokens.shape
-    losses = []
 
-    def step() -> None:
+    def step() -> torch.Tensor:
         rows = torch.randint(0, batch, (n_windows,), generator=generator).to(tokens.device)
         ends = torch.randint(attn_len + 1, length, (n_windows,), generator=generator).to(tokens.device)
-        losses.append(vanilla_nll(model, tokens, rows, ends, attn_len))
+        nll = vanilla_nll(model, tokens, rows, ends, attn_len)
         sync()
+        return nll
 
-    with PeakMemory(tokens.device) as peak:
-        times = times_within(step, warmup, budget_s, MIN_VANILLA_CALLS)
-    return Timed(times, 1, n_windows, torch.cat(losses[warmup:]), peak_bytes=peak.bytes)
+    return Calls(step, 1, n_windows, vanilla_round_calls(rounds), budget_s)
+
+
+def time_rounds(calls: dict[str, Calls], warmup: int, rounds: int, device: torch.device) -> dict[str, Timed]:
+    """Each method's ``warmup`` rounds, one method after another (untimed: where each one's peak memory is told apart),
+    then ``rounds`` timed rounds in alternation (:func:`txlab.timing.timed_rounds`), so that load which comes and goes
+    slows every method alike and each round gives a slowdown of its own."""
+    losses: dict[str, list[torch.Tensor]] = {name: [] for name in calls}
+    peaks: dict[str, int | None] = {}
+    for name, method in calls.items():
+        with PeakMemory(device) as peak:
+            for _ in range(warmup * method.per_round):
+                method.step()
+        peaks[name] = peak.bytes if warmup else None
+
+    def timed(name: str) -> Callable[[], None]:
+        return lambda: losses[name].append(calls[name].step())
+
+    methods = list(calls.values())
+    times = timed_rounds([timed(name) for name in calls], rounds, [m.per_round for m in methods], [m.budget_s / rounds for m in methods])
+    return {name: Timed(own, m.predictions, m.batch, torch.cat(losses[name], dim=-1), m.state(), peaks[name])
+            for (name, m), own in zip(calls.items(), times)}
+
+
+def vanilla_round_calls(rounds: int) -> int:
+    """Vanilla calls a round makes at least: one, or enough for :data:`MIN_VANILLA_CALLS` timed calls over ``rounds`` rounds."""
+    return math.ceil(MIN_VANILLA_CALLS / rounds)
 
 
 def stream_length(attn_len: int, tgt_len: int, stride: int, warmup: int, repeats: int) -> int:
@@ -452,14 +502,17 @@ def token_stream(models: TimedModels, batch: int, length: int, generator: torch.
 
 def time_methods(models: TimedModels, vanilla: TransformerXL, tokens: torch.Tensor, attn_len: int, stride: int, settings: SpeedSettings,
                  generator: torch.Generator) -> dict[str, Timed]:
-    """Every method timed on ``tokens`` at ``attn_len`` (the recompute rows with ``vanilla``), one after the other."""
+    """Every method timed on ``tokens`` at ``attn_len`` (the recompute rows with ``vanilla``), in alternating rounds
+    (:func:`time_rounds`): a round is one vanilla share of ``budget_s`` (at least one call), one strided window, one XL
+    segment's tokens through the rolling cache, and one XL segment."""
     sync, batch = _sync(tokens.device), tokens.size(0)
-    return {
-        "vanilla": time_vanilla(vanilla, tokens, attn_len, batch, settings.warmup, settings.budget_s, sync, generator),
-        "strided": time_strided(vanilla, tokens, attn_len, stride, settings.warmup, settings.repeats, sync),
-        "rolling": time_xl(models.xl, tokens, attn_len, 1, settings.warmup, settings.repeats * models.tgt_len, sync),
-        "xl": time_xl(models.xl, tokens, attn_len, models.tgt_len, settings.warmup, settings.repeats, sync),
+    calls = {
+        "vanilla": vanilla_calls(vanilla, tokens, attn_len, batch, settings.budget_s, settings.repeats, sync, generator),
+        "strided": strided_calls(vanilla, tokens, attn_len, stride, sync),
+        "rolling": xl_calls(models.xl, tokens, attn_len, 1, sync, per_round=models.tgt_len),
+        "xl": xl_calls(models.xl, tokens, attn_len, models.tgt_len, sync),
     }
+    return time_rounds(calls, settings.warmup, settings.repeats, tokens.device)
 
 
 @dataclass(frozen=True)
@@ -518,6 +571,10 @@ class SpeedRow:
     """Predictions the vanilla calls timed (calls x windows per call)."""
     xl_tokens: int
     """Predictions the XL segments timed (streams x tgt_len x repeats)."""
+    vanilla_round_ms: tuple[float, ...]
+    """Vanilla recompute's milliseconds per prediction in each timed round (:meth:`Timed.round_token_seconds`)."""
+    xl_round_ms: tuple[float, ...]
+    """XL's milliseconds per prediction in each timed round, the same rounds."""
     batch_size: int
     """Streams (XL) and windows (vanilla) per call."""
     tgt_len: int
@@ -539,6 +596,11 @@ class SpeedRow:
         return self.xl.tokens_per_s / self.vanilla.tokens_per_s
 
     @property
+    def round_slowdowns(self) -> list[float]:
+        """The slowdown of each round alone: vanilla's time per prediction over XL's, timed minutes apart at most."""
+        return [v / x for v, x in zip(self.vanilla_round_ms, self.xl_round_ms)]
+
+    @property
     def flop_ratio(self) -> float:
         """Vanilla's useful FLOPs per prediction over XL's: the slowdown arithmetic alone predicts."""
         return self.vanilla.flops_per_token / self.xl.flops_per_token
@@ -552,7 +614,9 @@ class SpeedRow:
         vanilla, xl = self.vanilla, self.xl
         record: dict[str, Any] = {
             "attn_len": self.attn_len, "vanilla_tokens_per_s": vanilla.tokens_per_s, "xl_tokens_per_s": xl.tokens_per_s,
-            "slowdown": self.slowdown, "paper_slowdown": self.paper_slowdown, "vanilla_gflops": vanilla.gflops, "xl_gflops": xl.gflops,
+            "slowdown": self.slowdown, "paper_slowdown": self.paper_slowdown, "rounds": len(self.xl_round_ms),
+            **spread("slowdown", self.round_slowdowns), **spread("vanilla_ms_per_token", self.vanilla_round_ms),
+            **spread("xl_ms_per_token", self.xl_round_ms), "vanilla_gflops": vanilla.gflops, "xl_gflops": xl.gflops,
             "flop_ratio": self.flop_ratio, "vanilla_flops_per_token": vanilla.flops_per_token, "xl_flops_per_token": xl.flops_per_token,
             "xl_eval_cache": self.xl_eval_cache, "xl_avoided_flops_per_token": self.xl_avoided_flops_per_token,
             "xl_repeated_flops_per_token": self.xl_repeated_flops_per_token, "vanilla_positions": self.vanilla_positions,
@@ -566,6 +630,15 @@ class SpeedRow:
                 record.update({f"{name}_tokens_per_s": m.tokens_per_s, f"{name}_gflops": m.gflops, f"{name}_flops_per_token": m.flops_per_token})
         record.update({"attn_kernel": self.attn_kernel, "seconds": self.seconds, "load_avg_1m": self.load_avg_1m, "others_cpu": self.others_cpu})
         return record
+
+
+SPREAD_COLUMNS = ("rounds", *(f"{what}_{end}" for what in ("slowdown", "vanilla_ms_per_token", "xl_ms_per_token") for end in ("min", "median", "max")))
+"""The rounds and their spread in a table's columns (:meth:`SpeedRow.as_record`); tables timed before the rounds alternated lack them."""
+
+
+def spread(name: str, values: Sequence[float]) -> dict[str, float]:
+    """``<name>_min``, ``<name>_median`` and ``<name>_max`` of ``values``."""
+    return {f"{name}_min": min(values), f"{name}_median": statistics.median(values), f"{name}_max": max(values)}
 
 
 def measure(models: TimedModels, attn_len: int, settings: SpeedSettings, device: torch.device) -> SpeedRow:
@@ -603,7 +676,9 @@ def measure(models: TimedModels, attn_len: int, settings: SpeedSettings, device:
         attn_len, **methods, paper_slowdown=PAPER_SLOWDOWN.get(attn_len), xl_eval_cache=settings.eval_cache,
         xl_avoided_flops_per_token=recomputed if settings.eval_cache else 0.0,
         xl_repeated_flops_per_token=0.0 if settings.eval_cache else recomputed,
-        vanilla_positions=len(timed["vanilla"].seconds) * batch, xl_tokens=batch * tgt_len * settings.repeats, batch_size=batch,
+        vanilla_positions=len(timed["vanilla"].seconds) * batch, xl_tokens=batch * tgt_len * settings.repeats,
+        vanilla_round_ms=tuple(t * 1e3 for t in timed["vanilla"].round_token_seconds()),
+        xl_round_ms=tuple(t * 1e3 for t in timed["xl"].round_token_seconds()), batch_size=batch,
         tgt_len=tgt_len, stride=stride, attn_kernel=settings.attn_kernel, seconds=time.perf_counter() - start, load_avg_1m=load,
         others_cpu=others_cpu(snapshot),
     )
@@ -683,16 +758,22 @@ def speed_table(
 
 def table9_markdown(rows: Sequence[SpeedRow]) -> str:
     """The rows as the paper's Table 9, with the achieved rates and the sample sizes beside it."""
-    headers = ["attn len", "vanilla tok/s", "XL tok/s", "slowdown", "paper", "vanilla GFLOP/s", "XL GFLOP/s", "FLOP ratio",
-               "vanilla positions", "XL tokens", "others' CPU"]
+    headers = ["attn len", "vanilla tok/s", "XL tok/s", "slowdown", "paper", "rounds", "slowdown by round", "vanilla ms/token by round",
+               "XL ms/token by round", "vanilla GFLOP/s", "XL GFLOP/s", "FLOP ratio", "vanilla positions", "XL tokens", "others' CPU"]
     lines = []
     for r in rows:
         paper = f"{r.paper_slowdown:,.0f}x" if r.paper_slowdown else "-"
         others = f"{r.others_cpu:.0%}" if r.others_cpu is not None else "-"
         lines.append([r.attn_len, f"{r.vanilla.tokens_per_s:,.3g}", f"{r.xl.tokens_per_s:,.0f}", f"{r.slowdown:,.0f}x", paper,
-                      f"{r.vanilla.gflops:,.1f}", f"{r.xl.gflops:,.1f}", f"{r.flop_ratio:,.0f}", f"{r.vanilla_positions:,}",
-                      f"{r.xl_tokens:,}", others])
+                      len(r.xl_round_ms), _spread_words(r.round_slowdowns, "x"), _spread_words(r.vanilla_round_ms),
+                      _spread_words(r.xl_round_ms), f"{r.vanilla.gflops:,.1f}", f"{r.xl.gflops:,.1f}", f"{r.flop_ratio:,.0f}",
+                      f"{r.vanilla_positions:,}", f"{r.xl_tokens:,}", others])
     return markdown_table(headers, lines, numeric=[True] * len(headers))
+
+
+def _spread_words(values: Sequence[float], unit: str = "") -> str:
+    """'759x / 1,020x / 1,527x': the min, median and max of per-round figures (:func:`_figure`)."""
+    return " / ".join(f"{_figure(v)}{unit}" for v in spread("", values).values())
 
 
 def baselines_markdown(rows: Sequence[SpeedRow]) -> str:
@@ -743,8 +824,12 @@ torch {m.torch}; a large fp32 matmul reaches {m.matmul_peak_gflops:,.0f} GFLOP/s
   it (recomputed for every prediction, {rows[0].batch_size} window(s) per call, at sampled positions);
   Transformer-XL reads {rows[0].batch_size} stream(s) in segments of {rows[0].tgt_len} with memory L and same_length,
   so every query attends exactly L keys in every layer.
-- tokens/s: predictions per second, from the median of the timed calls after {s.warmup} warm-up call(s): XL
-  {s.repeats} segments with a full memory, vanilla calls for {s.budget_s:g} s (at least {MIN_VANILLA_CALLS}); slowdown = XL / vanilla.
+- tokens/s: predictions per second, from the median of the timed calls after {s.warmup} warm-up round(s): XL
+  {s.repeats} segments with a full memory, vanilla calls for {s.budget_s:g} s (at least {vanilla_round_calls(s.repeats)} a round); slowdown = XL / vanilla.
+- Rounds: the methods are timed in alternation, {s.repeats} rounds of a share of vanilla's budget, a strided window, an XL
+  segment's tokens through the rolling cache and an XL segment, so that load which comes and goes slows them alike.
+  "By round": min / median / max over the rounds of each round's slowdown, and of each side's time per prediction
+  (the round's median call over its predictions); a wide spread says the load moved while timing.
 - GFLOP/s against the analytic forward FLOPs of the useful work: vanilla `window_flops(L)` per prediction,
   XL `flops_per_token(L)`; the FLOP ratio is their quotient, the slowdown arithmetic alone predicts.
 - XL {xl_path}. Re-projecting the memory every segment, as the authors' code does, costs per token
