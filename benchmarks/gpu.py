@@ -44,6 +44,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("ceiling", "train", "recl", "speed")
+PLACEHOLDERS = {"--text": "TEXT", "--out": "OUT"}
+"""How a results file's commands name the paths given: a record names no folder of the machine that made it, so that
+it reads the same from any clone (tests/test_records.py)."""
 
 
 class Shapes(NamedTuple):
@@ -247,7 +250,8 @@ def speed(shapes: Shapes, device: str, out: Path) -> dict:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"txlab speed exited {done.returncode}: {done.stderr.strip()[-2000:]}")
-    return {"command": " ".join(command[1:]), "summary": json.loads(done.stdout.strip().splitlines()[-1])}
+    shown = " ".join(command[1:]).replace(str(out), PLACEHOLDERS["--out"]).replace(f"{ROOT}/", "")
+    return {"command": shown, "summary": json.loads(done.stdout.strip().splitlines()[-1])}
 
 
 def markdown(results: dict) -> str:
@@ -283,6 +287,16 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def recorded_command(argv: Sequence[str]) -> str:
+    """The command as the results file records it: the paths given to ``--text`` and ``--out`` as placeholders."""
+    words, flag = ["python", "benchmarks/gpu.py"], None
+    for word in argv:
+        name, equals, _ = word.partition("=")
+        words.append(PLACEHOLDERS[flag] if flag else f"{name}={PLACEHOLDERS[name]}" if equals and name in PLACEHOLDERS else word)
+        flag = word if word in PLACEHOLDERS else None
+    return " ".join(words)
+
+
 def main(argv: Sequence[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="tiny shapes, for a CPU (checks the script, measures nothing)")
@@ -297,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"gpu-{date}-{re.sub(r'[^A-Za-z0-9]+', '-', name).strip('-').lower()}{'-tiny' if args.tiny else ''}"
     results: dict = {"date": date, "device": device, "device_name": name, "torch": torch.__version__, "tiny": args.tiny,
-                     "command": " ".join(["python", "benchmarks/gpu.py", *(argv if argv is not None else sys.argv[1:])])}
+                     "command": recorded_command(argv if argv is not None else sys.argv[1:])}
     for section in args.only:
         began = time.perf_counter()
         print(f"[gpu bench] {section} ...", file=sys.stderr, flush=True)

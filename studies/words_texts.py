@@ -131,7 +131,7 @@ def main() -> None:
     commands.add_parser("synthetic", help="the synthetic text rendered as words, and its BPE").add_argument("out", type=Path)
     wiki = commands.add_parser("wikitext", help="the WikiText-2 sample as splits, and two BPEs")
     wiki.add_argument("out", type=Path)
-    wiki.add_argument("--source", type=Path, default=Path("../shared/data/wikitext-2-sample"))
+    wiki.add_argument("--source", type=Path, default=Path("studies/data/wikitext-2-sample"))
     commands.add_parser("truth", help="the ideal RECL in words on a synthetic group's targets").add_argument("group_dir", type=Path)
     uni = commands.add_parser("unigram", help="a unigram's perplexity per word on a group's targets, beside the members'")
     uni.add_argument("group_dir", type=Path)

@@ -16,6 +16,8 @@
   ``study_run`` fixture (the records of a finished ablation study run, no model), the
   ``figure_files_only`` fixture (figures drawn but not rendered to PNG and PDF) and the ``png_only``
   fixture (figures rendered to PNG, not PDF, for a redraw).
+- The real sample texts the repository ships (studies/data) are read through :func:`sample_file` alone, when a
+  test runs, never at import: a clone that lacks one skips the tests that need it, naming the file.
 """
 
 from __future__ import annotations
@@ -54,6 +56,19 @@ def pytest_configure(config: pytest.Config) -> None:
     from txlab.runs.checkpoint import save_checkpoint
     from txlab.runs.zoo import run_config
     from txlab.timing import matmul_peak_gflops
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "studies" / "data"
+"""The sample texts the repository ships (studies/data/README.md says what each file is)."""
+
+
+def sample_file(name: str) -> Path:
+    """The shipped sample text ``studies/data/<name>``; called from a test or a fixture, so that where it is missing
+    the test skips with the reason instead of failing."""
+    path = SAMPLES / name
+    if not path.is_file():
+        pytest.skip(f"the sample text {path} is missing: the repository ships it (git checkout -- studies/data)")
+    return path
 
 
 @pytest.fixture(autouse=True, scope="session")

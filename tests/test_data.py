@@ -20,8 +20,7 @@ from txlab.data.registry import EOS
 from txlab.data.vocab import Vocab
 from txlab.errors import TxlabError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared sample data not found at {SHARED} (CI clones it beside the repo)")
+from conftest import sample_file
 
 
 def load(name: str, directory: Path | None = None, **options) -> Corpus:
@@ -201,9 +200,8 @@ def test_tinyshakespeare_reader_unicode_characters(tmp_path):
     assert "é" in corpus.vocab and "Æ" in corpus.vocab
 
 
-@needs_shared
 def test_real_tinyshakespeare_sample():
-    corpus = load("tinyshakespeare", SHARED / "tinyshakespeare")
+    corpus = load("tinyshakespeare", sample_file("tinyshakespeare/input.txt").parent)
     assert len(corpus.vocab) == 65
     assert [len(corpus.split(s)) for s in ("train", "valid", "test")] == [1_003_856, 55_769, 55_769]
     assert corpus.vocab.symbols[:5] == [" ", "e", "t", "o", "a"]
@@ -212,9 +210,8 @@ def test_real_tinyshakespeare_sample():
     assert corpus.token_stream_hash("train") == hashlib.sha256(train.astype("<i4").tobytes()).hexdigest()
 
 
-@needs_shared
 def test_real_wikitext2_sample_with_only_valid_and_test():
-    corpus = load("wikitext-2", SHARED / "wikitext-2-sample")
+    corpus = load("wikitext-2", sample_file("wikitext-2-sample/valid.txt").parent)
     assert len(corpus.split("valid")) == 217_646 and len(corpus.split("test")) == 245_569  # the published counts
     assert len(corpus.vocab) == 18_328 and corpus.vocab.symbols[:3] == [EOS, "<unk>", "the"]
     assert corpus.to_text(corpus.split("valid")[:6]) == "<eos> = Homarus gammarus = <eos>"

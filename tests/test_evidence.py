@@ -21,6 +21,8 @@ from txlab.drivers.ablate import run_status
 from txlab.drivers.ablate_study import load_study
 from txlab.drivers.recl.settings import load_study as load_recl_study
 
+from conftest import sample_file
+
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = {"6": ("table6-cpu", "cpu"), "7": ("table7-cpu", "cpu"), "10": ("table10-cpu", "cpu"), "7 (recall)": ("table7-cpu-recall", "cpu-recall"),
           "10 (recall)": ("table10-cpu-recall", "cpu-recall"), "6 (recall)": ("table6-cpu-recall", "cpu-recall")}
@@ -519,9 +521,9 @@ def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_file
     wiki, record = placebo_aware("recl-words-architectures-cpu-wikitext-longer-text-words-wikitext", 0.5)
     assert wiki["Transformer-XL (words)"] == wiki["LSTM (characters)"] == "4"
     assert "a word-level XL and a character LSTM [read 4]" in readme and "BPE models that lose to a unigram are not read" in readme
-    wikitext = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2-sample"
-    unigram = _words_studies_script().unigram_perplexity(np.asarray(record["words"]["targets"]), (wikitext / "test.txt").read_text(encoding="utf-8"),
-                                                         (wikitext / "valid.txt").read_text(encoding="utf-8"))
+    unigram = _words_studies_script().unigram_perplexity(np.asarray(record["words"]["targets"]),
+                                                         sample_file("wikitext-2-sample/test.txt").read_text(encoding="utf-8"),
+                                                         sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8"))
     at_32 = {name: member["word_perplexity"][-1] for name, member in record["words"]["members"].items()}
     beat = {name for name, ppl in at_32.items() if ppl < unigram}
     assert beat == {"Transformer-XL (words)", "LSTM (characters)"}, (unigram, at_32)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import sample_file
+
 ROOT = Path(__file__).resolve().parents[1]
-TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
 
 
 def gpu_bench():
@@ -20,10 +21,8 @@ def gpu_bench():
 @pytest.fixture
 def text(tmp_path):
     pytest.importorskip("transformers")
-    if not TEXT.is_file():
-        pytest.skip("needs ../shared/data beside the checkout")
     path = tmp_path / "text.txt"
-    path.write_text(TEXT.read_text(encoding="utf-8")[:60_000], encoding="utf-8")
+    path.write_text(sample_file("tinyshakespeare/input.txt").read_text(encoding="utf-8")[:60_000], encoding="utf-8")
     return path
 
 

@@ -16,8 +16,9 @@ from txlab.measure import words as W
 from txlab.measure.collection import Collection
 from txlab.runs.scored import load_model
 
+from conftest import sample_file
+
 GRID = ("--set", "grid=1,2,4", "--set", "blocks=2", "--set", "block_len=10", "--set", "n_boot=20")
-WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2-sample"
 
 
 @pytest.fixture
@@ -92,11 +93,11 @@ def test_the_words_study_reads_as_a_group_in_words_whose_presets_each_read_by_th
 
 @pytest.fixture
 def wikitext_run(tmp_path, untrained_run):
-    """A run on a small WikiText-2 folder (train and valid cut from the shared sample), untrained."""
+    """A run on a small WikiText-2 folder (train and valid cut from the shipped sample), untrained."""
     folder = tmp_path / "wikitext-2"
     folder.mkdir()
-    (folder / "train.txt").write_text((WIKITEXT / "test.txt").read_text(encoding="utf-8")[:30_000])
-    (folder / "valid.txt").write_text((WIKITEXT / "valid.txt").read_text(encoding="utf-8")[:30_000])
+    (folder / "train.txt").write_text(sample_file("wikitext-2-sample/test.txt").read_text(encoding="utf-8")[:30_000])
+    (folder / "valid.txt").write_text(sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8")[:30_000])
     return untrained_run(tmp_path / "wt2-run", sets=["data.corpus=wikitext-2", f"data.corpus_dir={folder}"])
 
 

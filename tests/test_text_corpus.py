@@ -21,17 +21,12 @@ from txlab.progress import Progress
 from txlab.runs.plan import split_tokens, training_plan, vocab_size
 from txlab.runs.zoo import run_config, run_name
 
-SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare" / "input.txt"
+from conftest import sample_file
 
 
 def sample_text(lines: int = 400) -> str:
-    """Some hundred lines of Tiny Shakespeare beside the repository, else generated verse-like lines."""
-    if SHAKESPEARE.is_file():
-        return "".join(SHAKESPEARE.read_text(encoding="utf-8").splitlines(keepends=True)[:lines])
-    rng = np.random.default_rng(0)
-    words = "the king shall speak of love and war my lord good night sweet prince what say you to this".split()
-    return "".join(("SPEAKER:\n" if i % 5 == 0 else "") + " ".join(rng.choice(words, rng.integers(3, 10))).capitalize() + ".\n\n"[: 1 + (i % 3 == 0)]
-                   for i in range(lines))
+    """The first ``lines`` lines of Tiny Shakespeare."""
+    return "".join(sample_file("tinyshakespeare/input.txt").read_text(encoding="utf-8").splitlines(keepends=True)[:lines])
 
 
 def load(data: DataConfig) -> Corpus:

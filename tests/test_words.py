@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import random_causal_lm_model
+from conftest import random_causal_lm_model, sample_file
 
 from txlab.data.formats import words as txlab_words
 from txlab.analysis.per_unit import byte_perplexity, word_perplexity
@@ -30,9 +30,16 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-TEXT = (SHARED / "wikitext-2-sample" / "valid.txt").read_text(encoding="utf-8")[:40_000]
+TEXT = ""
+"""The first 40,000 characters of the WikiText-2 sample's valid.txt, read by :func:`_text` before the module's first test."""
 GRID = (1, 3, 6)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _text():
+    # read when the tests run, not at import: a clone without the sample skips them instead of collecting none
+    global TEXT
+    TEXT = sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8")[:40_000]
 
 
 def member(name: str, model, tok, tgt_len: int | None = None) -> ScoredModel:
@@ -461,7 +468,7 @@ def enwik8_file(folder: Path) -> None:
 
 REGISTRY_FOLDERS = {
     "wikitext-2": lambda d: (d.mkdir(), (d / "train.txt").write_text(TEXT[:20_000]), (d / "valid.txt").write_text(TEXT[20_000:])),
-    "tinyshakespeare": lambda d: (d.mkdir(), (d / "input.txt").write_text((SHARED / "tinyshakespeare" / "input.txt").read_text()[:30_000])),
+    "tinyshakespeare": lambda d: (d.mkdir(), (d / "input.txt").write_text(sample_file("tinyshakespeare/input.txt").read_text()[:30_000])),
     "enwik8": enwik8_file,
     "lm1b": lm1b_folder,
 }

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import types
 import typing
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ import yaml
 from txlab.devices import check_device_name
 from txlab.errors import TxlabError, did_you_mean
 from txlab.fileio import MAX_YAML_BYTES, dump_yaml, load_yaml, read_text_file, write_text_atomic
+from txlab.workspace import home
 
 FAMILIES = ("xl", "vanilla", "lstm", "qrnn", "hf")
 RECURRENT_FAMILIES = ("lstm", "qrnn")
@@ -561,11 +563,29 @@ def describe_settings(settings: Any, prefix: str = "") -> str:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: RunConfig | None = None) -> RunConfig:
-    """Resolve a run configuration: ``base`` (or defaults), then a YAML file, then overrides."""
+    """Resolve a run configuration: ``base`` (or defaults), then a YAML file (its paths read by :func:`from_record`), then overrides."""
     cfg = base if base is not None else RunConfig()
     if path is not None:
-        cfg = update_dataclass(cfg, read_yaml(path))
+        cfg = from_record(update_dataclass(cfg, read_yaml(path)), Path(path).parent)
     return apply_overrides(cfg, overrides or [])
+
+
+def as_recorded(cfg: RunConfig, folder: Path) -> RunConfig:
+    """``cfg`` as a record in ``folder`` (a run's config.yaml) holds it: own text (data.text) inside the home named
+    relative to ``folder``, so that the record still names it when the home moves (the repository cloned at another
+    path, with ``txlab --home .``); a text outside the home keeps its absolute path, as it does not move with it."""
+    text = Path(cfg.data.text).expanduser()
+    if not (text.is_absolute() and text.is_relative_to(home().resolve())):
+        return cfg
+    return update_dataclass(cfg, {"data": {"text": os.path.relpath(text, Path(folder).resolve())}})
+
+
+def from_record(cfg: RunConfig, folder: Path) -> RunConfig:
+    """``cfg`` read from a record in ``folder``, its paths absolute again (:func:`as_recorded`)."""
+    text = Path(cfg.data.text).expanduser()
+    if not cfg.data.text or text.is_absolute():
+        return cfg
+    return update_dataclass(cfg, {"data": {"text": str((Path(folder) / text).resolve())}})
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -578,6 +598,6 @@ def to_yaml(cfg: Any) -> str:
     return dump_yaml(to_dict(cfg))
 
 
-def save_config(cfg: Any, path: str | Path) -> Path:
-    """Write the resolved config as YAML, atomically."""
-    return write_text_atomic(Path(path), to_yaml(cfg))
+def save_config(cfg: RunConfig, path: str | Path) -> Path:
+    """Write the resolved config as YAML, atomically, its paths as a record holds them (:func:`as_recorded`)."""
+    return write_text_atomic(Path(path), to_yaml(as_recorded(cfg, Path(path).parent)))

@@ -35,7 +35,7 @@ import torch
 import yaml
 
 from txlab.analysis.ablation import AblationReport, ablation_eval_name, write_ablation_report
-from txlab.config import RunConfig, read_yaml, to_dict, update_dataclass
+from txlab.config import RunConfig, from_record, read_yaml, to_dict, update_dataclass
 from txlab.data.corpus import load_corpus
 from txlab.drivers.ablate_study import AblationSettings, AblationStudy, PlannedRun, load_study, model_window, scoring_lengths
 from txlab.errors import TxlabError
@@ -216,7 +216,7 @@ def _as_fitted(run: PlannedRun, settings: AblationSettings) -> PlannedRun:
     saved = run.directory / "config.yaml"
     if not (run.row.fit and saved.is_file()):
         return run
-    config = update_dataclass(RunConfig(), read_yaml_mapping(saved, "delete it and rerun `txlab ablate` to write it again"))
+    config = _saved_config(saved)
     eval_lens, init_len = scoring_lengths(run.row, config, settings)
     return replace(run, config=config, eval_lens=eval_lens, init_len=init_len)
 
@@ -228,13 +228,18 @@ def _fitted_keys(run: PlannedRun, settings: AblationSettings) -> tuple[str, ...]
     return (f"{run.row.fit}:", "train.max_steps:") if settings.fit_equal_tokens else (f"{run.row.fit}:",)
 
 
+def _saved_config(saved: Path) -> RunConfig:
+    """A run's config.yaml, its paths resolved (txlab.config.from_record). Read through the config classes, so a key
+    added to txlab since the run was saved reads as its default, which by design reproduces what the run did before
+    the key existed."""
+    return from_record(update_dataclass(RunConfig(), read_yaml_mapping(saved, "delete it and rerun `txlab ablate` to write it again")), saved.parent)
+
+
 def _check_same_config(run: PlannedRun, config: RunConfig, also_ignored: tuple[str, ...] = ()) -> None:
     saved = run.directory / "config.yaml"
     if not saved.is_file():
         return
-    # read through the config classes, so a key added to txlab since the run was saved compares as its default,
-    # which by design reproduces what the run did before the key existed
-    written = update_dataclass(RunConfig(), read_yaml_mapping(saved, "delete it and rerun `txlab ablate` to write it again"))
+    written = _saved_config(saved)
     differences = config_differences(to_dict(written), to_dict(config))
     differences = [d for d in differences if not d.startswith(("model.n_token", "train.device", "train.threads", *also_ignored))]
     if differences:
