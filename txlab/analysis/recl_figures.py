@@ -18,6 +18,7 @@ from txlab.analysis.table8 import PAPER, PLACEBO_AWARE, SeedSpreadRow, r_label
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
 from txlab.style import CI_ALPHA, REFERENCE_COLORS, themed
+from txlab.tables import csv_text
 
 FIGURE4_INTERVALS = "figure4-intervals.csv"
 """Beside figure4.csv: each perplexity's block-bootstrap interval (model, c, ppl_low, ppl_high, ci)."""
@@ -53,7 +54,7 @@ def write_context_curves(gains: np.ndarray, perplexity: np.ndarray, grid: Sequen
                                                     for r, (real, fake) in placebo.items() for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)])))
     written = []
     for name, frame in tables:
-        write_text_atomic(out_dir / name, frame.to_csv(index=False))
+        write_text_atomic(out_dir / name, csv_text(frame))
         written.append(out_dir / name)
     return written
 
