@@ -37,8 +37,17 @@ TEXT = st.lists(st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), m
 EXAMPLES = [pytest.param(25, id="few"), pytest.param(400, id="many", marks=pytest.mark.slow)]
 
 
-def fuzzed(examples: int):
-    return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+def fuzz(*strategies):
+    """The test of a property over examples drawn from ``strategies``: a few by default, many under ``-m slow``."""
+    def test(prop):
+        @pytest.mark.parametrize("examples", EXAMPLES)
+        def run(examples):
+            settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)(given(*strategies)(prop))()
+
+        run.__name__, run.__doc__ = prop.__name__, prop.__doc__
+        return run
+
+    return test
 
 
 @functools.cache
@@ -72,76 +81,61 @@ def targets_and_grid(n_words: int) -> tuple[np.ndarray, tuple[int, ...]]:
     return np.arange(grid[-1], min(n_words, grid[-1] + 12), dtype=np.int64), grid
 
 
-@pytest.mark.parametrize("examples", EXAMPLES)
-def test_every_kept_words_span_retokenises_exactly(examples):
-    @fuzzed(examples)
-    @given(TEXT, st.sampled_from(KINDS))
-    def check(text, kind):
-        found = cut_words(text)
-        targets, grid = targets_and_grid(len(found))
-        if not len(targets):
-            return
-        encode = text_encoder(tokenizer(kind, text))
-        _, cells = member_cells(found, encode, targets, grid, None)
-        for (j, i), cell in cells.items():
-            w = int(targets[i])
-            lo, context_end = found.context(w, grid[j])
-            context, span = text[lo:context_end], text[slice(*found.span(w))]
-            again = encode([context + span])[0]
-            assert np.array_equal(again.ids, cell.ids)
-            starts, ends = again.starts[cell.first :], again.ends[cell.first :]
-            assert starts.min() >= len(context) and ends.max() <= len(context + span)
-            spelled = np.zeros(len(context + span), dtype=bool)
-            for s, e in zip(starts, ends):
-                spelled[s:e] = True
-            word_start = len(context) + int(found.starts[w]) - found.span(w)[0]
-            assert spelled[word_start:].all()  # every character of the word is in a token of the span
-
-    check()
+@fuzz(TEXT, st.sampled_from(KINDS))
+def test_every_kept_words_span_retokenises_exactly(text, kind):
+    found = cut_words(text)
+    targets, grid = targets_and_grid(len(found))
+    if not len(targets):
+        return
+    encode = text_encoder(tokenizer(kind, text))
+    _, cells = member_cells(found, encode, targets, grid, None)
+    for (j, i), cell in cells.items():
+        w = int(targets[i])
+        lo, context_end = found.context(w, grid[j])
+        context, span = text[lo:context_end], text[slice(*found.span(w))]
+        again = encode([context + span])[0]
+        assert np.array_equal(again.ids, cell.ids)
+        starts, ends = again.starts[cell.first :], again.ends[cell.first :]
+        assert starts.min() >= len(context) and ends.max() <= len(context + span)
+        spelled = np.zeros(len(context + span), dtype=bool)
+        for s, e in zip(starts, ends):
+            spelled[s:e] = True
+        word_start = len(context) + int(found.starts[w]) - found.span(w)[0]
+        assert spelled[word_start:].all()  # every character of the word is in a token of the span
 
 
-@pytest.mark.parametrize("examples", EXAMPLES)
-def test_coverage_is_the_same_read_at_once_or_in_blocks_and_a_file_the_same_text(examples):
-    @fuzzed(examples)
-    @given(TEXT, st.sampled_from(KINDS), st.integers(1, 5), st.integers(1, 7))
-    def check(text, kind, block, block_chars):
-        found = cut_words(text)
-        targets, grid = targets_and_grid(len(found))
-        encode = text_encoder(tokenizer(kind, text))
-        whole = member_cells(found, encode, targets, grid, None)[0]
-        parts = [member_cells(found, encode, targets[k : k + block], grid, None)[0] for k in range(0, len(targets), block)]
-        assert np.array_equal(whole, np.concatenate(parts, axis=1) if parts else whole)
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "text.txt"
-            path.write_bytes(text.encode("utf-8"))
-            try:
-                read = read_text(path)
-            except TxlabError as err:  # the documented refusals: a NUL character, a lone byte-order mark
-                assert "NUL character" in str(err) or "byte-order mark" in str(err)
-                return
-            assert read == text.removeprefix("\ufeff")
-            assert "".join(read_text_blocks(path, block_chars)) == read == "".join(read_text_blocks(path, block_chars, lines=False))
-
-    check()
-
-
-@pytest.mark.parametrize("examples", EXAMPLES)
-def test_the_words_bytes_sum_to_the_texts_and_nothing_raises_but_a_refusal(examples):
-    @fuzzed(examples)
-    @given(TEXT, st.sampled_from(KINDS), st.integers(1, 4), st.integers(0, 30))
-    def check(text, kind, step, offset):
-        found = cut_words(text)
-        end = int(found.ends[-1]) if len(found) else 0
-        assert int(found.span_bytes(np.arange(len(found))).sum()) == len(text[:end].encode("utf-8"))
-        assert all(text[s:e] and not text[s:e].isspace() for s, e in zip(found.starts.tolist(), found.ends.tolist()))
-        grid = (1, 1 + step)
-        targets = np.arange(grid[-1], len(found), dtype=np.int64)[:8]
-        encode = text_encoder(tokenizer(kind, text))
+@fuzz(TEXT, st.sampled_from(KINDS), st.integers(1, 5), st.integers(1, 7))
+def test_coverage_is_the_same_read_at_once_or_in_blocks_and_a_file_the_same_text(text, kind, block, block_chars):
+    found = cut_words(text)
+    targets, grid = targets_and_grid(len(found))
+    encode = text_encoder(tokenizer(kind, text))
+    whole = member_cells(found, encode, targets, grid, None)[0]
+    parts = [member_cells(found, encode, targets[k : k + block], grid, None)[0] for k in range(0, len(targets), block)]
+    assert np.array_equal(whole, np.concatenate(parts, axis=1) if parts else whole)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "text.txt"
+        path.write_bytes(text.encode("utf-8"))
         try:
-            check_spaced(found)
-            member_cells(found, encode, targets, grid, 3)
-            placebo_cells(found, encode, targets, grid, offset, None)
-        except TxlabError:
-            pass
+            read = read_text(path)
+        except TxlabError as err:  # the documented refusals: a NUL character, a lone byte-order mark
+            assert "NUL character" in str(err) or "byte-order mark" in str(err)
+            return
+        assert read == text.removeprefix("\ufeff")
+        assert "".join(read_text_blocks(path, block_chars)) == read == "".join(read_text_blocks(path, block_chars, lines=False))
 
-    check()
+
+@fuzz(TEXT, st.sampled_from(KINDS), st.integers(1, 4), st.integers(0, 30))
+def test_the_words_bytes_sum_to_the_texts_and_nothing_raises_but_a_refusal(text, kind, step, offset):
+    found = cut_words(text)
+    end = int(found.ends[-1]) if len(found) else 0
+    assert int(found.span_bytes(np.arange(len(found))).sum()) == len(text[:end].encode("utf-8"))
+    assert all(text[s:e] and not text[s:e].isspace() for s, e in zip(found.starts.tolist(), found.ends.tolist()))
+    grid = (1, 1 + step)
+    targets = np.arange(grid[-1], len(found), dtype=np.int64)[:8]
+    encode = text_encoder(tokenizer(kind, text))
+    try:
+        check_spaced(found)
+        member_cells(found, encode, targets, grid, 3)
+        placebo_cells(found, encode, targets, grid, offset, None)
+    except TxlabError:
+        pass
