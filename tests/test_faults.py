@@ -714,3 +714,51 @@ def test_an_attention_length_of_10_to_the_12_is_refused_before_its_position_tabl
             ", sets: [train.max_steps=2, data.synthetic_tokens=5000, data.synthetic_eval_tokens=600, train.eval_interval=2]}\n"
     (tmp_path / "study.yaml").write_text(study)
     fails_cleanly(["ablate", str(tmp_path / "study.yaml"), "--profile", "tiny", "--quiet"], "keys need a relative-position table")
+
+
+# --- --redraw over damaged folders (issue 62) -------------------------------------------------------
+
+GROUP = Path(__file__).resolve().parents[1] / "results" / "recl" / "families-cpu-tinyshakespeare"
+
+
+def _damage_figure3(folder: Path) -> None:
+    lines = (folder / "figure3.csv").read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[-1] = "nan"
+    lines[1] = ",".join(cells)
+    lines[2] = ",".join([*lines[2].split(",")[:-1], "a gain"])
+    (folder / "figure3.csv").write_text("\n".join(lines) + "\n")
+
+
+REDRAW_DAMAGE = {
+    "a truncated recl.json": (lambda folder: (folder / "recl.json").write_text((folder / "recl.json").read_text()[:300]),
+                              "recl.json is damaged ("),
+    "a NaN and a text cell in figure3.csv": (_damage_figure3, "figure3.csv is damaged (column 'gain', line 2: nan is not a number)"),
+    "no figure4.csv": (lambda folder: (folder / "figure4.csv").unlink(), "no Figure 4 points at"),
+}
+
+
+@pytest.mark.parametrize("damage", REDRAW_DAMAGE)
+def test_redraw_checks_every_folder_before_drawing_and_refuses_a_damaged_one_naming_its_file(tmp_path, damage):
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    shutil.copytree(GROUP, good)
+    shutil.copytree(GROUP, bad)
+    harm, named = REDRAW_DAMAGE[damage]
+    harm(bad)
+    line = fails_cleanly(["recl", "--redraw", str(good), "--redraw", str(bad), "--fig-dir", str(tmp_path / "figures")])
+    assert f"{bad}/" in line and named in line
+    assert not (tmp_path / "figures").exists()  # the good folder's figures neither
+
+
+def test_speed_redraw_refuses_a_damaged_table_naming_it(tmp_path):
+    table = tmp_path / "table9-cpu.csv"
+    rows = (Path(__file__).resolve().parents[1] / "results" / "speed" / "table9-cpu.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    cells = rows[1].split(",")
+    cells[header.index("slowdown")] = "fast"
+    table.write_text("\n".join([rows[0], ",".join(cells), *rows[2:]]) + "\n")
+    fails_cleanly(["speed", "--redraw", str(table), "--fig-dir", str(tmp_path / "figures")],
+                  f"{table} is damaged (column 'slowdown', line 2: 'fast' is not a number)")
+    table.write_text(rows[0][:40])  # cut short in its header
+    fails_cleanly(["speed", "--redraw", str(table), "--fig-dir", str(tmp_path / "figures")], f"{table} is damaged (no column")
+    assert not (tmp_path / "figures").exists()

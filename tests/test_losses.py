@@ -224,6 +224,13 @@ def test_sample_blocks_is_deterministic_contiguous_and_in_range():
         sample_blocks(10_000, 91, 100, min_start=1000)
 
 
+def test_a_refusal_to_draw_blocks_speaks_the_callers_unit():
+    with pytest.raises(TxlabError, match="holds 179 tokens: room for only 0 blocks of 16 target tokens after the first 240 tokens"):
+        sample_blocks(179, 2, 16, min_start=240)
+    with pytest.raises(TxlabError, match="holds 179 words: room for only 0 blocks of 16 target words after the first 240 words"):
+        sample_blocks(179, 2, 16, min_start=240, unit="word")
+
+
 # --- run directories ---------------------------------------------------------------------------
 
 

@@ -146,3 +146,49 @@ def test_a_training_refused_for_its_text_leaves_no_run(tmp_path, text, cli, dama
         named = f"{entry / 'valid.npy'} is damaged (token id 255, outside its vocabulary"
     line = one_error(cli("train", "xl151m", "--size", "tiny", "--text", text, "--run-dir", tmp_path / "run", "-q", "--set", "train.max_steps=2"))
     assert named in line and not (tmp_path / "run").exists()  # no .lock, config.yaml or metrics.jsonl
+
+
+DAMAGE = {  # what a file that is no UTF-8 text holds, and what its refusal names
+    "a stray Latin-1 byte mid-text": (lambda text: text[:5000].encode() + b"caf\xe9 " + text[5000:].encode(), "is not UTF-8 text: byte 0xe9 at offset 5,003"),
+    "a binary file": (lambda text: bytes(range(256)) * 40, "is not UTF-8 text: byte 0x80 at offset 128"),
+    "NULs only": (lambda text: bytes(4000), "holds a NUL character (character 0): it is a binary file"),
+    "a byte-order mark only": (lambda text: b"\xef\xbb\xbf", "holds only a byte-order mark, no text"),
+}
+READERS = {  # every way a command reads own text: by characters, by words (lines), and in words (the text held whole)
+    "tokens by characters": ("data", "info", "--tokenizer", "char", "-q"),
+    "tokens by words": ("data", "info", "--tokenizer", "word", "-q"),
+    "words": ("recl", "--group", "xl151m", "--size", "tiny", "--unit", "word", "--set", "grid=2:8:2", "-q"),  # read before any member trains
+}
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_file_that_is_no_utf8_text_is_one_line_naming_it_on_every_reader(text, cli, damage, reader):
+    make, named = DAMAGE[damage]
+    text.write_bytes(make(some_text(1500)))
+    args = READERS[reader]
+    assert one_error(cli(*args, "--text", text)).startswith(f"error: {text} {named}")
+    assert not cache_root().exists()  # no entry, no build folder
+
+
+def test_a_leading_byte_order_mark_is_no_text_on_every_reader(tmp_path, cli):
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_text(some_text(1500))
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    for tokenizer in ("char", "word"):
+        read = [[line for line in cli.ok("data", "info", "--text", path, "--tokenizer", tokenizer, "-q").output.splitlines()
+                 if line.startswith("vocabulary:") or "stream sha256" in line] for path in (plain, marked)]
+        assert read[0] == read[1] and len(read[0]) == 4  # the same vocabulary and token streams
+
+
+def test_a_line_longer_than_the_bound_is_refused_in_words(text, cli, monkeypatch):
+    monkeypatch.setattr(formats, "BLOCK_CHARS", 100)
+    monkeypatch.setattr(formats, "MAX_LINE_CHARS", 1000)
+    text.write_text(some_text(1500).replace("\n", " "))
+    assert "has a line of more than 1,000 characters" in one_error(cli(*READERS["words"], "--text", text))
+
+
+def test_a_split_without_words_is_refused_in_words(text, cli):
+    text.write_text(some_text(1500) + " " * 20000)  # the last 5% (the test split) and the valid split's end: spaces
+    line = one_error(cli(*READERS["words"], "--text", text, "--set", "split=test"))
+    assert f"the test split of {text} holds no words (data.text_split gives it 0.05 of" in line and line.endswith("give more text or a larger fraction")

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -238,6 +238,29 @@ def read_jsonl(path: Path | str, remedy: str, on_torn_last_line: Callable[[str],
                     continue
                 raise ValueError(f"line {number}: {err}") from None
         return records
+
+    return read_back(path, parse, remedy)
+
+
+def read_csv(path: Path | str, remedy: str, text: Sequence[str] = (), numbers: Sequence[str] = (), blank_or_numbers: Sequence[str] = ()) -> Any:
+    """A CSV table txlab wrote, as a pandas DataFrame, holding the columns a reader takes from it: ``text``, ``numbers``
+    (every cell a number: no blank, no text, no NaN) and ``blank_or_numbers`` (a number or nothing, where present)."""
+
+    def parse(p: Path) -> Any:
+        import pandas as pd
+
+        frame = pd.read_csv(p)
+        for name in (*text, *numbers):
+            if name not in frame:
+                raise ValueError(f"no column {name!r}")
+        for name in (*numbers, *(n for n in blank_or_numbers if n in frame)):
+            values = pd.to_numeric(frame[name], errors="coerce")
+            bad = values.isna() & (frame[name].notna() | (name in numbers))
+            if bad.any():
+                row = int(bad.to_numpy().argmax())
+                raise ValueError(f"column {name!r}, line {row + 2}: {frame[name].iloc[row]!r} is not a number")
+            frame[name] = values
+        return frame
 
     return read_back(path, parse, remedy)
 

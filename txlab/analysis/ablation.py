@@ -25,7 +25,7 @@ from txlab.config import RunConfig, update_dataclass
 from txlab.errors import TxlabError
 from txlab.fileio import DamagedFile, read_json, read_yaml_mapping, write_text_atomic
 from txlab.style import MARKERS, distinct_colors, themed
-from txlab.tables import latex_table, latex_text, markdown_table
+from txlab.tables import csv_text, latex_table, latex_text, markdown_table
 
 ABLATION_COLUMNS = {
     "remark": "Remark",
@@ -532,11 +532,11 @@ def write_ablation_report(
         raise TxlabError(f"no runs of the study under {out_dir / 'runs'} yet: run the study first")
     rows = ablation_rows(runs, curves)
     markdown = ablation_markdown(rows, columns)
-    outputs = [("table.csv", pd.DataFrame.from_records([row.record() for row in rows]).to_csv(index=False)), ("table.md", markdown),
-               ("table.tex", ablation_latex(rows, columns, title)), ("curves.csv", curves.to_csv(index=False))]
+    outputs = [("table.csv", csv_text(pd.DataFrame.from_records([row.record() for row in rows]))), ("table.md", markdown),
+               ("table.tex", ablation_latex(rows, columns, title)), ("curves.csv", csv_text(curves))]
     tested = evaluate_claims(seed_scores(runs, curves), claims, as_trained=as_trained_scores(runs)) if claims else []
     if tested:
-        outputs += [("claims.csv", pd.DataFrame.from_records([t.record() for t in tested]).to_csv(index=False)), ("claims.md", claims_markdown(tested)),
+        outputs += [("claims.csv", csv_text(pd.DataFrame.from_records([t.record() for t in tested]))), ("claims.md", claims_markdown(tested)),
                     ("claims.tex", claims_latex(tested))]
     learned = learned_runs(out_dir, runs)
     if learned:

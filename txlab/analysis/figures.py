@@ -23,6 +23,7 @@ from scipy import stats  # noqa: E402
 
 from txlab.fileio import write_atomic, write_text_atomic  # noqa: E402
 from txlab.style import MARKERS, REFERENCE_COLORS, distinct_colors  # noqa: E402
+from txlab.tables import csv_text  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def save_figure_with_points(fig: plt.Figure, out: Path, points: pd.DataFrame, ti
         fig.suptitle(title)
     written = save_figure(fig, out)
     csv = Path(out).with_suffix(".csv")
-    write_text_atomic(csv, points.to_csv(index=False))
+    write_text_atomic(csv, csv_text(points))
     return FigureFiles(written, csv)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from txlab.analysis.run_logs import read_metrics
-from txlab.tables import latex_text_table, markdown_table
+from txlab.tables import csv_text, latex_text_table, markdown_table
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def learned_runs(out_dir: Path, runs: pd.DataFrame) -> list[LearnedRun]:
 
 def learned_csv(learned: Sequence[LearnedRun]) -> str:
     """learned.csv: one line per run and measure (:meth:`LearnedRun.records`)."""
-    return pd.DataFrame([line for run in learned for line in run.records()]).to_csv(index=False)
+    return csv_text(pd.DataFrame([line for run in learned for line in run.records()]))
 
 
 def _mean_sd(values: Sequence[float]) -> str:

@@ -16,8 +16,9 @@ import pandas as pd
 from txlab.analysis.figures import ModelLegend, legend_outside, save_figure_with_points, wrapped
 from txlab.analysis.table8 import PAPER, PLACEBO_AWARE, SeedSpreadRow, r_label
 from txlab.errors import TxlabError
-from txlab.fileio import write_text_atomic
+from txlab.fileio import read_csv, write_text_atomic
 from txlab.style import CI_ALPHA, REFERENCE_COLORS, themed
+from txlab.tables import csv_text
 
 FIGURE4_INTERVALS = "figure4-intervals.csv"
 """Beside figure4.csv: each perplexity's block-bootstrap interval (model, c, ppl_low, ppl_high, ci)."""
@@ -53,19 +54,43 @@ def write_context_curves(gains: np.ndarray, perplexity: np.ndarray, grid: Sequen
                                                     for r, (real, fake) in placebo.items() for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)])))
     written = []
     for name, frame in tables:
-        write_text_atomic(out_dir / name, frame.to_csv(index=False))
+        write_text_atomic(out_dir / name, csv_text(frame))
         written.append(out_dir / name)
     return written
+
+
+TABLES = {
+    "figure3.csv": (("model",), ("c", "c_next", "gain"), ()),
+    "figure4.csv": (("model",), ("c", "ppl"), ("ppl_byte",)),
+    FIGURE4_INTERVALS: (("model",), ("c",), ("ppl_low", "ppl_high")),
+    "placebo.csv": (("model",), ("r", "c", "c_next"), ("gain", "placebo_gain")),
+    "table8.csv": (("model",), ("r", "recl"), ("ci_low", "ci_high", "ci", "censored_fraction", "placebo_recl", "placebo_ci_low",
+                                                "placebo_ci_high", "placebo_censored_fraction")),
+}
+"""What each table the figures of a group read must hold (txlab.fileio.read_csv): its text columns, its columns of
+numbers, and those of numbers or blanks. Figure 3's and Figure 4's points must be there; the others where written."""
+REQUIRED_TABLES = ("figure3.csv", "figure4.csv")
+_REMEDY = "run the `txlab recl` that wrote it again (--redraw draws only from its complete tables)"
 
 
 def _read_points(table: Path, what: str) -> pd.DataFrame:
     if not Path(table).is_file():
         raise TxlabError(f"no {what} points at {table}: run `txlab recl` first")
-    return pd.read_csv(table)
+    return read_csv(table, _REMEDY, *TABLES[Path(table).name])
 
 
 def _read_optional(table: Path | None) -> pd.DataFrame | None:
-    return pd.read_csv(table) if table is not None and Path(table).is_file() else None
+    return read_csv(table, _REMEDY, *TABLES[Path(table).name]) if table is not None and Path(table).is_file() else None
+
+
+def check_tables(table_dir: Path) -> None:
+    """Refuse a group's folder of tables whose figures would not draw (a table missing, cut short, or holding text
+    where numbers go), in one line naming the file: what --redraw checks of every folder before it draws any."""
+    for name in TABLES:
+        if name in REQUIRED_TABLES:
+            _read_points(Path(table_dir) / name, name.removesuffix(".csv").replace("figure", "Figure "))
+        else:
+            _read_optional(Path(table_dir) / name)
 
 
 def _interval_rows(rows: pd.DataFrame, models: Sequence[str], r: float) -> list[tuple[str, str, pd.Series]]:

@@ -18,7 +18,7 @@ import pandas as pd
 from txlab.analysis.recl import DEFAULT_RS, DEFAULT_THRESHOLD, ReclInterval, SeedSpread, bootstrap_recl, recl, recl_label, seed_spread
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
-from txlab.tables import latex_text_table, markdown_table
+from txlab.tables import csv_text, latex_text_table, markdown_table
 
 PLACEBO_NOTE = ("† a step this RECL rests on did not beat its placebo gain (extra context from far away) by the threshold; "
                 "the placebo-aware RECL stops at the first such step.")
@@ -247,7 +247,7 @@ def write_table8(rows: Sequence[Table8Row], stem: Path, note: str = "") -> list[
     (:func:`table8_markdown`, then ``note``) and ``stem``.tex (the same in LaTeX, booktabs, ``note`` in its caption)."""
     stem = Path(stem)
     csv, md, tex = stem.with_suffix(".csv"), stem.with_suffix(".md"), stem.with_suffix(".tex")
-    write_text_atomic(csv, pd.DataFrame.from_records([row.record() for row in rows]).to_csv(index=False))
+    write_text_atomic(csv, csv_text(pd.DataFrame.from_records([row.record() for row in rows])))
     write_text_atomic(md, table8_markdown(rows) + note)
     write_text_atomic(tex, table8_text(rows).latex(" ".join(part for part in (TABLE8_CAPTION, note.strip()) if part)))
     return [csv, md, tex]
@@ -382,7 +382,7 @@ def write_seed_spread(rows: Sequence[SeedSpreadRow], stem: Path) -> list[Path]:
     ``stem``.tex (the same in LaTeX, booktabs)."""
     stem = Path(stem)
     csv, md, tex = stem.with_suffix(".csv"), stem.with_suffix(".md"), stem.with_suffix(".tex")
-    write_text_atomic(csv, pd.DataFrame.from_records([row.csv_record() for row in rows]).to_csv(index=False))
+    write_text_atomic(csv, csv_text(pd.DataFrame.from_records([row.csv_record() for row in rows])))
     write_text_atomic(md, seed_spread_markdown(rows))
     write_text_atomic(tex, seed_spread_text(rows).latex(SEEDS_CAPTION))
     return [csv, md, tex]

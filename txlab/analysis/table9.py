@@ -11,6 +11,7 @@ import pandas as pd
 
 from txlab.analysis.figures import save_figure_with_points
 from txlab.errors import TxlabError
+from txlab.fileio import read_csv
 from txlab.style import REFERENCE_COLORS, themed
 
 
@@ -29,7 +30,9 @@ def table9_figure(table: Path, out: Path) -> list[Path]:
     path = Path(table)
     if not path.is_file():
         raise TxlabError(f"no speed table at {path}: run `txlab speed` first")
-    rows = pd.read_csv(path).sort_values("attn_len")
+    rows = read_csv(path, "run the `txlab speed` that wrote it again", ("model", "size", "device", "device_name"),
+                    ("attn_len", "slowdown", "flop_ratio", "xl_tokens_per_s", "vanilla_tokens_per_s", "threads", "batch_size"),
+                    ("paper_slowdown", "strided_tokens_per_s", "rolling_tokens_per_s", "stride")).sort_values("attn_len")
     first = rows.iloc[0]
     fig, (slow, rate) = plt.subplots(1, 2, figsize=(11, 4.8))
     slow.plot(rows["attn_len"], rows["flop_ratio"], ls=":", color=REFERENCE_COLORS["bound"], label="FLOP ratio (equal GFLOP/s on both sides)")

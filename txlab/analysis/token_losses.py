@@ -14,6 +14,7 @@ import pandas as pd
 
 from txlab.errors import TxlabError
 from txlab.fileio import write_atomic, write_text_atomic
+from txlab.tables import csv_text
 
 COLUMNS = ("member", "unit", "c", "target", "target_text", "loss", "placebo_loss")
 """The table's columns: the member's name in the group's tables; what a target is (token or word); the context
@@ -47,7 +48,7 @@ def token_loss_table(losses: np.ndarray, grid: Sequence[int], members: Sequence[
 def write_token_losses(table: pd.DataFrame, stem: Path) -> list[Path]:
     """``table`` as ``stem``.csv, and ``stem``.parquet where pyarrow is installed (pandas writes Parquet through it)."""
     stem = Path(stem)
-    written = [write_text_atomic(stem.with_suffix(".csv"), table.to_csv(index=False))]
+    written = [write_text_atomic(stem.with_suffix(".csv"), csv_text(table))]
     if importlib.util.find_spec("pyarrow") is not None:
         parquet = stem.with_suffix(".parquet")
         write_atomic(parquet, lambda fh: table.to_parquet(fh, index=False))

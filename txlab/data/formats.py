@@ -17,6 +17,7 @@ first-occurrence order (:class:`CodeCounter`), and :func:`fraction_bounds`.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import math
 import sys
@@ -54,20 +55,58 @@ def read_text_blocks(path: Path, block_chars: int | None = None, newline: str | 
     """The file's text in blocks of about ``block_chars`` characters (default :data:`BLOCK_CHARS`); ``newline`` as :func:`open` takes it ('' reads the
     text exactly, None translates line ends). With ``lines`` (what word rules need) each block ends at a line end (except
     the last), and a line longer than :data:`MAX_LINE_CHARS` is refused rather than read whole (a file of gigabytes
-    without a line end would not fit in memory); without, blocks of exactly ``block_chars`` (characters need no lines)."""
+    without a line end would not fit in memory); without, blocks of exactly ``block_chars`` (characters need no lines).
+
+    Every text file txlab reads (own text in every tokenizer and in words, the registry's corpora) is read here, so each
+    refuses the same way, in one line naming the file and what to do, before more than a block is read past the fault:
+    bytes that are not UTF-8 (named with their offset), a NUL character (a binary file: valid UTF-8, never text) and a file
+    that holds only a byte-order mark. A leading byte-order mark is an encoding mark some editors write, not text: dropped."""
     block_chars = block_chars or BLOCK_CHARS
+    read = 0  # characters read so far
+
+    def checked(piece: str) -> str:
+        nonlocal read
+        if "\0" in piece:
+            raise TxlabError(f"{path} holds a NUL character (character {read + piece.index(chr(0)):,}): it is a binary file, not text; "
+                             "give a UTF-8 text file")
+        read += len(piece)
+        return piece
+
     try:
-        with open(path, encoding="utf-8", newline=newline) as fh:
+        with open(path, encoding="utf-8-sig", newline=newline) as fh:
             while block := fh.read(block_chars):
-                pieces = [block]
+                pieces = [checked(block)]
                 while lines and not pieces[-1].endswith("\n") and (more := fh.readline(block_chars)):
-                    pieces.append(more)
+                    pieces.append(checked(more))
                     if len(pieces) * block_chars > block_chars + MAX_LINE_CHARS:
                         raise TxlabError(f"{path} has a line of more than {MAX_LINE_CHARS:,} characters, which txlab does not read whole: "
                                          "break the text into lines, or read it by characters (--tokenizer char) or a Hugging Face tokenizer")
                 yield "".join(pieces)
-    except UnicodeDecodeError as err:
-        raise TxlabError(f"{path} is not UTF-8 text (byte {err.object[err.start:err.start + 1]!r}: {err.reason})") from None
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    if not read and Path(path).stat().st_size:
+        raise TxlabError(f"{path} holds only a byte-order mark, no text: give it some text")
+
+
+def read_text(path: Path, lines: bool = True) -> str:
+    """The whole text of a file, read and checked as :func:`read_text_blocks` reads (a text held at once: words)."""
+    return "".join(read_text_blocks(path, lines=lines))
+
+
+def _not_utf8(path: Path) -> TxlabError:
+    """The refusal of a file that is not UTF-8, naming the first offending byte and its offset in the file (a text reader
+    knows only its position in a buffer, so the file is decoded again, in blocks, to find it)."""
+    decoder, offset, where = codecs.getincrementaldecoder("utf-8")(), 0, "at its end (a character cut short)"
+    with open(path, "rb") as fh:
+        while chunk := fh.read(BLOCK_CHARS):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as err:  # err.object: the bytes the decoder held back from the block before, then this block
+                at = offset - (len(err.object) - len(chunk)) + err.start
+                where = f"byte {err.object[err.start]:#04x} at offset {at:,} ({err.reason})"
+                break
+            offset += len(chunk)
+    return TxlabError(f"{path} is not UTF-8 text: {where}; convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or give another file")
 
 
 def words(block: str, markers: str) -> list[str]:
@@ -176,15 +215,8 @@ def _code_stream(spec: CorpusSpec, path: Path) -> Iterator[tuple[int, Iterator[n
         with _open_single(path) as (fh, n):
             yield n, (np.frombuffer(b, dtype=np.uint8) for b in iter(lambda: fh.read(BLOCK_CHARS), b""))
         return
-    n = 0
-    try:
-        with open(path, encoding="utf-8") as fh:  # a cheap pre-pass: the split needs the character count
-            while block := fh.read(BLOCK_CHARS):
-                n += len(block)
-    except UnicodeDecodeError as err:
-        raise TxlabError(f"{path} is not UTF-8 text ({err.reason})") from None
-    with open(path, encoding="utf-8") as fh:
-        yield n, (char_codes(t) for t in iter(lambda: fh.read(BLOCK_CHARS), ""))
+    n = sum(len(block) for block in read_text_blocks(path, newline=None, lines=False))  # a cheap pre-pass: the split needs the character count
+    yield n, (char_codes(block) for block in read_text_blocks(path, newline=None, lines=False))
 
 
 def _code_chunks(spec: CorpusSpec, path: Path, bar: Progress, drop_newlines: bool) -> Iterator[tuple[str, np.ndarray]]:

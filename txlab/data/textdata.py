@@ -42,7 +42,7 @@ import numpy as np
 
 from txlab.config import DataConfig
 from txlab.data.cache import COPY_TOKENS, Encoded, Entry, build_entry, cache_root, file_sha256, id_dtype, key_digest, occurring_ids, open_entry, valid_meta
-from txlab.data.formats import DEFAULT_SPLIT, fraction_bounds, words
+from txlab.data.formats import DEFAULT_SPLIT, fraction_bounds, read_text, read_text_blocks, words
 from txlab.data.registry import SPLITS, TEXT_CORPUS
 from txlab.data.tokenizers import (CharTokenizer, HfTokenizer, NotBlockwise, TokenizerSpec, WordTokenizer, hf_location, load_hf_tokenizer,
                                    parse_tokenizer, text_tokenizer)
@@ -55,10 +55,10 @@ SPLIT_FILES: dict[str, tuple[str, ...]] = {
     for split, names in (("train", ("train",)), ("valid", ("valid", "validation", "val")), ("test", ("test",)))
 }
 """File names a folder of splits is read from, per split; the first present wins."""
-TEXT_KEY_FORMAT = 1
-"""Part of own text's cache key: raise it when the encoding of own text changes."""
-ESTIMATE_BYTES = 1 << 20
-"""Bytes at the start of each text file that a plan's estimate of own text tokenises."""
+TEXT_KEY_FORMAT = 2
+"""Part of own text's cache key: raise it when the encoding of own text changes (2: a leading byte-order mark is dropped)."""
+ESTIMATE_CHARS = 1 << 20
+"""Characters at the start of each text file that a plan's estimate of own text tokenises (its first MiB, in ASCII)."""
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -341,10 +341,15 @@ def split_text(data: DataConfig, split: str) -> str:
     if split in sources.missing:
         raise TxlabError(f"{sources.path} has no {split} split: {sources.missing[split]}")
     if sources.fractions is None:
-        return sources.files[split].read_text(encoding="utf-8")
-    text = sources.files["all"].read_text(encoding="utf-8")
-    start, end = fraction_bounds(len(text), sources.fractions)[split]
-    return text[_next_word_start(text, start) : _next_word_start(text, end)]
+        text, share = read_text(sources.files[split]), ""
+    else:
+        whole = read_text(sources.files["all"])
+        start, end = fraction_bounds(len(whole), sources.fractions)[split]
+        text = whole[_next_word_start(whole, start) : _next_word_start(whole, end)]
+        share = f" (data.text_split gives it {sources.fractions[SPLITS.index(split)]:g} of {len(whole):,} characters)"
+    if not text.strip():  # str.strip's whitespace is the words' (txlab.measure.words.WORD)
+        raise TxlabError(f"the {split} split of {sources.path} holds no words{share}: give more text or a larger fraction")
+    return text
 
 
 def _next_word_start(text: str, i: int) -> int:
@@ -388,12 +393,10 @@ class TokenCounts:
 
 
 def _text_sample(path: Path, size: int) -> tuple[str, int]:
-    """The text in the file's first ``size`` bytes (cut at a character boundary, and before a word the cut would split:
-    a tokenizer of whole words would not know its start) and its length in bytes."""
-    with open(path, "rb") as fh:
-        raw = fh.read(size)
-    text = raw.decode("utf-8", errors="ignore")
-    if len(raw) == size and max(text.rfind(" "), text.rfind("\n")) > 0:
+    """The file's first ``size`` characters (cut before a word the cut would split: a tokenizer of whole words would not
+    know its start) and their length in bytes."""
+    text = next(read_text_blocks(path, size, lines=False), "")  # read as every text is: a file that is no text is refused at the plan
+    if len(text) == size and max(text.rfind(" "), text.rfind("\n")) > 0:
         text = text[: max(text.rfind(" "), text.rfind("\n"))]
     return text, len(text.encode("utf-8"))
 
@@ -416,7 +419,7 @@ def _measure_text(sources: TextSources, spec: TokenizerSpec) -> TokenCounts:
     per_part: dict[str, int] = {}
     rates, vocab_guesses = [], []
     for part, path in sources.files.items():
-        text, sampled = _text_sample(path, ESTIMATE_BYTES)
+        text, sampled = _text_sample(path, ESTIMATE_CHARS)
         if spec.kind == "hf":
             tokens = tokenizer.encode(text)
         else:

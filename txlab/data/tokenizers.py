@@ -446,7 +446,15 @@ class HfTokenizer:
             previous, current = current, following
 
     def encode_whole(self, path: Path, bar: Progress) -> Iterator[np.ndarray]:
-        text = "".join(read_text_blocks(path, lines=False))
+        blocks, n = [], 0
+        for block in read_text_blocks(path, lines=False):
+            n += len(block)
+            if n > MAX_LINE_CHARS:  # its tokens' offsets alone would take about 100 bytes a character
+                raise TxlabError(f"tokenizer hf:{self.source} merges tokens across whitespace, so {path} must be encoded at once, and it holds more "
+                                 f"than the {MAX_LINE_CHARS:,} characters txlab encodes at once: split it into smaller files, or use a tokenizer "
+                                 "that starts its tokens at whitespace")
+            blocks.append(block)
+        text = "".join(blocks)
         bar.update(len(text))
         yield np.asarray(self.encode(text, str(path)), dtype=np.int64)
 

@@ -60,6 +60,7 @@ from txlab.runs.checkpoint import Checkpoint, load_checkpoint
 from txlab.runs.evaluate import evaluation_context, read_in_chunks
 from txlab.runs.zoo import parameter_count
 from txlab.style import colors, sequential_cmap, themed
+from txlab.tables import csv_text
 from txlab.workspace import command_prefix, resolve
 
 PAPER_TERMS = ("a", "b", "d")
@@ -320,7 +321,7 @@ def _write_tables(target, attention, term_means, widest, sample, rows, stream, c
     if term_means:
         tables["figure7.csv"] = pd.concat([_distance_table(m, {"term": t}) for t, m in term_means.items()], ignore_index=True)
     for name, table in tables.items():
-        write_text_atomic(target / name, table.to_csv(index=False, float_format="%.6g"))
+        write_text_atomic(target / name, csv_text(table, float_format="%.6g"))
     return [target / name for name in tables]
 
 

@@ -399,17 +399,23 @@ def collect_losses(
 # Run directories: resumable collection, loading, groups
 
 
+SAMPLE_UNITS = ("token", "word", "character")
+"""What :func:`sample_blocks` may count: the unit a refusal speaks of, that of the stream the caller cut."""
+
+
 def sample_blocks(n_tokens: int, n_blocks: int, block_len: int, min_start: int, seed: int = 0, unit: str = "token") -> np.ndarray:
     """Starts (ascending) of ``n_blocks`` non-overlapping blocks of ``block_len`` targets in
-    [min_start, n_tokens): slots of block_len from min_start, drawn without replacement by seed. ``unit``: what
-    ``n_tokens`` counts ('token', or 'word' for a text in words), as a refusal says it."""
+    [min_start, n_tokens): slots of block_len from min_start, drawn without replacement by seed. ``n_tokens`` counts
+    ``unit`` (:data:`SAMPLE_UNITS`): the word path draws blocks of words, and its refusal must say words."""
+    if unit not in SAMPLE_UNITS:
+        raise ValueError(f"unit {unit!r} is none of {SAMPLE_UNITS}")
     n_slots = (n_tokens - min_start) // block_len
     if n_blocks < 1 or block_len < 1:
         raise TxlabError(f"need n_blocks >= 1 and block_len >= 1, got {n_blocks} and {block_len}")
     if n_blocks > n_slots:
         raise TxlabError(
             f"the split holds {n_tokens:,} {unit}s: room for only {max(n_slots, 0)} blocks of {block_len} target {unit}s "
-            f"after the first {min_start} (the longest context)"
+            f"after the first {min_start} {unit}s (the longest context)"
         )
     slots = np.random.default_rng(seed).choice(n_slots, size=n_blocks, replace=False)
     return min_start + np.sort(slots).astype(np.int64) * block_len

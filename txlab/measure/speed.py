@@ -81,7 +81,7 @@ from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.runs.capacity import check_fits
 from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, saved_config
 from txlab.runs.evaluate import evaluation_context
-from txlab.tables import markdown_table
+from txlab.tables import csv_cell, markdown_table
 from txlab.timing import PeakMemory, contention_note, cpu_model, cpu_snapshot, latency_percentiles, matmul_peak_gflops, median_seconds, others_cpu, timed_rounds
 from txlab.workspace import DEFAULT_HOME, home, resolve
 
@@ -866,5 +866,5 @@ def _write_csv(path: Path, result: SpeedTable) -> Path:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(lines[0]), lineterminator="\n")
     writer.writeheader()
-    writer.writerows(lines)
+    writer.writerows({key: csv_cell(value) for key, value in line.items()} for line in lines)
     return write_text_atomic(path, buffer.getvalue())

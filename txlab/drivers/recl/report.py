@@ -5,7 +5,6 @@ summary.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.groups import display_names
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
+from txlab.fileio import read_json
 from txlab.measure.collection import Collection
 from txlab.measure.words import WordGroup
 from txlab.presets import PRESETS
@@ -249,23 +249,43 @@ def seeds_figure(record: dict[str, Any], rows: Sequence[table8.SeedSpreadRow], o
                                            record_unit(record))
 
 
+RECORD_REMEDY = "run the `txlab recl` that wrote it again (--redraw draws from a group's complete folder of tables)"
+
+
 def _read_record(table_dir: Path) -> tuple[Path, dict[str, Any]]:
     """(the record file, its fields) of a group's folder of tables: recl.json, or a group over seeds' table8-seeds.json."""
-    for name in ("recl.json", f"{SEED_SUMMARY}.json"):
+    for name, keys in (("recl.json", {"rows": list}), (f"{SEED_SUMMARY}.json", {"rows": list, "train_seeds": list})):
         if (table_dir / name).is_file():
-            return table_dir / name, json.loads((table_dir / name).read_text(encoding="utf-8"))
+            return table_dir / name, read_json(table_dir / name, RECORD_REMEDY, keys)
     raise TxlabError(f"no recl.json or {SEED_SUMMARY}.json in {table_dir}: --redraw takes a group's folder of tables that txlab recl wrote")
+
+
+def _checked_folder(table_dir: Path) -> tuple[Path, dict[str, Any], dict[int, dict[str, Any]]]:
+    """(the record file, its fields, each training seed's recl.json fields) of a group's folder of tables, every table its
+    figures read checked (txlab.analysis.recl_figures.check_tables): what --redraw reads of every folder before it draws."""
+    from txlab.analysis import recl_figures
+
+    record_file, record = _read_record(table_dir)
+    if record_file.name == "recl.json":
+        recl_figures.check_tables(table_dir)
+        return record_file, record, {}
+    seeds = {}
+    for seed in record["train_seeds"]:
+        seeds[seed] = read_json(table_dir / f"seed-{seed}" / "recl.json", RECORD_REMEDY, {"rows": list})
+        recl_figures.check_tables(table_dir / f"seed-{seed}")
+    return record_file, record, seeds
 
 
 def redraw_groups(table_dirs: Sequence[Path], fig_dir: Path) -> list[Path]:
     """Draw scored groups' figures again from their folders of tables into ``fig_dir``/<group>/ (one training seed's
     group: ``fig_dir``/<group>/seed-<s>/; a group over seeds: its spread and every seed's figures): nothing trains or
     scores. The folders are drawn as one study: a model keeps one colour in every figure, by the study's order where
-    the records hold it, else by its first appearance over the folders in the order given."""
-    read = [(Path(d), *_read_record(Path(d))) for d in table_dirs]
-    order = list(dict.fromkeys(m for _, _, record in read for m in record.get("model_order") or member_names(record)))
+    the records hold it, else by its first appearance over the folders in the order given. Every folder is read and
+    checked before any figure is written, so a damaged one is refused naming its file and leaves no figures behind."""
+    read = [(Path(d), *_checked_folder(Path(d))) for d in table_dirs]
+    order = list(dict.fromkeys(m for _, _, record, _ in read for m in record.get("model_order") or member_names(record)))
     files = []
-    for table_dir, record_file, record in read:
+    for table_dir, record_file, record, seed_records in read:
         legend = figure_legend(record, order)
         if record_file.name == "recl.json":
             where = table_dir.resolve()
@@ -274,9 +294,8 @@ def redraw_groups(table_dirs: Sequence[Path], fig_dir: Path) -> list[Path]:
             continue
         rows = [table8.SeedSpreadRow.from_record(row) for row in record["rows"]]
         files += seeds_figure(record, rows, Path(fig_dir) / table_dir.name / SEED_SUMMARY, legend)
-        for seed in record["train_seeds"]:
+        for seed, seed_record in seed_records.items():
             seed_dir = table_dir / f"seed-{seed}"
-            seed_record = json.loads((seed_dir / "recl.json").read_text(encoding="utf-8"))
             files += draw_figures(seed_dir, Path(fig_dir) / table_dir.name / seed_dir.name, seed_record, legend=legend)
     return files
 

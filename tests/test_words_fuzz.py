@@ -1,0 +1,141 @@
+"""The word path over random text (issue 62): hypothesis draws Unicode text, whitespace of every kind and a tokenizer
+(txlab's characters and words, enwik8's bytes, a byte-level BPE) and checks what txlab.measure.words promises:
+
+- every kept word's span re-tokenises exactly: reading context + span again gives the kept tokens, and the tokens
+  after the context lie inside the span and spell the whole word;
+- coverage is the same whether a text's targets are read at once or in blocks, and a file read whole or in blocks
+  is the same text;
+- the words' span bytes sum to the text's bytes up to its last word;
+- nothing raises but the documented refusals (TxlabError).
+
+The default run tries a few examples of each (a few seconds); `pytest -m slow` tries many more."""
+
+import functools
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import some_text
+from txlab.data.formats import read_text, read_text_blocks, words
+from txlab.data.registry import EOS
+from txlab.data.tokenizers import CharTokenizer, WordTokenizer
+from txlab.data.vocab import Vocab
+from txlab.errors import TxlabError
+from txlab.measure.words import CorpusTokenizer, check_spaced, cut_words, member_cells, placebo_cells, text_encoder
+
+KINDS = ("char", "word", "byte", "bpe")
+WHITESPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2028\u2029\u202f\u3000"
+"""Python's whitespace, the exotic kinds included: what str.split() and the words' regex split on."""
+TEXT = st.lists(st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=6), st.text(WHITESPACE, min_size=1, max_size=3),
+                          st.sampled_from(["the", "of", "é", "日本", "🙂", "a-b", "x\u0301"])), min_size=1, max_size=40).map("".join)
+"""Random text: runs of any characters but surrogates (not UTF-8), of whitespace, and of common and composed words."""
+EXAMPLES = [pytest.param(25, id="few"), pytest.param(400, id="many", marks=pytest.mark.slow)]
+
+
+def fuzz(*strategies):
+    """The test of a property over examples drawn from ``strategies``: a few by default, many under ``-m slow``."""
+    def test(prop):
+        @pytest.mark.parametrize("examples", EXAMPLES)
+        def run(examples):
+            settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)(given(*strategies)(prop))()
+
+        run.__name__, run.__doc__ = prop.__name__, prop.__doc__
+        return run
+
+    return test
+
+
+@functools.cache
+def _bpe():
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=300, show_progress=False, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(some_text(500).splitlines(), trainer)
+    return tok
+
+
+def tokenizer(kind: str, text: str):
+    """A member's tokenizer of ``kind``; txlab's own with the vocabulary of the text's first half (so some symbols lack an id)."""
+    known = text[: len(text) // 2 + 1]
+    if kind == "char":
+        tok = CharTokenizer()
+        tok.vocab = Vocab.from_counts(Counter(known))
+    elif kind == "word":
+        tok = WordTokenizer()
+        tok.vocab = Vocab.from_counts(Counter(words(known, "eos")), specials=(EOS,))
+    elif kind == "byte":
+        tok = CorpusTokenizer("byte", Vocab([str(b) for b in range(256)]))
+    else:
+        tok = _bpe()
+    return tok
+
+
+def targets_and_grid(n_words: int) -> tuple[np.ndarray, tuple[int, ...]]:
+    grid = (1, 2) if n_words > 2 else (1,)
+    return np.arange(grid[-1], min(n_words, grid[-1] + 12), dtype=np.int64), grid
+
+
+@fuzz(TEXT, st.sampled_from(KINDS))
+def test_every_kept_words_span_retokenises_exactly(text, kind):
+    found = cut_words(text)
+    targets, grid = targets_and_grid(len(found))
+    if not len(targets):
+        return
+    encode = text_encoder(tokenizer(kind, text))
+    _, cells = member_cells(found, encode, targets, grid, None)
+    for (j, i), cell in cells.items():
+        w = int(targets[i])
+        lo, context_end = found.context(w, grid[j])
+        context, span = text[lo:context_end], text[slice(*found.span(w))]
+        again = encode([context + span])[0]
+        assert np.array_equal(again.ids, cell.ids)
+        starts, ends = again.starts[cell.first :], again.ends[cell.first :]
+        assert starts.min() >= len(context) and ends.max() <= len(context + span)
+        spelled = np.zeros(len(context + span), dtype=bool)
+        for s, e in zip(starts, ends):
+            spelled[s:e] = True
+        word_start = len(context) + int(found.starts[w]) - found.span(w)[0]
+        assert spelled[word_start:].all()  # every character of the word is in a token of the span
+
+
+@fuzz(TEXT, st.sampled_from(KINDS), st.integers(1, 5), st.integers(1, 7))
+def test_coverage_is_the_same_read_at_once_or_in_blocks_and_a_file_the_same_text(text, kind, block, block_chars):
+    found = cut_words(text)
+    targets, grid = targets_and_grid(len(found))
+    encode = text_encoder(tokenizer(kind, text))
+    whole = member_cells(found, encode, targets, grid, None)[0]
+    parts = [member_cells(found, encode, targets[k : k + block], grid, None)[0] for k in range(0, len(targets), block)]
+    assert np.array_equal(whole, np.concatenate(parts, axis=1) if parts else whole)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "text.txt"
+        path.write_bytes(text.encode("utf-8"))
+        try:
+            read = read_text(path)
+        except TxlabError as err:  # the documented refusals: a NUL character, a lone byte-order mark
+            assert "NUL character" in str(err) or "byte-order mark" in str(err)
+            return
+        assert read == text.removeprefix("\ufeff")
+        assert "".join(read_text_blocks(path, block_chars)) == read == "".join(read_text_blocks(path, block_chars, lines=False))
+
+
+@fuzz(TEXT, st.sampled_from(KINDS), st.integers(1, 4), st.integers(0, 30))
+def test_the_words_bytes_sum_to_the_texts_and_nothing_raises_but_a_refusal(text, kind, step, offset):
+    found = cut_words(text)
+    end = int(found.ends[-1]) if len(found) else 0
+    assert int(found.span_bytes(np.arange(len(found))).sum()) == len(text[:end].encode("utf-8"))
+    assert all(text[s:e] and not text[s:e].isspace() for s, e in zip(found.starts.tolist(), found.ends.tolist()))
+    grid = (1, 1 + step)
+    targets = np.arange(grid[-1], len(found), dtype=np.int64)[:8]
+    encode = text_encoder(tokenizer(kind, text))
+    try:
+        check_spaced(found)
+        member_cells(found, encode, targets, grid, 3)
+        placebo_cells(found, encode, targets, grid, offset, None)
+    except TxlabError:
+        pass
