@@ -23,10 +23,12 @@ from hypothesis import strategies as st
 from conftest import some_text
 from txlab.data.formats import read_text, read_text_blocks, words
 from txlab.data.registry import EOS
-from txlab.data.tokenizers import CharTokenizer, WordTokenizer
+from txlab.api import as_text_tokenizer
+from txlab.data.tokenizers import CharTokenizer, CorpusTokenizer, WordTokenizer
 from txlab.data.vocab import Vocab
+from txlab.data.words import check_spaced, cut_words
 from txlab.errors import TxlabError
-from txlab.measure.words import CorpusTokenizer, check_spaced, cut_words, member_cells, placebo_cells, text_encoder
+from txlab.measure.words import member_cells, placebo_cells
 
 KINDS = ("char", "word", "byte", "bpe")
 WHITESPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2028\u2029\u202f\u3000"
@@ -87,7 +89,7 @@ def test_every_kept_words_span_retokenises_exactly(text, kind):
     targets, grid = targets_and_grid(len(found))
     if not len(targets):
         return
-    encode = text_encoder(tokenizer(kind, text))
+    encode = as_text_tokenizer(tokenizer(kind, text)).offsets
     _, cells = member_cells(found, encode, targets, grid, None)
     for (j, i), cell in cells.items():
         w = int(targets[i])
@@ -108,7 +110,7 @@ def test_every_kept_words_span_retokenises_exactly(text, kind):
 def test_coverage_is_the_same_read_at_once_or_in_blocks_and_a_file_the_same_text(text, kind, block, block_chars):
     found = cut_words(text)
     targets, grid = targets_and_grid(len(found))
-    encode = text_encoder(tokenizer(kind, text))
+    encode = as_text_tokenizer(tokenizer(kind, text)).offsets
     whole = member_cells(found, encode, targets, grid, None)[0]
     parts = [member_cells(found, encode, targets[k : k + block], grid, None)[0] for k in range(0, len(targets), block)]
     assert np.array_equal(whole, np.concatenate(parts, axis=1) if parts else whole)
@@ -132,7 +134,7 @@ def test_the_words_bytes_sum_to_the_texts_and_nothing_raises_but_a_refusal(text,
     assert all(text[s:e] and not text[s:e].isspace() for s, e in zip(found.starts.tolist(), found.ends.tolist()))
     grid = (1, 1 + step)
     targets = np.arange(grid[-1], len(found), dtype=np.int64)[:8]
-    encode = text_encoder(tokenizer(kind, text))
+    encode = as_text_tokenizer(tokenizer(kind, text)).offsets
     try:
         check_spaced(found)
         member_cells(found, encode, targets, grid, 3)

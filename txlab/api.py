@@ -25,6 +25,7 @@ import numpy as np
 from txlab.analysis.recl import DEFAULT_RS, check_grid
 from txlab.analysis.table8 import Bootstrap, GroupTable, Table8Row, recl_rows
 from txlab.data.corpus import load_corpus, load_corpus_for_model
+from txlab.data.formats import read_text
 from txlab.data.textdata import text_data_config
 from txlab.data.tokenizers import CharTokenizer, CorpusTokenizer, HfTokenizer, WordTokenizer, load_hf_tokenizer, parse_tokenizer
 from txlab.errors import TxlabError
@@ -102,9 +103,7 @@ def text_content(text: str | Path) -> str:
     if not path.is_file():
         raise TxlabError(f"{path} is not a text file")
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise TxlabError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}): encode_text reads text files") from None
+        return read_text(path)  # refused as the commands refuse it: not UTF-8, NUL, a byte-order mark alone, a gigantic line
     except OSError as err:
         raise TxlabError(f"cannot read {path}: {err.strerror or err}") from None
 

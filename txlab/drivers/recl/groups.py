@@ -212,7 +212,8 @@ def default_group_name(members: Sequence[str], settings: ReclSettings) -> str:
         name = names.get(member, names.get(default_label(member)))
         return default_label(member) if name is None else re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
 
-    return "+".join(part(m) for m in members) + f"-{corpus_tag(settings)}"
+    # a leading dot would hide the group's folders (a member named ./.x): names begin with what they name
+    return "+".join(part(m) for m in members).lstrip(".") + f"-{corpus_tag(settings)}"
 
 
 def default_label(member: str) -> str:
