@@ -75,7 +75,7 @@ def test_the_wikitext_words_groups_documented_commands_find_their_committed_runs
     monkeypatch.chdir(wikitext_clone(tmp_path / "elsewhere" / "txlab"))
     # the plan estimates each member's tokens from the first MiB of each file, which was most of this test's time;
     # a smaller sample estimates alike, and the subject here is which runs the plan names
-    monkeypatch.setattr("txlab.data.textdata.ESTIMATE_BYTES", 1 << 14)
+    monkeypatch.setattr("txlab.data.textdata.ESTIMATE_CHARS", 1 << 14)
     for readme in sorted((ROOT / "results" / "recl").glob("recl-words-architectures-*/README.md")):
         [command] = re.findall(r"^    txlab (--home \. recl --study studies/recl-words\.yaml .*)$", readme.read_text(), re.MULTILINE)
         out = cli.ok(*command.split(), "--dry-run").output
