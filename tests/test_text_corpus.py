@@ -348,3 +348,19 @@ def test_train_and_data_info_on_own_text(tmp_path, text_file, cli):
     assert run.name == f"xl128m-tiny-text-verse-{sha}-char-3steps" and "trained to step 3: valid loss" in result.output and "bpc" in result.output
     saved = (run / "config.yaml").read_text()
     assert "corpus: text" in saved and f"text: {text_file}" in saved and "tokenizer: char" in saved
+
+
+def test_a_crlf_file_reads_the_same_in_words_as_for_the_character_tokenizer(tmp_path):
+    """Line ends are read as written on every path: the characters a group in words scores are the character tokenizer's
+    (a '\\r' kept in both), so the two cuts of one file agree for characters but for the word a cut falls in (the
+    words' cut moves to the next word's start), as docs/recl.md says."""
+    from txlab.data.textdata import split_text
+
+    path = tmp_path / "crlf.txt"
+    path.write_bytes("".join(f"line {i} has\tsome words\r\n" for i in range(400)).encode("utf-8"))
+    data = text_data_config(path, "char")
+    corpus = load_corpus(data, progress=False)
+    for split in SPLITS:
+        chars, words = corpus.to_text(np.asarray(corpus.split(split)).tolist()), split_text(data, split)
+        start = chars.index(words[:40])  # the words' split begins at the first word that starts in the characters' split
+        assert "\r" in words and start < len("line 123 has") and chars[start:] == words[: len(chars) - start]
