@@ -18,8 +18,9 @@ from txlab.cli import app
 from txlab.config import ModelConfig, RunConfig
 from txlab.drivers.speed import load_study
 from txlab.errors import TxlabError
-from txlab.measure.speed import (SPREAD_COLUMNS, Calls, MethodSpeed, SpeedRow, SpeedSettings, speed_table, strided_calls, strided_nll, time_rounds,
-                                 vanilla_calls, vanilla_nll, xl_calls, xl_context, xl_fill, xl_segment)
+from txlab.measure.rounds import Calls, time_rounds
+from txlab.measure.speed import (SPREAD_COLUMNS, MethodSpeed, SpeedRow, SpeedSettings, speed_table, strided_calls, strided_nll, vanilla_calls,
+                                 vanilla_nll, xl_calls, xl_context, xl_fill, xl_segment)
 from txlab.models.attention import RelativeSinusoidPositions, attention_mask, relative_distances, sinusoid
 from txlab.models.build import build_model
 from txlab.models.interface import Context
@@ -62,7 +63,7 @@ def stream(batch: int, length: int, seed: int = 0) -> torch.Tensor:
 
 
 def timed(calls: Calls, warmup: int, rounds: int):
-    """One method's :class:`~txlab.measure.speed.Timed` calls, in rounds with nothing else."""
+    """One method's :class:`~txlab.measure.rounds.Timed` calls, in rounds with nothing else."""
     return time_rounds({"only": calls}, warmup, rounds, torch.device("cpu"))["only"]
 
 
