@@ -172,31 +172,13 @@ def train(
     Ctrl-C save one before exiting. Under torchrun (`torchrun --nproc_per_node N -m txlab train ...`)
     each process trains its share of the streams with DistributedDataParallel.
     """
-    from txlab.devices import check_device
-    from txlab.fileio import check_not_held
-    from txlab.precision import check_precision
     from txlab.runs.plan import training_plan
-    from txlab.runs.train import check_run_dir
     from txlab.runs.train import train as train_run
-    from txlab.runs.zoo import run_config, train_run_dir
+    from txlab.runs.train import training_request
 
-    if device:
-        check_device(device)
-    cfg = run_config(preset, size, data or None, config or None,
-                     [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *([f"train.device={device}"] if device else []), *overrides],
-                     text=text, tokenizer=tokenizer)
-    check_device(cfg.train.device, "train.device")  # set by --set, --config or the preset: checked before the plan
-    check_precision(cfg.train.precision, cfg.train.device, cfg.model.family, "train.precision")
-    check_precision(cfg.eval.precision, cfg.train.device, cfg.model.family, "eval.precision")
-    from txlab.data.corpus import check_corpus_dir_applies
-
-    check_corpus_dir_applies(cfg.data.corpus, corpus_dir)
-    directory = Path(run_dir) if run_dir else train_run_dir(cfg)
     main_process = os.environ.get("RANK", "0") == "0"
-    if main_process:  # a training in progress there is the first thing to say, not what its records would need (--restart)
-        check_not_held(directory, "txlab train")
-    if not restart:  # before the plan, which would call another run's directory trained
-        check_run_dir(cfg, directory)
+    cfg, directory = training_request(preset, size, data or None, config or None, list(overrides), text=text, tokenizer=tokenizer, device=device,
+                                      corpus_dir=corpus_dir, run_dir=run_dir, restart=restart, main_process=main_process)
     if main_process:
         typer.echo(training_plan(cfg, directory, resume=not restart).describe())
     if dry_run:

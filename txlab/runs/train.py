@@ -50,11 +50,11 @@ from torch.nn.parallel import DistributedDataParallel
 from txlab.analysis.learned import RESTARTS_LOG, read_restarts
 from txlab.config import COMPUTE_SETTINGS, ModelConfig, RunConfig, TrainConfig, load_config, save_config, to_dict, to_yaml, update_dataclass
 from txlab.data.batching import batchify, iter_segments
-from txlab.data.corpus import Corpus, load_corpus
+from txlab.data.corpus import Corpus, check_corpus_dir_applies, load_corpus
 from txlab.data.diagnostics import flat_metrics, role_summary
 from txlab.devices import check_device
 from txlab.errors import TxlabError
-from txlab.fileio import append_line, hold_directory, read_metrics_log, write_text_atomic
+from txlab.fileio import append_line, check_not_held, hold_directory, read_metrics_log, write_text_atomic
 from txlab.models.build import build_model
 from txlab.models.interface import Context, LanguageModel
 from txlab.precision import autocast, check_precision, loss_scaler, matmul_precision
@@ -62,6 +62,7 @@ from txlab.progress import Progress
 from txlab.runs.capacity import check_fits
 from txlab.runs.checkpoint import Checkpoint, has_checkpoint, load_checkpoint, remove_unfinished_saves, save_checkpoint
 from txlab.runs.evaluate import evaluate, evaluation_context, metric_summary, segment_loss
+from txlab.runs.zoo import run_config, train_run_dir
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
@@ -139,6 +140,30 @@ def check_run_dir(cfg: RunConfig, run_dir: Path) -> None:
     if not has_checkpoint(run_dir) and metrics_file.is_file() and metrics_file.stat().st_size:
         raise TxlabError(f"{run_dir} holds a run's records (metrics.jsonl) but no checkpoint to resume from (committed results keep "
                          f"none): training would replace them; {way_out}")
+
+def training_request(preset: str, size: str, data: str | None, config: str | None, overrides: list[str], *, text: str = "",
+                     tokenizer: str = "", device: str = "", corpus_dir: str = "", run_dir: str = "", restart: bool = False,
+                     main_process: bool = True) -> tuple[RunConfig, Path]:
+    """What `txlab train` trains and where, resolved and checked before its plan: the configuration (``device`` and
+    ``corpus_dir`` as their settings), its device and precisions, that ``corpus_dir`` applies to its corpus, the run
+    directory (the recipe's unless named), that no other training holds it (checked first: a training in progress
+    there is what to say, not what its records would need) and, unless ``restart``, that it holds no run of another
+    configuration (:func:`check_run_dir`). ``main_process``: the process that checks the directory's lock."""
+    if device:
+        check_device(device)
+    sets = [*([f"data.corpus_dir={corpus_dir}"] if corpus_dir else []), *([f"train.device={device}"] if device else []), *overrides]
+    cfg = run_config(preset, size, data, config, sets, text=text, tokenizer=tokenizer)
+    check_device(cfg.train.device, "train.device")  # set by --set, --config or the preset
+    check_precision(cfg.train.precision, cfg.train.device, cfg.model.family, "train.precision")
+    check_precision(cfg.eval.precision, cfg.train.device, cfg.model.family, "eval.precision")
+    check_corpus_dir_applies(cfg.data.corpus, corpus_dir)
+    directory = Path(run_dir) if run_dir else train_run_dir(cfg)
+    if main_process:
+        check_not_held(directory, "txlab train")
+    if not restart:  # before the plan, which would call another run's directory trained
+        check_run_dir(cfg, directory)
+    return cfg, directory
+
 
 def resolve_for_corpus(cfg: RunConfig, corpus: Corpus) -> RunConfig:
     """Fill in the vocabulary size from the corpus and check the lengths make sense."""
