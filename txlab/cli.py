@@ -472,7 +472,8 @@ def recl(
     tokenizer: str = typer.Option(None, "--tokenizer", help="How --text becomes tokens: char, word or hf:PATH_OR_HUB_ID "
                                   "\\[default: the first hf: member's own tokenizer, else char]."),
     unit: str = typer.Option(None, "--unit", help="What context lengths and targets count: token (members share one tokenizer) or word (words of "
-                             "--text, shared by members with any tokenizers; give the grid in words, e.g. --set grid=2:40:2) "
+                             "--text, shared by members with any tokenizers; give the grid in words, e.g. --set grid=2:40:2; each member's "
+                             "table is kept in its run folder, so a rerun or a group with another member reads only what is new) "
                              "\\[default: the study's, else token]."),
     label: list[str] = typer.Option([], "--label", help="A member's display name, MEMBER=NAME, repeatable: --label hf:ckpt/gpt2=GPT-2 "
                                     "--label my-run=\"XL (ours)\". MEMBER as the group names it or as the table would (the preset, the "
