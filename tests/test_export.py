@@ -109,3 +109,28 @@ def test_an_export_is_staged_and_a_rerun_after_a_kill_completes(tmp_path, cli, m
     monkeypatch.undo()
     cli.ok("export", run, tmp_path / "out")  # not refused as 'not an empty folder'
     assert list(tmp_path.glob(".exporting-out.*")) == [] and (tmp_path / "out" / "txlab_export.json").is_file()
+
+
+def test_a_swapped_tokenizer_is_refused_in_words_as_in_tokens(tmp_path, cli, random_causal_lm):
+    """An export whose tokenizer files were replaced by another vocabulary's, and a checkpoint whose tokenizer has more
+    symbols than the model has outputs, are refused when loaded: by the API and by a group in words (#62)."""
+    import txlab
+
+    text = tmp_path / "my.txt"
+    text.write_text(some_text(1500))
+    cli.ok("export", own_text_run(tmp_path / "run", text, "char"), tmp_path / "out")
+    other = CharTokenizer()
+    (tmp_path / "other.txt").write_text(some_text(1500).upper())
+    other.count([tmp_path / "other.txt"])
+    other.as_hf().save_pretrained(tmp_path / "out")  # another vocabulary's tokenizer.json in the export
+    with pytest.raises(TxlabError, match="not the one `txlab export` wrote"):
+        txlab.load_model(f"hf:{tmp_path / 'out'}")
+    out = cli.refused("--home", tmp_path / "home", "recl", f"hf:{tmp_path / 'out'}", tmp_path / "run", "--text", text, "--unit", "word",
+                      "--set", "grid=1,2", "--set", "blocks=1", "--set", "block_len=5")
+    assert "not the one `txlab export` wrote" in out
+    small = random_causal_lm(tmp_path / "small", "gpt2", vocab=8)  # 8 outputs, and a tokenizer of the export's vocabulary (more symbols)
+    own = CharTokenizer()
+    own.count([text])
+    own.as_hf().save_pretrained(small)
+    with pytest.raises(TxlabError, match=f"has {len(own.vocab)} symbols, and the model outputs 8"):
+        txlab.load_model(f"hf:{small}")

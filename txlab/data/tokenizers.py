@@ -418,7 +418,12 @@ class HfTokenizer:
         if self.backend is None:
             raise TxlabError(f"tokenizer hf:{self.source} ({type(self.tokenizer).__name__}) gives no character offsets: scoring in words "
                              "needs a fast (Rust) Hugging Face tokenizer (a tokenizer.json), or txlab's char or word tokenizer")
-        return _backend_offsets(texts, self.backend)
+        try:
+            return _backend_offsets(texts, self.backend)
+        except Exception as err:  # `tokenizers` raises a bare Exception for a text it cannot encode (a vocabulary without <unk>)
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise TxlabError(f"tokenizer hf:{self.source} cannot encode the text ({reason}): a vocabulary without an unknown symbol reads "
+                             "only text made of its own symbols") from None
 
     def as_hf(self) -> Any:
         """The transformers tokenizer (what :meth:`VocabularyTokenizer.as_hf` gives for txlab's)."""

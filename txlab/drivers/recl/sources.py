@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from txlab.data.corpus import Corpus, load_corpus, split_text_of
+from txlab.data.tokenizers import load_hf_tokenizer
 from txlab.data.words import check_spaced, cut_words
 from txlab.drivers.recl.groups import Group, Member, group_data, word_text
 from txlab.drivers.recl.settings import ReclSettings
@@ -177,6 +178,9 @@ def group_source(group: Group, progress: bool) -> Source:
     the longest context."""
     resolved, c = group.resolved[group.seeds[0]], group.collection
     if c.unit == "word":
+        for m in resolved:  # a checkpoint's tokenizer is its own before any text is read with it
+            if m.source:
+                hf.check_tokenizer(m.source, load_hf_tokenizer(m.source), int(hf.saved_config(m.source).get("vocab_size") or 0))
         data = word_text(resolved, group.settings)
         words = cut_words(split_text_of(data, c.split, progress))
         check_spaced(words)
