@@ -36,7 +36,7 @@ import numpy as np
 
 from txlab.analysis import table8
 from txlab.data import synthetic
-from txlab.measure.words import cut_words
+from txlab.data.words import cut_words
 
 VARIANT, HORIZON, SEED = "synthetic-small-short", 16, 0
 SIZES = {"train": 600_000, "valid": 60_000, "test": 60_000}
@@ -100,7 +100,7 @@ def truth(group_dir: Path, rs: list[float]) -> None:
 
 def unigram_perplexity(targets: np.ndarray, train_text: str, scored_text: str) -> float:
     """Perplexity per word of a unigram of ``train_text``'s words (add-one over the words of both texts) on ``targets``,
-    word indices of ``scored_text`` (txlab.measure.words.cut_words), as recl.json's ``words`` holds them."""
+    word indices of ``scored_text`` (txlab.data.words.cut_words), as recl.json's ``words`` holds them."""
     train = train_text.split()
     scored = cut_words(scored_text)
     words = [scored.text[int(a) : int(b)] for a, b in zip(scored.starts, scored.ends)]

@@ -198,7 +198,7 @@ def test_the_ablation_table_in_latex_parses_as_booktabs():
 def test_in_words_the_tidy_table_names_each_target_word(tmp_path, cli, three_tokenizers, figure_files_only):  # noqa: F811 (the fixture imported above)
     from txlab.config import DataConfig
     from txlab.data.textdata import split_text
-    from txlab.measure.words import cut_words
+    from txlab.data.words import cut_words
 
     text, members = three_tokenizers
     cli.ok("--home", tmp_path, "recl", *members[:2], "--text", text, "--unit", "word", *WORD_GRID, "--set", "grid=1,2", "--name", "mixed",
