@@ -3,6 +3,8 @@ and on characters) scored on the words of one text, each with its own tokenizer,
 
 import dataclasses
 import json
+import re
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +37,7 @@ def three_tokenizers(tmp_path, untrained_run, hf_checkpoint):
 # figures drawn, not rendered (figure_files_only): test_recl_figures.py's redraw test renders Figures 3 and 4
 def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_path, cli, three_tokenizers, figure_files_only):
     text, members = three_tokenizers
-    out = cli.ok("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word", *GRID, "--name", "mixed",
+    out = cli.ok("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word", *GRID, "--name", "mixed", "--export-losses",
                  "--out-dir", tmp_path / "tables", "--fig-dir", tmp_path / "figures").output
     assert "unit word" in out and "words every member scores exactly" in out
     record = json.loads((tmp_path / "tables" / "mixed" / "recl.json").read_text())
@@ -47,19 +49,38 @@ def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_pa
     assert "Context lengths and targets are words" in (tmp_path / "tables" / "mixed" / "table8.md").read_text()
     assert (tmp_path / "figures" / "mixed" / "figure3.png").is_file()
 
-    # the table is group_word_losses on the valid split's text, member by member
+    # every loss by hand (test_words.py's hand computations, not the collection): each member tokenizes exactly the
+    # context's text and the span, reads them from a fresh start as it is evaluated, and sums its losses over the span
+    from test_words import hand_hf, hand_txlab
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+
+    from txlab.runs.checkpoint import load_checkpoint
+    from txlab.runs.evaluate import evaluation_context
+
     valid = split_text(DataConfig(corpus="text", text=str(text)), "valid")
-    models = [load_model(m, name=name) for m, name in zip(members, ("bpe", "word-run", "char-run"))]  # in memory: home None below
-    table = W.group_word_losses([dataclasses.replace(m, home=None) for m in models], valid,
-                                Collection("valid", (1, 2, 4), 2, 10, placebo=True, unit="word"))
-    ppl = np.array([words["members"][name]["word_perplexity"] for name in table.members])
-    np.testing.assert_allclose(ppl, table.word_perplexity(), rtol=1e-6)
-    assert np.all(np.isfinite([words["members"][name]["byte_perplexity"] for name in table.members]))
-    assert [words["members"][name]["covered"] for name in table.members] == list(table.covered.values())
+    bounds = [m.span() for m in re.finditer(r"\S+", valid)]  # the words: runs of non-whitespace
+    bpe = dataclasses.make_dataclass("Bpe", ["causal_lm"])(AutoModelForCausalLM.from_pretrained(members[0][3:]).eval())
+    readers = {"bpe": partial(hand_hf, bpe, Tokenizer.from_file(str(Path(members[0][3:]) / "tokenizer.json")))}
+    for name, run in zip(("word-run", "char-run"), members[1:]):
+        ckpt = load_checkpoint(run)
+        tgt_len, context = evaluation_context(ckpt.config.model, ckpt.config.eval)
+        ckpt.model.eval().set_context(context)
+        readers[name] = partial(hand_txlab, ckpt.model, load_model(run).reading_text().tokenizer, tgt_len=tgt_len)
+    losses = pd.read_csv(tmp_path / "tables" / "mixed" / "losses.csv", keep_default_na=False, na_values=[""])
+    assert set(losses["unit"]) == {"word"} and len(losses) == 3 * 3 * record["n_targets"]
+    for row in losses.iloc[::4].itertuples():
+        w, c = row.target, row.c
+        context, span = valid[bounds[w - c][0] : bounds[w - 1][1]], valid[bounds[w - 1][1] : bounds[w][1]]
+        assert row.target_text == valid[slice(*bounds[w])]
+        assert row.loss == pytest.approx(readers[row.member](context, span), abs=1e-4)
+    for name, own in losses.groupby("member"):  # perplexity per word: exp of the mean loss of the shared targets at each c
+        np.testing.assert_allclose(np.exp(own.groupby("c")["loss"].mean()), words["members"][name]["word_perplexity"], rtol=1e-6)
+    assert np.all(np.isfinite([member["byte_perplexity"] for member in words["members"].values()]))
 
     # Figure 4 in words: perplexity per word and, beside it, per byte, not bits per character (the group reads --text)
     fig4 = pd.read_csv(tmp_path / "tables" / "mixed" / "figure4.csv")
-    for name in table.members:
+    for name in words["members"]:
         own = fig4[fig4["model"] == name].sort_values("c")
         np.testing.assert_allclose(own["ppl"], words["members"][name]["word_perplexity"], rtol=1e-6)
         np.testing.assert_allclose(own["ppl_byte"], words["members"][name]["byte_perplexity"], rtol=1e-6)

@@ -494,3 +494,63 @@ def test_a_registry_run_reads_its_corpus_recovered_text_as_the_corpus_tokens_it(
     assert encoding.unknown.sum() == (tokens == tok.vocab.unk_id).sum() if tok.vocab.unk else not encoding.unknown.any()
     if corpus == "enwik8":
         assert "\u6771\u4eac" in text and len(text.encode("utf-8")) == len(tokens)
+
+
+# --------------------------------------------------------------------------------------------------
+# Pinned: what an audit's mutants of the word path changed without failing a test
+
+
+def test_the_default_far_span_is_half_the_text_on():
+    tok = txlab_tokenizer("char")
+    model = txlab_model(len(tok.vocab))  # reads its far span: it lies within its memory
+    n = len(cut_words(TEXT))
+    default = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True)
+    half = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True, offset=n // 2)
+    quarter = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True, offset=n // 4)
+    assert np.array_equal(default.placebo, half.placebo)
+    assert np.abs(default.placebo.astype(np.float64) - quarter.placebo).max() > 1e-3  # the model tells the two far spans apart
+
+
+def test_a_tokenizer_that_adds_a_bos_token_scores_the_same_words():
+    """The member's own special tokens are never added to what it reads (the text's tokens only)."""
+    plain = metaspace_bpe()
+    with_bos = metaspace_bpe()
+    with_bos.add_special_tokens(["<s>"])
+    with_bos.post_processor = tokenizers.processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", with_bos.token_to_id("<s>"))])
+    assert with_bos.encode("the cat").ids[0] == with_bos.token_to_id("<s>")  # as the tokenizer writes a text by default
+    model = hf_model(with_bos.get_vocab_size(), "llama")
+    tables = [group([member("m", model, tok)], TEXT, GRID, n_blocks=1, block_len=10) for tok in (plain, with_bos)]
+    np.testing.assert_array_equal(tables[0].losses, tables[1].losses)
+
+
+def kept_table(name: str, losses: np.ndarray, placebo: np.ndarray | None = None) -> W.WordLosses:
+    """A member's table in words made by hand: ``losses`` [G, N] with NaN where it does not cover a word."""
+    grid, n = (1, 2), losses.shape[1]
+    return W.WordLosses(name, grid, np.arange(10, 10 + n), n // 2, losses.astype(np.float32), np.zeros(losses.shape, dtype=bool), "naive",
+                        None, {}, None, None if placebo is None else placebo.astype(np.float32))
+
+
+def test_a_group_keeps_the_first_words_every_member_covers_in_each_block_and_needs_their_placebo_cells():
+    text = W.WordText(cut_words(" ".join(f"w{i}" for i in range(40))))
+    collection = Collection("valid", (1, 2), 2, 4, placebo=True, unit="word")  # 2 blocks of 4 drawn words: words 10..17
+    a = np.array([[1, np.nan, 3, 4, 5, 6, 7, 8]] * 2, dtype=float)
+    b = np.array([[1, 2, 3, 4, 5, 6, 7, 8]] * 2, dtype=float)
+    placebo_a, placebo_b = np.ones((1, 8)), np.ones((1, 8))
+    placebo_b[0, 4] = np.nan  # b cannot read the placebo of the second block's first word
+    grouped = W.word_group([kept_table("a", a, placebo_a), kept_table("b", b, placebo_b)], text, collection)
+    # block 1 shares words 10, 12, 13; block 2 shares 15, 16, 17: three each, the first three
+    assert grouped.targets.tolist() == [10, 12, 13, 15, 16, 17] and grouped.block_len == 3
+    assert grouped.covered == {"a": 7, "b": 7} and grouped.shared == 6
+    np.testing.assert_array_equal(grouped.losses[1, 0], [1, 3, 4, 6, 7, 8])
+    fewer = W.word_group([kept_table("a", a, placebo_a), kept_table("b", b, np.where(np.arange(8) == 6, np.nan, placebo_b))], text, collection)
+    assert fewer.targets.tolist() == [10, 12, 15, 17] and fewer.block_len == 2  # the second block keeps 2 (15, 17): so does the first
+
+
+def test_a_word_whose_span_is_exactly_the_window_is_covered_and_one_token_longer_is_not():
+    tok = txlab_tokenizer("char")
+    window = hf_model(len(tok.vocab), positions=12).max_context  # the span's first token is predicted from the context's last
+    text = "ab cd " * 20 + "x" * (window - 1) + " ab cd " + "y" * window + " ab cd " * 10
+    words = cut_words(text)
+    fits, longer = text.split().index("x" * (window - 1)), text.split().index("y" * window)  # spans of 12 and 13 characters
+    covered, _ = W.member_cells(words, as_text_tokenizer(tok).offsets, np.array([fits, longer]), (1, 2), window)
+    assert covered[:, 0].all() and not covered[:, 1].any()
