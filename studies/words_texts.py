@@ -1,16 +1,22 @@
 """The texts of the RECL-in-words studies (studies/recl-words.yaml), made offline, and the truth of the synthetic one.
 
-``synthetic OUT``: the synthetic-small-short language with its longest copy moved to 16 tokens back (copies 8..15
-tokens back), written one word per token, separated by single spaces, into ``OUT/{train,valid,test}.txt``, so word w
-of a split is token w of the split and the ideal model's losses (its ground truth) are losses in words; and a
-byte-level BPE of 1,000 symbols trained on its train split into ``OUT/bpe``.
+``synthetic OUT [--min-distance D]``: the synthetic-small-short language with its longest copy moved to 16 tokens back
+(copies D..15 tokens back, D = 8 as the variant has it), written one word per token, separated by single spaces, into
+``OUT/{train,valid,test}.txt``, so word w of a split is token w of the split and the ideal model's losses (its ground
+truth) are losses in words; and a byte-level BPE of 1,000 symbols trained on its train split into ``OUT/bpe``. With
+``--min-distance 5`` (the shortest a fact of 4 values allows) copies sit at every distance up to the horizon, so no
+step of a grid from 4 words up to it leaves the ideal model without gain: its RECL is the horizon at every r
+(``truth-grid``).
 
 ``wikitext OUT --source DIR``: the WikiText-2 sample (its test.txt as the train split, its valid.txt as valid), and
 two BPEs trained on the train split: a byte-level one of 2,000 symbols (GPT-2's kind) into ``OUT/bpe-bytes`` and a
 SentencePiece-style (Metaspace) one of 1,500 into ``OUT/bpe-metaspace`` (Llama's kind).
 
-``truth GROUP_DIR``: the ideal model's RECL in words on a synthetic group's shared targets (its recl.json), beside
-each member's.
+``truth GROUP_DIR [--min-distance D]``: the ideal model's RECL in words on a synthetic group's shared targets (its
+recl.json), beside each member's.
+
+``truth-grid --grid G [--min-distance D]``: the ideal model's RECL in words at r 0.1, 0.5 and 1, and its step gains, on
+the blocks a profile of 8 x 250 words draws on the valid split: where a grid puts the truth, before any model trains.
 
 ``unigram GROUP_DIR --text DIR``: the baseline a member of the WikiText group must beat for its RECL to be read: a
 unigram model of words counted on DIR/train.txt (add-one over the words of train and the scored split), its perplexity
@@ -29,22 +35,32 @@ the unigram.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
 
-from txlab.analysis import table8
+from txlab.analysis import recl, table8
 from txlab.data import synthetic
 from txlab.data.words import cut_words
+from txlab.measure.collection import parse_grid
+from txlab.measure.losses import sample_blocks
 
 VARIANT, HORIZON, SEED = "synthetic-small-short", 16, 0
+MIN_DISTANCE = 8
+"""The shortest copy distance of the variant: copies 8..15 back (the first texts). 5 puts copies at every distance."""
 SIZES = {"train": 600_000, "valid": 60_000, "test": 60_000}
 """Words per split: the train split is what each member trains on (3,117,000 characters)."""
 
 
-def synthetic_text(out: Path) -> None:
-    spec = synthetic.get_spec(VARIANT, HORIZON)
+def synthetic_spec(min_distance: int = MIN_DISTANCE) -> synthetic.SyntheticSpec:
+    """The rendered text's language: the variant with its horizon at :data:`HORIZON`, copies ``min_distance`` and more back."""
+    return dataclasses.replace(synthetic.get_spec(VARIANT, HORIZON), min_distance=min_distance)
+
+
+def synthetic_text(out: Path, min_distance: int = MIN_DISTANCE) -> None:
+    spec = synthetic_spec(min_distance)
     words = spec.symbols()
     out.mkdir(parents=True, exist_ok=True)
     for split, n in SIZES.items():
@@ -83,15 +99,31 @@ def train_bpe(text: Path, folder: Path, vocab_size: int, byte_level: bool) -> No
     transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=special[0] if special else None).save_pretrained(folder)
 
 
-def truth(group_dir: Path, rs: list[float]) -> None:
+def ideal_readings(grid: tuple[int, ...], targets: np.ndarray, rs: list[float], min_distance: int = MIN_DISTANCE,
+                   split: str = "valid") -> tuple[list[table8.Table8Row], np.ndarray]:
+    """The ideal model's Table 8 rows on ``targets`` (word indices of the split), and its losses [G, T]."""
+    ideal = synthetic.generate(synthetic_spec(min_distance), SIZES[split], SEED, split=split)
+    losses = np.stack([ideal.oracle_loss(c)[targets] for c in grid])  # [G, T]
+    return table8.recl_rows(table8.GroupTable(losses[None], grid, ["ideal"]), rs=rs), losses
+
+
+def truth_grid(grid: tuple[int, ...], rs: list[float], min_distance: int) -> None:
+    """Where ``grid`` puts the truth: the ideal model's RECL and step gains on the blocks a profile of 8 x 250 words
+    draws (txlab.measure.losses.sample_blocks, seed 0), before any model trains."""
+    starts = sample_blocks(SIZES["valid"], 8, 250, grid[-1], 0, unit="word")
+    rows, losses = ideal_readings(grid, (starts[:, None] + np.arange(250)).reshape(-1), rs, min_distance)
+    table = recl.prepare_table(losses[None], grid, ["ideal"])
+    for row in rows:
+        gains = ", ".join(f"{g:.2f}" for g in recl.step_gains(table, row.r)[0])
+        print(f"r {row.r:g}: ideal RECL {row.cell()}; step gains {gains}")
+
+
+def truth(group_dir: Path, rs: list[float], min_distance: int = MIN_DISTANCE) -> None:
     """The ideal model's RECL in words on the group's shared targets, beside the members' (recl.json)."""
     record = json.loads((group_dir / "recl.json").read_text())
     split = record["settings"]["split"]
-    ideal = synthetic.generate(synthetic.get_spec(VARIANT, HORIZON), SIZES[split], SEED, split=split)
     targets = np.asarray(record["words"]["targets"])
-    grid = tuple(record["grid"])
-    losses = np.stack([ideal.oracle_loss(c)[targets] for c in grid])[None]  # [1, G, W]
-    rows = table8.recl_rows(table8.GroupTable(losses, grid, ["ideal"]), rs=rs)
+    rows, _ = ideal_readings(tuple(record["grid"]), targets, rs, min_distance, split)
     print(f"ideal model on the {len(targets):,} shared words: " + ", ".join(f"r {row.r:g}: {row.cell()}" for row in rows))
     for row in record["rows"]:
         placebo = f", placebo-aware {row['placebo_label']}" if "placebo_label" in row else ""
@@ -128,23 +160,32 @@ def unigram(group_dir: Path, text: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("synthetic", help="the synthetic text rendered as words, and its BPE").add_argument("out", type=Path)
+    text = commands.add_parser("synthetic", help="the synthetic text rendered as words, and its BPE")
+    text.add_argument("out", type=Path)
+    text.add_argument("--min-distance", type=int, default=MIN_DISTANCE)
     wiki = commands.add_parser("wikitext", help="the WikiText-2 sample as splits, and two BPEs")
     wiki.add_argument("out", type=Path)
     wiki.add_argument("--source", type=Path, default=Path("studies/data/wikitext-2-sample"))
-    commands.add_parser("truth", help="the ideal RECL in words on a synthetic group's targets").add_argument("group_dir", type=Path)
+    ideal = commands.add_parser("truth", help="the ideal RECL in words on a synthetic group's targets")
+    ideal.add_argument("group_dir", type=Path)
+    ideal.add_argument("--min-distance", type=int, default=MIN_DISTANCE)
+    where = commands.add_parser("truth-grid", help="the ideal RECL on a grid, before any run")
+    where.add_argument("--grid", required=True, help="start:stop:step or a comma-separated list, as txlab recl takes it")
+    where.add_argument("--min-distance", type=int, default=MIN_DISTANCE)
     uni = commands.add_parser("unigram", help="a unigram's perplexity per word on a group's targets, beside the members'")
     uni.add_argument("group_dir", type=Path)
     uni.add_argument("--text", type=Path, required=True)
     args = parser.parse_args()
     if args.command == "synthetic":
-        synthetic_text(args.out)
+        synthetic_text(args.out, args.min_distance)
     elif args.command == "wikitext":
         wikitext_text(args.out, args.source)
     elif args.command == "unigram":
         unigram(args.group_dir, args.text)
+    elif args.command == "truth-grid":
+        truth_grid(parse_grid(args.grid), [0.1, 0.5, 1.0], args.min_distance)
     else:
-        truth(args.group_dir, [0.1, 0.5, 1.0])
+        truth(args.group_dir, [0.1, 0.5, 1.0], args.min_distance)
 
 
 if __name__ == "__main__":

@@ -255,3 +255,28 @@ def test_a_word_collection_killed_resumes_to_the_bytes_of_an_uninterrupted_run(t
     now = word_tables(tmp_path)
     finished = [f for f in kept if f.suffix == ".npy" and (f.parent / f"block-{f.stem.split('-')[1]}.npy") in kept]
     assert finished and {f: now[f] for f in finished} == {f: kept[f] for f in finished}  # a finished block is never computed again
+
+
+def test_the_declared_synthetic_words_text_puts_the_truth_at_its_horizon_at_every_r():
+    """studies/recl-words.yaml's cpu-synthetic-every, declared before its runs: copies at every distance 5..15, so on its
+    grid the ideal model reads the horizon, 16, at every r, every step below 16 gaining; cpu-synthetic's text (copies
+    8..15) reads 6 at r 0.1, its step 6 -> 8 gaining nothing: the walk's artefact the new text removes."""
+    import importlib.util
+
+    from txlab.analysis import recl
+    from txlab.drivers.recl.settings import load_study
+    from txlab.measure.losses import sample_blocks
+
+    spec = importlib.util.spec_from_file_location("words_texts", Path(__file__).parents[1] / "studies" / "words_texts.py")
+    texts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(texts)
+    study = load_study(Path(__file__).parents[1] / "studies" / "recl-words.yaml", "cpu-synthetic-every").settings
+    grid = Collection("valid", tuple(range(4, 33, 2)), study.blocks, study.block_len).grid
+    assert study.grid == "4:32:2" and study.train_seeds == [0, 1, 2] and "train.max_steps=6000" in study.sets
+    starts = sample_blocks(texts.SIZES["valid"], study.blocks, study.block_len, grid[-1], study.seed, unit="word")
+    targets = (starts[:, None] + np.arange(study.block_len)).reshape(-1)
+    for min_distance, expected in ((5, ["16", "16", "16"]), (8, ["6", "16", "16"])):
+        rows, losses = texts.ideal_readings(grid, targets, [0.1, 0.5, 1.0], min_distance)
+        assert [row.cell() for row in rows] == expected
+    gains = recl.step_gains(recl.prepare_table(texts.ideal_readings(grid, targets, [1.0], 5)[1][None], grid, ["ideal"]), 1.0)[0]
+    assert np.all(gains[: grid.index(16)] > 0.05) and np.all(gains[grid.index(16) :] == 0)

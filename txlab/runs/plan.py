@@ -83,8 +83,8 @@ class Plan:
         elif self.gflops is None:
             lines = ["estimated time: unknown (the device cannot be measured on this machine)"]
         elif self.flops is None:
-            lines = ["estimated time: unknown (a vocabulary or split size is not known before the corpus is read, or losses in words: "
-                     "their tokens depend on each member's tokenizer)"]
+            lines = ["estimated time: unknown (a vocabulary or split size is not known before the corpus is read, or in words a member's "
+                     "tokens per word before it is trained)"]
         else:
             fixed = f", and {format_seconds(self.budget_s + self.startup_s)} of start-up, per-model overheads and timing budgets"
             lines = [f"estimated time: {format_seconds(self.seconds)} ({format_count(self.flops)}FLOP at {COMPUTE_EFFICIENCY:.0%} "

@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from txlab.data.tokenizers import load_hf_tokenizer
+from txlab.data.registry import EOS, TEXT_CORPUS
+from txlab.data.tokenizers import load_hf_tokenizer, parse_tokenizer, text_tokenizer
+from txlab.data.vocab import Vocab
 from txlab.drivers.recl.groups import Group, Member, resolve_group
 from txlab.drivers.recl.report import SEED_SUMMARY
 from txlab.drivers.recl.sources import Source, WordSource
@@ -56,15 +58,21 @@ def collection_flops(member: Member, collection: Collection, collected: Collecte
 
 def tokens_per_word(member: Member, source: WordSource) -> float | None:
     """The member's tokens per word on the words it reads (each drawn block with its longest context), from one
-    tokenization of them; None for a preset member not trained yet (its tokenizer is made as it trains)."""
+    tokenization of them by its tokenizer: a checkpoint's, a trained run's, or the one a preset's recipe will train on
+    own text with (an hf: tokenizer as it is; characters and words counted by their rule, whatever the vocabulary).
+    None for a preset not trained yet on a registry corpus."""
+    words, c = source.text.words, source.collection
+    spans = [words.text[int(words.starts[s - c.grid[-1]]) : int(words.ends[s + c.block_len - 1])] for s in source.text.draw(c).tolist()]
     if member.source:
         tokenizer = load_hf_tokenizer(member.source)
     elif has_checkpoint(member.run_dir):
         tokenizer = run_tokenizer(member.run_dir)
+    elif member.config.data.corpus == TEXT_CORPUS:
+        tokenizer = text_tokenizer(parse_tokenizer(member.config.data.tokenizer))
+        if tokenizer.kind != "hf":  # a vocabulary of the spans' own symbols: every character, or every word, is one token
+            tokenizer.vocab = Vocab(sorted(set("".join(spans))) if tokenizer.kind == "char" else [EOS, *sorted({w for s in spans for w in s.split()} - {EOS})])
     else:
         return None
-    words, c = source.text.words, source.collection
-    spans = [words.text[int(words.starts[s - c.grid[-1]]) : int(words.ends[s + c.block_len - 1])] for s in source.text.draw(c).tolist()]
     n_words = len(spans) * (c.grid[-1] + c.block_len)
     return sum(len(encoding.ids) for encoding in tokenizer.offsets(spans)) / n_words
 
@@ -133,9 +141,10 @@ def _plan_members(plan: Plan, members: Sequence[Member], group: Group, source: S
         on_disk = {m.label: Collected(*collected_word_blocks(m.run_dir, source.text, c)) for m in left}
         flops = [None if per_word[m.label] is None else collection_flops(m, c, on_disk[m.label], per_word[m.label]) for m in left]
         known = {label: tau for label, tau in per_word.items() if tau is not None}
+        unknown = [label for label, tau in per_word.items() if tau is None]
         reading = (f"{c.token_steps() / 1e6:.2f}M word-steps each{', ' + format(c.placebo_token_steps() / 1e6, '.2f') + 'M more for the placebo (one window per (c, w))' if c.placebo else ''}, "
-                   "times each member's tokens per word (" + ", ".join(f"{label} {tau:.2f}" for label, tau in known.items())
-                   + (", the untrained members' once trained" if len(known) < len(left) else "") + ")")
+                   "times each member's tokens per word (" + "; ".join([*(f"{label} {tau:.2f}" for label, tau in known.items()),
+                                                                     *([f"{', '.join(unknown)}: known once trained"] if unknown else [])]) + ")")
         what = f"in words of {len(members)} models on {c.blocks} blocks x {c.block_len} words of {c.split} at contexts {grid[0]}..{grid[-1]} words"
     else:
         stream = None if source is None else source.sha256  # its token stream, where the corpus is read
