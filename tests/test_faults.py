@@ -750,6 +750,16 @@ def test_redraw_checks_every_folder_before_drawing_and_refuses_a_damaged_one_nam
     assert not (tmp_path / "figures").exists()  # the good folder's figures neither
 
 
+def test_redraw_refuses_a_group_over_seeds_whose_rows_lack_a_key(tmp_path):
+    group = next((Path(__file__).resolve().parents[1] / "results" / "recl").glob("*/table8-seeds.json")).parent
+    bad = shutil.copytree(group, tmp_path / "bad")
+    record = json.loads((bad / "table8-seeds.json").read_text())
+    del record["rows"][0]["recl"]
+    (bad / "table8-seeds.json").write_text(json.dumps(record))
+    line = fails_cleanly(["recl", "--redraw", str(bad), "--fig-dir", str(tmp_path / "figures")])
+    assert "table8-seeds.json is damaged (a row of it: KeyError 'recl')" in line and not (tmp_path / "figures").exists()
+
+
 def test_speed_redraw_refuses_a_damaged_table_naming_it(tmp_path):
     table = tmp_path / "table9-cpu.csv"
     rows = (Path(__file__).resolve().parents[1] / "results" / "speed" / "table9-cpu.csv").read_text().splitlines()

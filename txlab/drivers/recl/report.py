@@ -260,20 +260,25 @@ def _read_record(table_dir: Path) -> tuple[Path, dict[str, Any]]:
     raise TxlabError(f"no recl.json or {SEED_SUMMARY}.json in {table_dir}: --redraw takes a group's folder of tables that txlab recl wrote")
 
 
-def _checked_folder(table_dir: Path) -> tuple[Path, dict[str, Any], dict[int, dict[str, Any]]]:
-    """(the record file, its fields, each training seed's recl.json fields) of a group's folder of tables, every table its
-    figures read checked (txlab.analysis.recl_figures.check_tables): what --redraw reads of every folder before it draws."""
+def _checked_folder(table_dir: Path) -> tuple[Path, dict[str, Any], dict[int, dict[str, Any]], list[table8.SeedSpreadRow]]:
+    """(the record file, its fields, each training seed's recl.json fields, a group over seeds' rows) of a group's folder
+    of tables, every table its figures read checked (txlab.analysis.recl_figures.check_tables): what --redraw reads of
+    every folder before it draws."""
     from txlab.analysis import recl_figures
 
     record_file, record = _read_record(table_dir)
     if record_file.name == "recl.json":
         recl_figures.check_tables(table_dir)
-        return record_file, record, {}
+        return record_file, record, {}, []
+    try:
+        rows = [table8.SeedSpreadRow.from_record(row) for row in record["rows"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as err:  # a row without a key, or a key holding another type
+        raise TxlabError(f"{record_file} is damaged (a row of it: {type(err).__name__} {err}); {RECORD_REMEDY}") from None
     seeds = {}
     for seed in record["train_seeds"]:
         seeds[seed] = read_json(table_dir / f"seed-{seed}" / "recl.json", RECORD_REMEDY, {"rows": list})
         recl_figures.check_tables(table_dir / f"seed-{seed}")
-    return record_file, record, seeds
+    return record_file, record, seeds, rows
 
 
 def redraw_groups(table_dirs: Sequence[Path], fig_dir: Path) -> list[Path]:
@@ -283,16 +288,15 @@ def redraw_groups(table_dirs: Sequence[Path], fig_dir: Path) -> list[Path]:
     the records hold it, else by its first appearance over the folders in the order given. Every folder is read and
     checked before any figure is written, so a damaged one is refused naming its file and leaves no figures behind."""
     read = [(Path(d), *_checked_folder(Path(d))) for d in table_dirs]
-    order = list(dict.fromkeys(m for _, _, record, _ in read for m in record.get("model_order") or member_names(record)))
+    order = list(dict.fromkeys(m for _, _, record, _, _ in read for m in record.get("model_order") or member_names(record)))
     files = []
-    for table_dir, record_file, record, seed_records in read:
+    for table_dir, record_file, record, seed_records, rows in read:
         legend = figure_legend(record, order)
         if record_file.name == "recl.json":
             where = table_dir.resolve()
             folder = Path(where.parent.name, where.name) if "train_seed" in record else Path(table_dir.name)
             files += draw_figures(table_dir, Path(fig_dir) / folder, record, legend=legend)
             continue
-        rows = [table8.SeedSpreadRow.from_record(row) for row in record["rows"]]
         files += seeds_figure(record, rows, Path(fig_dir) / table_dir.name / SEED_SUMMARY, legend)
         for seed, seed_record in seed_records.items():
             seed_dir = table_dir / f"seed-{seed}"
