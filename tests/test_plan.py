@@ -36,7 +36,7 @@ so the LSTM's estimate cannot be checked this way."""
 
 
 def fixed_ceiling(gflops: float):
-    return lambda device, threads: gflops
+    return lambda device, threads, precision="fp32": gflops
 
 
 @pytest.mark.parametrize("preset", COUNTED_FAMILIES)
@@ -104,13 +104,14 @@ def test_split_sizes_are_known_for_the_paper_corpora_and_generated_for_the_synth
     assert split_tokens(run_config("xl151m", "tiny", overrides=TINY_DATA), "valid") == 600
 
 
-def test_time_is_flops_over_the_efficient_ceiling_plus_start_up_and_budgets():
-    from txlab.runs.plan import COMPUTE_EFFICIENCY, STARTUP_S
+def test_time_is_each_works_flops_over_its_share_of_the_ceiling_plus_start_up_and_budgets():
+    from txlab.runs.plan import SHARES, STARTUP_S, Work
 
-    plan = Plan(gflops=10.0)
+    plan = Plan(ceilings={"fp32": 10.0})
     plan.add("a", 2e12)
-    plan.add("b", 3e12, budget_s=30.0)
-    assert plan.seconds == pytest.approx(5e12 / (10e9 * COMPUTE_EFFICIENCY) + 30.0 + STARTUP_S) and STARTUP_S == 5.0
+    plan.add("b", 3e12, budget_s=30.0, work=Work("window"))
+    expected = 2e12 / (10e9 * SHARES["cpu", "fp32", "train"]) + 3e12 / (10e9 * SHARES["cpu", "fp32", "window"])
+    assert plan.seconds == pytest.approx(expected + 30.0 + STARTUP_S) and STARTUP_S == 5.0
     plan.add("c", None)  # a part that cannot be counted makes the whole estimate unknown
     assert plan.seconds is None and "estimated time: unknown" in plan.describe()
     assert [format_seconds(s) for s in (4.2, 45, 600, 7200, 5 * 86400)] == ["4.2 s", "45 s", "10 min", "2.0 h", "5 days"]
@@ -189,9 +190,9 @@ def test_a_trial_run_gets_its_own_directory_and_the_plan_says_so(tmp_path):
     trial = run_config("xl151m", "cpu", overrides=["train.max_steps=300"])
     assert train_run_dir(recipe, tmp_path) == run_dir(recipe, tmp_path) == tmp_path / "xl151m-cpu-synthetic-small-short"
     assert train_run_dir(trial, tmp_path) == tmp_path / "xl151m-cpu-synthetic-small-short-300steps"
-    plan = training_plan(trial, train_run_dir(trial, tmp_path), gflops=lambda device, threads: 50.0).describe()
+    plan = training_plan(trial, train_run_dir(trial, tmp_path), gflops=fixed_ceiling(50.0)).describe()
     assert "a trial run of 300 steps, the recipe trains 2,000: its own directory, which the recipe's run never resumes" in plan
-    shared = training_plan(trial, run_dir(trial, tmp_path), gflops=lambda device, threads: 50.0).describe()  # --run-dir given: said, not hidden
+    shared = training_plan(trial, run_dir(trial, tmp_path), gflops=fixed_ceiling(50.0)).describe()  # --run-dir given: said, not hidden
     assert "300 steps where the xl151m preset's cpu recipe trains 2,000" in shared
 
 
@@ -237,7 +238,7 @@ def test_estimates_hold_within_their_factor_on_a_recorded_run_of_each_command_fa
     ratios["train"] = train_s / _last_elapsed(root / "results" / "models" / "xl151m-cpu-synthetic-small-short")
     study = load_study("studies/table6.yaml", "cpu")
     run = next(r for r in study.runs if r.run_id == "recur-ours-full-s0")
-    ablate_s = run_cost(run, study.settings).seconds(CEILING_1_THREAD)
+    ablate_s = run_cost(run, study.settings).seconds({"fp32": CEILING_1_THREAD})
     ratios["ablate"] = ablate_s / _last_elapsed(root / "results" / "ablate" / "table6-cpu" / "runs" / run.run_id)
     rows = list(csv.DictReader((root / "results" / "speed" / "table9-cpu.csv").open()))
     speed = speed_plan(resolve_study("studies/table9.yaml", "cpu", []), gflops=fixed_ceiling(float(rows[0]["matmul_peak_gflops"]))).seconds
