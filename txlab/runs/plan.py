@@ -51,17 +51,14 @@ SHARES: dict[tuple[str, str, str], float] = {
     # CUDA: results/bench/gpu-2026-11-2{7,8}-nvidia-h{100,200}*/*.json (5 runs with collection, 4 with training)
     ("cuda", "fp32", "train"): 0.80,  # train.steps.fp32, TF32 off: 0.76-0.82 of the fp32 ceiling
     ("cuda", "bf16", "train"): 0.090,  # train.steps.bf16: 0.083-0.099 of the bf16 ceiling
-    ("cuda", "bf16", "window"): 0.15,  # recl.rows.main, GPT-2 124M shape, grid 100..1000: 0.13-0.16 of bf16
+    ("cuda", "bf16", "window"): 0.15,  # recl.rows.main, GPT-2 124M shape, grid 100..1000: 0.13-0.16 of the bf16 ceiling
     ("cuda", "bf16", "strided"): 0.10,  # recl.strided, s = 1,024 at contexts 8k..32k (the 2026-11-28 H100 run only)
-    ("cuda", "bf16", "naive"): 0.15,  # not benchmarked on a GPU: the window method's (both read full windows)
-    ("cuda", "fp32", "window"): 0.80,  # not benchmarked in fp32 on a GPU: training's, which reads the same
-    ("cuda", "fp32", "naive"): 0.80,  # matmuls (bf16 collection reached 1.7x bf16 training's share)
-    ("cuda", "fp32", "strided"): 0.80,
+    ("cuda", "bf16", "naive"): 0.15,  # not benchmarked on a GPU: the window method's (both read whole windows)
     # CPU, 2 threads (1 for training's per-step rows): results/bench/collection-cpu.json, main and placebo rows of the
     # cpu-size xl151m and LSTM and a Llama 4x128, dense and sparse grid, against the ceiling's mean before and after
-    ("cpu", "fp32", "window"): 0.47,  # "main window" and "placebo windows": 0.44-0.58
-    ("cpu", "fp32", "naive"): 0.47,  # "main per (c, t)" and "placebo per (c, t)": 0.41-0.59
-    ("cpu", "fp32", "strided"): 0.32,  # "main strided" (s = c / 4): 0.25-0.37
+    ("cpu", "fp32", "window"): 0.49,  # "main window" and "placebo windows": 0.44-0.58
+    ("cpu", "fp32", "naive"): 0.48,  # "main per (c, t)" and "placebo per (c, t)": 0.41-0.59
+    ("cpu", "fp32", "strided"): 0.33,  # "main strided" (s = c / 4): 0.25-0.37
     # training, a whole command: the quick start (results/recl/table8-xl-rnn-cpu-rerun-2026-11-23/output.txt: 89.6 TFLOP,
     # mostly training, in 18 min 39 s at a 206 GFLOP/s ceiling); single steps measure 0.44-0.57 (precision-train-step-cpu.jsonl)
     ("cpu", "fp32", "train"): 0.39,
@@ -74,8 +71,8 @@ SHARES: dict[tuple[str, str, str], float] = {
 
 def share_of_ceiling(device: str, work: Work) -> tuple[str, float] | None:
     """(the precision whose ceiling to measure, the share of it) for ``work`` on ``device``, from :data:`SHARES`: fp16 on
-    CUDA reads bf16's (the same tensor cores); a collection in a precision benchmarked only in training reads training's
-    share; a precision not benchmarked on the device at all (fp16 on the CPU, emulated) reads fp32's, against the fp32
+    CUDA reads bf16's (the same tensor cores); a collection in a precision benchmarked only in training (fp32 on CUDA,
+    bf16 on the CPU) reads training's share, which it reached 1.7x of in bf16 on CUDA; a precision not benchmarked on the device at all (fp16 on the CPU, emulated) reads fp32's, against the fp32
     ceiling. None on a device type without measurements."""
     kind = torch.device(device).type
     precision = "bf16" if kind == "cuda" and work.precision == "fp16" else work.precision
@@ -378,11 +375,15 @@ def memory_line(needed: dict[str, int | None], device: str, advice: str) -> str:
     label, most = max(known.items(), key=lambda item: item[1])
     available = device_memory(device)
     if available is None:
-        return f"memory: at least {most / GIB:,.1f} GiB at once ({label}); {device} is not on this machine to compare"
+        return f"memory: at least {format_bytes(most)} at once ({label}); {device} is not on this machine to compare"
     if most > available:
-        raise TxlabError(f"{label} needs at least {most / GIB:,.1f} GiB at once, more than the {available / GIB:,.1f} GiB of this "
+        raise TxlabError(f"{label} needs at least {format_bytes(most)} at once, more than the {format_bytes(available)} of this "
                          f"{device_word(device)}: {advice}")
-    return f"memory: at least {most / GIB:,.1f} GiB at once ({label}), of the {available / GIB:,.1f} GiB of this {device_word(device)}"
+    return f"memory: at least {format_bytes(most)} at once ({label}), of the {format_bytes(available)} of this {device_word(device)}"
+
+
+def format_bytes(n: int) -> str:
+    return f"{n / GIB:,.1f} GiB" if n >= GIB else f"{n / 2**20:,.1f} MiB"
 
 
 def smaller_sizes(size: str) -> tuple[str, ...]:
