@@ -112,6 +112,10 @@ def test_time_is_each_works_flops_over_its_share_of_the_ceiling_plus_start_up_an
     plan.add("b", 3e12, budget_s=30.0, work=Work("window"))
     expected = 2e12 / (10e9 * SHARES["cpu", "fp32", "train"]) + 3e12 / (10e9 * SHARES["cpu", "fp32", "window"])
     assert plan.seconds == pytest.approx(expected + 30.0 + STARTUP_S) and STARTUP_S == 5.0
+    assert "other processes" not in plan.describe()
+    plan.others = 0.5  # a CPU shared while its ceiling was measured: the plan says so, with the compute stretched as a floor
+    assert f"other processes took 50% of the CPU while it was measured: the estimate is for the CPU to itself; sharing it, expect at least " \
+           f"{format_seconds(2 * expected + 30.0 + STARTUP_S)}" in plan.describe()
     plan.add("c", None)  # a part that cannot be counted makes the whole estimate unknown
     assert plan.seconds is None and "estimated time: unknown" in plan.describe()
     assert [format_seconds(s) for s in (4.2, 45, 600, 7200, 5 * 86400)] == ["4.2 s", "45 s", "10 min", "2.0 h", "5 days"]

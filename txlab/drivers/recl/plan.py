@@ -23,10 +23,10 @@ from txlab.measure.collection import Collection
 from txlab.measure.losses import Collected, collected_blocks
 from txlab.measure.words import collected_word_blocks
 from txlab.models import hf
-from txlab.runs.checkpoint import has_checkpoint
-from txlab.runs.scored import run_tokenizer
 from txlab.runs.capacity import FLOAT_BYTES, step_bytes
+from txlab.runs.checkpoint import has_checkpoint
 from txlab.runs.evaluate import evaluation_context
+from txlab.runs.scored import run_tokenizer
 from txlab.runs.plan import (Plan, Work, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long, machine_gflops,
                              memory_line, model_counts, quickest, smaller_sizes, vocab_size)
 
