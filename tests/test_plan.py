@@ -36,7 +36,7 @@ so the LSTM's estimate cannot be checked this way."""
 
 
 def fixed_ceiling(gflops: float):
-    return lambda device, threads: gflops
+    return lambda device, threads, precision="fp32": gflops
 
 
 @pytest.mark.parametrize("preset", COUNTED_FAMILIES)
@@ -104,13 +104,18 @@ def test_split_sizes_are_known_for_the_paper_corpora_and_generated_for_the_synth
     assert split_tokens(run_config("xl151m", "tiny", overrides=TINY_DATA), "valid") == 600
 
 
-def test_time_is_flops_over_the_efficient_ceiling_plus_start_up_and_budgets():
-    from txlab.runs.plan import COMPUTE_EFFICIENCY, STARTUP_S
+def test_time_is_each_works_flops_over_its_share_of_the_ceiling_plus_start_up_and_budgets():
+    from txlab.runs.plan import SHARES, STARTUP_S, Work
 
-    plan = Plan(gflops=10.0)
+    plan = Plan(ceilings={"fp32": 10.0})
     plan.add("a", 2e12)
-    plan.add("b", 3e12, budget_s=30.0)
-    assert plan.seconds == pytest.approx(5e12 / (10e9 * COMPUTE_EFFICIENCY) + 30.0 + STARTUP_S) and STARTUP_S == 5.0
+    plan.add("b", 3e12, budget_s=30.0, work=Work("window"))
+    expected = 2e12 / (10e9 * SHARES["cpu", "fp32", "train"]) + 3e12 / (10e9 * SHARES["cpu", "fp32", "window"])
+    assert plan.seconds == pytest.approx(expected + 30.0 + STARTUP_S) and STARTUP_S == 5.0
+    assert "other processes" not in plan.describe()
+    plan.others = 0.5  # a CPU shared while its ceiling was measured: the plan says so, with the compute stretched as a floor
+    assert f"other processes took 50% of the CPU while it was measured: the estimate is for the CPU to itself; sharing it, expect at least " \
+           f"{format_seconds(2 * expected + 30.0 + STARTUP_S)}" in plan.describe()
     plan.add("c", None)  # a part that cannot be counted makes the whole estimate unknown
     assert plan.seconds is None and "estimated time: unknown" in plan.describe()
     assert [format_seconds(s) for s in (4.2, 45, 600, 7200, 5 * 86400)] == ["4.2 s", "45 s", "10 min", "2.0 h", "5 days"]
@@ -189,9 +194,9 @@ def test_a_trial_run_gets_its_own_directory_and_the_plan_says_so(tmp_path):
     trial = run_config("xl151m", "cpu", overrides=["train.max_steps=300"])
     assert train_run_dir(recipe, tmp_path) == run_dir(recipe, tmp_path) == tmp_path / "xl151m-cpu-synthetic-small-short"
     assert train_run_dir(trial, tmp_path) == tmp_path / "xl151m-cpu-synthetic-small-short-300steps"
-    plan = training_plan(trial, train_run_dir(trial, tmp_path), gflops=lambda device, threads: 50.0).describe()
+    plan = training_plan(trial, train_run_dir(trial, tmp_path), gflops=fixed_ceiling(50.0)).describe()
     assert "a trial run of 300 steps, the recipe trains 2,000: its own directory, which the recipe's run never resumes" in plan
-    shared = training_plan(trial, run_dir(trial, tmp_path), gflops=lambda device, threads: 50.0).describe()  # --run-dir given: said, not hidden
+    shared = training_plan(trial, run_dir(trial, tmp_path), gflops=fixed_ceiling(50.0)).describe()  # --run-dir given: said, not hidden
     assert "300 steps where the xl151m preset's cpu recipe trains 2,000" in shared
 
 
@@ -237,7 +242,7 @@ def test_estimates_hold_within_their_factor_on_a_recorded_run_of_each_command_fa
     ratios["train"] = train_s / _last_elapsed(root / "results" / "models" / "xl151m-cpu-synthetic-small-short")
     study = load_study("studies/table6.yaml", "cpu")
     run = next(r for r in study.runs if r.run_id == "recur-ours-full-s0")
-    ablate_s = run_cost(run, study.settings).seconds(CEILING_1_THREAD)
+    ablate_s = run_cost(run, study.settings).seconds({"fp32": CEILING_1_THREAD})
     ratios["ablate"] = ablate_s / _last_elapsed(root / "results" / "ablate" / "table6-cpu" / "runs" / run.run_id)
     rows = list(csv.DictReader((root / "results" / "speed" / "table9-cpu.csv").open()))
     speed = speed_plan(resolve_study("studies/table9.yaml", "cpu", []), gflops=fixed_ceiling(float(rows[0]["matmul_peak_gflops"]))).seconds
@@ -312,3 +317,121 @@ def test_a_strided_plan_counts_its_runs_and_says_its_contexts_are_strided():
     for bad in ("stride=0", "stride=-8", "stride=1.5"):
         with pytest.raises(TxlabError, match="stride"):
             resolve_groups(["qrnn"], None, "cpu", None, {"size": "tiny"}, [*sets[:-1], bad])
+
+
+BENCH = Path(__file__).resolve().parents[1] / "results" / "bench"
+
+
+def _gpt2_bench_counts():
+    """The GPU benchmark's collected model, GPT-2 124M (benchmarks/gpu.py: transformers' GPT2Config defaults), counted without transformers."""
+    from txlab.config import ModelConfig
+
+    return hf.hf_counts(ModelConfig(family="hf", hf_arch="gpt2", n_token=50257, d_model=768, n_layer=12, n_head=12, d_head=64, d_inner=3072, max_len=1024))
+
+
+def _gpu_records() -> list[dict]:
+    import json
+
+    return [json.loads(path.read_text()) for path in sorted(BENCH.glob("gpu-*/*.json"))]
+
+
+def test_the_shares_of_the_ceiling_are_the_committed_benchmarks_and_their_estimates_hold_within_2x(tmp_path, monkeypatch):
+    """Each measured entry of SHARES is the median, over the committed runs, of the plan's FLOPs for the work each run
+    read (its recorded token-steps) over its seconds times its ceiling; the plan of each run, by today's count of its
+    FLOPs at that share and its own ceiling, lands within 2x of the seconds it took."""
+    import json
+    import statistics
+
+    from txlab.drivers.recl import plan as recl_plan
+    from txlab.models.interface import TRAINING_FLOPS_PER_FORWARD
+    from txlab.runs.evaluate import evaluation_context
+    from txlab.runs.plan import SHARES, Work, model_counts, seconds_for
+    from txlab.runs.zoo import known_vocab_size
+
+    gpt2 = _gpt2_bench_counts()
+    monkeypatch.setattr(recl_plan.hf, "checkpoint_counts", lambda source: gpt2)
+    member = Member("gpt2", tmp_path, None, source="benchmarks/gpu.py")
+    shares: dict[tuple[str, str, str], list[float]] = {}
+    estimates = []  # (what, estimated seconds, measured seconds)
+    xl = run_config("xl151m", "paper")
+    xl_keys = int(xl.model.mem_len + (xl.model.tgt_len + 1) / 2)
+    for record in _gpu_records():
+        ceiling, recl = record["ceiling"], record.get("recl", {})
+        if "rows" in recl:  # the main table by windows, at the mean keys of half the longest window as the plan counts it
+            row, grid = recl["rows"]["main"], tuple(recl["grid"])
+            flops = row["token_steps"] * gpt2.reading_flops_per_token(grid[-1] // 2) + recl["targets"] * len(grid) * gpt2.output_flops_per_token()
+            shares.setdefault(("cuda", "bf16", "window"), []).append(flops / row["seconds"] / (ceiling["bf16_tflops"] * 1e12))
+            today = collection_flops(member, Collection("valid", grid, recl["targets"] // 500, 500))
+            estimates.append((f"{record['device_name']} window", seconds_for(today, {"bf16": ceiling["bf16_tflops"] * 1e3}, Work("window", "bf16"), "cuda"), row["seconds"]))
+        if isinstance(recl.get("strided"), dict):
+            row = recl["strided"]
+            collection = Collection("valid", tuple(row["grid"]), 1, row["targets"], stride=row["stride"])
+            flops = row["token_steps"] * gpt2.reading_flops_per_token(row["grid"][-1] // 2) + row["targets"] * len(row["grid"]) * gpt2.output_flops_per_token()
+            shares.setdefault(("cuda", "bf16", "strided"), []).append(flops / row["seconds"] / (ceiling["bf16_tflops"] * 1e12))
+            today = collection_flops(member, collection)
+            estimates.append((f"{record['device_name']} strided", seconds_for(today, {"bf16": ceiling["bf16_tflops"] * 1e3}, Work("strided", "bf16"), "cuda"), row["seconds"]))
+        for precision, row in record.get("train", {}).get("steps", {}).items():  # one step of 60 x 150 tokens, forward and backward
+            flops = 60 * 150 * TRAINING_FLOPS_PER_FORWARD * model_counts(xl).flops_per_token(xl_keys)
+            shares.setdefault(("cuda", precision, "train"), []).append(flops / (row["ms_per_step"] / 1e3) / (ceiling[f"{precision}_tflops"] * 1e12))
+            estimates.append((f"{record['device_name']} train {precision}", seconds_for(flops, {precision: ceiling[f"{precision}_tflops"] * 1e3},
+                                                                                          Work("train", precision), "cuda"), row["ms_per_step"] / 1e3))
+    cpu = json.loads((BENCH / "collection-cpu.json").read_text())
+    ceiling = (cpu["ceiling_before"] + cpu["ceiling_after"]) / 2
+    llama = hf.hf_counts(replace(xl.model, family="hf", hf_arch="llama", n_token=256, d_model=128, n_layer=4, n_head=4, d_head=32, d_inner=512, max_len=4096))
+    methods = {"main window": "window", "placebo windows": "window", "main per (c, t)": "naive", "placebo per (c, t)": "naive", "main strided": "strided"}
+    for row in cpu["rows"]:
+        grid = row["grid"]
+        if row["model"].startswith("hf-"):  # read from a fresh start: half the window
+            counts, keys = llama, grid[-1] // 2
+        else:
+            cfg = run_config(row["model"].removesuffix("-cpu"), "cpu")
+            cfg = replace(cfg, model=replace(cfg.model, n_token=known_vocab_size(cfg.data.corpus)))
+            tgt_len, context = evaluation_context(cfg.model, cfg.eval)
+            counts, keys = model_counts(cfg), min(int(context.mem_len + (tgt_len + 1) / 2), grid[-1] // 2)
+        flops = row["token_steps"] * counts.reading_flops_per_token(keys) + row["targets"] * len(grid) * counts.output_flops_per_token()
+        work = Work(methods[row["variant"]])
+        shares.setdefault(("cpu", "fp32", work.method), []).append(flops / row["seconds"] / (ceiling * 1e9))
+        estimates.append((f"cpu {row['model']} {row['variant']}", seconds_for(flops, {"fp32": ceiling}, work, "cpu"), row["seconds"]))
+    for key, measured in shares.items():
+        assert SHARES[key] == pytest.approx(statistics.median(measured), abs=0.01), (key, sorted(measured))
+    for what, estimated, measured in estimates:
+        assert 1 / ESTIMATE_FACTOR <= estimated / measured <= ESTIMATE_FACTOR, (what, estimated, measured)
+
+
+def _llama_config(folder: Path, positions: int, hidden: int = 64, layers: int = 2) -> Path:
+    """A Hugging Face Llama's config.json alone: all a plan reads (its FLOPs and memory come from the model on the meta device)."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": hidden, "intermediate_size": 4 * hidden,
+        "num_hidden_layers": layers, "num_attention_heads": hidden // 32, "num_key_value_heads": hidden // 32,
+        "max_position_embeddings": positions, "vocab_size": 256}))
+    return folder
+
+
+def test_a_cuda_plan_gives_a_time_and_a_memory_line_names_extrapolation_and_refuses_what_cannot_fit(tmp_path, monkeypatch):
+    """On a CPU machine, with the GPU's ceilings and memory stubbed: a bf16 collection's time at the bf16 ceiling, its memory
+    against the GPU's, the contexts past the member's 1,024 trained positions named, a stride suggested for a plan of hours,
+    and a batch that cannot fit refused before anything loads."""
+    pytest.importorskip("transformers")
+    from txlab.runs import plan as run_plan
+
+    folder = _llama_config(tmp_path / "llama", positions=1024)
+    asked = {"size": "tiny", "device": "cuda", "precision": "bf16", "data": "synthetic-small", "models_root": str(tmp_path)}
+    (group,) = resolve_groups([f"hf:{folder}"], None, "cpu", None, asked, ["grid=512,1024,2048,4096", "blocks=2", "block_len=4000"])
+    asked_for = []
+
+    def h100(device: str, threads: int, precision: str) -> float:
+        asked_for.append((device, precision))
+        return {"fp32": 51e3, "bf16": 755e3}[precision] / 1e4  # a GPU 10,000 times slower: hours, to be shortened
+    monkeypatch.setattr(run_plan, "device_memory", lambda device: 80 * 2**30)
+    text = plan_groups([group], gflops=h100).describe()
+    assert asked_for == [("cuda", "bf16")]
+    assert "at 15% of the bf16 matmul ceiling measured now on cuda" in text and "estimated time: unknown" not in text
+    assert "memory: at least " in text and "of the 80.0 GiB of this GPU" in text
+    assert "extrapolation: llama at contexts 2048, 4096 (past the 1,024 positions it was trained on)" in text
+    assert "that is over an hour on this GPU: --set stride=0.125" in text
+    monkeypatch.setattr(run_plan, "device_memory", lambda device: 2**20)
+    with pytest.raises(TxlabError, match=r"llama, 16 windows of 4,096 tokens needs at least .* MiB at once, more than the 1.0 MiB of this GPU: lower --set batch_size"):
+        plan_groups([group], gflops=h100)

@@ -297,7 +297,7 @@ def test_plans_estimate_the_tokens_before_encoding_and_know_them_after(text_file
     exact = {s: len(v) for s, v in corpus.splits.items()}
     assert abs(estimate.splits["train"] - exact["train"]) <= 0.01 * exact["train"]  # the sample is the whole file here
     assert split_tokens(cfg, "valid") == exact["valid"] and not text_token_counts(cfg.data).estimated
-    plan = training_plan(cfg, Path("unused"), gflops=lambda device, threads: 10.0).describe()
+    plan = training_plan(cfg, Path("unused"), gflops=lambda device, threads, precision: 10.0).describe()
     assert f"{exact['train']:,} / {exact['valid']:,} / {exact['test']:,} tokens (train/valid/test), 300 symbols; encoded" in plan
     assert "estimated time: unknown" not in plan
 

@@ -75,16 +75,36 @@ def timed_rounds(steps: Sequence[Callable[[], object]], rounds: int, calls: Sequ
     return times
 
 
-def matmul_peak_gflops(threads: int = 2, size: int = 2048, repeats: int = 7) -> float:
-    """Achieved GFLOP/s of a large fp32 matmul on the CPU with ``threads`` threads: the practical ceiling."""
+def matmul_peak_gflops(threads: int = 2, size: int = 2048, repeats: int = 7, dtype: torch.dtype = torch.float32) -> float:
+    """Achieved GFLOP/s of a large matmul in ``dtype`` (fp32 unless asked) on the CPU with ``threads`` threads: the practical ceiling."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        a, b = torch.randn(size, size), torch.randn(size, size)
+        a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
         seconds = median_seconds(lambda: a @ b, 2, repeats)
     finally:
         torch.set_num_threads(previous)
     return 2 * size**3 / seconds / 1e9
+
+
+def cuda_matmul_gflops(device: torch.device, dtype: torch.dtype, tf32: bool, size: int = 8192, repeats: int = 5) -> float:
+    """Achieved GFLOP/s of an N^3 matmul in ``dtype`` on a CUDA device (fp32 with ``tf32``: on TF32 tensor cores), the
+    fastest of ``repeats`` after two warm-ups: the GPU benchmark's shape (benchmarks/gpu.py), timed by CUDA events."""
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    previous = torch.backends.cuda.matmul.fp32_precision  # as txlab.precision sets it for a run
+    torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32 else "ieee"
+    try:
+        times = []
+        for _ in range(2 + repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            a @ b
+            end.record()
+            torch.cuda.synchronize(device)
+            times.append(start.elapsed_time(end) / 1e3)
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = previous
+    return 2 * size**3 / min(times[2:]) / 1e9
 
 
 def cpu_snapshot() -> CpuSnapshot | None:

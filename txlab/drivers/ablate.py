@@ -63,9 +63,11 @@ class RunCost:
     def flops(self) -> float | None:
         return None if self.train_flops is None or self.eval_flops is None else self.train_flops + self.eval_flops
 
-    def seconds(self, gflops: float | None) -> float | None:
+    def seconds(self, ceilings: dict[str, float | None], device: str = "cpu") -> float | None:
         """The run's estimated time on its own: its FLOPs, and the overhead of building, training and scoring one model."""
-        return Plan(flops=self.flops, gflops=gflops, budget_s=MODEL_OVERHEAD_S, startup_s=0.0).seconds
+        plan = Plan(ceilings=ceilings, device=device, startup_s=0.0)
+        plan.add("", self.flops, budget_s=MODEL_OVERHEAD_S)
+        return plan.seconds
 
 
 @dataclass
@@ -92,8 +94,8 @@ class AblationResult:
         doc: dict[str, Any] = {"study": self.study, "profile": self.profile, "shard": list(self.shard), "out_dir": self.out_dir}
         if self.table is not None:
             doc.update(rows=[row.record() for row in self.table.rows], claims=[claim.record() for claim in self.table.claims])
-        doc["plan"] = {"runs": [{**asdict(cost), "seconds": cost.seconds(self.plan.gflops)} for cost in self.costs],
-                       "total_flops": self.plan.flops, "gflops": self.plan.gflops, "seconds": self.plan.seconds}
+        doc["plan"] = {"runs": [{**asdict(cost), "seconds": cost.seconds(self.plan.ceilings, self.plan.device)} for cost in self.costs],
+                       "total_flops": self.plan.flops, "gflops": self.plan.ceilings.get("fp32"), "seconds": self.plan.seconds}
         if self.failed is not None:
             doc["failed"] = [asdict(f) for f in self.failed]
         return doc
@@ -145,23 +147,24 @@ def run_cost(run: PlannedRun, settings: AblationSettings) -> RunCost:
     return RunCost(run.run_id, model.parameters, training_flops(cfg), eval_flops)
 
 
-def study_plan(study: AblationStudy, runs: Sequence[PlannedRun], gflops: float | None) -> tuple[Plan, list[RunCost]]:
+def study_plan(study: AblationStudy, runs: Sequence[PlannedRun], ceilings: dict[str, float | None]) -> tuple[Plan, list[RunCost]]:
     """The plan of ``runs`` (one line each: parameters, shape, loss, evaluation lengths, estimated time and status),
-    every run counted from scratch with its per-model overhead; and each run's cost."""
-    plan = Plan([f"{'run':<34} {'params':>8} {'tgt/mem':>9} {'loss':>5} {'eval lengths':<28} {'est.':>7}  status"], gflops=gflops)
+    every run counted from scratch with its per-model overhead, at the fp32 ``ceilings`` of the study's device; and each run's cost."""
+    device = study.settings.device
+    plan = Plan([f"{'run':<34} {'params':>8} {'tgt/mem':>9} {'loss':>5} {'eval lengths':<28} {'est.':>7}  status"], ceilings=ceilings, device=device)
     costs = [run_cost(run, study.settings) for run in runs]
     for run, cost in zip(runs, costs):
         c = run.config
         params = f"{cost.params / 1e6:.2f}M" if cost.params else "-"
         shape = f"{'fit' if run.row.fit == 'model.tgt_len' else c.model.tgt_len}/{c.model.mem_len}"
         lens = ",".join(map(str, run.eval_lens))
-        plan.add(f"{run.run_id:<34} {params:>8} {shape:>9} {c.train.loss:>5} {lens:<28} {format_seconds(cost.seconds(gflops)):>7}  "
+        plan.add(f"{run.run_id:<34} {params:>8} {shape:>9} {c.train.loss:>5} {lens:<28} {format_seconds(cost.seconds(ceilings, device)):>7}  "
                  f"{run_status(run, study.settings)}", cost.flops, budget_s=MODEL_OVERHEAD_S)
     plan.lines.append("(every estimate counts its runs from scratch, done or not)")
     return plan, costs
 
 
-def quicker_profile(study: AblationStudy, gflops: float | None) -> str:
+def quicker_profile(study: AblationStudy, ceilings: dict[str, float | None]) -> str:
     """'--profile P (n runs, size S) would take about T' for the first other profile of the study that runs on
     a CPU in under an hour here, else ''."""
     candidates = []
@@ -170,7 +173,7 @@ def quicker_profile(study: AblationStudy, gflops: float | None) -> str:
             continue
         other = load_study(study.path, name)
         if torch.device(other.settings.device).type == "cpu":
-            candidates.append((f"--profile {name} ({len(other.runs)} runs, size {other.settings.size})", study_plan(other, other.runs, gflops)[0]))
+            candidates.append((f"--profile {name} ({len(other.runs)} runs, size {other.settings.size})", study_plan(other, other.runs, ceilings)[0]))
     return quickest(candidates)
 
 
@@ -398,7 +401,7 @@ def run_study(
     index, count = parse_shard(shard)
     runs = shard_runs(runs_of_seeds(study, seeds), index, count)
     settings = study.settings
-    plan, costs = study_plan(study, runs, None if report_only else machine_gflops(settings.device, settings.threads))
+    plan, costs = study_plan(study, runs, {} if report_only else {"fp32": machine_gflops(settings.device, settings.threads)})
     shard_note = f", shard {index}/{count}" if count > 1 else ""
     announce(
         f"study {study.name} ({study.path}), profile {profile!r}: size {settings.size}, corpus {settings.data or 'per preset'}, "
@@ -406,7 +409,7 @@ def run_study(
     )
     if not report_only:
         if is_long_on_cpu(plan, settings.device):
-            plan.faster = quicker_profile(study, plan.gflops)
+            plan.faster = quicker_profile(study, plan.ceilings)
         announce(plan.describe() if dry_run else plan.estimate())
     elif dry_run:  # nothing is measured for a report: the runs without an estimate
         announce("\n".join(plan.lines))

@@ -114,14 +114,14 @@ def _without_home(command: str) -> str:
     return command[command.find(" speed ") :] if " speed " in command else command
 
 
-def _timing_plan(study: SpeedStudy, gflops: float | None) -> Plan:
+def _timing_plan(study: SpeedStudy, ceilings: dict[str, float | None]) -> Plan:
     settings = study.settings
     cfg = timed_config(settings)
     shape = replace(cfg.model, dropout=0.0, dropatt=0.0)
     xl = model_counts(replace(cfg, model=replace(shape, family="xl", pos_enc="ours", max_len=0)))
     tgt_len = settings.tgt_len or evaluation_context(cfg.model, cfg.eval)[0]
     batch = settings.batch_size or (DEFAULT_GPU_BATCH if torch.device(settings.device).type == "cuda" else 1)
-    plan = Plan(gflops=gflops)
+    plan = Plan(ceilings=ceilings, device=settings.device)
     label = settings.run or f"{PRESET} at size {settings.size}"
     plan.add(f"time {label} ({xl.parameters / 1e6:.1f}M parameters) on {settings.device}, {settings.threads} threads, "
              f"{batch} streams/windows per call:")
@@ -133,7 +133,7 @@ def _timing_plan(study: SpeedStudy, gflops: float | None) -> Plan:
         rolling_flops = batch * (fill + (settings.warmup + settings.repeats) * tgt_len * xl.flops_per_token(n))  # an XL segment's tokens a round
         stride = settings.stride or min(tgt_len, n)
         strided_flops = batch * (settings.warmup + settings.repeats) * vanilla.window_flops(n, stride)
-        call_s = seconds_for(batch * vanilla.window_flops(n), gflops) or 0.0
+        call_s = seconds_for(batch * vanilla.window_flops(n), ceilings, device=settings.device) or 0.0
         round_calls = vanilla_round_calls(settings.repeats)
         vanilla_s = max(settings.budget_s, settings.repeats * round_calls * call_s) + settings.warmup * round_calls * call_s
         plan.add(f"  attention length {n}: {settings.repeats} rounds, each of vanilla windows of {n} for {settings.budget_s / settings.repeats:.3g} s "
@@ -144,14 +144,14 @@ def _timing_plan(study: SpeedStudy, gflops: float | None) -> Plan:
     return plan
 
 
-def speed_plan(study: SpeedStudy, gflops: Callable[[str, int], float | None] = machine_gflops) -> Plan:
+def speed_plan(study: SpeedStudy, gflops: Callable[[str, int, str], float | None] = machine_gflops) -> Plan:
     """What `txlab speed` will time and how long it should take here; when that is over an hour on a
     CPU, the smaller preset size that takes minutes."""
     settings = study.settings
     check_request(study.attn_lens, settings)
-    plan = _timing_plan(study, gflops(settings.device, settings.threads))
+    plan = _timing_plan(study, {"fp32": gflops(settings.device, settings.threads, "fp32")})
     if is_long_on_cpu(plan, settings.device) and not settings.run:
-        candidates = [(f"--size {size}", _timing_plan(replace(study, settings=replace(settings, size=size)), plan.gflops))
+        candidates = [(f"--size {size}", _timing_plan(replace(study, settings=replace(settings, size=size)), plan.ceilings))
                       for size in smaller_sizes(settings.size)]
         plan.faster = quickest(candidates)
     return plan
