@@ -266,7 +266,7 @@ def eval_command(
         typer.echo(f"written to {scored.path}")
         if json_output:
             record = scored.as_record()
-            print_json({k: record[k] for k in ("loss", "ppl", "bpc", "per_word", "per_byte", "tokens", "split", "tgt_len", "mem_len", "batch_size",
+            print_json({k: record[k] for k in ("loss", "ppl", "bpc", "per_word", "per_byte", "words", "bytes", "tokens", "split", "tgt_len", "mem_len", "batch_size",
                                                "precision") if k in record})
         return
     for option, value in {"--data": data, "--text": text, "--tokenizer": tokenizer}.items():
@@ -284,7 +284,7 @@ def eval_command(
     typer.echo(f"written to {r.path}")
     if json_output:
         record = r.as_record()
-        keys = ("loss", "ppl", "bpc", "per_word", "per_byte", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "precision", "by_role")
+        keys = ("loss", "ppl", "bpc", "per_word", "per_byte", "words", "bytes", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "precision", "by_role")
         print_json({k: record[k] for k in keys if k in record})
 
 
