@@ -54,8 +54,9 @@ def encode_text(text: str | Path, tokenizer: str | ScoredModel, split: str | Non
     that looks like a path (it holds ``/`` or ``\\``, or ends in a suffix such as ``.txt``) is refused when nothing has
     that name, so a mistyped file name is never scored as text; any other string is the text itself.
 
-    A file or folder is read as ``txlab eval --text`` reads it (the same encoding and cache): ``split`` (train, valid or
-    test; default valid, what the command line scores) of a file's tokens cut 0.9/0.05/0.05, or a folder's split file;
+    A file or folder is read as ``txlab train`` and ``txlab recl --text`` read it (the same encoding and cache): ``split``
+    (train, valid or test; default valid, what the command line scores) of a file's tokens cut 0.9/0.05/0.05 (``txlab
+    eval --text`` and :func:`perplexity` cut one file in characters instead, at word starts), or a folder's split file;
     ``split=None`` gives a file's every token. ``char`` and ``word`` count their vocabulary from the whole text, as the
     command line does. Text given as a string is encoded whole (it has no splits), by a Hugging Face tokenizer. A file
     must be UTF-8 text."""
