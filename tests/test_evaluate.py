@@ -123,9 +123,9 @@ def test_segment_boundaries_do_not_change_the_per_token_losses_of_a_transformer_
 
 
 RECORD_KEYS = ["loss", "ppl", "tokens", "split", "step", "family", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size",
-               "streams", "precision", "tf32", "max_tokens", "token_stream_sha256", "per_word", "per_byte"]
+               "streams", "precision", "tf32", "max_tokens", "token_stream_sha256", "per_word", "per_byte", "words", "bytes"]
 """The keys of a RUN/eval/ record, in the order committed records hold them (word-level corpora: ppl; records written
-before perplexity per word and per byte existed end at token_stream_sha256)."""
+before perplexity per word and per byte existed end at token_stream_sha256, before their denominators at per_byte)."""
 
 
 def test_evaluate_run_records_its_result_and_scores_as_evaluate_does(tmp_path, untrained_run):
@@ -173,16 +173,20 @@ def test_scoring_a_clamp_trained_model_past_its_clamp_is_refused_with_the_settin
 
 
 def test_perplexity_per_word_and_per_byte_count_the_text_the_targets_spell():
-    """A character corpus counts the UTF-8 bytes of its targets (é is two); a word corpus joins words by spaces and reads <eos> as a line end."""
+    """A character corpus counts the UTF-8 bytes of its targets (é is two); a word corpus joins words by spaces and reads
+    its <eos> as a line end, which is whitespace: no word, one byte."""
+    from txlab.config import DataConfig
     from txlab.data.corpus import Corpus
     from txlab.data.vocab import Vocab
-    from txlab.runs.evaluate import text_units
+    from txlab.runs.evaluate import eval_stream, text_units
 
     chars = Vocab(["x", "a", "é", " ", "b"])
     corpus = Corpus("own", "char", chars, {"valid": np.array([0, 1, 2, 3, 4])}, "test")
-    units = text_units(0.5, 4, corpus, "valid")  # targets 'aé b': 2 words, 5 bytes, 2 nats
-    assert units["per_word"] == pytest.approx(math.exp(2 / 2)) and units["per_byte"] == pytest.approx(math.exp(2 / 5))
+    assert eval_stream(corpus, DataConfig(), "valid").spell(4) == "aé b"
+    units = text_units(2.0, "aé b")  # 2 words, 5 bytes, 2 nats
+    assert units == {"per_word": pytest.approx(math.exp(2 / 2)), "per_byte": pytest.approx(math.exp(2 / 5)), "words": 2, "bytes": 5}
     words = Vocab(["the", "<eos>", "cat"])
-    corpus = Corpus("own", "word", words, {"valid": np.array([0, 2, 1, 0])}, "test")
-    units = text_units(1.0, 3, corpus, "valid")  # 'cat \n the': 2 words, 9 bytes
-    assert units["per_word"] == pytest.approx(math.exp(3 / 2)) and units["per_byte"] == pytest.approx(math.exp(3 / 9))
+    corpus = Corpus("wikitext-2", "word", words, {"valid": np.array([0, 2, 1, 0, 2])}, "test")
+    assert eval_stream(corpus, DataConfig(corpus="wikitext-2"), "valid").spell(3) == "cat\nthe"
+    units = text_units(3.0, "cat\nthe")  # 2 words, 7 bytes
+    assert units == {"per_word": pytest.approx(math.exp(3 / 2)), "per_byte": pytest.approx(math.exp(3 / 7)), "words": 2, "bytes": 7}

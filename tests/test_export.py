@@ -2,6 +2,7 @@
 staged and renamed like an import (issue 50)."""
 
 import json
+import math
 import random
 import shlex
 from pathlib import Path
@@ -13,11 +14,13 @@ import torch
 from conftest import some_text
 from txlab.config import update_dataclass
 from txlab.data.corpus import load_corpus
-from txlab.data.tokenizers import CharTokenizer, HfTokenizer, WordTokenizer
+import txlab
+from txlab.data.textdata import split_text, text_data_config, trained_tokenizer
+from txlab.data.tokenizers import CharTokenizer, HfTokenizer, WordTokenizer, load_hf_tokenizer
 from txlab.errors import TxlabError
 from txlab.models.build import build_model
 from txlab.progress import Progress
-from txlab.runs.checkpoint import save_checkpoint
+from txlab.runs.checkpoint import load_checkpoint, save_checkpoint
 from txlab.runs.zoo import run_config
 
 pytest.importorskip("transformers")
@@ -41,9 +44,14 @@ def scored(output: str) -> str:
 
 @pytest.mark.parametrize("tokenizer", ["char", "word", "hf"])
 def test_an_export_scores_its_own_text_as_the_run_did(tmp_path, cli, hf_checkpoint, tokenizer):
+    """Issue 62: one model scored through every path (the run, its export, the API on either; the checkpoint whose
+    tokenizer the hf run read) gives the same loss, perplexity per word and per byte, over the words and bytes of the
+    characters its targets spell: the valid split cut at word starts, from the end of its first token (context only);
+    a line end is whitespace, not a word."""
     text = tmp_path / "my.txt"
     text.write_text(some_text(1500))
-    spec = f"hf:{hf_checkpoint(tmp_path / 'bpe')}" if tokenizer == "hf" else tokenizer
+    checkpoint = hf_checkpoint(tmp_path / "bpe")
+    spec = f"hf:{checkpoint}" if tokenizer == "hf" else tokenizer
     run = own_text_run(tmp_path / "run", text, spec)
     out = cli.ok("export", run, tmp_path / "out").output
     assert {"tokenizer.json", "tokenizer_config.json", "txlab_export.json"} <= {p.name for p in (tmp_path / "out").iterdir()}
@@ -52,6 +60,29 @@ def test_an_export_scores_its_own_text_as_the_run_did(tmp_path, cli, hf_checkpoi
     assert hint[:3] == ["txlab", "eval", f"hf:{tmp_path / 'out'}"]
     exported = cli.ok(*hint[1:], "--max-tokens", 60).output  # the hint, as printed, scores the run's own text
     assert scored(exported) == scored(cli.ok("eval", run, "--batch-size", 1, "--max-tokens", 60).output)
+    # the whole split, by hand: the characters after the first token
+    split = split_text(text_data_config(text), "valid")
+    first = {"char": 1, "word": len(split.split()[0]), "hf": int(load_hf_tokenizer(str(checkpoint)).offsets([split])[0].ends[0])}[tokenizer]
+    spelled = split[first:]
+    records = [cli.last_json(cli.ok("eval", run, "--batch-size", 1, "--json").output),
+               cli.last_json(cli.ok(*hint[1:], "--json").output)]
+    api = [txlab.perplexity(txlab.load_model(model), text=text) for model in (run, f"hf:{tmp_path / 'out'}")]
+    for got in [*records, *api]:
+        assert (got["words"], got["bytes"]) == (len(spelled.split()), len(spelled.encode("utf-8")))
+        assert got["per_word"] == pytest.approx(math.exp(got["loss"] * got["tokens"] / got["words"]), rel=1e-9)
+        assert got["per_byte"] == pytest.approx(math.exp(got["loss"] * got["tokens"] / got["bytes"]), rel=1e-9)
+        for key in ("loss", "per_word", "per_byte"):
+            assert got[key] == pytest.approx(records[0][key], rel=1e-5)
+        assert got["tokens"] == records[0]["tokens"]
+    if tokenizer == "word":  # the issue's bug: a line end is a token, never a word
+        assert records[1]["per_word"] > records[1]["ppl"] * 1.5
+    if tokenizer == "hf":  # the checkpoint itself: other weights, the same characters and tokens
+        other = cli.last_json(cli.ok("eval", f"hf:{checkpoint}", "--text", text, "--json").output)
+        assert (other["tokens"], other["words"], other["bytes"]) == (records[0]["tokens"], records[0]["words"], records[0]["bytes"])
+    # scoring the first 20 targets counts the text those 20 spell; tokens alone give no perplexity per word
+    part = txlab.perplexity(txlab.load_model(run), text=text, max_tokens=20)
+    ends = trained_tokenizer(load_checkpoint(run).config.data, load_checkpoint(run).meta["vocab_hash"], "run").offsets([split])[0].ends
+    assert part["words"] == len(split[first : ends[20]].split()) and "per_word" not in txlab.perplexity(txlab.load_model(run), np.arange(5) % 3)
 
 
 def tricky_text(seed: int) -> str:

@@ -192,13 +192,15 @@ def test_eval_and_generate_take_a_hugging_face_checkpoint(tmp_path, hf_checkpoin
     record = cli.json("--home", home, "eval", f"hf:{folder}", "--text", tmp_path / "my.txt", "--tgt-len", 32, "--mem-len", 16,
                       "--max-tokens", 100, "-q", "--json")
     assert record["tokens"] == 100 and record["mem_len"] == 16 and record["ppl"] > 1
-    from txlab.data.corpus import load_corpus
-    from txlab.data.textdata import text_data_config
+    from txlab.data.textdata import split_text, text_data_config
 
-    model = txlab.load_model(f"hf:{folder}")
-    valid = np.asarray(load_corpus(text_data_config(tmp_path / "my.txt", f"hf:{folder}"), progress=False).split("valid"))[:101]
-    loss = txlab.perplexity(model, valid, segment=32, memory=16)["loss"]
-    assert record["loss"] == pytest.approx(loss, abs=1e-5)
+    model = txlab.load_model(f"hf:{folder}")  # the valid split's characters, cut at word starts, read by its tokenizer
+    valid = np.asarray(model.tokenizer.encode(split_text(text_data_config(tmp_path / "my.txt"), "valid")))[:101]
+    direct = txlab.perplexity(model, valid, segment=32, memory=16)
+    assert record["loss"] == pytest.approx(direct["loss"], abs=1e-5)
+    by_text = txlab.perplexity(model, text=tmp_path / "my.txt", segment=32, memory=16, max_tokens=100)
+    assert by_text["loss"] == direct["loss"] and (by_text["words"], by_text["bytes"]) == (record["words"], record["bytes"])
+    assert by_text["per_word"] == pytest.approx(record["per_word"], rel=1e-5)
     cli.refused("eval", f"hf:{folder}", "--text", tmp_path / "my.txt", "--attn-len", 8)
     cli.refused("eval", f"hf:{folder}")
     text = cli.ok("generate", f"hf:{folder}", "--prompt", "the king of", "--tokens", 5, "-q", "--json").output

@@ -26,7 +26,7 @@ from txlab.analysis.recl import DEFAULT_RS, check_grid
 from txlab.analysis.table8 import Bootstrap, GroupTable, Table8Row, recl_rows
 from txlab.data.corpus import load_corpus, load_corpus_for_model
 from txlab.data.formats import read_text
-from txlab.data.textdata import text_data_config
+from txlab.data.textdata import split_text, text_data_config
 from txlab.data.tokenizers import CharTokenizer, CorpusTokenizer, HfTokenizer, WordTokenizer, load_hf_tokenizer, parse_tokenizer
 from txlab.errors import TxlabError
 from txlab.measure.collection import Collection
@@ -34,7 +34,7 @@ from txlab.measure.losses import collect_losses, sample_blocks
 from txlab.measure.words import WordGroup, group_word_losses
 from txlab.models.interface import Context, LanguageModel
 from txlab.runs.checkpoint import load_checkpoint
-from txlab.runs.evaluate import evaluate
+from txlab.runs.evaluate import evaluate, scored_units, text_stream
 from txlab.runs.scored import ScoredModel, TextTokenizer, as_scored, load_model  # noqa: F401  (txlab.load_model)
 
 
@@ -54,8 +54,9 @@ def encode_text(text: str | Path, tokenizer: str | ScoredModel, split: str | Non
     that looks like a path (it holds ``/`` or ``\\``, or ends in a suffix such as ``.txt``) is refused when nothing has
     that name, so a mistyped file name is never scored as text; any other string is the text itself.
 
-    A file or folder is read as ``txlab eval --text`` reads it (the same encoding and cache): ``split`` (train, valid or
-    test; default valid, what the command line scores) of a file's tokens cut 0.9/0.05/0.05, or a folder's split file;
+    A file or folder is read as ``txlab train`` and ``txlab recl --text`` read it (the same encoding and cache): ``split``
+    (train, valid or test; default valid, what the command line scores) of a file's tokens cut 0.9/0.05/0.05 (``txlab
+    eval --text`` and :func:`perplexity` cut one file in characters instead, at word starts), or a folder's split file;
     ``split=None`` gives a file's every token. ``char`` and ``word`` count their vocabulary from the whole text, as the
     command line does. Text given as a string is encoded whole (it has no splits), by a Hugging Face tokenizer. A file
     must be UTF-8 text."""
@@ -212,14 +213,30 @@ def as_text_tokenizer(tokenizer: Any) -> TextTokenizer:
     return HfTokenizer(getattr(tokenizer, "name_or_path", "") or "(given)", tokenizer)
 
 
-def perplexity(model: ScoredModel | LanguageModel, tokens: np.ndarray, *, segment: int | None = None, memory: int | None = None,
-               batch_size: int = 1, max_tokens: int = 0) -> dict:
-    """The model's loss over ``tokens`` with the paper's protocol: every target once, read in segments of
-    ``segment`` tokens, each carrying ``memory`` tokens of the past (defaults: a run's evaluation settings;
-    a Hugging Face model's position table or 512, and no memory), in ``model.precision`` as :func:`context_losses`.
-    Returns {'loss' (nats per token), 'ppl', 'tokens'}."""
+def perplexity(model: ScoredModel | LanguageModel, tokens: np.ndarray | None = None, *, text: str | Path | None = None, split: str = "valid",
+               segment: int | None = None, memory: int | None = None, batch_size: int = 1, max_tokens: int = 0) -> dict:
+    """The model's loss over ``tokens``, or over ``text`` read by its own tokenizer, with the paper's protocol: every target
+    once, read in segments of ``segment`` tokens, each carrying ``memory`` tokens of the past (defaults: a run's evaluation
+    settings; a Hugging Face model's position table or 512, and no memory), in ``model.precision`` as :func:`context_losses`.
+    Returns {'loss' (nats per token), 'ppl', 'tokens'}.
+
+    With ``text`` (a file, a folder of split files, or the text itself, by :func:`encode_text`'s rule), the text is known,
+    so it adds perplexity per word and per byte, with their denominators: {'per_word', 'per_byte', 'words', 'bytes'}, as
+    `txlab eval` reports them (txlab.runs.evaluate.text_units: the nats over the words and UTF-8 bytes of the text the
+    targets spell; a line end is whitespace, not a word). A file is read as `txlab eval --text` reads it: ``split``'s
+    characters, cut at word starts, so models with any tokenizers score the same characters; a string is read whole. Ids
+    alone say nothing of words, so ``tokens`` gives no perplexity per word."""
     member = as_scored(model)
+    if (tokens is None) == (text is None):
+        raise TxlabError("give perplexity the tokens or the text (text=...), one of them")
+    stream = None
+    if text is not None:
+        path = text_path(text)
+        chars = text_content(text) if path is None else split_text(text_data_config(path), split)
+        stream = text_stream(member.reading_text().tokenizer, chars)
+        tokens = stream.ids
     tgt_len = segment or member.tgt_len or (member.max_context or 512)
     context = member.context if memory is None else Context(mem_len=memory, same_length=member.context.same_length, clamp_len=member.context.clamp_len)
     result = evaluate(member.model, np.asarray(tokens), tgt_len, context, batch_size, max_tokens, precision=member.precision)
-    return {"loss": result.loss, "ppl": float(np.exp(min(result.loss, 700.0))), "tokens": result.tokens}
+    units = {} if stream is None else scored_units(result, stream)
+    return {"loss": result.loss, "ppl": float(np.exp(min(result.loss, 700.0))), "tokens": result.tokens, **units}

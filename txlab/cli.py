@@ -211,7 +211,8 @@ def eval_command(
     corpus_dir: str = typer.Option("", "--corpus-dir", help="Read the corpus from this folder instead of the run's data.corpus_dir (its vocabulary must be the run's)."),
     by_role: bool = typer.Option(False, "--by-role", help="Synthetic corpora: also the loss per token role and per copy distance, beside the ideal model's.", metavar=""),
     data: str = typer.Option(None, "--data", help="hf: models only: the corpus to score (`txlab data list`)."),
-    text: str = typer.Option(None, "--text", help="hf: models only: your own text to score (a file, or a folder of split files)."),
+    text: str = typer.Option(None, "--text", help="hf: models only: your own text to score (a file, or a folder of split files); "
+                            "one file's split is cut in characters at word starts, the same characters for every tokenizer."),
     tokenizer: str = typer.Option(None, "--tokenizer", help="hf: models only: how --text becomes tokens \\[default: the model's own tokenizer, else char]."),
     max_tokens: int = typer.Option(0, "--max-tokens", help="Score only the split's first N targets (0: all)."),
     json_output: bool = JSON,
@@ -248,7 +249,7 @@ def eval_command(
         typer.echo(f"written to {scored.path}")
         if json_output:
             record = scored.as_record()
-            print_json({k: record[k] for k in ("loss", "ppl", "bpc", "per_word", "per_byte", "tokens", "split", "tgt_len", "mem_len", "batch_size",
+            print_json({k: record[k] for k in ("loss", "ppl", "bpc", "per_word", "per_byte", "words", "bytes", "tokens", "split", "tgt_len", "mem_len", "batch_size",
                                                "precision") if k in record})
         return
     for option, value in {"--data": data, "--text": text, "--tokenizer": tokenizer}.items():
@@ -266,7 +267,7 @@ def eval_command(
     typer.echo(f"written to {r.path}")
     if json_output:
         record = r.as_record()
-        keys = ("loss", "ppl", "bpc", "per_word", "per_byte", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "precision", "by_role")
+        keys = ("loss", "ppl", "bpc", "per_word", "per_byte", "words", "bytes", "tokens", "split", "tgt_len", "mem_len", "clamp_len", "same_length", "batch_size", "streams", "precision", "by_role")
         print_json({k: record[k] for k in keys if k in record})
 
 

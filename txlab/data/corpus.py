@@ -218,7 +218,7 @@ def load_corpus_for_model(cfg: DataConfig, vocab_hash: str, vocab: Vocab | None,
 def split_text_of(data: DataConfig, split: str, progress: bool = False) -> str:
     """The text of one split, as a group scored in words reads it (txlab.measure.words): own text's
     (:func:`~txlab.data.textdata.split_text`), or a registry corpus's recovered from its tokens
-    (:func:`recovered_text`) where its files are here. A synthetic corpus's tokens are symbols, not text: refused."""
+    (:func:`spelled_text`) where its files are here. A synthetic corpus's tokens are symbols, not text: refused."""
     if data.corpus == TEXT_CORPUS:
         return split_text(data, split)
     if data.corpus not in CORPORA:
@@ -228,16 +228,16 @@ def split_text_of(data: DataConfig, split: str, progress: bool = False) -> str:
         corpus = load_corpus(data, progress=progress)
     except TxlabError as err:
         raise TxlabError(f"the text of {data.corpus} is recovered from its files, which are not here ({err}); or give a text with --text FILE") from None
-    return recovered_text(corpus, split)
+    return spelled_text(corpus, corpus.split(split))
 
 
-def recovered_text(corpus: Corpus, split: str) -> str:
-    """The text of a registry corpus's split, from its tokens: a word corpus's words joined by spaces, its line-end
-    marker (<eos>, lm1b's <S>) a line end (lm1b's opening <S> dropped); a character corpus's characters; enwik8's
-    bytes decoded as UTF-8, a byte sequence that is not UTF-8 (at a split's edge) replaced by U+FFFD. A word the
-    vocabulary lacked reads as its unknown symbol (<unk>, <UNK>), as the corpus's tokens have it."""
+def spelled_text(corpus: Corpus, ids: np.ndarray) -> str:
+    """The text some ids of a registry corpus spell: a word corpus's words joined by spaces, its line-end marker (<eos>,
+    lm1b's <S>) a line end (lm1b's opening <S> dropped); a character corpus's characters; enwik8's bytes decoded as UTF-8,
+    a byte sequence that is not UTF-8 (at an edge) replaced by U+FFFD. A word the vocabulary lacked reads as its unknown
+    symbol (<unk>, <UNK>), as the corpus's tokens have it."""
     spec = CORPORA[corpus.name]
-    ids = np.asarray(corpus.split(split), dtype=np.int64)
+    ids = np.asarray(ids, dtype=np.int64)
     symbols = np.array(corpus.vocab.symbols, dtype=object)
     if spec.byte_symbols:
         values = np.array([int(s) for s in corpus.vocab.symbols], dtype=np.uint8)  # [V]: each id's byte
@@ -246,7 +246,7 @@ def recovered_text(corpus: Corpus, split: str) -> str:
         return "".join(symbols[ids])
     marker = corpus.vocab.index[spec.line_end]
     if spec.markers == "sentence" and len(ids) and ids[0] == marker:
-        ids = ids[1:]  # the opening marker of the split's first sentence: no line end
+        ids = ids[1:]  # the opening marker of the first sentence: no line end
     lines = np.split(ids, np.flatnonzero(ids == marker) + 1)  # each ends with its marker; the last (after the last marker) has none
     return "".join(" ".join(symbols[line[:-1]]) + "\n" for line in lines[:-1]) + " ".join(symbols[lines[-1]])
 

@@ -510,3 +510,35 @@ def load_hf_tokenizer(source: str) -> HfTokenizer:
             raise TxlabError(f"cannot load tokenizer hf:{source} ({reason}); {where}; a Hub id needs a network or the Hugging Face cache") from None
         _HF_MEMO[key] = HfTokenizer(source, tokenizer)
     return _HF_MEMO[key]
+
+
+# ----------------------------------------------------------------------------------------------------
+# A text read as one stream
+
+
+TextTokenizer = CharTokenizer | WordTokenizer | HfTokenizer | CorpusTokenizer
+"""What reads text into a model's ids with each token's character offsets (``offsets``)."""
+
+
+def stream_encoding(tokenizer: TextTokenizer, text: str) -> Encoding | None:
+    """``text`` as one token stream, with each token's characters (what `txlab eval` scores own text as): the ids the cache
+    gives the same text as a file, and their offsets. txlab's word rule writes <eos> after the last line, ended by a line
+    end or not (:func:`~txlab.data.formats.words`; a `txlab export` of it does the same), so that <eos> is added here as a
+    token of no characters. None for a Hugging Face tokenizer without offsets (a slow, Python one). A symbol the vocabulary
+    lacks is refused: txlab's vocabularies were counted from the whole text, so the text changed."""
+    if isinstance(tokenizer, HfTokenizer) and tokenizer.backend is None:
+        return None
+    try:
+        enc = tokenizer.offsets([text])[0]
+    except TxlabError:
+        raise
+    except Exception:  # `tokenizers` raises a bare Exception for a symbol its vocabulary lacks: refused naming it
+        tokenizer._encoding(text, "the text")
+        raise
+    if isinstance(tokenizer, WordTokenizer) and not text.endswith("\n"):  # a registry corpus's words (CorpusTokenizer) end at the text's end
+        at = np.array([len(text)], dtype=np.int64)
+        enc = Encoding(np.append(enc.ids, tokenizer.vocab.index[EOS]), np.append(enc.starts, at), np.append(enc.ends, at), np.append(enc.unknown, False))
+    if not isinstance(tokenizer, HfTokenizer) and np.any(enc.ids < 0):
+        missing = text[int(enc.starts[np.argmax(enc.ids < 0)]) : int(enc.ends[np.argmax(enc.ids < 0)])]
+        raise TxlabError(f"the text holds {missing!r}, which txlab's {tokenizer.kind} vocabulary lacks: the text changed since the vocabulary was counted")
+    return enc

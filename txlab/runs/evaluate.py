@@ -18,7 +18,7 @@ This module owns
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +27,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from txlab.analysis.per_unit import unit_perplexity
 from txlab.config import NON_NEGATIVE, DataConfig, EvalConfig, ModelConfig, setting, update_dataclass
 from txlab.data.batching import eval_segments
-from txlab.data.corpus import Corpus, check_corpus_dir_applies, load_corpus, load_corpus_for_model
-from txlab.data.registry import EOS
+from txlab.data.cache import ids_sha256
+from txlab.data.corpus import Corpus, check_corpus_dir_applies, load_corpus, load_corpus_for_model, spelled_text
+from txlab.data.registry import CORPORA, TEXT_CORPUS
 from txlab.data.diagnostics import role_summary
+from txlab.data.textdata import split_text, trained_tokenizer
+from txlab.data.tokenizers import TextTokenizer, stream_encoding
+from txlab.data.words import cut_words
 from txlab.devices import check_device
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
@@ -106,6 +111,8 @@ class StreamScore:
     """Targets scored."""
     tf32: bool
     """Whether TF32 matmuls were on (txlab.precision)."""
+    last_target: int
+    """Every target scored lies in 1..last_target (equal to ``tokens`` unless reference streams skip some)."""
     nll: np.ndarray | None = None
     """With ``token_losses``: float64 [len(tokens)] nats in text order, NaN for the first token and any token past
     ``max_tokens`` (what txlab.data.diagnostics reads); else None."""
@@ -137,6 +144,7 @@ def evaluate(
         tokens = tokens[: max_tokens + 1]
     # The evaluation streams whole (one segment longer than any stream), read below in segments of tgt_len.
     streams = next(eval_segments(tokens, batch_size, len(tokens), reference_streams))  # [B, n] each
+    last_target = int(streams.target_index[streams.mask].max())
     n_segments = -(-streams.inputs.shape[1] // tgt_len)
     was_training = model.training
     model.eval()
@@ -155,7 +163,7 @@ def evaluate(
                     per_token[streams.target_index[:, columns][real]] = nll.cpu().numpy()
     finally:
         model.train(was_training)
-    return StreamScore(total.item() / count, count, tf32, per_token)
+    return StreamScore(total.item() / count, count, tf32, last_target, per_token)
 
 
 def segment_loss(nll: torch.Tensor, loss: str) -> torch.Tensor:
@@ -170,16 +178,56 @@ def metric_summary(loss: float, level: str) -> dict[str, float]:
     return {"loss": loss, "bpc": loss / math.log(2)} if level == "char" else {"loss": loss, "ppl": math.exp(min(loss, 700.0))}
 
 
-def text_units(loss: float, tokens: int, corpus: Corpus, split: str) -> dict[str, float]:
-    """Perplexity per word and per byte of ``tokens`` targets scored at ``loss`` nats each: their nats over the words
-    (runs of non-whitespace) and the UTF-8 bytes of the text the split's ids 1..tokens spell (the targets of one
-    stream; with several streams a few first tokens differ). The text is the corpus's (txlab.data.corpus.Corpus.to_text:
-    a tokenizer's decoding, or symbols, words joined by spaces with ``<eos>`` read as a line end)."""
-    text = corpus.to_text(corpus.split(split)[1 : 1 + tokens])
-    if corpus.level == "word":
-        text = text.replace(EOS, "\n")
-    nats, words, n_bytes = loss * tokens, len(text.split()), len(text.encode("utf-8"))
-    return {"per_word": math.exp(min(nats / words, 700.0)) if words else math.nan, "per_byte": math.exp(min(nats / n_bytes, 700.0)) if n_bytes else math.nan}
+@dataclass(frozen=True)
+class EvalStream:
+    """A split as `txlab eval` scores it: its token ids, and the text its targets spell (what perplexity per word and per
+    byte count)."""
+
+    ids: np.ndarray
+    """int [n]: the tokens, the first read as context only."""
+    spell: Callable[[int], str]
+    """``last`` -> the text targets 1..last spell: from the end of the first token to the end of token ``last``."""
+    sha256: str
+    """:func:`txlab.data.cache.ids_sha256` of ``ids``."""
+
+
+def eval_stream(corpus: Corpus, data: DataConfig, split: str, tokenizer: TextTokenizer | None = None) -> EvalStream:
+    """What `txlab eval` scores of ``split``. Own text (``tokenizer`` reads it) is scored on the characters of the split
+    cut at word starts (txlab.data.textdata.split_text), the same characters whatever the tokenizer, encoded as one
+    stream (txlab.data.tokenizers.stream_encoding). A folder's split is its file, whose tokens are the cache's; one file's
+    cut in characters may differ by a few words from the cut in tokens that training and the token corpus use, which
+    stay as they are. A corpus of tokens is scored on its split's tokens, its text spelled back from them."""
+    if data.corpus == TEXT_CORPUS:
+        if tokenizer is None:
+            raise TxlabError("own text is scored with the tokenizer that reads it")
+        return text_stream(tokenizer, split_text(data, split))
+    ids = corpus.split(split)
+    spell = (lambda last: spelled_text(corpus, ids[1 : last + 1])) if corpus.name in CORPORA else (lambda last: corpus.to_text(ids[1 : last + 1]))
+    return EvalStream(ids, spell, corpus.token_stream_hash(split))
+
+
+def text_stream(tokenizer: TextTokenizer, text: str) -> EvalStream:
+    """``text`` read by ``tokenizer`` as one stream (txlab.data.tokenizers.stream_encoding), its targets spelling the
+    characters from the end of the first token on."""
+    enc = stream_encoding(tokenizer, text)
+    if enc is None:  # a tokenizer without offsets: the decoded targets stand for the characters
+        ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
+        return EvalStream(ids, lambda last: tokenizer.decode(ids[1 : last + 1].tolist()), ids_sha256(ids))
+    ends = enc.ends
+    return EvalStream(enc.ids, lambda last: text[int(ends[0]) : int(ends[last])], ids_sha256(enc.ids))
+
+
+def text_units(nats: float, text: str) -> dict[str, Any]:
+    """Perplexity per word and per byte of ``nats`` scored on ``text`` (txlab.analysis.per_unit), with the denominators:
+    its words (runs of non-whitespace: a line end is whitespace, not a word) and its UTF-8 bytes."""
+    words, n_bytes = len(cut_words(text)), len(text.encode("utf-8"))
+    return {"per_word": unit_perplexity(nats, words), "per_byte": unit_perplexity(nats, n_bytes), "words": words, "bytes": n_bytes}
+
+
+def scored_units(score: StreamScore, stream: EvalStream) -> dict[str, Any]:
+    """:func:`text_units` of what :func:`evaluate` scored on ``stream``: the nats of its targets over the text they spell
+    (with reference streams, the text of targets 1..last_target, which holds a few targets left unscored)."""
+    return text_units(score.loss * score.tokens, stream.spell(score.last_target))
 
 
 def _refuse_memory_settings(family: str, given: dict[str, Any]) -> None:
@@ -231,10 +279,14 @@ class SplitScore:
     split: str
     """The split scored."""
     per_word: float | None = None
-    """Perplexity per word, exp(nats / words), of the scored targets' text (:func:`text_units`): one scale for
+    """Perplexity per word, exp(nats / words), of the text the scored targets spell (:func:`scored_units`): one scale for
     models with any tokenizers."""
     per_byte: float | None = None
     """Perplexity per UTF-8 byte of the same text, exp(nats / bytes)."""
+    words: int | None = None
+    """The words of that text (runs of non-whitespace; a line end is whitespace, never a word): per_word's denominator."""
+    bytes: int | None = None
+    """The UTF-8 bytes of that text: per_byte's denominator."""
 
     @property
     def metric(self) -> tuple[str, float]:
@@ -281,7 +333,8 @@ class EvalResult(SplitScore):
         record = {"loss": self.loss, name: value, "tokens": self.tokens, "split": self.split, "step": self.step, "family": self.family,
                   "tgt_len": self.tgt_len, "mem_len": self.mem_len, "clamp_len": self.clamp_len, "same_length": self.same_length,
                   "batch_size": self.batch_size, "streams": self.streams, "precision": self.precision, "tf32": self.tf32,
-                  "max_tokens": self.max_tokens, "token_stream_sha256": self.token_stream_sha256, "per_word": self.per_word, "per_byte": self.per_byte}
+                  "max_tokens": self.max_tokens, "token_stream_sha256": self.token_stream_sha256, "per_word": self.per_word, "per_byte": self.per_byte,
+                  "words": self.words, "bytes": self.bytes}
         if self.by_role is not None:
             record["by_role"] = self.by_role
         return record
@@ -322,7 +375,9 @@ def evaluate_run(
     seg_len, context = evaluation_context(cfg.model, eval_cfg)
     if ckpt.model.max_context is not None and seg_len > ckpt.model.max_context:
         raise TxlabError(f"this model reads at most {ckpt.model.max_context} tokens at once; --tgt-len {seg_len} is too long")
-    n_targets = len(corpus.split(split)) - 1
+    own_text = trained_tokenizer(data_cfg, ckpt.meta["vocab_hash"], str(run_dir)) if data_cfg.corpus == TEXT_CORPUS else None
+    stream = eval_stream(corpus, data_cfg, split, own_text)
+    n_targets = len(stream.ids) - 1
     n_targets = min(max_tokens, n_targets) if max_tokens > 0 else n_targets
     if eval_cfg.batch_size > n_targets:
         raise TxlabError(f"eval.batch_size {eval_cfg.batch_size:,} is more streams than the {n_targets:,} targets scored: "
@@ -333,7 +388,7 @@ def evaluate_run(
     check_position_table(cfg.model, seg_len + context.mem_len, device=device, what="this evaluation (--mem-len/--attn-len)")
     if settings.by_role and corpus.truth is None:
         raise TxlabError(f"--by-role needs a synthetic corpus (it knows each token's role); {corpus.name} is not one")
-    score = evaluate(ckpt.model, corpus.split(split), seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress,
+    score = evaluate(ckpt.model, stream.ids, seg_len, context, eval_cfg.batch_size, max_tokens, progress=progress,
                      token_losses=settings.by_role, reference_streams=eval_cfg.streams == "reference", precision=eval_cfg.precision)
     if record_path is None:
         name = f"{split}-tgt{seg_len}-mem{context.mem_len}-clamp{context.clamp_len}{'-same' if context.same_length else ''}-b{eval_cfg.batch_size}"
@@ -343,12 +398,10 @@ def evaluate_run(
             name += f"-{eval_cfg.precision}"
         record_path = Path(run_dir) / "eval" / f"{name}{f'-n{max_tokens}' if max_tokens > 0 else ''}{'-roles' if settings.by_role else ''}.json"
     result = EvalResult(
-        **metric_summary(score.loss, corpus.level), **text_units(score.loss, score.tokens, corpus, split), tokens=score.tokens, split=split,
-        step=ckpt.meta["step"], family=cfg.model.family,
+        **metric_summary(score.loss, corpus.level), **scored_units(score, stream), tokens=score.tokens, split=split, step=ckpt.meta["step"], family=cfg.model.family,
         tgt_len=seg_len, mem_len=context.mem_len, clamp_len=context.clamp_len, same_length=context.same_length,
         batch_size=eval_cfg.batch_size, streams=eval_cfg.streams, precision=eval_cfg.precision, tf32=score.tf32, max_tokens=max_tokens,
-        token_stream_sha256=corpus.token_stream_hash(split),
-        by_role=role_summary(score.nll, corpus.truth[split]) if settings.by_role else None, path=Path(record_path),
+        token_stream_sha256=stream.sha256, by_role=role_summary(score.nll, corpus.truth[split]) if settings.by_role else None, path=Path(record_path),
     )
     write_json_atomic(record_path, result.as_record())
     return result
@@ -387,7 +440,8 @@ class CheckpointEvalResult(SplitScore):
         return {"loss": self.loss, name: value, "tokens": self.tokens, "split": self.split, "model": self.model, "family": "hf",
                 "tgt_len": self.tgt_len, "mem_len": self.mem_len, "batch_size": self.batch_size, "max_tokens": self.max_tokens,
                 "precision": self.precision, "tf32": self.tf32, "corpus": self.corpus, "tokenizer_id": self.tokenizer_id,
-                "token_stream_sha256": self.token_stream_sha256, "per_word": self.per_word, "per_byte": self.per_byte}
+                "token_stream_sha256": self.token_stream_sha256, "per_word": self.per_word, "per_byte": self.per_byte, "words": self.words,
+                "bytes": self.bytes}
 
 
 def evaluate_checkpoint(
@@ -419,23 +473,23 @@ def evaluate_checkpoint(
     source = hf.hf_source(spec)
     corpus = load_corpus(data, progress=progress)
     hf.check_corpus(source, Path(source.rstrip("/")).name, corpus)
-    tokens = corpus.split(split)
+    own_text = trained_tokenizer(data, corpus.vocab.sha256, spec) if data.corpus == TEXT_CORPUS else None
+    stream = eval_stream(corpus, data, split, own_text)
     seg_len = tgt_len or model.max_context or model.trained_positions or 512
     NON_NEGATIVE.check(mem_len, "--mem-len")
     if model.max_context is not None and seg_len + mem_len > model.max_context:
         raise TxlabError(f"this model reads at most {model.max_context} tokens at once (its position table): "
                          f"--tgt-len {seg_len} with --mem-len {mem_len} is too long")
     context = Context(mem_len=mem_len)
-    score = evaluate(model, tokens, seg_len, context, batch_size, max_tokens, progress=progress, precision=precision)
+    score = evaluate(model, stream.ids, seg_len, context, batch_size, max_tokens, progress=progress, precision=precision)
     if record_path is None:
         folder = resolve("results/eval") / f"{Path(source.rstrip('/')).name}-{hf.fingerprint(source)}"
         record_path = folder / (f"{corpus.name}-{split}-tgt{seg_len}-mem{mem_len}-b{batch_size}{'' if precision == 'fp32' else f'-{precision}'}"
                                 f"{f'-n{max_tokens}' if max_tokens > 0 else ''}.json")
     result = CheckpointEvalResult(
-        **metric_summary(score.loss, corpus.level), **text_units(score.loss, score.tokens, corpus, split), tokens=score.tokens, split=split,
-        model=spec, tgt_len=seg_len, mem_len=mem_len,
+        **metric_summary(score.loss, corpus.level), **scored_units(score, stream), tokens=score.tokens, split=split, model=spec, tgt_len=seg_len, mem_len=mem_len,
         batch_size=batch_size, max_tokens=max_tokens, precision=precision, tf32=score.tf32, corpus=corpus.name,
-        tokenizer_id=corpus.tokenizer_id, token_stream_sha256=corpus.token_stream_hash(split), path=Path(record_path),
+        tokenizer_id=corpus.tokenizer_id, token_stream_sha256=stream.sha256, path=Path(record_path),
     )
     write_json_atomic(record_path, result.as_record())
     return result

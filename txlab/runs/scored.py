@@ -15,7 +15,7 @@ from typing import Any
 from txlab.data.corpus import load_corpus
 from txlab.data.registry import CORPORA, TEXT_CORPUS
 from txlab.data.textdata import trained_tokenizer
-from txlab.data.tokenizers import CharTokenizer, CorpusTokenizer, HfTokenizer, WordTokenizer, load_hf_tokenizer
+from txlab.data.tokenizers import CorpusTokenizer, TextTokenizer, load_hf_tokenizer
 from txlab.errors import TxlabError
 from txlab.models import hf
 from txlab.models.interface import Context, LanguageModel
@@ -23,8 +23,6 @@ from txlab.precision import check_precision
 from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, read_meta, saved_config, saved_vocab
 from txlab.runs.evaluate import evaluation_context
 
-TextTokenizer = CharTokenizer | WordTokenizer | HfTokenizer | CorpusTokenizer
-"""What reads text into a member's ids with each token's character offsets (txlab.data.tokenizers, ``offsets``)."""
 
 
 @dataclass(frozen=True)
