@@ -265,3 +265,15 @@ def test_speed_and_attention_refuse_a_hugging_face_checkpoint_saying_what_they_t
         errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
         assert result.exit_code == 2 and len(errors) == 1 and said in errors[0] and "Traceback" not in result.output, result.output
     assert not (tmp_path / "o").exists() and not (tmp_path / "a").exists()
+
+
+def test_contexts_past_a_members_trained_positions_are_marked_as_extrapolation(tmp_path, random_causal_lm, figure_files_only):
+    """A rotary Llama trained on 12 positions reads 16 tokens as it is (no table caps it): recl.json and Table 8's note
+    name that context as extrapolation, not context use (the plan names it too: tests/test_plan.py)."""
+    folder = random_causal_lm(tmp_path / "llama", "llama", vocab=800, positions=12)
+    opts = {"size": "tiny", "data": "synthetic-small", "models_root": str(tmp_path / "models")}
+    [result] = recl_groups([f"hf:{folder}"], options=opts, sets=["grid=4,8,16", "blocks=2", "block_len=20", "n_boot=0"], out_dir=tmp_path / "t",
+                           fig_dir=tmp_path / "f", announce=lambda m: None, echo=lambda m: None, progress=False)
+    record = json.loads(result.files[0].read_text())
+    assert record["extrapolation"] == {"llama": {"trained_positions": 12, "contexts": [16]}}
+    assert "Extrapolation: some contexts lie past the positions a member was trained on (llama past 12 tokens: c = 16 tokens)" in result.markdown

@@ -3,7 +3,7 @@ already on disk), the FLOPs and an estimated time on this machine (txlab.runs.pl
 it is long on a CPU. The machine is measured only when there is something to compute.
 
 In words a member reads its own tokens: the plan tokenizes the drawn blocks with their longest contexts once per
-member (:func:`tokens_per_word`, cheap next to reading them) and counts its token-steps as the word-steps times its
+member (txlab.drivers.recl.sources.WordSource.tokens_per_word, cheap next to reading them) and counts its token-steps as the word-steps times its
 tokens per word.
 """
 
@@ -15,9 +15,6 @@ from pathlib import Path
 
 import torch
 
-from txlab.data.registry import EOS, TEXT_CORPUS
-from txlab.data.tokenizers import load_hf_tokenizer, parse_tokenizer, text_tokenizer
-from txlab.data.vocab import Vocab
 from txlab.drivers.recl.groups import Group, Member, member_span, resolve_group
 from txlab.drivers.recl.report import SEED_SUMMARY
 from txlab.drivers.recl.sources import Source, WordSource
@@ -26,9 +23,7 @@ from txlab.measure.losses import Collected, collected_blocks
 from txlab.measure.words import collected_word_blocks
 from txlab.models import hf
 from txlab.runs.capacity import FLOAT_BYTES, step_bytes
-from txlab.runs.checkpoint import has_checkpoint
 from txlab.runs.evaluate import evaluation_context
-from txlab.runs.scored import run_tokenizer
 from txlab.runs.plan import (Plan, Work, add_training, checkpoint_step, evaluation_keys, format_seconds, is_long, machine_gflops,
                              memory_line, model_counts, quickest, smaller_sizes, vocab_size)
 
@@ -37,7 +32,7 @@ def collection_flops(member: Member, collection: Collection, collected: Collecte
     """Forward FLOPs of one member's loss collection, less the ``collected`` blocks: reading its token-steps (and the
     placebo's) at the mean keys a query of a window attends (the evaluation memory and half a segment, at most half
     the window), and the softmax of the tokens each (context, target) pair scores. ``per_word``: in words, the member's
-    tokens per word (:func:`tokens_per_word`): its token-steps, window and scored tokens are the words' times as many.
+    tokens per word (WordSource.tokens_per_word): its token-steps, window and scored tokens are the words' times as many.
     Nothing left: 0, without reading the model's shape."""
     grid, blocks = collection.grid, collection.blocks
     main_left = (blocks - collected.blocks) / blocks
@@ -59,27 +54,6 @@ def collection_flops(member: Member, collection: Collection, collected: Collecte
     scored = (targets * len(grid) * main_left + targets * (len(grid) - 1) * placebo_left) * per_word
     steps = (collection.token_steps() * main_left + collection.placebo_token_steps() * placebo_left) * per_word
     return steps * counts.reading_flops_per_token(keys) + scored * counts.output_flops_per_token()
-
-
-def tokens_per_word(member: Member, source: WordSource) -> float | None:
-    """The member's tokens per word on the words it reads (each drawn block with its longest context), from one
-    tokenization of them by its tokenizer: a checkpoint's, a trained run's, or the one a preset's recipe will train on
-    own text with (an hf: tokenizer as it is; characters and words counted by their rule, whatever the vocabulary).
-    None for a preset not trained yet on a registry corpus."""
-    words, c = source.text.words, source.collection
-    spans = [words.text[int(words.starts[s - c.grid[-1]]) : int(words.ends[s + c.block_len - 1])] for s in source.text.draw(c).tolist()]
-    if member.source:
-        tokenizer = load_hf_tokenizer(member.source)
-    elif has_checkpoint(member.run_dir):
-        tokenizer = run_tokenizer(member.run_dir)
-    elif member.config.data.corpus == TEXT_CORPUS:
-        tokenizer = text_tokenizer(parse_tokenizer(member.config.data.tokenizer))
-        if tokenizer.kind != "hf":  # a vocabulary of the spans' own symbols: every character, or every word, is one token
-            tokenizer.vocab = Vocab(sorted(set("".join(spans))) if tokenizer.kind == "char" else [EOS, *sorted({w for s in spans for w in s.split()} - {EOS})])
-    else:
-        return None
-    n_words = len(spans) * (c.grid[-1] + c.block_len)
-    return sum(len(encoding.ids) for encoding in tokenizer.offsets(spans)) / n_words
 
 
 LOGITS_BYTES = 2**22 * FLOAT_BYTES
@@ -198,7 +172,7 @@ def _plan_members(plan: Plan, members: Sequence[Member], group: Group, source: S
     again = [m for m in members if collected is not None and m.run_dir in collected]
     left = [m for m in members if m not in again]
     if isinstance(source, WordSource):
-        per_word = {m.label: tokens_per_word(m, source) for m in left}
+        per_word = {m.label: source.tokens_per_word(m) for m in left}
         on_disk = {m.label: Collected(*collected_word_blocks(m.run_dir, source.text, c)) for m in left}
         flops = [None if per_word[m.label] is None else collection_flops(m, c, on_disk[m.label], per_word[m.label]) for m in left]
         known = {label: tau for label, tau in per_word.items() if tau is not None}

@@ -60,15 +60,19 @@ class GroupResult:
     """The study's models in the order figures colour them (txlab.drivers.recl.groups.Group.model_order)."""
     strided: dict[str, Any] | None = None
     """With a stride (:func:`strided_record`): the stride, s at each c and the contexts' range; None for exact contexts."""
+    extrapolation: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Member -> {trained_positions, contexts}: the grid's contexts (in the group's unit) past the positions it was
+    trained on (txlab.drivers.recl.plan.extrapolation); only members that have some."""
 
     def record(self) -> dict[str, Any]:
         """What recl.json holds (``train_seed`` only in one seed's group, ``words`` only in words)."""
         seed = {} if self.train_seed is None else {"train_seed": self.train_seed}
         words = {} if self.words is None else {"words": self.words}
         strided = {} if self.strided is None else {"strided": self.strided}
+        beyond = {"extrapolation": self.extrapolation} if self.extrapolation else {}
         return {"group": self.group, **seed, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
                 "corpus": self.corpus, "grid": self.grid, "n_targets": self.n_targets, **self.source_fields,
-                "model_order": self.model_order, "rows": [row.record() for row in self.rows], **words, **strided}
+                "model_order": self.model_order, "rows": [row.record() for row in self.rows], **words, **strided, **beyond}
 
 
 def word_record(table: WordGroup) -> dict[str, Any]:
@@ -90,6 +94,16 @@ def strided_record(collection: Collection) -> dict[str, Any] | None:
         return None
     return {"stride": collection.stride, "s": [collection.stride_at(c) for c in collection.grid], "in_words": collection.stride_words(),
             "contexts": "each target's context lies in [c, c + s): c + (t - t_first) tokens, t_first the first target of its run of s"}
+
+
+def extrapolation_note(beyond: dict[str, dict[str, Any]], unit: str) -> str:
+    """Table 8's Markdown note naming the contexts read past a member's trained positions; '' when none is."""
+    if not beyond:
+        return ""
+    parts = "; ".join(f"{name} past {x['trained_positions']:,} tokens: c = {', '.join(f'{c:,}' for c in x['contexts'])} {unit}s"
+                      for name, x in beyond.items())
+    return (f"\nExtrapolation: some contexts lie past the positions a member was trained on ({parts}); its losses there measure how "
+            "it extrapolates, not how it uses context.\n")
 
 
 def strided_note(strided: dict[str, Any]) -> str:

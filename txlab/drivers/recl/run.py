@@ -23,8 +23,8 @@ from txlab.config import RunConfig
 from txlab.data.corpus import Corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups
-from txlab.drivers.recl.plan import plan_groups
-from txlab.drivers.recl.report import (FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, seeds_figure, strided_note, strided_record,
+from txlab.drivers.recl.plan import extrapolation, plan_groups
+from txlab.drivers.recl.report import (FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, seeds_figure, extrapolation_note, strided_note, strided_record,
                                        word_record, words_note)
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.drivers.recl.sources import Source, group_source
@@ -193,6 +193,8 @@ def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Pat
     if words is not None:
         echo(f"  words every member scores exactly: {words.shared:,} of {words.drawn:,} drawn ("
              + ", ".join(f"{name} {n:,}" for name, n in words.covered.items()) + f"); {len(words.targets):,} kept, {words.block_len} per block")
+    # contexts past a member's trained positions measure extrapolation, not context use: said with the numbers
+    beyond = {m.label: x for m in members if (x := extrapolation(m, collection, source.tokens_per_word(m))) is not None}
     scores = score_group(losses, labels, settings)
     oracle = source.oracle(losses.targets)
     rows = scores.rows + oracle_rows(oracle, grid, settings.rs)
@@ -202,7 +204,8 @@ def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Pat
 
     table_dir, figure_dir = Path(out_dir) / group.folder(train_seed), Path(fig_dir) / group.folder(train_seed)
     strided = strided_record(collection)
-    note = ("" if words is None else words_note(word_record(words))) + ("" if strided is None else strided_note(strided))
+    note = (("" if words is None else words_note(word_record(words))) + ("" if strided is None else strided_note(strided))
+            + extrapolation_note(beyond, source.unit))
     files = table8.write_table8(rows, table_dir / "table8", note)
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
     intervals = None
@@ -217,7 +220,8 @@ def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Pat
     settings_file = table_dir / "recl.json"
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
                          source.record_fields(), rows, table8.table8_markdown(rows) + note, [settings_file, *files], train_seed,
-                         None if words is None else word_record(words), corpus=source.name, model_order=list(group.model_order), strided=strided)
+                         None if words is None else word_record(words), corpus=source.name, model_order=list(group.model_order), strided=strided,
+                         extrapolation=beyond)
     files += draw_figures(table_dir, figure_dir, result.record(), char_level=source.char_level)
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
     return replace(result, files=[settings_file, *files])

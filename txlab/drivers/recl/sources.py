@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from txlab.data.corpus import Corpus, load_corpus, split_text_of
-from txlab.data.tokenizers import load_hf_tokenizer
+from txlab.data.registry import EOS, TEXT_CORPUS
+from txlab.data.tokenizers import load_hf_tokenizer, parse_tokenizer, text_tokenizer
+from txlab.data.vocab import Vocab
 from txlab.data.words import check_spaced, cut_words
 from txlab.drivers.recl.groups import Group, Member, group_data, word_text
 from txlab.drivers.recl.settings import ReclSettings
@@ -27,7 +29,8 @@ from txlab.measure.losses import GroupLosses, LossTable, collect_model_losses, c
 from txlab.measure.words import WordGroup, WordLosses, WordText, collect_word_losses, word_group
 from txlab.models import hf
 from txlab.runs.launch import Task, check_jobs, run_jobs
-from txlab.runs.scored import ScoredModel, load_model
+from txlab.runs.checkpoint import has_checkpoint
+from txlab.runs.scored import ScoredModel, load_model, run_tokenizer
 
 
 def load_member(member: Member, settings: ReclSettings) -> ScoredModel:
@@ -106,6 +109,10 @@ class TokenSource:
     def target_texts(self, targets: np.ndarray) -> list[str]:
         return [self.corpus.to_text([i]) for i in self.corpus.split(self.collection.split)[targets]]
 
+    def tokens_per_word(self, member: Member) -> float:
+        """A context of c counts tokens already: one per unit."""
+        return 1.0
+
     def oracle(self, targets: np.ndarray) -> np.ndarray | None:
         """[G, T] losses of the ideal model (it sees exactly c tokens) on the group's targets, on a synthetic corpus;
         None otherwise."""
@@ -163,6 +170,25 @@ class WordSource:
 
     def target_texts(self, targets: np.ndarray) -> list[str]:
         return [self.text.words.word(int(w)) for w in targets]
+
+    def tokens_per_word(self, member: Member) -> float | None:
+        """The member's tokens per word on the words it reads (each drawn block with its longest context), from one
+        tokenization of them by its tokenizer: a checkpoint's, a trained run's, or the one a preset's recipe will train
+        on own text with (an hf: tokenizer as it is; characters and words counted by their rule, whatever the
+        vocabulary). None for a preset not trained yet on a registry corpus."""
+        words, c = self.text.words, self.collection
+        spans = [words.text[int(words.starts[s - c.grid[-1]]) : int(words.ends[s + c.block_len - 1])] for s in self.text.draw(c).tolist()]
+        if member.source:
+            tokenizer = load_hf_tokenizer(member.source)
+        elif has_checkpoint(member.run_dir):
+            tokenizer = run_tokenizer(member.run_dir)
+        elif member.config.data.corpus == TEXT_CORPUS:
+            tokenizer = text_tokenizer(parse_tokenizer(member.config.data.tokenizer))
+            if tokenizer.kind != "hf":  # a vocabulary of the spans' own symbols: every character, or every word, is one token
+                tokenizer.vocab = Vocab(sorted(set("".join(spans))) if tokenizer.kind == "char" else [EOS, *sorted({w for s in spans for w in s.split()} - {EOS})])
+        else:
+            return None
+        return sum(len(encoding.ids) for encoding in tokenizer.offsets(spans)) / (len(spans) * (c.grid[-1] + c.block_len))
 
     def oracle(self, targets: np.ndarray) -> None:
         return None
