@@ -36,7 +36,7 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]], num
     return "\n".join(lines)
 
 
-LATEX_SYMBOLS = {"±": "$\\pm$", "†": "$^\\dagger$", "≥": "$\\geq$", ">= ": "$\\geq$ ", "✓": "$\\checkmark$", "✗": "$\\times$",
+LATEX_SYMBOLS = {"±": "$\\pm$", "†": "$^\\dagger$", "≥": "$\\geq$", ">= ": "$\\geq$ ", "✓": "$\\checkmark$", "✗": "$\\times$", "§": "\\S{}",
                  "↳": "$\\hookrightarrow$"}
 """What a table's text writes that LaTeX's text mode cannot: each as math (``>=`` of a RECL ran off the grid)."""
 LATEX_ESCAPES = {"\\": "\\textbackslash{}", "{": "\\{", "}": "\\}", "&": "\\&", "%": "\\%", "_": "\\_", "#": "\\#", "$": "\\$",

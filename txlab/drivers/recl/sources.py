@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from txlab.config import DataConfig
 from txlab.data.corpus import Corpus, load_corpus, split_text_of
 from txlab.data.words import check_spaced, cut_words
 from txlab.drivers.recl.groups import Group, Member, group_data, word_text
@@ -105,6 +106,11 @@ class TokenSource:
     def target_texts(self, targets: np.ndarray) -> list[str]:
         return [self.corpus.to_text([i]) for i in self.corpus.split(self.collection.split)[targets]]
 
+    def unigram_units(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the training split's token ids, the scored split's): what the unigram baseline is fitted on and scored on
+        (txlab.analysis.per_unit.unigram_perplexity)."""
+        return self.corpus.split("train"), self.corpus.split(self.collection.split)
+
     def oracle(self, targets: np.ndarray) -> np.ndarray | None:
         """[G, T] losses of the ideal model (it sees exactly c tokens) on the group's targets, on a synthetic corpus;
         None otherwise."""
@@ -125,6 +131,8 @@ class WordSource:
 
     text: WordText
     collection: Collection
+    data: DataConfig
+    """The corpus the text is a split of (txlab.drivers.recl.groups.word_text): the unigram baseline reads its training split."""
 
     unit = "word"
     name = ""
@@ -163,6 +171,11 @@ class WordSource:
     def target_texts(self, targets: np.ndarray) -> list[str]:
         return [self.text.words.word(int(w)) for w in targets]
 
+    def unigram_units(self) -> tuple[list[str], list[str]]:
+        """(the training split's words, the scored split's): what the unigram baseline is fitted on and scored on
+        (txlab.analysis.per_unit.unigram_perplexity); the targets are word indices of the scored split."""
+        return split_text_of(self.data, "train").split(), self.text.words.text.split()
+
     def oracle(self, targets: np.ndarray) -> None:
         return None
 
@@ -182,7 +195,7 @@ def group_source(group: Group, progress: bool) -> Source:
         check_spaced(words)
         text = WordText(words, c.split)
         text.draw(c)
-        return WordSource(text, c)
+        return WordSource(text, c, data)
     corpus = load_corpus(group_data(resolved, group.settings), progress=progress)
     check_hf_members(resolved, corpus)
     sample_blocks(len(corpus.split(c.split)), c.blocks, c.block_len, c.grid[-1], c.seed)
