@@ -23,7 +23,7 @@ from scipy import stats  # noqa: E402
 
 from txlab.fileio import write_atomic, write_text_atomic  # noqa: E402
 from txlab.style import MARKERS, REFERENCE_COLORS, identity_colors  # noqa: E402
-from txlab.tables import csv_text  # noqa: E402
+from txlab.tables import count_label, csv_text  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,7 @@ def sized_label(name: str, params: int | None) -> str:
     (a preset's name carries its paper size, 128M, which a cpu or tiny size does not have)."""
     if params is None:
         return model_name(name)
-    size = f"{params / 1e6:.2f}M" if params >= 100_000 else f"{params / 1e3:.1f}k"
-    return f"{model_name(name)}, {size} parameters"
+    return f"{model_name(name)}, {count_label(params)} parameters"
 
 
 NOT_READ = "not read: loses to a unigram"
