@@ -19,10 +19,9 @@ recl.json), beside each member's.
 the blocks a profile of 8 x 250 words draws on the valid split: where a grid puts the truth, before any model trains.
 
 ``unigram GROUP_DIR --text DIR``: the baseline a member of the WikiText group must beat for its RECL to be read: a
-unigram model of words counted on DIR/train.txt (add-one over the words of train and the scored split), its perplexity
-per word on the group's shared targets, beside each member's at the grid's longest context. The unigram predicts the
-word alone; a member also predicts the whitespace before it (a space or a line end), so the comparison slightly favours
-the unigram.
+unigram model of words counted on DIR/train.txt (txlab.analysis.per_unit.unigram_perplexity, which `txlab recl` now
+applies itself and records in recl.json's ``unigram``), its perplexity per word on the group's shared targets, beside
+each member's at the grid's longest context: for the groups recorded before `txlab recl` did.
 
     python studies/words_texts.py synthetic runs/words-synthetic
     txlab --home . recl --study studies/recl-words.yaml --profile cpu-synthetic
@@ -42,8 +41,8 @@ from pathlib import Path
 import numpy as np
 
 from txlab.analysis import recl, table8
+from txlab.analysis.per_unit import UNIGRAM_FIT, unigram_perplexity
 from txlab.data import synthetic
-from txlab.data.words import cut_words
 from txlab.measure.collection import parse_grid
 from txlab.measure.losses import sample_blocks
 
@@ -130,28 +129,15 @@ def truth(group_dir: Path, rs: list[float], min_distance: int = MIN_DISTANCE) ->
         print(f"  {row['model']} r {row['r']:g}: {row['label']}{placebo}")
 
 
-def unigram_perplexity(targets: np.ndarray, train_text: str, scored_text: str) -> float:
-    """Perplexity per word of a unigram of ``train_text``'s words (add-one over the words of both texts) on ``targets``,
-    word indices of ``scored_text`` (txlab.data.words.cut_words), as recl.json's ``words`` holds them."""
-    train = train_text.split()
-    scored = cut_words(scored_text)
-    words = [scored.text[int(a) : int(b)] for a, b in zip(scored.starts, scored.ends)]
-    counts: dict[str, int] = {}
-    for word in train:
-        counts[word] = counts.get(word, 0) + 1
-    vocab = len(set(counts) | set(words))
-    nll = [-np.log((counts.get(words[t], 0) + 1) / (len(train) + vocab)) for t in np.asarray(targets).tolist()]
-    return float(np.exp(np.mean(nll)))
-
-
 def unigram(group_dir: Path, text: Path) -> None:
     """The unigram's perplexity per word on the group's shared targets, beside each member's at the longest context
     (recl.json's ``words``)."""
     record = json.loads((group_dir / "recl.json").read_text())
     split, grid = record["settings"]["split"], record["grid"]
     targets = np.asarray(record["words"]["targets"])
-    ppl = unigram_perplexity(targets, (text / "train.txt").read_text(encoding="utf-8"), (text / f"{split}.txt").read_text(encoding="utf-8"))
-    print(f"unigram of the training words: perplexity per word {ppl:.1f} on the {len(targets):,} shared targets")
+    ppl = unigram_perplexity((text / "train.txt").read_text(encoding="utf-8").split(), (text / f"{split}.txt").read_text(encoding="utf-8").split(),
+                             targets)
+    print(f"unigram of the training words ({UNIGRAM_FIT}): perplexity per word {ppl:.1f} on the {len(targets):,} shared targets")
     for name, member in record["words"]["members"].items():
         print(f"  {name}: perplexity per word at c = {grid[-1]}: {member['word_perplexity'][-1]:.1f}, "
               f"per byte {member['byte_perplexity'][-1]:.3f}")

@@ -75,6 +75,9 @@ def test_an_ablation_row_formats_its_own_cells_and_records_the_table_columns():
                  best=OverSeeds(14.3626, 6.2139), attn_len=256, n_lengths=6)
     assert [scored.cell(c) for c in ("row", "recurrence", "params", "train_memory", "ppl_init", "attn_len", "seeds")] == [
         "recur", "✓", "0.96M", "76.4", "14.36 ± 6.21", "256", "3"]
+    # a remark naming the paper's size loses it beside a run of another size, and keeps it beside its own
+    assert row(remark="Transformer-XL (151M)", params=190_000).cell("remark") == "Transformer-XL"
+    assert row(remark="Transformer-XL (151M)", params=151_100_000).cell("remark") == "Transformer-XL (151M)"
     assert [scored.cell(c, latex=True) for c in ("recurrence", "ppl_best")] == ["$\\checkmark$", "14.36 $\\pm$ 6.21"]
     # a row no seed finished yet: its scores and unrecorded settings read '-'
     waiting = row(recurrence=False)

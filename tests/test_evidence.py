@@ -2,7 +2,6 @@
 the committed runs, the docs' verdicts are the code's, and the README's numbers are the files'."""
 
 import functools
-import importlib.util
 import json
 import re
 from dataclasses import asdict
@@ -15,6 +14,7 @@ import pytest
 from txlab.analysis.ablation import ablation_curves, ablation_markdown, ablation_rows, as_trained_scores, seed_scores
 from txlab.analysis.claims import VERDICTS, claims_latex, claims_markdown, evaluate_claims, sign_flip_p, verdict_word
 from txlab.analysis.learned import LEARNED_ROLES, RoleLosses, copies_beyond, learned_latex, learned_markdown, learned_runs, read_restarts
+from txlab.analysis.per_unit import unigram_perplexity
 from txlab.config import load_config
 from txlab.data import synthetic
 from txlab.drivers.ablate import run_status
@@ -495,13 +495,6 @@ def test_every_other_recl_table_on_a_synthetic_corpus_reads_the_stream_its_corpu
             assert json.loads(record.read_text())["token_stream_sha256"] == today, record.parent.name
 
 
-def _words_studies_script():
-    spec = importlib.util.spec_from_file_location("words_texts", ROOT / "studies" / "words_texts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_files():
     def placebo_aware(folder: str, r: float) -> dict[str, str]:
         record = json.loads((ROOT / "results" / "recl" / folder / "recl.json").read_text())
@@ -521,9 +514,8 @@ def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_file
     wiki, record = placebo_aware("recl-words-architectures-cpu-wikitext-longer-text-words-wikitext", 0.5)
     assert wiki["Transformer-XL (words)"] == wiki["LSTM (characters)"] == "4"
     assert "a word-level XL and a character LSTM [read 4]" in readme and "BPE models that lose to a unigram are not read" in readme
-    unigram = _words_studies_script().unigram_perplexity(np.asarray(record["words"]["targets"]),
-                                                         sample_file("wikitext-2-sample/test.txt").read_text(encoding="utf-8"),
-                                                         sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8"))
+    unigram = unigram_perplexity(sample_file("wikitext-2-sample/test.txt").read_text(encoding="utf-8").split(),
+                                 sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8").split(), np.asarray(record["words"]["targets"]))
     at_32 = {name: member["word_perplexity"][-1] for name, member in record["words"]["members"].items()}
     beat = {name for name, ppl in at_32.items() if ppl < unigram}
     assert beat == {"Transformer-XL (words)", "LSTM (characters)"}, (unigram, at_32)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from txlab.analysis.table8 import Bootstrap, GroupTable, recl_rows, table8_markdown
+from txlab.analysis.table8 import Bootstrap, GroupTable, UnigramCheck, recl_rows, table8_markdown
 from txlab.drivers.recl.run import score_group
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.measure.collection import parse_grid
@@ -41,7 +41,12 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(tmp_path, cl
         assert (tmp_path / "results" / name / path).is_file(), path
     for path in ("figure3.png", "figure3.pdf", "figure4.png", "figure4.pdf"):
         assert (tmp_path / "figures" / name / path).is_file(), path
-    assert "| xl151m |" in (tmp_path / "results" / name / "table8.md").read_text()
+    # two training steps learn less than a unigram of the training split: every member is marked as not read, in the
+    # table (§ and a note, also in what the command prints), recl.json, its rows and the --json summary
+    markdown = (tmp_path / "results" / name / "table8.md").read_text()
+    assert "| xl151m § |" in markdown and "| oracle (ground truth) |" in markdown and "§ does not beat it" in markdown
+    assert "RECL is relative to the group" in markdown and "§ does not beat it" in result.output
+    assert all(group["recl"][m]["0.1"]["beats_unigram"] is False for m in ("xl151m", "qrnn", "lstm"))
     # Figure 4 draws the ideal model beside the members: exp of its mean loss on the same targets,
     # which more context never makes worse
     figure4 = pd.read_csv(tmp_path / "results" / name / "figure4.csv")
@@ -55,7 +60,10 @@ def test_recl_trains_what_is_missing_then_reports_every_model_and_r(tmp_path, cl
     models = ["xl151m", "qrnn", "lstm"]
     table = GroupTable(np.stack([t.losses for t in tables]), (2, 4, 6, 8), models, {m: t.max_context for m, t in zip(models, tables)},
                        np.stack([t.placebo for t in tables]))
-    expected = recl_rows(table, rs=(0.1, 0.5, 1.0), bootstrap=Bootstrap(block_size=20, n_boot=10, seed=0))
+    unigram = UnigramCheck.from_record(record["unigram"])
+    assert unigram.unit == "token" and unigram.c == 8 and unigram.not_read == models and record["size"] == "tiny"
+    np.testing.assert_allclose(list(unigram.members.values()), figure4.set_index(["model", "c"]).loc[[(m, 8) for m in models], "ppl"])
+    expected = unigram.mark(recl_rows(table, rs=(0.1, 0.5, 1.0), bootstrap=Bootstrap(block_size=20, n_boot=10, seed=0)))
     assert [row for row in record["rows"] if row["model"] in models] == [row.record() for row in expected]
     assert all("placebo_recl" in group["recl"][m]["0.1"] for m in models)
 

@@ -69,7 +69,7 @@ def test_figure3_draws_an_interval_that_leaves_its_reading_outside(tmp_path, mon
     recl_figures.figure3(group / "figure3.csv", tmp_path / "figure3.png", intervals=tmp_path / "table8.csv")
     marks = [(x, marker) for x, marker, _ in _recl_marks(figures[0].axes[1])]
     plt.close("all")
-    assert ([40, 200], "|") in marks and ([240], "o") in marks  # xl151m's marker, the first model's
+    assert ([40, 200], "|") in marks and ([240], ModelLegend().styles(["xl151m"])["xl151m"]["marker"]) in marks  # xl151m's marker
 
 
 def test_figure3_gives_every_recl_its_interval_the_placebo_aware_one_first(tmp_path, monkeypatch):
@@ -80,10 +80,12 @@ def test_figure3_gives_every_recl_its_interval_the_placebo_aware_one_first(tmp_p
     rows = [tick.get_text() for tick in panel.get_yticklabels()]
     marks = _recl_marks(panel)
     plt.close("all")
-    assert rows == ["placebo-aware", "paper's \u2020", "placebo-aware", "paper's", "placebo-aware", "paper's \u2020"]
+    assert rows == [f"{name}: {estimate}" for name in ("Transformer-XL (xl151m)", "QRNN", "LSTM")
+                    for estimate in ("placebo-aware", "paper's" + " \u2020" * (name != "QRNN"))]
     # xl151m: its placebo-aware interval and filled reading, then the paper's, dashed and open, with its censored high end
-    assert marks[:2] == [([160.0, 200.0], "|", marks[0][2]), ([200.0], "o", marks[0][2])]
-    assert ([240.0, 240.0], "|") == tuple(marks[2][:2]) and marks[4][:3] == ([240.0], "o", "white")
+    marker = ModelLegend().styles(["xl151m"])["xl151m"]["marker"]
+    assert marks[:2] == [([160.0, 200.0], "|", marks[0][2]), ([200.0], marker, marks[0][2])]
+    assert ([240.0, 240.0], "|") == tuple(marks[2][:2]) and marks[4][:3] == ([240.0], marker, "white")
 
 
 # figures laid out, not rendered: test_redraw_draws_both_figures_from_the_tables_and_scores_nothing renders them

@@ -14,7 +14,8 @@ import pytest
 
 from txlab.analysis import recl
 from txlab.analysis.ablation import ablation_latex
-from txlab.analysis.table8 import Interval, ReclEstimate, SeedSpreadRow, Table8Row, seed_rows, table8_text
+from txlab.analysis.per_unit import UNIGRAM_FIT, unigram_perplexity
+from txlab.analysis.table8 import Interval, ReclEstimate, SeedSpreadRow, Table8Row, UnigramCheck, seed_rows, table8_markdown, table8_text
 from txlab.analysis.token_losses import COLUMNS, token_loss_table, write_token_losses
 from txlab.drivers.recl import groups as recl_groups
 from txlab.errors import TxlabError
@@ -77,7 +78,8 @@ def test_names_reach_every_output_and_the_per_token_table_holds_the_loss_table(t
     folder = "XL-ours+QRNN-tiny-grid-2-8-2-blocks-3-block_len-20"
     assert group["group"] == folder and set(group["recl"]) == {*names, "oracle (ground truth)"}
     tables, figures = tmp_path / "results" / folder, tmp_path / "figures" / folder
-    assert "| XL (ours) |" in (tables / "table8.md").read_text() and "XL (ours) & " in (tables / "table8.tex").read_text()
+    # § (the tiny runs lose to the unigram): in LaTeX as \S{}, as in the caption's note
+    assert "| XL (ours) § |" in (tables / "table8.md").read_text() and "XL (ours) \\S{} & " in (tables / "table8.tex").read_text()
     record = json.loads((tables / "recl.json").read_text())
     assert record["model_order"] == names and record["members"] == runs
     for table in (tables / "table8.csv", tables / "figure3.csv", figures / "figure3.csv", figures / "figure4.csv"):
@@ -112,6 +114,32 @@ def test_perplexity_intervals_resample_whole_target_blocks():
     assert recl.bootstrap_perplexity(same, [8, 16], ["a"], block_size=2, n_boot=50)[0, 0].tolist() == pytest.approx([math.e ** 2] * 2)
     with pytest.raises(TxlabError, match="do not split into blocks of 3"):
         recl.bootstrap_perplexity(losses, [8, 16], ["a"], block_size=3)
+
+
+def test_the_per_byte_interval_resamples_the_same_blocks_and_divides_by_their_bytes():
+    # blocks (0, 2) nats over (1, 1) bytes and (4, 6) nats over (4, 6) bytes: per byte e^1 and e^1, no spread, where
+    # per target they are e^1 and e^5; one byte a target gives the per-target interval
+    losses = np.array([[[0.0, 2.0, 4.0, 6.0]] * 2])  # [M=1, G=2, T=4]
+    per_byte = recl.bootstrap_perplexity(losses, [8, 16], ["a"], block_size=2, n_boot=400, seed=0, units=np.array([1, 1, 4, 6]))
+    assert np.allclose(per_byte[0], math.e)
+    ones = recl.bootstrap_perplexity(losses, [8, 16], ["a"], block_size=2, n_boot=400, seed=0, units=np.ones(4))
+    assert np.allclose(ones, recl.bootstrap_perplexity(losses, [8, 16], ["a"], block_size=2, n_boot=400, seed=0))
+
+
+def test_the_unigram_baseline_is_add_one_over_both_splits_types_and_marks_who_loses_to_it():
+    # train a a b (3 units), scored b c: types {a, b, c}, so P(b) = (1 + 1) / (3 + 3) and P(c) = 1 / 6
+    for train, scored in ((["a", "a", "b"], ["b", "c"]), (np.array([0, 0, 1]), np.array([1, 2]))):
+        assert unigram_perplexity(train, scored, np.array([0, 1])) == pytest.approx(math.exp(-(math.log(2 / 6) + math.log(1 / 6)) / 2))
+        assert unigram_perplexity(train, scored, np.array([1])) == pytest.approx(6.0)
+    check = UnigramCheck(1470.0, "word", 32, {"XL": 632.0, "GPT-2": 2197.0}, UNIGRAM_FIT)
+    assert check.not_read == ["GPT-2"] and UnigramCheck.from_record(check.record()) == check
+    rows = check.mark([Table8Row("XL", 0.1, ReclEstimate(4, False)), Table8Row("GPT-2", 0.1, ReclEstimate(30, False)),
+                       Table8Row("oracle (ground truth)", 0.1, ReclEstimate(16, False), ground_truth=True)])
+    assert [row.beats_unigram for row in rows] == [True, False, None] and Table8Row.from_record(rows[1].record()) == rows[1]
+    assert table8_markdown(rows).splitlines()[2:5] == ["| XL | 4 |", "| GPT-2 § | 30 |", "| oracle (ground truth) | 16 |"]
+    assert check.note() == ("\nA unigram fitted on the training split (add-one over the types of the training split and the scored split) has "
+                            "perplexity per word 1,470 on these targets; the members' at c = 32: XL 632, GPT-2 2,197 §. § does not beat it: its "
+                            "RECL says nothing about how it uses context, so it is not read.\n")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from txlab.analysis import recl
+from txlab.analysis.per_unit import unigram_perplexity
 from txlab.config import DataConfig
 from txlab.data.corpus import split_text_of
 from txlab.data.textdata import split_text
@@ -85,7 +87,16 @@ def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_pa
         np.testing.assert_allclose(own["ppl"], words["members"][name]["word_perplexity"], rtol=1e-6)
         np.testing.assert_allclose(own["ppl_byte"], words["members"][name]["byte_perplexity"], rtol=1e-6)
     drawn = pd.read_csv(tmp_path / "figures" / "mixed" / "figure4.csv")
-    assert "bpb" in drawn and "bpc" not in drawn
+    assert "bpb" in drawn and "bpc" not in drawn and drawn["bpb_low"].notna().all()
+    # the per-byte band: the same blocks resampled (n_boot 20, seed 0), each resample's nats over its spans' bytes
+    bands = pd.read_csv(tmp_path / "tables" / "mixed" / "figure4-intervals.csv").set_index(["model", "c"])
+    expected = recl.bootstrap_perplexity(table.losses, table.grid, table.members, table.block_len, 20, 0, units=table.span_bytes)
+    np.testing.assert_allclose(bands.loc[list(table.members), ["ppl_byte_low", "ppl_byte_high"]].to_numpy(), expected.reshape(-1, 2), rtol=1e-6)
+    # the unigram baseline of the text's training split, per word on the shared targets, in recl.json
+    unigram = record["unigram"]
+    train = split_text(DataConfig(corpus="text", text=str(text)), "train").split()
+    assert unigram["unit"] == "word" and unigram["perplexity"] == pytest.approx(unigram_perplexity(train, valid.split(), table.targets))
+    assert {m: v["perplexity"] for m, v in unigram["members"].items()} == pytest.approx({m: p[-1] for m, p in zip(table.members, ppl)})
 
 
 def test_mixed_tokenizers_in_tokens_are_refused_with_the_fix(tmp_path, cli, three_tokenizers):

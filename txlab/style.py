@@ -64,5 +64,11 @@ def distinct_colors(n: int) -> list[tuple[float, float, float]]:
     return colors(n) if n <= 6 else sns.color_palette("tab10", n)
 
 
+def identity_colors() -> list[tuple[float, float, float]]:
+    """The palette a model's colour is hashed into, so it keeps it across figures (txlab.analysis.figures.ModelLegend):
+    tab10's nine hues without its grey, which would read as a reference line (:data:`REFERENCE_COLORS`)."""
+    return [color for i, color in enumerate(sns.color_palette("tab10", 10)) if i != 7]
+
+
 def sequential_cmap() -> Colormap:
     return sns.color_palette(SEQUENTIAL, as_cmap=True)

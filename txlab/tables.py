@@ -19,6 +19,14 @@ def markdown_cell(text: object) -> str:
     return re.sub(r"\r\n|[\r\n]", " ", str(text)).replace("|", "\\|")
 
 
+def count_label(n: float) -> str:
+    """A parameter count with a unit that keeps its digits: '44.8k', '0.96M', '151.10M', '7.00B' (a tiny model's 0.19M
+    printed as '0.0M' said nothing)."""
+    if abs(n) >= 1e9:
+        return f"{n / 1e9:.2f}B"
+    return f"{n / 1e6:.2f}M" if abs(n) >= 100_000 else f"{n / 1e3:.1f}k"
+
+
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]], numeric: Sequence[bool] | None = None) -> str:
     """A GitHub-flavoured Markdown table, one line per row, without a final newline.
 
@@ -36,7 +44,7 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]], num
     return "\n".join(lines)
 
 
-LATEX_SYMBOLS = {"±": "$\\pm$", "†": "$^\\dagger$", "≥": "$\\geq$", ">= ": "$\\geq$ ", "✓": "$\\checkmark$", "✗": "$\\times$",
+LATEX_SYMBOLS = {"±": "$\\pm$", "†": "$^\\dagger$", "≥": "$\\geq$", ">= ": "$\\geq$ ", "✓": "$\\checkmark$", "✗": "$\\times$", "§": "\\S{}",
                  "↳": "$\\hookrightarrow$"}
 """What a table's text writes that LaTeX's text mode cannot: each as math (``>=`` of a RECL ran off the grid)."""
 LATEX_ESCAPES = {"\\": "\\textbackslash{}", "{": "\\{", "}": "\\}", "&": "\\&", "%": "\\%", "_": "\\_", "#": "\\#", "$": "\\$",

@@ -25,7 +25,7 @@ from txlab.config import RunConfig, update_dataclass
 from txlab.errors import TxlabError
 from txlab.fileio import DamagedFile, read_json, read_yaml_mapping, write_text_atomic
 from txlab.style import MARKERS, distinct_colors, themed
-from txlab.tables import csv_text, latex_table, latex_text, markdown_table
+from txlab.tables import count_label, csv_text, latex_table, latex_text, markdown_table
 
 ABLATION_COLUMNS = {
     "remark": "Remark",
@@ -299,7 +299,9 @@ class AblationRow:
         if column == "recurrence":
             return ("$\\checkmark$" if value else "$\\times$") if latex else ("✓" if value else "✗")
         if column == "params":
-            return f"{value / 1e6:.2f}M"
+            return count_label(value)
+        if column == "remark":
+            value = remark_at_size(value, self.params)
         if column == "train_memory":
             return f"{value:.1f}"
         if column == "train_tokens":
@@ -468,10 +470,24 @@ def ablation_label(runs: pd.DataFrame, row_id: str) -> str:
     """A study row's legend entry: its id, its remark where it adds something, and the size its runs
     really have (a remark such as 'Transformer-XL (128M)' names the paper's model, not a cpu profile's ~1M)."""
     row = runs.loc[runs["row_id"] == row_id].iloc[0]
-    remark = re.sub(r"\s*\(\d+(\.\d+)?[KMB]\)", "", str(row.get("remark") or "")).strip()
+    remark = re.sub(PAPER_SIZE, "", str(row.get("remark") or "")).strip()
     label = row_id if not remark or remark.lower() == row_id.lower() else f"{row_id}: {remark}"
     params = row.get("params")
-    return label + (f" ({params / 1e6:.2f}M)" if params is not None and pd.notna(params) else "")
+    return label + (f" ({count_label(params)})" if params is not None and pd.notna(params) else "")
+
+
+PAPER_SIZE = re.compile(r"\s*\((\d+(?:\.\d+)?)([KMB])\)")
+"""A size in a study's remark, 'Transformer-XL (151M)': the paper's model's, which a cpu or tiny run does not have."""
+
+
+def remark_at_size(remark: str, params: int | None) -> str:
+    """A study's remark beside the row's real size: a size in it that is not the row's within 10% ('(151M)' beside a
+    tiny run's 0.19M) is dropped, as the Params column gives the real one."""
+    found = PAPER_SIZE.search(remark)
+    if found is None or params is None:
+        return remark
+    stated = float(found.group(1)) * {"K": 1e3, "M": 1e6, "B": 1e9}[found.group(2)]
+    return remark if abs(stated - params) <= 0.1 * stated else PAPER_SIZE.sub("", remark).strip()
 
 
 @themed

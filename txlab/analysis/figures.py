@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import textwrap
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,8 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from txlab.fileio import write_atomic, write_text_atomic  # noqa: E402
-from txlab.style import MARKERS, REFERENCE_COLORS, distinct_colors  # noqa: E402
-from txlab.tables import csv_text  # noqa: E402
+from txlab.style import MARKERS, REFERENCE_COLORS, identity_colors  # noqa: E402
+from txlab.tables import count_label, csv_text  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -125,43 +125,64 @@ def sized_label(name: str, params: int | None) -> str:
     (a preset's name carries its paper size, 128M, which a cpu or tiny size does not have)."""
     if params is None:
         return model_name(name)
-    size = f"{params / 1e6:.2f}M" if params >= 100_000 else f"{params / 1e3:.1f}k"
-    return f"{model_name(name)}, {size} parameters"
+    return f"{model_name(name)}, {count_label(params)} parameters"
+
+
+NOT_READ = "not read: loses to a unigram"
+"""What a legend adds to a member that does not beat the unigram baseline (txlab.analysis.table8.UnigramCheck)."""
 
 
 @dataclass(frozen=True)
 class ModelLegend:
-    """How the figures of a study show its models: one colour and marker per model, the same in every figure of
-    the study whichever of its models a figure draws, and each model's name in a legend."""
+    """How the figures show their models: one colour and marker per model, the same in every figure that draws it,
+    in one study or in separate ones, and each model's name in a legend."""
 
     order: tuple[str, ...] = ()
-    """The study's models in the order their colours are given (txlab.drivers.recl.groups.Group.model_order);
-    a model not in it comes after them, in the order its figure lists it. Empty: each figure's own order."""
+    """The study's models (txlab.drivers.recl.groups.Group.model_order): where two of them would take one colour, the
+    earlier keeps it. A model not in it comes after them, in the order its figure lists it."""
     verbatim: frozenset[str] = frozenset()
     """Display names the user gave: legends show them as they are, other names through :func:`model_name`."""
+    not_read: frozenset[str] = frozenset()
+    """Members that do not beat the unigram baseline: their legend entry says they are not read."""
+    colors: Mapping[str, int] = field(default_factory=dict)
+    """Model -> its slot in the palette (txlab.style.identity_colors, 0-8), overriding the one its name hashes to."""
 
     def names(self, models: Sequence[str]) -> dict[str, str]:
         """Each model's legend entry in a figure of ``models``: a given display name as it is, else
         :func:`model_name`; where that names two models alike (runs of one preset, 'lstm-s0' and 'lstm-s1'),
-        their architecture with their label, 'LSTM (lstm-s0)'."""
+        their architecture with their label, 'LSTM (lstm-s0)'; a member not read says so."""
         names = {m: m if m in self.verbatim else model_name(m) for m in models}
         shared = {name for name in names.values() if list(names.values()).count(name) > 1}
-        return {m: f"{MODEL_NAMES[_preset_key(m)]} ({m})" if name in shared and m not in self.verbatim and _preset_key(m) else name
-                for m, name in names.items()}
+        return {m: (f"{MODEL_NAMES[_preset_key(m)]} ({m})" if name in shared and m not in self.verbatim and _preset_key(m) else name)
+                + (f" ({NOT_READ})" if m in self.not_read else "") for m, name in names.items()}
 
     def styles(self, models: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Colour, line style and marker of each of ``models`` by its place in :attr:`order`; the oracle (ground
+        """Colour, line style and marker of each of ``models``: the palette's slot its name hashes to
+        (:func:`identity_slot`; :attr:`colors` overrides it), so a model keeps its colour in separate groups and
+        studies; where that slot is taken by a model earlier in :attr:`order`, the next free one. The oracle (ground
         truth) in the reference black, dashed, so it never reads as a model's colour."""
         ranked = [m for m in dict.fromkeys([*self.order, *models]) if not m.startswith("oracle")]
-        palette = distinct_colors(len(ranked))
+        palette = identity_colors()
+        markers = [m for m in MARKERS if m not in "<>"]  # an arrow marks a reading beyond the grid in Figure 3's RECL panel
+        taken: dict[str, int] = {m: self.colors[m] % len(palette) for m in ranked if m in self.colors}
+        for model in ranked:
+            if model not in taken:
+                slot = identity_slot(model, len(palette))
+                while slot in taken.values() and len(taken) < len(palette):
+                    slot = (slot + 1) % len(palette)
+                taken[model] = slot
         styles = {}
         for model in models:
             if model.startswith("oracle"):
                 styles[model] = {"color": REFERENCE_COLORS["ideal"], "ls": "--", "marker": None}
             else:
-                i = ranked.index(model)
-                styles[model] = {"color": palette[i], "ls": "-", "marker": MARKERS[i % len(MARKERS)]}
+                styles[model] = {"color": palette[taken[model]], "ls": "-", "marker": markers[taken[model] % len(markers)]}
         return styles
+
+
+def identity_slot(model: str, slots: int) -> int:
+    """The palette slot a model's name hashes to (sha256, stable across processes and machines, unlike hash())."""
+    return int.from_bytes(hashlib.sha256(model.encode("utf-8")).digest()[:4], "big") % slots
 
 
 def wrapped(title: str, width: int = 70) -> str:

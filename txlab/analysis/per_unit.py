@@ -1,4 +1,5 @@
-"""Perplexity per word and per byte: what makes members with different tokenizers comparable as perplexities.
+"""Perplexity per word and per byte: what makes members with different tokenizers comparable as perplexities; and
+the unigram a member must beat before its RECL is read.
 
 One definition on every path: exp(total nats / units), the units the words or the UTF-8 bytes of the text the nats
 were scored on. Words are the text's whitespace-separated words (txlab.data.words): a line end is whitespace, never a
@@ -10,7 +11,12 @@ Pure numpy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+
+UNIGRAM_FIT = "add-one over the types of the training split and the scored split"
+"""How :func:`unigram_perplexity` smooths, in the words the records and notes use."""
 
 
 def unit_perplexity(nats: float | np.ndarray, units: int | np.ndarray) -> float | np.ndarray:
@@ -29,3 +35,18 @@ def word_perplexity(losses: np.ndarray) -> np.ndarray:
 def byte_perplexity(losses: np.ndarray, span_bytes: np.ndarray) -> np.ndarray:
     """exp(total nats / total UTF-8 bytes of the spans) over the last axis: [..., W] and [W] -> [...]."""
     return unit_perplexity(np.sum(np.asarray(losses, dtype=np.float64), axis=-1), np.sum(span_bytes))
+
+
+def unigram_perplexity(train: np.ndarray | Sequence[str], scored: np.ndarray | Sequence[str], targets: np.ndarray) -> float:
+    """Perplexity on ``scored[targets]`` of a unigram counted on ``train`` (:data:`UNIGRAM_FIT`: every type of either
+    split gets one count more, so an unseen target has a probability). The units are token ids (arrays), or words
+(``str.split()`` lists, held as Python strings: a fixed-width array would be as wide as the longest word).
+
+    The baseline of docs/recl.md's rule: a member whose perplexity does not beat it has learned no more than how often
+    each unit occurs, so its RECL says nothing about how it uses context. In words the unigram predicts the word
+    alone, while a member also predicts the whitespace before it, so the comparison slightly favours the unigram."""
+    train, scored = (units if isinstance(units, np.ndarray) else np.array(units, dtype=object) for units in (train, scored))
+    types, inverse = np.unique(np.concatenate([train, scored]), return_inverse=True)
+    counts = np.bincount(inverse[: len(train)], minlength=len(types))
+    probability = (counts + 1) / (len(train) + len(types))
+    return float(word_perplexity(-np.log(probability[inverse[len(train):][np.asarray(targets, dtype=np.int64)]])))

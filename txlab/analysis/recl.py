@@ -475,19 +475,23 @@ def bootstrap_perplexity(
     seed: int = 0,
     ci: float = 0.95,
     caps: Mapping[str, int | None] | None = None,
+    units: np.ndarray | None = None,
 ) -> np.ndarray:
     """Block-bootstrap interval of Figure 4's perplexity at every context length: [M, G, 2] (low, high).
 
     Resampled as :func:`bootstrap_recl` resamples: the targets cut into their contiguous blocks of ``block_size``,
     as many blocks drawn with replacement, the same blocks for every model and context length; the interval is
-    the (1-ci)/2 and (1+ci)/2 quantiles of exp(mean loss) over the resamples."""
+    the (1-ci)/2 and (1+ci)/2 quantiles of exp(total loss / total units) over the resamples. ``units`` [T]: what each
+    target counts for in the denominator (in words, the UTF-8 bytes of its span: perplexity per byte); None: one each
+    (perplexity per target). The same ``seed`` draws the same blocks for either."""
     table = prepare_table(losses, grid, models, caps)
     n_models, n_grid, n_targets = table.shape
     n_blocks = _check_resampling(n_targets, block_size, n_boot, ci)
-    block_means = table.reshape(n_models, n_grid, n_blocks, block_size).mean(axis=-1)  # [M, G, blocks]
+    weights = np.ones(n_targets) if units is None else np.asarray(units, dtype=np.float64)
+    block_sums = table.reshape(n_models, n_grid, n_blocks, block_size).sum(axis=-1)  # [M, G, blocks]
+    block_units = weights.reshape(n_blocks, block_size).sum(axis=-1)  # [blocks]
     chosen = np.random.default_rng(seed).integers(0, n_blocks, (n_boot, n_blocks))  # [resample, blocks]
-    # blocks are equally long, so the mean of the chosen blocks' means is the resample's mean loss
-    perplexity = np.exp(block_means[:, :, chosen].mean(axis=-1))  # [M, G, resample]
+    perplexity = np.exp(block_sums[:, :, chosen].sum(axis=-1) / block_units[chosen].sum(axis=-1))  # [M, G, resample]
     alpha = (1 - ci) / 2
     return np.stack([np.quantile(perplexity, alpha, axis=-1), np.quantile(perplexity, 1 - alpha, axis=-1)], axis=-1)
 

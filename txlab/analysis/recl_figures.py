@@ -21,19 +21,21 @@ from txlab.style import CI_ALPHA, REFERENCE_COLORS, themed
 from txlab.tables import csv_text
 
 FIGURE4_INTERVALS = "figure4-intervals.csv"
-"""Beside figure4.csv: each perplexity's block-bootstrap interval (model, c, ppl_low, ppl_high, ci)."""
+"""Beside figure4.csv: each perplexity's block-bootstrap interval (model, c, ppl_low, ppl_high, ci; in words also
+ppl_byte_low, ppl_byte_high: the perplexity per byte's, over the same blocks)."""
 
 
 def write_context_curves(gains: np.ndarray, perplexity: np.ndarray, grid: Sequence[int], models: Sequence[str], out_dir: Path,
                          placebo: Mapping[float, tuple[np.ndarray, np.ndarray]] | None = None,
                          reference: Mapping[str, np.ndarray] | None = None,
                          intervals: Mapping[str, np.ndarray] | None = None, ci: float = 0.95,
-                         byte_perplexity: np.ndarray | None = None) -> list[Path]:
+                         byte_perplexity: np.ndarray | None = None, byte_intervals: Mapping[str, np.ndarray] | None = None) -> list[Path]:
     """The points of Figures 3 and 4 as CSV in ``out_dir``: figure3.csv (model, c, c_next, gain: the
     unnormalised gain exp f(c,c) - exp f_i(c,c')), figure4.csv (model, c, ppl, and in words ppl_byte from
     ``byte_perplexity`` [M, G]: txlab.measure.words.byte_perplexity; plus the ``reference``
     curves, name -> [G] perplexity, such as the ideal model's), with ``intervals`` (name -> [G, 2] low and high
-    perplexity, txlab.analysis.recl.bootstrap_perplexity at coverage ``ci``) :data:`FIGURE4_INTERVALS`, and with
+    perplexity, txlab.analysis.recl.bootstrap_perplexity at coverage ``ci``; ``byte_intervals`` the same of the
+    perplexity per byte, for the members) :data:`FIGURE4_INTERVALS`, and with
     placebo gains ({r: (relative step gains [M, G-1], placebo gains [M, G-1])}), placebo.csv (model, r, c,
     c_next, gain, placebo_gain: a real gain stands well above its placebo)."""
     out_dir = Path(out_dir)
@@ -47,8 +49,13 @@ def write_context_curves(gains: np.ndarray, perplexity: np.ndarray, grid: Sequen
         fig4["ppl_byte"] = [per_byte.get((m, c), np.nan) for m, c in zip(fig4["model"], fig4["c"])]
     tables = [("figure3.csv", fig3), ("figure4.csv", fig4)]
     if intervals:
-        tables.append((FIGURE4_INTERVALS, pd.DataFrame([{"model": m, "c": c, "ppl_low": float(bounds[j][0]), "ppl_high": float(bounds[j][1]), "ci": ci}
-                                                        for m, bounds in intervals.items() for j, c in enumerate(grid)])))
+        frame = pd.DataFrame([{"model": m, "c": c, "ppl_low": float(bounds[j][0]), "ppl_high": float(bounds[j][1]), "ci": ci}
+                              for m, bounds in intervals.items() for j, c in enumerate(grid)])
+        if byte_intervals:
+            per_byte = {(m, c): bounds[j] for m, bounds in byte_intervals.items() for j, c in enumerate(grid)}
+            for end, k in (("low", 0), ("high", 1)):
+                frame[f"ppl_byte_{end}"] = [float(per_byte[m, c][k]) if (m, c) in per_byte else np.nan for m, c in zip(frame["model"], frame["c"])]
+        tables.append((FIGURE4_INTERVALS, frame))
     if placebo:
         tables.append(("placebo.csv", pd.DataFrame([{"model": m, "r": r, "c": c, "c_next": c2, "gain": float(real[i][j]), "placebo_gain": float(fake[i][j])}
                                                     for r, (real, fake) in placebo.items() for i, m in enumerate(models) for j, (c, c2) in enumerate(steps)])))
@@ -62,7 +69,7 @@ def write_context_curves(gains: np.ndarray, perplexity: np.ndarray, grid: Sequen
 TABLES = {
     "figure3.csv": (("model",), ("c", "c_next", "gain"), ()),
     "figure4.csv": (("model",), ("c", "ppl"), ("ppl_byte",)),
-    FIGURE4_INTERVALS: (("model",), ("c",), ("ppl_low", "ppl_high")),
+    FIGURE4_INTERVALS: (("model",), ("c",), ("ppl_low", "ppl_high", "ppl_byte_low", "ppl_byte_high")),
     "placebo.csv": (("model",), ("r", "c", "c_next"), ("gain", "placebo_gain")),
     "table8.csv": (("model",), ("r", "recl"), ("ci_low", "ci_high", "ci", "censored_fraction", "placebo_recl", "placebo_ci_low",
                                                 "placebo_ci_high", "placebo_censored_fraction")),
@@ -107,11 +114,31 @@ def _interval_rows(rows: pd.DataFrame, models: Sequence[str], r: float) -> list[
 
 
 def context_axis(unit: str, name: str = "context length c") -> str:
-    """An axis of context lengths, in the group's unit: tokens unnamed (as the paper), words named."""
-    return f"{name} (words)" if unit == "word" else name
+    """An axis of context lengths, in the group's unit: '(words)' or '(tokens)'."""
+    return f"{name} ({unit}s)"
 
 
-def _draw_recl_intervals(ax: plt.Axes, rows: pd.DataFrame, models: Sequence[str], styles: dict, r: float, unit: str = "token") -> None:
+def scale_contexts(ax: plt.Axes, contexts: Sequence[float]) -> None:
+    """A log2 axis of context lengths where the grid doubles at every step (16, 32, 64, ...), where a linear one
+    would crowd its short contexts into one corner; the grid's own values as the ticks."""
+    grid = np.unique(np.asarray(contexts, dtype=np.float64))
+    if len(grid) >= 3 and grid[0] > 0 and np.allclose(grid[1:] / grid[:-1], 2):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(grid, [f"{c:g}" for c in grid])
+        ax.minorticks_off()
+
+
+def scale_perplexity(ax: plt.Axes, values: Sequence[float]) -> None:
+    """A log axis of perplexity where the values drawn span more than a decade: on a linear one the best members'
+    curves lie flat along the bottom."""
+    values = np.asarray(values, dtype=np.float64)
+    values = values[np.isfinite(values) & (values > 0)]
+    if len(values) and values.max() > 10 * values.min():
+        ax.set_yscale("log")
+
+
+def _draw_recl_intervals(ax: plt.Axes, rows: pd.DataFrame, models: Sequence[str], styles: dict, names: Mapping[str, str], r: float,
+                         unit: str = "token") -> None:
     """Each model's RECL at ``r`` with its bootstrap interval, one line each in the model's colour and marker: the
     placebo-aware RECL first, solid and filled, then the paper's, dashed and open († where it rests on a step that
     did not beat its placebo); '≥' before a reading and '▸' at an interval's end that ran off the grid. The ideal
@@ -133,7 +160,7 @@ def _draw_recl_intervals(ax: plt.Axes, rows: pd.DataFrame, models: Sequence[str]
         if bool(row[prefix + "censored"]):
             ax.annotate("\u2265", (recl, y), xytext=(-9, 0), textcoords="offset points", ha="center", va="center", color=st["color"], fontsize=9)
         below = row.get("below_placebo")
-        labels.append("placebo-aware" if estimate == PLACEBO_AWARE else "paper's" + (" \u2020" if pd.notna(below) and bool(below) else ""))
+        labels.append(f"{names[model]}: " + ("placebo-aware" if estimate == PLACEBO_AWARE else "paper's" + (" \u2020" if pd.notna(below) and bool(below) else "")))
     truth = rows[np.isclose(rows["r"], r) & rows["model"].str.startswith("oracle")]
     for _, row in truth.iterrows():
         ax.axvline(row["recl"], color=REFERENCE_COLORS["ideal"], ls="--", lw=1)
@@ -181,11 +208,13 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
         own = points[points["model"] == model].sort_values("c_next")
         st = styles[model]
         ax.plot(own["c_next"], own["gain"], color=st["color"], ls=st["ls"], marker=st["marker"], ms=4, lw=1.4, label=names[model])
-    ax.set(xlabel=context_axis(unit, "context length c' (step c \u2192 c')"), ylabel="gain exp f(c,c) \u2212 exp f(c,c')")
+    ax.set(xlabel=context_axis(unit, "context length c' (step c \u2192 c')"),
+           ylabel=f"gain exp f(c,c) \u2212 exp f(c,c')\n(perplexity per {unit} of the hardest targets)")
+    scale_contexts(ax, points["c_next"])
     ax.set_title(f"unnormalised gain at r = {r:g}", fontsize=9)
     if with_intervals:
         below = fig.add_subplot(grid[1, 0], sharex=ax)
-        _draw_recl_intervals(below, rows, models, styles, r, unit)
+        _draw_recl_intervals(below, rows, models, styles, names, r, unit)
     if with_placebo:
         right = fig.add_subplot(grid[:, 1])
         for model in models:
@@ -199,7 +228,8 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
         right.plot([], [], color="0.3", lw=1.4, label="gain")
         right.plot([], [], color="0.3", ls=":", lw=1.2, label="placebo gain (far context)")
         right.plot([], [], color=REFERENCE_COLORS["bound"], ls="--", lw=1, label=f"threshold {threshold:g}")
-        right.set(xlabel=context_axis(unit, "context length c' (step c \u2192 c')"), ylabel="relative gain g(c, c')")
+        right.set(xlabel=context_axis(unit, "context length c' (step c \u2192 c')"), ylabel="relative gain g(c, c') (fraction of exp f(c, c))")
+        scale_contexts(right, placebo_points["c_next"])
         right.set_title(f"relative gain and its placebo at r = {r:g}", fontsize=9)
         right.legend(fontsize=7, loc="best", framealpha=0.9)
     if title:
@@ -216,45 +246,63 @@ def figure3(table: Path, out: Path, title: str = "", intervals: Path | None = No
 
 @themed
 def figure4(table: Path, out: Path, title: str = "", char_level: bool = False, intervals: Path | None = None,
-            legend: ModelLegend = ModelLegend(), unit: str = "token") -> list[Path]:
+            legend: ModelLegend = ModelLegend(), unit: str = "token", unigram: float | None = None) -> list[Path]:
     """Figure 4 from figure4.csv: perplexity on the shared targets against context length, one line
     per model (and the ideal model's on synthetic corpora, black and dashed), with its block-bootstrap
     interval as a band where ``intervals`` (:data:`FIGURE4_INTERVALS`) gives one; in bits per character
     (log2 of the perplexity) on a character corpus, as txlab reads character corpora everywhere. In words
     (``unit`` 'word') perplexity per word, and where figure4.csv has ``ppl_byte`` a panel beside it in bits per
-    byte (log2 of the perplexity per UTF-8 byte), the scale on which members with different tokenizers compare.
-    Colours and names: ``legend``. Writes ``out`` (.png and .pdf) and its points (.csv)."""
+    byte (log2 of the perplexity per UTF-8 byte), the scale on which members with different tokenizers compare,
+    with its band where the intervals hold ``ppl_byte_low``. ``unigram``: the perplexity of the unigram baseline
+    (txlab.analysis.table8.UnigramCheck), a grey line a member must be below to be read. Perplexity spanning more
+    than a decade is drawn on a log axis, a doubling grid on a log2 one. Colours and names: ``legend``. Writes
+    ``out`` (.png and .pdf) and its points (.csv)."""
     points = _read_points(table, "Figure 4")
     models = list(dict.fromkeys(points["model"]))
     styles = legend.styles(models)
     bounds = _read_optional(intervals)
     if bounds is not None:
-        points = points.merge(bounds[["model", "c", "ppl_low", "ppl_high"]], on=["model", "c"], how="left")
+        points = points.merge(bounds[[k for k in ("model", "c", "ppl_low", "ppl_high", "ppl_byte_low", "ppl_byte_high") if k in bounds]],
+                              on=["model", "c"], how="left")
     if char_level:  # bits per character: log2 of the perplexity, and of its bounds
         points = points.assign(**{f"bpc{end}": np.log2(points[f"ppl{end}"]) for end in ("", "_low", "_high") if f"ppl{end}" in points})
     y = "bpc" if char_level else "ppl"
     per_byte = "ppl_byte" in points and points["ppl_byte"].notna().any()
-    if per_byte:
-        points = points.assign(bpb=np.log2(points["ppl_byte"]))
+    if per_byte:  # bits per byte: log2 of the perplexity per byte, and of its bounds
+        points = points.assign(**{f"bpb{end}": np.log2(points[f"ppl_byte{end}"]) for end in ("", "_low", "_high") if f"ppl_byte{end}" in points})
     fig, axes = plt.subplots(1, 1 + per_byte, figsize=(7.6 + 4.4 * per_byte, 4.2), squeeze=False)
     ax = axes[0][0]
     names = legend.names(models)
     for model in models:
         own = points[points["model"] == model].sort_values("c")
         st = styles[model]
-        ax.plot(own["c"], own[y], color=st["color"], ls=st["ls"], marker=st["marker"] or "o", ms=4, lw=1.4, label=names[model])
-        if f"{y}_low" in own and own[f"{y}_low"].notna().any():
-            ax.fill_between(own["c"], own[f"{y}_low"], own[f"{y}_high"], color=st["color"], alpha=CI_ALPHA, lw=0)
-        if per_byte and own["bpb"].notna().any():
-            axes[0][1].plot(own["c"], own["bpb"], color=st["color"], ls=st["ls"], marker=st["marker"] or "o", ms=4, lw=1.4, label=names[model])
-    ylabel = "bits per character" if char_level else "perplexity per word" if unit == "word" else "perplexity exp(mean l(c, t))"
+        for panel, column in zip(axes[0], (y, "bpb")):
+            if not own[column].notna().any():
+                continue
+            panel.plot(own["c"], own[column], color=st["color"], ls=st["ls"], marker=st["marker"] or "o", ms=4, lw=1.4, label=names[model])
+            if f"{column}_low" in own and own[f"{column}_low"].notna().any():
+                panel.fill_between(own["c"], own[f"{column}_low"], own[f"{column}_high"], color=st["color"], alpha=CI_ALPHA, lw=0)
+    if unigram is not None:
+        ax.axhline(np.log2(unigram) if char_level else unigram, color=REFERENCE_COLORS["bound"], ls=":", lw=1.4,
+                   label="unigram of the training split (a member above it is not read)")
+    ylabel = "bits per character" if char_level else f"perplexity per {unit}"
     ax.set(xlabel=context_axis(unit), ylabel=ylabel)
+    if not char_level:
+        scale_perplexity(ax, [*points[[k for k in ("ppl", "ppl_low", "ppl_high") if k in points]].to_numpy().ravel(), *([unigram] if unigram else [])])
+    for panel in axes[0]:
+        scale_contexts(panel, points["c"])
     if per_byte:
         axes[0][1].set(xlabel=context_axis(unit), ylabel="bits per byte (the words' UTF-8 bytes)")
         axes[0][1].set_title("the same losses per byte of text", fontsize=9)
     legend_outside(axes[0][-1])  # right of the last panel: beside the per-byte panel it names the same lines
+    if per_byte and unigram is not None:  # the unigram's line is in the first panel only: its legend goes there
+        ax.legend(handles=ax.get_lines()[-1:], fontsize=7, loc="upper right")
     if title:
-        band = "\nband: 95% block-bootstrap interval over the target blocks" if bounds is not None else ""
+        band = ""
+        if bounds is not None:
+            band = "\nband: 95% block-bootstrap interval over the target blocks"
+            if per_byte and "bpb_low" not in points:
+                band += " (per word only: this group's tables hold no per-byte interval)"
         if per_byte:  # over both panels
             fig.suptitle(wrapped(title, 110) + band, fontsize=10)
         else:

@@ -8,7 +8,7 @@ txlab.analysis.recl_figures.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,11 @@ from txlab.tables import csv_text, latex_text_table, markdown_table
 PLACEBO_NOTE = ("† a step this RECL rests on did not beat its placebo gain (extra context from far away) by the threshold; "
                 "the placebo-aware RECL stops at the first such step.")
 """What the dagger under a table of RECLs says."""
+RELATIVE_NOTE = ("RECL is relative to the group: each member's gain is counted against the group's best loss at each context "
+                 "length, so adding or removing a member can move another member's reading.")
+"""What every table and Figure 3 of a group say of how to read a RECL: with its group."""
+NOT_READ_MARK = "§"
+"""How a table marks a member that does not beat the unigram baseline (:class:`UnigramCheck`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,6 +137,9 @@ class Table8Row:
     """The RECL whose every step beat its placebo gain by the threshold; None without placebo losses."""
     ground_truth: bool = False
     """True for the ideal model of a synthetic corpus, which gives the answer the others are read against."""
+    beats_unigram: bool | None = None
+    """Whether the member beats the unigram baseline (:class:`UnigramCheck`); False: its RECL is not read. None where
+    no unigram was fitted (and for the ideal model)."""
 
     @property
     def below_placebo(self) -> bool | None:
@@ -151,13 +159,16 @@ class Table8Row:
             cells.update(self.placebo_aware.record("placebo_"), below_placebo=self.below_placebo)
         if self.ground_truth:
             cells["ground_truth"] = True
+        if self.beats_unigram is not None:
+            cells["beats_unigram"] = self.beats_unigram
         return cells
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Table8Row:
         """The row :meth:`record` wrote (a row of a recl.json)."""
         placebo = ReclEstimate.from_record(record, "placebo_") if "placebo_recl" in record else None
-        return cls(record["model"], record["r"], ReclEstimate.from_record(record), placebo, bool(record.get("ground_truth")))
+        return cls(record["model"], record["r"], ReclEstimate.from_record(record), placebo, bool(record.get("ground_truth")),
+                   record.get("beats_unigram"))
 
 
 def recl_rows(table: GroupTable, *, rs: Sequence[float] = DEFAULT_RS, bootstrap: Bootstrap | None = None,
@@ -188,6 +199,59 @@ def _with_interval(found: ReclInterval, level: float) -> ReclEstimate:
 def r_label(r: float) -> str:
     """How a table or figure heads a fraction r: 'r = 0.1'."""
     return f"r = {r:g}"
+
+
+@dataclass(frozen=True)
+class UnigramCheck:
+    """docs/recl.md's rule, applied: a member whose perplexity at the grid's longest context does not beat a unigram
+    fitted on the training split (txlab.analysis.per_unit.unigram_perplexity), on the same targets, has learned too
+    little for its RECL to say anything about how it uses context, so it is not read."""
+
+    perplexity: float
+    """The unigram's perplexity on the group's targets (per word in words, per token in tokens)."""
+    unit: str
+    """'word' or 'token'."""
+    c: int
+    """The context length at which the members are compared: the grid's longest."""
+    members: dict[str, float]
+    """Member -> its perplexity at ``c`` on the same targets."""
+    fit: str = ""
+    """How the unigram was fitted and smoothed, in words (txlab.analysis.per_unit.UNIGRAM_FIT)."""
+
+    def beats(self, member: str) -> bool:
+        return self.members[member] < self.perplexity
+
+    @property
+    def not_read(self) -> list[str]:
+        """The members that do not beat the unigram, in the group's order."""
+        return [m for m in self.members if not self.beats(m)]
+
+    def mark(self, rows: Sequence[Table8Row]) -> list[Table8Row]:
+        """``rows`` with each member's :attr:`Table8Row.beats_unigram` set (the ideal model's left None)."""
+        return [row if row.ground_truth or row.model not in self.members else replace(row, beats_unigram=self.beats(row.model)) for row in rows]
+
+    def note(self) -> str:
+        """The paragraph under Table 8: the unigram's perplexity, each member's, and which are not read."""
+        per = f"per {self.unit}"
+        members = ", ".join(f"{m} {p:,.{_digits(p)}f}" + f" {NOT_READ_MARK}" * (not self.beats(m)) for m, p in self.members.items())
+        verdict = (f"{NOT_READ_MARK} does not beat it: its RECL says nothing about how it uses context, so it is not read."
+                   if self.not_read else "Every member beats it, so every RECL may be read.")
+        return (f"\nA unigram fitted on the training split ({self.fit}) has perplexity {per} {self.perplexity:,.{_digits(self.perplexity)}f} "
+                f"on these targets; the members' at c = {self.c:,}: {members}. {verdict}\n")
+
+    def record(self) -> dict[str, Any]:
+        """recl.json's ``unigram``: the unigram's perplexity, how it was fitted, and per member its perplexity and verdict."""
+        return {"perplexity": self.perplexity, "unit": self.unit, "c": self.c, "fit": self.fit,
+                "members": {m: {"perplexity": p, "beats_unigram": self.beats(m)} for m, p in self.members.items()}}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> UnigramCheck:
+        return cls(record["perplexity"], record["unit"], record["c"], {m: v["perplexity"] for m, v in record["members"].items()}, record["fit"])
+
+
+def _digits(perplexity: float) -> int:
+    """Decimals a perplexity is printed with: none from 100 on (1,322), two below (3.97)."""
+    return 0 if perplexity >= 100 else 2
 
 
 @dataclass(frozen=True)
@@ -233,7 +297,9 @@ def table8_text(rows: Sequence[Table8Row]) -> TableText:
         if row.placebo_aware is not None:
             by_column[row.r, True] = row.placebo_aware.cell()
     headers = [r_label(r) + (", placebo-aware" if placebo_aware else "") for r, placebo_aware in columns]
-    body = [[model, *(by_column.get(column, "-") for column in columns)] for model, by_column in cells.items()]
+    not_read = {row.model for row in rows if row.beats_unigram is False}
+    body = [[model + f" {NOT_READ_MARK}" * (model in not_read), *(by_column.get(column, "-") for column in columns)]
+            for model, by_column in cells.items()]
     return TableText(["model", *headers], body, [PLACEBO_NOTE] * any(row.below_placebo for row in rows))
 
 

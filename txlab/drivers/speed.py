@@ -24,6 +24,7 @@ from txlab.measure.speed import DEFAULT_GPU_BATCH, PAPER_ATTN_LENS, PRESET, Spee
 from txlab.runs.evaluate import evaluation_context
 from txlab.runs.plan import Plan, format_seconds, is_long_on_cpu, machine_gflops, model_counts, quickest, seconds_for, smaller_sizes
 from txlab.study import entry, read_study
+from txlab.tables import count_label
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def _timing_plan(study: SpeedStudy, ceilings: dict[str, float | None]) -> Plan:
     batch = settings.batch_size or (DEFAULT_GPU_BATCH if torch.device(settings.device).type == "cuda" else 1)
     plan = Plan(ceilings=ceilings, device=settings.device)
     label = settings.run or f"{PRESET} at size {settings.size}"
-    plan.add(f"time {label} ({xl.parameters / 1e6:.1f}M parameters) on {settings.device}, {settings.threads} threads, "
+    plan.add(f"time {label} ({count_label(xl.parameters)} parameters) on {settings.device}, {settings.threads} threads, "
              f"{batch} streams/windows per call:")
     passes = 1 if batch == 1 else 2  # with more streams, every method is timed again at batch 1 for its latency
     for n in study.attn_lens:

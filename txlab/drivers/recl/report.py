@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 FIGURE3_R = 0.1
 """The paper's Figure 3 shows the gains at r = 0.1."""
+MIXED = "mixed"
+"""The size of a group whose members differ in size, or have none (a Hugging Face checkpoint)."""
+RELATIVE_TITLE = "RECL is relative to the group: adding a member can move another's reading"
+"""What Figure 3's and the seeds figure's titles say of reading a RECL (txlab.analysis.table8.RELATIVE_NOTE)."""
 
 
 @dataclass(frozen=True)
@@ -63,16 +67,19 @@ class GroupResult:
     extrapolation: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Member -> {trained_positions, contexts}: the grid's contexts (in the group's unit) past the positions it was
     trained on (txlab.drivers.recl.plan.extrapolation); only members that have some."""
+    unigram: dict[str, Any] | None = None
+    """The unigram baseline and each member's verdict (txlab.analysis.table8.UnigramCheck.record); None where none was fitted."""
+    size: str = ""
+    """The members' size (txlab.drivers.recl.run.size_label): their one preset size, or 'mixed'."""
 
     def record(self) -> dict[str, Any]:
         """What recl.json holds (``train_seed`` only in one seed's group, ``words`` only in words)."""
         seed = {} if self.train_seed is None else {"train_seed": self.train_seed}
-        words = {} if self.words is None else {"words": self.words}
-        strided = {} if self.strided is None else {"strided": self.strided}
-        beyond = {"extrapolation": self.extrapolation} if self.extrapolation else {}
+        optional = {key: value for key, value in (("words", self.words), ("strided", self.strided), ("unigram", self.unigram),
+                                                   ("extrapolation", self.extrapolation or None)) if value is not None}
         return {"group": self.group, **seed, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
-                "corpus": self.corpus, "grid": self.grid, "n_targets": self.n_targets, **self.source_fields,
-                "model_order": self.model_order, "rows": [row.record() for row in self.rows], **words, **strided, **beyond}
+                "size": self.size, "corpus": self.corpus, "grid": self.grid, "n_targets": self.n_targets, **self.source_fields,
+                "model_order": self.model_order, "rows": [row.record() for row in self.rows], **optional}
 
 
 def word_record(table: WordGroup) -> dict[str, Any]:
@@ -214,20 +221,22 @@ def figure_legend(record: dict[str, Any], order: Sequence[str] | None = None) ->
     from txlab.analysis.figures import ModelLegend
 
     names = display_names(record.get("settings", {}).get("labels", []))
-    return ModelLegend(tuple(record.get("model_order", ()) if order is None else order), frozenset(names.values()))
+    not_read = table8.UnigramCheck.from_record(record["unigram"]).not_read if "unigram" in record else []
+    return ModelLegend(tuple(record.get("model_order", ()) if order is None else order), frozenset(names.values()), frozenset(not_read))
 
 
 def group_in_words(record: dict[str, Any]) -> str:
     """A figure title's models and text: 'Transformer-XL, QRNN and LSTM (cpu size, training seed 0) on Tiny Shakespeare'.
-    A display name is given as it is; the size only when every member is a preset (a run directory or a checkpoint
-    is whatever size it was trained at)."""
+    A display name is given as it is; the size the members have ('mixed sizes' where they differ), or in a record
+    written before it said so, the settings' only when every member is a preset (a run directory or a checkpoint is
+    whatever size it was trained at)."""
     from txlab.analysis.figures import models_in_words
 
     members, verbatim = record.get("members", []), figure_legend(record).verbatim
     names = member_names(record)
     words = [name if name in verbatim else member for member, name in zip(members, names)] if len(names) == len(members) else members
-    size = record.get("settings", {}).get("size")
-    about = [f"{size} size"] * bool(size and members and all(m in PRESETS for m in members))
+    size = record.get("size") or (record.get("settings", {}).get("size") if members and all(m in PRESETS for m in members) else "")
+    about = [f"{size} size{'s' * (size == MIXED)}"] * bool(size)
     about += [f"training seed {record.get('train_seed')}"] * ("train_seed" in record)
     return models_in_words(words, verbatim) + (f" ({', '.join(about)})" if about else "") + f" on {corpus_in_words(record)}"
 
@@ -245,12 +254,14 @@ def draw_figures(table_dir: Path, figure_dir: Path, record: dict[str, Any], char
     about = group_in_words(record) + strided_title(record)
     char_level = is_char_level(record) if char_level is None else char_level
     unit = record_unit(record)
-    files = recl_figures.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png", title=f"Figure 3: gains from longer context\n{about}",
+    files = recl_figures.figure3(table_dir / "figure3.csv", figure_dir / "figure3.png",
+                                 title=f"Figure 3: gains from longer context\n{about}\n{RELATIVE_TITLE}",
                                  intervals=table_dir / "table8.csv", placebo=table_dir / "placebo.csv", r=FIGURE3_R,
                                  threshold=recl.DEFAULT_THRESHOLD, legend=legend, unit=unit)
     files += recl_figures.figure4(table_dir / "figure4.csv", figure_dir / "figure4.png", char_level=char_level,
                                   title=f"Figure 4: {'bits per character' if char_level else 'perplexity'} by context length\n{about}",
-                                  intervals=table_dir / recl_figures.FIGURE4_INTERVALS, legend=legend, unit=unit)
+                                  intervals=table_dir / recl_figures.FIGURE4_INTERVALS, legend=legend, unit=unit,
+                                  unigram=record["unigram"]["perplexity"] if "unigram" in record else None)
     return files
 
 
@@ -258,7 +269,7 @@ def seeds_figure(record: dict[str, Any], rows: Sequence[table8.SeedSpreadRow], o
     """The RECL of every training seed of a group (table8-seeds.json's ``record``, its ``rows``), titled in words."""
     from txlab.analysis import recl_figures
 
-    title = f"RECL over training seeds {', '.join(map(str, record['train_seeds']))}\n{group_in_words(record)}"
+    title = f"RECL over training seeds {', '.join(map(str, record['train_seeds']))}\n{group_in_words(record)}\n{RELATIVE_TITLE}"
     return recl_figures.seed_spread_figure(rows, out, title, figure_legend(record) if legend is None else legend,
                                            record_unit(record))
 
@@ -345,7 +356,7 @@ def _group_summary(result: GroupResult) -> dict[str, Any]:
         record = row.record()
         per_model.setdefault(row.model, {})[str(row.r)] = {
             k: record[k] for k in ("recl", "ci_low", "ci_high", "censored", "label", "placebo_recl", "placebo_ci_low", "placebo_ci_high",
-                                   "placebo_censored", "placebo_label", "below_placebo") if k in record
+                                   "placebo_censored", "placebo_label", "below_placebo", "beats_unigram") if k in record
         }
     return {"group": result.group, "members": result.members, "run_dirs": result.run_dirs, "grid": result.grid, "n_targets": result.n_targets,
             "recl": per_model, "files": [str(f) for f in result.files]}

@@ -18,13 +18,15 @@ import pandas as pd
 from txlab import devices
 from txlab.analysis import recl, table8
 from txlab.analysis.learned import read_restarts
+from txlab.analysis.per_unit import UNIGRAM_FIT, unigram_perplexity
 from txlab.analysis.token_losses import token_loss_table, write_token_losses
 from txlab.config import RunConfig
 from txlab.data.corpus import Corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups
 from txlab.drivers.recl.plan import extrapolation, plan_groups
-from txlab.drivers.recl.report import (FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, seeds_figure, extrapolation_note, strided_note, strided_record,
+from txlab.drivers.recl.report import (FIGURE3_R, MIXED, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, extrapolation_note, seeds_figure, strided_note,
+                                       strided_record,
                                        word_record, words_note)
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.drivers.recl.sources import Source, group_source
@@ -118,6 +120,13 @@ def _checkpoint_note(member: Member) -> str:
     return f"checkpoint at step {checkpoint_step(member.run_dir)}/{member.config.train.max_steps}"
 
 
+def size_label(members: Sequence[Member]) -> str:
+    """The size a group's members have: their one preset size ('tiny'), else MIXED (sizes that differ, or a member
+    with none: a Hugging Face checkpoint, a run of no preset). The settings' size names only what presets train at."""
+    sizes = {m.config.size if m.config is not None else "" for m in members}
+    return sizes.pop() if len(sizes) == 1 and "" not in sizes else MIXED
+
+
 ORACLE = "oracle (ground truth)"
 OWN_TOKENIZER = "each member's own"
 
@@ -156,10 +165,14 @@ class GroupScores:
     when ``settings.n_boot`` is 0."""
     placebo_gains: dict[float, tuple[np.ndarray, np.ndarray]]
     """r -> (step gains [M, G-1], placebo gains [M, G-1]); empty without placebo losses."""
+    byte_intervals: np.ndarray | None = None
+    """[M, G, 2] in words, the same interval of the perplexity per byte (the same blocks drawn); None in tokens or
+    without a bootstrap."""
 
 
-def score_group(losses: GroupLosses, labels: Sequence[str], settings: ReclSettings) -> GroupScores:
-    """RECL of every member at each r (bootstrap intervals unless ``settings.n_boot`` is 0) and the figures' points."""
+def score_group(losses: GroupLosses, labels: Sequence[str], settings: ReclSettings, span_bytes: np.ndarray | None = None) -> GroupScores:
+    """RECL of every member at each r (bootstrap intervals unless ``settings.n_boot`` is 0) and the figures' points;
+    in words, ``span_bytes`` [T] (each target's UTF-8 bytes) adds the interval of the perplexity per byte."""
     grid = losses.grid
     caps = {label: losses.caps[name] for label, name in zip(labels, losses.models)}
     bootstrap = table8.Bootstrap(losses.block_len, settings.n_boot, settings.seed) if settings.n_boot else None
@@ -168,10 +181,31 @@ def score_group(losses: GroupLosses, labels: Sequence[str], settings: ReclSettin
     if losses.placebo is not None:
         table = recl.prepare_table(losses.losses, grid, labels, caps)
         placebo = {r: (recl.step_gains(table, r), recl.placebo_step_gains(table, losses.placebo, r)) for r in settings.rs}
-    intervals = None if bootstrap is None else recl.bootstrap_perplexity(losses.losses, grid, labels, losses.block_len, settings.n_boot,
-                                                                         settings.seed, bootstrap.ci, caps)
+    intervals = byte_intervals = None
+    if bootstrap is not None:
+        interval = partial(recl.bootstrap_perplexity, losses.losses, grid, labels, losses.block_len, settings.n_boot, settings.seed, bootstrap.ci, caps)
+        intervals, byte_intervals = interval(), None if span_bytes is None else interval(units=span_bytes)
     return GroupScores(rows, recl.figure3_gains(losses.losses, grid, labels, FIGURE3_R, caps),
-                       recl.perplexity_by_context(losses.losses, grid, labels, caps), intervals, placebo)
+                       recl.perplexity_by_context(losses.losses, grid, labels, caps), intervals, placebo, byte_intervals)
+
+
+def unigram_check(source: Source, targets: np.ndarray, perplexity: np.ndarray, labels: Sequence[str], c: int,
+                  echo: Callable[[str], None]) -> table8.UnigramCheck | None:
+    """docs/recl.md's rule on a scored group: each member's perplexity at the longest context ``c`` against a unigram
+    fitted on the training split of what the group is scored on, on the same targets; a warning names every member that
+    does not beat it. None (with a warning) where the text has no training split to fit one on."""
+    try:
+        train, scored = source.unigram_units()
+    except TxlabError as error:  # a text given as its scored split alone: the group is still scored, the rule unapplied
+        echo(f"warning: no unigram baseline, so no member is checked against it ({error})")
+        return None
+    check = table8.UnigramCheck(unigram_perplexity(train, scored, targets), source.unit, c,
+                                {label: float(p) for label, p in zip(labels, perplexity)}, UNIGRAM_FIT)
+    if check.not_read:
+        echo(f"warning: {', '.join(check.not_read)} {'does' if len(check.not_read) == 1 else 'do'} not beat a unigram of the training split "
+             f"(perplexity per {check.unit} {check.perplexity:,.2f} on the same targets; theirs at c = {c:,}: "
+             + ", ".join(f"{m} {check.members[m]:,.2f}" for m in check.not_read) + "): their RECL says nothing about context use and is not read")
+    return check
 
 
 def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Path, fig_dir: Path, echo: Callable[[str], None],
@@ -195,17 +229,20 @@ def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Pat
              + ", ".join(f"{name} {n:,}" for name, n in words.covered.items()) + f"); {len(words.targets):,} kept, {words.block_len} per block")
     # contexts past a member's trained positions measure extrapolation, not context use: said with the numbers
     beyond = {m.label: x for m in members if (x := extrapolation(m, collection, source.tokens_per_word(m))) is not None}
-    scores = score_group(losses, labels, settings)
+    scores = score_group(losses, labels, settings, None if words is None else words.span_bytes)
+    unigram = unigram_check(source, losses.targets, scores.perplexity[:, -1], labels, grid[-1], echo)
     oracle = source.oracle(losses.targets)
     rows = scores.rows + oracle_rows(oracle, grid, settings.rs)
+    if unigram is not None:
+        rows = unigram.mark(rows)
 
     # matplotlib loads once a group is scored: a plan or dry run needs none
     from txlab.analysis import recl_figures
 
     table_dir, figure_dir = Path(out_dir) / group.folder(train_seed), Path(fig_dir) / group.folder(train_seed)
     strided = strided_record(collection)
-    note = (("" if words is None else words_note(word_record(words))) + ("" if strided is None else strided_note(strided))
-            + extrapolation_note(beyond, source.unit))
+    note = (f"\n{table8.RELATIVE_NOTE}\n" + ("" if unigram is None else unigram.note()) + ("" if words is None else words_note(word_record(words)))
+            + ("" if strided is None else strided_note(strided)) + extrapolation_note(beyond, source.unit))
     files = table8.write_table8(rows, table_dir / "table8", note)
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
     intervals = None
@@ -214,14 +251,15 @@ def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Pat
         if oracle is not None:
             intervals[ORACLE] = recl.bootstrap_perplexity(oracle[None], grid, [ORACLE], collection.block_len, settings.n_boot, settings.seed)[0]
     files += recl_figures.write_context_curves(scores.figure3_gains, scores.perplexity, grid, labels, table_dir, scores.placebo_gains, reference,
-                                               intervals, byte_perplexity=None if words is None else words.byte_perplexity())
+                                               intervals, byte_perplexity=None if words is None else words.byte_perplexity(),
+                                               byte_intervals=None if scores.byte_intervals is None else dict(zip(labels, scores.byte_intervals)))
     if settings.export_losses:
         files += export_losses(losses, labels, oracle, source, table_dir)
     settings_file = table_dir / "recl.json"
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
                          source.record_fields(), rows, table8.table8_markdown(rows) + note, [settings_file, *files], train_seed,
                          None if words is None else word_record(words), corpus=source.name, model_order=list(group.model_order), strided=strided,
-                         extrapolation=beyond)
+                         unigram=None if unigram is None else unigram.record(), size=size_label(members), extrapolation=beyond)
     files += draw_figures(table_dir, figure_dir, result.record(), char_level=source.char_level)
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
     return replace(result, files=[settings_file, *files])
@@ -282,7 +320,7 @@ def recl_groups(
     for group in groups:
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
-                 f"size {s.size} | corpus {f'{s.text} (tokenizer {s.tokenizer or OWN_TOKENIZER})' if s.text else s.data or ('the text its runs trained on' if s.unit == 'word' else 'each preset its own')} | unit {s.unit} | "
+                 f"size {size_label(group.resolved[group.seeds[0]])} | corpus {f'{s.text} (tokenizer {s.tokenizer or OWN_TOKENIZER})' if s.text else s.data or ('the text its runs trained on' if s.unit == 'word' else 'each preset its own')} | unit {s.unit} | "
                  f"grid {s.grid} | {s.blocks} blocks x {s.block_len} {'words' if s.unit == 'word' else 'targets'} "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}"
                  + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else "")

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from txlab.config import DataConfig
 from txlab.data.corpus import Corpus, load_corpus, split_text_of
 from txlab.data.registry import EOS, TEXT_CORPUS
 from txlab.data.tokenizers import load_hf_tokenizer, parse_tokenizer, text_tokenizer
@@ -113,6 +114,11 @@ class TokenSource:
         """A context of c counts tokens already: one per unit."""
         return 1.0
 
+    def unigram_units(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the training split's token ids, the scored split's): what the unigram baseline is fitted on and scored on
+        (txlab.analysis.per_unit.unigram_perplexity)."""
+        return self.corpus.split("train"), self.corpus.split(self.collection.split)
+
     def oracle(self, targets: np.ndarray) -> np.ndarray | None:
         """[G, T] losses of the ideal model (it sees exactly c tokens) on the group's targets, on a synthetic corpus;
         None otherwise."""
@@ -133,6 +139,8 @@ class WordSource:
 
     text: WordText
     collection: Collection
+    data: DataConfig
+    """The corpus the text is a split of (txlab.drivers.recl.groups.word_text): the unigram baseline reads its training split."""
 
     unit = "word"
     name = ""
@@ -190,6 +198,11 @@ class WordSource:
             return None
         return sum(len(encoding.ids) for encoding in tokenizer.offsets(spans)) / (len(spans) * (c.grid[-1] + c.block_len))
 
+    def unigram_units(self) -> tuple[list[str], list[str]]:
+        """(the training split's words, the scored split's): what the unigram baseline is fitted on and scored on
+        (txlab.analysis.per_unit.unigram_perplexity); the targets are word indices of the scored split."""
+        return split_text_of(self.data, "train").split(), self.text.words.text.split()
+
     def oracle(self, targets: np.ndarray) -> None:
         return None
 
@@ -212,7 +225,7 @@ def group_source(group: Group, progress: bool) -> Source:
         check_spaced(words)
         text = WordText(words, c.split)
         text.draw(c)
-        return WordSource(text, c)
+        return WordSource(text, c, data)
     corpus = load_corpus(group_data(resolved, group.settings), progress=progress)
     check_hf_members(resolved, corpus)
     sample_blocks(len(corpus.split(c.split)), c.blocks, c.block_len, c.grid[-1], c.seed)
