@@ -90,13 +90,17 @@ def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_pa
     assert "bpb" in drawn and "bpc" not in drawn and drawn["bpb_low"].notna().all()
     # the per-byte band: the same blocks resampled (n_boot 20, seed 0), each resample's nats over its spans' bytes
     bands = pd.read_csv(tmp_path / "tables" / "mixed" / "figure4-intervals.csv").set_index(["model", "c"])
-    expected = recl.bootstrap_perplexity(table.losses, table.grid, table.members, table.block_len, 20, 0, units=table.span_bytes)
-    np.testing.assert_allclose(bands.loc[list(table.members), ["ppl_byte_low", "ppl_byte_high"]].to_numpy(), expected.reshape(-1, 2), rtol=1e-6)
+    names, targets = list(words["members"]), np.asarray(words["targets"])
+    table = losses.set_index(["member", "c", "target"])["loss"]
+    cube = np.stack([[table.loc[name, c].loc[targets].to_numpy() for c in record["grid"]] for name in names])  # [M, G, W] from losses.csv
+    span_bytes = np.array([len(valid[bounds[w - 1][1] : bounds[w][1]].encode("utf-8")) for w in targets])
+    expected = recl.bootstrap_perplexity(cube, record["grid"], names, words["kept_per_block"], 20, 0, units=span_bytes)
+    np.testing.assert_allclose(bands.loc[names, ["ppl_byte_low", "ppl_byte_high"]].to_numpy(), expected.reshape(-1, 2), rtol=1e-5)
     # the unigram baseline of the text's training split, per word on the shared targets, in recl.json
     unigram = record["unigram"]
     train = split_text(DataConfig(corpus="text", text=str(text)), "train").split()
-    assert unigram["unit"] == "word" and unigram["perplexity"] == pytest.approx(unigram_perplexity(train, valid.split(), table.targets))
-    assert {m: v["perplexity"] for m, v in unigram["members"].items()} == pytest.approx({m: p[-1] for m, p in zip(table.members, ppl)})
+    assert unigram["unit"] == "word" and unigram["perplexity"] == pytest.approx(unigram_perplexity(train, valid.split(), targets))
+    assert {m: v["perplexity"] for m, v in unigram["members"].items()} == pytest.approx({m: words["members"][m]["word_perplexity"][-1] for m in names})
 
 
 def test_mixed_tokenizers_in_tokens_are_refused_with_the_fix(tmp_path, cli, three_tokenizers):
