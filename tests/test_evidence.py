@@ -495,18 +495,65 @@ def test_every_other_recl_table_on_a_synthetic_corpus_reads_the_stream_its_corpu
             assert json.loads(record.read_text())["token_stream_sha256"] == today, record.parent.name
 
 
-def _words_studies_script():
-    spec = importlib.util.spec_from_file_location("words_texts", ROOT / "studies" / "words_texts.py")
+@functools.cache
+def committed_script(path: str):
+    """A script committed beside its results or studies (``studies/words_texts.py``), imported; each runs its work only as __main__."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_files():
-    def placebo_aware(folder: str, r: float) -> dict[str, str]:
-        record = json.loads((ROOT / "results" / "recl" / folder / "recl.json").read_text())
-        return {row["model"]: row["placebo_label"] for row in record["rows"] if row["r"] == r}, record
+def placebo_aware(folder: str, r: float) -> tuple[dict[str, str], dict]:
+    """Model -> its placebo-aware reading at r in results/recl/<folder>/recl.json, and the record."""
+    record = json.loads((ROOT / "results" / "recl" / folder / "recl.json").read_text())
+    return {row["model"]: row["placebo_label"] for row in record["rows"] if row["r"] == r}, record
 
+
+PLACEBO_TABLES = sorted(str(p.parent.relative_to(ROOT / "results")) for p in (ROOT / "results").glob("**/placebo.csv"))
+"""Every committed RECL table with its steps' gains and placebo gains (a group, or one training seed of a group)."""
+
+
+def test_every_recl_table_with_placebo_gains_is_found():
+    assert len(PLACEBO_TABLES) == 27 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
+
+
+@pytest.mark.parametrize("folder", PLACEBO_TABLES)
+def test_every_committed_placebo_csv_walks_to_its_tables_rows(folder):
+    # the library's walks on the committed float64 gains (read back exactly: pandas round-trips them) must give every
+    # row of recl.json and table8.csv, the paper's reading and the placebo-aware one, labels and dagger included
+    from txlab.analysis.recl import recl_label
+
+    script = committed_script("results/recl/placebo_aware_from_placebo_csv.py")
+    group = ROOT / "results" / folder
+    record, steps = json.loads((group / "recl.json").read_text()), pd.read_csv(group / "placebo.csv")
+    table = pd.read_csv(group / "table8.csv", dtype={"label": str, "placebo_label": str}).to_dict("records")
+    caps = script.member_caps(record)  # keyed by member: a labelled member or a run directory is walked uncapped, as it has no cap
+    assert [(row["model"], row["r"]) for row in record["rows"]] == [(row["model"], row["r"]) for row in table]
+    walked = set()
+    for row, csv_row in zip(record["rows"], table):
+        if row["model"] not in set(steps.model):  # only the ideal model has no steps: its reading is the truth
+            assert row["model"] == "oracle (ground truth)" and row["ground_truth"] and csv_row["ground_truth"]
+            assert (row["recl"], row["label"]) == (csv_row["recl"], csv_row["label"])
+            continue
+        paper, aware = script.walks(steps, row["model"], row["r"], record["grid"], caps.get(row["model"]))
+        for committed in (row, csv_row):
+            assert (int(committed["recl"]), bool(committed["censored"]), str(committed["label"])) == (*paper, recl_label(*paper)), row
+            assert (int(committed["placebo_recl"]), bool(committed["placebo_censored"]), str(committed["placebo_label"])) == (
+                *aware, recl_label(*aware)), row
+            assert bool(committed["below_placebo"]) == (aware[0] < paper[0]), row
+        walked.add((row["model"], row["r"]))
+    assert walked == set(zip(steps.model, steps.r))  # every model and r of placebo.csv is a row of the tables
+    # a gain changed where no walk stops still shows at r = 0.1: figure3.csv holds those gains unnormalised,
+    # exp f(c, c) - exp f_i(c, c'), and exp f(c, c) is one number per c for every model of the group
+    figure3 = pd.read_csv(group / "figure3.csv").merge(steps[steps.r == 0.1], on=["model", "c", "c_next"], suffixes=("_figure3", ""))
+    assert len(figure3) == (steps.r == 0.1).sum()
+    gaining = figure3[figure3.gain > 0]
+    scale = (gaining.gain_figure3 / gaining.gain).groupby(gaining.c)
+    np.testing.assert_allclose(scale.max(), scale.min(), rtol=1e-12, atol=0)
+
+
+def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_files():
     readme = " ".join((ROOT / "README.md").read_text().split())
     # the synthetic text: truth 16 at r 0.5; at 2,000 steps the word-level XL reads it, the BPE and character ones 6;
     # trained 6,000 steps those two read 18
@@ -521,7 +568,7 @@ def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_file
     wiki, record = placebo_aware("recl-words-architectures-cpu-wikitext-longer-text-words-wikitext", 0.5)
     assert wiki["Transformer-XL (words)"] == wiki["LSTM (characters)"] == "4"
     assert "a word-level XL and a character LSTM [read 4]" in readme and "BPE models that lose to a unigram are not read" in readme
-    unigram = _words_studies_script().unigram_perplexity(np.asarray(record["words"]["targets"]),
+    unigram = committed_script("studies/words_texts.py").unigram_perplexity(np.asarray(record["words"]["targets"]),
                                                          sample_file("wikitext-2-sample/test.txt").read_text(encoding="utf-8"),
                                                          sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8"))
     at_32 = {name: member["word_perplexity"][-1] for name, member in record["words"]["members"].items()}
