@@ -83,15 +83,20 @@ def train_bpe(text: Path, folder: Path, vocab_size: int, byte_level: bool) -> No
     transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=special[0] if special else None).save_pretrained(folder)
 
 
-def truth(group_dir: Path, rs: list[float]) -> None:
-    """The ideal model's RECL in words on the group's shared targets, beside the members' (recl.json)."""
-    record = json.loads((group_dir / "recl.json").read_text())
+def ideal_table(record: dict) -> table8.GroupTable:
+    """The ideal model's losses in words on a synthetic group's shared targets (its recl.json), at each c of its grid."""
     split = record["settings"]["split"]
     ideal = synthetic.generate(synthetic.get_spec(VARIANT, HORIZON), SIZES[split], SEED, split=split)
     targets = np.asarray(record["words"]["targets"])
     grid = tuple(record["grid"])
-    losses = np.stack([ideal.oracle_loss(c)[targets] for c in grid])[None]  # [1, G, W]
-    rows = table8.recl_rows(table8.GroupTable(losses, grid, ["ideal"]), rs=rs)
+    return table8.GroupTable(np.stack([ideal.oracle_loss(c)[targets] for c in grid])[None], grid, ["ideal"])  # [1, G, W]
+
+
+def truth(group_dir: Path, rs: list[float]) -> None:
+    """The ideal model's RECL in words on the group's shared targets, beside the members' (recl.json)."""
+    record = json.loads((group_dir / "recl.json").read_text())
+    targets = record["words"]["targets"]
+    rows = table8.recl_rows(ideal_table(record), rs=rs)
     print(f"ideal model on the {len(targets):,} shared words: " + ", ".join(f"r {row.r:g}: {row.cell()}" for row in rows))
     for row in record["rows"]:
         placebo = f", placebo-aware {row['placebo_label']}" if "placebo_label" in row else ""

@@ -553,29 +553,127 @@ def test_every_committed_placebo_csv_walks_to_its_tables_rows(folder):
     np.testing.assert_allclose(scale.max(), scale.min(), rtol=1e-12, atol=0)
 
 
+WORDS_SYNTHETIC = {"first": "recl-words-tokenizers-cpu-synthetic-text-words-synthetic", "longer": "recl-words-tokenizers-cpu-synthetic-longer-text-words-synthetic"}
+"""The two committed runs on the synthetic text in words (the second trains the BPE and character members 3x longer)."""
+MEMBERS_IN_WORDS = ("xl151m", "xl128m", "xl128m-shaw")
+"""Their members in the order the sentences name them: the XL reading words, the BPE one, the character one."""
+
+
+def words_truth(folder: str) -> tuple[dict[float, str], dict[int, float]]:
+    """The ideal model on a synthetic group's shared words (studies/words_texts.py truth): its RECL label at each r,
+    and its perplexity per word at each c."""
+    from txlab.analysis.table8 import recl_rows
+
+    record = json.loads((ROOT / "results" / "recl" / folder / "recl.json").read_text())
+    ideal = committed_script("studies/words_texts.py").ideal_table(record)
+    labels = {row.r: row.cell() for row in recl_rows(ideal, rs=record["settings"]["rs"])}
+    return labels, dict(zip(ideal.grid, np.exp(ideal.losses[0].mean(axis=1)).tolist()))
+
+
+def placebo_interval(folder: str, model: str, r: float) -> tuple[int, int]:
+    table = pd.read_csv(ROOT / "results" / "recl" / folder / "table8.csv")
+    row = table[(table.model == model) & (table.r == r)].iloc[0]
+    return int(row.placebo_ci_low), int(row.placebo_ci_high)
+
+
 def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_files():
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    # the synthetic text: truth 16 at r 0.5; at 2,000 steps the word-level XL reads it, the BPE and character ones 6;
-    # trained 6,000 steps those two read 18
-    synthetic, _ = placebo_aware("recl-words-tokenizers-cpu-synthetic-text-words-synthetic", 0.5)
-    assert (synthetic["xl151m"], synthetic["xl128m"], synthetic["xl128m-shaw"]) == ("16", "6", "6")
-    longer, _ = placebo_aware("recl-words-tokenizers-cpu-synthetic-longer-text-words-synthetic", 0.5)
-    assert (longer["xl151m"], longer["xl128m"], longer["xl128m-shaw"]) == ("16", "18", "18")
-    assert "XLs on words, a BPE and characters read 16, 18 and 18" in readme
-    docs = " ".join((ROOT / "docs" / "recl.md").read_text().split())
-    assert "the BPE and character ones, which copy poorly then, read 6" in docs and "Trained 6,000 steps, they read 18" in docs
+    readme, docs = doc_text("README.md"), doc_text("docs/recl.md")
+    first, longer = WORDS_SYNTHETIC["first"], WORDS_SYNTHETIC["longer"]
+    (truths, _), (first_truths, _) = words_truth(longer), words_truth(first)
+    assert truths == first_truths  # one text, one set of shared words
+    # the README: the third run's readings at one r with the truth there, its caveats, and r 0.1
+    r, truth, *reads, folder, profile, first_read, low, high, r_low, truth_low, lowest, highest = re.search(
+        r"Placebo-aware at r (\d\.\d+), where the truth is (\d+) words, XLs on words, a BPE and characters \[read (\d+), (\d+) and (\d+)\]"
+        r"\(results/recl/([\w-]+)/README\.md\), one training each, in a third run \(the grid changed after the first; `([\w-]+)` declared "
+        r"after the second, where the BPE and character XLs read (\d+)\); the BPE's interval \[(\d+), (\d+)\] excludes the truth, and at r "
+        r"(\d\.\d+) \(truth (\d+)\) all read (\d+)-(\d+)\.", readme).groups()
+    assert folder == longer and f"--profile {profile} tokenizers" in (ROOT / "results" / "recl" / longer / "README.md").read_text()
+    readings, record = placebo_aware(longer, float(r))
+    assert truths[float(r)] == truth and [readings[m] for m in MEMBERS_IN_WORDS] == reads
+    assert "train_seed" not in record and not record["settings"].get("train_seeds")  # one training per member
+    assert {placebo_aware(first, float(r))[0][m] for m in MEMBERS_IN_WORDS[1:]} == {first_read}
+    bpe = placebo_interval(longer, "xl128m", float(r))
+    assert bpe == (int(low), int(high)) and not low <= truth <= high
+    at_low = [int(placebo_aware(longer, float(r_low))[0][m]) for m in MEMBERS_IN_WORDS]
+    assert truths[float(r_low)] == truth_low and (min(at_low), max(at_low)) == (int(lowest), int(highest))
+    # docs/recl.md: the truth, both runs' readings, their training steps, and r 0.1
+    ideal, r_a, r_b = re.search(r"whose ideal model reads (\d+) words at r = (\d\.\d+) and (\d+)\)", docs).groups()
+    steps, word_level, six = re.search(r"At ([\d,]+) steps the word-level one reads (\d+) placebo-aware; the BPE and character ones, which copy "
+                                       r"poorly then, read (\d+)", docs).groups()
+    longer_steps, eighteen, step_r_a, step_r_b = re.search(r"Trained ([\d,]+) steps, they read (\d+): all three within one grid step of the "
+                                                           r"truth at r = (\d\.\d+) and (\d+)", docs).groups()
+    r_docs_low, truth_docs_low, docs_lowest, docs_highest = re.search(r"At r = (\d\.\d+) \(truth (\d+)\) all three read (\d+) to (\d+)", docs).groups()
+    step = record["grid"][1] - record["grid"][0]
+    for at in (float(r_a), float(r_b)):
+        assert truths[at] == ideal
+        assert (placebo_aware(first, at)[0]["xl151m"], {placebo_aware(first, at)[0][m] for m in MEMBERS_IN_WORDS[1:]}) == (word_level, {six})
+        assert {placebo_aware(longer, at)[0][m] for m in MEMBERS_IN_WORDS[1:]} == {eighteen}
+        assert all(abs(int(placebo_aware(longer, at)[0][m]) - int(ideal)) <= step for m in MEMBERS_IN_WORDS)
+    assert (r_a, r_b) == (step_r_a, step_r_b) and (r_docs_low, truth_docs_low, docs_lowest, docs_highest) == (r_low, truth_low, lowest, highest)
+    trained = {name: {load_config(ROOT / run / "config.yaml").train.max_steps for run in json.loads((ROOT / "results" / "recl" / name / "recl.json").read_text())["run_dirs"][1:]}
+               for name in (first, longer)}
+    assert trained == {first: {int(steps.replace(",", ""))}, longer: {int(longer_steps.replace(",", ""))}}
     # WikiText, second run: the XL and the LSTM read 4 at r 0.5, the two BPE members lose to the unigram (so are not read)
     wiki, record = placebo_aware("recl-words-architectures-cpu-wikitext-longer-text-words-wikitext", 0.5)
     assert wiki["Transformer-XL (words)"] == wiki["LSTM (characters)"] == "4"
     assert "a word-level XL and a character LSTM [read 4]" in readme and "BPE models that lose to a unigram are not read" in readme
-    unigram = committed_script("studies/words_texts.py").unigram_perplexity(np.asarray(record["words"]["targets"]),
-                                                         sample_file("wikitext-2-sample/test.txt").read_text(encoding="utf-8"),
-                                                         sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8"))
+    first_wiki = [int(v) for rr in (0.1, 0.5, 1.0) for v in [placebo_aware("recl-words-architectures-cpu-wikitext-text-words-wikitext", rr)[0]["Transformer-XL (words)"]]]
+    assert f"read 4 words back placebo-aware (the XL up to {max(first_wiki)} in the first run's group)" in docs
+    # the first run's README: the XL's steps that its placebo matches, as placebo.csv gives them
+    first_run = "recl-words-architectures-cpu-wikitext-text-words-wikitext"
+    steps = pd.read_csv(ROOT / "results" / "recl" / first_run / "placebo.csv").set_index(["model", "r", "c", "c_next"])
+    r_a, c_a, next_a, gain, placebo_gain, r_b, c_b, next_b, margin = re.search(
+        r"At r = (0\.\d) the step (\d+) -> (\d+) gains (0\.\d+) against a placebo gain of (0\.\d+) \(placebo\.csv\); at r = (0\.\d) the step "
+        r"(\d+) -> (\d+) beats its placebo by (0\.\d+), under the threshold", doc_text(f"results/recl/{first_run}/README.md")).groups()
+    at_a = steps.loc[("Transformer-XL (words)", float(r_a), int(c_a), int(next_a))]
+    at_b = steps.loc[("Transformer-XL (words)", float(r_b), int(c_b), int(next_b))]
+    assert (gain, placebo_gain) == (f"{at_a.gain:.3f}", f"{at_a.placebo_gain:.3f}")
+    assert float(margin) == float(f"{at_b.gain - at_b.placebo_gain:.2g}") and at_b.gain - at_b.placebo_gain < 0.01
+    train_text = sample_file("wikitext-2-sample/test.txt").read_text(encoding="utf-8")
+    valid_text = sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8")
+    assert f"the WikiText-2 sample, {len(train_text.split()):,} training words" in docs  # words: runs of non-whitespace, as --unit word reads them
+    unigram = committed_script("studies/words_texts.py").unigram_perplexity(np.asarray(record["words"]["targets"]), train_text, valid_text)
     at_32 = {name: member["word_perplexity"][-1] for name, member in record["words"]["members"].items()}
     beat = {name for name, ppl in at_32.items() if ppl < unigram}
     assert beat == {"Transformer-XL (words)", "LSTM (characters)"}, (unigram, at_32)
-    assert round(at_32["Llama (Metaspace BPE 1.5k)"] - unigram) == 8  # "the Llama misses by 8 per word"
-    assert "the Llama misses by 8 per word" in " ".join((ROOT / "docs" / "recl.md").read_text().split())
+    assert f"the Llama misses by {round(at_32['Llama (Metaspace BPE 1.5k)'] - unigram)} per word" in docs
+
+
+def words_cell(cell: str) -> list[tuple[str, tuple[int, int] | None]]:
+    """'18 [18, 20] / 18 / 18' -> [('18', (18, 20)), ('18', None), ('18', None)]: a results README's readings at each r."""
+    parts = [re.fullmatch(r"(>= \d+|\d+)(?: \[(\d+), (\d+)\])?", part.strip()) for part in cell.split(" / ")]
+    return [(m[1], (int(m[2]), int(m[3])) if m[2] else None) for m in parts]
+
+
+@pytest.mark.parametrize("run", sorted(WORDS_SYNTHETIC))
+def test_the_synthetic_words_readmes_quote_their_files(run):
+    folder = WORDS_SYNTHETIC[run]
+    readme = (ROOT / "results" / "recl" / folder / "README.md").read_text(encoding="utf-8")
+    text = " ".join(readme.split())
+    truths, ideal_ppl = words_truth(folder)
+    record = json.loads((ROOT / "results" / "recl" / folder / "recl.json").read_text())
+    table = pd.read_csv(ROOT / "results" / "recl" / folder / "table8.csv").set_index(["model", "r"])
+    rs = record["settings"]["rs"]
+    # the rule's truth, and how many words every member spells exactly
+    at_low, at_high = re.search(r"(\d+) at r = 0\.1, (\d+) at r = 0\.5 and r = 1", text).groups()
+    (of_words,) = re.search(r"the same ([\d,]+) words", text).groups()
+    assert (at_low, at_high, at_high) == (truths[0.1], truths[0.5], truths[1.0])
+    words = record["words"]
+    assert words["shared"] == words["drawn"] == int(of_words.replace(",", ""))
+    # the member table: perplexity per word at 16 and 32 words (the ideal's in its header), the paper's RECL and the placebo-aware one
+    header = re.search(r"\| perplexity per word at c = (\d+) / (\d+) \(ideal (\d\.\d\d)(?: at \d+)?\) \|", readme)
+    c_a, c_b = int(header[1]), int(header[2])
+    quoted = {a or b for a, b in re.findall(r"(\d\.\d\d) for the ideal|the ideal (\d\.\d\d)", text)}
+    assert quoted == {header[3]} == {f"{ideal_ppl[c_a]:.2f}"}  # on the shared words, as every member's perplexity
+    rows = re.findall(r"^\| (xl[\w-]+) \| [^|]+ \| ([\d.]+) / ([\d.]+) \| ([^|]+) \| ([^|]+) \|$", readme, re.M)
+    assert [row[0] for row in rows] == list(MEMBERS_IN_WORDS)
+    for model, ppl_a, ppl_b, paper, aware in rows:
+        ppl = dict(zip(record["grid"], words["members"][model]["word_perplexity"]))
+        assert (ppl_a, ppl_b) == (f"{ppl[c_a]:.1f}", f"{ppl[c_b]:.1f}"), model
+        assert [label for label, _ in words_cell(paper)] == [table.loc[(model, r), "label"] for r in rs], model
+        for r, (label, bounds) in zip(rs, words_cell(aware)):
+            committed = table.loc[(model, r)]
+            assert label == str(int(committed.placebo_recl)) and bounds in (None, (int(committed.placebo_ci_low), int(committed.placebo_ci_high))), (model, r)
 
 
 def _gpu_folders(card: str) -> list[Path]:
