@@ -717,3 +717,101 @@ def test_the_readme_gpu_numbers_quote_the_committed_benchmark_files():
     assert (f"strided (s = {strided['stride']:,}) at contexts 8k..32k, {strided['targets']:,} targets: {strided['seconds']:.1f} s on the H100, "
             f"{strided['token_steps']:,} token-steps where exact contexts by windows would read "
             f"{strided['exact_window_token_steps'] / 1e6:.0f} million") in text
+
+
+PAPER_TABLE8 = {"xl151m": (900, 800, 700), "qrnn": (500, 400, 300), "lstm": (400, 300, 200), "xl128m": (700, 600, 500),
+                "xl128m-shaw": (400, 400, 300), "xl128m-norecur": (300, 300, 300), "transformer128m": (128, 128, 128)}
+"""Table 8 of Dai et al. (2019), RECL at r = 0.1 / 0.5 / 1.0 on WikiText-103, by the presets that stand for its models:
+the paper is not in the repository, so this is its one typed copy, and every page that quotes it is held to it."""
+
+
+def slowdowns(text: str) -> list[int]:
+    """'363x, 773x, 1,409x' or '363x / 773x' or '1409x' -> [363, 773, 1409]."""
+    return [int(v.replace(",", "")) for v in re.findall(r"(\d[\d,]*)x", text)]
+
+
+def test_every_quote_of_the_papers_tables_8_and_9_is_the_papers():
+    from txlab.measure.speed import PAPER_SLOWDOWN
+
+    # Table 8: the study file's comment, its groups, and the vanilla Transformer's 128 in docs/recl.md
+    study = (ROOT / "studies" / "table8.yaml").read_text(encoding="utf-8")
+    quoted = {m: tuple(map(int, v)) for m, *v in re.findall(r"([\w-]+) (\d+) / (\d+) / (\d+)", study.split("# Format")[0])}
+    assert quoted == PAPER_TABLE8
+    groups = load_recl_study(ROOT / "studies" / "table8.yaml", "cpu").groups
+    assert sorted(m for members in groups.values() for m in members) == sorted(PAPER_TABLE8)
+    (vanilla,) = re.search(r"This is how the paper's (\d+) for the vanilla Transformer arises", doc_text("docs/recl.md")).groups()
+    assert int(vanilla) == PAPER_TABLE8["transformer128m"][0]
+    # Table 9: docs/speed.md's row of the paper under its header's lengths; every sentence that quotes its slowdowns
+    speed = (ROOT / "docs" / "speed.md").read_text(encoding="utf-8")
+    header, _, paper_row = re.search(r"^(\| attention length \|.*)\n(.*)\n(\| paper \(one GPU\) \|.*)$", speed, re.M).groups()
+    assert dict(zip(map(int, re.findall(r"\d+", header)), slowdowns(paper_row))) == PAPER_SLOWDOWN
+    (paper_at_3800,) = re.search(r"4% below it at 3800 \(1,796x against (\d[\d,]*)x\)", " ".join(speed.split())).groups()
+    assert int(paper_at_3800.replace(",", "")) == PAPER_SLOWDOWN[3800]
+    lo, hi, paper_lo, paper_hi = re.search(r"slower than XL at ([\d,]+)-([\d,]+) tokens \(the paper: ([\d,]+)x-([\d,]+)x\)", doc_text("README.md")).groups()
+    assert (int(paper_lo.replace(",", "")), int(paper_hi.replace(",", ""))) == (PAPER_SLOWDOWN[int(lo.replace(",", ""))], PAPER_SLOWDOWN[int(hi.replace(",", ""))])
+    h100 = doc_text("results/bench/gpu-2026-11-28-nvidia-h100/README.md")
+    lengths, paper = re.search(r"slower than XL at ((?:[\d,]+(?:, | and ))+[\d,]+) tokens \(the paper: ([^)]+)\)", h100).groups()
+    assert dict(zip((int(v.replace(",", "")) for v in re.findall(r"[\d,]*\d", lengths)), slowdowns(paper))) == PAPER_SLOWDOWN
+    (cache,) = re.search(r"against the paper's ((?:[\d,]+x(?: / )?)+)", doc_text("results/bench/eval-cache-cpu.md")).groups()
+    assert slowdowns(cache) == list(PAPER_SLOWDOWN.values())
+    for table in [*(ROOT / "results").glob("speed/table9-*.csv"), *(ROOT / "results" / "bench").glob("*/table9-gpu.csv")]:
+        written = pd.read_csv(table)  # each committed Table 9 beside the paper's, in its own column
+        assert all(PAPER_SLOWDOWN[int(c)] == p for c, p in zip(written["attn_len"], written["paper_slowdown"])), table.name
+
+
+def numbers_in(value) -> set[float]:
+    """Every number a record holds: its numeric leaves, and the numbers written in its strings (a log, a command)."""
+    if isinstance(value, dict):
+        return set().union(*map(numbers_in, value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*map(numbers_in, value)) if value else set()
+    if isinstance(value, str):
+        return {float(v.replace(",", "")) for v in re.findall(r"\d[\d,]*(?:\.\d+)?", value)}
+    return {float(value)} if isinstance(value, (int, float)) and not isinstance(value, bool) else set()
+
+
+GPU_README_NOT_RESULTS = [
+    (r"[\d,]+ MiB|driver [\d.]+|torch [\d.]+\+\w+|transformers [\d.]+", "the machine and its software"),
+    (r"One run(?: of the whole script)?, \d+ s|\(\d+ s\)|[\d,]+ kB|\d+ minutes? (?:about|later|after)|about \d+ minutes", "how long a run took, the text's size, when"),
+    (r"issue \d+|GPT-2 \d+M|\d{4}-\d\d-\d\d|commit [0-9a-f]{7}|`[^`]*`", "names, dates, commits, commands and paths"),
+    (r"profile's \d+ and \d+|tolerance of \d+ rounding units \(0\.\d+\)|uses \d+ \(0\.\d+\)", "settings of the code, not measured"),
+]
+"""What a GPU benchmark README may write as a number without its files giving it, and why."""
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in (ROOT / "results" / "bench").glob("gpu-*-nvidia-*/")))
+def test_every_number_of_a_gpu_readme_is_one_its_files_give(folder):
+    # a number counts as quoted when a file of its run, or of a run it compares with (made the same day or before), gives
+    # it at the precision written (a share in % as a fraction or a percentage); a number derived otherwise is checked here
+    def files_of(run: Path) -> set[float]:
+        found = set()
+        for path in run.iterdir():
+            if path.suffix == ".json":
+                found |= numbers_in(json.loads(path.read_text()))
+            elif path.suffix == ".csv":
+                found |= numbers_in(pd.read_csv(path).to_dict("list"))
+            elif path.name == "log.txt":
+                found |= numbers_in(path.read_text())
+        return found
+
+    bench = ROOT / "results" / "bench"
+    date = folder.split("-nvidia")[0]
+    given = set().union(*(files_of(run) for run in bench.glob("gpu-*-nvidia-*/") if run.name.split("-nvidia")[0] <= date))
+    text = (bench / folder / "README.md").read_text(encoding="utf-8")
+    if folder == "gpu-2026-11-28-nvidia-h100-recl":  # the exact window method's token-steps over the strided ones, and its longest window
+        strided = json.loads(next((bench / folder).glob("gpu-*.json")).read_text())["recl"]["strided"]
+        times, longest = re.search(r"token-steps for the same targets, ([\d,]+) times as many\. Cutting the longest window \(([\d,]+) tokens\)",
+                                   " ".join(text.split())).groups()
+        assert f"{round(strided['exact_window_token_steps'] / strided['token_steps'], -2):,.0f}" == times
+        assert int(longest.replace(",", "")) == max(strided["grid"]) + strided["stride"] - 1
+        text = text.replace(times, "").replace(longest, "")
+    text = " ".join(re.sub(r"^    .*$", "", text, flags=re.M).split())  # commands out, sentences on one line
+    for pattern, _ in GPU_README_NOT_RESULTS:
+        text = re.sub(pattern, "", text)
+    unquoted = []
+    for match in re.finditer(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(%)?", text):
+        value, places = float(match[1].replace(",", "") + (match[2] or "")), len(match[2] or ".") - 1
+        shares = {v * 100 for v in given} if match[3] else set()
+        if not any(round(v, places) == value for v in given | shares):
+            unquoted.append(match[0])
+    assert not unquoted, f"{folder}/README.md quotes numbers no file of its run or an earlier one gives: {unquoted}"
