@@ -815,3 +815,33 @@ def test_every_number_of_a_gpu_readme_is_one_its_files_give(folder):
         if not any(round(v, places) == value for v in given | shares):
             unquoted.append(match[0])
     assert not unquoted, f"{folder}/README.md quotes numbers no file of its run or an earlier one gives: {unquoted}"
+
+
+RESULT_FOLDERS = sorted(str(p.relative_to(ROOT / "results")) for p in [
+    *(ROOT / "results" / "recl").glob("*/"), *(ROOT / "results" / "ablate").glob("*/"), *(ROOT / "results" / "bench").glob("gpu-*/")])
+"""Every committed results folder of RECL, ablations and GPU benchmarks."""
+
+
+@pytest.mark.parametrize("folder", RESULT_FOLDERS)
+def test_every_results_folder_names_its_command_profile_commit_and_transcript(folder):
+    # a GPU benchmark has no profile (its sections, --only, are in its command); a command-line group says it has none
+    path = ROOT / "results" / folder
+    readme = " ".join((path / "README.md").read_text(encoding="utf-8").split())
+    assert re.search(r"(?:^|\s)(?:\$ )?(?:OMP_NUM_THREADS=1 |V=\S+ )?(?:txlab|python3?) \S+|`benchmarks/gpu\.py", readme), f"{folder}: no command"
+    if not folder.startswith("bench/"):
+        assert re.search(r"--profile [\w-]+|[Pp]rofile `[\w-]+`|Profile: none, a command-line group", readme), f"{folder}: no profile"
+    commits = re.findall(r"\bcommit ([0-9a-f]{7})\b", readme)
+    assert commits, f"{folder}: no commit"
+    transcripts = [p.name for p in path.iterdir() if p.name in ("output.txt", "log.txt") or p.suffix == ".log"]
+    assert transcripts or re.search(r"not recorded at the time|No console transcript was kept", readme), f"{folder}: no transcript, and no word why"
+    assert all(name in readme for name in transcripts), f"{folder}: a transcript the README does not name"
+
+
+def test_every_commit_a_results_readme_names_is_in_the_history():
+    import subprocess
+
+    named = {c for folder in RESULT_FOLDERS for c in re.findall(r"\bcommit ([0-9a-f]{7})\b", (ROOT / "results" / folder / "README.md").read_text())}
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    found = subprocess.run(["git", "cat-file", "--batch-check"], input="\n".join(sorted(named)) + "\n", capture_output=True, text=True, cwd=ROOT).stdout
+    assert "missing" not in found, found
