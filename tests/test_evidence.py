@@ -2,6 +2,7 @@
 the committed runs, the docs' verdicts are the code's, and the README's numbers are the files'."""
 
 import functools
+import importlib.util
 import json
 import re
 from dataclasses import asdict
@@ -495,32 +496,184 @@ def test_every_other_recl_table_on_a_synthetic_corpus_reads_the_stream_its_corpu
             assert json.loads(record.read_text())["token_stream_sha256"] == today, record.parent.name
 
 
-def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_files():
-    def placebo_aware(folder: str, r: float) -> dict[str, str]:
-        record = json.loads((ROOT / "results" / "recl" / folder / "recl.json").read_text())
-        return {row["model"]: row["placebo_label"] for row in record["rows"] if row["r"] == r}, record
+@functools.cache
+def committed_script(path: str):
+    """A script committed beside its results or studies (``studies/words_texts.py``), imported; each runs its work only as __main__."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    # the synthetic text: truth 16 at r 0.5; at 2,000 steps the word-level XL reads it, the BPE and character ones 6;
-    # trained 6,000 steps those two read 18
-    synthetic, _ = placebo_aware("recl-words-tokenizers-cpu-synthetic-text-words-synthetic", 0.5)
-    assert (synthetic["xl151m"], synthetic["xl128m"], synthetic["xl128m-shaw"]) == ("16", "6", "6")
-    longer, _ = placebo_aware("recl-words-tokenizers-cpu-synthetic-longer-text-words-synthetic", 0.5)
-    assert (longer["xl151m"], longer["xl128m"], longer["xl128m-shaw"]) == ("16", "18", "18")
-    assert "XLs on words, a BPE and characters read 16, 18 and 18" in readme
-    docs = " ".join((ROOT / "docs" / "recl.md").read_text().split())
-    assert "the BPE and character ones, which copy poorly then, read 6" in docs and "Trained 6,000 steps, they read 18" in docs
+
+def placebo_aware(folder: str, r: float) -> tuple[dict[str, str], dict]:
+    """Model -> its placebo-aware reading at r in results/recl/<folder>/recl.json, and the record."""
+    record = json.loads((ROOT / "results" / "recl" / folder / "recl.json").read_text())
+    return {row["model"]: row["placebo_label"] for row in record["rows"] if row["r"] == r}, record
+
+
+PLACEBO_TABLES = sorted(str(p.parent.relative_to(ROOT / "results")) for p in (ROOT / "results").glob("**/placebo.csv"))
+"""Every committed RECL table with its steps' gains and placebo gains (a group, or one training seed of a group)."""
+
+
+def test_every_recl_table_with_placebo_gains_is_found():
+    assert len(PLACEBO_TABLES) == 27 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
+
+
+@pytest.mark.parametrize("folder", PLACEBO_TABLES)
+def test_every_committed_placebo_csv_walks_to_its_tables_rows(folder):
+    # the library's walks on the committed float64 gains (read back exactly: pandas round-trips them) must give every
+    # row of recl.json and table8.csv, the paper's reading and the placebo-aware one, labels and dagger included
+    from txlab.analysis.recl import recl_label
+
+    script = committed_script("results/recl/placebo_aware_from_placebo_csv.py")
+    group = ROOT / "results" / folder
+    record, steps = json.loads((group / "recl.json").read_text()), pd.read_csv(group / "placebo.csv")
+    table = pd.read_csv(group / "table8.csv", dtype={"label": str, "placebo_label": str}).to_dict("records")
+    caps = script.member_caps(record)  # keyed by member: a labelled member or a run directory is walked uncapped, as it has no cap
+    assert [(row["model"], row["r"]) for row in record["rows"]] == [(row["model"], row["r"]) for row in table]
+    walked = set()
+    for row, csv_row in zip(record["rows"], table):
+        if row["model"] not in set(steps.model):  # only the ideal model has no steps: its reading is the truth
+            assert row["model"] == "oracle (ground truth)" and row["ground_truth"] and csv_row["ground_truth"]
+            assert (row["recl"], row["label"]) == (csv_row["recl"], csv_row["label"])
+            continue
+        paper, aware = script.walks(steps, row["model"], row["r"], record["grid"], caps.get(row["model"]))
+        for committed in (row, csv_row):
+            assert (int(committed["recl"]), bool(committed["censored"]), str(committed["label"])) == (*paper, recl_label(*paper)), row
+            assert (int(committed["placebo_recl"]), bool(committed["placebo_censored"]), str(committed["placebo_label"])) == (
+                *aware, recl_label(*aware)), row
+            assert bool(committed["below_placebo"]) == (aware[0] < paper[0]), row
+        walked.add((row["model"], row["r"]))
+    assert walked == set(zip(steps.model, steps.r))  # every model and r of placebo.csv is a row of the tables
+    # a gain changed where no walk stops still shows at r = 0.1: figure3.csv holds those gains unnormalised,
+    # exp f(c, c) - exp f_i(c, c'), and exp f(c, c) is one number per c for every model of the group
+    figure3 = pd.read_csv(group / "figure3.csv").merge(steps[steps.r == 0.1], on=["model", "c", "c_next"], suffixes=("_figure3", ""))
+    assert len(figure3) == (steps.r == 0.1).sum()
+    gaining = figure3[figure3.gain > 0]
+    scale = (gaining.gain_figure3 / gaining.gain).groupby(gaining.c)
+    np.testing.assert_allclose(scale.max(), scale.min(), rtol=1e-12, atol=0)
+
+
+WORDS_SYNTHETIC = {"first": "recl-words-tokenizers-cpu-synthetic-text-words-synthetic", "longer": "recl-words-tokenizers-cpu-synthetic-longer-text-words-synthetic"}
+"""The two committed runs on the synthetic text in words (the second trains the BPE and character members 3x longer)."""
+MEMBERS_IN_WORDS = ("xl151m", "xl128m", "xl128m-shaw")
+"""Their members in the order the sentences name them: the XL reading words, the BPE one, the character one."""
+
+
+def words_truth(folder: str) -> tuple[dict[float, str], dict[int, float]]:
+    """The ideal model on a synthetic group's shared words (studies/words_texts.py truth): its RECL label at each r,
+    and its perplexity per word at each c."""
+    record = json.loads((ROOT / "results" / "recl" / folder / "recl.json").read_text())
+    grid = tuple(record["grid"])
+    rows, losses = committed_script("studies/words_texts.py").ideal_readings(grid, np.asarray(record["words"]["targets"]), record["settings"]["rs"],
+                                                                             split=record["settings"]["split"])
+    return {row.r: row.cell() for row in rows}, dict(zip(grid, np.exp(losses.mean(axis=1)).tolist()))
+
+
+def placebo_interval(folder: str, model: str, r: float) -> tuple[int, int]:
+    table = pd.read_csv(ROOT / "results" / "recl" / folder / "table8.csv")
+    row = table[(table.model == model) & (table.r == r)].iloc[0]
+    return int(row.placebo_ci_low), int(row.placebo_ci_high)
+
+
+def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_files():
+    readme, docs = doc_text("README.md"), doc_text("docs/recl.md")
+    first, longer = WORDS_SYNTHETIC["first"], WORDS_SYNTHETIC["longer"]
+    (truths, _), (first_truths, _) = words_truth(longer), words_truth(first)
+    assert truths == first_truths  # one text, one set of shared words
+    # the README: the third run's readings at one r with the truth there, its caveats, and r 0.1
+    r, truth, *reads, folder, profile, first_read, low, high, r_low, truth_low, lowest, highest = re.search(
+        r"Placebo-aware at r (\d\.\d+), where the truth is (\d+) words, XLs on words, a BPE and characters \[read (\d+), (\d+) and (\d+)\]"
+        r"\(results/recl/([\w-]+)/README\.md\), one training each, in a third run \(the grid changed after the first; `([\w-]+)` declared "
+        r"after the second, where the BPE and character XLs read (\d+)\); the BPE's interval \[(\d+), (\d+)\] excludes the truth, and at r "
+        r"(\d\.\d+) \(truth (\d+)\) all read (\d+)-(\d+)\.", readme).groups()
+    assert folder == longer and f"--profile {profile} tokenizers" in (ROOT / "results" / "recl" / longer / "README.md").read_text()
+    readings, record = placebo_aware(longer, float(r))
+    assert truths[float(r)] == truth and [readings[m] for m in MEMBERS_IN_WORDS] == reads
+    assert "train_seed" not in record and not record["settings"].get("train_seeds")  # one training per member
+    assert {placebo_aware(first, float(r))[0][m] for m in MEMBERS_IN_WORDS[1:]} == {first_read}
+    bpe = placebo_interval(longer, "xl128m", float(r))
+    assert bpe == (int(low), int(high)) and not low <= truth <= high
+    at_low = [int(placebo_aware(longer, float(r_low))[0][m]) for m in MEMBERS_IN_WORDS]
+    assert truths[float(r_low)] == truth_low and (min(at_low), max(at_low)) == (int(lowest), int(highest))
+    # docs/recl.md: the truth, both runs' readings, their training steps, and r 0.1
+    ideal, r_a, r_b = re.search(r"whose ideal model reads (\d+) words at r = (\d\.\d+) and (\d+)\)", docs).groups()
+    steps, word_level, six = re.search(r"At ([\d,]+) steps the word-level one reads (\d+) placebo-aware; the BPE and character ones, which copy "
+                                       r"poorly then, read (\d+)", docs).groups()
+    longer_steps, eighteen, step_r_a, step_r_b = re.search(r"Trained ([\d,]+) steps, they read (\d+): all three within one grid step of the "
+                                                           r"truth at r = (\d\.\d+) and (\d+)", docs).groups()
+    r_docs_low, truth_docs_low, docs_lowest, docs_highest = re.search(r"At r = (\d\.\d+) \(truth (\d+)\) all three read (\d+) to (\d+)", docs).groups()
+    step = record["grid"][1] - record["grid"][0]
+    for at in (float(r_a), float(r_b)):
+        assert truths[at] == ideal
+        assert (placebo_aware(first, at)[0]["xl151m"], {placebo_aware(first, at)[0][m] for m in MEMBERS_IN_WORDS[1:]}) == (word_level, {six})
+        assert {placebo_aware(longer, at)[0][m] for m in MEMBERS_IN_WORDS[1:]} == {eighteen}
+        assert all(abs(int(placebo_aware(longer, at)[0][m]) - int(ideal)) <= step for m in MEMBERS_IN_WORDS)
+    assert (r_a, r_b) == (step_r_a, step_r_b) and (r_docs_low, truth_docs_low, docs_lowest, docs_highest) == (r_low, truth_low, lowest, highest)
+    trained = {name: {load_config(ROOT / run / "config.yaml").train.max_steps for run in json.loads((ROOT / "results" / "recl" / name / "recl.json").read_text())["run_dirs"][1:]}
+               for name in (first, longer)}
+    assert trained == {first: {int(steps.replace(",", ""))}, longer: {int(longer_steps.replace(",", ""))}}
     # WikiText, second run: the XL and the LSTM read 4 at r 0.5, the two BPE members lose to the unigram (so are not read)
     wiki, record = placebo_aware("recl-words-architectures-cpu-wikitext-longer-text-words-wikitext", 0.5)
     assert wiki["Transformer-XL (words)"] == wiki["LSTM (characters)"] == "4"
     assert "a word-level XL and a character LSTM [read 4]" in readme and "BPE models that lose to a unigram are not read" in readme
-    unigram = unigram_perplexity(sample_file("wikitext-2-sample/test.txt").read_text(encoding="utf-8").split(),
-                                 sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8").split(), np.asarray(record["words"]["targets"]))
+    first_wiki = [int(v) for rr in (0.1, 0.5, 1.0) for v in [placebo_aware("recl-words-architectures-cpu-wikitext-text-words-wikitext", rr)[0]["Transformer-XL (words)"]]]
+    assert f"read 4 words back placebo-aware (the XL up to {max(first_wiki)} in the first run's group)" in docs
+    # the first run's README: the XL's steps that its placebo matches, as placebo.csv gives them
+    first_run = "recl-words-architectures-cpu-wikitext-text-words-wikitext"
+    steps = pd.read_csv(ROOT / "results" / "recl" / first_run / "placebo.csv").set_index(["model", "r", "c", "c_next"])
+    r_a, c_a, next_a, gain, placebo_gain, r_b, c_b, next_b, margin = re.search(
+        r"At r = (0\.\d) the step (\d+) -> (\d+) gains (0\.\d+) against a placebo gain of (0\.\d+) \(placebo\.csv\); at r = (0\.\d) the step "
+        r"(\d+) -> (\d+) beats its placebo by (0\.\d+), under the threshold", doc_text(f"results/recl/{first_run}/README.md")).groups()
+    at_a = steps.loc[("Transformer-XL (words)", float(r_a), int(c_a), int(next_a))]
+    at_b = steps.loc[("Transformer-XL (words)", float(r_b), int(c_b), int(next_b))]
+    assert (gain, placebo_gain) == (f"{at_a.gain:.3f}", f"{at_a.placebo_gain:.3f}")
+    assert float(margin) == float(f"{at_b.gain - at_b.placebo_gain:.2g}") and at_b.gain - at_b.placebo_gain < 0.01
+    train_text = sample_file("wikitext-2-sample/test.txt").read_text(encoding="utf-8")
+    valid_text = sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8")
+    assert f"the WikiText-2 sample, {len(train_text.split()):,} training words" in docs  # words: runs of non-whitespace, as --unit word reads them
+    unigram = unigram_perplexity(train_text.split(), valid_text.split(), np.asarray(record["words"]["targets"]))
     at_32 = {name: member["word_perplexity"][-1] for name, member in record["words"]["members"].items()}
     beat = {name for name, ppl in at_32.items() if ppl < unigram}
     assert beat == {"Transformer-XL (words)", "LSTM (characters)"}, (unigram, at_32)
-    assert round(at_32["Llama (Metaspace BPE 1.5k)"] - unigram) == 8  # "the Llama misses by 8 per word"
-    assert "the Llama misses by 8 per word" in " ".join((ROOT / "docs" / "recl.md").read_text().split())
+    assert f"the Llama misses by {round(at_32['Llama (Metaspace BPE 1.5k)'] - unigram)} per word" in docs
+
+
+def words_cell(cell: str) -> list[tuple[str, tuple[int, int] | None]]:
+    """'18 [18, 20] / 18 / 18' -> [('18', (18, 20)), ('18', None), ('18', None)]: a results README's readings at each r."""
+    parts = [re.fullmatch(r"(>= \d+|\d+)(?: \[(\d+), (\d+)\])?", part.strip()) for part in cell.split(" / ")]
+    return [(m[1], (int(m[2]), int(m[3])) if m[2] else None) for m in parts]
+
+
+@pytest.mark.parametrize("run", sorted(WORDS_SYNTHETIC))
+def test_the_synthetic_words_readmes_quote_their_files(run):
+    folder = WORDS_SYNTHETIC[run]
+    readme = (ROOT / "results" / "recl" / folder / "README.md").read_text(encoding="utf-8")
+    text = " ".join(readme.split())
+    truths, ideal_ppl = words_truth(folder)
+    record = json.loads((ROOT / "results" / "recl" / folder / "recl.json").read_text())
+    table = pd.read_csv(ROOT / "results" / "recl" / folder / "table8.csv").set_index(["model", "r"])
+    rs = record["settings"]["rs"]
+    # the rule's truth, and how many words every member spells exactly
+    at_low, at_high = re.search(r"(\d+) at r = 0\.1, (\d+) at r = 0\.5 and r = 1", text).groups()
+    (of_words,) = re.search(r"the same ([\d,]+) words", text).groups()
+    assert (at_low, at_high, at_high) == (truths[0.1], truths[0.5], truths[1.0])
+    words = record["words"]
+    assert words["shared"] == words["drawn"] == int(of_words.replace(",", ""))
+    # the member table: perplexity per word at 16 and 32 words (the ideal's in its header), the paper's RECL and the placebo-aware one
+    header = re.search(r"\| perplexity per word at c = (\d+) / (\d+) \(ideal (\d\.\d\d)(?: at \d+)?\) \|", readme)
+    c_a, c_b = int(header[1]), int(header[2])
+    quoted = {a or b for a, b in re.findall(r"(\d\.\d\d) for the ideal|the ideal (\d\.\d\d)", text)}
+    assert quoted == {header[3]} == {f"{ideal_ppl[c_a]:.2f}"}  # on the shared words, as every member's perplexity
+    rows = re.findall(r"^\| (xl[\w-]+) \| [^|]+ \| ([\d.]+) / ([\d.]+) \| ([^|]+) \| ([^|]+) \|$", readme, re.M)
+    assert [row[0] for row in rows] == list(MEMBERS_IN_WORDS)
+    for model, ppl_a, ppl_b, paper, aware in rows:
+        ppl = dict(zip(record["grid"], words["members"][model]["word_perplexity"]))
+        assert (ppl_a, ppl_b) == (f"{ppl[c_a]:.1f}", f"{ppl[c_b]:.1f}"), model
+        assert [label for label, _ in words_cell(paper)] == [table.loc[(model, r), "label"] for r in rs], model
+        for r, (label, bounds) in zip(rs, words_cell(aware)):
+            committed = table.loc[(model, r)]
+            assert label == str(int(committed.placebo_recl)) and bounds in (None, (int(committed.placebo_ci_low), int(committed.placebo_ci_high))), (model, r)
 
 
 def _gpu_folders(card: str) -> list[Path]:
@@ -564,3 +717,131 @@ def test_the_readme_gpu_numbers_quote_the_committed_benchmark_files():
     assert (f"strided (s = {strided['stride']:,}) at contexts 8k..32k, {strided['targets']:,} targets: {strided['seconds']:.1f} s on the H100, "
             f"{strided['token_steps']:,} token-steps where exact contexts by windows would read "
             f"{strided['exact_window_token_steps'] / 1e6:.0f} million") in text
+
+
+PAPER_TABLE8 = {"xl151m": (900, 800, 700), "qrnn": (500, 400, 300), "lstm": (400, 300, 200), "xl128m": (700, 600, 500),
+                "xl128m-shaw": (400, 400, 300), "xl128m-norecur": (300, 300, 300), "transformer128m": (128, 128, 128)}
+"""Table 8 of Dai et al. (2019), RECL at r = 0.1 / 0.5 / 1.0 on WikiText-103, by the presets that stand for its models:
+the paper is not in the repository, so this is its one typed copy, and every page that quotes it is held to it."""
+
+
+def slowdowns(text: str) -> list[int]:
+    """'363x, 773x, 1,409x' or '363x / 773x' or '1409x' -> [363, 773, 1409]."""
+    return [int(v.replace(",", "")) for v in re.findall(r"(\d[\d,]*)x", text)]
+
+
+def test_every_quote_of_the_papers_tables_8_and_9_is_the_papers():
+    from txlab.measure.speed import PAPER_SLOWDOWN
+
+    # Table 8: the study file's comment, its groups, and the vanilla Transformer's 128 in docs/recl.md
+    study = (ROOT / "studies" / "table8.yaml").read_text(encoding="utf-8")
+    quoted = {m: tuple(map(int, v)) for m, *v in re.findall(r"([\w-]+) (\d+) / (\d+) / (\d+)", study.split("# Format")[0])}
+    assert quoted == PAPER_TABLE8
+    groups = load_recl_study(ROOT / "studies" / "table8.yaml", "cpu").groups
+    assert sorted(m for members in groups.values() for m in members) == sorted(PAPER_TABLE8)
+    (vanilla,) = re.search(r"This is how the paper's (\d+) for the vanilla Transformer arises", doc_text("docs/recl.md")).groups()
+    assert int(vanilla) == PAPER_TABLE8["transformer128m"][0]
+    # Table 9: docs/speed.md's row of the paper under its header's lengths; every sentence that quotes its slowdowns
+    speed = (ROOT / "docs" / "speed.md").read_text(encoding="utf-8")
+    header, _, paper_row = re.search(r"^(\| attention length \|.*)\n(.*)\n(\| paper \(one GPU\) \|.*)$", speed, re.M).groups()
+    assert dict(zip(map(int, re.findall(r"\d+", header)), slowdowns(paper_row))) == PAPER_SLOWDOWN
+    (paper_at_3800,) = re.search(r"4% below it at 3800 \(1,796x against (\d[\d,]*)x\)", " ".join(speed.split())).groups()
+    assert int(paper_at_3800.replace(",", "")) == PAPER_SLOWDOWN[3800]
+    lo, hi, paper_lo, paper_hi = re.search(r"slower than XL at ([\d,]+)-([\d,]+) tokens \(the paper: ([\d,]+)x-([\d,]+)x\)", doc_text("README.md")).groups()
+    assert (int(paper_lo.replace(",", "")), int(paper_hi.replace(",", ""))) == (PAPER_SLOWDOWN[int(lo.replace(",", ""))], PAPER_SLOWDOWN[int(hi.replace(",", ""))])
+    h100 = doc_text("results/bench/gpu-2026-11-28-nvidia-h100/README.md")
+    lengths, paper = re.search(r"slower than XL at ((?:[\d,]+(?:, | and ))+[\d,]+) tokens \(the paper: ([^)]+)\)", h100).groups()
+    assert dict(zip((int(v.replace(",", "")) for v in re.findall(r"[\d,]*\d", lengths)), slowdowns(paper))) == PAPER_SLOWDOWN
+    (cache,) = re.search(r"against the paper's ((?:[\d,]+x(?: / )?)+)", doc_text("results/bench/eval-cache-cpu.md")).groups()
+    assert slowdowns(cache) == list(PAPER_SLOWDOWN.values())
+    for table in [*(ROOT / "results").glob("speed/table9-*.csv"), *(ROOT / "results" / "bench").glob("*/table9-gpu.csv")]:
+        written = pd.read_csv(table)  # each committed Table 9 beside the paper's, in its own column
+        assert all(PAPER_SLOWDOWN[int(c)] == p for c, p in zip(written["attn_len"], written["paper_slowdown"])), table.name
+
+
+def numbers_in(value) -> set[float]:
+    """Every number a record holds: its numeric leaves, and the numbers written in its strings (a log, a command)."""
+    if isinstance(value, dict):
+        return set().union(*map(numbers_in, value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*map(numbers_in, value)) if value else set()
+    if isinstance(value, str):
+        return {float(v.replace(",", "")) for v in re.findall(r"\d[\d,]*(?:\.\d+)?", value)}
+    return {float(value)} if isinstance(value, (int, float)) and not isinstance(value, bool) else set()
+
+
+GPU_README_NOT_RESULTS = [
+    (r"[\d,]+ MiB|driver [\d.]+|torch [\d.]+\+\w+|transformers [\d.]+", "the machine and its software"),
+    (r"One run(?: of the whole script)?, \d+ s|\(\d+ s\)|[\d,]+ kB|\d+ minutes? (?:about|later|after)|about \d+ minutes", "how long a run took, the text's size, when"),
+    (r"issue \d+|GPT-2 \d+M|\d{4}-\d\d-\d\d|commit [0-9a-f]{7}|`[^`]*`", "names, dates, commits, commands and paths"),
+    (r"profile's \d+ and \d+|tolerance of \d+ rounding units \(0\.\d+\)|uses \d+ \(0\.\d+\)", "settings of the code, not measured"),
+]
+"""What a GPU benchmark README may write as a number without its files giving it, and why."""
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in (ROOT / "results" / "bench").glob("gpu-*-nvidia-*/")))
+def test_every_number_of_a_gpu_readme_is_one_its_files_give(folder):
+    # a number counts as quoted when a file of its run, or of a run it compares with (made the same day or before), gives
+    # it at the precision written (a share in % as a fraction or a percentage); a number derived otherwise is checked here
+    def files_of(run: Path) -> set[float]:
+        found = set()
+        for path in run.iterdir():
+            if path.suffix == ".json":
+                found |= numbers_in(json.loads(path.read_text()))
+            elif path.suffix == ".csv":
+                found |= numbers_in(pd.read_csv(path).to_dict("list"))
+            elif path.name == "log.txt":
+                found |= numbers_in(path.read_text())
+        return found
+
+    bench = ROOT / "results" / "bench"
+    date = folder.split("-nvidia")[0]
+    given = set().union(*(files_of(run) for run in bench.glob("gpu-*-nvidia-*/") if run.name.split("-nvidia")[0] <= date))
+    text = (bench / folder / "README.md").read_text(encoding="utf-8")
+    if folder == "gpu-2026-11-28-nvidia-h100-recl":  # the exact window method's token-steps over the strided ones, and its longest window
+        strided = json.loads(next((bench / folder).glob("gpu-*.json")).read_text())["recl"]["strided"]
+        times, longest = re.search(r"token-steps for the same targets, ([\d,]+) times as many\. Cutting the longest window \(([\d,]+) tokens\)",
+                                   " ".join(text.split())).groups()
+        assert f"{round(strided['exact_window_token_steps'] / strided['token_steps'], -2):,.0f}" == times
+        assert int(longest.replace(",", "")) == max(strided["grid"]) + strided["stride"] - 1
+        text = text.replace(times, "").replace(longest, "")
+    text = " ".join(re.sub(r"^    .*$", "", text, flags=re.M).split())  # commands out, sentences on one line
+    for pattern, _ in GPU_README_NOT_RESULTS:
+        text = re.sub(pattern, "", text)
+    unquoted = []
+    for match in re.finditer(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(%)?", text):
+        value, places = float(match[1].replace(",", "") + (match[2] or "")), len(match[2] or ".") - 1
+        shares = {v * 100 for v in given} if match[3] else set()
+        if not any(round(v, places) == value for v in given | shares):
+            unquoted.append(match[0])
+    assert not unquoted, f"{folder}/README.md quotes numbers no file of its run or an earlier one gives: {unquoted}"
+
+
+RESULT_FOLDERS = sorted(str(p.relative_to(ROOT / "results")) for p in [
+    *(ROOT / "results" / "recl").glob("*/"), *(ROOT / "results" / "ablate").glob("*/"), *(ROOT / "results" / "bench").glob("gpu-*/")])
+"""Every committed results folder of RECL, ablations and GPU benchmarks."""
+
+
+@pytest.mark.parametrize("folder", RESULT_FOLDERS)
+def test_every_results_folder_names_its_command_profile_commit_and_transcript(folder):
+    # a GPU benchmark has no profile (its sections, --only, are in its command); a command-line group says it has none
+    path = ROOT / "results" / folder
+    readme = " ".join((path / "README.md").read_text(encoding="utf-8").split())
+    assert re.search(r"(?:^|\s)(?:\$ )?(?:OMP_NUM_THREADS=1 |V=\S+ )?(?:txlab|python3?) \S+|`benchmarks/gpu\.py", readme), f"{folder}: no command"
+    if not folder.startswith("bench/"):
+        assert re.search(r"--profile [\w-]+|[Pp]rofile `[\w-]+`|Profile: none, a command-line group", readme), f"{folder}: no profile"
+    commits = re.findall(r"\bcommit ([0-9a-f]{7})\b", readme)
+    assert commits, f"{folder}: no commit"
+    transcripts = [p.name for p in path.iterdir() if p.name in ("output.txt", "log.txt") or p.suffix == ".log"]
+    assert transcripts or re.search(r"not recorded at the time|No console transcript was kept", readme), f"{folder}: no transcript, and no word why"
+    assert all(name in readme for name in transcripts), f"{folder}: a transcript the README does not name"
+
+
+def test_every_commit_a_results_readme_names_is_in_the_history():
+    import subprocess
+
+    named = {c for folder in RESULT_FOLDERS for c in re.findall(r"\bcommit ([0-9a-f]{7})\b", (ROOT / "results" / folder / "README.md").read_text())}
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    found = subprocess.run(["git", "cat-file", "--batch-check"], input="\n".join(sorted(named)) + "\n", capture_output=True, text=True, cwd=ROOT).stdout
+    assert "missing" not in found, found

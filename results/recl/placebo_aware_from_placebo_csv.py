@@ -25,9 +25,9 @@ import pandas as pd
 from txlab.analysis.recl import capped, placebo_aware_walk, walk
 from txlab.analysis.table8 import ReclEstimate, Table8Row, table8_markdown, write_table8
 from txlab.config import load_config
+from txlab.drivers.ablate_study import model_window
 from txlab.errors import TxlabError
 from txlab.fileio import write_text_atomic
-from txlab.models.build import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUPS = ("table8-xl-rnn-gpu-small-synthetic-short", "table8-xl-ablations-gpu-small-synthetic-short")
@@ -37,9 +37,22 @@ NOTE = ("Placebo-aware RECL added afterwards (issue 33) by results/recl/placebo_
 
 
 def member_caps(record: dict) -> dict[str, int | None]:
-    """Each member's maximum context, as the collection took it: the model its run's config builds."""
-    return {member: build_model(load_config(ROOT / run_dir / "config.yaml").model).max_context
+    """Each member's maximum context, as the collection took it: the window its run's config gives (counted, nothing
+    built). A group in words has no caps (docs/recl.md, "No caps"), and a member whose run is not committed (a
+    Hugging Face folder, a fresh clone's workspace) has none known here."""
+    if record["settings"].get("unit") == "word":
+        return {member: None for member in record["members"]}
+    return {member: model_window(load_config(ROOT / run_dir / "config.yaml")) if (ROOT / run_dir / "config.yaml").is_file() else None
             for member, run_dir in zip(record["members"], record["run_dirs"])}
+
+
+def walks(steps: pd.DataFrame, model: str, r: float, grid: list[int], cap: int | None) -> tuple[tuple[int, bool], tuple[int, bool]]:
+    """(c, censored) of the paper's walk and of the placebo-aware one, for one model at one r, on placebo.csv's gains."""
+    at = steps[(steps.model == model) & (steps.r == r)].sort_values("c")
+    if at.c.tolist() != grid[:-1] or at.c_next.tolist() != grid[1:]:
+        raise TxlabError(f"placebo.csv lacks steps of {model} at r = {r}")
+    gains, placebo_gains = at.gain.tolist(), at.placebo_gain.tolist()
+    return capped(*walk(gains, grid), cap), placebo_aware_walk(gains, placebo_gains, grid, cap=cap)
 
 
 def add_placebo_aware(group_dir: Path) -> list[Table8Row]:
@@ -50,13 +63,10 @@ def add_placebo_aware(group_dir: Path) -> list[Table8Row]:
     for row in map(Table8Row.from_record, record["rows"]):
         row = replace(row, placebo_aware=None)  # rerunnable
         if row.model in caps:
-            at = steps[(steps.model == row.model) & (steps.r == row.r)].sort_values("c")
-            if at.c.tolist() != grid[:-1] or at.c_next.tolist() != grid[1:]:
-                raise TxlabError(f"{group_dir}/placebo.csv lacks steps of {row.model} at r = {row.r}")
-            gains, placebo_gains, cap = at.gain.tolist(), at.placebo_gain.tolist(), caps[row.model]
-            if capped(*walk(gains, grid), cap) != (row.paper.recl, row.paper.censored):
-                raise TxlabError(f"the paper's walk on placebo.csv does not give {row.model}'s committed RECL at r = {row.r}")
-            row = replace(row, placebo_aware=ReclEstimate(*placebo_aware_walk(gains, placebo_gains, grid, cap=cap)))
+            paper, placebo_aware = walks(steps, row.model, row.r, grid, caps[row.model])
+            if paper != (row.paper.recl, row.paper.censored):
+                raise TxlabError(f"the paper's walk on {group_dir}/placebo.csv does not give {row.model}'s committed RECL at r = {row.r}")
+            row = replace(row, placebo_aware=ReclEstimate(*placebo_aware))
         rows.append(row)
     record["rows"] = [row.record() for row in rows]
     record["placebo_aware"] = NOTE
