@@ -180,7 +180,7 @@ def test_one_command_gives_table_8_for_a_checkpoint_folder_and_a_text_file(tmp_p
     doc = cli.json("--home", home, "recl", "--group", f"hf:{folder}", "--text", tmp_path / "my.txt", "--set", "grid=8,16,32",
                    "--set", "blocks=2", "--set", "block_len=50", "--set", "n_boot=0", "-q", "--json")
     [group] = doc["groups"]
-    assert group["group"].startswith("ckpt-cpu-text-my") and set(group["recl"]["ckpt"]["0.1"]) >= {"label", "placebo_label", "below_placebo"}
+    assert group["group"].startswith("ckpt-text-my") and set(group["recl"]["ckpt"]["0.1"]) >= {"label", "placebo_label", "below_placebo"}
     assert any(f.endswith("placebo.csv") for f in group["files"]) and any(f.endswith("figure3.png") for f in group["files"])
     out = cli.refused("--home", home, "recl", "--group", f"hf:{folder}", "--text", tmp_path / "my.txt", "--tokenizer", "char", "--dry-run")
     assert "brings its own tokenizer" in out

@@ -91,7 +91,7 @@ def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_pa
     # the per-byte band: the same blocks resampled (n_boot 20, seed 0), each resample's nats over its spans' bytes
     bands = pd.read_csv(tmp_path / "tables" / "mixed" / "figure4-intervals.csv").set_index(["model", "c"])
     names, targets = list(words["members"]), np.asarray(words["targets"])
-    table = losses.set_index(["member", "c", "target"])["loss"]
+    table = losses.set_index(["member", "c", "target"])["loss"].sort_index()
     cube = np.stack([[table.loc[name, c].loc[targets].to_numpy() for c in record["grid"]] for name in names])  # [M, G, W] from losses.csv
     span_bytes = np.array([len(valid[bounds[w - 1][1] : bounds[w][1]].encode("utf-8")) for w in targets])
     expected = recl.bootstrap_perplexity(cube, record["grid"], names, words["kept_per_block"], 20, 0, units=span_bytes)

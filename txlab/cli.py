@@ -424,6 +424,7 @@ def speed(
     from txlab.analysis.table9 import table9_figure
     from txlab.drivers.speed import check_output, resolve_study, speed_plan
     from txlab.measure.speed import command_line, contention_warning, speed_table, table9_markdown
+    from txlab.tables import count_label
     from txlab.workspace import resolve
 
     if name is not None:
@@ -447,7 +448,7 @@ def speed(
     result = speed_table(chosen.attn_lens, chosen.settings, out_dir=out_dir, name=stem, profile=chosen.profile, echo=say)
     figures = table9_figure(result.table, fig_dir / f"{stem}.png")
     m = result.machine
-    typer.echo(f"{result.model} ({result.size}, {result.params / 1e6:.1f}M parameters) on {m.device} ({m.device_name}), "
+    typer.echo(f"{result.model} ({result.size}, {count_label(result.params)} parameters) on {m.device} ({m.device_name}), "
                f"{m.threads} threads, torch {m.torch}; fp32 matmul ceiling {m.matmul_peak_gflops:,.0f} GFLOP/s")
     typer.echo(table9_markdown(result.rows))
     contention = contention_warning(result.rows)

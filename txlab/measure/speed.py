@@ -81,7 +81,7 @@ from txlab.presets import PAPER_VOCAB, SIZES, resolve_preset
 from txlab.runs.capacity import check_fits
 from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, saved_config
 from txlab.runs.evaluate import evaluation_context
-from txlab.tables import csv_cell, markdown_table
+from txlab.tables import count_label, csv_cell, markdown_table
 from txlab.measure.rounds import Calls, Timed, time_rounds
 from txlab.timing import contention_note, cpu_model, cpu_snapshot, latency_percentiles, matmul_peak_gflops, median_seconds, others_cpu
 from txlab.workspace import DEFAULT_HOME, home, resolve
@@ -737,7 +737,7 @@ def format_markdown(result: SpeedTable) -> str:
                "and applies r_net to every distance, as the authors' code does")
     return f"""# Table 9: evaluation speed, vanilla Transformer vs Transformer-XL
 
-Produced by `{result.command}` ({profile}model {result.model}, size {result.size}, {result.params / 1e6:.1f}M parameters).
+Produced by `{result.command}` ({profile}model {result.model}, size {result.size}, {count_label(result.params)} parameters).
 
 Machine: {m.device} ({m.device_name}), CPU {m.cpu} with {m.cpu_count} cores, {m.threads} torch threads,
 torch {m.torch}; a large fp32 matmul reaches {m.matmul_peak_gflops:,.0f} GFLOP/s there.

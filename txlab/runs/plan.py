@@ -21,6 +21,7 @@ from txlab.config import RunConfig
 from txlab.data import synthetic
 from txlab.data.registry import TEXT_CORPUS
 from txlab.data.textdata import text_token_counts
+from txlab.tables import count_label
 from txlab.errors import TxlabError
 from txlab.models.build import count_model
 from txlab.models.interface import TRAINING_FLOPS_PER_FORWARD, ModelCounts
@@ -334,7 +335,7 @@ def add_training(plan: Plan, label: str, cfg: RunConfig, run_dir: Path, resume: 
     remaining = max(cfg.train.max_steps - done, 0)
     t, m = cfg.train, cfg.model
     n_token = vocab_size(cfg)
-    params = f"{model_counts(cfg, n_token).parameters / 1e6:.2f}M parameters" if n_token else "parameters known once the corpus is read"
+    params = f"{count_label(model_counts(cfg, n_token).parameters)} parameters" if n_token else "parameters known once the corpus is read"
     where = f"resumes at step {done:,}" if done else "from scratch"
     recipe, trial = recipe_steps(cfg), trial_steps(cfg)
     if trial and run_dir.name.endswith(f"-{trial}steps"):

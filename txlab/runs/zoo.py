@@ -16,6 +16,7 @@ from typing import Any
 from txlab.config import RunConfig, apply_overrides, read_yaml, update_dataclass
 from txlab.data import synthetic
 from txlab.data.registry import TEXT_CORPUS
+from txlab.tables import count_label
 from txlab.errors import TxlabError
 from txlab.fileio import read_metrics_log, read_yaml_mapping
 from txlab.models.build import count_model
@@ -146,9 +147,7 @@ def list_models(sizes: tuple[str, ...] = SIZES, root: Path | None = None) -> lis
 
 
 def format_params(n: int | None) -> str:
-    if n is None:
-        return "-"
-    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k"
+    return "-" if n is None else count_label(n)
 
 
 def format_models(rows: list[dict[str, Any]]) -> str:

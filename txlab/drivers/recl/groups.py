@@ -95,7 +95,7 @@ def resolve_groups(members: Sequence[str], study: str | Path | None, profile: st
             raise TxlabError(f"{numbers[0]!r} is not a model: give each r its own option (--r 0.1 --r 0.5) or separate them by commas (--r 0.1,0.5)")
         asked = command_line(_at_home(ReclSettings()), options, sets)
         group = resolve_group(list(members), asked, ReclSettings())
-        named = name or default_group_name(members, group.settings) + group.suffix
+        named = name or default_group_name(members, group.settings, size_label(group.resolved[group.seeds[0]])) + group.suffix
         return [replace(group, name=named, model_order=model_order([list(members)], asked.labels))]
     chosen_study = load_study(study, profile)
     asked = command_line(_at_home(chosen_study.settings), options, sets)
@@ -175,11 +175,23 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def corpus_tag(settings: ReclSettings) -> str:
-    """'<size>-<corpus>' (or just the size when each preset keeps its own corpus)."""
-    if settings.text:
-        return f"{settings.size}-text-{Path(settings.text).stem}"
-    return f"{settings.size}-{settings.data}" if settings.data else settings.size
+MIXED = "mixed"
+"""The size of a group whose members have different sizes."""
+
+
+def size_label(members: Sequence[Member]) -> str:
+    """The size a group's members have (not the settings' size, which names only what presets train at): their one
+    size ('tiny'), MIXED where sizes differ or some members have one and others none (a Hugging Face checkpoint, a run of
+    no preset), '' where none has one."""
+    sizes = {m.config.size if m.config is not None else "" for m in members}
+    return "" if sizes == {""} else sizes.pop() if len(sizes) == 1 else MIXED
+
+
+def corpus_tag(settings: ReclSettings, size: str) -> str:
+    """'<size>-<corpus>' (or just the size when each preset keeps its own corpus), ``size`` the members'
+    (:func:`size_label`; none for members of no size)."""
+    corpus = f"text-{Path(settings.text).stem}" if settings.text else settings.data
+    return "-".join(part for part in (size, corpus) if part) or "group"
 
 
 NAMED_COLLECTION = ("unit", "grid", "blocks", "block_len", "split", "seed", "stride", "train_seeds")
@@ -203,7 +215,7 @@ def collection_suffix(settings: ReclSettings, usual: ReclSettings, defaults: dic
     return "".join(f"-{re.sub(r'[^A-Za-z0-9_.]+', '-', part).strip('-')}" for part in parts)
 
 
-def default_group_name(members: Sequence[str], settings: ReclSettings) -> str:
+def default_group_name(members: Sequence[str], settings: ReclSettings, size: str) -> str:
     """Members joined by '+', then size and corpus: 'xl151m+qrnn+lstm-cpu-synthetic-short'. A member with a display
     name gives it, made a file name ('GPT-2 (mine)' -> 'GPT-2-mine')."""
     names = display_names(settings.labels)
@@ -213,7 +225,7 @@ def default_group_name(members: Sequence[str], settings: ReclSettings) -> str:
         return default_label(member) if name is None else re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
 
     # a leading dot would hide the group's folders (a member named ./.x): names begin with what they name
-    return "+".join(part(m) for m in members).lstrip(".") + f"-{corpus_tag(settings)}"
+    return "+".join(part(m) for m in members).lstrip(".") + f"-{corpus_tag(settings, size)}"
 
 
 def default_label(member: str) -> str:

@@ -16,7 +16,7 @@ from txlab.analysis import recl, table8
 from txlab.data import registry
 from txlab.data.registry import CORPORA
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
-from txlab.drivers.recl.groups import display_names
+from txlab.drivers.recl.groups import MIXED, display_names
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
 from txlab.fileio import read_json
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 FIGURE3_R = 0.1
 """The paper's Figure 3 shows the gains at r = 0.1."""
-MIXED = "mixed"
 """The size of a group whose members differ in size, or have none (a Hugging Face checkpoint)."""
 RELATIVE_TITLE = "RECL is relative to the group: adding a member can move another's reading"
 """What Figure 3's and the seeds figure's titles say of reading a RECL (txlab.analysis.table8.RELATIVE_NOTE)."""
@@ -70,7 +69,7 @@ class GroupResult:
     unigram: dict[str, Any] | None = None
     """The unigram baseline and each member's verdict (txlab.analysis.table8.UnigramCheck.record); None where none was fitted."""
     size: str = ""
-    """The members' size (txlab.drivers.recl.run.size_label): their one preset size, or 'mixed'."""
+    """The members' size (txlab.drivers.recl.groups.size_label): their one preset size, or 'mixed'."""
 
     def record(self) -> dict[str, Any]:
         """What recl.json holds (``train_seed`` only in one seed's group, ``words`` only in words)."""

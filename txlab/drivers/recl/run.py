@@ -23,9 +23,9 @@ from txlab.analysis.token_losses import token_loss_table, write_token_losses
 from txlab.config import RunConfig
 from txlab.data.corpus import Corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
-from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups
+from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups, size_label
 from txlab.drivers.recl.plan import extrapolation, plan_groups
-from txlab.drivers.recl.report import (FIGURE3_R, MIXED, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, extrapolation_note, seeds_figure, strided_note,
+from txlab.drivers.recl.report import (FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, extrapolation_note, seeds_figure, strided_note,
                                        strided_record,
                                        word_record, words_note)
 from txlab.drivers.recl.settings import ReclSettings
@@ -118,13 +118,6 @@ def train_job(cfg: RunConfig, run_dir: str) -> int:
 
 def _checkpoint_note(member: Member) -> str:
     return f"checkpoint at step {checkpoint_step(member.run_dir)}/{member.config.train.max_steps}"
-
-
-def size_label(members: Sequence[Member]) -> str:
-    """The size a group's members have: their one preset size ('tiny'), else MIXED (sizes that differ, or a member
-    with none: a Hugging Face checkpoint, a run of no preset). The settings' size names only what presets train at."""
-    sizes = {m.config.size if m.config is not None else "" for m in members}
-    return sizes.pop() if len(sizes) == 1 and "" not in sizes else MIXED
 
 
 ORACLE = "oracle (ground truth)"
@@ -320,7 +313,7 @@ def recl_groups(
     for group in groups:
         s = group.settings
         announce(f"profile: {f'{profile} ({study})' if study else 'command line'} | group {group.name}: {' '.join(group.members)} | "
-                 f"size {size_label(group.resolved[group.seeds[0]])} | corpus {f'{s.text} (tokenizer {s.tokenizer or OWN_TOKENIZER})' if s.text else s.data or ('the text its runs trained on' if s.unit == 'word' else 'each preset its own')} | unit {s.unit} | "
+                 f"size {size_label(group.resolved[group.seeds[0]]) or 'none named'} | corpus {f'{s.text} (tokenizer {s.tokenizer or OWN_TOKENIZER})' if s.text else s.data or ('the text its runs trained on' if s.unit == 'word' else 'each preset its own')} | unit {s.unit} | "
                  f"grid {s.grid} | {s.blocks} blocks x {s.block_len} {'words' if s.unit == 'word' else 'targets'} "
                  f"of {s.split} | r {' '.join(f'{r:g}' for r in s.rs)} | placebo {'on' if s.placebo else 'off'} | device {s.device}"
                  + (f" | training seeds {' '.join(map(str, s.train_seeds))}" if s.train_seeds else "")
