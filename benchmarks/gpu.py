@@ -171,8 +171,9 @@ def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = gpt2_folder(Path(tmp) / "gpt2", text_file.read_text(encoding="utf-8"), shapes.gpt2)
-        model = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
-        tokens = txlab.encode_text(text_file, model, split=None)  # every token: the valid split alone is too short
+        scored = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")  # the model ready to score, and its module
+        tokens = txlab.encode_text(text_file, scored, split=None)  # every token: the valid split alone is too short
+    model = scored.model
     counted = {"token_steps": 0, "flops": 0.0}
     counts = model.counts()
     output = counts.output_flops_per_token()
@@ -186,16 +187,16 @@ def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
     hook = model.causal_lm.base_model.register_forward_pre_hook(count, with_kwargs=True)
     rows = {}
     try:
-        txlab.context_losses(model, tokens, shapes.grid[:2], 1, shapes.block_len, batch_size=shapes.batch)  # warm-up: kernels, allocator
+        txlab.context_losses(scored, tokens, shapes.grid[:2], 1, shapes.block_len, batch_size=shapes.batch)  # warm-up: kernels, allocator
         for name, placebo in (("main", False), ("main_and_placebo", True)):
             counted.update(token_steps=0, flops=0.0)
             synchronize(device)
             began = time.perf_counter()
-            table = txlab.context_losses(model, tokens, shapes.grid, shapes.blocks, shapes.block_len, placebo=placebo, batch_size=shapes.batch)
+            table = txlab.context_losses(scored, tokens, shapes.grid, shapes.blocks, shapes.block_len, placebo=placebo, batch_size=shapes.batch)
             synchronize(device)
             seconds = time.perf_counter() - began
-            scored = table.losses.size + (table.placebo.size if table.placebo is not None else 0)
-            flops = counted["flops"] + scored * output
+            n_scored = table.losses.size + (table.placebo.size if table.placebo is not None else 0)
+            flops = counted["flops"] + n_scored * output
             rows[name] = {"seconds": seconds, "token_steps": counted["token_steps"], "token_steps_per_s": counted["token_steps"] / seconds,
                           "tflops": flops / seconds / 1e12, "of_bf16_ceiling": flops / seconds / 1e12 / ceilings.get("bf16_tflops", float("nan"))}
     finally:
@@ -220,17 +221,18 @@ def strided(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dic
     grid, s, block_len = shapes.strided_grid, shapes.stride, shapes.strided_block_len
     with tempfile.TemporaryDirectory() as tmp:  # learned positions: the table must hold the longest window, c_max + s - 1
         folder = gpt2_folder(Path(tmp) / "gpt2", text_file.read_text(encoding="utf-8"), {**shapes.gpt2, "n_positions": grid[-1] + s})
-        model = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
-        tokens = txlab.encode_text(text_file, model, split=None)  # every token: the valid split alone is too short
+        scored = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
+        tokens = txlab.encode_text(text_file, scored, split=None)  # every token: the valid split alone is too short
+    model = scored.model
     if len(tokens) < grid[-1] + block_len:  # a long context needs a long stream: the text again, end to end
         tokens = np.tile(tokens, -(-(grid[-1] + block_len) // len(tokens)))
     collection = Collection("valid", grid, 1, block_len, stride=s)
     counts = model.counts()
     keys = (grid[-1] + s) // 2
-    txlab.context_losses(model, tokens, grid[:2], 1, s, batch_size=1, stride=s)  # warm-up
+    txlab.context_losses(scored, tokens, grid[:2], 1, s, batch_size=1, stride=s)  # warm-up
     synchronize(device)
     began = time.perf_counter()
-    table = txlab.context_losses(model, tokens, grid, 1, block_len, batch_size=1, stride=s)
+    table = txlab.context_losses(scored, tokens, grid, 1, block_len, batch_size=1, stride=s)
     synchronize(device)
     seconds = time.perf_counter() - began
     with scoring(model, model.context, "bf16"):  # what the stride's probe saw at the longest window (bf16 rounds)

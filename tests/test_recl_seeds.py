@@ -245,7 +245,8 @@ def test_with_the_slurm_launcher_every_seed_trains_in_one_batch_of_jobs(tmp_path
         batches.append((name, [task.name for task in tasks], [task.progress() for task in tasks]))
         return []
 
-    monkeypatch.setattr("txlab.drivers.recl.run.run_jobs", run_in_process)
+    monkeypatch.setattr("txlab.drivers.recl.run.run_jobs", run_in_process)  # training
+    monkeypatch.setattr("txlab.drivers.recl.sources.run_jobs", run_in_process)  # collection
     cli.ok("recl", "--group", "xl151m", *TINY_COLLECTION, *TINY_TRAINING, "--set", "placebo=false", "--train-seeds", "0,1", "--launcher", "slurm",
            "--models-root", tmp_path / "models", "--out-dir", tmp_path / "results", "--fig-dir", tmp_path / "figures", "--quiet")
     assert batches == [("txlab-train", ["xl151m", "xl151m"], ["checkpoint at step 2/2"] * 2),
