@@ -545,7 +545,7 @@ def kept_table(name: str, losses: np.ndarray, placebo: np.ndarray | None = None)
 
 
 def test_a_group_keeps_the_first_words_every_member_covers_in_each_block_and_needs_their_placebo_cells():
-    text = W.WordText(cut_words(" ".join(f"w{i}" for i in range(40))))
+    text = cut_words(" ".join(f"w{i}" for i in range(40)))
     collection = Collection("valid", (1, 2), 2, 4, placebo=True, unit="word")  # 2 blocks of 4 drawn words: words 10..17
     a = np.array([[1, np.nan, 3, 4, 5, 6, 7, 8]] * 2, dtype=float)
     b = np.array([[1, 2, 3, 4, 5, 6, 7, 8]] * 2, dtype=float)

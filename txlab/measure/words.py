@@ -91,21 +91,10 @@ Encoder = Callable[[Sequence[str]], list[Encoding]]
 """Texts -> their encodings with character offsets, no special tokens added (a tokenizer's ``offsets``)."""
 
 
-@dataclass(frozen=True)
-class WordText:
-    """A text a group is scored on in words: its words and what names it."""
-
-    words: Words
-    split: str = "valid"
-    """Which split of its file the text is (txlab.data.corpus.split_text_of), for the records."""
-
-    @property
-    def sha256(self) -> str:
-        return self.words.sha256
-
-    def draw(self, collection: Collection) -> np.ndarray:
-        """The first word of each of the collection's blocks, drawn by its seed after the first max(grid) words."""
-        return sample_blocks(len(self.words), collection.blocks, collection.block_len, collection.grid[-1], collection.seed, unit="word")
+def drawn_blocks(words: Words, collection: Collection) -> np.ndarray:
+    """The first word of each of the collection's blocks of ``words``, drawn by its seed after the first max(grid)
+    words (txlab.measure.losses.sample_blocks, in words): the same blocks for every member."""
+    return sample_blocks(len(words), collection.blocks, collection.block_len, collection.grid[-1], collection.seed, unit="word")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -304,9 +293,9 @@ def word_key(text_sha256: str, grid: Sequence[int], block_starts: Sequence[int],
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def word_folder(home: Path, text: WordText, collection: Collection, starts: np.ndarray) -> Path:
-    """Where a member kept at ``home`` keeps its table of ``collection`` on ``text``."""
-    return Path(home) / "losses" / f"words-{collection.split}-{word_key(text.sha256, collection.grid, starts, collection.block_len)}"
+def word_folder(home: Path, words: Words, collection: Collection, starts: np.ndarray) -> Path:
+    """Where a member kept at ``home`` keeps its table of ``collection`` on ``words``."""
+    return Path(home) / "losses" / f"words-{collection.split}-{word_key(words.sha256, collection.grid, starts, collection.block_len)}"
 
 
 @dataclass(frozen=True)
@@ -348,17 +337,17 @@ def _fill(values: dict[tuple[int, int], float], shape: tuple[int, int]) -> np.nd
     return out
 
 
-def collect_word_losses(member: ScoredModel, text: WordText, collection: Collection, *, batch_size: int = 16, progress: bool = False,
+def collect_word_losses(member: ScoredModel, words: Words, collection: Collection, *, batch_size: int = 16, progress: bool = False,
                         offset: int | None = None) -> WordLosses:
-    """One member's table in words on ``collection``'s blocks of ``text``, kept under ``member.home`` when it has one
+    """One member's table in words on ``collection``'s blocks of ``words``, kept under ``member.home`` when it has one
     (finished blocks are read, not computed again; a table of another model, tokenizer, method or placebo offset is
     refused). ``offset``: the placebo's far spans, in words (default half the text)."""
-    c, words = collection, text.words
+    c = collection
     member = member.reading_text()
     encode = member.tokenizer.offsets
-    starts = text.draw(c)
+    starts = drawn_blocks(words, c)
     offset = len(words) // 2 if offset is None else offset
-    directory = None if member.home is None else word_folder(member.home, text, c, starts)
+    directory = None if member.home is None else word_folder(member.home, words, c, starts)
     blocks = [np.arange(start, start + c.block_len, dtype=np.int64) for start in starts.tolist()]
     shapes = {"block": (len(c.grid), c.block_len), "cut": (len(c.grid), c.block_len), "placebo": (len(c.grid) - 1, c.block_len)}
     with scoring(member.model, member.context, member.precision):
@@ -369,7 +358,7 @@ def collect_word_losses(member: ScoredModel, text: WordText, collection: Collect
             probe = _probe(member, words, encode, blocks, c.grid)
             check_token_ids(member.model, probe, f"{member.name}'s tokens")
             method = choose_method(member.model, probe, c.grid, member.chunk_len, c.method, c.block_len)
-        meta = {"unit": "word", "split": c.split, "text_sha256": text.sha256, "n_words": len(words), "grid": list(c.grid),
+        meta = {"unit": "word", "split": c.split, "text_sha256": words.sha256, "n_words": len(words), "grid": list(c.grid),
                 "block_starts": starts.tolist(), "block_len": c.block_len, "seed": c.seed, "max_context": member.max_context,
                 "tgt_len": member.tgt_len, "chunk_len": member.chunk_len,
                 "context": {"mem_len": member.context.mem_len, "same_length": member.context.same_length, "clamp_len": member.context.clamp_len},
@@ -438,9 +427,9 @@ def _kept(directory: Path, kind: str, index: int, shape: tuple[int, int]) -> np.
     return load_block(directory, kind, index, shape)
 
 
-def collected_word_blocks(home: Path, text: WordText, collection: Collection) -> tuple[int, int]:
+def collected_word_blocks(home: Path, words: Words, collection: Collection) -> tuple[int, int]:
     """(main blocks, placebo blocks) of ``collection`` a member kept at ``home`` has on disk: what a rerun skips."""
-    directory = word_folder(home, text, collection, text.draw(collection))
+    directory = word_folder(home, words, collection, drawn_blocks(words, collection))
     count = lambda kind: sum(block_file(directory, kind, b).is_file() for b in range(collection.blocks))  # noqa: E731
     return count("block"), count("placebo") if collection.placebo else 0
 
@@ -491,7 +480,7 @@ class WordGroup:
         return byte_perplexity(self.losses, self.span_bytes)
 
 
-def word_group(tables: Sequence[WordLosses], text: WordText, collection: Collection) -> WordGroup:
+def word_group(tables: Sequence[WordLosses], words: Words, collection: Collection) -> WordGroup:
     """The group of members' ``tables`` (one collection, one text) on the words every member covers: each block keeps
     the first k of its shared words, k the fewest any block has, so the blocks stay of one length."""
     if not tables:
@@ -514,7 +503,7 @@ def word_group(tables: Sequence[WordLosses], text: WordText, collection: Collect
     targets = tables[0].drawn[keep]
     placebo = np.stack([t.placebo[:, keep] for t in tables]) if c.placebo else None
     return WordGroup(tuple(names), c.grid, main[:, :, keep], targets, k, tables[0].drawn[:: c.block_len].copy(),
-                     text.words.span_bytes(targets), c.n_targets, {name: int(n) for name, n in zip(names, ok.sum(axis=1))},
+                     words.span_bytes(targets), c.n_targets, {name: int(n) for name, n in zip(names, ok.sum(axis=1))},
                      int(shared.sum()), np.stack([t.truncated[:, keep].sum(axis=1) for t in tables]).astype(np.int64),
                      tuple(t.method for t in tables), tuple(t.meta.get("tokenizer") for t in tables), placebo)
 
@@ -525,6 +514,5 @@ def group_word_losses(members: Sequence[ScoredModel], text: str | Words, collect
     the words every member covers (:func:`word_group`)."""
     words = text if isinstance(text, Words) else cut_words(text)
     check_spaced(words)
-    source = WordText(words, collection.split)
-    tables = [collect_word_losses(m, source, collection, batch_size=batch_size, progress=progress, offset=offset) for m in members]
-    return word_group(tables, source, collection)
+    tables = [collect_word_losses(m, words, collection, batch_size=batch_size, progress=progress, offset=offset) for m in members]
+    return word_group(tables, words, collection)

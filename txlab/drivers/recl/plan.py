@@ -173,7 +173,7 @@ def _plan_members(plan: Plan, members: Sequence[Member], group: Group, source: S
     left = [m for m in members if m not in again]
     if isinstance(source, WordSource):
         per_word = {m.label: source.tokens_per_word(m) for m in left}
-        on_disk = {m.label: Collected(*collected_word_blocks(m.run_dir, source.text, c)) for m in left}
+        on_disk = {m.label: Collected(*collected_word_blocks(m.run_dir, source.words, c)) for m in left}
         flops = [None if per_word[m.label] is None else collection_flops(m, c, on_disk[m.label], per_word[m.label]) for m in left]
         known = {label: tau for label, tau in per_word.items() if tau is not None}
         unknown = [label for label, tau in per_word.items() if tau is None]

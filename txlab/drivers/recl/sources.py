@@ -27,7 +27,8 @@ from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
 from txlab.measure.collection import Collection
 from txlab.measure.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, group_losses, sample_blocks
-from txlab.measure.words import WordGroup, WordLosses, WordText, collect_word_losses, word_group
+from txlab.data.words import Words
+from txlab.measure.words import WordGroup, WordLosses, collect_word_losses, drawn_blocks, word_group
 from txlab.models import hf
 from txlab.runs.launch import Task, check_jobs, run_jobs
 from txlab.runs.checkpoint import has_checkpoint
@@ -137,7 +138,7 @@ def collect_job(run_dir: str, collection: Collection, batch_size: int, device: s
 class WordSource:
     """A text in words, which every member reads with its own tokenizer."""
 
-    text: WordText
+    words: Words
     collection: Collection
     data: DataConfig
     """The corpus the text is a split of (txlab.drivers.recl.groups.word_text): the unigram baseline reads its training split."""
@@ -152,7 +153,7 @@ class WordSource:
 
     @property
     def sha256(self) -> str:
-        return self.text.sha256
+        return self.words.sha256
 
     def record_fields(self) -> dict[str, Any]:
         """What names the text in a group's records."""
@@ -164,28 +165,28 @@ class WordSource:
 
     def collect(self, member: Member, settings: ReclSettings, progress: bool) -> WordLosses:
         """One member's table in words (resumable, kept in its run folder): every word drawn it scores exactly."""
-        return collect_word_losses(load_member(member, settings), self.text, self.collection, batch_size=settings.batch_size,
+        return collect_word_losses(load_member(member, settings), self.words, self.collection, batch_size=settings.batch_size,
                                    progress=progress)
 
     def collect_as_jobs(self, members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None], jobs: Path) -> None:
         """Members in words are collected where the group runs (each reads the text with its own tokenizer there)."""
 
     def group(self, tables: Sequence[WordLosses], members: Sequence[Member]) -> tuple[GroupLosses, WordGroup]:
-        words = word_group(tables, self.text, self.collection)
+        words = word_group(tables, self.words, self.collection)
         labels = [m.label for m in members]
         return GroupLosses(labels, words.losses, words.grid, words.targets, words.block_len, self.sha256, dict.fromkeys(labels),
                            [m.run_dir for m in members], words.placebo), words
 
     def target_texts(self, targets: np.ndarray) -> list[str]:
-        return [self.text.words.word(int(w)) for w in targets]
+        return [self.words.word(int(w)) for w in targets]
 
     def tokens_per_word(self, member: Member) -> float | None:
         """The member's tokens per word on the words it reads (each drawn block with its longest context), from one
         tokenization of them by its tokenizer: a checkpoint's, a trained run's, or the one a preset's recipe will train
         on own text with (an hf: tokenizer as it is; characters and words counted by their rule, whatever the
         vocabulary). None for a preset not trained yet on a registry corpus."""
-        words, c = self.text.words, self.collection
-        spans = [words.text[int(words.starts[s - c.grid[-1]]) : int(words.ends[s + c.block_len - 1])] for s in self.text.draw(c).tolist()]
+        words, c = self.words, self.collection
+        spans = [words.text[int(words.starts[s - c.grid[-1]]) : int(words.ends[s + c.block_len - 1])] for s in drawn_blocks(words, c).tolist()]
         if member.source:
             tokenizer = load_hf_tokenizer(member.source)
         elif has_checkpoint(member.run_dir):
@@ -201,7 +202,7 @@ class WordSource:
     def unigram_units(self) -> tuple[list[str], list[str]]:
         """(the training split's words, the scored split's): what the unigram baseline is fitted on and scored on
         (txlab.analysis.per_unit.unigram_perplexity); the targets are word indices of the scored split."""
-        return split_text_of(self.data, "train").split(), self.text.words.text.split()
+        return split_text_of(self.data, "train").split(), self.words.text.split()
 
     def oracle(self, targets: np.ndarray) -> None:
         return None
@@ -223,9 +224,8 @@ def group_source(group: Group, progress: bool) -> Source:
         data = word_text(resolved, group.settings)
         words = cut_words(split_text_of(data, c.split, progress))
         check_spaced(words)
-        text = WordText(words, c.split)
-        text.draw(c)
-        return WordSource(text, c, data)
+        drawn_blocks(words, c)  # the text holds the blocks after the longest context, or a refusal in words
+        return WordSource(words, c, data)
     corpus = load_corpus(group_data(resolved, group.settings), progress=progress)
     check_hf_members(resolved, corpus)
     sample_blocks(len(corpus.split(c.split)), c.blocks, c.block_len, c.grid[-1], c.seed)
