@@ -80,8 +80,7 @@ from txlab.data.words import Words, check_spaced, cut_words
 from txlab.errors import TxlabError
 from txlab.fileio import load_npy
 from txlab.measure.collection import Collection
-from txlab.measure.losses import (block_file, check_token_ids, choose_method, load_block, remedy, sample_blocks, save_npy, saved_meta, scoring,
-                                  write_or_check_meta)
+from txlab.measure.losses import block_file, check_token_ids, choose_method, load_block, remedy, sample_blocks, save_npy, saved_meta, scoring, write_or_check_meta
 from txlab.measure.reading import check_far, far_starts, read_fresh, target_nll
 from txlab.models.interface import LanguageModel
 from txlab.progress import Progress

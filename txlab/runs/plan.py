@@ -21,7 +21,6 @@ from txlab.config import RunConfig
 from txlab.data import synthetic
 from txlab.data.registry import TEXT_CORPUS
 from txlab.data.textdata import text_token_counts
-from txlab.tables import count_label
 from txlab.errors import TxlabError
 from txlab.models.build import count_model
 from txlab.models.interface import TRAINING_FLOPS_PER_FORWARD, ModelCounts
@@ -30,6 +29,7 @@ from txlab.runs.capacity import GIB, machine_memory, step_bytes
 from txlab.runs.checkpoint import has_checkpoint, read_meta
 from txlab.runs.evaluate import evaluation_context
 from txlab.runs.zoo import corpus_label, known_vocab_size, recipe_steps, trial_steps
+from txlab.tables import count_label
 from txlab.timing import CONTENDED_SHARE, cpu_snapshot, cuda_matmul_gflops, matmul_peak_gflops, others_cpu
 
 

@@ -24,7 +24,6 @@ from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, read_meta, sa
 from txlab.runs.evaluate import evaluation_context
 
 
-
 @dataclass(frozen=True)
 class ScoredModel:
     """A model as it is scored: the module, how it reads context, how it reads text, and what names it."""

@@ -16,12 +16,12 @@ from typing import Any
 from txlab.config import RunConfig, apply_overrides, read_yaml, update_dataclass
 from txlab.data import synthetic
 from txlab.data.registry import TEXT_CORPUS
-from txlab.tables import count_label
 from txlab.errors import TxlabError
 from txlab.fileio import read_metrics_log, read_yaml_mapping
 from txlab.models.build import count_model
 from txlab.presets import PAPER_VOCAB, PRESETS, SIZES, get_preset, resolve_preset
 from txlab.runs.checkpoint import has_checkpoint, read_meta
+from txlab.tables import count_label
 from txlab.workspace import check_name, models_root, resolve
 
 

@@ -26,8 +26,7 @@ from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups, size_label
 from txlab.drivers.recl.plan import extrapolation, plan_groups
 from txlab.drivers.recl.report import (FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, extrapolation_note, seeds_figure, strided_note,
-                                       strided_record,
-                                       word_record, words_note)
+                                       strided_record, word_record, words_note)
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.drivers.recl.sources import Source, group_source
 from txlab.errors import TxlabError

@@ -20,18 +20,17 @@ from txlab.data.corpus import Corpus, load_corpus, split_text_of
 from txlab.data.registry import EOS, TEXT_CORPUS
 from txlab.data.tokenizers import load_hf_tokenizer, parse_tokenizer, text_tokenizer
 from txlab.data.vocab import Vocab
-from txlab.data.words import check_spaced, cut_words
+from txlab.data.words import Words, check_spaced, cut_words
 from txlab.drivers.recl.groups import Group, Member, group_data, word_text
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.errors import TxlabError
 from txlab.fileio import write_json_atomic
 from txlab.measure.collection import Collection
 from txlab.measure.losses import GroupLosses, LossTable, collect_model_losses, collect_run_losses, group_losses, sample_blocks
-from txlab.data.words import Words
 from txlab.measure.words import WordGroup, WordLosses, collect_word_losses, drawn_blocks, word_group
 from txlab.models import hf
-from txlab.runs.launch import Task, check_jobs, run_jobs
 from txlab.runs.checkpoint import has_checkpoint
+from txlab.runs.launch import Task, check_jobs, run_jobs
 from txlab.runs.scored import ScoredModel, load_model, run_tokenizer
 
 
