@@ -435,3 +435,18 @@ def test_speed_redraw_draws_the_figure_again_from_a_written_table_and_times_noth
     assert list(points["slowdown"]) == list(pd.read_csv(table).sort_values("attn_len")["slowdown"])
     missing = runner.invoke(app, ["speed", "--redraw", str(tmp_path / "none.csv"), "--fig-dir", str(tmp_path)])
     assert missing.exit_code == 2 and "no speed table" in missing.output
+
+
+def test_the_docs_spread_of_the_rounds_is_the_committed_tables():
+    """docs/speed.md quotes the first table with rounds: each number is its CSV's."""
+    import csv
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    rows = {int(r["attn_len"]): r for r in csv.DictReader((root / "results" / "speed" / "table9-cpu-rounds.csv").open())}
+    text = " ".join((root / "docs" / "speed.md").read_text(encoding="utf-8").split())
+    lo, hi, median, lo_800, hi_800 = re.search(r"at L = 3800 the ten rounds' slowdowns ran from ([\d,]+)x to ([\d,]+)x \(median ([\d,]+)x\), "
+                                                r"and at L = 800 from ([\d,]+)x to ([\d,]+)x", text).groups()
+    quoted = [int(x.replace(",", "")) for x in (lo, hi, median, lo_800, hi_800)]
+    expected = [rows[3800]["slowdown_min"], rows[3800]["slowdown_max"], rows[3800]["slowdown_median"], rows[800]["slowdown_min"], rows[800]["slowdown_max"]]
+    assert quoted == [round(float(x)) for x in expected] and all(int(r["rounds"]) == 10 for r in rows.values())
