@@ -295,3 +295,26 @@ def test_the_declared_synthetic_words_text_puts_the_truth_at_its_horizon_at_ever
         assert [row.cell() for row in rows] == expected
     gains = recl.step_gains(recl.prepare_table(texts.ideal_readings(grid, targets, [1.0], 5)[1][None], grid, ["ideal"]), 1.0)[0]
     assert np.all(gains[: grid.index(16)] > 0.05) and np.all(gains[grid.index(16) :] == 0)
+
+
+def test_with_the_slurm_launcher_each_member_in_words_is_collected_as_a_job(tmp_path, cli, three_tokenizers, monkeypatch, figure_files_only):
+    """Jobs run in-process in place of submitit (tests/test_launch.py runs real local jobs): each member's table in words
+    is a job of its own, and the group then reads the tables kept, reading no window itself."""
+    text, members = three_tokenizers
+    submitted, after_jobs = [], {}
+    windows = word_forwards(monkeypatch)
+
+    def run_in_process(tasks, settings, folder, name, echo):
+        for task in tasks:
+            task.function(*task.args)
+            submitted.append((name, task.name, task.progress()))
+        after_jobs.update(windows)
+        return []
+
+    monkeypatch.setattr("txlab.drivers.recl.sources.run_jobs", run_in_process)
+    cli.ok("--home", tmp_path, "recl", *members, "--text", text, "--unit", "word", *GRID, "--launcher", "slurm", "--name", "jobs",
+           "--out-dir", tmp_path / "tables", "--fig-dir", tmp_path / "figures", "-q")
+    assert [(name, label) for name, label, _ in submitted] == [("txlab-word-losses", m) for m in ("bpe", "word-run", "char-run")]
+    assert all(note.endswith("loss blocks written") and not note.startswith("0 ") for _, _, note in submitted)
+    assert len(after_jobs) == 3 and windows == after_jobs  # the group read nothing after the jobs
+    assert json.loads((tmp_path / "tables" / "jobs" / "recl.json").read_text())["words"]["kept"] > 0

@@ -95,13 +95,8 @@ class TokenSource:
         """Every txlab run's collection as a scheduler job of its own, waited for (the group then loads the tables); a
         failed one stops the group with its log."""
         submitted = time.time()
-
-        def written(member: Member) -> str:
-            blocks = [f for f in (member.run_dir / "losses").glob("*/*.npy") if f.stat().st_mtime >= submitted]
-            return f"{len(blocks)} loss blocks written"
-
-        tasks = [Task(m.label, collect_job, (str(m.run_dir), self.collection, settings.batch_size, settings.device), partial(written, m))
-                 for m in members if not m.source]
+        tasks = [Task(m.label, collect_job, (str(m.run_dir), self.collection, settings.batch_size, settings.device),
+                      partial(blocks_written, m, submitted)) for m in members if not m.source]
         check_jobs(run_jobs(tasks, settings.slurm, jobs, "txlab-losses", echo), "loss collection")
 
     def group(self, tables: Sequence[LossTable], members: Sequence[Member]) -> tuple[GroupLosses, WordGroup | None]:
@@ -131,6 +126,17 @@ class TokenSource:
 def collect_job(run_dir: str, collection: Collection, batch_size: int, device: str) -> str:
     """Collect one member's losses as a scheduler job (blocks already written are skipped); returns their folder."""
     return str(collect_run_losses(Path(run_dir), collection, batch_size=batch_size, device=device, progress=True).path)
+
+
+def word_collect_job(member: Member, settings: ReclSettings, text: str, collection: Collection) -> str:
+    """Collect one member's table in words as a scheduler job (blocks already kept are skipped); returns its folder."""
+    return str(collect_word_losses(load_member(member, settings), cut_words(text), collection, batch_size=settings.batch_size, progress=True).path)
+
+
+def blocks_written(member: Member, since: float) -> str:
+    """What a member's collection job left, for its line in the jobs' summary: the loss blocks written since ``since``."""
+    blocks = [f for f in (member.run_dir / "losses").glob("*/*.npy") if f.stat().st_mtime >= since]
+    return f"{len(blocks)} loss blocks written"
 
 
 @dataclass(frozen=True)
@@ -168,7 +174,13 @@ class WordSource:
                                    progress=progress)
 
     def collect_as_jobs(self, members: Sequence[Member], settings: ReclSettings, echo: Callable[[str], None], jobs: Path) -> None:
-        """Members in words are collected where the group runs (each reads the text with its own tokenizer there)."""
+        """Every member's table in words as a scheduler job of its own (the job reads the text with the member's own
+        tokenizer and keeps the table in its run folder), waited for; the group then reads the tables kept. A failed
+        job stops the group with its log."""
+        submitted = time.time()
+        tasks = [Task(m.label, word_collect_job, (m, settings, self.words.text, self.collection), partial(blocks_written, m, submitted))
+                 for m in members]
+        check_jobs(run_jobs(tasks, settings.slurm, jobs, "txlab-word-losses", echo), "loss collection in words")
 
     def group(self, tables: Sequence[WordLosses], members: Sequence[Member]) -> tuple[GroupLosses, WordGroup]:
         words = word_group(tables, self.words, self.collection)
