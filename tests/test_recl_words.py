@@ -173,11 +173,15 @@ def test_runs_that_read_no_text_or_two_texts_are_refused_in_words_with_the_way_o
 
 def word_forwards(monkeypatch) -> dict[int, int]:
     """Windows read by the collection in words, per model read (by id, in the order first read): every window of
-    txlab.measure.words goes through its read_fresh (the method's probe, txlab.measure.reading's, is not counted)."""
+    txlab.measure.words goes through its read_fresh (the method's probe, txlab.measure.reading's, is not counted).
+    Each model counted is kept alive: members are loaded one at a time, and a freed member's id may be reused."""
     counts: dict[int, int] = {}
+    kept = []
     real = W.read_fresh
 
     def counted(model, windows, chunk_len):
+        if id(model) not in counts:
+            kept.append(model)
         counts[id(model)] = counts.get(id(model), 0) + len(windows)
         return real(model, windows, chunk_len)
 
