@@ -2,6 +2,8 @@
 
 import json
 import math
+import re
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,7 @@ from txlab.measure.collection import parse_grid
 from txlab.errors import TxlabError
 from txlab.measure.losses import GroupLosses, find_losses, load_losses
 
-from conftest import TINY_TRAINING
+from conftest import TINY_TRAINING, sample_file
 
 TINY_COLLECTION = ["--size", "tiny", "--set", "grid=2:8:2", "--set", "blocks=3", "--set", "block_len=20", "--set", "n_boot=10"]
 
@@ -237,3 +239,22 @@ def test_a_failed_job_stops_recl_naming_every_failure_and_its_log(tmp_path, monk
     jobs = tmp_path / "models" / "jobs"
     assert (f"training failed: xl151m (job 7): out of memory, log {jobs / 'xl151m.err'}; qrnn (job 7): out of memory, "
             f"log {jobs / 'qrnn.err'}. Rerun the same command to resume") in message
+
+
+def test_the_commands_a_group_suggests_train_the_runs_it_then_finds(tmp_path, cli):
+    """With train_missing off, the group names a `txlab train` command per missing member; run as printed, they train
+    exactly the runs the group reads (own text, tokenizer, a member's sets and its training seed included)."""
+    text = tmp_path / "text.txt"
+    text.write_text(sample_file("tinyshakespeare/input.txt").read_text(encoding="utf-8")[:60_000], encoding="utf-8")
+    group = ["recl", "--group", "xl151m", "--text", text, "--tokenizer", "word", "--train-seeds", "1", "--size", "tiny",
+             "--models-root", tmp_path / "models", "--set", "train.max_steps=2", "--set", "train.eval_interval=2", "--set", "blocks=2",
+             "--set", "block_len=20", "--quiet"]
+    refused = cli(*group, "--set", "train_missing=false")
+    assert refused.exit_code == 2 and "not trained" in refused.output, refused.output
+    (commands,) = re.findall(r"Train them with: (.*)", " ".join(refused.output.split()))
+    for command in commands.split("; "):
+        argv = shlex.split(command)
+        assert argv[:2] == ["txlab", "train"] and "--text" in argv and "train.seed=1" in argv
+        cli.ok(*argv[1:], "--quiet")
+    plan = cli.ok(*group, "--set", "train_missing=false", "--dry-run")
+    assert "training seed 1: 1 preset run (0 to train)" in plan.output, plan.output

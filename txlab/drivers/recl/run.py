@@ -6,6 +6,7 @@ on the group's one corpus, scores the group and writes its tables and figures.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -89,11 +90,7 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
     if not missing:
         return
     if not settings.train_missing:
-        commands = "; ".join(
-            f"txlab train {m.config.preset} --size {settings.size}" + (f" --data {settings.data}" if settings.data else "")
-            + f" --run-dir {m.run_dir}" + "".join(f" --set {s}" for s in [*settings.sets, *member_overrides(settings, [m.config.preset]).get(m.config.preset, [])])
-            + (f" --set train.seed={m.config.train.seed}" if settings.train_seeds else "") for m in missing
-        )
+        commands = "; ".join(shlex.join(train_command(m, settings)) for m in missing)
         raise TxlabError(f"not trained: {', '.join(str(m.run_dir) for m in missing)} (train_missing is false). Train them with: {commands}")
     if settings.launcher == "slurm":
         tasks = [Task(m.label, train_job, (m.config, str(m.run_dir)), partial(_checkpoint_note, m)) for m in missing]
@@ -103,6 +100,17 @@ def ensure_trained(members: Sequence[Member], settings: ReclSettings, echo: Call
         echo(f"training {m.label} ...")
         result = train(m.config, m.run_dir, resume=True, progress=progress, echo=echo, corpus=corpus)
         echo(f"trained {m.label} to step {result.step}: valid loss {result.valid.get('loss', float('nan')):.4f}")
+
+
+def train_command(member: Member, settings: ReclSettings) -> list[str]:
+    """The `txlab train` command that trains a preset ``member`` into its run directory with the configuration the
+    group gives it (corpus or own text and tokenizer, the group's and the member's sets, its training seed)."""
+    own = [*(["--data", settings.data] if settings.data else []), *(["--text", settings.text] if settings.text else []),
+           *(["--tokenizer", settings.tokenizer] if settings.tokenizer else [])]
+    sets = [*settings.sets, *member_overrides(settings, [member.config.preset]).get(member.config.preset, []),
+            *([f"train.seed={member.config.train.seed}"] if settings.train_seeds else [])]
+    return ["txlab", "train", member.config.preset, "--size", settings.size, *own, "--run-dir", str(member.run_dir),
+            *(arg for s in sets for arg in ("--set", s))]
 
 
 def jobs_folder(settings: ReclSettings) -> Path:
