@@ -180,19 +180,19 @@ def test_placebo_replaces_the_extra_context_with_a_distant_span():
     model = tiny_model()
     context = Context(mem_len=4, same_length=True, clamp_len=3)
     tokens = token_stream()
-    n, offset = len(tokens), 40
-    got = collect_losses(model, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=TGT_LEN, context=context, batch_size=4, placebo=True, offset=offset)
+    n, offsets = len(tokens), (40, 47)  # each block its own far spans
+    got = collect_losses(model, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=TGT_LEN, context=context, batch_size=4, placebo=True, offsets=offsets)
     assert got.shape == (len(GRID) - 1, 2 * BLOCK_LEN)
     model.set_context(context)
     for j, (c, c2) in enumerate(zip(GRID, GRID[1:])):
         for i, t in enumerate(targets_of(BLOCK_STARTS, BLOCK_LEN)):
-            far = (t - c2 + offset) % (n - (c2 - c))
+            far = (t - c2 + offsets[i // BLOCK_LEN]) % (n - (c2 - c))
             spliced = np.concatenate([tokens[far : far + c2 - c], tokens[t - c : t + 1]])  # [c2 + 1]: context, target
             want = reference_losses(model, spliced, (c2,), [c2], lambda n: TGT_LEN)[0, 0]
             assert got[j, i] == pytest.approx(want, abs=1e-5)
     # A model that sees only its last 5 tokens cannot tell the placebo from the truth beyond c = 5.
     vanilla = tiny_model(**CASES["vanilla-capped"][0])
-    placebo = collect_losses(vanilla, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0), placebo=True, offset=offset)
+    placebo = collect_losses(vanilla, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0), placebo=True, offsets=offsets)
     true = collect_losses(vanilla, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0))
     np.testing.assert_allclose(placebo[2], true[3], atol=1e-6)
 
@@ -357,7 +357,7 @@ def placebo_both_ways(model, context, tgt_len, grid, monkeypatch):
     chunk_len = losses_mod.chunk_length(model, tgt_len)
     steps = list(zip(grid, grid[1:]))
     with scoring(model, context):
-        fast = [placebo_block_losses(model, tokens, grid, s, s + BLOCK_LEN, chunk_len, 5, "window") for s in STARTS]
+        fast = [placebo_block_losses(model, tokens, grid, s, s + BLOCK_LEN, chunk_len, 5, "window", len(tokens) // 2) for s in STARTS]
         slow = [naive_placebo_losses(model, tokens, steps, s, s + BLOCK_LEN, chunk_len, 5, len(tokens) // 2) for s in STARTS]
     return np.concatenate(fast, axis=1), np.concatenate(slow, axis=1), calls
 
@@ -507,7 +507,7 @@ def test_a_strided_loss_is_the_exact_loss_at_its_own_context(case, stride):
     blocks, block_len = (12,), 7  # runs of 3: 3 + 3 + 1 targets, the last run shorter; 8 + 3 tokens before the first
     kwargs = dict(tgt_len=TGT_LEN, context=context, batch_size=2, stride=stride)
     got = collect_losses(model, tokens, grid, blocks, block_len, **kwargs)
-    placebo = collect_losses(model, tokens, grid, blocks, block_len, placebo=True, offset=20, **kwargs)
+    placebo = collect_losses(model, tokens, grid, blocks, block_len, placebo=True, offsets=[20], **kwargs)
     runs = [Collection("valid", grid, 1, block_len, stride=stride).stride_at(c) for c in grid]
     assert runs == ([3, 3, 3] if stride == 3 else [1, 2, 4])
     model.set_context(context)

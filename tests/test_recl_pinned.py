@@ -9,6 +9,7 @@ group baseline; the placebo's far offset; placebo.csv's gains at each r.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -23,7 +24,9 @@ from txlab.analysis.table8 import Bootstrap, GroupTable, recl_rows
 from txlab.config import ModelConfig
 from txlab.drivers.recl.run import score_group
 from txlab.drivers.recl.settings import ReclSettings
-from txlab.measure.losses import GroupLosses, collect_losses
+from txlab.errors import TxlabError
+from txlab.measure.losses import GroupLosses, collect_losses, write_or_check_meta
+from txlab.measure.reading import placebo_offsets
 from txlab.models.build import build_model
 from txlab.models.interface import Context
 
@@ -275,7 +278,7 @@ def test_a_cap_applies_to_its_models_table_before_the_group_baseline():
 # --- the placebo losses and placebo.csv (read-only use of txlab.measure.losses, txlab.drivers.recl, txlab.analysis.recl_figures) --
 
 
-def test_the_placebo_takes_its_far_span_half_the_stream_away_by_default():
+def test_each_block_takes_its_far_spans_at_its_own_offset_drawn_by_the_seed():
     # A tiny random model whose losses depend strongly on every context token (N(0, 0.5) parameters).
     torch.manual_seed(0)
     model = build_model(ModelConfig(n_token=37, n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=24, tgt_len=3, mem_len=4, dropout=0.0)).eval()
@@ -284,13 +287,36 @@ def test_the_placebo_takes_its_far_span_half_the_stream_away_by_default():
             parameter.normal_(0, 0.5)
     tokens = np.random.default_rng(0).integers(0, 37, 60).astype(np.uint16)
 
-    def placebo(**offset):  # grid (2, 4, 6, 8), targets 8..12 and 30..34
-        return collect_losses(model, tokens, (2, 4, 6, 8), (8, 30), 5, tgt_len=3, context=Context(mem_len=4), placebo=True, **offset)
+    def placebo(**offsets):  # grid (2, 4, 6, 8), targets 8..12 and 30..34
+        return collect_losses(model, tokens, (2, 4, 6, 8), (8, 30), 5, tgt_len=3, context=Context(mem_len=4), placebo=True, **offsets)
 
+    # The rule: seed 0's second stream, uniform in [n/4, 3n/4), one offset per block.
+    np.testing.assert_array_equal(placebo_offsets(60, 2, 0, (2, 4, 6, 8)), [30, 41])
+    np.testing.assert_array_equal(placebo_offsets(100, 4, 0, (2, 4, 6, 8)), [51, 69, 74, 52])
+    np.testing.assert_array_equal(placebo_offsets(100, 4, 1, (2, 4, 6, 8)), [50, 41, 43, 55])
+    # A stream too short for a quarter's distance keeps the offsets that clear every step: c' < offset <= n - 2 (c' - c).
+    short = placebo_offsets(244, 1000, 0, (16, 32, 48, 64))
+    assert short.min() == 65 and short.max() == 182  # [max(61, 65), min(183, 213))
+    np.testing.assert_array_equal(placebo_offsets(100, 3, 0, (10, 60)), [50, 50, 50])  # none clears 10 -> 60: the middle, refused later
     default = placebo()
-    np.testing.assert_array_equal(default, placebo(offset=len(tokens) // 2))
-    # The offset matters: a quarter of the stream away gives other far tokens and other losses.
-    assert np.abs(default - placebo(offset=len(tokens) // 4)).max() > 0.1
+    np.testing.assert_array_equal(default, placebo(offsets=[30, 41]))
+    moved = placebo(offsets=[30, 30])  # block 2 at block 1's offset: other far tokens, other losses, block 1 untouched
+    np.testing.assert_array_equal(moved[:, :5], default[:, :5])
+    assert np.abs(default[:, 5:] - moved[:, 5:]).max() > 0.1
+
+
+def test_a_table_begun_before_per_block_far_spans_keeps_its_losses_unless_it_holds_placebo_blocks(tmp_path):
+    meta = {"grid": [2, 4], "placebo_offsets": [30, 41]}
+    old = {"grid": [2, 4]}  # a meta.json written before placebo_offsets existed
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "meta.json").write_text(json.dumps(old))
+    write_or_check_meta(tmp_path / "a", meta)  # no placebo block: it takes today's offsets
+    assert json.loads((tmp_path / "a" / "meta.json").read_text())["placebo_offsets"] == [30, 41]
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "meta.json").write_text(json.dumps(old))
+    (tmp_path / "b" / "placebo-00000.npy").write_bytes(b"")
+    with pytest.raises(TxlabError, match="placebo_offsets: stored 'half the stream"):
+        write_or_check_meta(tmp_path / "b", meta)
 
 
 def test_placebo_csv_holds_each_r_s_own_placebo_gains(tmp_path):

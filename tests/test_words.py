@@ -20,6 +20,7 @@ from txlab.data.words import check_spaced, cut_words
 from txlab.errors import TxlabError
 from txlab.measure import words as W
 from txlab.measure.collection import Collection
+from txlab.measure.reading import placebo_offsets
 from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.runs.evaluate import read_in_chunks
@@ -47,10 +48,10 @@ def member(name: str, model, tok, tgt_len: int | None = None) -> ScoredModel:
     return ScoredModel(model, name, tgt_len, model.context, tokenizer=as_text_tokenizer(tok))
 
 
-def group(members, text, grid, n_blocks, block_len, method="auto", placebo=False, offset=None) -> W.WordGroup:
+def group(members, text, grid, n_blocks, block_len, method="auto", placebo=False, offsets=None) -> W.WordGroup:
     """Every member collected, then grouped on the words all cover (txlab.measure.words.group_word_losses)."""
     return W.group_word_losses(members, text, Collection("valid", grid, n_blocks, block_len, placebo=placebo, method=method, unit="word"),
-                               offset=offset)
+                               offsets=offsets)
 
 
 def encode(tok, texts):
@@ -234,15 +235,16 @@ def test_txlab_tokenizers_give_the_hand_computed_loss_with_memory_and_segments(k
         assert naive.losses[0, j, i] == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=1e-4, abs=1e-4)
 
 
-def placebo_cells_of(table: W.WordGroup, offset: int):
+def placebo_cells_of(table: W.WordGroup, offsets):
     """(j, i, far text + near context, span) of each placebo cell, built from the definition: the c nearest words with
-    the whitespace before them, after the c' - c words that start ``offset`` words after the window's start w - c'."""
+    the whitespace before them, after the c' - c words that start ``offsets[k]`` words after the window's start w - c',
+    k the target's block."""
     words = cut_words(TEXT)
     n = len(words)
     for j, (c, c2) in enumerate(zip(table.grid, table.grid[1:])):
         extra = c2 - c
         for i, w in enumerate(table.targets.tolist()):
-            f = (w - c2 + offset) % (n - extra)
+            f = (w - c2 + offsets[np.searchsorted(table.block_starts, w, side="right") - 1]) % (n - extra)
             far = TEXT[words.starts[f] : words.ends[f + extra - 1]]
             yield j, i, far + TEXT[words.ends[w - c - 1] : words.ends[w - 1]], TEXT[slice(*words.span(w))]
 
@@ -253,20 +255,21 @@ and the batched and single forwards differ by about 2e-6 here; a tolerance relat
 error of 2e-4 nats through."""
 
 
-def reads_far_span(table: W.WordGroup, offset: int, hand) -> bool:
+def reads_far_span(table: W.WordGroup, offsets, hand) -> bool:
     """Whether the model's placebo cells depend on which far span they read: with the far span one word off, some cell
     moves by 50 times the tolerance, so a cell built from the wrong far words could not pass as the right one."""
-    return max(abs(float(table.placebo[0, j, i]) - hand(context, span)) for j, i, context, span in list(placebo_cells_of(table, offset + 1))[::8]) > 50 * PLACEBO_ABS
+    off_by_one = [offset + 1 for offset in offsets]
+    return max(abs(float(table.placebo[0, j, i]) - hand(context, span)) for j, i, context, span in list(placebo_cells_of(table, off_by_one))[::8]) > 50 * PLACEBO_ABS
 
 
 def test_placebo_cells_are_the_word_after_a_far_span_and_its_own_near_words():
     tok = byte_level_bpe()
     model = hf_model(tok.get_vocab_size())
-    with_placebo = group([member("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12, placebo=True, offset=3000)
+    with_placebo = group([member("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12, placebo=True, offsets=[3000, 2200])
     assert with_placebo.placebo.shape == (1, len(GRID) - 1, len(with_placebo.targets))
-    for j, i, context, span in placebo_cells_of(with_placebo, 3000):
+    for j, i, context, span in placebo_cells_of(with_placebo, [3000, 2200]):
         assert float(with_placebo.placebo[0, j, i]) == pytest.approx(hand_hf(model, tok, context, span), rel=0, abs=PLACEBO_ABS)
-    assert reads_far_span(with_placebo, 3000, lambda context, span: hand_hf(model, tok, context, span))
+    assert reads_far_span(with_placebo, [3000, 2200], lambda context, span: hand_hf(model, tok, context, span))
     alone = group([member("m", model, tok)], TEXT, GRID, n_blocks=2, block_len=12)
     assert alone.placebo is None and with_placebo.shared <= alone.shared  # a word is kept only where its placebo cells are exact too
     at = {w: i for i, w in enumerate(alone.targets.tolist())}
@@ -278,11 +281,11 @@ def test_placebo_cells_are_the_word_after_a_far_span_and_its_own_near_words():
 def test_placebo_cells_of_a_txlab_model_with_memory_are_the_hand_computed_ones():
     tok = txlab_tokenizer("char")
     model = txlab_model(len(tok.vocab))
-    table = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True)
-    offset = len(cut_words(TEXT)) // 2
-    for j, i, context, span in placebo_cells_of(table, offset):
+    offsets = [len(cut_words(TEXT)) // 2]  # a far span this random model tells from the next word's (the default is pinned below)
+    table = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True, offsets=offsets)
+    for j, i, context, span in placebo_cells_of(table, offsets):
         assert float(table.placebo[0, j, i]) == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=0, abs=PLACEBO_ABS)
-    assert reads_far_span(table, offset, lambda context, span: hand_txlab(model, tok, context, span, 16))
+    assert reads_far_span(table, offsets, lambda context, span: hand_txlab(model, tok, context, span, 16))
 
 
 def test_a_model_that_is_not_prefix_causal_is_read_one_forward_per_cell():
@@ -514,15 +517,20 @@ def test_a_registry_run_reads_its_corpus_recovered_text_as_the_corpus_tokens_it(
 # Pinned: what an audit's mutants of the word path changed without failing a test
 
 
-def test_the_default_far_span_is_half_the_text_on():
+def test_each_block_reads_its_far_spans_at_its_own_offset_drawn_by_the_seed():
     tok = txlab_tokenizer("char")
     model = txlab_model(len(tok.vocab))  # reads its far span: it lies within its memory
     n = len(cut_words(TEXT))
-    default = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True)
-    half = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True, offset=n // 2)
-    quarter = group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=1, block_len=6, placebo=True, offset=n // 4)
-    assert np.array_equal(default.placebo, half.placebo)
-    assert np.abs(default.placebo.astype(np.float64) - quarter.placebo).max() > 1e-3  # the model tells the two far spans apart
+
+    def placebo(**how):
+        return group([member("m", model, tok, tgt_len=16)], TEXT, GRID, n_blocks=2, block_len=6, placebo=True, **how)
+
+    default, drawn = placebo(), placebo_offsets(n, 2, 0, GRID)
+    assert np.array_equal(default.placebo, placebo(offsets=drawn).placebo) and drawn[0] != drawn[1]
+    moved = placebo(offsets=[drawn[0], drawn[0]]).placebo.astype(np.float64)  # block 1 at block 0's offset: only block 1 moves
+    first = np.searchsorted(default.targets, default.block_starts[1])  # [W]: where block 1's shared words begin
+    assert np.array_equal(moved[..., :first], default.placebo[..., :first])
+    assert np.abs(moved[..., first:] - default.placebo[..., first:]).max() > 1e-3  # the model tells the two far spans apart
 
 
 def test_a_tokenizer_that_adds_a_bos_token_scores_the_same_words():

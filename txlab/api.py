@@ -31,6 +31,7 @@ from txlab.data.tokenizers import CharTokenizer, CorpusTokenizer, HfTokenizer, W
 from txlab.errors import TxlabError
 from txlab.measure.collection import Collection
 from txlab.measure.losses import collect_losses, sample_blocks
+from txlab.measure.reading import placebo_offsets
 from txlab.measure.words import WordGroup, group_word_losses
 from txlab.models.interface import Context, LanguageModel
 from txlab.runs.checkpoint import load_checkpoint
@@ -130,7 +131,7 @@ def context_losses(
     seed: int = 0, placebo: bool = False, batch_size: int = 16, progress: bool = False, stride: float | None = None,
 ) -> ContextLosses:
     """l(c, t) for every c of ``grid`` on ``n_blocks`` contiguous blocks of ``block_len`` targets drawn by
-    ``seed`` (after the first max(grid) tokens): exactly c tokens of context each, read as the model is
+    ``seed`` (after the first max(grid) tokens; with ``placebo``, each block's far spans too): exactly c tokens of context each, read as the model is
     evaluated (see txlab.measure.losses), in the model's precision (:func:`load_model`; fp32 for a model built otherwise).
     The grid is checked as the CLI checks it (txlab.analysis.recl.check_grid: at least two strictly ascending
     positive lengths). Models compared by :func:`group_recl` must share ``tokens``, grid, blocks and seed (and stride).
@@ -143,7 +144,8 @@ def context_losses(
     kwargs = dict(tgt_len=member.tgt_len or max(grid), context=member.context, batch_size=batch_size, progress=progress,
                   precision=member.precision, stride=stride)
     losses = collect_losses(member.model, tokens, grid, starts, block_len, **kwargs)
-    placebo_losses = collect_losses(member.model, tokens, grid, starts, block_len, placebo=True, **kwargs) if placebo else None
+    placebo_losses = (collect_losses(member.model, tokens, grid, starts, block_len, placebo=True, offsets=placebo_offsets(len(tokens), n_blocks, seed, grid),
+                                     **kwargs) if placebo else None)
     targets = (starts[:, None] + np.arange(block_len)).reshape(-1)
     return ContextLosses(losses, grid, targets, block_len, member.max_context, placebo_losses)
 

@@ -55,7 +55,10 @@ Placebo
 -------
 For a step c -> c', :func:`placebo_block_losses` scores x_t after a context whose nearest c tokens
 are the true x_{t-c} .. x_{t-1} and whose extra c' - c tokens are a span of the same stream far
-away (half the stream onward, by default). Fed to txlab.analysis.recl.placebo_gain it should give ~0.
+away: ``offset`` tokens after the window's start, wrapped, each target block at its own offset drawn by the
+collection's seed in [n/4, 3n/4) (txlab.measure.reading.placebo_offsets, recorded as ``placebo_offsets`` in
+meta.json), so the block bootstrap resamples where far spans were read. Fed to txlab.analysis.recl.placebo_gain it
+should give ~0.
 The far span depends only on the near part's start s = t - c and on its size c' - c, so for a
 prefix-causal model the window "far span of s, then x[s : s + c_max]" serves every step of that size,
 as the window method does for the main table (:func:`window_placebo_losses`); on a uniform grid the
@@ -117,6 +120,7 @@ from txlab.measure.reading import (
     far_starts,
     gather_windows,
     is_prefix_causal,
+    placebo_offsets,
     read_fresh,
     target_nll,
 )
@@ -242,12 +246,12 @@ def window_placebo_losses(
 
 def placebo_block_losses(
     model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], start: int, stop: int,
-    chunk_len: int | None, batch_size: int, method: str, offset: int | None = None, on_batch: OnBatch | None = None,
+    chunk_len: int | None, batch_size: int, method: str, offset: int, on_batch: OnBatch | None = None,
 ) -> np.ndarray:
     """Placebo losses [G-1, stop - start]: row j is the step grid[j] -> grid[j+1] (:func:`naive_placebo_losses`),
-    far spans ``offset`` (default half the stream) away. With ``method`` window, each group of steps of one size
-    (txlab.measure.collection.placebo_groups) is read by the cheaper exact method; with naive, one window per (c, t)."""
-    offset = len(tokens) // 2 if offset is None else offset
+    far spans ``offset`` away (the block's own, txlab.measure.reading.placebo_offsets). With ``method`` window, each
+    group of steps of one size (txlab.measure.collection.placebo_groups) is read by the cheaper exact method; with
+    naive, one window per (c, t)."""
     out = np.empty((len(grid) - 1, stop - start), dtype=np.float32)
     groups, alone = placebo_groups(grid, model.max_context)
     steps = list(zip(grid, grid[1:]))
@@ -334,11 +338,11 @@ def check_targets(n_tokens: int, grid: Sequence[int], block_starts: Sequence[int
 def block_losses(
     model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], start: int, block_len: int,
     chunk_len: int | None, batch_size: int, method: str, on_batch: OnBatch | None = None,
-    *, placebo: bool = False, offset: int | None = None, stride: float | None = None,
+    *, placebo: bool = False, offset: int = 0, stride: float | None = None,
 ) -> np.ndarray:
     """The [G, block_len] table of one block (context already set): l(grid[j], start + i); with
-    ``placebo``, the block's [G-1, block_len] placebo losses instead (:func:`placebo_block_losses`), ``method``
-    then being the placebo's. Method ``strided`` reads runs of ``stride`` targets (txlab.measure.strided)."""
+    ``placebo``, the block's [G-1, block_len] placebo losses instead (:func:`placebo_block_losses`, far spans ``offset``
+    away), ``method`` then being the placebo's. Method ``strided`` reads runs of ``stride`` targets (txlab.measure.strided)."""
     if method == "strided":
         return strided_block_losses(model, tokens, grid, stride, start, start + block_len, chunk_len, batch_size, on_batch,
                                     placebo=placebo, offset=offset)
@@ -361,14 +365,15 @@ def collect_losses(
     batch_size: int = 16,
     method: str = "auto",
     placebo: bool = False,
-    offset: int | None = None,
+    offsets: Sequence[int] | None = None,
     progress: bool = False,
     precision: str = "fp32",
     stride: float | None = None,
 ) -> np.ndarray:
     """l(c, t) for c in ``grid`` and the targets of the blocks, in memory: float32 [G, n_blocks * block_len];
-    with ``placebo``, the placebo losses of every grid step instead, far spans ``offset`` away (see
-    :func:`placebo_block_losses`): float32 [G-1, n_blocks * block_len].
+    with ``placebo``, the placebo losses of every grid step instead (see :func:`placebo_block_losses`): float32
+    [G-1, n_blocks * block_len], each block's far spans its own offset away, ``offsets[k]`` (default
+    txlab.measure.reading.placebo_offsets of seed 0).
 
     ``tgt_len``, ``context`` and ``precision`` are the model's evaluation settings (see the module docstring);
     targets are ``block_starts[k] + i`` for i < block_len, block by block. ``stride``: strided contexts in
@@ -376,6 +381,9 @@ def collect_losses(
     """
     check_targets(len(tokens), grid, block_starts, block_len)
     check_token_ids(model, tokens, "the token stream")
+    offsets = placebo_offsets(len(tokens), len(block_starts), 0, grid) if offsets is None else offsets
+    if len(offsets) != len(block_starts):
+        raise TxlabError(f"give one placebo offset per block: {len(offsets)} offsets for {len(block_starts)} blocks")
     if stride is not None:
         check_stride(stride, method)
     with scoring(model, context, precision):
@@ -388,8 +396,8 @@ def collect_losses(
                       else choose_method(model, tokens[: int(lengths[-1])], lengths, chunk_len, method, block_len))
         with Progress(total=len(block_starts) * block_len, desc="losses", unit="target", disable=not progress, leave=False) as bar:
             tables = []
-            for start in block_starts:
-                tables.append(block_losses(model, tokens, grid, start, block_len, chunk_len, batch_size, method, placebo=placebo, offset=offset,
+            for start, offset in zip(block_starts, offsets):
+                tables.append(block_losses(model, tokens, grid, start, block_len, chunk_len, batch_size, method, placebo=placebo, offset=int(offset),
                                            stride=stride))
                 bar.update(block_len)
     return np.concatenate(tables, axis=1)
@@ -533,6 +541,7 @@ def collect_model_losses(
     tgt_len = member.tgt_len or c.grid[-1]
     check_token_ids(model, tokens, f"the {c.split} split")
     starts = sample_blocks(len(tokens), c.blocks, c.block_len, c.grid[-1], c.seed)
+    offsets = placebo_offsets(len(tokens), c.blocks, c.seed, c.grid)  # [blocks]: where each block's far spans are read
     directory = member.home / "losses" / f"{c.split}-{collection_key(token_hash, c.grid, starts, c.block_len, c.stride)}"
     with scoring(model, member.context, member.precision):
         chunk_len = chunk_length(model, tgt_len)
@@ -551,7 +560,8 @@ def collect_model_losses(
             "block_starts": starts.tolist(), "block_len": c.block_len, "seed": c.seed,
             "max_context": model.max_context, "tgt_len": tgt_len, "chunk_len": chunk_len,
             "context": {"mem_len": member.context.mem_len, "same_length": member.context.same_length, "clamp_len": member.context.clamp_len},
-            "method": method, "placebo_method": placebo_method, **({"stride": c.stride} if c.stride is not None else {}),
+            "method": method, "placebo_method": placebo_method, "placebo_offsets": offsets.tolist(),
+            **({"stride": c.stride} if c.stride is not None else {}),
             "precision": member.precision, **member.identity, "units": "nats",
         }
         write_or_check_meta(directory, meta)
@@ -567,7 +577,7 @@ def collect_model_losses(
                       disable=not progress, leave=False) as bar:
             for kind, i in todo:
                 computed[kind, i] = block_losses(model, tokens, c.grid, int(starts[i]), c.block_len, chunk_len, batch_size, methods[kind],
-                                                 bar.update, placebo=kind == "placebo", stride=c.stride)
+                                                 bar.update, placebo=kind == "placebo", offset=int(offsets[i]), stride=c.stride)
                 save_npy(block_file(directory, kind, i), computed[kind, i])
     shapes = {"block": (len(c.grid), c.block_len), "placebo": (len(c.grid) - 1, c.block_len)}
     tables = {kind: np.concatenate([computed[kind, i] if (kind, i) in computed else load_block(directory, kind, i, shapes[kind])
@@ -576,8 +586,11 @@ def collect_model_losses(
     return LossTable(tables["block"], c.grid, targets, c.block_len, token_hash, model.max_context, meta, directory, tables.get("placebo"))
 
 
-META_DEFAULTS = {"placebo_method": "naive"}
-"""Keys meta.json gained later, with what a table written before them means: placebo losses one window per (c, t)."""
+OLD_FAR_SPANS = "half the stream, every block (before per-block offsets)"
+
+META_DEFAULTS = {"placebo_method": "naive", "placebo_offsets": OLD_FAR_SPANS}
+"""Keys meta.json gained later, with what a table written before them means: placebo losses one window per (c, t),
+far spans half the stream (or text) on for every block."""
 
 
 def saved_meta(directory: Path) -> dict[str, Any] | None:
@@ -587,10 +600,16 @@ def saved_meta(directory: Path) -> dict[str, Any] | None:
 
 
 def write_or_check_meta(directory: Path, meta: dict[str, Any]) -> None:
+    """Write a new table's meta.json, or refuse to add to a table collected with other settings. A table begun before
+    far spans were drawn per block keeps its losses while it holds no placebo block (none was read at the old offset):
+    its meta.json then takes today's offsets."""
     saved = saved_meta(directory)
     if saved is None:
         write_json_atomic(directory / "meta.json", meta)
         return
+    if saved["placebo_offsets"] == OLD_FAR_SPANS and "placebo_offsets" in meta and not any(directory.glob("placebo-*.npy")):
+        saved = {**{k: v for k, v in saved.items() if k != "placebo_offset"}, "placebo_offsets": meta["placebo_offsets"]}
+        write_json_atomic(directory / "meta.json", saved)
     diffs = [f"{k}: stored {saved.get(k)!r}, now {v!r}" for k, v in meta.items() if saved.get(k) != v]
     if diffs:
         raise TxlabError(f"losses in {directory} were collected with other settings ({'; '.join(diffs)}): delete the directory to collect them again")

@@ -5,7 +5,8 @@ A window is read from ``model.init_state`` in chunks of the evaluation segment (
 without memory), carrying the state (:func:`read_fresh`); only the target's log-probability is taken at each scored
 row (:func:`target_nll`). Whether a model's predictions ignore the tokens after them in a window
 (:func:`is_prefix_causal`) decides whether one window may serve several contexts. A placebo's far span is placed
-by :func:`far_starts` and checked by :func:`check_far`.
+by :func:`far_starts`, ``offset`` units after its window's start, each target block at its own offset
+(:func:`placebo_offsets`), and checked by :func:`check_far`.
 """
 
 from __future__ import annotations
@@ -112,6 +113,25 @@ def prefix_change(model: LanguageModel, tokens: np.ndarray, length: int, chunk_l
     shared = full[:, :-1].float()  # [1, n - 1, d]
     change = (shared - cut.float()).norm(dim=-1) / shared.norm(dim=-1).clamp_min(1e-12)  # [1, n - 1]
     return float(change.max()), tolerance
+
+
+PLACEBO_STREAM = 1
+"""The seed's second stream (numpy's SeedSequence([seed, PLACEBO_STREAM])): far spans are drawn apart from the blocks,
+so a table's target blocks are the same with placebo or without."""
+
+
+def placebo_offsets(n: int, n_blocks: int, seed: int, grid: Sequence[int]) -> np.ndarray:
+    """int64 [n_blocks]: the offset each target block's far spans are read at (:func:`far_starts`), drawn by ``seed``
+    uniformly in [n/4, 3n/4) of a stream of ``n`` units, so a far span lies a quarter of the stream or more from its
+    target either way round; a stream too short for that keeps the offsets that clear every step of ``grid``
+    (c' < offset <= n - 2 (c' - c)). One offset per block, not one for the whole table: the block bootstrap resamples
+    blocks, so its interval then carries the variation of where the far spans were read, which a single offset hides."""
+    steps = list(zip(grid, grid[1:]))
+    lo = max(n // 4, max(c2 for _, c2 in steps) + 1)
+    hi = min(n - n // 4, n - 2 * max(c2 - c for c, c2 in steps) + 1)
+    if lo >= hi:  # no offset clears every step: the middle, which check_far then refuses with its reason
+        return np.full(n_blocks, n // 2, dtype=np.int64)
+    return np.random.default_rng([seed, PLACEBO_STREAM]).integers(lo, hi, size=n_blocks).astype(np.int64)
 
 
 def far_starts(n: int, windows: np.ndarray, extra: int, offset: int) -> np.ndarray:

@@ -77,11 +77,10 @@ def strided_rows(model: LanguageModel, tokens: np.ndarray, lengths: Sequence[int
 
 def strided_block_losses(model: LanguageModel, tokens: np.ndarray, grid: Sequence[int], stride: float, start: int, stop: int,
                          chunk_len: int | None, batch_size: int, on_batch: OnBatch | None = None, *, placebo: bool = False,
-                         offset: int | None = None) -> np.ndarray:
+                         offset: int = 0) -> np.ndarray:
     """One block's strided table [G, stop - start] (grid values past a model's cap share its L_max column, as the exact
-    table does), or with ``placebo`` its [G-1, stop - start] placebo losses, far spans ``offset`` away (default half the
-    stream), each step c -> c' read in the runs of the main table at c."""
-    offset = len(tokens) // 2 if offset is None else offset
+    table does), or with ``placebo`` its [G-1, stop - start] placebo losses, far spans ``offset`` away (the block's
+    own, txlab.measure.reading.placebo_offsets), each step c -> c' read in the runs of the main table at c."""
     lengths, column = context_lengths(grid, model.max_context)
     runs = run_lengths(lengths, stride, model.max_context)
     if not placebo:

@@ -36,7 +36,7 @@ One member at a time, kept on disk
 every member: txlab.measure.losses.sample_blocks over the text's words, by the collection's seed) it scores every word
 the member covers, and leaves NaN where it does not. Its table is kept block by block under
 ``home/losses/words-<split>-<key>/`` (the key names the text's sha256, the grid and the blocks; meta.json holds the
-rest, checked on resume: the model's identity, its tokenizer, how it reads, the method and the placebo's offset), so a
+rest, checked on resume: the model's identity, its tokenizer, how it reads, the method and the placebo's offsets), so a
 rerun reads nothing again, a kill loses at most the block being read, and a group that adds or drops a member, or
 changes r, labels or the bootstrap, reuses every table it has: the shared targets are chosen afterwards, from the
 tables (:func:`word_group`). What that costs: a member reads the words it covers, not only the group's shared ones.
@@ -57,8 +57,9 @@ Placebo
 -------
 The placebo of a step c -> c' (txlab.measure.losses, in words): word w after a context whose c nearest words are its
 own, with the whitespace before the first of them, and whose c' - c words before those are a span of the text far
-away: the span's first word is ``(w - c - d + offset) mod (n - d)``, d = c' - c, n the text's words, ``offset`` half
-the text by default (txlab.measure.reading.far_starts, over words). It is scored as a true cell is, exact or left
+away: the span's first word is ``(w - c - d + offset) mod (n - d)``, d = c' - c, n the text's words, ``offset`` the
+target block's own, drawn by the collection's seed in [n/4, 3n/4) (txlab.measure.reading.far_starts and
+placebo_offsets, over words; recorded as ``placebo_offsets``). It is scored as a true cell is, exact or left
 out, and read one forward per cell (:func:`placebo_cells`).
 """
 
@@ -81,7 +82,7 @@ from txlab.errors import TxlabError
 from txlab.fileio import load_npy
 from txlab.measure.collection import Collection
 from txlab.measure.losses import block_file, check_token_ids, choose_method, load_block, remedy, sample_blocks, save_npy, saved_meta, scoring, write_or_check_meta
-from txlab.measure.reading import check_far, far_starts, read_fresh, target_nll
+from txlab.measure.reading import check_far, far_starts, placebo_offsets, read_fresh, target_nll
 from txlab.models.interface import LanguageModel
 from txlab.progress import Progress
 from txlab.runs.scored import ScoredModel
@@ -337,15 +338,18 @@ def _fill(values: dict[tuple[int, int], float], shape: tuple[int, int]) -> np.nd
 
 
 def collect_word_losses(member: ScoredModel, words: Words, collection: Collection, *, batch_size: int = 16, progress: bool = False,
-                        offset: int | None = None) -> WordLosses:
+                        offsets: Sequence[int] | None = None) -> WordLosses:
     """One member's table in words on ``collection``'s blocks of ``words``, kept under ``member.home`` when it has one
-    (finished blocks are read, not computed again; a table of another model, tokenizer, method or placebo offset is
-    refused). ``offset``: the placebo's far spans, in words (default half the text)."""
+    (finished blocks are read, not computed again; a table of another model, tokenizer, method or placebo offsets is
+    refused). ``offsets``: where each block's far spans are read, in words (default drawn by the collection's seed,
+    txlab.measure.reading.placebo_offsets)."""
     c = collection
     member = member.reading_text()
     encode = member.tokenizer.offsets
     starts = drawn_blocks(words, c)
-    offset = len(words) // 2 if offset is None else offset
+    offsets = placebo_offsets(len(words), c.blocks, c.seed, c.grid) if offsets is None else np.asarray(offsets, dtype=np.int64)
+    if len(offsets) != c.blocks:
+        raise TxlabError(f"give one placebo offset per block: {len(offsets)} offsets for {c.blocks} blocks")
     directory = None if member.home is None else word_folder(member.home, words, c, starts)
     blocks = [np.arange(start, start + c.block_len, dtype=np.int64) for start in starts.tolist()]
     shapes = {"block": (len(c.grid), c.block_len), "cut": (len(c.grid), c.block_len), "placebo": (len(c.grid) - 1, c.block_len)}
@@ -361,7 +365,7 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
                 "block_starts": starts.tolist(), "block_len": c.block_len, "seed": c.seed, "max_context": member.max_context,
                 "tgt_len": member.tgt_len, "chunk_len": member.chunk_len,
                 "context": {"mem_len": member.context.mem_len, "same_length": member.context.same_length, "clamp_len": member.context.clamp_len},
-                "method": method, "placebo_offset": offset, "precision": member.precision, **member.identity,
+                "method": method, "placebo_offsets": offsets.tolist(), "precision": member.precision, **member.identity,
                 "tokenizer": member.tokenizer_record(), "units": "nats per word"}
         if directory is not None:
             write_or_check_meta(directory, meta)
@@ -389,7 +393,7 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
                         save_npy(block_file(directory, "block", b), computed["block", b])
                 else:
                     ok = np.isfinite(computed["block", b] if ("block", b) in computed else load_block(directory, "block", b, shapes["block"])).all(axis=0)
-                    _, far_cells = placebo_cells(words, encode, block, c.grid, offset, member.max_context)
+                    _, far_cells = placebo_cells(words, encode, block, c.grid, int(offsets[b]), member.max_context)
                     far_cells = {key: cell for key, cell in far_cells.items() if ok[key[1]]}
                     values, _ = naive_cells(member.model, far_cells, member.chunk_len, batch_size, pad=method == "window")
                     computed["placebo", b] = _fill(values, shapes["placebo"])
@@ -508,10 +512,10 @@ def word_group(tables: Sequence[WordLosses], words: Words, collection: Collectio
 
 
 def group_word_losses(members: Sequence[ScoredModel], text: str | Words, collection: Collection, *, batch_size: int = 16,
-                      progress: bool = False, offset: int | None = None) -> WordGroup:
+                      progress: bool = False, offsets: Sequence[int] | None = None) -> WordGroup:
     """Every member collected on its own (:func:`collect_word_losses`, kept where a member has a home), then grouped on
     the words every member covers (:func:`word_group`)."""
     words = text if isinstance(text, Words) else cut_words(text)
     check_spaced(words)
-    tables = [collect_word_losses(m, words, collection, batch_size=batch_size, progress=progress, offset=offset) for m in members]
+    tables = [collect_word_losses(m, words, collection, batch_size=batch_size, progress=progress, offsets=offsets) for m in members]
     return word_group(tables, words, collection)
