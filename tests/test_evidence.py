@@ -1037,3 +1037,86 @@ def test_every_number_of_a_multi_seed_recl_readme_is_read_against_its_files_and_
             pd.testing.assert_frame_equal(before, pd.read_csv(path / f"seed-{seed}" / "table8.csv"))
     readme.assert_every_number_read(data_files(path, path.glob("seed-*/*")))
 
+
+@pytest.mark.parametrize("folder", sorted(name for name, _ in TABLES.values()))
+def test_every_number_of_an_ablation_readme_is_read_against_its_files_and_commits(folder):
+    import yaml
+
+    path = ROOT / "results" / "ablate" / folder
+    readme = ReadmeNumbers(path)
+    resolved = yaml.safe_load((path / "study.yaml").read_text())
+    # the title: the table and the profile, as the folder, its resolved study and the commands name them
+    table, profile = readme.quote(r"^# Table (\d+) of the ablations, profile `([\w-]+)` ")
+    assert folder == f"table{table}-{profile}" and (resolved["study"], resolved["profile"]) == (f"studies/table{table}.yaml", profile)
+    assert readme.quote(r"Profile `([\w-]+)` of `studies/table(\d+)\.yaml` \(its resolved settings: `study\.yaml`\)") == (profile, table)
+    assert readme.commands == [f"txlab --home . ablate studies/table{table}.yaml --profile {profile}" + report for report in ("", " --report")]
+    # the commit that added the folder's files
+    (made,) = readme.quote(r"Made at commit ([0-9a-f]{7}) \(the commit that added these files: `git log --diff-filter=A`")
+    (logged,) = readme.quote(r"later seeds and reports were added on top, as `git log -- (results/ablate/[\w-]+)` shows\)")
+    assert logged == str(path.relative_to(ROOT))
+    if has_history():
+        assert first_commit_under(path).startswith(made) and len(git("log", "--format=%H", "--", logged).split()) > 1
+    # the shards it ran in, as docs/cpu-evidence.md lists their commands
+    evidence = doc_text("docs/cpu-evidence.md")
+    if "run in shards" in readme.text:
+        (shards,) = readme.quote(r"\(run in shards, (.+?), as \[cpu evidence\]\(\.\./\.\./\.\./docs/cpu-evidence\.md\) lists\)")
+        command = rf"ablate studies/table{table}\.yaml --profile {profile}"
+        if shards == "`--seeds ... --shard i/n`":  # sharded seed by seed
+            assert re.search(rf"{command} --seeds [\d,]+ --shard \d+/\d+ ", evidence), shards
+        else:
+            first, of, second, of_second = re.fullmatch(r"`--shard (\d+)/(\d+)` and `--shard (\d+)/(\d+)`", shards).groups()
+            assert of == of_second and re.search(rf"{command} --shard {first}/{of}`? (?:# )?and `?--shard {second}/{of}\b", evidence), shards
+    readme.assert_every_number_read(data_files(path))
+
+
+@pytest.mark.parametrize("folder", RETRAINED_RUNS)
+def test_every_number_of_the_readme_of_an_ablation_run_trained_again_is_its_logs(folder):
+    path = ROOT / "results" / "ablate" / folder
+    readme = ReadmeNumbers(path)
+    run, date = readme.quote(r"^# ([\w-]+) trained again \((\d{4}-\d\d-\d\d)\): not the committed model ")
+    committed = path.parent / "runs" / run
+    assert path.name == f"retrained-{run}" and committed.is_dir()
+    if has_history():
+        assert commit_date(first_commit_under(path)) == date
+    # the commands: the committed run's configuration, trained again as its preset (what it kept: the same configuration)
+    grep, train = readme.commands
+    assert grep == rf'grep -v "^name:\|^preset:\|^size:" runs/{run}/config.yaml > cfg.yaml'
+    (preset,) = re.fullmatch(r"txlab train ([\w-]+) --config cfg\.yaml --run-dir RUN", train).groups()
+
+    def kept(run_dir: Path) -> list[str]:  # what the grep keeps of a configuration
+        return [line for line in (run_dir / "config.yaml").read_text().splitlines() if not re.match(r"(name|preset|size):", line)]
+
+    assert kept(path) == kept(committed)
+    assert load_config(path / "config.yaml").preset == load_config(committed / "config.yaml").preset == preset
+    # the first attempt's training losses beside the committed run's, step by step, and their difference
+    (attempt,) = readme.quote(r"the first attempt's metric log \(`attempt-(\d+)-metrics\.jsonl`\)")
+    [restart] = [json.loads(line) for line in (path / "restarts.jsonl").read_text().splitlines()]
+    assert restart["attempt"] == int(attempt) == 0
+
+    def train_losses(log: Path) -> dict[int, float]:
+        return {r["step"]: r["loss"] for r in map(json.loads, log.read_text().splitlines()) if r["split"] == "train"}
+
+    ours, again = train_losses(committed / "metrics.jsonl"), train_losses(path / f"attempt-{attempt}-metrics.jsonl")
+    readme.quote(r"\| step \| committed training loss \| trained again \| difference \| \|---:\|---:\|---:\|---:\|")
+    rows = readme.quote_each(r"\| ([\d,]+) \| (\d+\.\d+) \| (\d+\.\d+) \| (\d+(?:\.\d+)?(?:e-\d+)?) \|")
+    for step, loss, loss_again, difference in rows:
+        at = int(step.replace(",", ""))
+        assert written_as(loss, ours[at]) and written_as(loss_again, again[at]) and written_as(difference, abs(again[at] - ours[at])), step
+    # the restart rule: its setting, the new run's value above it at its step, the committed run's below it there (no restart)
+    step, metric, above, value, passed = readme.quote(
+        r"At step ([\d,]+) the restart rule \(`train\.restart_metric` (\w+) above (\d+(?:\.\d+)?)\) fired on the new run \((\d+\.\d+)\) "
+        r"where the committed run had passed \((\d+\.\d+)\)")
+    rule = load_config(path / "config.yaml").train
+    assert (restart["step"], restart["metric"], restart["above"]) == (int(step.replace(",", "")), metric, float(above))
+    assert (rule.restart_at_step, rule.restart_metric, rule.restart_above) == (restart["step"], metric, restart["above"])
+    committed_rule = load_config(committed / "config.yaml").train
+    assert (committed_rule.restart_at_step, committed_rule.restart_metric, committed_rule.restart_above) == (rule.restart_at_step, metric, rule.restart_above)
+    assert written_as(value, restart["value"]) and restart["value"] > restart["above"]
+    [at_step] = [r for r in map(json.loads, (committed / "metrics.jsonl").read_text().splitlines()) if r["step"] == restart["step"] and r["split"] == "valid"]
+    assert written_as(passed, at_step[metric]) and at_step[metric] <= restart["above"] and not (committed / "restarts.jsonl").exists()
+    # so the claims naming the run's row keep their as-trained line untested
+    claims = pd.read_csv(path.parent / "claims.csv")
+    row = run.rsplit("-s", 1)[0]
+    naming = claims[(claims["better"] == row) | (claims["worse"] == row)].dropna(subset=["as_trained_verdict"])
+    assert len(naming) and set(naming["as_trained_verdict"]) == {"untested"}
+    readme.assert_every_number_read(data_files(path))
