@@ -845,3 +845,278 @@ def test_every_commit_a_results_readme_names_is_in_the_history():
         pytest.skip("not a git checkout")
     found = subprocess.run(["git", "cat-file", "--batch-check"], input="\n".join(sorted(named)) + "\n", capture_output=True, text=True, cwd=ROOT).stdout
     assert "missing" not in found, found
+
+
+# The READMEs of the multi-seed RECL groups and of the ablation tables, number by number: each number a sentence pairs with a
+# row, a run, a commit or a setting is read against that, and any other must be one the folder's files give, or be on
+# README_NOT_DATA with its reason. Changing a number in a README, or the number of a file it quotes, fails a test here.
+
+SEED_GROUPS = sorted(p.parent.name for p in (ROOT / "results" / "recl").glob("*/table8-seeds.json"))
+"""The multi-seed RECL groups: results/recl/<group>/ with table8-seeds.{csv,md,json} and seed-<s>/."""
+RETRAINED_RUNS = sorted(str(p.parent.relative_to(ROOT / "results" / "ablate")) for p in (ROOT / "results" / "ablate").glob("*/retrained-*/README.md"))
+"""Committed ablation runs trained again: results/ablate/<table>/retrained-<run>/."""
+README_NOT_DATA = [
+    (r"\b\d+-core CPU\b", "the machine a run was trained on, not a result of it"),
+]
+"""What a seed group's or an ablation table's README may write as a number that no check reads and no file gives, and why."""
+ORDINALS = ("first", "second", "third", "fourth")
+NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?:\.\d+)?(?:e-\d+)?")
+"""A number as the READMEs write it: '2,500', '0.02', '5.99712071', '2e-8'; inside a word ('xl151m', 'c323ea7') its digits too."""
+
+
+def git(*args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+
+
+@functools.cache
+def has_history() -> bool:
+    """Whether the commits and dates the READMEs name can be read: a full git checkout, not an archive of the tree or a
+    shallow clone. Without it they go unchecked."""
+    import shutil
+
+    return (ROOT / ".git").exists() and shutil.which("git") is not None and git("rev-parse", "--is-shallow-repository").strip() == "false"
+
+
+def is_ancestor(earlier: str, later: str) -> bool:
+    import subprocess
+
+    return subprocess.run(["git", "merge-base", "--is-ancestor", earlier, later], capture_output=True, cwd=ROOT, check=False).returncode == 0
+
+
+def commit_date(commit: str) -> str:
+    return git("log", "-1", "--format=%ad", "--date=short", commit).strip()
+
+
+def first_commit_under(folder: Path) -> str:
+    """The commit that added the first file under ``folder`` (the folder's files; its README and later seeds came on top)."""
+    return git("log", "--reverse", "--diff-filter=A", "--format=%H", "--", str(folder.relative_to(ROOT))).split()[0]
+
+
+def written_as(written: str, value: float) -> bool:
+    """Whether ``written`` is ``value`` at the precision written: '5.99712071' (8 places), '2,500', '2e-8' (as '{:.0e}')."""
+    if "e" in written:
+        mantissa, exponent = written.split("e")
+        places = len(mantissa.partition(".")[2])
+        return f"{value:.{places}e}" == f"{float(mantissa):.{places}f}e{int(exponent):+03d}"
+    return f"{value:.{len(written.partition('.')[2])}f}" == written.replace(",", "")
+
+
+class ReadmeNumbers:
+    """A results README on one line (its indented commands apart, in ``commands``), and the spans of it a check has read."""
+
+    def __init__(self, folder: Path):
+        raw = (folder / "README.md").read_text(encoding="utf-8")
+        self.folder, self.read = folder, []
+        self.commands = [line.strip() for line in raw.splitlines() if line.startswith("    ")]
+        self.text = " ".join(re.sub(r"^    .*$", "", raw, flags=re.MULTILINE).split())
+
+    def quote(self, pattern: str) -> tuple[str, ...]:
+        """The groups of the one sentence ``pattern`` matches; its span counts as read."""
+        (match, *more) = list(re.finditer(pattern, self.text)) or [None]
+        assert match and not more, f"{self.folder.name}/README.md: {1 + len(more) if match else 0} sentences match {pattern!r}"
+        self.read.append(match.span())
+        return match.groups()
+
+    def quote_each(self, pattern: str) -> list[tuple[str, ...]]:
+        """The groups of every match of ``pattern`` (at least one); their spans count as read."""
+        matches = list(re.finditer(pattern, self.text))
+        assert matches, f"{self.folder.name}/README.md no longer says {pattern!r}"
+        self.read += [m.span() for m in matches]
+        return [m.groups() for m in matches]
+
+    def is_read(self, start: int) -> bool:
+        return any(low <= start < high for low, high in self.read)
+
+    def assert_every_number_read(self, files: list[Path]):
+        """Every number not read yet is in a code span naming files of the folder, or on README_NOT_DATA, or one ``files`` give."""
+        for span in re.finditer(r"`([^`]*)`", self.text):  # a file's name: 'table8-seeds.{csv,md,json}', 'attempt-0-metrics.jsonl'
+            if re.search(r"\d", span[1]) and not self.is_read(span.start()):
+                names = expand_braces(span[1])
+                assert all(any(self.folder.glob(re.sub(r"<[^>]*>", "*", n).rstrip("/"))) for n in names), (
+                    f"{self.folder.name}/README.md: `{span[1]}` has a number no check reads and names no file of its folder")
+                self.read.append(span.span())
+        for pattern, _ in README_NOT_DATA:
+            self.read += [m.span() for m in re.finditer(pattern, self.text)]
+        given = set().union(*map(numbers_of_file, files)) if files else set()
+        unread = [m[0] for m in NUMBER.finditer(self.text) if not self.is_read(m.start()) and not any(written_as(m[0], v) for v in given)]
+        assert not unread, f"{self.folder.name}/README.md quotes numbers no check reads and no file of its folder gives: {unread}"
+
+
+def expand_braces(name: str) -> list[str]:
+    """'table8-seeds.{csv,md,json}' -> ['table8-seeds.csv', 'table8-seeds.md', 'table8-seeds.json'], as a shell expands it."""
+    brace = re.search(r"\{([^{}]*)\}", name)
+    return [n for alt in brace[1].split(",") for n in expand_braces(name[: brace.start()] + alt + name[brace.end():])] if brace else [name]
+
+
+def numbers_of_file(path: Path) -> set[float]:
+    """The numbers a committed file gives: a JSON's (or JSON lines') leaves, a CSV's cells, a table's or a log's words."""
+    if path.suffix == ".json":
+        return numbers_in(json.loads(path.read_text()))
+    if path.suffix == ".jsonl":
+        return numbers_in([json.loads(line) for line in path.read_text().splitlines()])
+    if path.suffix == ".csv":
+        return numbers_in(pd.read_csv(path).to_dict("list"))
+    return numbers_in(path.read_text(encoding="utf-8"))
+
+
+def data_files(folder: Path, more=()) -> list[Path]:
+    """A results folder's files that hold numbers (its README aside), and ``more``."""
+    return [p for p in [*folder.iterdir(), *more] if p.suffix in (".json", ".jsonl", ".csv", ".md", ".log", ".yaml") and p.name != "README.md"]
+
+
+def lstm_shapes(record: dict) -> set[tuple[int, int]]:
+    """(layers, width) of every LSTM run a RECL group's record read."""
+    runs = [ROOT / run for dirs in record["run_dirs"].values() for run in dirs if Path(run).name.startswith("lstm")]
+    return {(config.model.n_layer, config.model.d_inner) for config in (load_config(run / "config.yaml") for run in runs)}
+
+
+@pytest.mark.parametrize("folder", SEED_GROUPS)
+def test_every_number_of_a_multi_seed_recl_readme_is_read_against_its_files_and_commits(folder):
+    import io
+
+    import yaml
+
+    path = ROOT / "results" / "recl" / folder
+    readme = ReadmeNumbers(path)
+    record = json.loads((path / "table8-seeds.json").read_text())
+    settings = record["settings"]
+    [command] = readme.commands  # resolved today by test_every_multi_seed_recl_folder_records_the_command_and_profile_that_made_it
+    study, profile, group = re.search(r"--study (\S+) --profile (\S+) (\S+)", command).groups()
+    # the title: the study's table and group (its place among the profile's groups), the corpus, the profile, the training seeds
+    table, ordinal, corpus, titled_profile, first, last = readme.quote(
+        r"^# Table (\d+)'s (\w+) group on (`[\w-]+`|[A-Z][\w ]+), profile `([\w-]+)`, training seeds (\d+)-(\d+) ")
+    assert study == f"studies/table{table}.yaml" and folder.startswith(f"table{table}-") and titled_profile == profile
+    assert ORDINALS[list(load_recl_study(ROOT / study, profile).groups).index(group)] == ordinal
+    assert corpus.strip("`").replace(" ", "").lower() == settings["data"]
+    seeds = list(range(int(first), int(last) + 1))
+    assert seeds == record["train_seeds"] == settings["train_seeds"] == sorted(int(p.name.removeprefix("seed-")) for p in path.glob("seed-*"))
+    # the commit that wrote the folder, its date, and the runs it read
+    written, date = readme.quote(r"Written at commit ([0-9a-f]{7}) \((\d{4}-\d\d-\d\d)\)")
+    if has_history():
+        assert first_commit_under(path).startswith(written) and commit_date(written) == date
+    (models_root,) = readme.quote(r"runs under `(results/[\w-]+)/`")
+    assert settings["models_root"] == models_root and all(run.startswith(f"{models_root}/") for dirs in record["run_dirs"].values() for run in dirs)
+    if folder == "table8-xl-ablations-cpu-recall-long-recall-small":  # its member_sets are of the day before the LSTM changed
+        layers, width, changed = readme.quote(r"before the profile's LSTM became (\d) layers of (\d+) \(([0-9a-f]{7})\)")
+        today = set(load_recl_study(ROOT / study, profile).settings.member_sets)
+        assert "lstm" not in record["members"] and all(item.startswith("lstm:") for item in today ^ set(settings["member_sets"]))
+        items = {f"lstm:model.n_layer={layers}", f"lstm:model.d_inner={width}"}
+        assert items <= today - set(settings["member_sets"])
+        if has_history():
+            added = [line for line in git("show", changed, "--", study).splitlines() if line.startswith("+")]
+            assert any(all(item.partition(":")[2] in line for item in items) for line in added)
+            assert is_ancestor(written, changed)
+    if folder == "table8-xl-rnn-cpu-latches-recall-small-latches":  # written out in full then, a profile extending another since
+        changed, base = readme.quote(r"since ([0-9a-f]{7}) it extends `([\w-]+)`")
+        assert yaml.safe_load((ROOT / study).read_text())["profiles"][profile]["extends"] == base
+        if has_history():
+            assert f"+    extends: {base}" in git("show", changed, "--", study).splitlines()
+            assert "extends" not in yaml.safe_load(git("show", f"{written}:{study}"))["profiles"][profile]  # written out in full then
+            assert is_ancestor(written, changed)
+    if folder == "table8-xl-rnn-cpu-recall-long-recall-small":  # written twice the same day, the second time with the resized LSTM
+        old_layers, old_width, again, layers, width = readme.quote(
+            r"with the profile's first LSTM \((\d) layers of (\d+)\), and again at ([0-9a-f]{7}) the same day with its LSTM of (\d) layers of (\d+)")
+        assert lstm_shapes(record) == {(int(layers), int(width))}
+        if has_history():
+            seeds_json = str((path / "table8-seeds.json").relative_to(ROOT))
+            assert [c[:7] for c in git("log", "--format=%H", "--", seeds_json).split()] == [again, written] and commit_date(again) == date
+            assert lstm_shapes(json.loads(git("show", f"{written}:{seeds_json}"))) == {(int(old_layers), int(old_width))}
+    if folder == "table8-xl-rnn-cpu-recall-recall-small":  # recl.log's first line names the profile and the group
+        (named,) = readme.quote(r"its first line names the profile, `([^`]+)`, and the group\)")
+        assert (path / "recl.log").read_text().splitlines()[0].startswith(f"profile: {named} | group {folder}:")
+        assert named == f"{profile} ({study})" and settings["train_missing"] is False
+    if folder == "table8-xl-rnn-cpu-text-tinyshakespeare":  # its seed 0 is the single-seed table it replaced, members renamed
+        seed, replaced = readme.quote(r"its seed (\d+) repeats the single-seed table this folder replaced \(`([\w-]+)/`, removed in that commit\)")
+        if has_history():
+            old = f"results/recl/{replaced}"
+            assert not git("ls-tree", "-r", "--name-only", written, "--", old) and git("ls-tree", "-r", "--name-only", f"{written}^", "--", old)
+            before = pd.read_csv(io.StringIO(git("show", f"{written}^:{old}/table8.csv")))
+            before["model"] = before["model"].str.removesuffix(f"-cpu-{settings['data']}")
+            pd.testing.assert_frame_equal(before, pd.read_csv(path / f"seed-{seed}" / "table8.csv"))
+    readme.assert_every_number_read(data_files(path, path.glob("seed-*/*")))
+
+
+@pytest.mark.parametrize("folder", sorted(name for name, _ in TABLES.values()))
+def test_every_number_of_an_ablation_readme_is_read_against_its_files_and_commits(folder):
+    import yaml
+
+    path = ROOT / "results" / "ablate" / folder
+    readme = ReadmeNumbers(path)
+    resolved = yaml.safe_load((path / "study.yaml").read_text())
+    # the title: the table and the profile, as the folder, its resolved study and the commands name them
+    table, profile = readme.quote(r"^# Table (\d+) of the ablations, profile `([\w-]+)` ")
+    assert folder == f"table{table}-{profile}" and (resolved["study"], resolved["profile"]) == (f"studies/table{table}.yaml", profile)
+    assert readme.quote(r"Profile `([\w-]+)` of `studies/table(\d+)\.yaml` \(its resolved settings: `study\.yaml`\)") == (profile, table)
+    assert readme.commands == [f"txlab --home . ablate studies/table{table}.yaml --profile {profile}" + report for report in ("", " --report")]
+    # the commit that added the folder's files
+    (made,) = readme.quote(r"Made at commit ([0-9a-f]{7}) \(the commit that added these files: `git log --diff-filter=A`")
+    (logged,) = readme.quote(r"later seeds and reports were added on top, as `git log -- (results/ablate/[\w-]+)` shows\)")
+    assert logged == str(path.relative_to(ROOT))
+    if has_history():
+        assert first_commit_under(path).startswith(made) and len(git("log", "--format=%H", "--", logged).split()) > 1
+    # the shards it ran in, as docs/cpu-evidence.md lists their commands
+    evidence = doc_text("docs/cpu-evidence.md")
+    if "run in shards" in readme.text:
+        (shards,) = readme.quote(r"\(run in shards, (.+?), as \[cpu evidence\]\(\.\./\.\./\.\./docs/cpu-evidence\.md\) lists\)")
+        command = rf"ablate studies/table{table}\.yaml --profile {profile}"
+        if shards == "`--seeds ... --shard i/n`":  # sharded seed by seed
+            assert re.search(rf"{command} --seeds [\d,]+ --shard \d+/\d+ ", evidence), shards
+        else:
+            first, of, second, of_second = re.fullmatch(r"`--shard (\d+)/(\d+)` and `--shard (\d+)/(\d+)`", shards).groups()
+            assert of == of_second and re.search(rf"{command} --shard {first}/{of}`? (?:# )?and `?--shard {second}/{of}\b", evidence), shards
+    readme.assert_every_number_read(data_files(path))
+
+
+@pytest.mark.parametrize("folder", RETRAINED_RUNS)
+def test_every_number_of_the_readme_of_an_ablation_run_trained_again_is_its_logs(folder):
+    path = ROOT / "results" / "ablate" / folder
+    readme = ReadmeNumbers(path)
+    run, date = readme.quote(r"^# ([\w-]+) trained again \((\d{4}-\d\d-\d\d)\): not the committed model ")
+    committed = path.parent / "runs" / run
+    assert path.name == f"retrained-{run}" and committed.is_dir()
+    if has_history():
+        assert commit_date(first_commit_under(path)) == date
+    # the commands: the committed run's configuration, trained again as its preset (what it kept: the same configuration)
+    grep, train = readme.commands
+    assert grep == rf'grep -v "^name:\|^preset:\|^size:" runs/{run}/config.yaml > cfg.yaml'
+    (preset,) = re.fullmatch(r"txlab train ([\w-]+) --config cfg\.yaml --run-dir RUN", train).groups()
+
+    def kept(run_dir: Path) -> list[str]:  # what the grep keeps of a configuration
+        return [line for line in (run_dir / "config.yaml").read_text().splitlines() if not re.match(r"(name|preset|size):", line)]
+
+    assert kept(path) == kept(committed)
+    assert load_config(path / "config.yaml").preset == load_config(committed / "config.yaml").preset == preset
+    # the first attempt's training losses beside the committed run's, step by step, and their difference
+    (attempt,) = readme.quote(r"the first attempt's metric log \(`attempt-(\d+)-metrics\.jsonl`\)")
+    [restart] = [json.loads(line) for line in (path / "restarts.jsonl").read_text().splitlines()]
+    assert restart["attempt"] == int(attempt) == 0
+
+    def train_losses(log: Path) -> dict[int, float]:
+        return {r["step"]: r["loss"] for r in map(json.loads, log.read_text().splitlines()) if r["split"] == "train"}
+
+    ours, again = train_losses(committed / "metrics.jsonl"), train_losses(path / f"attempt-{attempt}-metrics.jsonl")
+    readme.quote(r"\| step \| committed training loss \| trained again \| difference \| \|---:\|---:\|---:\|---:\|")
+    rows = readme.quote_each(r"\| ([\d,]+) \| (\d+\.\d+) \| (\d+\.\d+) \| (\d+(?:\.\d+)?(?:e-\d+)?) \|")
+    for step, loss, loss_again, difference in rows:
+        at = int(step.replace(",", ""))
+        assert written_as(loss, ours[at]) and written_as(loss_again, again[at]) and written_as(difference, abs(again[at] - ours[at])), step
+    # the restart rule: its setting, the new run's value above it at its step, the committed run's below it there (no restart)
+    step, metric, above, value, passed = readme.quote(
+        r"At step ([\d,]+) the restart rule \(`train\.restart_metric` (\w+) above (\d+(?:\.\d+)?)\) fired on the new run \((\d+\.\d+)\) "
+        r"where the committed run had passed \((\d+\.\d+)\)")
+    rule = load_config(path / "config.yaml").train
+    assert (restart["step"], restart["metric"], restart["above"]) == (int(step.replace(",", "")), metric, float(above))
+    assert (rule.restart_at_step, rule.restart_metric, rule.restart_above) == (restart["step"], metric, restart["above"])
+    committed_rule = load_config(committed / "config.yaml").train
+    assert (committed_rule.restart_at_step, committed_rule.restart_metric, committed_rule.restart_above) == (rule.restart_at_step, metric, rule.restart_above)
+    assert written_as(value, restart["value"]) and restart["value"] > restart["above"]
+    [at_step] = [r for r in map(json.loads, (committed / "metrics.jsonl").read_text().splitlines()) if r["step"] == restart["step"] and r["split"] == "valid"]
+    assert written_as(passed, at_step[metric]) and at_step[metric] <= restart["above"] and not (committed / "restarts.jsonl").exists()
+    # so the claims naming the run's row keep their as-trained line untested
+    claims = pd.read_csv(path.parent / "claims.csv")
+    row = run.rsplit("-s", 1)[0]
+    naming = claims[(claims["better"] == row) | (claims["worse"] == row)].dropna(subset=["as_trained_verdict"])
+    assert len(naming) and set(naming["as_trained_verdict"]) == {"untested"}
+    readme.assert_every_number_read(data_files(path))
