@@ -18,6 +18,10 @@ recl.json), beside each member's.
 ``truth-grid --grid G [--min-distance D]``: the ideal model's RECL in words at r 0.1, 0.5 and 1, and its step gains, on
 the blocks a profile of 8 x 250 words draws on the valid split: where a grid puts the truth, before any model trains.
 
+``rule GROUP_DIR --low L --high H [--min-distance D]``: a synthetic group over training seeds read against its truth
+by the rule its profile fixed before the runs (each seed's placebo-aware reading in [L, H]; a seed whose perplexity per
+word at 16 words is above twice the ideal's is not read), written to GROUP_DIR/rule.csv.
+
 ``unigram GROUP_DIR --text DIR``: the baseline a member of the WikiText group must beat for its RECL to be read: a
 unigram model of words counted on DIR/train.txt (txlab.analysis.per_unit.unigram_perplexity, which `txlab recl` now
 applies itself and records in recl.json's ``unigram``), its perplexity per word on the group's shared targets, beside
@@ -129,6 +133,46 @@ def truth(group_dir: Path, rs: list[float], min_distance: int = MIN_DISTANCE) ->
         print(f"  {row['model']} r {row['r']:g}: {row['label']}{placebo}")
 
 
+def rule_rows(group_dir: Path, low: int, high: int, min_distance: int = MIN_DISTANCE, at: int = HORIZON) -> list[dict]:
+    """The rule of a synthetic group over training seeds (its ``seed-<s>/recl.json``), fixed before its runs: at each r a
+    member's placebo-aware reading is within one grid step of the truth when it lies in [``low``, ``high``]; the claim
+    holds for the member at r when every seed's reading does. A seed whose perplexity per word at ``at`` words is above
+    twice the ideal model's on the same shared words has not learned to copy, and is not read against the truth."""
+    rows = []
+    for seed_dir in sorted(group_dir.glob("seed-*"), key=lambda p: int(p.name.split("-")[1])):
+        record = json.loads((seed_dir / "recl.json").read_text())
+        grid, targets = tuple(record["grid"]), np.asarray(record["words"]["targets"])
+        ideal_rows, losses = ideal_readings(grid, targets, record["settings"]["rs"], min_distance, record["settings"]["split"])
+        truths = {row.r: row.paper.recl for row in ideal_rows}
+        ideal_ppl = float(np.exp(losses[grid.index(at)].mean()))
+        for row in record["rows"]:
+            if row.get("ground_truth"):
+                continue
+            ppl = record["words"]["members"][row["model"]]["word_perplexity"][grid.index(at)]
+            reading = int(row["placebo_recl"])
+            rows.append({"seed": int(seed_dir.name.split("-")[1]), "model": row["model"], "r": row["r"], "truth": truths[row["r"]],
+                         "paper": row["label"], "placebo_aware": reading, "placebo_ci": f"[{row['placebo_ci_low']}, {row['placebo_ci_high']}]",
+                         "ppl_at_horizon": round(ppl, 3), "ideal_ppl_at_horizon": round(ideal_ppl, 3), "copies": ppl <= 2 * ideal_ppl,
+                         "within": low <= reading <= high})
+    return rows
+
+
+def rule(group_dir: Path, low: int, high: int, min_distance: int) -> None:
+    """:func:`rule_rows` of a group, each member's outcome at each r, written beside its tables as rule.csv."""
+    import pandas as pd
+
+    table = pd.DataFrame(rule_rows(group_dir, low, high, min_distance))
+    table.to_csv(group_dir / "rule.csv", index=False)
+    print(table.to_string(index=False))
+    for (model, r), part in table.groupby(["model", "r"], sort=False):
+        read = part[part["copies"]]
+        outcome = ("not read: no seed copies" if read.empty else "holds" if read["within"].all() and len(read) == len(part)
+                   else "fails" if not read["within"].all() else f"holds on the {len(read)} seeds that copy; {len(part) - len(read)} not read")
+        print(f"{model} r {r:g}: placebo-aware {' '.join(map(str, part['placebo_aware']))} over seeds {' '.join(map(str, part['seed']))} "
+              f"(truth {part['truth'].iloc[0]}): {outcome}")
+    print(f"wrote {group_dir / 'rule.csv'}")
+
+
 def unigram(group_dir: Path, text: Path) -> None:
     """The unigram's perplexity per word on the group's shared targets, beside each member's at the longest context
     (recl.json's ``words``)."""
@@ -158,6 +202,11 @@ def main() -> None:
     where = commands.add_parser("truth-grid", help="the ideal RECL on a grid, before any run")
     where.add_argument("--grid", required=True, help="start:stop:step or a comma-separated list, as txlab recl takes it")
     where.add_argument("--min-distance", type=int, default=MIN_DISTANCE)
+    held = commands.add_parser("rule", help="the declared rule over a synthetic group's training seeds (seed-<s>/ folders)")
+    held.add_argument("group_dir", type=Path)
+    held.add_argument("--low", type=int, required=True)
+    held.add_argument("--high", type=int, required=True)
+    held.add_argument("--min-distance", type=int, default=MIN_DISTANCE)
     uni = commands.add_parser("unigram", help="a unigram's perplexity per word on a group's targets, beside the members'")
     uni.add_argument("group_dir", type=Path)
     uni.add_argument("--text", type=Path, required=True)
@@ -168,6 +217,8 @@ def main() -> None:
         wikitext_text(args.out, args.source)
     elif args.command == "unigram":
         unigram(args.group_dir, args.text)
+    elif args.command == "rule":
+        rule(args.group_dir, args.low, args.high, args.min_distance)
     elif args.command == "truth-grid":
         truth_grid(parse_grid(args.grid), [0.1, 0.5, 1.0], args.min_distance)
     else:
