@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from copying_toy import CopyingToy, assert_hand_computed, copying_nll, kinds_of, outcomes
 
 from txlab.analysis.recl import DEFAULT_GRID, recl
 from txlab.config import DataConfig, ModelConfig, RunConfig
@@ -195,6 +196,54 @@ def test_placebo_replaces_the_extra_context_with_a_distant_span():
     placebo = collect_losses(vanilla, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0), placebo=True, offsets=offsets)
     true = collect_losses(vanilla, tokens, GRID, BLOCK_STARTS, BLOCK_LEN, tgt_len=5, context=Context(0))
     np.testing.assert_allclose(placebo[2], true[3], atol=1e-6)
+
+
+
+COPY_VOCAB, COPY_GRID, COPY_STARTS, COPY_BLOCK, COPY_OFFSETS = 16, (2, 4, 6, 10), (60, 150), 16, (70, 101)
+
+
+def copy_stream(n: int = 240) -> np.ndarray:
+    """Random tokens with a 3-token motif every 8 tokens: within 10 tokens of context the motif repeats (the copying toy
+    predicts it right), and a far span holds the current token or not, followed by the motif's next token or another."""
+    tokens = np.random.default_rng(1).integers(0, COPY_VOCAB, n)
+    for k in range(0, n - 3, 8):
+        tokens[k : k + 3] = (3, 7, 11)
+    return tokens.astype(np.uint16)
+
+
+def copy_placebo_by_hand(tokens: np.ndarray, offsets) -> tuple[np.ndarray, np.ndarray]:
+    """(losses [G-1, T], whether the far span holds the current token [G-1, T]) of the copying toy's placebo, from the
+    definition: the c' - c tokens from (t - c' + offset) mod (n - (c' - c)), offset that of t's block, then the true
+    x_{t-c} .. x_{t-1}, then x_t, scored by the hand computation."""
+    n, targets = len(tokens), targets_of(COPY_STARTS, COPY_BLOCK)
+    out = np.empty((len(COPY_GRID) - 1, len(targets)))
+    holds = np.zeros(out.shape, dtype=bool)
+    for j, (c, c2) in enumerate(zip(COPY_GRID, COPY_GRID[1:])):
+        for i, t in enumerate(targets.tolist()):
+            far = (t - c2 + offsets[i // COPY_BLOCK]) % (n - (c2 - c))
+            distant = tokens[far : far + c2 - c]
+            out[j, i] = copying_nll(np.concatenate([distant, tokens[t - c : t + 1]]), COPY_VOCAB)[-1]
+            holds[j, i] = tokens[t - 1] in distant
+    return out, holds
+
+
+@pytest.mark.parametrize("method", ["naive", "window"])
+def test_placebo_of_a_copying_model_is_its_hand_computation_after_each_blocks_far_span(method):
+    """A model that reads far context (tests/copying_toy.py): its placebo losses, and its true ones, are the loss worked
+    out by hand at 1e-5 nats; the far spans are each block's own, and one token off they would miss by whole nats."""
+    tokens, model = copy_stream(), CopyingToy(COPY_VOCAB)
+    read = dict(tgt_len=3, context=Context(mem_len=3), method=method, batch_size=8)  # chunks of 3, the state carried
+    placebo = collect_losses(model, tokens, COPY_GRID, COPY_STARTS, COPY_BLOCK, placebo=True, offsets=COPY_OFFSETS, **read)
+    want, holds = copy_placebo_by_hand(tokens, COPY_OFFSETS)
+    assert holds.any() and not holds.all()  # some far spans hold the current token, some do not
+    assert kinds_of(want, COPY_VOCAB) == set(outcomes(COPY_VOCAB))  # no earlier occurrence, copied right, copied wrong
+    assert_hand_computed(placebo, want, copy_placebo_by_hand(tokens, [o + 1 for o in COPY_OFFSETS])[0])
+    true = collect_losses(model, tokens, COPY_GRID, COPY_STARTS, COPY_BLOCK, **read)
+    targets = targets_of(COPY_STARTS, COPY_BLOCK)
+    by_hand = np.array([[copying_nll(tokens[t - c : t + 1], COPY_VOCAB)[-1] for t in targets.tolist()] for c in COPY_GRID])  # [G, T]
+    assert kinds_of(by_hand, COPY_VOCAB) == set(outcomes(COPY_VOCAB))
+    one_off = np.array([[copying_nll(tokens[t - c - 1 : t + 1], COPY_VOCAB)[-1] for t in targets.tolist()] for c in COPY_GRID])  # c + 1
+    assert_hand_computed(true, by_hand, one_off)
 
 
 def test_low_precision_and_bad_targets_are_refused():

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import random_causal_lm_model, sample_file
+from copying_toy import STRENGTH, CopyingToy, assert_hand_computed, copying_nll
 
 from txlab.data.formats import words as txlab_words
 from txlab.analysis.per_unit import byte_perplexity, word_perplexity
@@ -286,6 +287,46 @@ def test_placebo_cells_of_a_txlab_model_with_memory_are_the_hand_computed_ones()
     for j, i, context, span in placebo_cells_of(table, offsets):
         assert float(table.placebo[0, j, i]) == pytest.approx(hand_txlab(model, tok, context, span, 16), rel=0, abs=PLACEBO_ABS)
     assert reads_far_span(table, offsets, lambda context, span: hand_txlab(model, tok, context, span, 16))
+
+
+
+def copy_ids(tok, text: str) -> list[int]:
+    """The ids a txlab char or word tokenizer writes ``text`` with (as :func:`hand_txlab` reads them)."""
+    if tok.kind == "char":
+        return [tok.vocab.index[ch] for ch in text]
+    return tok.vocab.encode(txlab_words(text, "eos")[:-1]).tolist()
+
+
+def copy_by_hand(tok, strength: float, cells, shape) -> np.ndarray:
+    """float64 ``shape``: each cell's loss of its span after its context, from the copying toy's hand computation on the
+    ids of context + span (tests/copying_toy.py)."""
+    out = np.full(shape, np.nan)
+    for j, i, context, span in cells:
+        ids, n_span = copy_ids(tok, context + span), len(copy_ids(tok, span))
+        out[j, i] = copying_nll(ids, len(tok.vocab), strength)[-n_span:].sum()
+    return out
+
+
+@pytest.mark.parametrize("kind", ["char", "word"])
+def test_placebo_cells_of_a_copying_model_are_its_hand_computation_after_each_blocks_far_span(kind):
+    """A model that reads far context (tests/copying_toy.py), read in chunks with its state carried: every placebo cell
+    is the loss worked out by hand on the far words of its block's own offset, its own near words and its word, at 1e-5
+    nats; with the far span one word off, some cell would miss by far more. Its true cells are the hand computation too."""
+    tok = txlab_tokenizer(kind)
+    strength = STRENGTH if kind == "char" else 10.0  # a copied word must stand out of ~2,500 words (logit 5: by 0.06 nats)
+    model = CopyingToy(len(tok.vocab), strength)
+    model.set_context(Context(mem_len=4))  # so the member reads in chunks of 4 tokens, carrying its state
+    offsets = [3000, 2200]
+    table = group([member("m", model, tok, tgt_len=4)], TEXT, GRID, n_blocks=2, block_len=16, placebo=True, offsets=offsets)
+    assert table.shared == table.drawn  # a vocabulary counted from the text covers every word
+    shape = table.placebo[0].shape
+    assert_hand_computed(table.placebo[0], copy_by_hand(tok, strength, placebo_cells_of(table, offsets), shape),
+                         copy_by_hand(tok, strength, placebo_cells_of(table, [offset + 1 for offset in offsets]), shape))
+    words = cut_words(TEXT)
+    one_more = [(j, i, TEXT[slice(*words.context(w, c + 1))], span) for j, i, _, span in cells_of(table)
+                for c, w in [(table.grid[j], int(table.targets[i]))]]  # the true cells read one word too far back
+    assert_hand_computed(table.losses[0], copy_by_hand(tok, strength, cells_of(table), table.losses[0].shape),
+                         copy_by_hand(tok, strength, one_more, table.losses[0].shape))
 
 
 def test_a_model_that_is_not_prefix_causal_is_read_one_forward_per_cell():
