@@ -13,7 +13,8 @@ blocks and the main losses stay the group's. For each rule and redraw the group 
 placebo-aware readings over the redraws, whether they moved, and how often one redraw's reading lies inside another's
 95% interval (the interval is meant to carry this variation: under ``one`` it resamples targets only).
 
-Members are collected in memory (their kept tables are neither read nor touched). Words or tokens, as the group is:
+Members are collected in memory (their kept tables are neither read nor touched); each redraw is appended to
+OUT/redraws.csv as it finishes, so a rerun goes on where one stopped. Words or tokens, as the group is:
 
     python studies/placebo_redraws.py --study studies/recl-words.yaml --profile cpu-synthetic-every --group tokenizers \
         --train-seed 0 --out results/recl/placebo-redraws-words-synthetic-every-seed0
@@ -75,6 +76,7 @@ def token_losses(models, source, offsets: np.ndarray) -> tuple[GroupLosses, None
 
 
 def redraw_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
+    """Every (redraw, rule) not yet in ``args.out``/redraws.csv, scored and appended as it finishes (a rerun resumes)."""
     (group,) = resolve_groups(args.group, args.study, args.profile, None)
     seed = args.train_seed if group.settings.train_seeds else None
     members = group.resolved[seed]
@@ -82,8 +84,13 @@ def redraw_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     models = [dataclasses.replace(load_member(m, group.settings), home=None) for m in members]  # in memory: kept tables untouched
     c, labels = group.collection, [m.label for m in members]
     n = len(source.words) if isinstance(source, WordSource) else len(source.corpus.split(c.split))
-    rows = []
-    for rule, redraw in itertools.product(RULES, range(args.redraws)):
+    done_file = args.out / "redraws.csv"
+    rows = pd.read_csv(done_file).to_dict("records") if done_file.is_file() else []
+    done = {(row["rule"], row["redraw"]) for row in rows}
+    args.out.mkdir(parents=True, exist_ok=True)
+    for redraw, rule in itertools.product(range(args.redraws), RULES):  # both rules of a redraw, then the next
+        if (rule, redraw) in done:
+            continue
         offsets = offsets_of(rule, n, c.blocks, redraw, c.grid)
         began = time.time()
         losses, _ = (word_losses if isinstance(source, WordSource) else token_losses)(models, source, offsets)
@@ -93,6 +100,7 @@ def redraw_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
             rows.append({"rule": rule, "redraw": redraw, "offsets": " ".join(map(str, offsets.tolist())), "model": row.model, "r": row.r,
                          "recl": row.paper.recl, "placebo_recl": p.recl, "placebo_low": p.interval.low, "placebo_high": p.interval.high,
                          "placebo_censored": p.censored, "n_targets": len(losses.targets)})
+        pd.DataFrame(rows).to_csv(done_file, index=False)
         print(f"{rule} redraw {redraw}: offsets {offsets.tolist()} scored in {time.time() - began:.0f} s", flush=True)
     about = {"command": " ".join(sys.argv), "group": group.name, "train_seed": seed, "unit": c.unit, "grid": list(c.grid),
              "blocks": c.blocks, "block_len": c.block_len, "n": n, "rs": list(group.settings.rs), "n_boot": group.settings.n_boot,
@@ -126,9 +134,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     table, about = redraw_rows(args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out / "redraws.csv", index=False)
-    brief = summary(table)
+    brief = summary(table.sort_values(["rule", "redraw"], kind="stable"))
     brief.to_csv(args.out / "summary.csv", index=False)
     (args.out / "about.json").write_text(json.dumps(about, indent=1) + "\n")
     print(brief.to_string(index=False))
