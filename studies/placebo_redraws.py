@@ -17,7 +17,7 @@ Members are collected in memory (their kept tables are neither read nor touched)
 OUT/redraws.csv as it finishes, so a rerun goes on where one stopped. Words or tokens, as the group is:
 
     python studies/placebo_redraws.py --study studies/recl-words.yaml --profile cpu-synthetic-every --group tokenizers \
-        --train-seed 0 --out results/recl/placebo-redraws-words-synthetic-every-seed0
+        --train-seed 0 --set batch_size=128 --out results/recl/placebo-redraws-words-synthetic-every-seed0
 """
 
 from __future__ import annotations
@@ -51,22 +51,22 @@ def offsets_of(rule: str, n: int, blocks: int, redraw: int, grid) -> np.ndarray:
     return placebo_offsets(n, blocks, redraw, grid)
 
 
-def word_losses(models, source: WordSource, offsets: np.ndarray) -> tuple[GroupLosses, np.ndarray]:
+def word_losses(models, source: WordSource, offsets: np.ndarray, batch_size: int) -> tuple[GroupLosses, np.ndarray]:
     """The group in words with the far spans at ``offsets``: (losses as `txlab recl` scores them, each target's bytes)."""
-    tables = [collect_word_losses(m, source.words, source.collection, offsets=offsets) for m in models]
+    tables = [collect_word_losses(m, source.words, source.collection, offsets=offsets, batch_size=batch_size) for m in models]
     words = word_group(tables, source.words, source.collection)
     return GroupLosses(list(words.members), words.losses, words.grid, words.targets, words.block_len, source.sha256,
                        dict.fromkeys(words.members), [], words.placebo), words.span_bytes
 
 
-def token_losses(models, source, offsets: np.ndarray) -> tuple[GroupLosses, None]:
+def token_losses(models, source, offsets: np.ndarray, batch_size: int) -> tuple[GroupLosses, None]:
     """The group in tokens with the far spans at ``offsets`` (every member reads the group's one token stream)."""
     c = source.collection
     tokens = source.corpus.split(c.split)
     starts = sample_blocks(len(tokens), c.blocks, c.block_len, c.grid[-1], c.seed)
     main, placebo = [], []
     for m in models:
-        kwargs = dict(tgt_len=m.tgt_len or c.grid[-1], context=m.context, precision=m.precision)
+        kwargs = dict(tgt_len=m.tgt_len or c.grid[-1], context=m.context, precision=m.precision, batch_size=batch_size)
         main.append(collect_losses(m.model, tokens, c.grid, starts, c.block_len, **kwargs))
         placebo.append(collect_losses(m.model, tokens, c.grid, starts, c.block_len, placebo=True, offsets=offsets, **kwargs))
     targets = (starts[:, None] + np.arange(c.block_len)).reshape(-1)
@@ -77,7 +77,7 @@ def token_losses(models, source, offsets: np.ndarray) -> tuple[GroupLosses, None
 
 def redraw_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     """Every (redraw, rule) not yet in ``args.out``/redraws.csv, scored and appended as it finishes (a rerun resumes)."""
-    (group,) = resolve_groups(args.group, args.study, args.profile, None)
+    (group,) = resolve_groups(args.group, args.study, args.profile, None, sets=args.set)
     seed = args.train_seed if group.settings.train_seeds else None
     members = group.resolved[seed]
     source = group_source(group, progress=False)
@@ -93,7 +93,7 @@ def redraw_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
             continue
         offsets = offsets_of(rule, n, c.blocks, redraw, c.grid)
         began = time.time()
-        losses, _ = (word_losses if isinstance(source, WordSource) else token_losses)(models, source, offsets)
+        losses, _ = (word_losses if isinstance(source, WordSource) else token_losses)(models, source, offsets, group.settings.batch_size)
         scored = score_group(losses, labels, group.settings)
         for row in scored.rows:
             p = row.placebo_aware
@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--group", nargs="*", default=[], help="the study's group to read (its name)")
     parser.add_argument("--train-seed", type=int, default=0, help="which training seed's members, for a group with seeds")
     parser.add_argument("--redraws", type=int, default=5)
+    parser.add_argument("--set", action="append", default=[], help="a setting as `txlab recl --set` takes it, e.g. batch_size=128")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     table, about = redraw_rows(args)
