@@ -16,6 +16,8 @@ placebo-aware readings over the redraws, whether they moved, and how often one r
 Members are collected in memory (their kept tables are neither read nor touched); each redraw is appended to
 OUT/redraws.csv as it finishes, so a rerun goes on where one stopped. Words or tokens, as the group is:
 
+    python studies/placebo_redraws.py --group RUN_DIR RUN_DIR ... --text runs/words-synthetic-every --tokenizer char \
+        --set grid=8:160:8 --out results/recl/placebo-redraws-...
     python studies/placebo_redraws.py --study studies/recl-words.yaml --profile cpu-synthetic-every --group tokenizers \
         --train-seed 0 --set batch_size=128 --out results/recl/placebo-redraws-words-synthetic-every-seed0
 """
@@ -59,6 +61,10 @@ def word_losses(models, source: WordSource, offsets: np.ndarray, batch_size: int
                        dict.fromkeys(words.members), [], words.placebo), words.span_bytes
 
 
+MAIN: dict[str, np.ndarray] = {}
+"""A member's main table in tokens, computed once: only the placebo moves between redraws."""
+
+
 def token_losses(models, source, offsets: np.ndarray, batch_size: int) -> tuple[GroupLosses, None]:
     """The group in tokens with the far spans at ``offsets`` (every member reads the group's one token stream)."""
     c = source.collection
@@ -67,7 +73,9 @@ def token_losses(models, source, offsets: np.ndarray, batch_size: int) -> tuple[
     main, placebo = [], []
     for m in models:
         kwargs = dict(tgt_len=m.tgt_len or c.grid[-1], context=m.context, precision=m.precision, batch_size=batch_size)
-        main.append(collect_losses(m.model, tokens, c.grid, starts, c.block_len, **kwargs))
+        if m.name not in MAIN:
+            MAIN[m.name] = collect_losses(m.model, tokens, c.grid, starts, c.block_len, **kwargs)
+        main.append(MAIN[m.name])
         placebo.append(collect_losses(m.model, tokens, c.grid, starts, c.block_len, placebo=True, offsets=offsets, **kwargs))
     targets = (starts[:, None] + np.arange(c.block_len)).reshape(-1)
     names = [m.name for m in models]
@@ -77,7 +85,8 @@ def token_losses(models, source, offsets: np.ndarray, batch_size: int) -> tuple[
 
 def redraw_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     """Every (redraw, rule) not yet in ``args.out``/redraws.csv, scored and appended as it finishes (a rerun resumes)."""
-    (group,) = resolve_groups(args.group, args.study, args.profile, None, sets=args.set)
+    options = None if args.study else {"text": args.text, "tokenizer": args.tokenizer}
+    (group,) = resolve_groups(args.group, args.study, args.profile, args.name, options, args.set)
     seed = args.train_seed if group.settings.train_seeds else None
     members = group.resolved[seed]
     source = group_source(group, progress=False)
@@ -126,9 +135,12 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--study", required=True)
-    parser.add_argument("--profile", required=True)
-    parser.add_argument("--group", nargs="*", default=[], help="the study's group to read (its name)")
+    parser.add_argument("--study", help="a RECL study YAML; without it, --group names run directories, read on --text")
+    parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--group", nargs="*", default=[], help="the study's group to read (its name), or run directories")
+    parser.add_argument("--text", help="without --study: the text every member is scored on")
+    parser.add_argument("--tokenizer", help="without --study: how --text becomes tokens (char, word or hf:PATH)")
+    parser.add_argument("--name", help="without --study: the group's name")
     parser.add_argument("--train-seed", type=int, default=0, help="which training seed's members, for a group with seeds")
     parser.add_argument("--redraws", type=int, default=5)
     parser.add_argument("--set", action="append", default=[], help="a setting as `txlab recl --set` takes it, e.g. batch_size=128")
