@@ -851,8 +851,9 @@ def test_every_commit_a_results_readme_names_is_in_the_history():
 # row, a run, a commit or a setting is read against that, and any other must be one the folder's files give, or be on
 # README_NOT_DATA with its reason. Changing a number in a README, or the number of a file it quotes, fails a test here.
 
-SEED_GROUPS = sorted(p.parent.name for p in (ROOT / "results" / "recl").glob("*/table8-seeds.json"))
-"""The multi-seed RECL groups: results/recl/<group>/ with table8-seeds.{csv,md,json} and seed-<s>/."""
+SEED_GROUPS = sorted(p.parent.name for p in (ROOT / "results" / "recl").glob("table*/table8-seeds.json"))
+"""The multi-seed RECL groups of the paper's tables: results/recl/table<N>-.../ with table8-seeds.{csv,md,json} and seed-<s>/
+(a words group over seeds is read by test_the_words_group_over_seeds_is_its_rule_and_files)."""
 RETRAINED_RUNS = sorted(str(p.parent.relative_to(ROOT / "results" / "ablate")) for p in (ROOT / "results" / "ablate").glob("*/retrained-*/README.md"))
 """Committed ablation runs trained again: results/ablate/<table>/retrained-<run>/."""
 README_NOT_DATA = [
@@ -1120,3 +1121,51 @@ def test_every_number_of_the_readme_of_an_ablation_run_trained_again_is_its_logs
     naming = claims[(claims["better"] == row) | (claims["worse"] == row)].dropna(subset=["as_trained_verdict"])
     assert len(naming) and set(naming["as_trained_verdict"]) == {"untested"}
     readme.assert_every_number_read(data_files(path))
+
+
+EVERY = "recl-words-tokenizers-cpu-synthetic-every-text-words-synthetic-every"
+"""The synthetic text in words with copies at every distance up to 16 words, three training seeds per member."""
+
+
+def test_the_words_group_over_seeds_is_its_rule_and_files():
+    path = ROOT / "results" / "recl" / EVERY
+    study = " ".join((ROOT / "studies" / "recl-words.yaml").read_text(encoding="utf-8").split())
+    low, high = map(int, re.search(r"within one grid step of the truth when it lies in \[(\d+), (\d+)\]", study).groups())
+    readme_raw = (path / "README.md").read_text(encoding="utf-8")
+    readme = " ".join(readme_raw.split())
+    (distance,) = re.search(rf"words_texts\.py rule \S+ --low {low} --high {high} --min-distance (\d+)", readme).groups()
+    committed = pd.read_csv(path / "rule.csv")
+    made = pd.DataFrame(committed_script("studies/words_texts.py").rule_rows(path, low, high, int(distance)))
+    pd.testing.assert_frame_equal(made, committed, check_dtype=False)
+    assert set(committed.truth) == {16} and sorted(set(committed.seed)) == [0, 1, 2]  # the horizon at every r, on every seed's words
+    rows = re.findall(r"^\| (xl[\w-]+) \| (\d) \| ([\d.]+) \(([\d.]+)\) \| ([^|]+) \| ([^|]+) \|$", readme_raw, re.M)
+    assert len(rows) == 9
+    for model, seed, ppl, ideal, aware, paper in rows:
+        part = committed[(committed.model == model) & (committed.seed == int(seed))].sort_values("r")
+        assert (ppl, ideal) == (f"{part.ppl_at_horizon.iloc[0]:.2f}", f"{part.ideal_ppl_at_horizon.iloc[0]:.2f}"), (model, seed)
+        assert aware.strip() == " / ".join(f"{a} {ci}" for a, ci in zip(part.placebo_aware, part.placebo_ci)), (model, seed)
+        assert paper.strip() == " / ".join(part.paper), (model, seed)
+    outcomes = re.findall(r"`(xl[\w-]+)` at r = ([\d.]+): (holds|fails|not shown) \(seeds 0, 1, 2 read ([\d, ]+); seeds that copy: ([\w, ]+)\)", readme)
+    assert len(outcomes) == 9
+    for model, r, outcome, readings, copying in outcomes:  # the rule: all three seeds copy and read in [low, high]; a copying seed outside fails it
+        part = committed[(committed.model == model) & (committed.r == float(r))].sort_values("seed")
+        read = part[part.copies]
+        assert outcome == ("holds" if part.copies.all() and part.within.all() else "fails" if not read.within.all() else "not shown"), (model, r)
+        assert readings == ", ".join(map(str, part.placebo_aware)) and copying == (", ".join(map(str, read.seed)) or "none"), (model, r)
+
+
+REDRAWS = sorted(p.name for p in (ROOT / "results" / "recl").glob("placebo-redraws-*/"))
+"""Committed measurements of the placebo-aware RECL over redraws of the far spans (studies/placebo_redraws.py)."""
+
+
+@pytest.mark.parametrize("folder", REDRAWS)
+def test_a_placebo_redraws_summary_is_its_table_at_the_offsets_its_rule_draws(folder):
+    script = committed_script("studies/placebo_redraws.py")
+    path = ROOT / "results" / "recl" / folder
+    about = json.loads((path / "about.json").read_text())
+    table = pd.read_csv(path / "redraws.csv")
+    for (rule, redraw), part in table.groupby(["rule", "redraw"]):
+        assert set(part.offsets) == {" ".join(map(str, script.offsets_of(rule, about["n"], about["blocks"], redraw, about["grid"]).tolist()))}
+    assert sorted(set(table.redraw)) == list(range(about["redraws"])) and set(table.rule) == set(script.RULES)
+    pd.testing.assert_frame_equal(script.summary(table.sort_values(["rule", "redraw"], kind="stable")), pd.read_csv(path / "summary.csv"),
+                                  check_dtype=False)
