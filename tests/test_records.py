@@ -84,3 +84,21 @@ def test_the_wikitext_words_groups_documented_commands_find_their_committed_runs
         committed = [run for run in runs if (ROOT / "results" / "models" / run / "config.yaml").is_file()]
         # the first group's BPE members are named after their tokenizers, which the stand-ins are not
         assert len(committed) == (4 if "longer" in readme.parent.name else 2), out
+
+
+def test_a_checkpoint_records_its_text_in_the_home_as_its_config_yaml_does(tmp_path, monkeypatch):
+    from txlab.config import ModelConfig
+    from txlab.models.build import build_model
+    from txlab.runs.checkpoint import read_meta, save_checkpoint, saved_config
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TXLAB_HOME", str(home))
+    cfg = update_dataclass(RunConfig(), {"data": {"corpus": "text", "text": str(home / "texts" / "a.txt")},
+                                         "model": {"n_token": 11, "n_layer": 1, "d_model": 8, "n_head": 2, "d_head": 4, "d_inner": 8}})
+    run = home / "results" / "models" / "run"
+    run.mkdir(parents=True)
+    save_checkpoint(run, build_model(ModelConfig(**vars(cfg.model))), cfg, step=1, vocab_hash="x")
+    assert read_meta(run)["config"]["data"]["text"] == "../../../../texts/a.txt"  # from run/checkpoint/
+    assert saved_config(run).data.text == str(home / "texts" / "a.txt")
+    moved = shutil.copytree(home, tmp_path / "moved")
+    assert saved_config(moved / "results" / "models" / "run").data.text == str(moved / "texts" / "a.txt")

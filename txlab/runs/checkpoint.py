@@ -29,7 +29,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 import txlab
-from txlab.config import COMPUTE_SETTINGS, RunConfig, to_dict, update_dataclass
+from txlab.config import COMPUTE_SETTINGS, RunConfig, as_recorded, from_record, to_dict, update_dataclass
 from txlab.data.vocab import Vocab
 from txlab.devices import check_device
 from txlab.errors import TxlabError
@@ -92,7 +92,7 @@ def save_checkpoint(
         if vocab is not None:
             vocab.save(tmp / VOCAB)
         meta = {
-            "config": to_dict(cfg),
+            "config": to_dict(as_recorded(cfg, run_dir / CHECKPOINT_DIR)),  # own text named as config.yaml names it
             "step": step,
             "vocab_hash": vocab_hash,
             "metrics": metrics or {},
@@ -211,7 +211,7 @@ def saved_config(run_dir: Path) -> RunConfig:
 
 def _config_of(meta: dict[str, Any], directory: Path) -> RunConfig:
     try:
-        return update_dataclass(RunConfig(), meta["config"])
+        return from_record(update_dataclass(RunConfig(), meta["config"]), directory)
     except TxlabError as err:
         raise TxlabError(f"{directory / META} is damaged ({err}); {_remedy(directory)}") from None
 
