@@ -9,8 +9,9 @@ step of a grid from 4 words up to it leaves the ideal model without gain: its RE
 (``truth-grid``).
 
 ``wikitext OUT --source DIR``: the WikiText-2 sample (its test.txt as the train split, its valid.txt as valid), and
-two BPEs trained on the train split: a byte-level one of 2,000 symbols (GPT-2's kind) into ``OUT/bpe-bytes`` and a
-SentencePiece-style (Metaspace) one of 1,500 into ``OUT/bpe-metaspace`` (Llama's kind).
+BPEs trained on the train split: a byte-level one of 2,000 symbols (GPT-2's kind) into ``OUT/bpe-bytes`` and a
+SentencePiece-style (Metaspace) one of 1,500 into ``OUT/bpe-metaspace`` (Llama's kind), and one of each kind of 8,000
+symbols into ``OUT/bpe-bytes-8k`` and ``OUT/bpe-metaspace-8k`` (profile cpu-wikitext-seeds).
 
 ``truth GROUP_DIR [--min-distance D]``: the ideal model's RECL in words on a synthetic group's shared targets (its
 recl.json), beside each member's.
@@ -79,7 +80,9 @@ def wikitext_text(out: Path, source: Path) -> None:
         (out / f"{split}.txt").write_bytes((source / name).read_bytes())
     train_bpe(out / "train.txt", out / "bpe-bytes", 2000, byte_level=True)
     train_bpe(out / "train.txt", out / "bpe-metaspace", 1500, byte_level=False)
-    print(f"wrote {out}/train.txt (from {source}/test.txt), valid.txt, bpe-bytes and bpe-metaspace")
+    train_bpe(out / "train.txt", out / "bpe-bytes-8k", 8000, byte_level=True)
+    train_bpe(out / "train.txt", out / "bpe-metaspace-8k", 8000, byte_level=False)
+    print(f"wrote {out}/train.txt (from {source}/test.txt), valid.txt, bpe-bytes, bpe-metaspace, bpe-bytes-8k and bpe-metaspace-8k")
 
 
 def train_bpe(text: Path, folder: Path, vocab_size: int, byte_level: bool) -> None:
