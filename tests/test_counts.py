@@ -65,6 +65,7 @@ def test_the_counts_of_a_hugging_face_architecture_are_the_built_models(arch):
     ({"adaptive": True, "cutoffs": [20, 50], "div_val": 64}, "no embedding dimensions"),
     ({"family": "hf", "hf_arch": "gpt2", "d_head": 5}, "a GPT-2 has heads of d_model / n_head"),
     ({"family": "hf", "hf_arch": "gpt3"}, "model.hf_arch must be one of"),
+    ({"family": "hf", "hf_arch": "llama", "d_inner": 36, "dropout": 0.1}, "a Llama has no dropout on its hidden states"),
     ({"n_token": 0}, "model.n_token is not set"),
 ])
 def test_what_cannot_be_built_cannot_be_counted_and_says_why_alike(changes, message):

@@ -129,7 +129,7 @@ class ModelConfig:
     d_head: int = setting(32, "Size of each attention head.", valid=POSITIVE)
     d_inner: int = setting(512, "Transformer feed-forward inner size; for RNNs the hidden size of each recurrent layer.", valid=POSITIVE)
     d_embed: int = setting(0, "Embedding size before the projection to d_model; 0 means d_model.", valid=NON_NEGATIVE)
-    dropout: float = setting(0.0, "Dropout on embeddings, residual branches and outputs.", valid=PROBABILITY)
+    dropout: float = setting(0.0, "Dropout on embeddings, residual branches and outputs (a Hugging Face Llama has none: 0 there, its dropatt only).", valid=PROBABILITY)
     dropatt: float = setting(0.0, "Dropout on attention probabilities.", valid=PROBABILITY)
     dropout_hidden: float = setting(
         0.0,

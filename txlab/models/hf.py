@@ -216,11 +216,16 @@ def hf_config(cfg: ModelConfig) -> Any:
 
 
 def check_architecture(cfg: ModelConfig) -> None:
-    """Refuse a family-hf configuration txlab cannot build: an unknown architecture, a GPT-2 whose heads do not split d_model."""
+    """Refuse a family-hf configuration txlab cannot build as asked: an unknown architecture, a GPT-2 whose heads do not
+    split d_model, a Llama asked for a dropout it does not have."""
     if cfg.hf_arch not in ARCHITECTURES:
         raise TxlabError(f"model.hf_arch must be one of {', '.join(ARCHITECTURES)} for model.family hf, got {cfg.hf_arch!r}")
     if cfg.hf_arch == "gpt2" and cfg.d_model != cfg.n_head * cfg.d_head:
         raise TxlabError(f"a GPT-2 has heads of d_model / n_head: model.d_head must be {cfg.d_model // cfg.n_head}, got {cfg.d_head}")
+    if cfg.hf_arch == "llama" and cfg.dropout > 0:
+        # transformers' Llama has no dropout but its attention's: a model.dropout would train as if it were 0
+        raise TxlabError(f"a Llama has no dropout on its hidden states (transformers' LlamaConfig has attention_dropout only): "
+                         f"model.dropout must be 0, got {cfg.dropout}; model.dropatt sets the attention dropout")
 
 
 def hf_counts(cfg: ModelConfig) -> ModelCounts:
