@@ -344,7 +344,7 @@ def test_a_line_end_is_part_of_the_next_words_span_and_the_word_tokenizer_writes
     assert [tok.vocab.symbols[i] if i >= 0 else None for i in enc.ids] == ["the", "of", "<eos>", "<eos>", "and", None]
     assert enc.starts.tolist() == [0, 4, 6, 7, 8, 12] and enc.unknown.tolist() == [False] * 5 + [True]
     words = cut_words("the of\n\nand")
-    covered, cells = W.member_cells(words, as_text_tokenizer(tok).offsets, np.array([2]), (2,), None)
+    covered, cells, _ = W.member_cells(words, as_text_tokenizer(tok), np.array([2]), (2,), None)
     assert covered.all() and cells[0, 0].first == 2 and len(cells[0, 0].ids) == 5  # the span '\n\nand' is <eos> <eos> and
 
 
@@ -361,11 +361,50 @@ def merging_tokenizer():
 def test_coverage_leaves_out_a_word_whose_span_a_token_crosses():
     text = "b c a b c c a c b"  # words 0..8
     words = cut_words(text)
-    covered, cells = W.member_cells(words, as_text_tokenizer(merging_tokenizer()).offsets, np.arange(1, 9), (1,), None)
+    covered, cells, _ = W.member_cells(words, as_text_tokenizer(merging_tokenizer()), np.arange(1, 9), (1,), None)
     # 'a' (words 2, 6) is written with the space after it, so its span's end is inside a token; the word after it
     # (3, 7) starts inside that token. Everything else is exact.
     assert covered[0].tolist() == [True, False, False, True, True, False, False, True]
     assert cells[0, 0].ids.tolist() == [1, 3, 2] and cells[0, 0].first == 1  # 'b', ' ', 'c': the span ' c' is ' ', 'c'
+
+
+@pytest.mark.parametrize("make, local", [(byte_level_bpe, True), (metaspace_bpe, True), (unigram, True),
+                                         (wordpiece, False), (merging_tokenizer, False)], ids=lambda x: getattr(x, "__name__", str(x)))
+def test_a_pipeline_names_stable_word_ends_only_where_its_structure_guarantees_them(make, local):
+    # a normalizer (WordPiece's BertNormalizer) or no pre-tokenizer at all (merging): no end is named, each cell encodes alone
+    tok = as_text_tokenizer(make())
+    text = "the cat sat\non the  mat"
+    [ends] = tok.stable_ends([text])
+    # word ends 3, 7, 11, 14, 18, 23; a Metaspace pre-token runs on over a line end ('▁sat\non'), so 11 is not one of its
+    expected = [] if not local else [3, 7, 14, 18, 23] if make in (metaspace_bpe, unigram) else [3, 7, 11, 14, 18, 23]
+    assert ends.tolist() == expected
+    with_strip = make()
+    with_strip.add_tokens([tokenizers.AddedToken("cat", rstrip=True)])  # it would take the space after it
+    assert as_text_tokenizer(with_strip).stable_ends([text])[0].tolist() == []
+
+
+class Counting:
+    """A tokenizer that counts the texts it encodes."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.texts = tokenizer, 0
+
+    def offsets(self, texts):
+        self.texts += len(texts)
+        return self.tokenizer.offsets(texts)
+
+    def stable_ends(self, texts):
+        return self.tokenizer.stable_ends(texts)
+
+
+@pytest.mark.parametrize("make", [byte_level_bpe, lambda: txlab_tokenizer("char")], ids=["bpe", "char"])
+def test_a_block_encodes_one_text_per_starting_word_where_every_end_is_stable(make):
+    words = cut_words(" ".join(TEXT.split()[:200]))  # single spaces: every word end a pre-token's
+    targets, grid = np.arange(40, 80), (1, 2, 4, 8)
+    tok = Counting(as_text_tokenizer(make()))
+    covered, cells, windows = W.member_cells(words, tok, targets, grid, None)
+    assert tok.texts == len(windows) == len({int(w) - c for w in targets for c in grid})  # not two per (c, w) cell
+    assert covered.all() and len(cells) == len(grid) * len(targets)
 
 
 def test_a_group_scores_only_the_words_every_member_covers():
@@ -390,7 +429,7 @@ def test_an_unknown_token_in_the_span_is_not_covered_but_one_in_the_context_is_r
     tok = metaspace_bpe()
     text = "the cat sat on \u2603the mat and \u2603 sat again"
     words = cut_words(text)
-    covered, _ = W.member_cells(words, as_text_tokenizer(tok).offsets, np.array([4, 5, 7, 8]), (1, 3), None)
+    covered, _, _ = W.member_cells(words, as_text_tokenizer(tok), np.array([4, 5, 7, 8]), (1, 3), None)
     assert not covered[:, 0].any() and not covered[:, 2].any()  # '\u2603the', '\u2603': an <unk> in the span
     assert covered[:, 1].all()  # 'mat' after '\u2603the': the context holds <unk>, as the member reads it
     assert covered[:, 3].all()
@@ -402,7 +441,7 @@ def test_a_word_longer_than_the_window_is_not_covered_and_a_long_context_is_cut_
     text = "ab cd " * 20 + "abcdabcdabcdabcd " + "ab cd " * 20
     words = cut_words(text)
     long_word = text.split().index("abcdabcdabcdabcd")
-    covered, _ = W.member_cells(words, as_text_tokenizer(tok).offsets, np.array([long_word, long_word + 1]), (1, 4), model.max_context)
+    covered, _, _ = W.member_cells(words, as_text_tokenizer(tok), np.array([long_word, long_word + 1]), (1, 4), model.max_context)
     assert not covered[:, 0].any() and covered[:, 1].all()
     table = group([member("m", model, tok)], text, (1, 4), n_blocks=1, block_len=10, method="window")
     assert table.truncated[0].tolist() == [0, 10]  # 4 words and a span: 14 characters, 13 inputs > 12
@@ -615,5 +654,5 @@ def test_a_word_whose_span_is_exactly_the_window_is_covered_and_one_token_longer
     text = "ab cd " * 20 + "x" * (window - 1) + " ab cd " + "y" * window + " ab cd " * 10
     words = cut_words(text)
     fits, longer = text.split().index("x" * (window - 1)), text.split().index("y" * window)  # spans of 12 and 13 characters
-    covered, _ = W.member_cells(words, as_text_tokenizer(tok).offsets, np.array([fits, longer]), (1, 2), window)
+    covered, _, _ = W.member_cells(words, as_text_tokenizer(tok), np.array([fits, longer]), (1, 2), window)
     assert covered[:, 0].all() and not covered[:, 1].any()

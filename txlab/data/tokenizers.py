@@ -28,6 +28,14 @@ A Hugging Face tokenizer gives its own (a fast, Rust one only); txlab's characte
 corpus's unit (:class:`CorpusTokenizer`: words, characters, or enwik8's UTF-8 bytes, each byte spanning its character)
 count them from the text.
 
+Cuts. Scoring in words reads many prefixes of one text (a context and a word, then the word after it). Where a
+tokenizer encodes each word end's prefix as the text's own tokens up to it, one encoding of the text serves them all:
+``stable_ends`` names those word ends (:func:`prefix_encoding` cuts the encoding there). txlab's vocabularies never
+join characters across whitespace, so every word end is one. A Hugging Face pipeline is cut only where its structure
+guarantees it: no normalizer, pre-tokenizers that split by characters' classes (:data:`LOCAL_PRE_TOKENIZERS`), a model
+that encodes each pre-token alone, no added token that holds or strips whitespace; then the word ends that are also ends
+of its pre-tokens in the text. Any other pipeline names none, and each prefix is encoded on its own.
+
 tokenizer_id. Names the tokenization, equal strings meaning identical tokens for identical text:
 ``char:<16 hex>`` and ``word:<16 hex>`` (the vocabulary's sha256, as registry corpora have), and
 ``hf:<16 hex>`` (the sha256 of the tokenizer's serialized pipeline: normalizer, pre-tokenizer, model
@@ -137,6 +145,51 @@ def _backend_offsets(texts: Sequence[str], backend: Any) -> list[Encoding]:
     return out
 
 
+WORD = re.compile(r"\S+")
+
+
+def word_ends(text: str) -> np.ndarray:
+    """int64 [words]: one past each word's (run of non-whitespace's) last character."""
+    return np.fromiter((m.end() for m in WORD.finditer(text)), dtype=np.int64)
+
+
+def prefix_encoding(encoding: Encoding, end: int) -> Encoding | None:
+    """The tokens of ``encoding`` that lie before character ``end``, or None where a token crosses it. At an end the
+    tokenizer names stable (``stable_ends``) this is the encoding of the text's first ``end`` characters."""
+    k = int(np.count_nonzero(encoding.starts < end))
+    if k and int(encoding.ends[:k].max()) > end:
+        return None
+    return Encoding(encoding.ids[:k], encoding.starts[:k], encoding.ends[:k], encoding.unknown[:k])
+
+
+LOCAL_PRE_TOKENIZERS = frozenset({"ByteLevel", "Metaspace", "Whitespace", "WhitespaceSplit", "BertPreTokenizer", "Punctuation", "Digits"})
+"""Pre-tokenizers whose pieces before a word end are the same whether the text stops there or goes on (each decides a
+split by the characters around it, looking past the end only within whitespace): a prefix is split as the text is."""
+PER_PIECE_MODELS = frozenset({"BPE", "WordPiece", "WordLevel", "Unigram"})
+"""`tokenizers` models, each of which encodes every pre-token on its own."""
+
+
+def _is_local(pipeline: dict[str, Any]) -> bool:
+    """Whether a `tokenizers` pipeline (its JSON) encodes a prefix ending at a pre-token's end as the text's tokens up to it."""
+    if pipeline.get("normalizer") is not None:
+        return False  # offsets of a normalized text need not map a prefix to a prefix
+    pre = pipeline.get("pre_tokenizer")
+    if pre is None:
+        return False  # the whole text is one piece: no end but the text's is a pre-token's
+    pieces = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    if not pieces or any(p.get("type") not in LOCAL_PRE_TOKENIZERS for p in pieces):
+        return False
+    model = pipeline.get("model") or {}
+    if model.get("type") not in PER_PIECE_MODELS or model.get("dropout") not in (None, 0, 0.0):
+        return False  # an unknown model, or a BPE that drops merges at random
+    added = pipeline.get("added_tokens") or []
+    return not any(t.get("lstrip") or t.get("rstrip") or any(ch.isspace() for ch in t.get("content", "")) for t in added)
+
+
+def _every_word_end(texts: Sequence[str]) -> list[np.ndarray]:
+    return [word_ends(text) for text in texts]
+
+
 def _need_vocab(tokenizer: Any) -> Vocab:
     if tokenizer.vocab is None:
         raise TxlabError(f"txlab's {tokenizer.kind} tokenizer has no vocabulary yet: count it from the text, or give it the model's")
@@ -236,6 +289,10 @@ class CharTokenizer(VocabularyTokenizer):
         """Every character a token."""
         return _code_offsets(texts, _need_vocab(self), ord, _characters)
 
+    def stable_ends(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Every word end (a character is a token of its own)."""
+        return _every_word_end(texts)
+
     def is_blank(self, ids: np.ndarray) -> np.ndarray:
         """Per id: whether its character is whitespace."""
         return np.array([self.vocab.symbols[i].isspace() for i in ids.tolist()], dtype=bool)
@@ -275,6 +332,10 @@ class WordTokenizer(VocabularyTokenizer):
         """Every word a token, every line end <eos>."""
         return _word_offsets(texts, _need_vocab(self), EOS)
 
+    def stable_ends(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Every word end (a word is a token of its own)."""
+        return _every_word_end(texts)
+
     def is_blank(self, ids: np.ndarray) -> np.ndarray:
         """Per id: whether it is the line end <eos> (words are never whitespace)."""
         return np.array([self.vocab.symbols[i] == EOS for i in ids.tolist()], dtype=bool)
@@ -301,6 +362,10 @@ class CorpusTokenizer:
         if self.kind == "char":
             return _code_offsets(texts, self.vocab, ord, _characters)
         return _code_offsets(texts, self.vocab, int, _utf8_bytes)  # a byte vocabulary's symbols are decimal byte values
+
+    def stable_ends(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Every word end (no unit of a corpus joins characters across whitespace)."""
+        return _every_word_end(texts)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -372,6 +437,8 @@ class HfTokenizer:
             serialized = json.dumps({"class": type(tokenizer).__name__, "vocab": sorted(tokenizer.get_vocab().items())}, ensure_ascii=False)
         self.tokenizer_id = "hf:" + hashlib.sha256(serialized.encode("utf-8")).hexdigest()[:16]
         self.vocab = self._vocab()
+        self.local: bool | None = None
+        """Whether the pipeline cuts at its pre-tokens' ends (:meth:`stable_ends`); found on first use."""
 
     def _vocab(self) -> Vocab:
         by_id: dict[int, str] = {}
@@ -424,6 +491,20 @@ class HfTokenizer:
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise TxlabError(f"tokenizer hf:{self.source} cannot encode the text ({reason}): a vocabulary without an unknown symbol reads "
                              "only text made of its own symbols") from None
+
+    def stable_ends(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The word ends of each text that end one of the pipeline's pre-tokens in it, where the pipeline is local (see
+        Cuts above); none otherwise."""
+        if self.local is None:
+            self.local = self.backend is not None and _is_local(json.loads(self.backend.to_str()))
+        if not self.local:
+            return [np.zeros(0, dtype=np.int64) for _ in texts]
+        split = self.backend.pre_tokenizer.pre_tokenize_str
+        out = []
+        for text in texts:
+            piece_ends = np.fromiter((end for _, (_, end) in split(text)), dtype=np.int64)
+            out.append(np.intersect1d(word_ends(text), piece_ends))
+        return out
 
     def as_hf(self) -> Any:
         """The transformers tokenizer (what :meth:`VocabularyTokenizer.as_hf` gives for txlab's)."""

@@ -26,6 +26,14 @@ A member scores (c, w) **exactly** only where its tokenization puts token bounda
   scores a class of strings, not the span); the context may hold one, since that is how the member reads it;
 - the span's tokens fit in the member's window (``model.max_context``).
 
+How it is decided, cheaply: the cells whose contexts begin at one word are prefixes of one text (from that word to the
+end of the word after the last of them), which is encoded once. Where the tokenizer names a span's end stable (its
+``stable_ends``: the encoding of the text up to that word end is the text's tokens before it, txlab.data.tokenizers),
+the cell's tokens are cut from that encoding and what follows cannot change them; elsewhere the cell, and the cell with
+the span after it, are encoded on their own. Both ways give the same cells (the tests hold them equal over random
+text); the first encodes one text per starting word instead of two per (c, w). A placebo cell is encoded with the span
+after it, and cut the same way.
+
 A member **covers** a word when every context length of the grid is exact (and, with placebo losses, every placebo
 step too). A group's targets are the words every member covers (:func:`word_group`), and each member's coverage is
 counted.
@@ -44,9 +52,10 @@ tables (:func:`word_group`). What that costs: a member reads the words it covers
 Two methods, one table
 ----------------------
 ``naive``: one forward per (c, w) over exactly the tokens of ``context + span`` (the reference). ``window``: one
-forward per starting word s over the tokens of ``text[start(s) : ...]``, whose prefix up to word s + c is, where the
-tokenization is prefix-stable, exactly the tokens of (c, s + c)'s ``context + span``; a cell is served by the window
-only when that holds (the ids are compared, cell by cell), and by its own forward otherwise. Since a prediction of a
+forward per starting word s over the tokens of ``text[start(s) : ...]`` (the encoding the cells were cut from), whose
+prefix up to word s + c is, where the tokenization is prefix-stable, exactly the tokens of (c, s + c)'s
+``context + span``; a cell is served by the window only when that holds (the ids are compared, cell by cell), and by
+its own forward otherwise. Since a prediction of a
 prefix-causal model depends only on the tokens before it (txlab.measure.reading.is_prefix_causal), the window's rows
 are the naive forward's rows: the two methods give one table. The method is chosen as in tokens
 (txlab.measure.losses.choose_method). A context whose tokens do not fit the window of a capped model is read as its
@@ -67,7 +76,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -76,7 +85,7 @@ import numpy as np
 import torch
 
 from txlab.analysis.per_unit import byte_perplexity, word_perplexity
-from txlab.data.tokenizers import Encoding
+from txlab.data.tokenizers import Encoding, TextTokenizer, prefix_encoding
 from txlab.data.words import Words, check_spaced, cut_words
 from txlab.errors import TxlabError
 from txlab.fileio import load_npy
@@ -87,8 +96,6 @@ from txlab.models.interface import LanguageModel
 from txlab.progress import Progress
 from txlab.runs.scored import ScoredModel
 
-Encoder = Callable[[Sequence[str]], list[Encoding]]
-"""Texts -> their encodings with character offsets, no special tokens added (a tokenizer's ``offsets``)."""
 
 
 def drawn_blocks(words: Words, collection: Collection) -> np.ndarray:
@@ -134,25 +141,37 @@ def span_tokens(read: Encoding, following: Encoding | None, context_chars: int) 
     return first
 
 
-def member_cells(words: Words, encode: Encoder, targets: np.ndarray, grid: Sequence[int],
-                 max_context: int | None) -> tuple[np.ndarray, dict[tuple[int, int], Cell]]:
-    """(covered [G, T] bool, cells): every exact (c, w) of ``targets`` (word indices) for one member's encoder;
-    cells are keyed by (grid index, target index)."""
-    texts = []
+def member_cells(words: Words, tokenizer: TextTokenizer, targets: np.ndarray, grid: Sequence[int],
+                 max_context: int | None) -> tuple[np.ndarray, dict[tuple[int, int], Cell], dict[int, Encoding]]:
+    """(covered [G, T] bool, cells, windows): every exact (c, w) of ``targets`` (word indices) for one member's
+    tokenizer; cells are keyed by (grid index, target index). The cells that start at one word are prefixes of one
+    text, from that word to the end of the word after the last of them: it is encoded once (``windows``, keyed by its
+    first word), and a cell is cut from it where the tokenizer names the cell's end stable, else encoded alone."""
+    by_start: dict[int, list[tuple[int, int]]] = {}  # first word of the context -> the cells (grid index, target index)
     for j, c in enumerate(grid):
         for i, w in enumerate(targets.tolist()):
-            lo, context_end = words.context(w, c)
-            texts.append(((j, i), "", words.text[lo:context_end], words.text[slice(*words.span(w))], _next_span(words, w)))
-    return _exact_cells(texts, encode, max_context, (len(grid), len(targets)))
+            by_start.setdefault(w - c, []).append((j, i))
+    starts = sorted(by_start)
+    texts, asks = [], []
+    for k, s in enumerate(starts):
+        first_char = int(words.starts[s])
+        last = max(int(targets[i]) for _, i in by_start[s])
+        texts.append(words.text[first_char : int(words.ends[min(last + 1, len(words) - 1)])])
+        for j, i in by_start[s]:
+            w = int(targets[i])
+            follow_end = int(words.ends[w + 1]) - first_char if w + 1 < len(words) else None
+            asks.append(((j, i), k, int(words.ends[w - 1]) - first_char, int(words.ends[w]) - first_char, follow_end))
+    covered, cells, encodings = _exact_cells(texts, asks, tokenizer, max_context, (len(grid), len(targets)))
+    return covered, cells, dict(zip(starts, encodings))
 
 
-def placebo_cells(words: Words, encode: Encoder, targets: np.ndarray, grid: Sequence[int], offset: int,
+def placebo_cells(words: Words, tokenizer: TextTokenizer, targets: np.ndarray, grid: Sequence[int], offset: int,
                   max_context: int | None) -> tuple[np.ndarray, dict[tuple[int, int], Cell]]:
     """(covered [G-1, T] bool, cells) of the placebo steps c -> c' = grid[j] -> grid[j+1], keyed by (j, target index):
     word w read after a context whose c nearest words are its own (with the whitespace before the first of them) and
     whose c' - c words before those are a far span of the text, ``offset`` words on (txlab.measure.reading.far_starts,
     over words), exact as a true cell is (:func:`span_tokens`)."""
-    n, texts = len(words), []
+    n, texts, asks = len(words), [], []
     for j, (c, c2) in enumerate(zip(grid, grid[1:])):
         extra = c2 - c
         far = far_starts(n, targets - c, extra, offset)  # [T]: each far span's first word
@@ -160,32 +179,48 @@ def placebo_cells(words: Words, encode: Encoder, targets: np.ndarray, grid: Sequ
         for i, (w, f) in enumerate(zip(targets.tolist(), far.tolist())):
             distant = words.text[int(words.starts[f]) : int(words.ends[f + extra - 1])]
             near = words.text[words.span(w - c)[0] : int(words.ends[w - 1])]  # the c words, with the whitespace before them
-            texts.append(((j, i), distant, near, words.text[slice(*words.span(w))], _next_span(words, w)))
-    return _exact_cells(texts, encode, max_context, (len(grid) - 1, len(targets)))
+            read = distant + near + words.text[slice(*words.span(w))]
+            following = _next_span(words, w)
+            asks.append(((j, i), len(texts), len(distant) + len(near), len(read), None if following is None else len(read) + len(following)))
+            texts.append(read + (following or ""))
+    covered, cells, _ = _exact_cells(texts, asks, tokenizer, max_context, (len(grid) - 1, len(targets)))
+    return covered, cells
 
 
 def _next_span(words: Words, w: int) -> str | None:
     return words.text[slice(*words.span(w + 1))] if w + 1 < len(words) else None
 
 
-def _exact_cells(texts: list[tuple[tuple[int, int], str, str, str, str | None]], encode: Encoder, max_context: int | None,
-                 shape: tuple[int, int]) -> tuple[np.ndarray, dict[tuple[int, int], Cell]]:
-    """(covered, cells) of ``texts``: per cell its key, the far text before its context ('' for a true cell), its
-    context, its span and the span after it (None at the text's end), each tokenized and kept where exact."""
-    reads = [far + context + span for _, far, context, span, _ in texts]
-    follow_index = [k for k, item in enumerate(texts) if item[4] is not None]
-    read_encodings = encode(reads)
-    follow_encodings = dict(zip(follow_index, encode([reads[k] + texts[k][4] for k in follow_index])))
+def _exact_cells(texts: list[str], asks: list[tuple[tuple[int, int], int, int, int, int | None]], tokenizer: TextTokenizer,
+                 max_context: int | None, shape: tuple[int, int]) -> tuple[np.ndarray, dict[tuple[int, int], Cell], list[Encoding]]:
+    """(covered, cells, the encodings of ``texts``). Each ask is a cell: its key, the text it is a prefix of, and in that
+    text where its context ends, where its span ends (what is read) and where the span after it ends (None at the
+    text's end). Where the tokenizer names the span's end stable, the cell's tokens are cut from its text's encoding,
+    and what follows cannot change them; otherwise the cell and the cell with the span after it are encoded on their
+    own. The cell is kept where exact (:func:`span_tokens`)."""
+    encodings = tokenizer.offsets(texts)
+    stable = [set(ends.tolist()) for ends in tokenizer.stable_ends(texts)]
+    found: dict[int, tuple[Encoding, Encoding | None]] = {}
+    alone: list[tuple[int, str, str | None]] = []  # (ask, its read text, its following text) to encode on its own
+    for a, (_, t, _, read_end, follow_end) in enumerate(asks):
+        read = prefix_encoding(encodings[t], read_end) if read_end in stable[t] else None
+        if read is not None:
+            found[a] = (read, None)  # at a stable end, what follows the span cannot change its tokens: nothing to check
+        else:
+            alone.append((a, texts[t][:read_end], None if follow_end is None else texts[t][:follow_end]))
+    encoded = iter(tokenizer.offsets([text for _, read, following in alone for text in (read, following) if text is not None]))
+    for a, _, following in alone:
+        found[a] = (next(encoded), None if following is None else next(encoded))
     covered = np.zeros(shape, dtype=bool)
     cells: dict[tuple[int, int], Cell] = {}
-    for k, (key, far, context, _, _) in enumerate(texts):
-        read = read_encodings[k]
-        first = span_tokens(read, follow_encodings.get(k), len(far) + len(context))
+    for a, (key, _, context_end, _, _) in enumerate(asks):
+        read, following = found[a]
+        first = span_tokens(read, following, context_end)
         if first is None or (max_context is not None and len(read.ids) - first > max_context):
             continue  # not exact, or a span longer than the member's window
         covered[key] = True
         cells[key] = Cell(read.ids, first)
-    return covered, cells
+    return covered, cells, encodings
 
 
 # --------------------------------------------------------------------------------------------------
@@ -243,16 +278,16 @@ def naive_cells(model: LanguageModel, cells: dict[Any, Cell], chunk_len: int | N
     return out, truncated
 
 
-def window_cells(model: LanguageModel, words: Words, encode: Encoder, cells: dict[tuple[int, int], Cell], targets: np.ndarray,
+def window_cells(model: LanguageModel, windows: dict[int, Encoding], cells: dict[tuple[int, int], Cell], targets: np.ndarray,
                  grid: Sequence[int], chunk_len: int | None, batch_size: int) -> tuple[dict[tuple[int, int], float], set]:
-    """The same values as :func:`naive_cells` for a prefix-causal model, one window per starting word: the window
-    serves every cell whose tokens are its prefix (and fit the model's window); the other cells are read alone."""
+    """The same values as :func:`naive_cells` for a prefix-causal model, one window per starting word (``windows``:
+    the encodings :func:`member_cells` made, keyed by their first word): the window serves every cell whose tokens are
+    its prefix (and fit the model's window); the other cells are read alone."""
     served: dict[int, list[tuple[int, int]]] = {}  # starting word -> the cells (grid index, target index) it serves
     for j, i in cells:
         served.setdefault(int(targets[i]) - grid[j], []).append((j, i))
     starts = sorted(served)
-    last_word = {s: max(int(targets[i]) for _, i in served[s]) for s in starts}
-    encodings = encode([words.text[int(words.starts[s]) : words.span(last_word[s])[1]] for s in starts])
+    encodings = [windows[s] for s in starts]
     cap = model.max_context
     windows = []  # per window: (the tokens read, the keys of the cells it serves, their rows, their span tokens)
     alone: dict[tuple[int, int], Cell] = {}
@@ -323,11 +358,12 @@ class WordLosses:
     """float32 [G-1, N]: placebo losses of each step; NaN where a placebo cell (or the word) is not exact."""
 
 
-def _block_cells(member: ScoredModel, words: Words, encode: Encoder, block: np.ndarray, grid: Sequence[int]) -> dict[tuple[int, int], Cell]:
-    """The cells of the words of ``block`` the member covers at every c (keyed by (grid index, index in the block))."""
-    covered, cells = member_cells(words, encode, block, grid, member.max_context)
+def _block_cells(member: ScoredModel, words: Words, block: np.ndarray, grid: Sequence[int]) -> tuple[dict[tuple[int, int], Cell], dict[int, Encoding]]:
+    """The cells of the words of ``block`` the member covers at every c (keyed by (grid index, index in the block)), and
+    the windows they were cut from (:func:`member_cells`)."""
+    covered, cells, windows = member_cells(words, member.tokenizer, block, grid, member.max_context)
     keep = covered.all(axis=0)  # [len(block)]
-    return {key: cell for key, cell in cells.items() if keep[key[1]]}
+    return {key: cell for key, cell in cells.items() if keep[key[1]]}, windows
 
 
 def _fill(values: dict[tuple[int, int], float], shape: tuple[int, int]) -> np.ndarray:
@@ -345,7 +381,6 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
     txlab.measure.reading.placebo_offsets)."""
     c = collection
     member = member.reading_text()
-    encode = member.tokenizer.offsets
     starts = drawn_blocks(words, c)
     offsets = placebo_offsets(len(words), c.blocks, c.seed, c.grid) if offsets is None else np.asarray(offsets, dtype=np.int64)
     if len(offsets) != c.blocks:
@@ -358,7 +393,7 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
         if saved and c.method == "auto":
             method = saved["method"]  # a table keeps the method it began with (both are exact)
         else:
-            probe = _probe(member, words, encode, blocks, c.grid)
+            probe = _probe(member, words, blocks, c.grid)
             check_token_ids(member.model, probe, f"{member.name}'s tokens")
             method = choose_method(member.model, probe, c.grid, member.chunk_len, c.method, c.block_len)
         meta = {"unit": "word", "split": c.split, "text_sha256": words.sha256, "n_words": len(words), "grid": list(c.grid),
@@ -377,11 +412,11 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
             for kind, b in todo:
                 block = blocks[b]
                 if kind == "block":
-                    cells = _block_cells(member, words, encode, block, c.grid)
+                    cells, windows = _block_cells(member, words, block, c.grid)
                     for cell in cells.values():
                         check_token_ids(member.model, cell.ids, f"{member.name}'s tokens")
                     if method == "window":
-                        values, cut = window_cells(member.model, words, encode, cells, block, c.grid, member.chunk_len, batch_size)
+                        values, cut = window_cells(member.model, windows, cells, block, c.grid, member.chunk_len, batch_size)
                     else:
                         values, cut = naive_cells(member.model, cells, member.chunk_len, batch_size)
                     computed["cut", b] = np.zeros(shapes["cut"], dtype=bool)
@@ -393,7 +428,7 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
                         save_npy(block_file(directory, "block", b), computed["block", b])
                 else:
                     ok = np.isfinite(computed["block", b] if ("block", b) in computed else load_block(directory, "block", b, shapes["block"])).all(axis=0)
-                    _, far_cells = placebo_cells(words, encode, block, c.grid, int(offsets[b]), member.max_context)
+                    _, far_cells = placebo_cells(words, member.tokenizer, block, c.grid, int(offsets[b]), member.max_context)
                     far_cells = {key: cell for key, cell in far_cells.items() if ok[key[1]]}
                     values, _ = naive_cells(member.model, far_cells, member.chunk_len, batch_size, pad=method == "window")
                     computed["placebo", b] = _fill(values, shapes["placebo"])
@@ -409,11 +444,11 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
                       meta, directory, table("placebo") if c.placebo else None)
 
 
-def _probe(member: ScoredModel, words: Words, encode: Encoder, blocks: Sequence[np.ndarray], grid: Sequence[int]) -> np.ndarray:
+def _probe(member: ScoredModel, words: Words, blocks: Sequence[np.ndarray], grid: Sequence[int]) -> np.ndarray:
     """The tokens the method choice probes the model on: the longest cell at the longest context of the first block the
     member covers a word of (what the window method reads longest)."""
     for block in blocks:
-        cells = _block_cells(member, words, encode, block, grid[-1:])
+        cells, _ = _block_cells(member, words, block, grid[-1:])
         if cells:
             return max(cells.values(), key=lambda cell: len(cell.ids)).ids
     raise TxlabError(f"{member.name} scores none of the {len(blocks) * len(blocks[0]):,} words drawn exactly at {grid[-1]} words of "
