@@ -17,6 +17,10 @@ Sections, each written to the results file as soon as it is done (a run cut shor
   counts every window) at the mean keys of a window. Then strided collection (txlab.measure.strided) of the same
   shape with a position table long enough, at contexts 8k..32k doubling, s = 1,024: one block of 1,024 targets, its
   seconds and token-steps beside what the exact window method would read.
+- ``recl-llama``: the same main-table collection of a Llama of about 1B parameters (TinyLlama-1.1B's shape: 22 layers
+  of 2,048, 32 heads sharing 4 key-value heads, SwiGLU 5,632; random weights in bf16, the same tokenizer), on 4
+  blocks: where a user with one GPU spends their time, and the share of the bf16 ceiling a large model's collection
+  reaches.
 - ``speed``: Table 9 at the paper's shape with today's baselines (`txlab speed --study studies/table9.yaml --profile
   paper`, shorter budgets), its table and figure written beside the results.
 
@@ -43,7 +47,7 @@ from typing import NamedTuple
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("ceiling", "train", "recl", "speed")
+SECTIONS = ("ceiling", "train", "recl", "recl-llama", "speed")
 PLACEHOLDERS = {"--text": "TEXT", "--out": "OUT"}
 """How a results file's commands name the paths given: a record names no folder of the machine that made it, so that
 it reads the same from any clone (tests/test_records.py)."""
@@ -63,6 +67,10 @@ class Shapes(NamedTuple):
     """Timed rounds (after 3 warm-ups) of every interleaved measurement."""
     gpt2: dict
     """transformers.GPT2Config fields of the collected model."""
+    llama: dict
+    """transformers.LlamaConfig fields of the large collected model (``recl-llama``)."""
+    llama_blocks: int
+    """Blocks of ``block_len`` targets the large model collects."""
     grid: tuple[int, ...]
     blocks: int
     block_len: int
@@ -79,12 +87,16 @@ class Shapes(NamedTuple):
 PAPER = Shapes(
     matmul=8192, train_size="paper", train_batch=60, train_segment=150, rounds=10,
     gpt2={}, grid=tuple(range(100, 1001, 100)), blocks=10, block_len=500, batch=32,
+    llama={"hidden_size": 2048, "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4,
+           "intermediate_size": 5632, "max_position_embeddings": 2048}, llama_blocks=4,
     speed=["--profile", "paper", "--set", "budget_s=3", "--set", "repeats=10"],
     strided_grid=(8192, 16384, 32768), stride=1024, strided_block_len=1024,
 )
 TINY = Shapes(
     matmul=256, train_size="tiny", train_batch=2, train_segment=16, rounds=2,
     gpt2={"n_positions": 128, "n_embd": 32, "n_layer": 2, "n_head": 2}, grid=(8, 16, 24, 32), blocks=2, block_len=16, batch=4,
+    llama={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64,
+           "max_position_embeddings": 128}, llama_blocks=1,
     speed=["--profile", "tiny", "--attn-len", "32", "--set", "budget_s=0.2", "--set", "repeats=2", "--set", "warmup=1"],
     strided_grid=(32, 64, 128), stride=16, strided_block_len=32,
 )
@@ -148,8 +160,9 @@ def train(shapes: Shapes, device: str, ceilings: dict) -> dict:
     return {"model": f"xl151m-{shapes.train_size}", "params": steps[0].params, "batch": batch, "segment": segment, "memory": segment, "steps": rows}
 
 
-def gpt2_folder(folder: Path, text: str, fields: dict) -> Path:
-    """A random-weight GPT-2 (124M shape unless ``fields`` say otherwise) with a byte-level BPE tokenizer trained on ``text``."""
+def model_folder(folder: Path, text: str, config) -> Path:
+    """A random-weight Hugging Face model of ``config`` (a transformers config; its vocabulary set here) with a
+    byte-level BPE tokenizer of 8,000 symbols trained on ``text``, saved in bf16 where the config asks it."""
     import tokenizers
     import transformers
 
@@ -159,20 +172,25 @@ def gpt2_folder(folder: Path, text: str, fields: dict) -> Path:
     trainer = tokenizers.trainers.BpeTrainer(vocab_size=8000, show_progress=False, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(text.splitlines(), trainer)
     transformers.PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(folder)
+    config.vocab_size = tok.get_vocab_size()
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(transformers.GPT2Config(**fields))
+    model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=getattr(config, "torch_dtype", None) or torch.float32)
     model.save_pretrained(folder)
     return folder
 
 
-def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
-    """Loss collection of a GPT-2-124M-shape model in bf16, main table and placebo, with the token-steps it read."""
+def gpt2_folder(folder: Path, text: str, fields: dict) -> Path:
+    """A random-weight GPT-2 (124M shape unless ``fields`` say otherwise) with its tokenizer (:func:`model_folder`)."""
+    import transformers
+
+    return model_folder(folder, text, transformers.GPT2Config(**fields))
+
+
+def collect(scored, tokens, shapes: Shapes, blocks: int, device: str, ceilings: dict, kinds: Sequence[str]) -> dict:
+    """Seconds, token-steps and the share of the bf16 ceiling of each collection in ``kinds`` ('main', 'main_and_placebo')
+    of ``blocks`` blocks on the shapes' grid; the token-steps read are counted by a hook on the model's forward."""
     import txlab
 
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = gpt2_folder(Path(tmp) / "gpt2", text_file.read_text(encoding="utf-8"), shapes.gpt2)
-        scored = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")  # the model ready to score, and its module
-        tokens = txlab.encode_text(text_file, scored, split=None)  # every token: the valid split alone is too short
     model = scored.model
     counted = {"token_steps": 0, "flops": 0.0}
     counts = model.counts()
@@ -188,11 +206,12 @@ def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
     rows = {}
     try:
         txlab.context_losses(scored, tokens, shapes.grid[:2], 1, shapes.block_len, batch_size=shapes.batch)  # warm-up: kernels, allocator
-        for name, placebo in (("main", False), ("main_and_placebo", True)):
+        for name in kinds:
             counted.update(token_steps=0, flops=0.0)
             synchronize(device)
             began = time.perf_counter()
-            table = txlab.context_losses(scored, tokens, shapes.grid, shapes.blocks, shapes.block_len, placebo=placebo, batch_size=shapes.batch)
+            table = txlab.context_losses(scored, tokens, shapes.grid, blocks, shapes.block_len, placebo=name == "main_and_placebo",
+                                         batch_size=shapes.batch)
             synchronize(device)
             seconds = time.perf_counter() - began
             n_scored = table.losses.size + (table.placebo.size if table.placebo is not None else 0)
@@ -201,11 +220,40 @@ def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
                           "tflops": flops / seconds / 1e12, "of_bf16_ceiling": flops / seconds / 1e12 / ceilings.get("bf16_tflops", float("nan"))}
     finally:
         hook.remove()
+    return rows
+
+
+def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
+    """Loss collection of a GPT-2-124M-shape model in bf16, main table and placebo, with the token-steps it read."""
+    import txlab
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = gpt2_folder(Path(tmp) / "gpt2", text_file.read_text(encoding="utf-8"), shapes.gpt2)
+        scored = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")  # the model ready to score, and its module
+        tokens = txlab.encode_text(text_file, scored, split=None)  # every token: the valid split alone is too short
+    rows = collect(scored, tokens, shapes, shapes.blocks, device, ceilings, ("main", "main_and_placebo"))
     rows["placebo_over_main_seconds"] = (rows["main_and_placebo"]["seconds"] - rows["main"]["seconds"]) / rows["main"]["seconds"]
-    params = sum(p.numel() for p in model.causal_lm.parameters())
+    params = sum(p.numel() for p in scored.model.causal_lm.parameters())
     return {"model": "gpt2 (random weights)", "params": params, "precision": "bf16", "tokens": len(tokens), "grid": list(shapes.grid),
             "targets": shapes.blocks * shapes.block_len, "batch": shapes.batch, "rows": rows,
             "strided": strided(shapes, device, ceilings, text_file)}
+
+
+def recl_llama(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
+    """Loss collection of a Llama of about 1B parameters (random weights, bf16): the main table, with its token-steps."""
+    import transformers
+
+    import txlab
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = transformers.LlamaConfig(**shapes.llama, torch_dtype=torch.bfloat16)
+        folder = model_folder(Path(tmp) / "llama", text_file.read_text(encoding="utf-8"), config)
+        scored = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
+        tokens = txlab.encode_text(text_file, scored, split=None)
+    rows = collect(scored, tokens, shapes, shapes.llama_blocks, device, ceilings, ("main",))
+    params = sum(p.numel() for p in scored.model.causal_lm.parameters())
+    return {"model": "llama (random weights)", "params": params, "precision": "bf16", "tokens": len(tokens), "grid": list(shapes.grid),
+            "targets": shapes.llama_blocks * shapes.block_len, "batch": shapes.batch, "rows": rows}
 
 
 def strided(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
@@ -270,16 +318,16 @@ def markdown(results: dict) -> str:
                          f"{precision}: {row['tokens_per_s']:,.0f} tokens/s, {row['tflops']:.1f} TFLOP/s ({row['of_own_ceiling']:.0%} of its ceiling)")
     r = results.get("recl")
     if isinstance(r, dict) and "error" not in r:
-        for name in ("main", "main_and_placebo"):
-            row = r["rows"][name]
-            lines.append(f"Collection, {r['model']} {r['params'] / 1e6:.0f}M bf16, grid {r['grid'][0]}..{r['grid'][-1]}, {r['targets']:,} targets, {name}: "
-                         f"{row['seconds']:.1f} s, {row['token_steps']:,} token-steps, {row['tflops']:.1f} TFLOP/s ({row['of_bf16_ceiling']:.0%} of bf16)")
+        lines += collection_lines(r)
         lines.append(f"Placebo costs {r['rows']['placebo_over_main_seconds']:.2f}x the main table's time.")
         st = r["strided"]
         lines.append(f"Strided collection, s = {st['stride']}, contexts {st['grid'][0]}..{st['grid'][-1]} (each in [c, c + s)), {st['targets']:,} "
                      f"targets: {st['seconds']:.1f} s, {st['token_steps']:,} token-steps (the exact window method would read "
                      f"{st['exact_window_token_steps']:,}), {st['tflops']:.1f} TFLOP/s ({st['of_bf16_ceiling']:.0%} of bf16); cutting the longest window "
                      f"by a token moved a hidden state by {st['prefix_change']:.2g} of its norm (prefix-causal up to {st['prefix_tolerance']:.2g})")
+    big = results.get("recl-llama")
+    if isinstance(big, dict) and "error" not in big:
+        lines += collection_lines(big)
     s = results.get("speed")
     if isinstance(s, dict) and "error" not in s:
         lines.append(f"Table 9: see table9-gpu.md beside this file (`{s['command']}`).")
@@ -287,6 +335,12 @@ def markdown(results: dict) -> str:
         if isinstance(results.get(name), dict) and "error" in results[name]:
             lines.append(f"{name}: failed: {results[name]['error']}")
     return "\n".join(lines) + "\n"
+
+
+def collection_lines(r: dict) -> list[str]:
+    return [f"Collection, {r['model']} {r['params'] / 1e6:,.0f}M bf16, grid {r['grid'][0]}..{r['grid'][-1]}, {r['targets']:,} targets, {name}: "
+            f"{row['seconds']:.1f} s, {row['token_steps']:,} token-steps, {row['tflops']:.1f} TFLOP/s ({row['of_bf16_ceiling']:.0%} of bf16)"
+            for name, row in r["rows"].items() if isinstance(row, dict)]
 
 
 def recorded_command(argv: Sequence[str]) -> str:
@@ -324,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
                 results[section] = train(shapes, device, results.get("ceiling", {}))
             elif section == "recl":
                 results[section] = recl(shapes, device, results.get("ceiling", {}), args.text)
+            elif section == "recl-llama":
+                results[section] = recl_llama(shapes, device, results.get("ceiling", {}), args.text)
             else:
                 results[section] = speed(shapes, device, args.out)
         except Exception as err:  # one failed section must not lose the others' numbers

@@ -28,7 +28,7 @@ def text(tmp_path):
 
 @pytest.mark.slow  # the collection benchmark's quick form (tests/test_collection_bench.py) keeps a benchmark script in the default run
 def test_the_tiny_benchmark_measures_every_section_but_speed(tmp_path, text):
-    written = gpu_bench().main(["--tiny", "--text", str(text), "--out", str(tmp_path / "out"), "--only", "ceiling", "train", "recl"])
+    written = gpu_bench().main(["--tiny", "--text", str(text), "--out", str(tmp_path / "out"), "--only", "ceiling", "train", "recl", "recl-llama"])
     results = json.loads(written.read_text())
     assert results["device"] == "cpu" and results["tiny"] and written.name.endswith("-cpu-tiny.json")
     assert results["ceiling"]["fp32_tflops"] > 0 and results["ceiling"]["bf16_tflops"] > 0
@@ -41,6 +41,8 @@ def test_the_tiny_benchmark_measures_every_section_but_speed(tmp_path, text):
     assert strided["seconds"] > 0 and 0 < strided["token_steps"] < strided["exact_window_token_steps"] and strided["stride"] == 16
     assert strided["prefix_change"] <= strided["prefix_tolerance"] == 2 * 2**-7  # a bf16 read, its rounding allowed for
     assert results["recl"]["tokens"] > 10_000  # the whole text, not its 5% valid split (too short for the paper's shapes)
+    big = results["recl-llama"]  # the large Llama's section, at a tiny shape: a main table read and counted
+    assert big["rows"]["main"]["token_steps"] > 0 and big["targets"] == 16 and 0 < big["rows"]["main"]["of_bf16_ceiling"]
     assert "failed" not in written.with_suffix(".md").read_text()
 
 
