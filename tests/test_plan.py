@@ -377,7 +377,8 @@ def test_the_shares_of_the_ceiling_are_the_committed_benchmarks_and_their_estima
                                                                                           Work("train", precision), "cuda"), row["ms_per_step"] / 1e3))
     cpu = json.loads((BENCH / "collection-cpu.json").read_text())
     ceiling = (cpu["ceiling_before"] + cpu["ceiling_after"]) / 2
-    llama = hf.hf_counts(replace(xl.model, family="hf", hf_arch="llama", n_token=256, d_model=128, n_layer=4, n_head=4, d_head=32, d_inner=512, max_len=4096))
+    llama = hf.hf_counts(replace(xl.model, family="hf", hf_arch="llama", n_token=256, d_model=128, n_layer=4, n_head=4, d_head=32, d_inner=512, max_len=4096,
+                                 dropout=0.0))
     methods = {"main window": "window", "placebo windows": "window", "main per (c, t)": "naive", "placebo per (c, t)": "naive", "main strided": "strided"}
     for row in cpu["rows"]:
         grid = row["grid"]

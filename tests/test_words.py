@@ -398,13 +398,17 @@ class Counting:
 
 
 @pytest.mark.parametrize("make", [byte_level_bpe, lambda: txlab_tokenizer("char")], ids=["bpe", "char"])
-def test_a_block_encodes_one_text_per_starting_word_where_every_end_is_stable(make):
+def test_a_block_encodes_one_text_per_window_where_every_end_is_stable(make):
     words = cut_words(" ".join(TEXT.split()[:200]))  # single spaces: every word end a pre-token's
     targets, grid = np.arange(40, 80), (1, 2, 4, 8)
     tok = Counting(as_text_tokenizer(make()))
     covered, cells, windows = W.member_cells(words, tok, targets, grid, None)
     assert tok.texts == len(windows) == len({int(w) - c for w in targets for c in grid})  # not two per (c, w) cell
     assert covered.all() and len(cells) == len(grid) * len(targets)
+    tok.texts = 0  # a placebo cell's far span depends on its step's length and first near word alone: one text for each
+    covered, cells, windows = W.placebo_cells(words, tok, targets, grid, 100, None)
+    assert tok.texts == len(windows) == len({(c2 - c, int(w) - c) for w in targets for c, c2 in zip(grid, grid[1:])})
+    assert covered.all() and {cell.window for cell in cells.values()} == set(windows)
 
 
 def test_a_group_scores_only_the_words_every_member_covers():

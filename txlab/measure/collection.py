@@ -192,13 +192,13 @@ class Collection:
         On a uniform grid that is one group read by windows of c_max tokens from fewer starts than the main
         table's, so the placebo costs less than the main table; a grid of k step sizes costs up to k times more. With a
         stride, each run of the main table at c is read once more behind a far span of c' - c tokens. In words, the
-        word-steps of one window per placebo (c, w) (a member reads about its tokens per word times as many)."""
+        word-steps of one window per step length and first near word (txlab.measure.words.placebo_cells; a member
+        reads about its tokens per word times as many)."""
         if not self.placebo:
             return 0
-        if self.unit == "word":  # in words every placebo (c, w) is read by its own window: c' words, then the span
-            return self.blocks * read_cost(self.grid[1:], self.block_len, "naive")
         if self.stride is not None:  # the far span of c' - c before each run of the main table at c
             return self.blocks * sum(strided_cost(c, self.stride_at(c), self.block_len, c2 - c) for c, c2 in zip(self.grid, self.grid[1:]))
         groups, _ = placebo_groups(self.grid)
-        return self.blocks * sum(read_cost(near, self.block_len, "naive" if self.method == "naive" else cheaper_method(near, self.block_len, extra), extra)
+        in_words = "window" if self.unit == "word" else None  # words read every group by its windows (or all naive)
+        return self.blocks * sum(read_cost(near, self.block_len, "naive" if self.method == "naive" else in_words or cheaper_method(near, self.block_len, extra), extra)
                                  for extra, near in groups.items())

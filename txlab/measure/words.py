@@ -69,7 +69,9 @@ own, with the whitespace before the first of them, and whose c' - c words before
 away: the span's first word is ``(w - c - d + offset) mod (n - d)``, d = c' - c, n the text's words, ``offset`` the
 target block's own, drawn by the collection's seed in [n/4, 3n/4) (txlab.measure.reading.far_starts and
 placebo_offsets, over words; recorded as ``placebo_offsets``). It is scored as a true cell is, exact or left
-out, and read one forward per cell (:func:`placebo_cells`).
+out (:func:`placebo_cells`). The far span depends on d and the first near word w - c alone, so the cells of one
+(d, w - c) are prefixes of one text, the far span then the text from word w - c on: as in tokens, one window each
+serves them (the window method), or each cell is read alone (the naive one).
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ class Cell:
     """int64 [n]: the tokens of context + span."""
     first: int
     """Index of the span's first token (>= 1: the context has a token)."""
+    window: Any = None
+    """The key of the encoded text the cell is a prefix of (its window: a starting word, or for a placebo cell its
+    step's far-span length and starting word)."""
 
 
 def span_tokens(read: Encoding, following: Encoding | None, context_chars: int) -> int | None:
@@ -142,7 +147,7 @@ def span_tokens(read: Encoding, following: Encoding | None, context_chars: int) 
 
 
 def member_cells(words: Words, tokenizer: TextTokenizer, targets: np.ndarray, grid: Sequence[int],
-                 max_context: int | None) -> tuple[np.ndarray, dict[tuple[int, int], Cell], dict[int, Encoding]]:
+                 max_context: int | None) -> tuple[np.ndarray, dict[tuple[int, int], Cell], dict[Any, Encoding]]:
     """(covered [G, T] bool, cells, windows): every exact (c, w) of ``targets`` (word indices) for one member's
     tokenizer; cells are keyed by (grid index, target index). The cells that start at one word are prefixes of one
     text, from that word to the end of the word after the last of them: it is encoded once (``windows``, keyed by its
@@ -151,55 +156,63 @@ def member_cells(words: Words, tokenizer: TextTokenizer, targets: np.ndarray, gr
     for j, c in enumerate(grid):
         for i, w in enumerate(targets.tolist()):
             by_start.setdefault(w - c, []).append((j, i))
-    starts = sorted(by_start)
-    texts, asks = [], []
-    for k, s in enumerate(starts):
-        first_char = int(words.starts[s])
-        last = max(int(targets[i]) for _, i in by_start[s])
-        texts.append(words.text[first_char : int(words.ends[min(last + 1, len(words) - 1)])])
-        for j, i in by_start[s]:
-            w = int(targets[i])
-            follow_end = int(words.ends[w + 1]) - first_char if w + 1 < len(words) else None
-            asks.append(((j, i), k, int(words.ends[w - 1]) - first_char, int(words.ends[w]) - first_char, follow_end))
-    covered, cells, encodings = _exact_cells(texts, asks, tokenizer, max_context, (len(grid), len(targets)))
-    return covered, cells, dict(zip(starts, encodings))
+    texts: dict[Any, str] = {}
+    asks = []
+    for s in sorted(by_start):
+        texts[s] = _window_text(words, "", int(words.starts[s]), max(int(targets[i]) for _, i in by_start[s]))
+        asks += [((j, i), s, *_ends(words, int(words.starts[s]), int(targets[i]))) for j, i in by_start[s]]
+    return _exact_cells(texts, asks, tokenizer, max_context, (len(grid), len(targets)))
 
 
 def placebo_cells(words: Words, tokenizer: TextTokenizer, targets: np.ndarray, grid: Sequence[int], offset: int,
-                  max_context: int | None) -> tuple[np.ndarray, dict[tuple[int, int], Cell]]:
-    """(covered [G-1, T] bool, cells) of the placebo steps c -> c' = grid[j] -> grid[j+1], keyed by (j, target index):
-    word w read after a context whose c nearest words are its own (with the whitespace before the first of them) and
-    whose c' - c words before those are a far span of the text, ``offset`` words on (txlab.measure.reading.far_starts,
-    over words), exact as a true cell is (:func:`span_tokens`)."""
-    n, texts, asks = len(words), [], []
+                  max_context: int | None) -> tuple[np.ndarray, dict[tuple[int, int], Cell], dict[Any, Encoding]]:
+    """(covered [G-1, T] bool, cells, windows) of the placebo steps c -> c' = grid[j] -> grid[j+1], keyed by (j, target
+    index): word w read after a context whose c nearest words are its own (with the whitespace before the first of them)
+    and whose c' - c words before those are a far span of the text, ``offset`` words on (txlab.measure.reading.far_starts,
+    over words), exact as a true cell is (:func:`span_tokens`). The far span depends on the step's length d = c' - c
+    and the first near word s = w - c only, so the cells of one (d, s) are prefixes of one text, the far span then the
+    text from word s on: encoded once (``windows``, keyed by (d, s)), as :func:`member_cells` does."""
+    n = len(words)
+    by_window: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (far-span length, first near word) -> its cells
     for j, (c, c2) in enumerate(zip(grid, grid[1:])):
-        extra = c2 - c
-        far = far_starts(n, targets - c, extra, offset)  # [T]: each far span's first word
-        check_far(n, far, targets - c, targets, extra)
-        for i, (w, f) in enumerate(zip(targets.tolist(), far.tolist())):
-            distant = words.text[int(words.starts[f]) : int(words.ends[f + extra - 1])]
-            near = words.text[words.span(w - c)[0] : int(words.ends[w - 1])]  # the c words, with the whitespace before them
-            read = distant + near + words.text[slice(*words.span(w))]
-            following = _next_span(words, w)
-            asks.append(((j, i), len(texts), len(distant) + len(near), len(read), None if following is None else len(read) + len(following)))
-            texts.append(read + (following or ""))
-    covered, cells, _ = _exact_cells(texts, asks, tokenizer, max_context, (len(grid) - 1, len(targets)))
-    return covered, cells
+        check_far(n, far_starts(n, targets - c, c2 - c, offset), targets - c, targets, c2 - c)
+        for i, w in enumerate(targets.tolist()):
+            by_window.setdefault((c2 - c, w - c), []).append((j, i))
+    texts: dict[Any, str] = {}
+    asks = []
+    for (extra, s), keys in sorted(by_window.items()):
+        f = int(far_starts(n, np.array([s]), extra, offset)[0])  # the far span's first word
+        distant = words.text[int(words.starts[f]) : int(words.ends[f + extra - 1])]
+        near_start = words.span(s)[0]  # the near words with the whitespace before the first of them
+        texts[extra, s] = _window_text(words, distant, near_start, max(int(targets[i]) for _, i in keys))
+        asks += [((j, i), (extra, s), *(e + len(distant) if e is not None else None for e in _ends(words, near_start, int(targets[i]))))
+                 for j, i in keys]
+    return _exact_cells(texts, asks, tokenizer, max_context, (len(grid) - 1, len(targets)))
 
 
-def _next_span(words: Words, w: int) -> str | None:
-    return words.text[slice(*words.span(w + 1))] if w + 1 < len(words) else None
+def _window_text(words: Words, before: str, first_char: int, last: int) -> str:
+    """``before``, then the text from character ``first_char`` to the end of the word after word ``last`` (the text's
+    end after its last word): what the cells up to target ``last`` are prefixes of."""
+    return before + words.text[first_char : int(words.ends[min(last + 1, len(words) - 1)])]
 
 
-def _exact_cells(texts: list[str], asks: list[tuple[tuple[int, int], int, int, int, int | None]], tokenizer: TextTokenizer,
-                 max_context: int | None, shape: tuple[int, int]) -> tuple[np.ndarray, dict[tuple[int, int], Cell], list[Encoding]]:
-    """(covered, cells, the encodings of ``texts``). Each ask is a cell: its key, the text it is a prefix of, and in that
-    text where its context ends, where its span ends (what is read) and where the span after it ends (None at the
-    text's end). Where the tokenizer names the span's end stable, the cell's tokens are cut from its text's encoding,
-    and what follows cannot change them; otherwise the cell and the cell with the span after it are encoded on their
-    own. The cell is kept where exact (:func:`span_tokens`)."""
-    encodings = tokenizer.offsets(texts)
-    stable = [set(ends.tolist()) for ends in tokenizer.stable_ends(texts)]
+def _ends(words: Words, first_char: int, w: int) -> tuple[int, int, int | None]:
+    """Where, in a text from character ``first_char`` on, the context of word w ends, its span ends, and the span after
+    it ends (None for the text's last word)."""
+    return (int(words.ends[w - 1]) - first_char, int(words.ends[w]) - first_char,
+            int(words.ends[w + 1]) - first_char if w + 1 < len(words) else None)
+
+
+def _exact_cells(texts: dict[Any, str], asks: list[tuple[tuple[int, int], Any, int, int, int | None]], tokenizer: TextTokenizer,
+                 max_context: int | None, shape: tuple[int, int]) -> tuple[np.ndarray, dict[tuple[int, int], Cell], dict[Any, Encoding]]:
+    """(covered, cells, the encodings of ``texts`` by key). Each ask is a cell: its key, the key of the text it is a
+    prefix of, and in that text where its context ends, where its span ends (what is read) and where the span after
+    it ends (None at the text's end). Where the tokenizer names the span's end stable, the cell's tokens are cut from
+    its text's encoding, and what follows cannot change them; otherwise the cell and the cell with the span after it
+    are encoded on their own. The cell is kept where exact (:func:`span_tokens`)."""
+    names = list(texts)
+    encodings = dict(zip(names, tokenizer.offsets([texts[k] for k in names])))
+    stable = {k: set(ends.tolist()) for k, ends in zip(names, tokenizer.stable_ends([texts[k] for k in names]))}
     found: dict[int, tuple[Encoding, Encoding | None]] = {}
     alone: list[tuple[int, str, str | None]] = []  # (ask, its read text, its following text) to encode on its own
     for a, (_, t, _, read_end, follow_end) in enumerate(asks):
@@ -213,13 +226,13 @@ def _exact_cells(texts: list[str], asks: list[tuple[tuple[int, int], int, int, i
         found[a] = (next(encoded), None if following is None else next(encoded))
     covered = np.zeros(shape, dtype=bool)
     cells: dict[tuple[int, int], Cell] = {}
-    for a, (key, _, context_end, _, _) in enumerate(asks):
+    for a, (key, t, context_end, _, _) in enumerate(asks):
         read, following = found[a]
         first = span_tokens(read, following, context_end)
         if first is None or (max_context is not None and len(read.ids) - first > max_context):
             continue  # not exact, or a span longer than the member's window
         covered[key] = True
-        cells[key] = Cell(read.ids, first)
+        cells[key] = Cell(read.ids, first, t)
     return covered, cells, encodings
 
 
@@ -278,14 +291,14 @@ def naive_cells(model: LanguageModel, cells: dict[Any, Cell], chunk_len: int | N
     return out, truncated
 
 
-def window_cells(model: LanguageModel, windows: dict[int, Encoding], cells: dict[tuple[int, int], Cell], targets: np.ndarray,
-                 grid: Sequence[int], chunk_len: int | None, batch_size: int) -> tuple[dict[tuple[int, int], float], set]:
-    """The same values as :func:`naive_cells` for a prefix-causal model, one window per starting word (``windows``:
-    the encodings :func:`member_cells` made, keyed by their first word): the window serves every cell whose tokens are
-    its prefix (and fit the model's window); the other cells are read alone."""
-    served: dict[int, list[tuple[int, int]]] = {}  # starting word -> the cells (grid index, target index) it serves
-    for j, i in cells:
-        served.setdefault(int(targets[i]) - grid[j], []).append((j, i))
+def window_cells(model: LanguageModel, windows: dict[Any, Encoding], cells: dict[tuple[int, int], Cell], chunk_len: int | None,
+                 batch_size: int) -> tuple[dict[tuple[int, int], float], set]:
+    """The same values as :func:`naive_cells` for a prefix-causal model, one forward per window (``windows``: the
+    encodings :func:`member_cells` or :func:`placebo_cells` made, keyed as each cell's ``window``): the window serves
+    every cell whose tokens are its prefix (and fit the model's window); the other cells are read alone."""
+    served: dict[Any, list[tuple[int, int]]] = {}  # window -> the cells (row, target index) it serves
+    for key, cell in cells.items():
+        served.setdefault(cell.window, []).append(key)
     starts = sorted(served)
     encodings = [windows[s] for s in starts]
     cap = model.max_context
@@ -416,7 +429,7 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
                     for cell in cells.values():
                         check_token_ids(member.model, cell.ids, f"{member.name}'s tokens")
                     if method == "window":
-                        values, cut = window_cells(member.model, windows, cells, block, c.grid, member.chunk_len, batch_size)
+                        values, cut = window_cells(member.model, windows, cells, member.chunk_len, batch_size)
                     else:
                         values, cut = naive_cells(member.model, cells, member.chunk_len, batch_size)
                     computed["cut", b] = np.zeros(shapes["cut"], dtype=bool)
@@ -428,9 +441,12 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
                         save_npy(block_file(directory, "block", b), computed["block", b])
                 else:
                     ok = np.isfinite(computed["block", b] if ("block", b) in computed else load_block(directory, "block", b, shapes["block"])).all(axis=0)
-                    _, far_cells = placebo_cells(words, member.tokenizer, block, c.grid, int(offsets[b]), member.max_context)
+                    _, far_cells, far_windows = placebo_cells(words, member.tokenizer, block, c.grid, int(offsets[b]), member.max_context)
                     far_cells = {key: cell for key, cell in far_cells.items() if ok[key[1]]}
-                    values, _ = naive_cells(member.model, far_cells, member.chunk_len, batch_size, pad=method == "window")
+                    if method == "window":
+                        values, _ = window_cells(member.model, far_windows, far_cells, member.chunk_len, batch_size)
+                    else:
+                        values, _ = naive_cells(member.model, far_cells, member.chunk_len, batch_size)
                     computed["placebo", b] = _fill(values, shapes["placebo"])
                     if directory is not None:
                         save_npy(block_file(directory, "placebo", b), computed["placebo", b])

@@ -177,7 +177,7 @@ def _plan_members(plan: Plan, members: Sequence[Member], group: Group, source: S
         flops = [None if per_word[m.label] is None else collection_flops(m, c, on_disk[m.label], per_word[m.label]) for m in left]
         known = {label: tau for label, tau in per_word.items() if tau is not None}
         unknown = [label for label, tau in per_word.items() if tau is None]
-        reading = (f"{c.token_steps() / 1e6:.2f}M word-steps each{', ' + format(c.placebo_token_steps() / 1e6, '.2f') + 'M more for the placebo (one window per (c, w))' if c.placebo else ''}, "
+        reading = (f"{c.token_steps() / 1e6:.2f}M word-steps each{', ' + format(c.placebo_token_steps() / 1e6, '.2f') + 'M more for the placebo (one window per far span and first near word)' if c.placebo else ''}, "
                    "times each member's tokens per word (" + "; ".join([*(f"{label} {tau:.2f}" for label, tau in known.items()),
                                                                      *([f"{', '.join(unknown)}: known once trained"] if unknown else [])]) + ")")
         what = f"in words of {len(members)} models on {c.blocks} blocks x {c.block_len} words of {c.split} at contexts {grid[0]}..{grid[-1]} words"
