@@ -23,6 +23,10 @@ the blocks a profile of 8 x 250 words draws on the valid split: where a grid put
 by the rule its profile fixed before the runs (each seed's placebo-aware reading in [L, H]; a seed whose perplexity per
 word at 16 words is above twice the ideal's is not read), written to GROUP_DIR/rule.csv.
 
+``read GROUP_DIR``: a WikiText group over training seeds read by its profile's rule (each seed's members that beat the
+unigram of the training words at the longest context are read), every reading with its interval, written to
+GROUP_DIR/read.csv.
+
 ``unigram GROUP_DIR --text DIR``: the baseline a member of the WikiText group must beat for its RECL to be read: a
 unigram model of words counted on DIR/train.txt (txlab.analysis.per_unit.unigram_perplexity, which `txlab recl` now
 applies itself and records in recl.json's ``unigram``), its perplexity per word on the group's shared targets, beside
@@ -176,6 +180,41 @@ def rule(group_dir: Path, low: int, high: int, min_distance: int) -> None:
     print(f"wrote {group_dir / 'rule.csv'}")
 
 
+def read_rows(group_dir: Path) -> list[dict]:
+    """The WikiText rule over training seeds (cpu-wikitext-seeds), fixed before its runs: at each seed a member's RECL is
+    read only where its perplexity per word at the grid's longest context beats the unigram's of the training words on
+    the same shared targets (``seed-<s>/recl.json``'s ``unigram``, as `txlab recl` records it); every reading is listed
+    with its 95% interval and the verdict of its seed."""
+    rows = []
+    for seed_dir in sorted(group_dir.glob("seed-*"), key=lambda p: int(p.name.split("-")[1])):
+        record = json.loads((seed_dir / "recl.json").read_text())
+        unigram = record["unigram"]
+        for row in record["rows"]:
+            member = unigram["members"][row["model"]]
+            rows.append({"seed": int(seed_dir.name.split("-")[1]), "model": row["model"], "r": row["r"], "targets": record["n_targets"],
+                         "ppl_at_longest": round(member["perplexity"], 1), "unigram_ppl": round(unigram["perplexity"], 1),
+                         "beats_unigram": bool(member["beats_unigram"]), "paper": row["label"], "paper_ci": f"[{row['ci_low']}, {row['ci_high']}]",
+                         "placebo_aware": row["placebo_label"], "placebo_ci": f"[{row['placebo_ci_low']}, {row['placebo_ci_high']}]"})
+    return rows
+
+
+def read(group_dir: Path) -> None:
+    """:func:`read_rows` of a group, and which members are read on the text (every seed beats the unigram), written
+    beside its tables as read.csv."""
+    import pandas as pd
+
+    table = pd.DataFrame(read_rows(group_dir))
+    table.to_csv(group_dir / "read.csv", index=False)
+    print(table.to_string(index=False))
+    for model, part in table.groupby("model", sort=False):
+        seeds = part.drop_duplicates("seed")
+        missed = seeds[~seeds["beats_unigram"]]
+        verdict = "read (every seed beats the unigram)" if missed.empty else (
+            "not read: " + ", ".join(f"seed {s} {p:,.1f} against {u:,.1f}" for s, p, u in zip(missed.seed, missed.ppl_at_longest, missed.unigram_ppl)))
+        print(f"{model}: {verdict}")
+    print(f"wrote {group_dir / 'read.csv'}")
+
+
 def unigram(group_dir: Path, text: Path) -> None:
     """The unigram's perplexity per word on the group's shared targets, beside each member's at the longest context
     (recl.json's ``words``)."""
@@ -210,6 +249,8 @@ def main() -> None:
     held.add_argument("--low", type=int, required=True)
     held.add_argument("--high", type=int, required=True)
     held.add_argument("--min-distance", type=int, default=MIN_DISTANCE)
+    readable = commands.add_parser("read", help="the WikiText rule over a group's training seeds: who beats the unigram, and their readings")
+    readable.add_argument("group_dir", type=Path)
     uni = commands.add_parser("unigram", help="a unigram's perplexity per word on a group's targets, beside the members'")
     uni.add_argument("group_dir", type=Path)
     uni.add_argument("--text", type=Path, required=True)
@@ -220,6 +261,8 @@ def main() -> None:
         wikitext_text(args.out, args.source)
     elif args.command == "unigram":
         unigram(args.group_dir, args.text)
+    elif args.command == "read":
+        read(args.group_dir)
     elif args.command == "rule":
         rule(args.group_dir, args.low, args.high, args.min_distance)
     elif args.command == "truth-grid":
