@@ -58,8 +58,8 @@ def wikitext_clone(clone: Path) -> Path:
     transformers = pytest.importorskip("transformers")
     (clone / "studies").mkdir(parents=True)
     shutil.copy(ROOT / "studies" / "recl-words.yaml", clone / "studies")
-    for run in (ROOT / "results" / "models").glob("*-words-wikitext-*"):
-        shutil.copytree(run, clone / "results" / "models" / run.name)
+    for run in (ROOT / "results" / "models").glob("*-words-wikitext-*"):  # what a clone has: no checkpoint, no kept losses
+        shutil.copytree(run, clone / "results" / "models" / run.name, ignore=shutil.ignore_patterns("checkpoint", "losses", ".lock"))
     text = clone / "runs" / "words-wikitext"
     text.mkdir(parents=True)
     shutil.copy(sample_file("wikitext-2-sample/test.txt"), text / "train.txt")
