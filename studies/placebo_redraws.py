@@ -18,8 +18,10 @@ OUT/redraws.csv as it finishes, so a rerun goes on where one stopped. Words or t
 
     python studies/placebo_redraws.py --group RUN_DIR RUN_DIR ... --text runs/words-synthetic-every --tokenizer char \
         --set grid=8:160:8 --out results/recl/placebo-redraws-...
-    python studies/placebo_redraws.py --study studies/recl-words.yaml --profile cpu-synthetic-every --group tokenizers \
-        --train-seed 0 --set batch_size=128 --out results/recl/placebo-redraws-words-synthetic-every-seed0
+    TXLAB_HOME=. python studies/placebo_redraws.py --study studies/recl-words.yaml --profile cpu-synthetic-every \
+        --group tokenizers --train-seed 0 --set batch_size=128 --out results/recl/placebo-redraws-words-synthetic-every-seed0
+
+(A study's runs are found under the workspace home, as `txlab --home .` finds them: TXLAB_HOME=. here.)
 """
 
 from __future__ import annotations

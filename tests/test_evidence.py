@@ -3,6 +3,7 @@ the committed runs, the docs' verdicts are the code's, and the README's numbers 
 
 import functools
 import importlib.util
+import io
 import json
 import re
 from dataclasses import asdict
@@ -519,7 +520,7 @@ PLACEBO_TABLES = sorted(str(p.parent.relative_to(ROOT / "results")) for p in (RO
 
 
 def test_every_recl_table_with_placebo_gains_is_found():
-    assert len(PLACEBO_TABLES) == 30 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
+    assert len(PLACEBO_TABLES) == 33 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
 
 
 @pytest.mark.parametrize("folder", PLACEBO_TABLES)
@@ -1157,6 +1158,38 @@ def test_the_words_group_over_seeds_is_its_rule_and_files():
         assert readings == ", ".join(map(str, part.placebo_aware)) and copying == (", ".join(map(str, read.seed)) or "none"), (model, r)
 
 
+WIKITEXT_SEEDS = "recl-words-architectures-cpu-wikitext-seeds-text-words-wikitext"
+"""The WikiText group of four architectures and tokenizers, three training seeds each, declared before its runs."""
+
+
+def test_the_wikitext_group_over_seeds_is_its_rule_and_files():
+    path = ROOT / "results" / "recl" / WIKITEXT_SEEDS
+    committed = pd.read_csv(path / "read.csv")
+    made = pd.read_csv(io.StringIO(pd.DataFrame(committed_script("studies/words_texts.py").read_rows(path)).to_csv(index=False)))
+    pd.testing.assert_frame_equal(made, committed)  # as written and read back: labels such as '4' read as numbers alike
+    assert sorted(set(committed.seed)) == [0, 1, 2] and set(committed.unigram_ppl) == {1322.3} and set(committed.targets) == {1808}
+    readme_raw = (path / "README.md").read_text(encoding="utf-8")
+    readme = " ".join(readme_raw.split())
+    rows = re.findall(r"^\| (.+?) \| (\d) \| ([\d,.]+) \| (yes|no) \| ([^|]+) \| ([^|]+) \|$", readme_raw, re.M)
+    assert len(rows) == 12
+    for model, seed, ppl, beats, paper, aware in rows:
+        part = committed[(committed.model == model) & (committed.seed == int(seed))].sort_values("r")
+        assert ppl == f"{part.ppl_at_longest.iloc[0]:,.1f}" and beats == ("yes" if part.beats_unigram.iloc[0] else "no"), (model, seed)
+        assert paper.strip() == " / ".join(f"{a} {ci}" for a, ci in zip(part.paper, part.paper_ci)), (model, seed)
+        assert aware.strip() == " / ".join(f"{a} {ci}" for a, ci in zip(part.placebo_aware, part.placebo_ci)), (model, seed)
+    outcomes = dict(re.findall(r"- `([^`]+)`: (read|not read) \(seeds 0, 1, 2", readme))
+    seeds = committed.drop_duplicates(["model", "seed"])
+    assert outcomes == {model: "read" if part.beats_unigram.all() else "not read" for model, part in seeds.groupby("model")}
+    for model, part in seeds.groupby("model"):  # a member read: every seed beats the unigram; one not read: each seed's miss is quoted
+        if not part.beats_unigram.all():
+            assert ", ".join(f"{p:,.1f}" for p in part.ppl_at_longest) in readme.replace(" and ", ", ")
+    aware = committed[committed.beats_unigram]
+    for model, part in aware.groupby("model"):  # the ranges the README's first sentence quotes, per member read
+        readings = part.placebo_aware.astype(int)
+        assert f"the {model.split(' (')[0].replace('Transformer-XL', 'XL')} {readings.min()}-{readings.max()}" in readme, model
+    assert "1,808 words (226 per block) of the 2,000 drawn" in readme and "10,988 s" in readme
+
+
 REDRAWS = sorted(p.name for p in (ROOT / "results" / "recl").glob("placebo-redraws-*/"))
 """Committed measurements of the placebo-aware RECL over redraws of the far spans (studies/placebo_redraws.py)."""
 
@@ -1172,3 +1205,18 @@ def test_a_placebo_redraws_summary_is_its_table_at_the_offsets_its_rule_draws(fo
     assert sorted(set(table.redraw)) == list(range(about["redraws"])) and set(table.rule) == set(script.RULES)
     pd.testing.assert_frame_equal(script.summary(table.sort_values(["rule", "redraw"], kind="stable")), pd.read_csv(path / "summary.csv"),
                                   check_dtype=False)
+    # every "N of M" the README quotes is a count its summary gives: cells that moved per rule, covered pairs per rule,
+    # or one cell's covered or missed pairs; and each rule's moved and covered counts are quoted
+    summary = pd.read_csv(path / "summary.csv")
+    counts = set()
+    for rule, part in summary.groupby("rule"):
+        pairs = part.covered_pairs.str.split("/", expand=True).astype(int)
+        counts |= {(int(part.moved.sum()), len(part)), (int(pairs[0].sum()), int(pairs[1].sum()))}
+        counts |= {(int(a), int(b)) for a, b in zip(pairs[0], pairs[1])} | {(int(b - a), int(b)) for a, b in zip(pairs[0], pairs[1])}
+    readme = " ".join((path / "README.md").read_text(encoding="utf-8").split())
+    quoted = {(int(a), int(b)) for a, b in re.findall(r"\b(\d+) of (?:the )?(\d+)\b", readme)}
+    assert quoted and quoted <= counts, quoted - counts
+    for rule, part in summary.groupby("rule"):
+        pairs = part.covered_pairs.str.split("/", expand=True).astype(int)
+        assert (int(pairs[0].sum()), int(pairs[1].sum())) in quoted, rule
+        assert f"{int(part.moved.sum())} of" in readme, rule

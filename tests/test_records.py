@@ -64,7 +64,7 @@ def wikitext_clone(clone: Path) -> Path:
     text.mkdir(parents=True)
     shutil.copy(sample_file("wikitext-2-sample/test.txt"), text / "train.txt")
     shutil.copy(sample_file("wikitext-2-sample/valid.txt"), text / "valid.txt")
-    for name in ("bpe-bytes", "bpe-metaspace"):
+    for name in ("bpe-bytes", "bpe-metaspace", "bpe-bytes-8k", "bpe-metaspace-8k"):
         tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"<unk>": 0, "the": 1}, unk_token="<unk>"))
         tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
         transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>").save_pretrained(text / name)
@@ -82,8 +82,9 @@ def test_the_wikitext_words_groups_documented_commands_find_their_committed_runs
         assert f"group {readme.parent.name}:" in out
         runs = re.findall(r"train .+? into results/models/(\S+) ", out)
         committed = [run for run in runs if (ROOT / "results" / "models" / run / "config.yaml").is_file()]
-        # the first group's BPE members are named after their tokenizers, which the stand-ins are not
-        assert len(committed) == (4 if "longer" in readme.parent.name else 2), out
+        # BPE members named after their tokenizers (the first group's, each seed's) are not the stand-ins'; the XL and
+        # the LSTM are found, once per training seed in the group over seeds
+        assert len(committed) == (4 if "longer" in readme.parent.name else 6 if "seeds" in readme.parent.name else 2), out
 
 
 def test_a_checkpoint_records_its_text_in_the_home_as_its_config_yaml_does(tmp_path, monkeypatch):
