@@ -27,3 +27,15 @@ def test_a_committed_script_uses_only_public_names_of_txlab(script):
                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("txlab")
                for alias in node.names if alias.name.startswith("_")]
     assert private == []
+
+
+def test_the_words_benchmark_numbers_docs_quote_are_its_file():
+    import json
+
+    result = json.loads((ROOT / "results" / "bench" / "words-vs-tokens-cpu.json").read_text())
+    docs = " ".join((ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8").split())
+    before, after = result["matmul_gflops"]
+    assert f"ceiling {before:.0f} GFLOP/s before and {after:.0f} after" in docs
+    assert f"a word target cost {result['words_over_tokens_per_target']:.2f}x a token target" in docs
+    assert f"it spells {result['tokens_per_word']:.2f} tokens, so {result['words_over_tokens_per_target_token']:.2f}x per token" in docs
+    assert f"tokenizing was {result['words']['tokenizing_share']:.0%} of the words' time" in docs

@@ -1188,6 +1188,12 @@ def test_the_wikitext_group_over_seeds_is_its_rule_and_files():
         readings = part.placebo_aware.astype(int)
         assert f"the {model.split(' (')[0].replace('Transformer-XL', 'XL')} {readings.min()}-{readings.max()}" in readme, model
     assert "1,808 words (226 per block) of the 2,000 drawn" in readme and "10,988 s" in readme
+    # the top-level README's sentence: the range of the members read, and who is not
+    top = doc_text("README.md")
+    read = committed[committed.beats_unigram].placebo_aware.astype(int)
+    assert f"[read {read.min()} to {read.max()} words](results/recl/{WIKITEXT_SEEDS}/README.md) back placebo-aware" in top
+    assert outcomes["Llama (Metaspace BPE 8k)"] == "read" and outcomes["GPT-2 (byte-level BPE 8k)"] == "not read"
+    assert "a Llama on an 8k BPE joins those two" in top and "a GPT-2 on an 8k byte-level BPE still loses to the unigram" in top
 
 
 REDRAWS = sorted(p.name for p in (ROOT / "results" / "recl").glob("placebo-redraws-*/"))
