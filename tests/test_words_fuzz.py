@@ -206,3 +206,26 @@ def test_cells_cut_from_one_encoding_per_starting_word_are_the_cells_encoded_one
             return  # a text too short for far spans
         assert np.array_equal(far_cut[0], far_alone[0])
         assert all(np.array_equal(far_cut[1][k].ids, far_alone[1][k].ids) and far_cut[1][k].first == far_alone[1][k].first for k in far_cut[1])
+
+
+@functools.cache
+def _pre_tokenizers():
+    tokenizers = pytest.importorskip("tokenizers")
+    pre = tokenizers.pre_tokenizers
+    return {"bytelevel": pre.ByteLevel(add_prefix_space=False), "metaspace": pre.Metaspace(prepend_scheme="first"), "whitespace": pre.Whitespace(),
+            "whitespace-split": pre.WhitespaceSplit(), "bert": pre.BertPreTokenizer(),
+            "digits-then-bytes": pre.Sequence([pre.Digits(individual_digits=True), pre.ByteLevel(add_prefix_space=False)]),
+            "punctuation-then-metaspace": pre.Sequence([pre.Punctuation(), pre.Metaspace()])}
+
+
+@fuzz(TEXT, st.sampled_from(["bytelevel", "metaspace", "whitespace", "whitespace-split", "bert", "digits-then-bytes", "punctuation-then-metaspace"]))
+def test_every_end_named_stable_ends_a_pre_token_as_the_library_splits_the_text(text, kind):
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    tok.pre_tokenizer = _pre_tokenizers()[kind]
+    [ends] = as_text_tokenizer(tok).stable_ends([text])
+    pieces = {end for _, (_, end) in tok.pre_tokenizer.pre_tokenize_str(text)}
+    assert set(ends.tolist()) <= pieces | {len(text)}, (text, kind)
+    if kind in ("bytelevel", "whitespace-split"):  # at least every word end before a space: the rule is not empty
+        words = cut_words(text)
+        assert {int(e) for e in words.ends if e < len(text) and text[e] == " "} <= set(ends.tolist())

@@ -33,8 +33,9 @@ tokenizer encodes each word end's prefix as the text's own tokens up to it, one 
 ``stable_ends`` names those word ends (:func:`prefix_encoding` cuts the encoding there). txlab's vocabularies never
 join characters across whitespace, so every word end is one. A Hugging Face pipeline is cut only where its structure
 guarantees it: no normalizer, pre-tokenizers that split by characters' classes (:data:`LOCAL_PRE_TOKENIZERS`), a model
-that encodes each pre-token alone, no added token that holds or strips whitespace; then the word ends that are also ends
-of its pre-tokens in the text. Any other pipeline names none, and each prefix is encoded on its own.
+that encodes each pre-token alone, no added token that holds or strips whitespace; then the word ends before a
+whitespace character at which it always ends a pre-token (any of Unicode's White_Space for GPT-2's pattern and the
+whitespace splitters, a space for Metaspace). Any other pipeline names none, and each prefix is encoded on its own.
 
 tokenizer_id. Names the tokenization, equal strings meaning identical tokens for identical text:
 ``char:<16 hex>`` and ``word:<16 hex>`` (the vocabulary's sha256, as registry corpora have), and
@@ -169,21 +170,36 @@ PER_PIECE_MODELS = frozenset({"BPE", "WordPiece", "WordLevel", "Unigram"})
 """`tokenizers` models, each of which encodes every pre-token on its own."""
 
 
-def _is_local(pipeline: dict[str, Any]) -> bool:
-    """Whether a `tokenizers` pipeline (its JSON) encodes a prefix ending at a pre-token's end as the text's tokens up to it."""
+WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+                        "\u2028\u2029\u202f\u205f\u3000")
+"""Unicode's White_Space, what `tokenizers` splits at (Python's str.isspace also takes U+001C..U+001F, which it does not)."""
+
+
+def _splitting_spaces(pipeline: dict[str, Any]) -> frozenset[str] | None:
+    """The whitespace characters before which a `tokenizers` pipeline (its JSON) always ends a pre-token, where it is
+    local: a prefix ending at a pre-token's end is encoded as the text's tokens up to it. None where it is not."""
     if pipeline.get("normalizer") is not None:
-        return False  # offsets of a normalized text need not map a prefix to a prefix
+        return None  # offsets of a normalized text need not map a prefix to a prefix
     pre = pipeline.get("pre_tokenizer")
     if pre is None:
-        return False  # the whole text is one piece: no end but the text's is a pre-token's
+        return None  # the whole text is one piece: no end but the text's is a pre-token's
     pieces = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
     if not pieces or any(p.get("type") not in LOCAL_PRE_TOKENIZERS for p in pieces):
-        return False
+        return None
     model = pipeline.get("model") or {}
     if model.get("type") not in PER_PIECE_MODELS or model.get("dropout") not in (None, 0, 0.0):
-        return False  # an unknown model, or a BPE that drops merges at random
+        return None  # an unknown model, or a BPE that drops merges at random
     added = pipeline.get("added_tokens") or []
-    return not any(t.get("lstrip") or t.get("rstrip") or any(ch.isspace() for ch in t.get("content", "")) for t in added)
+    if any(t.get("lstrip") or t.get("rstrip") or any(ch.isspace() for ch in t.get("content", "")) for t in added):
+        return None
+    spaces: set[str] = set()
+    for piece in pieces:
+        kind = piece.get("type")
+        if kind == "Metaspace" and piece.get("split", True):
+            spaces.add(" ")  # it splits before its replacement of a space, and of nothing else (not a line end)
+        elif kind in ("Whitespace", "WhitespaceSplit", "BertPreTokenizer") or (kind == "ByteLevel" and piece.get("use_regex", True)):
+            spaces |= WHITE_SPACE  # GPT-2's pattern and the whitespace splitters end a piece at any white space
+    return frozenset(spaces)  # Punctuation and Digits never split at white space
 
 
 def _every_word_end(texts: Sequence[str]) -> list[np.ndarray]:
@@ -437,8 +453,9 @@ class HfTokenizer:
             serialized = json.dumps({"class": type(tokenizer).__name__, "vocab": sorted(tokenizer.get_vocab().items())}, ensure_ascii=False)
         self.tokenizer_id = "hf:" + hashlib.sha256(serialized.encode("utf-8")).hexdigest()[:16]
         self.vocab = self._vocab()
-        self.local: bool | None = None
-        """Whether the pipeline cuts at its pre-tokens' ends (:meth:`stable_ends`); found on first use."""
+        self.splits: frozenset[str] | None = None
+        """The whitespace before which the pipeline always ends a pre-token, where it is local (:meth:`stable_ends`;
+        empty where it is not); found on first use."""
 
     def _vocab(self) -> Vocab:
         by_id: dict[int, str] = {}
@@ -493,17 +510,15 @@ class HfTokenizer:
                              "only text made of its own symbols") from None
 
     def stable_ends(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """The word ends of each text that end one of the pipeline's pre-tokens in it, where the pipeline is local (see
-        Cuts above); none otherwise."""
-        if self.local is None:
-            self.local = self.backend is not None and _is_local(json.loads(self.backend.to_str()))
-        if not self.local:
-            return [np.zeros(0, dtype=np.int64) for _ in texts]
-        split = self.backend.pre_tokenizer.pre_tokenize_str
+        """The word ends of each text before a whitespace character at which the pipeline always ends a pre-token, where
+        the pipeline is local (see Cuts above); none otherwise."""
+        if self.splits is None:
+            self.splits = (self.backend is not None and _splitting_spaces(json.loads(self.backend.to_str()))) or frozenset()
         out = []
-        for text in texts:
-            piece_ends = np.fromiter((end for _, (_, end) in split(text)), dtype=np.int64)
-            out.append(np.intersect1d(word_ends(text), piece_ends))
+        for text in texts:  # a word end before a space the pipeline splits at, or the text's end
+            ends = word_ends(text)
+            keep = np.fromiter((end == len(text) or text[end] in self.splits for end in ends.tolist()), dtype=bool, count=len(ends))
+            out.append(ends[keep] if self.splits else ends[:0])
         return out
 
     def as_hf(self) -> Any:
