@@ -202,10 +202,6 @@ def _splitting_spaces(pipeline: dict[str, Any]) -> frozenset[str] | None:
     return frozenset(spaces)  # Punctuation and Digits never split at white space
 
 
-def _every_word_end(texts: Sequence[str]) -> list[np.ndarray]:
-    return [word_ends(text) for text in texts]
-
-
 def _need_vocab(tokenizer: Any) -> Vocab:
     if tokenizer.vocab is None:
         raise TxlabError(f"txlab's {tokenizer.kind} tokenizer has no vocabulary yet: count it from the text, or give it the model's")
@@ -275,6 +271,10 @@ class VocabularyTokenizer:
         self._pipeline(backend)
         return PreTrainedTokenizerFast(tokenizer_object=backend)
 
+    def stable_ends(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Every word end: a character, or a word, is a token of its own."""
+        return [word_ends(text) for text in texts]
+
 
 class CharTokenizer(VocabularyTokenizer):
     """txlab's character vocabulary, counted from the text."""
@@ -304,10 +304,6 @@ class CharTokenizer(VocabularyTokenizer):
     def offsets(self, texts: Sequence[str]) -> list[Encoding]:
         """Every character a token."""
         return _code_offsets(texts, _need_vocab(self), ord, _characters)
-
-    def stable_ends(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Every word end (a character is a token of its own)."""
-        return _every_word_end(texts)
 
     def is_blank(self, ids: np.ndarray) -> np.ndarray:
         """Per id: whether its character is whitespace."""
@@ -348,10 +344,6 @@ class WordTokenizer(VocabularyTokenizer):
         """Every word a token, every line end <eos>."""
         return _word_offsets(texts, _need_vocab(self), EOS)
 
-    def stable_ends(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Every word end (a word is a token of its own)."""
-        return _every_word_end(texts)
-
     def is_blank(self, ids: np.ndarray) -> np.ndarray:
         """Per id: whether it is the line end <eos> (words are never whitespace)."""
         return np.array([self.vocab.symbols[i] == EOS for i in ids.tolist()], dtype=bool)
@@ -381,7 +373,7 @@ class CorpusTokenizer:
 
     def stable_ends(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Every word end (no unit of a corpus joins characters across whitespace)."""
-        return _every_word_end(texts)
+        return [word_ends(text) for text in texts]
 
 
 # ----------------------------------------------------------------------------------------------------
