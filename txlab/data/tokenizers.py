@@ -175,23 +175,23 @@ WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u
 """Unicode's White_Space, what `tokenizers` splits at (Python's str.isspace also takes U+001C..U+001F, which it does not)."""
 
 
-def _splitting_spaces(pipeline: dict[str, Any]) -> frozenset[str] | None:
+def _splitting_spaces(pipeline: dict[str, Any]) -> frozenset[str]:
     """The whitespace characters before which a `tokenizers` pipeline (its JSON) always ends a pre-token, where it is
-    local: a prefix ending at a pre-token's end is encoded as the text's tokens up to it. None where it is not."""
+    local: a prefix ending at a pre-token's end is encoded as the text's tokens up to it. Empty where it is not."""
     if pipeline.get("normalizer") is not None:
-        return None  # offsets of a normalized text need not map a prefix to a prefix
+        return frozenset()  # offsets of a normalized text need not map a prefix to a prefix
     pre = pipeline.get("pre_tokenizer")
     if pre is None:
-        return None  # the whole text is one piece: no end but the text's is a pre-token's
+        return frozenset()  # the whole text is one piece: no end but the text's is a pre-token's
     pieces = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
     if not pieces or any(p.get("type") not in LOCAL_PRE_TOKENIZERS for p in pieces):
-        return None
+        return frozenset()
     model = pipeline.get("model") or {}
     if model.get("type") not in PER_PIECE_MODELS or model.get("dropout") not in (None, 0, 0.0):
-        return None  # an unknown model, or a BPE that drops merges at random
+        return frozenset()  # an unknown model, or a BPE that drops merges at random
     added = pipeline.get("added_tokens") or []
     if any(t.get("lstrip") or t.get("rstrip") or any(ch.isspace() for ch in t.get("content", "")) for t in added):
-        return None
+        return frozenset()
     spaces: set[str] = set()
     for piece in pieces:
         kind = piece.get("type")
@@ -505,7 +505,7 @@ class HfTokenizer:
         """The word ends of each text before a whitespace character at which the pipeline always ends a pre-token, where
         the pipeline is local (see Cuts above); none otherwise."""
         if self.splits is None:
-            self.splits = (self.backend is not None and _splitting_spaces(json.loads(self.backend.to_str()))) or frozenset()
+            self.splits = _splitting_spaces(json.loads(self.backend.to_str())) if self.backend is not None else frozenset()
         out = []
         for text in texts:  # a word end before a space the pipeline splits at, or the text's end
             ends = word_ends(text)

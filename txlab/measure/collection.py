@@ -199,6 +199,10 @@ class Collection:
         if self.stride is not None:  # the far span of c' - c before each run of the main table at c
             return self.blocks * sum(strided_cost(c, self.stride_at(c), self.block_len, c2 - c) for c, c2 in zip(self.grid, self.grid[1:]))
         groups, _ = placebo_groups(self.grid)
-        in_words = "window" if self.unit == "word" else None  # words read every group by its windows (or all naive)
-        return self.blocks * sum(read_cost(near, self.block_len, "naive" if self.method == "naive" else in_words or cheaper_method(near, self.block_len, extra), extra)
-                                 for extra, near in groups.items())
+
+        def method(near: Sequence[int], extra: int) -> str:  # words read every group by its windows, tokens by the cheaper
+            if self.method == "naive":
+                return "naive"
+            return "window" if self.unit == "word" else cheaper_method(near, self.block_len, extra)
+
+        return self.blocks * sum(read_cost(near, self.block_len, method(near, extra), extra) for extra, near in groups.items())

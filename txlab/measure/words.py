@@ -299,14 +299,13 @@ def window_cells(model: LanguageModel, windows: dict[Any, Encoding], cells: dict
     served: dict[Any, list[tuple[int, int]]] = {}  # window -> the cells (row, target index) it serves
     for key, cell in cells.items():
         served.setdefault(cell.window, []).append(key)
-    starts = sorted(served)
-    encodings = [windows[s] for s in starts]
     cap = model.max_context
-    windows = []  # per window: (the tokens read, the keys of the cells it serves, their rows, their span tokens)
+    reads = []  # per window read: (the tokens read, the keys of the cells it serves, their rows, their span tokens)
     alone: dict[tuple[int, int], Cell] = {}
-    for s, window in zip(starts, encodings):
+    for name in sorted(served):
+        window = windows[name]
         keys, rows, wanted, length = [], [], [], 0
-        for key in served[s]:
+        for key in served[name]:
             cell = cells[key]
             n = len(cell.ids)
             if len(window.ids) < n or not np.array_equal(window.ids[:n], cell.ids) or (cap and n - 1 > cap):
@@ -317,11 +316,11 @@ def window_cells(model: LanguageModel, windows: dict[Any, Encoding], cells: dict
             wanted.append(cell.ids[cell.first :])
             length = max(length, n - 1)
         if keys:
-            windows.append((window.ids[:length], keys, rows, wanted))
+            reads.append((window.ids[:length], keys, rows, wanted))
     out, truncated = naive_cells(model, alone, chunk_len, batch_size, pad=True)
-    windows.sort(key=lambda item: len(item[0]))  # similar lengths together: less padding
-    for k in range(0, len(windows), batch_size):
-        batch = windows[k : k + batch_size]
+    reads.sort(key=lambda item: len(item[0]))  # similar lengths together: less padding
+    for k in range(0, len(reads), batch_size):
+        batch = reads[k : k + batch_size]
         per_window = _score_rows(model, [w[0] for w in batch], [np.concatenate(w[2]) for w in batch], [np.concatenate(w[3]) for w in batch],
                                  chunk_len)
         for (_, keys, rows, _), losses in zip(batch, per_window):
