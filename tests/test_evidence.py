@@ -626,13 +626,17 @@ def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_file
     # the first run's README: the XL's steps that its placebo matches, as placebo.csv gives them
     first_run = "recl-words-architectures-cpu-wikitext-text-words-wikitext"
     steps = pd.read_csv(ROOT / "results" / "recl" / first_run / "placebo.csv").set_index(["model", "r", "c", "c_next"])
-    r_a, c_a, next_a, gain, placebo_gain, r_b, c_b, next_b, margin = re.search(
-        r"At r = (0\.\d) the step (\d+) -> (\d+) gains (0\.\d+) against a placebo gain of (0\.\d+) \(placebo\.csv\); at r = (0\.\d) the step "
-        r"(\d+) -> (\d+) beats its placebo by (0\.\d+), under the threshold", doc_text(f"results/recl/{first_run}/README.md")).groups()
+    r_a, c_a, next_a, gain, placebo_gain, margin, r_b, c_b, next_b, gain_b, placebo_gain_b = re.search(
+        r"At r = (0\.\d) the step (\d+) -> (\d+) gains (0\.\d+) against a placebo gain of (0\.\d+) \(placebo\.csv\), a margin of (0\.\d+), under the "
+        r"threshold of 0\.01; at r = (0\.\d) the step (\d+) -> (\d+) gains (0\.\d+) against a placebo gain of (0\.\d+)\.",
+        doc_text(f"results/recl/{first_run}/README.md")).groups()
     at_a = steps.loc[("Transformer-XL (words)", float(r_a), int(c_a), int(next_a))]
     at_b = steps.loc[("Transformer-XL (words)", float(r_b), int(c_b), int(next_b))]
-    assert (gain, placebo_gain) == (f"{at_a.gain:.3f}", f"{at_a.placebo_gain:.3f}")
-    assert float(margin) == float(f"{at_b.gain - at_b.placebo_gain:.2g}") and at_b.gain - at_b.placebo_gain < 0.01
+    assert (gain, placebo_gain, margin) == (f"{at_a.gain:.3f}", f"{at_a.placebo_gain:.3f}", f"{at_a.gain - at_a.placebo_gain:.2g}")
+    assert (gain_b, placebo_gain_b) == (f"{at_b.gain:.3f}", f"{at_b.placebo_gain:.3f}")
+    # each is the step its placebo-aware reading stops at: the first on the grid that misses the threshold
+    for r_at, c_at, at in ((r_a, c_a, at_a), (r_b, c_b, at_b)):
+        assert placebo_aware(first_run, float(r_at))[0]["Transformer-XL (words)"] == c_at and at.gain - at.placebo_gain < 0.01
     train_text = sample_file("wikitext-2-sample/test.txt").read_text(encoding="utf-8")
     valid_text = sample_file("wikitext-2-sample/valid.txt").read_text(encoding="utf-8")
     assert f"the WikiText-2 sample, {len(train_text.split()):,} training words" in docs  # words: runs of non-whitespace, as --unit word reads them
@@ -647,6 +651,50 @@ def words_cell(cell: str) -> list[tuple[str, tuple[int, int] | None]]:
     """'18 [18, 20] / 18 / 18' -> [('18', (18, 20)), ('18', None), ('18', None)]: a results README's readings at each r."""
     parts = [re.fullmatch(r"(>= \d+|\d+)(?: \[(\d+), (\d+)\])?", part.strip()) for part in cell.split(" / ")]
     return [(m[1], (int(m[2]), int(m[3])) if m[2] else None) for m in parts]
+
+
+WORDS_WIKITEXT = ("recl-words-architectures-cpu-wikitext-text-words-wikitext", "recl-words-architectures-cpu-wikitext-longer-text-words-wikitext")
+"""The two committed runs on the WikiText sample in words, one training each (the second trains the BPE members 4x longer)."""
+
+
+@pytest.mark.parametrize("folder", WORDS_WIKITEXT)
+def test_the_wikitext_words_readmes_quote_their_files(folder):
+    path = ROOT / "results" / "recl" / folder
+    readme_raw = (path / "README.md").read_text(encoding="utf-8")
+    readme = " ".join(readme_raw.split())
+    record = json.loads((path / "recl.json").read_text())
+    table = pd.read_csv(path / "table8.csv").set_index(["model", "r"])
+    rs, members = record["settings"]["rs"], record["words"]["members"]
+    # the member table: perplexity per word and bits per byte at the contexts its header names, the verdict, the readings
+    contexts = [int(c) for c in re.search(r"^\| member \| perplexity per word, c = ([\d /]+) \|", readme_raw, re.M)[1].split(" / ")]
+    rows = re.findall(r"^\| ((?:Transformer-XL|GPT-2|Llama|LSTM) \([^)]+\))[^|]* \| ([\d, /]+) \| ([\d.]+) / ([\d.]+) \| (yes|no)[^|]* \| ([^|]+) \| ([^|]+) \|$",
+                      readme_raw, re.M)
+    assert [row[0] for row in rows] == list(members)
+    for model, ppl, bits_short, bits_long, beats, paper, aware in rows:
+        at = dict(zip(record["grid"], members[model]["word_perplexity"]))
+        assert ppl.split(" / ") == [f"{at[c]:,.0f}" for c in contexts], model
+        bits = np.log2(members[model]["byte_perplexity"])
+        assert (bits_short, bits_long) == (f"{bits[0]:.2f}", f"{bits[-1]:.2f}"), model
+        assert (beats == "yes") == record["unigram"]["members"][model]["beats_unigram"], model
+        if beats == "no":
+            assert paper.strip() == aware.strip() == "not read", model
+            continue
+        for r, (label, bounds) in zip(rs, words_cell(aware)):
+            committed = table.loc[(model, r)]
+            assert (label, bounds) == (str(int(committed.placebo_recl)), (int(committed.placebo_ci_low), int(committed.placebo_ci_high))), (model, r)
+    # the per-byte sentence: each member's 95% interval in bits per byte at the longest context, as figure4-intervals.csv gives it
+    bands = pd.read_csv(path / "figure4-intervals.csv")
+    longest = bands[bands.c == record["grid"][-1]].set_index("model")
+    band = {model: (f"{np.log2(row.ppl_byte_low):.2f}", f"{np.log2(row.ppl_byte_high):.2f}") for model, row in longest.iterrows()}
+    quoted = re.findall(r"(XL|LSTM|Llama|GPT-2)'s(?: 95% interval)? \((\d\.\d\d)-(\d\.\d\d)(?: bits per byte)?\)", readme)
+    assert quoted
+    for short, low, high in quoted:
+        (model,) = [m for m in band if short in m]
+        assert band[model] == (low, high), model
+    if "both lie below the two BPE members' (" in readme:
+        low, high = re.search(r"both lie below the two BPE members' \((\d\.\d\d)-(\d\.\d\d)\)", readme).groups()
+        bpe = [band[m] for m in band if "BPE" in m]
+        assert (low, high) == (min(b[0] for b in bpe), max(b[1] for b in bpe))
 
 
 @pytest.mark.parametrize("run", sorted(WORDS_SYNTHETIC))
