@@ -20,6 +20,7 @@ from txlab.analysis.token_losses import COLUMNS, token_loss_table, write_token_l
 from txlab.drivers.recl import groups as recl_groups
 from txlab.errors import TxlabError
 from txlab.measure.losses import find_losses, load_losses
+from txlab.measure.reading import placebo_offsets
 from txlab.tables import latex_text
 
 from conftest import TINY_TRAINING
@@ -82,6 +83,9 @@ def test_names_reach_every_output_and_the_per_token_table_holds_the_loss_table(t
     assert "| XL (ours) § |" in (tables / "table8.md").read_text() and "XL (ours) \\S{} & " in (tables / "table8.tex").read_text()
     record = json.loads((tables / "recl.json").read_text())
     assert record["model_order"] == names and record["members"] == runs
+    # where each target block read its far spans: the rule's draw for this split, seed and grid, as every table holds
+    meta = load_losses(find_losses(runs[0])).meta
+    assert record["placebo_offsets"] == placebo_offsets(meta["n_tokens"], 3, record["settings"]["seed"], record["grid"]).tolist() == meta["placebo_offsets"]
     for table in (tables / "table8.csv", tables / "figure3.csv", figures / "figure3.csv", figures / "figure4.csv"):
         assert set(pd.read_csv(table)["model"]) - {"oracle (ground truth)"} == set(names), table.name
 

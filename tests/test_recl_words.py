@@ -18,6 +18,7 @@ from txlab.data.corpus import split_text_of
 from txlab.data.textdata import split_text
 from txlab.measure import words as W
 from txlab.measure.collection import Collection
+from txlab.measure.reading import placebo_offsets
 from txlab.runs.scored import load_model
 
 from conftest import sample_file
@@ -45,6 +46,8 @@ def test_a_group_of_three_tokenizers_is_scored_in_words_with_its_coverage(tmp_pa
     record = json.loads((tmp_path / "tables" / "mixed" / "recl.json").read_text())
     words = record["words"]
     assert record["settings"]["placebo"] is True and "placebo_label" in record["rows"][0]  # on by default, in words too
+    n_words = len(split_text(DataConfig(corpus="text", text=str(text)), "valid").split())
+    assert record["placebo_offsets"] == placebo_offsets(n_words, 2, record["settings"]["seed"], record["grid"]).tolist()  # per block, in words
     assert record["settings"]["unit"] == "word" and set(words["members"]) == {"bpe", "word-run", "char-run"}
     assert words["drawn"] == 20 and words["kept"] == record["n_targets"] == 2 * words["kept_per_block"]
     assert all(m["covered"] <= 20 for m in words["members"].values()) and words["shared"] <= min(m["covered"] for m in words["members"].values())

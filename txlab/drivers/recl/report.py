@@ -70,12 +70,16 @@ class GroupResult:
     """The unigram baseline and each member's verdict (txlab.analysis.table8.UnigramCheck.record); None where none was fitted."""
     size: str = ""
     """The members' size (txlab.drivers.recl.groups.size_label): their one preset size, or 'mixed'."""
+    placebo_offsets: list[int] | None = None
+    """Where each target block read its placebo's far spans, in the group's units (txlab.measure.reading.placebo_offsets:
+    every member's table reads the same); None without placebo losses. A record without it predates per-block offsets."""
 
     def record(self) -> dict[str, Any]:
         """What recl.json holds (``train_seed`` only in one seed's group, ``words`` only in words)."""
         seed = {} if self.train_seed is None else {"train_seed": self.train_seed}
         optional = {key: value for key, value in (("words", self.words), ("strided", self.strided), ("unigram", self.unigram),
-                                                   ("extrapolation", self.extrapolation or None)) if value is not None}
+                                                   ("extrapolation", self.extrapolation or None), ("placebo_offsets", self.placebo_offsets))
+                    if value is not None}
         return {"group": self.group, **seed, "members": self.members, "run_dirs": self.run_dirs, "settings": asdict(self.settings),
                 "size": self.size, "corpus": self.corpus, "grid": self.grid, "n_targets": self.n_targets, **self.source_fields,
                 "model_order": self.model_order, "rows": [row.record() for row in self.rows], **optional}

@@ -223,7 +223,8 @@ def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Pat
     if settings.launcher == "slurm":  # each run's blocks as a job; the group then loads them here
         source.collect_as_jobs(members, settings, echo, jobs_folder(settings))
     echo(f"collecting losses of {len(members)} models {source.describe()}")
-    losses, words = source.group([source.collect(m, settings, progress) for m in members], members)
+    tables = [source.collect(m, settings, progress) for m in members]
+    losses, words = source.group(tables, members)
     if words is not None:
         echo(f"  words every member scores exactly: {words.shared:,} of {words.drawn:,} drawn ("
              + ", ".join(f"{name} {n:,}" for name, n in words.covered.items()) + f"); {len(words.targets):,} kept, {words.block_len} per block")
@@ -259,7 +260,8 @@ def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Pat
     result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
                          source.record_fields(), rows, table8.table8_markdown(rows) + note, [settings_file, *files], train_seed,
                          None if words is None else word_record(words), corpus=source.name, model_order=list(group.model_order), strided=strided,
-                         unigram=None if unigram is None else unigram.record(), size=size_label(members), extrapolation=beyond)
+                         unigram=None if unigram is None else unigram.record(), size=size_label(members), extrapolation=beyond,
+                         placebo_offsets=None if losses.placebo is None else [int(o) for o in tables[0].meta["placebo_offsets"]])
     files += draw_figures(table_dir, figure_dir, result.record(), char_level=source.char_level)
     write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
     return replace(result, files=[settings_file, *files])
