@@ -523,6 +523,20 @@ def test_every_recl_table_with_placebo_gains_is_found():
     assert len(PLACEBO_TABLES) == 33 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
 
 
+def test_the_docs_count_the_placebo_tables_each_rule_made():
+    # a record that names where its blocks read their far spans was made under per-block offsets; one without, under
+    # the old single offset (one offset per block either way); docs/recl.md says how many of each
+    per_block = []
+    for folder in PLACEBO_TABLES:
+        record = json.loads((ROOT / "results" / folder / "recl.json").read_text())
+        if "placebo_offsets" in record:
+            assert len(record["placebo_offsets"]) == record["settings"]["blocks"], folder
+            per_block.append(folder)
+    said = re.search(r"Of the (\d+) committed tables with placebo gains, (\d+) were made under per-block offsets and (\d+) under the old rule",
+                     doc_text("docs/recl.md")).groups()
+    assert tuple(map(int, said)) == (len(PLACEBO_TABLES), len(per_block), len(PLACEBO_TABLES) - len(per_block))
+
+
 @pytest.mark.parametrize("folder", PLACEBO_TABLES)
 def test_every_committed_placebo_csv_walks_to_its_tables_rows(folder):
     # the library's walks on the committed float64 gains (read back exactly: pandas round-trips them) must give every
@@ -586,31 +600,36 @@ def test_the_readme_and_docs_sentences_on_recl_in_words_quote_the_committed_file
     (truths, _), (first_truths, _) = words_truth(longer), words_truth(first)
     assert truths == first_truths  # one text, one set of shared words
     # the README: the third run's readings at one r with the truth there, its caveats, and r 0.1
-    r, truth, *reads, folder, profile, first_read, low, high, r_low, truth_low, lowest, highest = re.search(
+    r, truth, *reads, folder, profile, first_read, bpe_read, char_read, low, high, char_low, char_high, r_low, truth_low, lowest, highest = re.search(
         r"Placebo-aware at r (\d\.\d+), where the truth is (\d+) words, XLs on words, a BPE and characters \[read (\d+), (\d+) and (\d+)\]"
         r"\(results/recl/([\w-]+)/README\.md\), one training each, in a third run \(the grid changed after the first; `([\w-]+)` declared "
-        r"after the second, where the BPE and character XLs read (\d+)\); the BPE's interval \[(\d+), (\d+)\] excludes the truth, and at r "
+        r"after the second, where the BPE and character XLs read (\d+) with their far spans at one offset, (\d+) and (\d+) per block\); the BPE's and the character XL's intervals \(\[(\d+), (\d+)\] and "
+        r"\[(\d+), (\d+)\]\) exclude the truth, and at r "
         r"(\d\.\d+) \(truth (\d+)\) all read (\d+)-(\d+)\.", readme).groups()
     assert folder == longer and f"--profile {profile} tokenizers" in (ROOT / "results" / "recl" / longer / "README.md").read_text()
     readings, record = placebo_aware(longer, float(r))
     assert truths[float(r)] == truth and [readings[m] for m in MEMBERS_IN_WORDS] == reads
     assert "train_seed" not in record and not record["settings"].get("train_seeds")  # one training per member
-    assert {placebo_aware(first, float(r))[0][m] for m in MEMBERS_IN_WORDS[1:]} == {first_read}
-    bpe = placebo_interval(longer, "xl128m", float(r))
-    assert bpe == (int(low), int(high)) and not low <= truth <= high
+    # the first run's readings today (per block); the one-offset reading the profile was declared after, as its README says
+    assert [placebo_aware(first, float(r))[0][m] for m in MEMBERS_IN_WORDS[1:]] == [bpe_read, char_read]
+    assert f"declared after this run's first collection, when the BPE and character members both read {first_read}." in doc_text(
+        f"results/recl/{first}/README.md")
+    for member, bounds in (("xl128m", (low, high)), ("xl128m-shaw", (char_low, char_high))):
+        assert placebo_interval(longer, member, float(r)) == tuple(map(int, bounds)) and not int(bounds[0]) <= int(truth) <= int(bounds[1]), member
     at_low = [int(placebo_aware(longer, float(r_low))[0][m]) for m in MEMBERS_IN_WORDS]
     assert truths[float(r_low)] == truth_low and (min(at_low), max(at_low)) == (int(lowest), int(highest))
     # docs/recl.md: the truth, both runs' readings, their training steps, and r 0.1
     ideal, r_a, r_b = re.search(r"whose ideal model reads (\d+) words at r = (\d\.\d+) and (\d+)\)", docs).groups()
-    steps, word_level, six = re.search(r"At ([\d,]+) steps the word-level one reads (\d+) placebo-aware; the BPE and character ones, which copy "
-                                       r"poorly then, read (\d+)", docs).groups()
+    steps, word_level, *first_reads = re.search(r"At ([\d,]+) steps the word-level one reads (\d+) placebo-aware; the BPE and character ones, which "
+                                                r"copy poorly then, read (\d+) and (\d+) at r = (\d\.\d+) and (\d+) and (\d+) at r = (\d+),", docs).groups()
+    first_at = {float(first_reads[2]): first_reads[:2], float(first_reads[5]): first_reads[3:5]}
     longer_steps, eighteen, step_r_a, step_r_b = re.search(r"Trained ([\d,]+) steps, they read (\d+): all three within one grid step of the "
                                                            r"truth at r = (\d\.\d+) and (\d+)", docs).groups()
     r_docs_low, truth_docs_low, docs_lowest, docs_highest = re.search(r"At r = (\d\.\d+) \(truth (\d+)\) all three read (\d+) to (\d+)", docs).groups()
     step = record["grid"][1] - record["grid"][0]
     for at in (float(r_a), float(r_b)):
         assert truths[at] == ideal
-        assert (placebo_aware(first, at)[0]["xl151m"], {placebo_aware(first, at)[0][m] for m in MEMBERS_IN_WORDS[1:]}) == (word_level, {six})
+        assert (placebo_aware(first, at)[0]["xl151m"], [placebo_aware(first, at)[0][m] for m in MEMBERS_IN_WORDS[1:]]) == (word_level, first_at[at])
         assert {placebo_aware(longer, at)[0][m] for m in MEMBERS_IN_WORDS[1:]} == {eighteen}
         assert all(abs(int(placebo_aware(longer, at)[0][m]) - int(ideal)) <= step for m in MEMBERS_IN_WORDS)
     assert (r_a, r_b) == (step_r_a, step_r_b) and (r_docs_low, truth_docs_low, docs_lowest, docs_highest) == (r_low, truth_low, lowest, highest)
@@ -726,6 +745,15 @@ def test_the_synthetic_words_readmes_quote_their_files(run):
         for r, (label, bounds) in zip(rs, words_cell(aware)):
             committed = table.loc[(model, r)]
             assert label == str(int(committed.placebo_recl)) and bounds in (None, (int(committed.placebo_ci_low), int(committed.placebo_ci_high))), (model, r)
+    # the per-byte sentence: each member's 95% interval in bits per byte at the longest context (figure4-intervals.csv)
+    bands = pd.read_csv(ROOT / "results" / "recl" / folder / "figure4-intervals.csv")
+    longest = bands[bands.c == record["grid"][-1]].set_index("model")
+    quoted = re.search(r"Per byte, at (\d+) words, 95% block-bootstrap intervals over (\d+) blocks: the BPE member ([\d.]+)-([\d.]+) bits per byte, "
+                       r"the character one ([\d.]+)-([\d.]+), the word-level one ([\d.]+)-([\d.]+)\.", text)
+    assert quoted and int(quoted[1]) == record["grid"][-1] and int(quoted[2]) == record["settings"]["blocks"]
+    for model, (low, high) in zip(("xl128m", "xl128m-shaw", "xl151m"), zip(quoted.groups()[2::2], quoted.groups()[3::2])):
+        row = longest.loc[model]
+        assert (low, high) == (f"{np.log2(row.ppl_byte_low):.2f}", f"{np.log2(row.ppl_byte_high):.2f}"), model
 
 
 def _gpu_folders(card: str) -> list[Path]:

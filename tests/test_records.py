@@ -77,14 +77,16 @@ def test_the_wikitext_words_groups_documented_commands_find_their_committed_runs
     # a smaller sample estimates alike, and the subject here is which runs the plan names
     monkeypatch.setattr("txlab.data.textdata.ESTIMATE_CHARS", 1 << 14)
     for readme in sorted((ROOT / "results" / "recl").glob("recl-words-architectures-*/README.md")):
-        [command] = re.findall(r"^    txlab (--home \. recl --study studies/recl-words\.yaml .*)$", readme.read_text(), re.MULTILINE)
-        out = cli.ok(*command.split(), "--dry-run").output
-        assert f"group {readme.parent.name}:" in out
-        runs = re.findall(r"train .+? into results/models/(\S+) ", out)
-        committed = [run for run in runs if (ROOT / "results" / "models" / run / "config.yaml").is_file()]
-        # BPE members named after their tokenizers (the first group's, each seed's) are not the stand-ins'; the XL and
-        # the LSTM are found, once per training seed in the group over seeds
-        assert len(committed) == (4 if "longer" in readme.parent.name else 6 if "seeds" in readme.parent.name else 2), out
+        commands = re.findall(r"^    txlab (--home \. recl --study studies/recl-words\.yaml .*)$", readme.read_text(), re.MULTILINE)
+        assert commands, readme
+        for command in commands:  # the first collection's, and a collection again where there was one
+            out = cli.ok(*command.split(), "--dry-run").output
+            assert f"group {readme.parent.name}:" in out
+            runs = re.findall(r"train .+? into results/models/(\S+) ", out)
+            committed = [run for run in runs if (ROOT / "results" / "models" / run / "config.yaml").is_file()]
+            # BPE members named after their tokenizers (the first group's, each seed's) are not the stand-ins'; the XL and
+            # the LSTM are found, once per training seed in the group over seeds
+            assert len(committed) == (4 if "longer" in readme.parent.name else 6 if "seeds" in readme.parent.name else 2), out
 
 
 def test_a_checkpoint_records_its_text_in_the_home_as_its_config_yaml_does(tmp_path, monkeypatch):
