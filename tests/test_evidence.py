@@ -672,6 +672,29 @@ def words_cell(cell: str) -> list[tuple[str, tuple[int, int] | None]]:
     return [(m[1], (int(m[2]), int(m[3])) if m[2] else None) for m in parts]
 
 
+def test_the_families_notes_and_docs_quote_the_synthetic_group_as_made_again():
+    folder = ROOT / "results" / "recl" / "families-cpu-synthetic-small-short"
+    notes_raw, record = (folder / "notes.md").read_text(encoding="utf-8"), json.loads((folder / "recl.json").read_text())
+    notes = " ".join(notes_raw.split())
+    assert "placebo_offsets" in record  # made under per-block offsets, as the notes say
+    table = [line for line in (folder / "table8.md").read_text(encoding="utf-8").splitlines() if line.startswith("|")]
+    assert "\n".join(table) in notes_raw  # the notes' RECL table is the committed one, row for row
+    # the perplexities the notes quote from figure4.csv: the XL at the first and last contexts, each member's range
+    ppl = pd.read_csv(folder / "figure4.csv").pivot(index="c", columns="model", values="ppl")
+    xl, ideal = ppl["xl151m"], ppl["oracle (ground truth)"]
+    assert f"falling from {xl.iloc[0]:.1f} at {ppl.index[0]} tokens to {xl.iloc[-1]:.1f}" in notes
+    assert f"(the ideal model: {ideal.iloc[0]:.1f} to {ideal.iloc[-1]:.1f})" in notes
+    assert (f"stays at {ppl.gpt2.min():.1f}-{ppl.gpt2.max():.1f} and {ppl.llama.min():.1f}-{ppl.llama.max():.1f} from {ppl.index[0]} to "
+            f"{ppl.index[-1]} tokens") in notes
+    # docs/recl.md: the XL's placebo-aware reading at r 0.1 and its interval, and the truth it equals
+    reading, low, high = re.search(r"XL's placebo-aware RECL is (\d+) at r = 0\.1 \(the truth; interval \[(\d+), >= (\d+)\], one seed\)",
+                                   doc_text("docs/recl.md")).groups()
+    rows = pd.read_csv(folder / "table8.csv").set_index(["model", "r"])
+    xl_row, truth = rows.loc[("xl151m", 0.1)], rows.loc[("oracle (ground truth)", 0.1)]
+    assert (int(xl_row.placebo_recl), int(xl_row.placebo_ci_low), int(xl_row.placebo_ci_high)) == (int(reading), int(low), int(high))
+    assert int(truth.recl) == int(reading) and "train_seed" not in record
+
+
 WORDS_WIKITEXT = ("recl-words-architectures-cpu-wikitext-text-words-wikitext", "recl-words-architectures-cpu-wikitext-longer-text-words-wikitext")
 """The two committed runs on the WikiText sample in words, one training each (the second trains the BPE members 4x longer)."""
 
