@@ -6,6 +6,7 @@ import importlib.util
 import io
 import json
 import re
+import subprocess
 from dataclasses import asdict
 from pathlib import Path
 
@@ -521,6 +522,34 @@ PLACEBO_TABLES = sorted(str(p.parent.relative_to(ROOT / "results")) for p in (RO
 
 def test_every_recl_table_with_placebo_gains_is_found():
     assert len(PLACEBO_TABLES) == 33 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
+
+
+def test_the_placebo_rule_change_on_the_words_groups_is_its_tables_and_its_sentences():
+    # today's columns are the committed tables' (the one-offset columns come from git history, which a clone without it
+    # cannot read: checked where it can); every count the README and docs quote is the CSV's
+    script = committed_script("studies/placebo_rule_change.py")
+    folder = ROOT / "results" / "recl" / "placebo-rule-words-groups"
+    committed = pd.read_csv(folder / "readings.csv")
+    groups = list(dict.fromkeys(committed.group))
+    assert len(groups) == 4 and all("placebo_offsets" in json.loads((ROOT / "results" / "recl" / g / "recl.json").read_text()) for g in groups)
+    try:
+        made = script.readings("61577a7", groups)
+    except (subprocess.CalledProcessError, FileNotFoundError) as error:  # the commit, or git itself, is not in this clone
+        pytest.skip(f"the one-offset tables need the repository's history: {error}")
+    pd.testing.assert_frame_equal(made.reset_index(drop=True), committed, check_dtype=False)
+    moved = committed[committed.moved]
+    counts = {"moved": (len(moved), len(committed)), "moved_read": (int(moved.read.sum()), int(committed.read.sum())),
+              "old_holds": int(moved.one_offset_interval_holds_per_block.sum()), "new_holds": int(moved.per_block_interval_holds_one_offset.sum())}
+    readme = " ".join((folder / "README.md").read_text(encoding="utf-8").split())
+    assert f"{counts['moved'][0]} of {counts['moved'][1]} readings moved, {counts['moved_read'][0]} of {counts['moved_read'][1]} among the members read" in readme
+    assert f"{len(committed)} readings, {counts['moved_read'][1]} of them of members" in readme
+    widths = [(committed[f"{rule}_high"] - committed[f"{rule}_low"]).mean() for rule in ("one_offset", "per_block")]
+    assert f"{widths[0]:.1f} words on average with one offset, {widths[1]:.1f} per block" in readme
+    old_holds, new_holds = ({0: "never", 1: "once"}.get(n, f"{n} times") for n in (counts["old_holds"], counts["new_holds"]))
+    assert f"the one-offset interval held the new reading {old_holds}" in readme and f"interval held the old reading {new_holds}" in readme
+    assert (f"{counts['moved'][0]} of their {counts['moved'][1]} readings moved ({counts['moved_read'][0]} of the {counts['moved_read'][1]} of "
+            f"members read), and of those {counts['moved'][0]} the old interval held the new reading {old_holds}, "
+            f"the new interval the old reading {new_holds}") in doc_text("docs/recl.md")
 
 
 def test_the_docs_count_the_placebo_tables_each_rule_made():
