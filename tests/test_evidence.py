@@ -724,6 +724,35 @@ def test_the_families_notes_and_docs_quote_the_synthetic_group_as_made_again():
     assert int(truth.recl) == int(reading) and "train_seed" not in record
 
 
+def test_the_families_notes_on_tiny_shakespeare_quote_the_group_as_made_again():
+    folder = ROOT / "results" / "recl" / "families-cpu-tinyshakespeare"
+    notes_raw, record = (folder / "notes.md").read_text(encoding="utf-8"), json.loads((folder / "recl.json").read_text())
+    notes = " ".join(notes_raw.split())
+    assert "placebo_offsets" in record
+    table = [line for line in (folder / "table8.md").read_text(encoding="utf-8").splitlines() if line.startswith("|")]
+    assert "\n".join(table) in notes_raw
+    # the steps that beat their placebo by the threshold, and the largest margins of the members none of whose steps do
+    steps = pd.read_csv(folder / "placebo.csv").assign(margin=lambda s: s.gain - s.placebo_gain)
+    from txlab.analysis.recl import DEFAULT_THRESHOLD
+
+    beat = steps[steps.margin > DEFAULT_THRESHOLD]
+    assert len(beat) == 1 and f"Of the {len(steps) // len(record['settings']['rs'])} steps per r (`placebo.csv`), one beats" in notes
+    (row,) = beat.itertuples()
+    assert f"the {row.model.replace('xl151m', 'XL')}'s step {row.c} -> {row.c_next} at r = {row.r:g} (by {row.margin:.4f})" in notes
+    largest = steps.groupby("model").margin.max()
+    assert f"(their largest margins: {largest.gpt2:.4f} and {largest.llama:.4f})" in notes
+    # every member reads the grid's first value placebo-aware, and GPT-2's paper RECL runs off the grid at every r
+    rows = pd.read_csv(folder / "table8.csv")
+    assert set(rows.placebo_recl) == {record["grid"][0]} and set(rows[rows.model == "gpt2"].label) == {f">= {record['grid'][-1]}"}
+    assert "GPT-2's paper RECL runs off the grid (>= 240 at every r)" in notes and "all three read 20, the grid's first value, at every r" in notes
+    assert "a cpu GPT-2 on Tiny Shakespeare reads `>= 240` without, 20 with them" in doc_text("README.md")
+    # bits per character at the first and last contexts, from figure4.csv
+    bits = np.log2(pd.read_csv(folder / "figure4.csv").pivot(index="c", columns="model", values="ppl"))
+    assert (f"falls from {bits.xl151m.iloc[0]:.2f} bits per character at {bits.index[0]} characters to {bits.xl151m.iloc[-1]:.2f} at "
+            f"{bits.index[-1]}; the Llama's from {bits.llama.iloc[0]:.2f} to {bits.llama.iloc[-1]:.2f}, GPT-2's from {bits.gpt2.iloc[0]:.2f} to "
+            f"{bits.gpt2.iloc[-1]:.2f}") in notes
+
+
 WORDS_WIKITEXT = ("recl-words-architectures-cpu-wikitext-text-words-wikitext", "recl-words-architectures-cpu-wikitext-longer-text-words-wikitext")
 """The two committed runs on the WikiText sample in words, one training each (the second trains the BPE members 4x longer)."""
 
