@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from txlab.analysis.table8 import Interval, ReclEstimate, Table8Row, table8_markdown
-from txlab.drivers.recl.report import words_note
+from txlab.drivers.recl.report import table8_note, words_note
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "recl"
 GROUPS = sorted(path.parent.name for path in RESULTS.glob("*/recl.json"))
@@ -60,6 +60,9 @@ def test_the_committed_tables_of_a_group_are_what_its_recl_json_rows_give(group)
     rows = [Table8Row.from_record(row) for row in record["rows"]]
     assert [list(row.record().items()) for row in rows] == [list(row.items()) for row in record["rows"]]  # keys in order too
     assert pd.DataFrame.from_records([row.record() for row in rows]).to_csv(index=False) == (folder / "table8.csv").read_text(encoding="utf-8")
-    note = "\n" + record["placebo_aware"] + "\n" if "placebo_aware" in record else ""  # added afterwards by a script beside them
-    note += words_note(record["words"]) if "words" in record else ""  # a group in words: its coverage
+    if "size" in record:  # written by today's `txlab recl`: the note it writes from the record
+        note = table8_note(record)
+    else:  # an older record: its coverage in words, and a note a script beside it added afterwards
+        note = "\n" + record["placebo_aware"] + "\n" if "placebo_aware" in record else ""
+        note += words_note(record["words"]) if "words" in record else ""
     assert table8_markdown(rows) + note == (folder / "table8.md").read_text(encoding="utf-8")

@@ -141,6 +141,16 @@ def words_note(words: dict[str, Any]) -> str:
             + (f" Contexts longer than a member's window, read as its nearest tokens: {', '.join(cut)}." if cut else "") + "\n")
 
 
+def table8_note(record: dict[str, Any]) -> str:
+    """The paragraphs under a group's Table 8, from what its recl.json holds (:meth:`GroupResult.record`): how to read a
+    RECL (relative to the group), the unigram check, and where there are, the words, the stride and the contexts read
+    past a member's trained positions."""
+    unigram, words, strided = record.get("unigram"), record.get("words"), record.get("strided")
+    return (f"\n{table8.RELATIVE_NOTE}\n" + ("" if unigram is None else table8.UnigramCheck.from_record(unigram).note())
+            + ("" if words is None else words_note(words)) + ("" if strided is None else strided_note(strided))
+            + extrapolation_note(record.get("extrapolation", {}), record["settings"]["unit"]))
+
+
 SEED_SUMMARY = "table8-seeds"
 """The stem of a group's RECL over its training seeds (.csv, .md, .json), beside the seeds' folders seed-<s>/."""
 

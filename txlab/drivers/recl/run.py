@@ -26,8 +26,8 @@ from txlab.data.corpus import Corpus
 from txlab.data.synthetic import VARIANTS as SYNTHETIC
 from txlab.drivers.recl.groups import Group, Member, group_data, member_overrides, resolve_groups, size_label
 from txlab.drivers.recl.plan import extrapolation, plan_groups
-from txlab.drivers.recl.report import (FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, extrapolation_note, seeds_figure, strided_note,
-                                       strided_record, word_record, words_note)
+from txlab.drivers.recl.report import (FIGURE3_R, SEED_SUMMARY, GroupResult, SeedsResult, draw_figures, seeds_figure, strided_record, table8_note,
+                                       word_record)
 from txlab.drivers.recl.settings import ReclSettings
 from txlab.drivers.recl.sources import Source, group_source
 from txlab.errors import TxlabError
@@ -241,9 +241,14 @@ def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Pat
     from txlab.analysis import recl_figures
 
     table_dir, figure_dir = Path(out_dir) / group.folder(train_seed), Path(fig_dir) / group.folder(train_seed)
-    strided = strided_record(collection)
-    note = (f"\n{table8.RELATIVE_NOTE}\n" + ("" if unigram is None else unigram.note()) + ("" if words is None else words_note(word_record(words)))
-            + ("" if strided is None else strided_note(strided)) + extrapolation_note(beyond, source.unit))
+    settings_file = table_dir / "recl.json"
+    result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
+                         source.record_fields(), rows, "", [], train_seed, None if words is None else word_record(words), corpus=source.name,
+                         model_order=list(group.model_order), strided=strided_record(collection),
+                         unigram=None if unigram is None else unigram.record(), size=size_label(members), extrapolation=beyond,
+                         placebo_offsets=None if losses.placebo is None else [int(o) for o in tables[0].meta["placebo_offsets"]])
+    record = result.record()
+    note = table8_note(record)
     files = table8.write_table8(rows, table_dir / "table8", note)
     reference = {} if oracle is None else {ORACLE: np.exp(oracle.mean(axis=1))}
     intervals = None
@@ -256,15 +261,9 @@ def run_group(group: Group, train_seed: int | None, source: Source, out_dir: Pat
                                                byte_intervals=None if scores.byte_intervals is None else dict(zip(labels, scores.byte_intervals)))
     if settings.export_losses:
         files += export_losses(losses, labels, oracle, source, table_dir)
-    settings_file = table_dir / "recl.json"
-    result = GroupResult(group.name, group.members, [str(m.run_dir) for m in members], settings, list(grid), int(len(losses.targets)),
-                         source.record_fields(), rows, table8.table8_markdown(rows) + note, [settings_file, *files], train_seed,
-                         None if words is None else word_record(words), corpus=source.name, model_order=list(group.model_order), strided=strided,
-                         unigram=None if unigram is None else unigram.record(), size=size_label(members), extrapolation=beyond,
-                         placebo_offsets=None if losses.placebo is None else [int(o) for o in tables[0].meta["placebo_offsets"]])
-    files += draw_figures(table_dir, figure_dir, result.record(), char_level=source.char_level)
-    write_text_atomic(settings_file, json.dumps(result.record(), indent=1) + "\n")
-    return replace(result, files=[settings_file, *files])
+    files += draw_figures(table_dir, figure_dir, record, char_level=source.char_level)
+    write_text_atomic(settings_file, json.dumps(record, indent=1) + "\n")
+    return replace(result, markdown=table8.table8_markdown(rows) + note, files=[settings_file, *files])
 
 
 def run_seeds(group: Group, source: Source, out_dir: Path, fig_dir: Path, echo: Callable[[str], None], progress: bool) -> SeedsResult:
