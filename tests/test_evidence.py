@@ -753,6 +753,16 @@ def test_the_families_notes_on_tiny_shakespeare_quote_the_group_as_made_again():
             f"{bits.gpt2.iloc[-1]:.2f}") in notes
 
 
+def test_every_committed_group_in_words_has_its_per_byte_band():
+    # Figure 4's per-byte panel, the one on which tokenizers compare, draws its band from these columns
+    records = [path for path in (ROOT / "results" / "recl").glob("**/recl.json") if json.loads(path.read_text()).get("unit") == "word"]
+    assert len(records) == 10
+    for record in records:
+        bands = pd.read_csv(record.parent / "figure4-intervals.csv")
+        assert {"ppl_byte_low", "ppl_byte_high"} <= set(bands.columns) and bands[["ppl_byte_low", "ppl_byte_high"]].notna().all().all(), record.parent
+        assert (bands.ppl_byte_low <= bands.ppl_byte_high).all(), record.parent
+
+
 WORDS_WIKITEXT = ("recl-words-architectures-cpu-wikitext-text-words-wikitext", "recl-words-architectures-cpu-wikitext-longer-text-words-wikitext")
 """The two committed runs on the WikiText sample in words, one training each (the second trains the BPE members 4x longer)."""
 
