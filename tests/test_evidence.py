@@ -763,6 +763,22 @@ def test_every_committed_group_in_words_has_its_per_byte_band():
         assert (bands.ppl_byte_low <= bands.ppl_byte_high).all(), record.parent
 
 
+def test_the_benchmarks_page_quotes_the_medians_over_separate_processes():
+    results = (ROOT / "results" / "bench" / "authors-separate-processes-cpu.md").read_text(encoding="utf-8")
+    # every process's table: the speedup column per (config, mode); the medians table must be their medians
+    processes = [dict(((c, m), float(s)) for c, m, s in re.findall(r"^\| (tiny|small) \| (\w+) \| [^|]+ \|[^|]+\|[^|]+\| ([\d.]+)x \|", part, re.M))
+                 for part in results.split("## Process ")[1:]]
+    assert len(processes) == 3
+    medians = {(c, m): (s, float(med)) for c, m, s, med in re.findall(r"^\| (tiny|small) \| (\w+) \| ([\d.x /]+) \| ([\d.]+)x \|", results, re.M)}
+    assert set(medians) == set(processes[0])
+    for key, (each, median) in medians.items():
+        assert each == " / ".join(f"{p[key]:.2f}x" for p in processes) and median == round(float(np.median([p[key] for p in processes])), 2), key
+    docs = doc_text("docs/benchmarks.md")
+    tiny, small = (re.search(rf"{shape} ([\d.]+)x(?: in training)?, ([\d.]+)x and ([\d.]+)x", docs).groups() for shape in ("tiny", "small"))
+    for shape, quoted in (("tiny", tiny), ("small", small)):
+        assert [float(q) for q in quoted] == [medians[(shape, mode)][1] for mode in ("train", "eval_mem128", "eval_mem512")], shape
+
+
 WORDS_WIKITEXT = ("recl-words-architectures-cpu-wikitext-text-words-wikitext", "recl-words-architectures-cpu-wikitext-longer-text-words-wikitext")
 """The two committed runs on the WikiText sample in words, one training each (the second trains the BPE members 4x longer)."""
 
