@@ -165,3 +165,22 @@ def test_plain_softmax_nll_goes_through_the_fused_loss_and_matches_log_prob():
     torch.testing.assert_close(crit.nll(hidden, target), expected, rtol=0, atol=1e-12)
     expected_grad = torch.autograd.grad(expected.sum(), hidden)[0]
     torch.testing.assert_close(torch.autograd.grad(crit.nll(hidden, target).sum(), hidden)[0], expected_grad, rtol=0, atol=1e-12)
+
+
+def test_without_gradients_the_logits_reuse_one_kept_tensor_and_give_the_same_losses_bit_for_bit():
+    torch.manual_seed(0)
+    softmax = AdaptiveLogSoftmax(n_token=300, d_embed=16, d_proj=16, cutoffs=[])
+    hidden, target = torch.randn(200, 16), torch.randint(0, 300, (200,))
+    with torch.enable_grad():
+        fresh = softmax.nll(hidden, target).detach()  # with gradients: a fresh tensor, saved for the backward pass
+        assert softmax.logits_scratch(200, hidden) is None
+    with torch.no_grad():
+        kept = softmax.logits_scratch(200, hidden)
+        assert torch.equal(softmax.nll(hidden, target), fresh)  # the same products, so the same numbers
+        assert softmax.logits_scratch(200, hidden) is kept  # kept from one call to the next
+        assert softmax.logits_scratch(150, hidden) is not kept and softmax.logits_scratch(150, hidden.double()).dtype == torch.float64
+        assert torch.equal(softmax.nll(hidden[:150], target[:150]), fresh[:150])
+    with torch.inference_mode():  # a tensor made outside inference mode cannot be written inside it, nor the other way round
+        assert torch.equal(softmax.nll(hidden, target), fresh)
+    with torch.no_grad():
+        assert torch.equal(softmax.nll(hidden, target), fresh)

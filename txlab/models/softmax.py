@@ -119,6 +119,14 @@ _LOSS_ROWS_PER_BLOCK = 128
 fresh mapping whose pages fault in every step."""
 
 
+def _log_probs_in(logits: torch.Tensor) -> torch.Tensor:
+    """``logits`` [N, V] turned into log-probabilities in place, :data:`_LOSS_ROWS_PER_BLOCK` rows at a time."""
+    for start in range(0, logits.size(0), _LOSS_ROWS_PER_BLOCK):
+        block = logits[start : start + _LOSS_ROWS_PER_BLOCK]
+        block.copy_(F.log_softmax(block, dim=-1))
+    return logits
+
+
 class _LinearNLL(torch.autograd.Function):
     """-log_softmax(hidden @ weight.T + bias)[target] per row, with a fused backward.
 
@@ -131,10 +139,7 @@ class _LinearNLL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor) -> torch.Tensor:
-        log_probs = F.linear(hidden, weight, bias)  # [N, V] logits for now
-        for start in range(0, log_probs.size(0), _LOSS_ROWS_PER_BLOCK):
-            block = log_probs[start : start + _LOSS_ROWS_PER_BLOCK]
-            block.copy_(F.log_softmax(block, dim=-1))
+        log_probs = _log_probs_in(F.linear(hidden, weight, bias))  # [N, V]
         ctx.save_for_backward(hidden, weight, log_probs, target)
         ctx.has_bias = bias is not None
         ctx.consumed = False
@@ -156,13 +161,19 @@ class _LinearNLL(torch.autograd.Function):
         return grad_hidden, grad_weight, grad_bias, None
 
 
-def linear_nll(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor) -> torch.Tensor:
+def linear_nll(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
+               scratch: torch.Tensor | None = None) -> torch.Tensor:
     """-log_softmax(F.linear(hidden, weight, bias))[target] for hidden [N, d], target [N] -> [N]: the loss of a
     plain softmax layer without the [N, V] temporaries of composing it (:class:`_LinearNLL`). In fp32 and fp64;
     lower precisions, and mixed precision (autocast, whose logits come out in bf16 or fp16), go through
-    :func:`_log_softmax`, which takes the log-sum-exp in fp32."""
+    :func:`_log_softmax`, which takes the log-sum-exp in fp32. ``scratch`` [N, V], of the hidden states' dtype:
+    where the logits are computed without gradients (the same products, so the same numbers), instead of a fresh
+    tensor (:meth:`AdaptiveLogSoftmax.logits_scratch` says why)."""
     if hidden.dtype not in (torch.float32, torch.float64) or torch.is_autocast_enabled(hidden.device.type):
         return -_log_softmax(F.linear(hidden, weight, bias)).gather(1, target.unsqueeze(1)).squeeze(1)
+    if scratch is not None and not torch.is_grad_enabled():
+        logits = torch.mm(hidden, weight.t(), out=scratch) if bias is None else torch.addmm(bias, hidden, weight.t(), out=scratch)
+        return -_log_probs_in(logits).gather(1, target.unsqueeze(1)).squeeze(1)
     return _LinearNLL.apply(hidden, weight, bias, target)
 
 
@@ -213,6 +224,7 @@ class AdaptiveLogSoftmax(nn.Module):
         self.n_token = n_token
         self.bounds = cluster_bounds(n_token, cutoffs)
         self.n_tail = len(cutoffs)
+        self._logits_scratch: torch.Tensor | None = None  # logits_scratch's tensor, not part of the model's state
         dims = cluster_dims(d_embed, len(self.bounds) - 1, div_val)
         self.out_layers = nn.ModuleList(nn.Linear(d, hi - lo) for lo, hi, d in zip(self.bounds, self.bounds[1:], dims))
         self.out_projs = _projections(dims, d_proj, full_width_proj, shared=False)
@@ -247,6 +259,19 @@ class AdaptiveLogSoftmax(nn.Module):
             return F.linear(h, weight, bias)  # [N, c_1 + n_tail]
         return F.linear(h, layer.weight, layer.bias)  # [N, cluster size]
 
+    def logits_scratch(self, rows: int, like: torch.Tensor) -> torch.Tensor | None:
+        """A [rows, V] tensor of ``like``'s dtype that the logits of a call without gradients on the CPU are computed
+        in, kept from one call to the next; None elsewhere. A fresh tensor that large (40 MB for 1,024 rows of 10k
+        words) is a new memory mapping on the CPU whose pages fault in on every call: on the small bench shape that
+        was a third of the output layer's time in evaluation. With gradients the logits are saved for the backward
+        pass and cannot be shared; CUDA's allocator already reuses its blocks."""
+        if torch.is_grad_enabled() or like.device.type != "cpu":
+            return None
+        shape, kept = (rows, self.out_layers[0].out_features), self._logits_scratch
+        if kept is None or kept.shape != shape or kept.dtype != like.dtype or kept.is_inference() != torch.is_inference_mode_enabled():
+            kept = self._logits_scratch = torch.empty(shape, dtype=like.dtype)
+        return kept
+
     def nll(self, hidden: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """-log P(target | hidden) for each row, in the order of ``target``; only needed logits are computed."""
         # An id outside every cluster would be scored by no cluster and keep whatever the output buffer held.
@@ -256,7 +281,7 @@ class AdaptiveLogSoftmax(nn.Module):
         if not self.n_tail:
             proj, layer = self.out_projs[0], self.out_layers[0]
             h = hidden if proj is None else F.linear(hidden, proj.t())  # [N, d_0]
-            return linear_nll(h, layer.weight, layer.bias, target)
+            return linear_nll(h, layer.weight, layer.bias, target, self.logits_scratch(h.size(0), h))
         head_lp = _log_softmax(self._cluster_logits(0, hidden))  # [N, c_1 + n_tail]
         out = torch.empty(target.shape, dtype=head_lp.dtype, device=target.device)
         for i, (lo, hi) in enumerate(zip(self.bounds, self.bounds[1:])):
