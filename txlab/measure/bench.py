@@ -189,7 +189,9 @@ def training_workload(cfg: ModelConfig, tokens: torch.Tensor, precision: str = "
                     f"seg {seg_len} mem {seg_len}", min_warmup=1)  # one step fills the memory
 
 
-def _evaluate(cfg: ModelConfig, tokens: torch.Tensor, mem_len: int, cached: bool) -> Workload:
+def evaluation_workload(cfg: ModelConfig, tokens: torch.Tensor, mem_len: int, cached: bool) -> Workload:
+    """One evaluation call as the ``eval_mem<M>`` rows time it: the model built from ``cfg`` (under the caller's seed) reads ``tokens``
+    [B, seg_len + 1] after a memory of ``mem_len``, with the cached evaluation state or (``cached`` False) without."""
     batch_size, seg_len = tokens.size(0), tokens.size(1) - 1
     cfg = replace(cfg, tgt_len=seg_len, mem_len=mem_len)
     model = build_model(cfg).eval()
@@ -311,7 +313,7 @@ def bench_model(
                 if mode == "train":
                     work = training_workload(replace(cfg, dropout=0.1), tokens)
                 elif match.group(2):
-                    work = _evaluate(cfg, tokens, int(match.group(2)), cached=not match.group(3))
+                    work = evaluation_workload(cfg, tokens, int(match.group(2)), cached=not match.group(3))
                 elif match.group(5):
                     work = _generate(cfg, int(match.group(5)), cached=not match.group(6))
                 else:
