@@ -62,6 +62,7 @@ def test_the_separate_processes_benchmark_takes_each_rows_median_over_the_proces
     assert "| small | train | 3.800x / 4.600x / 3.992x | 3.992x | met |" in text and "## Process 3\n\ntable 3" in text
 
 
+@pytest.mark.slow  # 10 s: the small shape and a ceiling measurement
 def test_the_kept_logits_benchmark_runs_both_ways():
     result = _script("logits_scratch").main(["--runs", "2", "--rounds", "1"])
     assert len(result["speedups"]) == 2 and all(s > 0 for s in result["speedups"]) and result["ceiling_gflops"] > 0
