@@ -262,9 +262,9 @@ class AdaptiveLogSoftmax(nn.Module):
     def logits_scratch(self, rows: int, like: torch.Tensor) -> torch.Tensor | None:
         """A [rows, V] tensor of ``like``'s dtype that the logits of a call without gradients on the CPU are computed
         in, kept from one call to the next; None elsewhere. A fresh tensor that large (40 MB for 1,024 rows of 10k
-        words) is a new memory mapping on the CPU whose pages fault in on every call: on the small bench shape that
-        was a third of the output layer's time in evaluation. With gradients the logits are saved for the backward
-        pass and cannot be shared; CUDA's allocator already reuses its blocks."""
+        words) is a new memory mapping on the CPU whose pages fault in on every call (the small evaluation step gains
+        1.04-1.10x, results/bench/logits-scratch-cpu.md). With gradients the logits are saved for the backward pass
+        and cannot be shared; CUDA's allocator already reuses its blocks."""
         if torch.is_grad_enabled() or like.device.type != "cpu":
             return None
         shape, kept = (rows, self.out_layers[0].out_features), self._logits_scratch
