@@ -66,27 +66,3 @@ def test_the_separate_processes_benchmark_takes_each_rows_median_over_the_proces
 def test_the_kept_logits_benchmark_runs_both_ways():
     result = _script("logits_scratch").main(["--runs", "2", "--rounds", "1"])
     assert len(result["speedups"]) == 2 and all(s > 0 for s in result["speedups"]) and result["ceiling_gflops"] > 0
-
-
-def test_the_position_scores_reference_is_todays_attention_by_another_way():
-    import torch
-
-    from txlab.config import ModelConfig
-    from txlab.measure.bench import BENCH_CONFIGS
-    from txlab.models.attention import attention_mask
-    from txlab.models.kernels import attend_relative, matmul_shared_keys
-
-    script = _script("position_scores")
-    generator = torch.Generator().manual_seed(0)
-    batch, n_head, n_query, n_memory, d_head = 3, 2, 5, 4, 8
-    n_keys = n_memory + n_query
-    q, position_keys = torch.randn(batch, n_head, n_query, d_head, generator=generator), torch.randn(n_head, d_head, n_keys + 1, generator=generator)
-    keys, values = (torch.randn(batch, n_head, n_keys, d_head, generator=generator) for _ in range(2))
-    ours, theirs = matmul_shared_keys(q, position_keys), script.per_row_position_scores(q, position_keys)
-    assert ours.shape == theirs.shape == (batch, n_head, n_query, n_keys + 1) and torch.allclose(ours, theirs, rtol=0, atol=1e-6)
-    mask = attention_mask(n_query, n_memory, 0, q.dtype)
-    out = attend_relative(q, keys, values, ours, mask, 0.3)
-    assert torch.allclose(out, script.per_row_attend_relative(q, keys, values, theirs, mask, 0.3), rtol=0, atol=1e-6)
-    cfg = ModelConfig(**BENCH_CONFIGS["tiny"])
-    tokens = torch.randint(0, cfg.n_token, (2, 17), generator=generator)
-    assert script.loss_difference(cfg, tokens, 16) < 1e-6

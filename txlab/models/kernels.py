@@ -115,39 +115,37 @@ def choose_kernel(setting: str, *, relative: bool, gradients: bool, dropatt: flo
 
 
 def matmul_shared_keys(q: torch.Tensor, position_keys: torch.Tensor) -> torch.Tensor:
-    """q [B, H, T, Dh] times position keys [H, Dh, K+1] shared by every batch row: a new tensor [B, H, T, K+1],
-    laid out head-major (a transposed view of [H, B, T, K+1]; each query's row of K+1 scores stays contiguous).
+    """q [B, H, T, Dh] times position keys [H, Dh, K+1] shared by every batch row: a new tensor [B, H, T, K+1].
 
-    One product per head over all B*T queries of the batch: ``torch.matmul`` would broadcast the keys by
-    materialising a copy of them for each batch row, and one product per batch row (T queries each) ran at half
-    the rate of the content product at the bench's small shape (results/bench/position-scores-cpu.md).
+    One matrix product per batch row: ``torch.matmul`` would broadcast the keys by materialising a
+    copy of them for each row.
     """
-    batch, n_head, n_query, d_head = q.shape
+    batch, n_head, n_query, _ = q.shape
+    out = q.new_empty(batch, n_head, n_query, position_keys.size(-1))
     position_keys = position_keys.to(q.dtype)  # they may differ under autocast, which leaves a product written into out= alone
-    q = q.transpose(0, 1).reshape(n_head, batch * n_query, d_head)  # [H, B*T, Dh]
-    out = torch.bmm(q, position_keys)  # [H, B*T, K+1]
-    return out.view(n_head, batch, n_query, -1).transpose(0, 1)  # [B, H, T, K+1], head-major
+    for b in range(batch):
+        torch.bmm(q[b], position_keys, out=out[b])
+    return out
 
 
 def attend_relative(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, by_distance: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
     """Inference attention with relative position scores: q [B, H, T, Dh], keys, values [B, H, K, Dh],
-    ``by_distance`` [B, H, T, K+1] the (scaled) position scores by distance (any layout whose rows are contiguous,
-    as :func:`matmul_shared_keys` gives them), and the mask [T, K] -> [B, H, T, Dh].
+    ``by_distance`` [B, H, T, K+1] the (scaled) position scores by distance, and the mask [T, K] -> [B, H, T, Dh].
 
-    One pass reads the relative-shifted position scores (a strided view) and adds the mask into a new contiguous
-    scores tensor; the content product then accumulates into it in place (``baddbmm_`` with beta = 1), then softmax
-    and the product with the values. No separate bias tensor is built, and on CPU this is faster than the fused
-    kernel given that bias (measured at the speed table's shape: 1.2-1.4x). The product accumulates into a
-    contiguous tensor: PyTorch runs an in-place ``baddbmm_`` into a non-contiguous output as one small product per
-    head (docs/performance.md).
+    The content scores and the relative-shifted position scores are summed by one batched product with
+    beta = 1 (``baddbmm`` reading the shift as a strided view), the mask added in place, then softmax and
+    the product with the values: no separate [B, H, T, K] bias tensor is built, and on CPU this is faster
+    than the fused kernel given that bias (measured at the speed table's shape: 1.2-1.4x). The product
+    writes a fresh tensor rather than accumulating into the strided view: PyTorch runs an in-place
+    ``baddbmm_`` into a non-contiguous output as one small product per head, which at 2 threads was
+    1.02-1.15x slower on an idle machine and 2.4x slower on a busy one (docs/performance.md).
     """
     batch, n_head, n_query, d_head = q.shape
     n_keys = keys.size(2)
-    scores = q.new_empty(batch, n_head, n_query, n_keys)
-    torch.add(rel_shift(by_distance), mask, out=scores)  # [B, H, T, K]: the shifted view read once, in any layout
-    scores = scores.view(batch * n_head, n_query, n_keys)  # [B*H, T, K]
+    shifted = rel_shift(by_distance).reshape(batch * n_head, n_query, n_keys)  # [B*H, T, K], a view of by_distance
     q = q.reshape(batch * n_head, n_query, d_head)  # [B*H, T, Dh]
     keys = keys.reshape(batch * n_head, n_keys, d_head)  # [B*H, K, Dh]
-    scores.baddbmm_(q, keys.transpose(1, 2), alpha=scale)  # += scale * [B*H, T, Dh] @ [B*H, Dh, K]
+    scores = torch.baddbmm(shifted, q, keys.transpose(1, 2), alpha=scale)  # shifted + scale * [B*H, T, Dh] @ [B*H, Dh, K]
+    scores.add_(mask)
     out = torch.bmm(scores.softmax(-1), values.reshape(batch * n_head, n_keys, d_head))  # values [B*H, K, Dh]; out [B*H, T, Dh]
     return out.view(batch, n_head, n_query, d_head)  # [B, H, T, Dh]
