@@ -223,6 +223,15 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     assert (int(rnn_low), int(rnn_high)) == (min(rnn_long), max(rnn_long))
     bounds = [interval(cell) for model in ("qrnn", "lstm") for cell in cells[model]]
     assert (int(rnn_lowest), int(rnn_highest)) == (min(b[0] for b in bounds), max(b[1] for b in bounds))
+    # the same recipes trained again, far spans per target block: the XL's readings with intervals, the RNNs' range
+    *xl_again, again_low, again_high, again_lowest, again_highest = quote(
+        r"trained again and read with far spans per target block \(`--profile cpu-recall-long-again`\), the XL reads (\d+ \[\d+, \d+\]), "
+        r"(\d+ \[\d+, \d+\]) and (\d+ \[\d+, \d+\]), the RNNs' (\d+)-(\d+) \(intervals within (\d+)-(\d+)\)")
+    cells = seed_cells("table8-xl-rnn-cpu-recall-long-again-recall-small")
+    assert xl_again == cells["xl151m"]
+    rnn_cells = [cell for model in ("qrnn", "lstm") for cell in cells[model]]
+    assert (int(again_low), int(again_high)) == (min(int(c.split(" [")[0]) for c in rnn_cells), max(int(c.split(" [")[0]) for c in rnn_cells))
+    assert (int(again_lowest), int(again_highest)) == (min(interval(c)[0] for c in rnn_cells), max(interval(c)[1] for c in rnn_cells))
     # the latches corpus: the RNNs' placebo-aware range over seeds and r (none censored), their intervals', and no seed and r
     # with them two grid steps apart
     latches_seeds, latches_low, latches_high, latches_lowest, latches_highest = quote(
@@ -521,7 +530,7 @@ PLACEBO_TABLES = sorted(str(p.parent.relative_to(ROOT / "results")) for p in (RO
 
 
 def test_every_recl_table_with_placebo_gains_is_found():
-    assert len(PLACEBO_TABLES) == 33 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
+    assert len(PLACEBO_TABLES) == 36 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
 
 
 def test_the_placebo_rule_change_on_the_words_groups_is_its_tables_and_its_sentences():
@@ -1238,6 +1247,16 @@ def test_every_number_of_a_multi_seed_recl_readme_is_read_against_its_files_and_
             before = pd.read_csv(io.StringIO(git("show", f"{written}^:{old}/table8.csv")))
             before["model"] = before["model"].str.removesuffix(f"-cpu-{settings['data']}")
             pd.testing.assert_frame_equal(before, pd.read_csv(path / f"seed-{seed}" / "table8.csv"))
+    if folder == AGAIN:  # trained again: its runs' learning and the first draw it is compared with
+        for sentence in trained_again_sentences()["readme"]:
+            readme.quote(re.escape(sentence))
+        assert readme.quote(r"`([\w-]+)/` is the first draw, read with one offset") == (FIRST_DRAW,)
+        (code,) = readme.quote(r"by the code of commit ([0-9a-f]{7}),")
+        if has_history():
+            assert is_ancestor(code, written) and not git("diff", code, written, "--", "txlab")  # the tables' code is the commit's
+        (declared,) = readme.quote(r"declared at commit ([0-9a-f]{7}) before its runs")
+        if has_history():
+            assert "cpu-recall-long-again:" in git("show", f"{declared}:{study}") and is_ancestor(declared, written)
     readme.assert_every_number_read(data_files(path, path.glob("seed-*/*")))
 
 
@@ -1424,3 +1443,93 @@ def test_a_placebo_redraws_summary_is_its_table_at_the_offsets_its_rule_draws(fo
         pairs = part.covered_pairs.str.split("/", expand=True).astype(int)
         assert (int(pairs[0].sum()), int(pairs[1].sum())) in quoted, rule
         assert f"{int(part.moved.sum())} of" in readme, rule
+
+
+AGAIN, FIRST_DRAW = "table8-xl-rnn-cpu-recall-long-again-recall-small", "table8-xl-rnn-cpu-recall-long-recall-small"
+"""Table 8's first group on recall-small trained again (new draws) and read with far spans per block, and its first draw."""
+
+
+def trained_again_sentences() -> dict[str, list[str]]:
+    """What the README of ``AGAIN``, docs/cpu-evidence.md and docs/recl.md must say, built from the committed files: the
+    runs' learning, the readings with their intervals, and what moved from the first draw."""
+    folder = ROOT / "results" / "recl" / AGAIN
+    beyond = [copies_beyond(r, 137).model for r in recall_family_runs("xl151m", "models-recall-cpu-again")]
+    [attempt] = [a for d in sorted((ROOT / "results" / "models-recall-cpu-again").glob("xl151m-*")) for a in read_restarts(d)]
+    latch = {run: {f"{RoleLosses.from_record(r['roles']['latch_emission']).model:.2f}" for r in recall_family_runs(run, "models-recall-cpu-again")}
+             for run in ("qrnn", "lstm-2x320")}
+    ideal = {f"{RoleLosses.from_record(r['roles']['latch_emission']).ideal_with:.2f}" for r in recall_family_runs("qrnn", "models-recall-cpu-again")}
+    assert len(beyond) == 3 and attempt["step"] == 2500 and len(latch["qrnn"]) == len(latch["lstm-2x320"]) == len(ideal) == 1
+    cells, old_cells = seed_cells(AGAIN), seed_cells(FIRST_DRAW)
+    rnn_cells = [cell for model in ("qrnn", "lstm") for cell in cells[model]]
+    readings = [int(c.split(" [")[0]) for c in rnn_cells]
+
+    def placebo_aware(group: str) -> pd.DataFrame:
+        table = pd.read_csv(ROOT / "results" / "recl" / group / "table8-seeds.csv")
+        return table[table["estimate"] == "placebo-aware"].set_index(["model", "r"])
+
+    new, old = placebo_aware(AGAIN), placebo_aware(FIRST_DRAW)
+    cell = lambda t, m, r, s: int(t.loc[(m, r), f"recl_seed_{s}"])  # noqa: E731
+    seeds, rs, members = range(3), (0.1, 0.5, 1.0), ("xl151m", "qrnn", "lstm")
+    above = [sum(cell(new, "xl151m", r, s) > max(cell(new, m, r, s) for m in ("qrnn", "lstm")) for s in seeds) for r in rs]
+    assert above == [3, 3, 2]
+    tie = [s for s in seeds if cell(new, "xl151m", 1.0, s) == cell(new, "lstm", 1.0, s)]
+    apart = [s for s in seeds if interval(cells["xl151m"][s])[0] > max(interval(cells[m][s])[1] for m in ("qrnn", "lstm"))]
+    old_apart = [s for s in seeds if interval(old_cells["xl151m"][s])[0] > max(interval(old_cells[m][s])[1] for m in ("qrnn", "lstm"))]
+    keys = [(m, r, s) for m in members for r in rs for s in seeds]
+    same = sum(cell(new, *k) == cell(old, *k) for k in keys)
+    moved = {m: sum(cell(new, *k) != cell(old, *k) for k in keys if k[0] == m) for m in members}
+    xl = lambda t, r: ", ".join(str(cell(t, "xl151m", r, s)) for s in seeds)  # noqa: E731
+    moved_01 = [s for s in seeds if cell(new, "xl151m", 0.1, s) != cell(old, "xl151m", 0.1, s)]
+    assert len(moved_01) == 1 and all(cell(new, "xl151m", r, s) != cell(old, "xl151m", r, s) for r in (0.5, 1.0) for s in seeds)
+    assert {cell(old, "xl151m", 0.1, s) for s in seeds} == {cell(old, "xl151m", 0.1, moved_01[0])}
+    old_rnn = [c for m in ("qrnn", "lstm") for c in old_cells[m]]
+    lstm_moves = {(cell(old, "lstm", r, s), cell(new, "lstm", r, s)) for r in rs for s in seeds if cell(new, "lstm", r, s) != cell(old, "lstm", r, s)}
+    (lstm_from, lstm_to), = lstm_moves
+    s0 = moved_01[0]
+    readme = [
+        f"recalls beyond its training segment at {min(beyond):.2f}-{max(beyond):.2f} nats in 3 seeds of 3 (seed {attempt['seed']} after one "
+        f"restart: {attempt['value']:.2f} nats at step 2,500)",
+        f"latch emissions read {latch['qrnn'].pop()} and {latch['lstm-2x320'].pop()} against the ideal's {ideal.pop()}, in every seed",
+        f"the XL reads {cells['xl151m'][0]}, {cells['xl151m'][1]} and {cells['xl151m'][2]}; the RNNs {min(readings)}-{max(readings)}, with "
+        f"intervals within {min(interval(c)[0] for c in rnn_cells)}-{max(interval(c)[1] for c in rnn_cells)}",
+        f"The XL reads above both RNNs in every seed at r = 0.1 and 0.5, and in 2 of 3 at r = 1 (seed {tie[0]}: "
+        f"{cell(new, 'xl151m', 1.0, tie[0])}, as its LSTM)",
+        f"Its interval at r = 0.1 lies above both RNNs' in {len(apart)} seeds of 3 (seeds {apart[0]} and {apart[1]})",
+        f"there the XL read {cell(old, 'xl151m', 0.1, 0)} in every seed at r = 0.1 (intervals "
+        + ", ".join("[" + c.split(" [")[1] for c in old_cells["xl151m"]) + f"), the RNNs {min(int(c.split(' [')[0]) for c in old_rnn)}-"
+        f"{max(int(c.split(' [')[0]) for c in old_rnn)} with intervals within {min(interval(c)[0] for c in old_rnn)}-{max(interval(c)[1] for c in old_rnn)}, "
+        f"and its interval lay above both RNNs' in {len(old_apart)} seed of 3",
+        f"Of the {len(keys)} placebo-aware readings (3 members, 3 seeds, 3 values of r), {same} are the same in both draws",
+        f"The XL's moved in {moved['xl151m']} of its 9: at r = 0.1 only seed {s0}'s ({cell(old, 'xl151m', 0.1, s0)} to "
+        f"{cell(new, 'xl151m', 0.1, s0)}), at r = 0.5 every seed's ({xl(old, 0.5)} to {xl(new, 0.5)}), at r = 1 every seed's "
+        f"({xl(old, 1.0)} to {xl(new, 1.0)})",
+        f"The LSTM's moved one grid step up ({lstm_from} to {lstm_to}) in {moved['lstm']} of 9, the QRNN's in {moved['qrnn']}",
+    ]
+    table_rows = [f"| {label} | " + " | ".join(", ".join(str(cell(new, m, r, s)) for s in seeds) for r in rs) + " |"
+                  for m, label in (("xl151m", "xl151m"), ("qrnn", "qrnn"), ("lstm", "lstm (2 × 320)"))]
+    evidence = [
+        f"the XL recalls beyond its segment at {min(beyond):.2f}-{max(beyond):.2f} nats in 3 seeds of 3 after one restart",
+        *table_rows,
+        f"at r = 0.1 its intervals lie above the RNNs' in {len(apart)} seeds of 3 ({len(old_apart)} of 3 before), and its seed {s0} reads "
+        f"{cells['xl151m'][s0]}, where the first draw read {cell(old, 'xl151m', 0.1, s0)} in every seed",
+        f"{same} of the {len(keys)} readings are the same in both draws",
+        f"the intervals at r = 0.1 apart in {len(apart)} seeds of 3",
+    ]
+    recl_doc = [f"{same} of its {len(keys)} placebo-aware readings equal the first draw's, the XL's seed {s0} reads {cell(new, 'xl151m', 0.1, s0)} "
+                f"where it read {cell(old, 'xl151m', 0.1, s0)} at r = 0.1"]
+    for seed in seeds:  # every seed's record names its blocks' own offsets: the per-block rule
+        record = json.loads((folder / f"seed-{seed}" / "recl.json").read_text())
+        assert len(set(record["placebo_offsets"])) == record["settings"]["blocks"]
+    return {"readme": readme, "docs/cpu-evidence.md": evidence, "docs/recl.md": recl_doc}
+
+
+def test_table8_trained_again_with_per_block_far_spans_is_said_as_its_files_give_it():
+    sentences = trained_again_sentences()
+    readme = " ".join((ROOT / "results" / "recl" / AGAIN / "README.md").read_text(encoding="utf-8").split())
+    for sentence in sentences.pop("readme"):
+        assert sentence in readme, sentence
+    for doc, said in sentences.items():
+        text = doc_text(doc) if doc.startswith("docs/recl") else (ROOT / doc).read_text(encoding="utf-8")
+        flat = " ".join(text.split())
+        for sentence in said:
+            assert sentence in (text if sentence.startswith("|") else flat), (doc, sentence)
