@@ -154,6 +154,67 @@ def interval(cell: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
+QUICK_START = "table8-xl-rnn-cpu-rerun-2026-11-29"
+"""The README's quick start as last run from a fresh clone (its far spans read per target block)."""
+
+
+def table8_cells(group: str) -> dict[str, dict[str, str]]:
+    """Model -> column -> its cell of a one-training group's committed table8.md (a reading with its interval, as written)."""
+    lines = [[cell.strip() for cell in line.strip("|").split("|")]
+             for line in (ROOT / "results" / "recl" / group / "table8.md").read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+    return {row[0]: dict(zip(lines[0][1:], row[1:])) for row in lines[1:]}
+
+
+def quick_start_copies() -> tuple[str, str, str]:
+    """The quick start rerun's copied-value losses at the last step (valid_by_role of the runs copied beside it), as the
+    READMEs write them: the XL's, both RNNs' (the same to 2 places), and a model's without the copy's source in view."""
+    roles = {}
+    for run in sorted((ROOT / "results" / "models-table8-cpu-rerun-2026-11-29").glob("*-cpu-synthetic-small-short")):
+        record = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r.get("split") == "valid_by_role"][-1]
+        roles[run.name.split("-")[0]] = record["roles"]["copy_value"]
+    [rnn] = {f"{roles[m]['model']:.2f}" for m in ("qrnn", "lstm")}
+    [unseen] = {f"{role['ideal_without']:.2f}" for role in roles.values()}
+    return f"{roles['xl151m']['model']:.2f}", rnn, unseen
+
+
+def test_the_quick_start_rerun_readme_compares_the_three_draws_as_their_tables_give():
+    readme = (ROOT / "results" / "recl" / QUICK_START / "README.md").read_text(encoding="utf-8")
+    columns = [f"r = {r}, placebo-aware" for r in ("0.1", "0.5", "1")]
+    draws = {"table8-xl-rnn-cpu-synthetic-small-short": "2026-11-22 (`../table8-xl-rnn-cpu-synthetic-small-short/`)",
+             "table8-xl-rnn-cpu-rerun-2026-11-23": "2026-11-23 (`../table8-xl-rnn-cpu-rerun-2026-11-23/`)", QUICK_START: "this rerun"}
+    for group, label in draws.items():
+        cells = table8_cells(group)
+        assert f"| xl151m, {label} | " + " | ".join(cells["xl151m"][c] for c in columns) + " |" in readme, group
+        assert {cells[m][c] for m in ("qrnn", "lstm") for c in columns} == {"20 [20, 20]"}, group
+    assert "| qrnn, lstm (all three) | 20 | 20 | 20 |" in readme
+    assert "placebo_offsets" in json.loads((ROOT / "results" / "recl" / QUICK_START / "recl.json").read_text())
+    xl_copies, rnn_copies, unseen = quick_start_copies()
+    said = " ".join(readme.split())
+    assert (f"the XL's copied values read {xl_copies} nats, the QRNN's and the LSTM's {rnn_copies}, where a model without the copy's "
+            f"source in view reads {unseen}") in said
+    runs = " ".join((ROOT / "results" / "models-table8-cpu-rerun-2026-11-29" / "README.md").read_text(encoding="utf-8").split())
+    assert f"the XL's copied values read {xl_copies} nats, the QRNN's and the LSTM's {rnn_copies}, against {unseen}" in runs
+
+
+def test_the_readme_quick_start_table_is_its_reruns_table():
+    # the README shows the rerun's columns at r = 0.1 and 1 (paper's and placebo-aware), row for row, and names its folder
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = text[text.index("## Quick start"):]
+    assert f"gave (`results/recl/{QUICK_START}/`):" in " ".join(quick.split())
+    shown = ["r = 0.1", "r = 0.1, placebo-aware", "r = 1", "r = 1, placebo-aware"]
+    assert "| model | " + " | ".join(shown) + " |" in quick
+    for model, cells in table8_cells(QUICK_START).items():
+        assert f"| {model} | " + " | ".join(cells[c] for c in shown) + " |" in quick, model
+    # the sentences under it: the roles' losses of the runs copied beside it, and the intervals' floor at every r
+    xl_copies, rnn_copies, unseen = quick_start_copies()
+    said = " ".join(quick.split())
+    assert f"(their copied values read {rnn_copies} nats, the XL's {xl_copies}; {unseen} without the copy's source in view)" in said
+    xl = table8_cells(QUICK_START)["xl151m"]
+    floors = {interval(cell)[0] for column, cell in xl.items() if column.endswith("placebo-aware")}
+    assert f"Its intervals reach down to {floors.pop()} at every r" in said and not floors
+    assert f"its interval reaches the floor at r = 0.1 too: {xl['r = 0.1, placebo-aware']} |" in doc_text("docs/cpu-evidence.md")
+
+
 def test_the_readme_evidence_summary_quotes_the_committed_files():
     summary = readme_summary()
     checked = []
@@ -168,6 +229,10 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     xl, rnn = quote(r"the XL uses context (\d+) tokens back where the RNNs use (\d+)")
     for path in ("table8-xl-rnn-cpu-synthetic-small-short", "table8-xl-rnn-cpu-rerun-2026-11-23"):
         assert (recl(path, "xl151m", 0.1), recl(path, "qrnn", 0.1), recl(path, "lstm", 0.1)) == (xl, rnn, rnn)
+    # drawn again from a fresh clone with far spans per target block: the XL's reading and the floor of its interval
+    again, floor = quote(r"the quick start's rerun, its far spans per target block: (\d+), the interval reaching down to (\d+)\)")
+    assert (recl(QUICK_START, "qrnn", 0.1), recl(QUICK_START, "lstm", 0.1)) == (rnn, rnn) and recl(QUICK_START, "xl151m", 0.1) == again
+    assert str(interval(table8_cells(QUICK_START)["xl151m"]["r = 0.1, placebo-aware"])[0]) == floor
     # its claims: every one underpowered at 3 seeds, and the seeds each table's family needs
     seeds, fewest, most = quote(r"every ablation claim of Tables 6, 7 and 10 is \*\*underpowered\*\* at (\d+) seeds \(they need (\d+)-(\d+)\)")
     needs = {int(re.search(r"needs (\d+) seeds", verdict)[1]) for table in ("6", "7", "10") for verdict in claims_of(table)["verdict"]}
@@ -534,7 +599,7 @@ PLACEBO_TABLES = sorted(str(p.parent.relative_to(ROOT / "results")) for p in (RO
 
 
 def test_every_recl_table_with_placebo_gains_is_found():
-    assert len(PLACEBO_TABLES) == 39 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
+    assert len(PLACEBO_TABLES) == 40 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
 
 
 def test_the_placebo_rule_change_on_the_words_groups_is_its_tables_and_its_sentences():
