@@ -165,13 +165,22 @@ def table8_cells(group: str) -> dict[str, dict[str, str]]:
     return {row[0]: dict(zip(lines[0][1:], row[1:])) for row in lines[1:]}
 
 
+def rerun_record(member: str) -> dict:
+    """Role -> its validation losses at the last step of a run of the cpu profile's reruns of 2026-11-29 (valid_by_role in
+    its metrics.jsonl, copied beside the tables)."""
+    run = ROOT / "results" / "models-table8-cpu-rerun-2026-11-29" / f"{member}-cpu-synthetic-small-short"
+    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r.get("split") == "valid_by_role"][-1]["roles"]
+
+
+def rerun_copies(member: str) -> dict:
+    """The copied-value losses (model, ideal with and without the source) of :func:`rerun_record`."""
+    return rerun_record(member)["copy_value"]
+
+
 def quick_start_copies() -> tuple[str, str, str]:
     """The quick start rerun's copied-value losses at the last step (valid_by_role of the runs copied beside it), as the
     READMEs write them: the XL's, both RNNs' (the same to 2 places), and a model's without the copy's source in view."""
-    roles = {}
-    for run in sorted((ROOT / "results" / "models-table8-cpu-rerun-2026-11-29").glob("*-cpu-synthetic-small-short")):
-        record = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r.get("split") == "valid_by_role"][-1]
-        roles[run.name.split("-")[0]] = record["roles"]["copy_value"]
+    roles = {member: rerun_copies(member) for member in ("xl151m", "qrnn", "lstm")}
     [rnn] = {f"{roles[m]['model']:.2f}" for m in ("qrnn", "lstm")}
     [unseen] = {f"{role['ideal_without']:.2f}" for role in roles.values()}
     return f"{roles['xl151m']['model']:.2f}", rnn, unseen
@@ -180,8 +189,11 @@ def quick_start_copies() -> tuple[str, str, str]:
 def test_the_quick_start_rerun_readme_compares_the_three_draws_as_their_tables_give():
     readme = (ROOT / "results" / "recl" / QUICK_START / "README.md").read_text(encoding="utf-8")
     columns = [f"r = {r}, placebo-aware" for r in ("0.1", "0.5", "1")]
-    draws = {"table8-xl-rnn-cpu-synthetic-small-short": "2026-11-22 (`../table8-xl-rnn-cpu-synthetic-small-short/`)",
-             "table8-xl-rnn-cpu-rerun-2026-11-23": "2026-11-23 (`../table8-xl-rnn-cpu-rerun-2026-11-23/`)", QUICK_START: "this rerun"}
+    draws = {"table8-xl-rnn-cpu-synthetic-small-short": "commit fcc237b (`../table8-xl-rnn-cpu-synthetic-small-short/`)",
+             "table8-xl-rnn-cpu-rerun-2026-11-23": "commit ee2eeb5 (`../table8-xl-rnn-cpu-rerun-2026-11-23/`)", QUICK_START: "this rerun"}
+    for group, label in draws.items():  # the commit each earlier draw's own README says made it
+        if group != QUICK_START:
+            assert re.search(rf"(?:Made|Run) at commit {label.split()[1]}\b", (ROOT / "results" / "recl" / group / "README.md").read_text()), group
     for group, label in draws.items():
         cells = table8_cells(group)
         assert f"| xl151m, {label} | " + " | ".join(cells["xl151m"][c] for c in columns) + " |" in readme, group
@@ -194,6 +206,50 @@ def test_the_quick_start_rerun_readme_compares_the_three_draws_as_their_tables_g
             f"source in view reads {unseen}") in said
     runs = " ".join((ROOT / "results" / "models-table8-cpu-rerun-2026-11-29" / "README.md").read_text(encoding="utf-8").split())
     assert f"the XL's copied values read {xl_copies} nats, the QRNN's and the LSTM's {rnn_copies}, against {unseen}" in runs
+
+
+SECOND_GROUP_RERUN, SECOND_GROUP_FIRST = "table8-xl-ablations-cpu-rerun-2026-11-29", "table8-xl-ablations-cpu-synthetic-small-short"
+"""The cpu profile's second group drawn again from the quick start rerun's clone, and its first draw."""
+
+
+def test_the_second_groups_rerun_is_said_as_its_tables_and_runs_give_it():
+    readme = (ROOT / "results" / "recl" / SECOND_GROUP_RERUN / "README.md").read_text(encoding="utf-8")
+    said = " ".join(readme.split())
+    columns = [f"r = {r}, placebo-aware" for r in ("0.1", "0.5", "1")]
+    first, again = table8_cells(SECOND_GROUP_FIRST), table8_cells(SECOND_GROUP_RERUN)
+    row = lambda cells, m: " | ".join(cells[m][c] for c in columns) + " |"  # noqa: E731
+    for member in ("xl128m", "xl128m-shaw", "xl128m-norecur"):
+        assert f"| {member}, first draw | {row(first, member)}" in readme and f"| {member}, this rerun | {row(again, member)}" in readme
+    assert row(first, "transformer128m") == row(again, "transformer128m") and f"| transformer128m (both) | {row(again, 'transformer128m')}" in readme
+    assert re.search(r"Made at commit 116cbc2\b", (ROOT / "results" / "recl" / SECOND_GROUP_FIRST / "README.md").read_text())
+    # the readings as the sentences put them: memory above no memory at every r in both draws; the intervals at r = 0.1
+    read = lambda cells, m, c: int(cells[m][c].split(" [")[0])  # noqa: E731
+    assert all(min(read(t, m, c) for m in ("xl128m", "xl128m-shaw")) > max(read(t, m, c) for m in ("xl128m-norecur", "transformer128m"))
+               for t in (first, again) for c in columns)
+    at = "r = 0.1, placebo-aware"
+    above = lambda t, m, n: interval(t[m][at])[0] > interval(t[n][at])[1]  # noqa: E731
+    assert all(above(first, m, n) for m in ("xl128m", "xl128m-shaw") for n in ("xl128m-norecur", "transformer128m"))
+    assert [(m, n) for m in ("xl128m", "xl128m-shaw") for n in ("xl128m-norecur", "transformer128m") if above(again, m, n)] == [("xl128m-shaw", "transformer128m")]
+    assert not above(again, "xl128m", "xl128m-shaw") and not above(again, "xl128m-shaw", "xl128m") and interval(again["xl128m"][at])[0] == 20
+    # what the runs learned, this draw's from the runs copied beside the tables, the first's from its roles figure
+    copies = {m: rerun_copies(m) for m in ("xl128m", "xl128m-shaw", "xl128m-norecur", "transformer128m")}
+    [none] = {f"{copies[m]['model']:.2f}" for m in ("xl128m-norecur", "transformer128m")}
+    [unseen] = {f"{c['ideal_without']:.2f}" for c in copies.values()}
+    assert (f"copied values read {copies['xl128m']['model']:.2f} nats for the XL, {copies['xl128m-shaw']['model']:.2f} for Shaw's encoding "
+            f"and {none} for the two without memory, where a model without the copy's source in view reads {unseen}") in said
+    roles = pd.read_csv(ROOT / "figures" / "roles" / f"{SECOND_GROUP_FIRST}.csv")
+    by_role = roles[roles["group"] == "copy_value"]
+    assert f"the first draw's runs read {', '.join(f'{v:.2f}' for v in by_role['model'][:-1])} and {by_role['model'].iloc[-1]:.2f} on the first {roles[roles['group'] != 'copy_distance'].groupby('run')['tokens'].sum().iloc[0]:,}" in said
+    assert f"on the first {sum(c['tokens'] for c in rerun_record('xl128m').values()):,} validation tokens" in said
+    runs = " ".join((ROOT / "results" / "models-table8-cpu-rerun-2026-11-29" / "README.md").read_text(encoding="utf-8").split())
+    assert (f"in the second group the XL's {copies['xl128m']['model']:.2f}, Shaw's {copies['xl128m-shaw']['model']:.2f}, the no-recurrence "
+            f"XL's and the vanilla Transformer's {none}") in runs
+    strip = lambda m: [{k: v for k, v in r.items() if k not in ("elapsed_s", "tokens_per_s")} for r in map(json.loads, (  # noqa: E731
+        ROOT / "results" / "models-table8-cpu-rerun-2026-11-29" / f"{m}-cpu-synthetic-small-short" / "metrics.jsonl").read_text().splitlines())]
+    assert strip("xl128m") == strip("xl151m") and "its records repeat `xl151m`'s, times aside" in runs
+    evidence = doc_text("docs/cpu-evidence.md")
+    names = {"xl128m": "XL", "xl128m-shaw": "Shaw", "xl128m-norecur": "no recurrence", "transformer128m": "vanilla"}
+    assert "(" + ", ".join(f"{names[m]} {again[m][at]}" for m in names) + ") |" in evidence
 
 
 def test_the_readme_quick_start_table_is_its_reruns_table():
@@ -599,7 +655,7 @@ PLACEBO_TABLES = sorted(str(p.parent.relative_to(ROOT / "results")) for p in (RO
 
 
 def test_every_recl_table_with_placebo_gains_is_found():
-    assert len(PLACEBO_TABLES) == 40 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
+    assert len(PLACEBO_TABLES) == 41 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
 
 
 def test_the_placebo_rule_change_on_the_words_groups_is_its_tables_and_its_sentences():
@@ -642,6 +698,38 @@ def test_the_docs_count_the_placebo_tables_each_rule_made():
     said = re.search(r"Of the (\d+) committed tables with placebo gains, (\d+) were made under per-block offsets and (\d+) under the old rule",
                      doc_text("docs/recl.md")).groups()
     assert tuple(map(int, said)) == (len(PLACEBO_TABLES), len(per_block), len(PLACEBO_TABLES) - len(per_block))
+
+
+DRAWN_AGAIN = {
+    "table8-xl-rnn-cpu-recall-long-recall-small": "table8-xl-rnn-cpu-recall-long-again-recall-small",
+    "table8-xl-rnn-cpu-text-tinyshakespeare": "table8-xl-rnn-cpu-text-again-tinyshakespeare",
+    "table8-xl-rnn-cpu-synthetic-small-short": "table8-xl-rnn-cpu-rerun-2026-11-29",
+    "table8-xl-rnn-cpu-rerun-2026-11-23": "table8-xl-rnn-cpu-rerun-2026-11-29",
+    "table8-xl-ablations-cpu-synthetic-small-short": "table8-xl-ablations-cpu-rerun-2026-11-29",
+}
+"""A group whose tables were made under the old placebo rule -> the group that drew it again with far spans per block."""
+
+
+def test_the_docs_account_for_every_table_of_the_old_placebo_rule():
+    old = [t for t in PLACEBO_TABLES if "placebo_offsets" not in json.loads((ROOT / "results" / t / "recl.json").read_text())]
+    group = lambda table: table.split("/")[1]  # noqa: E731
+    redrawn = [t for t in old if group(t) in DRAWN_AGAIN]
+    for table in redrawn:  # the second draw is committed, and every table of it names its blocks' own offsets
+        again = ROOT / "results" / "recl" / DRAWN_AGAIN[group(table)]
+        records = sorted(again.glob("**/recl.json"))
+        assert records and all("placebo_offsets" in json.loads(r.read_text()) for r in records), table
+    lost = [t for t in old if "made on an earlier" in (ROOT / "results" / "recl" / group(t) / "README.md").read_text()]
+    gpu = [t for t in old if "-gpu-" in group(t)]
+    rest = sorted({group(t) for t in old} - set(DRAWN_AGAIN) - {group(t) for t in lost + gpu})
+    waiting = [t for t in old if group(t) in rest]
+    assert [group(t) for t in lost] == ["pilots-v3-rnn"] and len(redrawn) + len(lost) + len(gpu) + len(waiting) == len(old)
+    profiles = {json.loads((ROOT / "results" / t / "recl.json").read_text())["group"] for t in waiting}
+    said = doc_text("docs/recl.md")
+    assert (f"{len(redrawn)} of the {len(old)} have one beside them now" in said and f"the {len(gpu)} `gpu-small` groups need a GPU" in said
+            and f"the other {len(waiting)} (the `cpu-recall`, `cpu-latches` and `cpu-recall-long` second-group tables, 3 seeds each)" in said)
+    assert rest == ["table8-xl-ablations-cpu-recall-long-recall-small", "table8-xl-rnn-cpu-latches-recall-small-latches",
+                    "table8-xl-rnn-cpu-recall-recall-small"] and len(profiles) == len(rest)
+    assert all(len(list((ROOT / "results" / "recl" / g).glob("seed-*"))) == 3 for g in rest)
 
 
 @pytest.mark.parametrize("folder", PLACEBO_TABLES)
