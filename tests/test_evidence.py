@@ -269,6 +269,13 @@ def test_the_readme_quick_start_table_is_its_reruns_table():
     floors = {interval(cell)[0] for column, cell in xl.items() if column.endswith("placebo-aware")}
     assert f"Its intervals reach down to {floors.pop()} at every r" in said and not floors
     assert f"its interval reaches the floor at r = 0.1 too: {xl['r = 0.1, placebo-aware']} |" in doc_text("docs/cpu-evidence.md")
+    readings = [xl[f"r = {r}, placebo-aware"] for r in ("0.1", "0.5", "1")]
+    truth = table8_cells(QUICK_START)["oracle (ground truth)"]["r = 0.1"]
+    step = json.loads((ROOT / "results" / "recl" / QUICK_START / "recl.json").read_text())["settings"]["grid"].split(":")[2]
+    assert int(readings[0].split()[0]) == int(truth) + int(step) and all(interval(c)[0] == 20 for c in readings)
+    assert (f"The rerun of 2026-11-29, far spans per target block, reads {' / '.join(c.split(' [')[0] for c in readings)}, intervals "
+            f"{' / '.join('[' + c.split(' [')[1] for c in readings)}: one grid step above the truth at r = 0.1, and no interval excludes "
+            "the grid floor |") in doc_text("docs/cpu-evidence.md")
 
 
 def test_the_readme_evidence_summary_quotes_the_committed_files():
