@@ -165,11 +165,15 @@ def table8_cells(group: str) -> dict[str, dict[str, str]]:
     return {row[0]: dict(zip(lines[0][1:], row[1:])) for row in lines[1:]}
 
 
+def last_record(run: Path, split: str) -> dict:
+    """A run's last record of one split in its metrics.jsonl ('valid': the loss; 'valid_by_role': the losses per role)."""
+    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r.get("split") == split][-1]
+
+
 def rerun_record(member: str) -> dict:
-    """Role -> its validation losses at the last step of a run of the cpu profile's reruns of 2026-11-29 (valid_by_role in
-    its metrics.jsonl, copied beside the tables)."""
-    run = ROOT / "results" / "models-table8-cpu-rerun-2026-11-29" / f"{member}-cpu-synthetic-small-short"
-    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r.get("split") == "valid_by_role"][-1]["roles"]
+    """Role -> its validation losses at the last step of a run of the cpu profile's reruns of 2026-11-29 (copied beside
+    the tables)."""
+    return last_record(ROOT / "results" / "models-table8-cpu-rerun-2026-11-29" / f"{member}-cpu-synthetic-small-short", "valid_by_role")["roles"]
 
 
 def rerun_copies(member: str) -> dict:
@@ -720,12 +724,11 @@ def test_the_docs_account_for_every_table_of_the_old_placebo_rule():
     rest = sorted({group(t) for t in old} - set(DRAWN_AGAIN) - {group(t) for t in lost + gpu})
     waiting = [t for t in old if group(t) in rest]
     assert [group(t) for t in lost] == ["pilots-v3-rnn"] and len(redrawn) + len(lost) + len(gpu) + len(waiting) == len(old)
-    profiles = {json.loads((ROOT / "results" / t / "recl.json").read_text())["group"] for t in waiting}
     said = doc_text("docs/recl.md")
     assert (f"{len(redrawn)} of the {len(old)} have one beside them now" in said and f"the {len(gpu)} `gpu-small` groups need a GPU" in said
             and f"the other {len(waiting)} (the `cpu-recall`, `cpu-latches` and `cpu-recall-long` second-group tables, 3 seeds each)" in said)
     assert rest == ["table8-xl-ablations-cpu-recall-long-recall-small", "table8-xl-rnn-cpu-latches-recall-small-latches",
-                    "table8-xl-rnn-cpu-recall-recall-small"] and len(profiles) == len(rest)
+                    "table8-xl-rnn-cpu-recall-recall-small"]
     assert all(len(list((ROOT / "results" / "recl" / g).glob("seed-*"))) == 3 for g in rest)
 
 
@@ -1703,11 +1706,6 @@ def trained_again_sentences() -> dict[str, list[str]]:
     return {"readme": readme, "docs/cpu-evidence.md": evidence, "docs/recl.md": recl_doc}
 
 
-def last_valid(run: Path) -> dict:
-    """A run's last validation record (its metrics.jsonl)."""
-    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r.get("split") == "valid"][-1]
-
-
 def text_again_sentences() -> dict[str, list[str]]:
     """What the README of ``TEXT_AGAIN``, its runs' README and the docs must say, built from the committed files: the runs'
     losses against the first draw's, the readings with their intervals, and what moved from the first draw."""
@@ -1716,8 +1714,8 @@ def text_again_sentences() -> dict[str, list[str]]:
     seeds, rs, members = range(3), (0.1, 0.5, 1.0), ("xl151m", "qrnn", "lstm")
     labels = {"xl151m": "XL", "qrnn": "QRNN", "lstm": "LSTM"}
     runs = lambda root, m: [ROOT / "results" / root / f"{m}-cpu-tinyshakespeare-seed{s}" for s in seeds]  # noqa: E731
-    again = {m: [last_valid(r) for r in runs("models-text-cpu-again", m)] for m in members}
-    first = {m: [last_valid(r)["loss"] for r in runs("models-text-cpu", m)] for m in members}
+    again = {m: [last_record(r, "valid") for r in runs("models-text-cpu-again", m)] for m in members}
+    first = {m: [last_record(r, "valid")["loss"] for r in runs("models-text-cpu", m)] for m in members}
     drift = {m: max(abs(a["loss"] - b) for a, b in zip(again[m], first[m])) for m in members}
     losses = lambda values: " / ".join(f"{v:.3f}" for v in values)  # noqa: E731
     bits = lambda m: f"{min(r['bpc'] for r in again[m]):.2f}-{max(r['bpc'] for r in again[m]):.2f}"  # noqa: E731
