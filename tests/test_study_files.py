@@ -128,7 +128,8 @@ STUDY_KINDS = {
 
 LATER_PROFILES = {"table8.yaml:cpu-recall-long-again": ("cpu-recall-long", {"models_root": "results/models-recall-cpu-again"}),
                   "table8.yaml:cpu-text-again": ("cpu-text", {"models_root": "results/models-text-cpu-again"}),
-                  "table8.yaml:cpu-latches-again": ("cpu-latches", {"models_root": "results/models-latches-cpu-again"})}
+                  "table8.yaml:cpu-latches-again": ("cpu-latches", {"models_root": "results/models-latches-cpu-again"}),
+                  "table8.yaml:cpu-recall-again": ("cpu-recall", {"models_root": "results/models-cpu-recall-again"})}
 """Profiles added to those study files later: each extends a profile of that time and changes only what it names (the
 same recipes trained again into another folder)."""
 
