@@ -130,10 +130,10 @@ def recl(path: str, model: str, r: float) -> str:
     return str(table[(table["model"] == model) & (table["r"] == r)]["placebo_label"].astype(int).iloc[0])
 
 
-def recall_family_runs(run_name: str, models_root: str = "models") -> list[dict]:
+def recall_family_runs(run_name: str, models_root: str = "models", data: str = "recall-small") -> list[dict]:
     """The by-role evaluation records of the committed recall-family runs named ``run_name`` (a preset, or a name
-    a profile gave them) under results/<models_root>/."""
-    runs = sorted((ROOT / "results" / models_root).glob(f"{run_name}-cpu-recall-small-seed*"))
+    a profile gave them) on corpus ``data`` under results/<models_root>/, in seed order."""
+    runs = sorted((ROOT / "results" / models_root).glob(f"{run_name}-cpu-{data}-seed*"))
     return [json.loads(next((run / "eval").glob("valid-*-roles.json")).read_text())["by_role"] for run in runs]
 
 
@@ -459,6 +459,8 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
     again_table = seed_readings(TEXT_AGAIN)
     assert list(again) == [str(reading(again_table, "xl151m", 0.1, s)) for s in range(3)]
     assert all(reading(again_table, "xl151m", r, s) <= reading(again_table, "lstm", r, s) for r in (0.1, 0.5, 1.0) for s in range(3))
+    for sentence in latches_again_sentences()["README.md"]:  # the latches group trained again: built from its files
+        quote(re.escape(sentence))
     # every number the summary states is one of those checked (table names aside)
     for match in re.finditer(r"\d+(\.\d+)?", summary):
         inside = any(start <= match.start() < end for start, end in checked)
@@ -666,7 +668,7 @@ PLACEBO_TABLES = sorted(str(p.parent.relative_to(ROOT / "results")) for p in (RO
 
 
 def test_every_recl_table_with_placebo_gains_is_found():
-    assert len(PLACEBO_TABLES) == 41 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
+    assert len(PLACEBO_TABLES) == 44 and not [t for t in PLACEBO_TABLES if not t.startswith("recl/")]  # none under ablate/ or elsewhere
 
 
 def test_the_placebo_rule_change_on_the_words_groups_is_its_tables_and_its_sentences():
@@ -726,9 +728,8 @@ def test_the_docs_account_for_every_table_of_the_old_placebo_rule():
     assert [group(t) for t in lost] == ["pilots-v3-rnn"] and len(redrawn) + len(lost) + len(gpu) + len(waiting) == len(old)
     said = doc_text("docs/recl.md")
     assert (f"{len(redrawn)} of the {len(old)} have one beside them now" in said and f"the {len(gpu)} `gpu-small` groups need a GPU" in said
-            and f"the other {len(waiting)} (the `cpu-recall`, `cpu-latches` and `cpu-recall-long` second-group tables, 3 seeds each)" in said)
-    assert rest == ["table8-xl-ablations-cpu-recall-long-recall-small", "table8-xl-rnn-cpu-latches-recall-small-latches",
-                    "table8-xl-rnn-cpu-recall-recall-small"]
+            and f"the other {len(waiting)} (the `cpu-recall` and `cpu-recall-long` second-group tables, 3 seeds each)" in said)
+    assert rest == ["table8-xl-ablations-cpu-recall-long-recall-small", "table8-xl-rnn-cpu-recall-recall-small"]
     assert all(len(list((ROOT / "results" / "recl" / g).glob("seed-*"))) == 3 for g in rest)
 
 
@@ -1416,7 +1417,7 @@ def test_every_number_of_a_multi_seed_recl_readme_is_read_against_its_files_and_
         if has_history():  # the tables' code is the commit's but for the kernel change the next commit took back
             assert is_ancestor(code, reverted) and is_ancestor(reverted, written) and not git("diff", f"{code}^", reverted, "--", "txlab")
             assert git("diff", "--name-only", code, written, "--", "txlab").split() == ["txlab/models/kernels.py"]
-    if folder == TEXT_AGAIN:  # the tables' code is the commit's: nothing under txlab/ changed between it and the writing
+    if folder in (TEXT_AGAIN, LATCHES_AGAIN):  # the tables' code is the commit's: nothing under txlab/ changed between it and the writing
         (code,) = readme.quote(r"by the code of commit ([0-9a-f]{7}), once the runs")
         if has_history():
             assert is_ancestor(code, written) and not git("diff", "--name-only", code, written, "--", "txlab")
@@ -1612,9 +1613,11 @@ AGAIN, FIRST_DRAW = "table8-xl-rnn-cpu-recall-long-again-recall-small", "table8-
 """Table 8's first group on recall-small trained again (new draws) and read with far spans per block, and its first draw."""
 TEXT_AGAIN, TEXT_FIRST_DRAW = "table8-xl-rnn-cpu-text-again-tinyshakespeare", "table8-xl-rnn-cpu-text-tinyshakespeare"
 """The same for Tiny Shakespeare's group (cpu-text-again, cpu-text)."""
-FIRST_DRAWS = {AGAIN: FIRST_DRAW, TEXT_AGAIN: TEXT_FIRST_DRAW}
+LATCHES_AGAIN, LATCHES_FIRST_DRAW = "table8-xl-rnn-cpu-latches-again-recall-small-latches", "table8-xl-rnn-cpu-latches-recall-small-latches"
+"""The same for the group on recall-small-latches (cpu-latches-again, cpu-latches)."""
+FIRST_DRAWS = {AGAIN: FIRST_DRAW, TEXT_AGAIN: TEXT_FIRST_DRAW, LATCHES_AGAIN: LATCHES_FIRST_DRAW}
 """Every group trained again with far spans per block -> the first draw it is compared with."""
-AGAIN_PROFILES = {AGAIN: "cpu-recall-long-again", TEXT_AGAIN: "cpu-text-again"}
+AGAIN_PROFILES = {AGAIN: "cpu-recall-long-again", TEXT_AGAIN: "cpu-text-again", LATCHES_AGAIN: "cpu-latches-again"}
 DRAWN_AGAIN = {**{first: again for again, first in FIRST_DRAWS.items()},
                "table8-xl-rnn-cpu-synthetic-small-short": QUICK_START, "table8-xl-rnn-cpu-rerun-2026-11-23": QUICK_START,
                SECOND_GROUP_FIRST: SECOND_GROUP_RERUN}
@@ -1773,7 +1776,93 @@ def text_again_sentences() -> dict[str, list[str]]:
     return {"readme": readme, "results/models-text-cpu-again/README.md": runs_readme, "docs/cpu-evidence.md": evidence, "docs/recl.md": recl_doc}
 
 
-AGAIN_SENTENCES = {AGAIN: trained_again_sentences, TEXT_AGAIN: text_again_sentences}
+def latches_again_sentences() -> dict[str, list[str]]:
+    """What the README of ``LATCHES_AGAIN`` and the docs must say, built from the committed files: what the runs learned
+    (by role), the readings with their intervals, why the XL stops where it does, and what moved from the first draw."""
+    import math
+
+    seeds, rs, members, rnns = range(3), (0.1, 0.5, 1.0), ("xl151m", "qrnn", "lstm"), ("qrnn", "lstm")
+    root = ROOT / "results" / "models-latches-cpu-again"
+    summarize = committed_script("results/recall-cpu/summarize.py")
+    learned = {m: [summarize.run_row(root / f"{run}-cpu-recall-small-latches-seed{s}") for s in seeds]
+               for m, run in (("xl151m", "xl151m"), ("qrnn", "qrnn"), ("lstm", "lstm-2x320"))}
+    assert not any(row["restarts"] or row["stalled"] for rows in learned.values() for row in rows)
+    beyond = [row["beyond"].model for row in learned["xl151m"]]
+    far = {m: [f"{row['latch_far'].model:.2f}" for row in learned[m]] for m in rnns}
+    [ideal] = {f"{row['latch_far'].ideal_with:.2f}" for m in rnns for row in learned[m]}
+    [qrnn_far] = set(far["qrnn"])
+    runs = lambda root, m: [ROOT / "results" / root / f"{m}-cpu-recall-small-latches-seed{s}" for s in seeds]  # noqa: E731
+    drift = {m: max(abs(last_record(a, "valid")["loss"] - last_record(b, "valid")["loss"])
+                    for a, b in zip(runs("models-latches-cpu-again", m), runs("models-latches-cpu", m))) for m in ("xl151m", "qrnn", "lstm-2x320")}
+    rnn_drift, xl_drift = max(drift["qrnn"], drift["lstm-2x320"]), drift["xl151m"]
+    rnn_within, xl_within = (f"{math.ceil(d * 1000) / 1000:.3f}" for d in (rnn_drift, xl_drift))
+    cells = seed_cells(LATCHES_AGAIN)
+    new, old, paper = seed_readings(LATCHES_AGAIN), seed_readings(LATCHES_FIRST_DRAW), seed_readings(LATCHES_AGAIN, "paper")
+    rnn_bounds = [interval(c) for m in rnns for c in cells[m]]
+    [rnn_01] = {reading(new, m, 0.1, s) for m in rnns for s in seeds}
+    every = pd.read_csv(ROOT / "results" / "recl" / LATCHES_AGAIN / "table8-seeds.csv")
+    [truth] = {int(v) for s in seeds for v in every[every["model"] == "oracle (ground truth)"][f"recl_seed_{s}"]}
+    above = [sum(reading(new, "xl151m", r, s) > max(reading(new, m, r, s) for m in rnns) for s in seeds) for r in rs]
+    assert above == [0, 0, 2]
+    order = [np.sign(reading(new, "qrnn", r, s) - reading(new, "lstm", r, s)) for r in rs for s in seeds]
+    marks = every.set_index(["model", "r", "estimate"])
+    assert all(marks.loc[("xl151m", 0.1, "paper"), f"below_placebo_seed_{s}"] for s in seeds)
+    [xl_paper] = {new_label for new_label in marks.loc[("xl151m", 0.1, "paper"), [f"seed_{s}" for s in seeds]].str.removesuffix(" †")}
+    # the walk's first failing step and a later step that clears its placebo, per seed
+    placebo = [pd.read_csv(ROOT / "results" / "recl" / LATCHES_AGAIN / f"seed-{s}" / "placebo.csv") for s in seeds]
+    margin = lambda s, c: float(placebo[s].query("model == 'xl151m' and r == 0.1 and c == @c").eval("gain - placebo_gain").iloc[0])  # noqa: E731
+    [stop] = {reading(new, "xl151m", 0.1, s) for s in seeds}
+    step = int(json.loads((ROOT / "results" / "recl" / LATCHES_AGAIN / "table8-seeds.json").read_text())["settings"]["grid"].split(":")[2])
+    assert all(margin(s, stop) < 0.01 for s in seeds) and all(margin(s, 140) > 0.05 for s in seeds)
+    keys = [(m, r, s) for m in members for r in rs for s in seeds]
+    moves = [(m, r, s, reading(old, m, r, s), reading(new, m, r, s)) for m, r, s in keys if reading(old, m, r, s) != reading(new, m, r, s)]
+    xl_moves = [move for move in moves if move[0] == "xl151m"]
+    move = lambda m, r, s: next(f"{a} to {b}" for mm, rr, ss, a, b in moves if (mm, rr, ss) == (m, r, s))  # noqa: E731
+    assert [(m, r, s) for m, r, s, *_ in moves if m != "xl151m"] == [("qrnn", 0.5, 1), ("qrnn", 1.0, 1), ("lstm", 0.1, 1), ("lstm", 0.5, 0), ("lstm", 1.0, 1)]
+    assert [(r, s) for _, r, s, *_ in xl_moves] == [(0.1, 0), (0.1, 1), (0.1, 2), (0.5, 0), (1.0, 1)]
+    old_xl = [seed_cells(LATCHES_FIRST_DRAW)["xl151m"][s].split(" [")[0] for s in seeds]
+    assert not any(abs(reading(new, "xl151m", 0.1, s) - truth) <= step for s in seeds)
+    old_order = [np.sign(reading(old, "qrnn", r, s) - reading(old, "lstm", r, s)) for r in rs for s in seeds]
+    assert sorted(old_order) != [1] * 9 and sorted(order) != [1] * 9  # in neither draw does the QRNN read above the LSTM throughout
+    readme = [
+        f"the XL recalls beyond its training segment at {min(beyond):.2f}-{max(beyond):.2f} nats in 3 seeds of 3, with no restart; the QRNN's "
+        f"latch emissions at gaps 19..200 read {qrnn_far} in every seed, the LSTM's {far['lstm'][0]}, {far['lstm'][1]} and {far['lstm'][2]}, "
+        f"against the ideal's {ideal}",
+        f"Each RNN's last validation loss is within {rnn_within} nats of its first draw's, each XL's within {xl_within}",
+        f"the XL reads {cells['xl151m'][0]}, {cells['xl151m'][1]} and {cells['xl151m'][2]}; the QRNN and the LSTM {rnn_01} in every seed, with "
+        f"intervals within {min(b[0] for b in rnn_bounds)}-{max(b[1] for b in rnn_bounds)}. The ground truth is {truth}",
+        f"The XL reads above both RNNs in no seed at r = 0.1 or 0.5, and in {above[2]} seeds of 3 at r = 1",
+        f"The QRNN reads above the LSTM in {order.count(1)} of the 9 (seed, r) pairs, below it in none, the same in {order.count(0)}",
+        f"The paper's RECL reads {xl_paper} for the XL in every seed at r = 0.1, each time on a step that did not beat its placebo",
+        f"its relative gain from {stop} to {stop + step} tokens beats its placebo gain by {margin(0, stop):.4f}, {margin(1, stop):.3f} and "
+        f"{margin(2, stop):.4f} in seeds 0, 1 and 2, under the 0.01 the walk needs, and the step from 140 to 160 beats it by "
+        f"{margin(0, 140):.3f}, {margin(1, 140):.3f} and {margin(2, 140):.3f}",
+        f"of the {len(keys)} placebo-aware readings (3 members, 3 seeds, 3 values of r), {len(keys) - len(moves)} are the same in both draws",
+        f"The XL's moved in {len(xl_moves)} of its 9: at r = 0.1 every seed's ({old_xl[0]}, {old_xl[1]} and {old_xl[2]} to {stop}), at r = 0.5 "
+        f"seed 0's ({move('xl151m', 0.5, 0)}), at r = 1 seed 1's ({move('xl151m', 1.0, 1)})",
+        f"The RNNs' moved in {len(moves) - len(xl_moves)} of their 18, though each run is within {rnn_within} nats of its first draw: the QRNN's seed 1 "
+        f"at r = 0.5 ({move('qrnn', 0.5, 1)}) and r = 1 ({move('qrnn', 1.0, 1)}), the LSTM's seed 1 at r = 0.1 ({move('lstm', 0.1, 1)}) and "
+        f"r = 1 ({move('lstm', 1.0, 1)}), its seed 0 at r = 0.5 ({move('lstm', 0.5, 0)})",
+        f"The first draw's XL readings at r = 0.1 ({old_xl[0]}, {old_xl[1]} and {old_xl[2]}) do not hold",
+    ]
+    evidence = [
+        f"Trained again with far spans per block (`cpu-latches-again`, 3 seeds): the XL {cells['xl151m'][0]}, {cells['xl151m'][1]} and "
+        f"{cells['xl151m'][2]}, as the RNNs ({rnn_01} in every seed): each stops at a step that does not beat its placebo, though later steps "
+        "beat theirs",
+        f"Trained again (`cpu-latches-again`, 3 seeds): the QRNN above the LSTM in {order.count(1)} of 9 pairs, below in none, equal in "
+        f"{order.count(0)}, both {rnn_01} at r = 0.1 in every seed",
+    ]
+    summary = [f"trained again (`--profile cpu-latches-again`), the XL and both RNNs read {stop} at r = 0.1 in every seed"]
+    assert stop == rnn_01
+    recl_doc = [f"The latches group, trained again (`cpu-latches-again`), kept {len(keys) - len(moves)} of its {len(keys)} readings; "
+                f"the XL's at r = 0.1 fell to {stop} in every seed, where the first draw read {old_xl[0]}, {old_xl[1]} and {old_xl[2]}"]
+    for seed in seeds:  # every seed's record names its blocks' own offsets: the per-block rule
+        record = json.loads((ROOT / "results" / "recl" / LATCHES_AGAIN / f"seed-{seed}" / "recl.json").read_text())
+        assert len(set(record["placebo_offsets"])) == record["settings"]["blocks"]
+    return {"readme": readme, "README.md": summary, "docs/cpu-evidence.md": evidence, "docs/recl.md": recl_doc}
+
+
+AGAIN_SENTENCES = {AGAIN: trained_again_sentences, TEXT_AGAIN: text_again_sentences, LATCHES_AGAIN: latches_again_sentences}
 
 
 @pytest.mark.parametrize("folder", sorted(FIRST_DRAWS))
