@@ -1634,6 +1634,14 @@ def reading(table: pd.DataFrame, model: str, r: float, seed: int) -> int:
     return int(table.loc[(model, r), f"recl_seed_{seed}"])
 
 
+def readings_moved(again: str, first: str, members=("xl151m", "qrnn", "lstm")) -> tuple[int, list[tuple]]:
+    """How many placebo-aware readings (member, r, training seed) a group drawn again has, and each that differs from its
+    first draw's, as (member, r, seed, first reading, new reading), members in the order given, then r, then seed."""
+    new, old = seed_readings(again), seed_readings(first)
+    keys = [(m, r, s) for m in members for r in (0.1, 0.5, 1.0) for s in range(3)]
+    return len(keys), [(m, r, s, reading(old, m, r, s), reading(new, m, r, s)) for m, r, s in keys if reading(old, m, r, s) != reading(new, m, r, s)]
+
+
 def trained_again_sentences() -> dict[str, list[str]]:
     """What the README of ``AGAIN``, docs/cpu-evidence.md and docs/recl.md must say, built from the committed files: the
     runs' learning, the readings with their intervals, and what moved from the first draw."""
@@ -1732,7 +1740,7 @@ def text_again_sentences() -> dict[str, list[str]]:
         f"{losses(first['lstm'])}: each run within {within} nats of its first draw (the QRNNs within 0.0001)",
     ]
     cells = seed_cells(TEXT_AGAIN)
-    new, old, paper = seed_readings(TEXT_AGAIN), seed_readings(TEXT_FIRST_DRAW), seed_readings(TEXT_AGAIN, "paper")
+    new, paper = seed_readings(TEXT_AGAIN), seed_readings(TEXT_AGAIN, "paper")
     bounds = [interval(c) for m in members for c in cells[m]]
     low, high = min(b[0] for b in bounds), max(b[1] for b in bounds)
     above = [sum(reading(new, "xl151m", r, s) > max(reading(new, m, r, s) for m in ("qrnn", "lstm")) for s in seeds) for r in rs]
@@ -1744,13 +1752,12 @@ def text_again_sentences() -> dict[str, list[str]]:
     marks = pd.read_csv(ROOT / "results" / "recl" / TEXT_AGAIN / "table8-seeds.csv").set_index(["model", "r", "estimate"])
     assert all(marks.loc[("xl151m", 0.1, "paper"), f"below_placebo_seed_{s}"] for s in seeds)  # every XL reading at r = 0.1 a † one
     step = int(seeds_json["settings"]["grid"].split(":")[2])
-    keys = [(m, r, s) for m in members for r in rs for s in seeds]
-    moves = [(m, r, s, reading(old, m, r, s), reading(new, m, r, s)) for m, r, s in keys if reading(old, m, r, s) != reading(new, m, r, s)]
+    count, moves = readings_moved(TEXT_AGAIN, TEXT_FIRST_DRAW)
     assert all(abs(b - a) == step for *_, a, b in moves)
     assert [(m, r, s) for m, r, s, *_ in moves] == [("xl151m", 0.1, 1), ("xl151m", 0.5, 1), ("qrnn", 0.5, 0), ("lstm", 0.5, 0)]
     [(xl_from, xl_to)] = {(a, b) for m, *_, a, b in moves if m == "xl151m"}
     [(rnn_from, rnn_to)] = {(a, b) for m, *_, a, b in moves if m != "xl151m"}
-    same = len(keys) - len(moves)
+    same = count - len(moves)
     xl_cells = [cells["xl151m"][s] for s in seeds]
     [qrnn_01] = {reading(new, "qrnn", 0.1, s) for s in seeds}
     readme = [
@@ -1760,15 +1767,15 @@ def text_again_sentences() -> dict[str, list[str]]:
         "The XL reads above both RNNs in no seed at any r",
         f"RECL puts the XL first at r = 0.1 in every seed ({xl_paper} against {min(rnn_paper)}-{max(rnn_paper)}), each time on a step that "
         "did not beat its placebo",
-        f"of the {len(keys)} placebo-aware readings (3 members, 3 seeds, 3 values of r), {same} are the same in both draws, and the "
+        f"of the {count} placebo-aware readings (3 members, 3 seeds, 3 values of r), {same} are the same in both draws, and the "
         f"{len(moves)} that moved, moved one grid step: the XL's seed 1 at r = 0.1 and 0.5 ({xl_from} to {xl_to}), the QRNN's and the "
         f"LSTM's seed 0 at r = 0.5 ({rnn_from} to {rnn_to})",
     ]
     evidence = [f"Trained again with far spans per block (`cpu-text-again`, 3 seeds): the XL {xl_cells[0].split()[0]}, "
                 f"{xl_cells[1].split()[0]} and {xl_cells[2].split()[0]}, never above the LSTM, every interval at r = 0.1 within "
-                f"{low}-{high}; {same} of the {len(keys)} readings as in the first draw"]
+                f"{low}-{high}; {same} of the {count} readings as in the first draw"]
     assert all(reading(new, "xl151m", r, s) <= reading(new, "lstm", r, s) for r in rs for s in seeds)
-    recl_doc = [f"Tiny Shakespeare's group, trained again (`cpu-text-again`), kept {same} of its {len(keys)} readings, the other "
+    recl_doc = [f"Tiny Shakespeare's group, trained again (`cpu-text-again`), kept {same} of its {count} readings, the other "
                 f"{len(moves)} one grid step away"]
     for seed in seeds:  # every seed's record names its blocks' own offsets: the per-block rule
         record = json.loads((ROOT / "results" / "recl" / TEXT_AGAIN / f"seed-{seed}" / "recl.json").read_text())
@@ -1781,7 +1788,7 @@ def latches_again_sentences() -> dict[str, list[str]]:
     (by role), the readings with their intervals, why the XL stops where it does, and what moved from the first draw."""
     import math
 
-    seeds, rs, members, rnns = range(3), (0.1, 0.5, 1.0), ("xl151m", "qrnn", "lstm"), ("qrnn", "lstm")
+    seeds, rs, rnns = range(3), (0.1, 0.5, 1.0), ("qrnn", "lstm")
     root = ROOT / "results" / "models-latches-cpu-again"
     summarize = committed_script("results/recall-cpu/summarize.py")
     learned = {m: [summarize.run_row(root / f"{run}-cpu-recall-small-latches-seed{s}") for s in seeds]
@@ -1797,7 +1804,7 @@ def latches_again_sentences() -> dict[str, list[str]]:
     rnn_drift, xl_drift = max(drift["qrnn"], drift["lstm-2x320"]), drift["xl151m"]
     rnn_within, xl_within = (f"{math.ceil(d * 1000) / 1000:.3f}" for d in (rnn_drift, xl_drift))
     cells = seed_cells(LATCHES_AGAIN)
-    new, old, paper = seed_readings(LATCHES_AGAIN), seed_readings(LATCHES_FIRST_DRAW), seed_readings(LATCHES_AGAIN, "paper")
+    new, old = seed_readings(LATCHES_AGAIN), seed_readings(LATCHES_FIRST_DRAW)
     rnn_bounds = [interval(c) for m in rnns for c in cells[m]]
     [rnn_01] = {reading(new, m, 0.1, s) for m in rnns for s in seeds}
     every = pd.read_csv(ROOT / "results" / "recl" / LATCHES_AGAIN / "table8-seeds.csv")
@@ -1814,8 +1821,7 @@ def latches_again_sentences() -> dict[str, list[str]]:
     [stop] = {reading(new, "xl151m", 0.1, s) for s in seeds}
     step = int(json.loads((ROOT / "results" / "recl" / LATCHES_AGAIN / "table8-seeds.json").read_text())["settings"]["grid"].split(":")[2])
     assert all(margin(s, stop) < 0.01 for s in seeds) and all(margin(s, 140) > 0.05 for s in seeds)
-    keys = [(m, r, s) for m in members for r in rs for s in seeds]
-    moves = [(m, r, s, reading(old, m, r, s), reading(new, m, r, s)) for m, r, s in keys if reading(old, m, r, s) != reading(new, m, r, s)]
+    count, moves = readings_moved(LATCHES_AGAIN, LATCHES_FIRST_DRAW)
     xl_moves = [move for move in moves if move[0] == "xl151m"]
     move = lambda m, r, s: next(f"{a} to {b}" for mm, rr, ss, a, b in moves if (mm, rr, ss) == (m, r, s))  # noqa: E731
     assert [(m, r, s) for m, r, s, *_ in moves if m != "xl151m"] == [("qrnn", 0.5, 1), ("qrnn", 1.0, 1), ("lstm", 0.1, 1), ("lstm", 0.5, 0), ("lstm", 1.0, 1)]
@@ -1837,7 +1843,7 @@ def latches_again_sentences() -> dict[str, list[str]]:
         f"its relative gain from {stop} to {stop + step} tokens beats its placebo gain by {margin(0, stop):.4f}, {margin(1, stop):.3f} and "
         f"{margin(2, stop):.4f} in seeds 0, 1 and 2, under the 0.01 the walk needs, and the step from 140 to 160 beats it by "
         f"{margin(0, 140):.3f}, {margin(1, 140):.3f} and {margin(2, 140):.3f}",
-        f"of the {len(keys)} placebo-aware readings (3 members, 3 seeds, 3 values of r), {len(keys) - len(moves)} are the same in both draws",
+        f"of the {count} placebo-aware readings (3 members, 3 seeds, 3 values of r), {count - len(moves)} are the same in both draws",
         f"The XL's moved in {len(xl_moves)} of its 9: at r = 0.1 every seed's ({old_xl[0]}, {old_xl[1]} and {old_xl[2]} to {stop}), at r = 0.5 "
         f"seed 0's ({move('xl151m', 0.5, 0)}), at r = 1 seed 1's ({move('xl151m', 1.0, 1)})",
         f"The RNNs' moved in {len(moves) - len(xl_moves)} of their 18, though each run is within {rnn_within} nats of its first draw: the QRNN's seed 1 "
@@ -1854,7 +1860,7 @@ def latches_again_sentences() -> dict[str, list[str]]:
     ]
     summary = [f"trained again (`--profile cpu-latches-again`), the XL and both RNNs read {stop} at r = 0.1 in every seed"]
     assert stop == rnn_01
-    recl_doc = [f"The latches group, trained again (`cpu-latches-again`), kept {len(keys) - len(moves)} of its {len(keys)} readings; "
+    recl_doc = [f"The latches group, trained again (`cpu-latches-again`), kept {count - len(moves)} of its {count} readings; "
                 f"the XL's at r = 0.1 fell to {stop} in every seed, where the first draw read {old_xl[0]}, {old_xl[1]} and {old_xl[2]}"]
     for seed in seeds:  # every seed's record names its blocks' own offsets: the per-block rule
         record = json.loads((ROOT / "results" / "recl" / LATCHES_AGAIN / f"seed-{seed}" / "recl.json").read_text())
