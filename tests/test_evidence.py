@@ -1801,7 +1801,7 @@ def latches_again_sentences() -> dict[str, list[str]]:
     rnn_drift, xl_drift = max(drift["qrnn"], drift["lstm-2x320"]), drift["xl151m"]
     rnn_within, xl_within = (f"{math.ceil(d * 1000) / 1000:.3f}" for d in (rnn_drift, xl_drift))
     cells = seed_cells(LATCHES_AGAIN)
-    new, old = seed_readings(LATCHES_AGAIN), seed_readings(LATCHES_FIRST_DRAW)
+    new = seed_readings(LATCHES_AGAIN)
     rnn_bounds = [interval(c) for m in rnns for c in cells[m]]
     [rnn_01] = {reading(new, m, 0.1, s) for m in rnns for s in seeds}
     every = pd.read_csv(ROOT / "results" / "recl" / LATCHES_AGAIN / "table8-seeds.csv")
@@ -1811,7 +1811,7 @@ def latches_again_sentences() -> dict[str, list[str]]:
     order = [np.sign(reading(new, "qrnn", r, s) - reading(new, "lstm", r, s)) for r in rs for s in seeds]
     marks = every.set_index(["model", "r", "estimate"])
     assert all(marks.loc[("xl151m", 0.1, "paper"), f"below_placebo_seed_{s}"] for s in seeds)
-    [xl_paper] = {new_label for new_label in marks.loc[("xl151m", 0.1, "paper"), [f"seed_{s}" for s in seeds]].str.removesuffix(" †")}
+    [xl_paper] = set(marks.loc[("xl151m", 0.1, "paper"), [f"seed_{s}" for s in seeds]].str.removesuffix(" †"))
     # the walk's first failing step and a later step that clears its placebo, per seed
     placebo = [pd.read_csv(ROOT / "results" / "recl" / LATCHES_AGAIN / f"seed-{s}" / "placebo.csv") for s in seeds]
     margin = lambda s, c: float(placebo[s].query("model == 'xl151m' and r == 0.1 and c == @c").eval("gain - placebo_gain").iloc[0])  # noqa: E731
@@ -1825,8 +1825,11 @@ def latches_again_sentences() -> dict[str, list[str]]:
     assert [(r, s) for _, r, s, *_ in xl_moves] == [(0.1, 0), (0.1, 1), (0.1, 2), (0.5, 0), (1.0, 1)]
     old_xl = [seed_cells(LATCHES_FIRST_DRAW)["xl151m"][s].split(" [")[0] for s in seeds]
     assert not any(abs(reading(new, "xl151m", 0.1, s) - truth) <= step for s in seeds)
-    old_order = [np.sign(reading(old, "qrnn", r, s) - reading(old, "lstm", r, s)) for r in rs for s in seeds]
-    assert sorted(old_order) != [1] * 9 and sorted(order) != [1] * 9  # in neither draw does the QRNN read above the LSTM throughout
+    assert order.count(-1) == 0  # "below it in none"
+    for group in (LATCHES_AGAIN, LATCHES_FIRST_DRAW):  # "not separated in either draw": their intervals overlap at every r and seed
+        for r in rs:
+            qrnn, lstm = (seed_cells(group, f"r = {r:g}, placebo-aware")[m] for m in rnns)
+            assert all(interval(q)[0] <= interval(l_)[1] and interval(l_)[0] <= interval(q)[1] for q, l_ in zip(qrnn, lstm)), (group, r)
     readme = [
         f"the XL recalls beyond its training segment at {min(beyond):.2f}-{max(beyond):.2f} nats in 3 seeds of 3, with no restart; the QRNN's "
         f"latch emissions at gaps 19..200 read {qrnn_far} in every seed, the LSTM's {far['lstm'][0]}, {far['lstm'][1]} and {far['lstm'][2]}, "
