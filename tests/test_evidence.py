@@ -1637,6 +1637,24 @@ def reading(table: pd.DataFrame, model: str, r: float, seed: int) -> int:
     return int(table.loc[(model, r), f"recl_seed_{seed}"])
 
 
+def xl_above_rnns(table: pd.DataFrame) -> list[int]:
+    """Per r (0.1, 0.5, 1): in how many of a multi-seed group's 3 training seeds the XL reads above both RNNs."""
+    return [sum(reading(table, "xl151m", r, s) > max(reading(table, m, r, s) for m in ("qrnn", "lstm")) for s in range(3)) for r in (0.1, 0.5, 1.0)]
+
+
+def xl_apart(group: str) -> list[int]:
+    """The training seeds in which the XL's interval at r = 0.1 (placebo-aware) lies above both RNNs'."""
+    cells = seed_cells(group)
+    return [s for s in range(3) if interval(cells["xl151m"][s])[0] > max(interval(cells[m][s])[1] for m in ("qrnn", "lstm"))]
+
+
+def ground_truth(group: str, r: float = 0.1) -> int:
+    """The ground truth's RECL at r in a multi-seed group, the same in every training seed."""
+    every = pd.read_csv(ROOT / "results" / "recl" / group / "table8-seeds.csv")
+    [truth] = {int(v) for s in range(3) for v in every[(every["model"] == "oracle (ground truth)") & (every["r"] == r)][f"recl_seed_{s}"]}
+    return truth
+
+
 def readings_moved(again: str, first: str, members=("xl151m", "qrnn", "lstm")) -> tuple[int, list[tuple]]:
     """How many placebo-aware readings (member, r, training seed) a group drawn again has, and each that differs from its
     first draw's, as (member, r, seed, first reading, new reading), members in the order given, then r, then seed."""
@@ -1661,14 +1679,11 @@ def trained_again_sentences() -> dict[str, list[str]]:
 
     new, old = seed_readings(AGAIN), seed_readings(FIRST_DRAW)
     seeds, rs, members = range(3), (0.1, 0.5, 1.0), ("xl151m", "qrnn", "lstm")
-    above = [sum(reading(new, "xl151m", r, s) > max(reading(new, m, r, s) for m in ("qrnn", "lstm")) for s in seeds) for r in rs]
-    assert above == [3, 3, 2]
+    assert xl_above_rnns(new) == [3, 3, 2]
     tie = [s for s in seeds if reading(new, "xl151m", 1.0, s) == reading(new, "lstm", 1.0, s)]
-    apart = [s for s in seeds if interval(cells["xl151m"][s])[0] > max(interval(cells[m][s])[1] for m in ("qrnn", "lstm"))]
-    old_apart = [s for s in seeds if interval(old_cells["xl151m"][s])[0] > max(interval(old_cells[m][s])[1] for m in ("qrnn", "lstm"))]
+    apart, old_apart = xl_apart(AGAIN), xl_apart(FIRST_DRAW)
     keys = [(m, r, s) for m in members for r in rs for s in seeds]
-    every = pd.read_csv(folder / "table8-seeds.csv")
-    [truth] = {int(v) for s in seeds for v in every[(every["model"] == "oracle (ground truth)") & (every["r"] == 0.1)][f"recl_seed_{s}"]}
+    truth = ground_truth(AGAIN)
     step = int(json.loads((folder / "table8-seeds.json").read_text())["settings"]["grid"].split(":")[2])
     same = sum(reading(new, *k) == reading(old, *k) for k in keys)
     moved = {m: sum(reading(new, *k) != reading(old, *k) for k in keys if k[0] == m) for m in members}
@@ -1743,8 +1758,7 @@ def text_again_sentences() -> dict[str, list[str]]:
     new, paper = seed_readings(TEXT_AGAIN), seed_readings(TEXT_AGAIN, "paper")
     bounds = [interval(c) for m in members for c in cells[m]]
     low, high = min(b[0] for b in bounds), max(b[1] for b in bounds)
-    above = [sum(reading(new, "xl151m", r, s) > max(reading(new, m, r, s) for m in ("qrnn", "lstm")) for s in seeds) for r in rs]
-    assert above == [0, 0, 0]
+    assert xl_above_rnns(new) == [0, 0, 0]
     rnn_paper = [reading(paper, m, 0.1, s) for m in ("qrnn", "lstm") for s in seeds]
     [xl_paper] = {reading(paper, "xl151m", 0.1, s) for s in seeds}
     assert xl_paper > max(rnn_paper)
@@ -1805,8 +1819,8 @@ def latches_again_sentences() -> dict[str, list[str]]:
     rnn_bounds = [interval(c) for m in rnns for c in cells[m]]
     [rnn_01] = {reading(new, m, 0.1, s) for m in rnns for s in seeds}
     every = pd.read_csv(ROOT / "results" / "recl" / LATCHES_AGAIN / "table8-seeds.csv")
-    [truth] = {int(v) for s in seeds for v in every[every["model"] == "oracle (ground truth)"][f"recl_seed_{s}"]}
-    above = [sum(reading(new, "xl151m", r, s) > max(reading(new, m, r, s) for m in rnns) for s in seeds) for r in rs]
+    [truth] = {ground_truth(LATCHES_AGAIN, r) for r in rs}
+    above = xl_above_rnns(new)
     assert above == [0, 0, 2]
     order = [np.sign(reading(new, "qrnn", r, s) - reading(new, "lstm", r, s)) for r in rs for s in seeds]
     marks = every.set_index(["model", "r", "estimate"])
@@ -1870,7 +1884,7 @@ def recall_again_sentences() -> dict[str, list[str]]:
     against the first draw's runs, the readings with their intervals, the ordering, and what moved from the first draw."""
     import math
 
-    seeds, rs, rnns, members = range(3), (0.1, 0.5, 1.0), ("qrnn", "lstm"), ("xl151m", "qrnn", "lstm")
+    seeds, rnns, members = range(3), ("qrnn", "lstm"), ("xl151m", "qrnn", "lstm")
     summarize = committed_script("results/recall-cpu/summarize.py")
     runs = lambda root, m: [ROOT / "results" / root / f"{m}-cpu-recall-small-seed{s}" for s in seeds]  # noqa: E731
     learned = {m: [summarize.run_row(run) for run in runs("models-cpu-recall-again", m)] for m in members}
@@ -1891,11 +1905,9 @@ def recall_again_sentences() -> dict[str, list[str]]:
     rnn_cells = [c for m in rnns for c in cells[m]]
     rnn_readings = [int(c.split(" [")[0]) for c in rnn_cells]
     every = pd.read_csv(ROOT / "results" / "recl" / RECALL_AGAIN / "table8-seeds.csv")
-    [truth] = {int(v) for s in seeds for v in every[(every["model"] == "oracle (ground truth)") & (every["r"] == 0.1)][f"recl_seed_{s}"]}
-    above = lambda t: [sum(reading(t, "xl151m", r, s) > max(reading(t, m, r, s) for m in rnns) for s in seeds) for r in rs]  # noqa: E731
-    apart = lambda group: sum(interval(c["xl151m"][s])[0] > max(interval(c[m][s])[1] for m in rnns) for s in seeds for c in [seed_cells(group)])  # noqa: E731
-    now, before = above(new), above(old)
-    assert now[0] == before[0] == 3 and apart(RECALL_AGAIN) == apart(RECALL_FIRST_DRAW) == 0
+    truth = ground_truth(RECALL_AGAIN)
+    now, before = xl_above_rnns(new), xl_above_rnns(old)
+    assert now[0] == before[0] == 3 and xl_apart(RECALL_AGAIN) == xl_apart(RECALL_FIRST_DRAW) == []
     marks = every.set_index(["model", "r", "estimate"])
     assert all(marks.loc[("xl151m", 0.1, "paper"), f"below_placebo_seed_{s}"] for s in seeds)
     xl_paper = [marks.loc[("xl151m", 0.1, "paper"), f"seed_{s}"].removesuffix(" †") for s in seeds]
