@@ -248,8 +248,7 @@ def test_the_second_groups_rerun_is_said_as_its_tables_and_runs_give_it():
     runs = " ".join((ROOT / "results" / "models-table8-cpu-rerun-2026-11-29" / "README.md").read_text(encoding="utf-8").split())
     assert (f"in the second group the XL's {copies['xl128m']['model']:.2f}, Shaw's {copies['xl128m-shaw']['model']:.2f}, the no-recurrence "
             f"XL's and the vanilla Transformer's {none}") in runs
-    strip = lambda m: [{k: v for k, v in r.items() if k not in ("elapsed_s", "tokens_per_s")} for r in map(json.loads, (  # noqa: E731
-        ROOT / "results" / "models-table8-cpu-rerun-2026-11-29" / f"{m}-cpu-synthetic-small-short" / "metrics.jsonl").read_text().splitlines())]
+    strip = lambda m: run_records(ROOT / "results" / "models-table8-cpu-rerun-2026-11-29" / f"{m}-cpu-synthetic-small-short")  # noqa: E731
     assert strip("xl128m") == strip("xl151m") and "its records repeat `xl151m`'s, times aside" in runs
     evidence = doc_text("docs/cpu-evidence.md")
     names = {"xl128m": "XL", "xl128m-shaw": "Shaw", "xl128m-norecur": "no recurrence", "transformer128m": "vanilla"}
@@ -468,6 +467,12 @@ def test_the_readme_evidence_summary_quotes_the_committed_files():
         assert inside or table_name, f"the README quotes {match.group()} ({summary[max(0, match.start() - 40): match.end() + 10]!r}) unchecked"
 
 
+def run_records(run: Path, name: str = "metrics.jsonl") -> list[dict]:
+    """A run's records in ``name`` (its metrics, or its restarts), times aside: what two trainings of one model share."""
+    lines = (run / name).read_text().splitlines() if (run / name).is_file() else []
+    return [{k: v for k, v in json.loads(line).items() if k not in ("elapsed_s", "tokens_per_s")} for line in lines]
+
+
 def test_xl128m_and_xl151m_of_cpu_recall_long_are_one_model_trained_twice():
     """At cpu size the two presets share one shape, so Table 8's second group reuses nothing and trains xl128m
     itself: its committed runs must then repeat xl151m's, every record (times aside) and every restart."""
@@ -475,13 +480,9 @@ def test_xl128m_and_xl151m_of_cpu_recall_long_are_one_model_trained_twice():
     pairs = [(root / f"xl151m-cpu-recall-small-seed{s}", root / f"xl128m-cpu-recall-small-seed{s}") for s in range(3)]
     assert all(b.is_dir() for _, b in pairs)
 
-    def records(run: Path, name: str = "metrics.jsonl") -> list[dict]:
-        lines = (run / name).read_text().splitlines() if (run / name).is_file() else []
-        return [{k: v for k, v in json.loads(line).items() if k not in ("elapsed_s", "tokens_per_s")} for line in lines]
-
     for xl151m, xl128m in pairs:
-        assert records(xl128m) == records(xl151m)
-        assert records(xl128m, "restarts.jsonl") == records(xl151m, "restarts.jsonl")
+        assert run_records(xl128m) == run_records(xl151m)
+        assert run_records(xl128m, "restarts.jsonl") == run_records(xl151m, "restarts.jsonl")
         first, second = load_config(xl151m / "config.yaml"), load_config(xl128m / "config.yaml")
         assert (first.preset, second.preset) == ("xl151m", "xl128m")
         second.preset = first.preset
@@ -1944,7 +1945,7 @@ def ablations_again_sentences() -> dict[str, list[str]]:
     """What the README of ``ABLATIONS_AGAIN``, its runs' README and the docs must say, built from the committed files:
     what the runs learned (by role), the XL's runs against the first group's, the readings with their intervals, the
     paper's ordering, and what moved from the first draw."""
-    seeds, rs = range(3), (0.1, 0.5, 1.0)
+    seeds = range(3)
     memory, memoryless = ("xl128m", "xl128m-shaw"), ("xl128m-norecur", "transformer128m")
     members = memory + memoryless
     root = ROOT / "results" / "models-recall-cpu-again"
@@ -1957,12 +1958,8 @@ def ablations_again_sentences() -> dict[str, list[str]]:
     span = lambda values: f"{min(values):.2f}-{max(values):.2f}"  # noqa: E731
     assert max(max(beyond[m]) for m in memory) < 1 < min(min(beyond[m]) for m in memoryless)
 
-    def records(run: Path, name: str = "metrics.jsonl") -> list[dict]:
-        lines = (run / name).read_text().splitlines() if (run / name).is_file() else []
-        return [{k: v for k, v in json.loads(line).items() if k not in ("elapsed_s", "tokens_per_s")} for line in lines]
-
     pairs = [(root / f"xl151m-cpu-recall-small-seed{s}", root / f"xl128m-cpu-recall-small-seed{s}") for s in seeds]
-    assert all(records(a) == records(b) and records(a, "restarts.jsonl") == records(b, "restarts.jsonl") for a, b in pairs)
+    assert all(run_records(a) == run_records(b) and run_records(a, "restarts.jsonl") == run_records(b, "restarts.jsonl") for a, b in pairs)
     cells = seed_cells(ABLATIONS_AGAIN)
     new, old = seed_readings(ABLATIONS_AGAIN), seed_readings(ABLATIONS_FIRST_DRAW)
     truth = ground_truth(ABLATIONS_AGAIN)
