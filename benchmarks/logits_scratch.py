@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     rows = []
     for _ in range(args.runs):  # the gain moves from run to run (how the fresh tensor's pages come in varies), so several
-        kept_s, fresh_s = interleaved_median_seconds([lambda: step_with(kept), lambda: step_with(lambda self, rows, like: None)],
+        kept_s, fresh_s = interleaved_median_seconds([lambda: step_with(kept), lambda: step_with(lambda self, like: None)],
                                                      warmup=3, repeats=args.rounds)
         rows.append((fresh_s, kept_s))
     speedups = sorted(fresh / kept_ for fresh, kept_ in rows)

@@ -5,6 +5,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted([*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "results").rglob("*.py")])
@@ -66,3 +67,20 @@ def test_the_separate_processes_benchmark_takes_each_rows_median_over_the_proces
 def test_the_kept_logits_benchmark_runs_both_ways():
     result = _script("logits_scratch").main(["--runs", "2", "--rounds", "1"])
     assert len(result["speedups"]) == 2 and all(s > 0 for s in result["speedups"]) and result["ceiling_gflops"] > 0
+
+
+def test_the_step_changes_benchmark_undoes_each_change_while_its_variant_runs(monkeypatch):
+    script = _script("step_changes")
+    from txlab.models import kernels
+    from txlab.models.softmax import AdaptiveLogSoftmax
+
+    current = kernels.dropout, AdaptiveLogSoftmax.logits_scratch
+    with script.undone(script.patches_of("train", "before", script.UNDO)):
+        assert kernels.dropout is script.float_dropout and AdaptiveLogSoftmax.logits_scratch is script.fresh_logits_with_gradients
+    assert (kernels.dropout, AdaptiveLogSoftmax.logits_scratch) == current  # put back after the calls
+    torch.manual_seed(0)
+    x = torch.ones(10_000)
+    assert 0.05 < float((script.float_dropout(x, 0.1, True) == 0).float().mean()) < 0.15
+    monkeypatch.setattr(script, "matmul_peak_gflops", lambda threads: 1.0)  # the ceiling's 2048^3 products are not what is tested
+    results = script.main(["--shape", "tiny", "--variant", "fresh scores", "--runs", "1", "--rounds", "1"])
+    assert [r["mode"] for r in results] == ["eval_mem128"] and set(results[0]["ms"]) == {"all", "fresh scores"}

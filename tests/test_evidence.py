@@ -931,7 +931,7 @@ def test_every_committed_group_in_words_has_its_per_byte_band():
         assert (bands.ppl_byte_low <= bands.ppl_byte_high).all(), record.parent
 
 
-@pytest.mark.parametrize("name", ["authors-separate-processes-cpu", "authors-separate-processes-cpu-before"])
+@pytest.mark.parametrize("name", ["authors-separate-processes-cpu", "authors-separate-processes-cpu-kept-logits", "authors-separate-processes-cpu-before"])
 def test_the_benchmarks_page_quotes_the_medians_over_separate_processes(name):
     results = (ROOT / "results" / "bench" / f"{name}.md").read_text(encoding="utf-8")
     # every process's table: the speedup column per (config, mode); the medians table must be their medians, as printed
@@ -960,6 +960,26 @@ def test_the_docs_quote_the_kept_logits_benchmark():
     assert (median, low, high) == (f"{np.median(runs):.2f}", f"{min(runs):.2f}", f"{max(runs):.2f}")
     assert f"{median}x, the median of {len(runs)} runs ({low}-{high}x;" in doc_text("docs/performance.md")
     assert f"({median}x alone, the median of {len(runs)} interleaved runs in one process" in doc_text("docs/benchmarks.md")
+
+
+def test_the_docs_quote_the_step_changes_benchmark():
+    text = (ROOT / "results" / "bench" / "step-changes-cpu.md").read_text(encoding="utf-8")
+    rows = {(shape, mode, undone): (each, median, low, high) for shape, mode, undone, each, median, low, high in
+            re.findall(r"^\| (tiny|small) \| (\w+) \| ([\w ]+) \| ([^|]+) \| ([\d.]+)x \(([\d.]+)-([\d.]+)\) \|$", text, re.M)}
+    assert len(rows) == 10
+    for (shape, mode, undone), (each, median, low, high) in rows.items():  # the speed-up column is the runs' own ratios
+        ratios = sorted(float(a) / float(b) for a, b in re.findall(r"([\d.]+) vs ([\d.]+)", each))
+        shown = (float(median), float(low), float(high))
+        # the ratios of the printed ms (rounded to 0.1 ms, some near 30 ms) differ from the unrounded ones by under 0.005
+        assert len(ratios) == 3 and all(abs(a - b) < 0.005 for a, b in zip(shown, (np.median(ratios), ratios[0], ratios[-1]))), undone
+    docs = doc_text("docs/performance.md")
+    tiny, small = rows["tiny", "train", "before"], rows["small", "train", "before"]
+    assert (f"training {tiny[1]}x at the tiny shape ({tiny[2]}-{tiny[3]}) and {small[1]}x at the small one ({small[2]}-{small[3]})") in docs
+    assert f"dropout alone costs {rows['tiny', 'train', 'float dropout'][1]}x and {rows['small', 'train', 'float dropout'][1]}x" in docs
+    assert (f"evaluation {rows['tiny', 'eval_mem128', 'fresh scores'][1]}x at the tiny shape and nothing measurable at the small one "
+            f"({rows['small', 'eval_mem128', 'fresh scores'][1]}x)") in docs
+    others = [float(r) for undone in ("unfused Adam", "fresh logits") for shape in ("tiny", "small") for r in rows[shape, "train", undone][2:]]
+    assert f"moves the step by {min(others):.2f}-{max(others):.2f}x" in docs
 
 
 WORDS_WIKITEXT = ("recl-words-architectures-cpu-wikitext-text-words-wikitext", "recl-words-architectures-cpu-wikitext-longer-text-words-wikitext")

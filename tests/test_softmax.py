@@ -167,20 +167,61 @@ def test_plain_softmax_nll_goes_through_the_fused_loss_and_matches_log_prob():
     torch.testing.assert_close(torch.autograd.grad(crit.nll(hidden, target).sum(), hidden)[0], expected_grad, rtol=0, atol=1e-12)
 
 
-def test_without_gradients_the_logits_reuse_one_kept_tensor_and_give_the_same_losses_bit_for_bit():
+def _losses_and_gradients(softmax, hidden, target, kept):
+    """Each row's loss and the gradients of their sum (hidden, weight, bias), computed with ``kept`` logits or fresh."""
+    hidden = hidden.clone().requires_grad_()
+    layer = softmax.out_layers[0]
+    nll = linear_nll(hidden, layer.weight, layer.bias, target, kept)
+    grads = torch.autograd.grad(nll.sum(), (hidden, layer.weight, layer.bias))
+    return nll.detach(), grads
+
+
+def test_the_logits_are_computed_in_the_kept_tensor_with_and_without_gradients_bit_for_bit():
     torch.manual_seed(0)
     softmax = AdaptiveLogSoftmax(n_token=300, d_embed=16, d_proj=16, cutoffs=[])
     hidden, target = torch.randn(200, 16), torch.randint(0, 300, (200,))
-    with torch.enable_grad():
-        fresh = softmax.nll(hidden, target).detach()  # with gradients: a fresh tensor, saved for the backward pass
-        assert softmax.logits_scratch(200, hidden) is None
+    kept = softmax.logits_scratch(hidden)
+    fresh, fresh_grads = _losses_and_gradients(softmax, hidden, target, None)
+    for _ in range(2):  # the second call reuses the tensor the first one lent and got back
+        nll, grads = _losses_and_gradients(softmax, hidden, target, kept)
+        assert torch.equal(nll, fresh) and all(torch.equal(a, b) for a, b in zip(grads, fresh_grads))
+    lent = kept.lend(200, 300, hidden)
+    assert lent is not None and kept.lend(200, 300, hidden) is None  # one borrower at a time
+    kept.give_back()
+    assert kept.lend(200, 300, hidden) is lent  # kept from one call to the next
+    kept.give_back()
+    assert kept.lend(150, 300, hidden) is not lent
+    kept.give_back()
     with torch.no_grad():
-        kept = softmax.logits_scratch(200, hidden)
-        assert torch.equal(softmax.nll(hidden, target), fresh)  # the same products, so the same numbers
-        assert softmax.logits_scratch(200, hidden) is kept  # kept from one call to the next
-        assert softmax.logits_scratch(150, hidden) is not kept and softmax.logits_scratch(150, hidden.double()).dtype == torch.float64
+        assert torch.equal(softmax.nll(hidden, target), fresh)
         assert torch.equal(softmax.nll(hidden[:150], target[:150]), fresh[:150])
     with torch.inference_mode():  # a tensor made outside inference mode cannot be written inside it, nor the other way round
         assert torch.equal(softmax.nll(hidden, target), fresh)
     with torch.no_grad():
         assert torch.equal(softmax.nll(hidden, target), fresh)
+    assert softmax.logits_scratch(hidden.to("meta")) is None  # only the CPU keeps one
+
+
+def test_a_graph_holds_the_kept_logits_until_its_backward_so_other_calls_meanwhile_compute_afresh():
+    torch.manual_seed(1)
+    softmax = AdaptiveLogSoftmax(n_token=50, d_embed=8, d_proj=8, cutoffs=[])
+    kept, layer = softmax.logits_scratch(torch.empty(0)), softmax.out_layers[0]
+    h1, h2 = torch.randn(30, 8), torch.randn(30, 8)
+    t1, t2 = torch.randint(0, 50, (30,)), torch.randint(0, 50, (30,))
+    want1, want2 = _losses_and_gradients(softmax, h1, t1, None), _losses_and_gradients(softmax, h2, t2, None)
+    a, b = h1.clone().requires_grad_(), h2.clone().requires_grad_()
+    first = linear_nll(a, layer.weight, layer.bias, t1, kept)  # borrows the kept tensor for its graph
+    assert kept.lend(30, 50, h1) is None
+    second = linear_nll(b, layer.weight, layer.bias, t2, kept)  # a fresh tensor: the first graph still needs its own
+    with torch.no_grad():
+        assert torch.equal(softmax.nll(h2, t2), want2[0])  # an evaluation in between computes afresh too
+    grads2 = torch.autograd.grad(second.sum(), (b, layer.weight, layer.bias))
+    grads1 = torch.autograd.grad(first.sum(), (a, layer.weight, layer.bias))  # the kept tensor was never overwritten
+    assert torch.equal(first.detach(), want1[0]) and all(torch.equal(x, y) for x, y in zip(grads1, want1[1]))
+    assert torch.equal(second.detach(), want2[0]) and all(torch.equal(x, y) for x, y in zip(grads2, want2[1]))
+    assert kept.lend(30, 50, h1) is not None  # given back by the backward pass
+    kept.give_back()
+    dropped = linear_nll(h1.clone().requires_grad_(), layer.weight, layer.bias, t1, kept)
+    assert kept.lend(30, 50, h1) is None
+    del dropped  # a graph freed without its backward pass gives the tensor back too
+    assert kept.lend(30, 50, h1) is not None

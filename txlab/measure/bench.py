@@ -42,12 +42,13 @@ from typing import Any
 
 import torch
 
-from txlab.config import ModelConfig
+from txlab.config import ModelConfig, TrainConfig
 from txlab.errors import TxlabError
 from txlab.measure import authors_code
 from txlab.models.build import build_model
 from txlab.precision import autocast, loss_scaler
 from txlab.runs.evaluate import segment_loss
+from txlab.runs.train import make_optimizer
 from txlab.tables import markdown_table
 from txlab.timing import cpu_snapshot, interleaved_median_seconds, others_cpu
 
@@ -164,12 +165,13 @@ class BenchRow:
 def training_workload(cfg: ModelConfig, tokens: torch.Tensor, precision: str = "fp32") -> Workload:
     """One training step as `txlab train` takes it, on ``tokens`` [B, seg_len + 1] (on their device), with a memory of
     one segment: the forward pass and the loss under txlab.precision.autocast, backward through the loss scaler (fp16
-    only; a pass-through otherwise), clipping at 0.25, an Adam step. The model is built from ``cfg`` with seed 0."""
+    only; a pass-through otherwise), clipping at 0.25, the Adam step of txlab train (:func:`~txlab.runs.train.make_optimizer`). The
+    model is built from ``cfg`` with seed 0."""
     batch_size, seg_len = tokens.size(0), tokens.size(1) - 1
     device = tokens.device
     torch.manual_seed(0)
     model = build_model(replace(cfg, tgt_len=seg_len, mem_len=seg_len)).to(device).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=2.5e-4)
+    optimizer = make_optimizer(model.parameters(), TrainConfig(lr=2.5e-4), device)
     scaler = loss_scaler(precision, device)
     state = [model.init_state(batch_size)]
 

@@ -16,6 +16,8 @@ Shapes as in :mod:`txlab.models.transformer`: B batch rows, H heads, T queries, 
 
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -39,17 +41,37 @@ def rel_shift(by_distance: torch.Tensor) -> torch.Tensor:
     return flat[..., n_query - 1 : n_query - 1 + n_query * n_keys].unflatten(-1, (n_query, n_keys))  # [..., T, K]
 
 
-def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Zero each entry with probability p and scale the rest by 1/(1-p), like ``F.dropout``.
+DROP_LEVELS = 1 << 16
+"""The resolution of the CPU dropout's keep decision: each entry draws one of 2^16 equally likely 16-bit numbers."""
 
-    On CPU the keep-mask is drawn with ``torch.rand``, which is about 1.6x faster there than the
-    ``bernoulli_`` sampler of ``F.dropout`` (dropout was ~15% of a 2-thread training step).
+
+def drop_threshold(p: float) -> int:
+    """How many of the :data:`DROP_LEVELS` numbers drop an entry: round(p * 2^16), kept below 2^16 so that something
+    survives. The CPU dropout drops with probability exactly ``drop_threshold(p) / 2^16``, within 2^-17 of p."""
+    return min(round(p * DROP_LEVELS), DROP_LEVELS - 1)
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Zero each entry with probability p and scale the rest so that the expectation is x, like ``F.dropout``.
+
+    On the CPU the keep decisions come from 16-bit random numbers, four from each 64-bit draw of the generator, and
+    an entry drops when its number is among the lowest :func:`drop_threshold` of the 2^16: the probability is p to
+    within 2^-17 (float32 ``torch.rand`` resolves p to 2^-24), and the survivors are scaled by the exact inverse of
+    their probability. The generator's sampling is serial, so drawing a quarter of the numbers matters: at 2 threads
+    the tiny and small bench shapes' training steps ran 1.094x and 1.024x faster than with one ``torch.rand`` number
+    per entry (results/bench/step-changes-cpu.md). ``torch.manual_seed`` makes the masks reproducible as before; they are other masks than
+    the float draw gave. Elsewhere ``F.dropout``.
     """
     if not training or p == 0:
         return x
     if x.device.type != "cpu":
         return F.dropout(x, p, training=True)
-    return x * torch.rand_like(x).ge_(p).mul_(1.0 / (1.0 - p))
+    threshold = drop_threshold(p)
+    n = x.numel()
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)  # the full 64-bit range: [-2^63, 2^63)
+    numbers = draws.view(torch.int16)[:n].view(x.shape)  # uniform over [-2^15, 2^15)
+    keep = numbers.ge(threshold - DROP_LEVELS // 2)  # the lowest `threshold` numbers drop
+    return x * keep.to(x.dtype).mul_(DROP_LEVELS / (DROP_LEVELS - threshold))
 
 
 class Dropout(nn.Dropout):
@@ -145,7 +167,34 @@ def attend_relative(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, b
     shifted = rel_shift(by_distance).reshape(batch * n_head, n_query, n_keys)  # [B*H, T, K], a view of by_distance
     q = q.reshape(batch * n_head, n_query, d_head)  # [B*H, T, Dh]
     keys = keys.reshape(batch * n_head, n_keys, d_head)  # [B*H, K, Dh]
-    scores = torch.baddbmm(shifted, q, keys.transpose(1, 2), alpha=scale)  # shifted + scale * [B*H, T, Dh] @ [B*H, Dh, K]
+    scores = torch.baddbmm(shifted, q, keys.transpose(1, 2), alpha=scale,
+                           out=kept_scores((batch * n_head, n_query, n_keys), q))  # shifted + scale * [B*H, T, Dh] @ [B*H, Dh, K]
     scores.add_(mask)
-    out = torch.bmm(scores.softmax(-1), values.reshape(batch * n_head, n_keys, d_head))  # values [B*H, K, Dh]; out [B*H, T, Dh]
+    torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # in place: each row is read whole before it is written
+    out = torch.bmm(scores, values.reshape(batch * n_head, n_keys, d_head))  # values [B*H, K, Dh]; out [B*H, T, Dh]
     return out.view(batch, n_head, n_query, d_head)  # [B, H, T, Dh]
+
+
+class _KeptScores(threading.local):
+    """One thread's score tensor of :func:`attend_relative` (each thread has its own, so two never share one)."""
+
+    tensor: torch.Tensor | None = None
+
+
+_KEPT_SCORES = _KeptScores()
+
+
+def kept_scores(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor | None:
+    """The [B*H, T, K] tensor inference attention computes its scores and probabilities in, kept from call to call on
+    the CPU (None elsewhere and under autocast: a fresh one). Every layer and chunk reads its values out (the product with the values) before
+    the next call writes it, so one serves them all; what stays alive is one tensor per thread, of the last shape.
+
+    A fresh tensor of 8 MB (the small bench shape) is a new memory mapping whose pages may fault in on every call;
+    kept, with the softmax written over the scores, the tiny cached evaluation step ran 1.021x faster at 2 threads,
+    the small one no measurably faster (results/bench/step-changes-cpu.md)."""
+    if like.device.type != "cpu" or torch.is_autocast_enabled("cpu"):  # autocast picks the product's dtype itself
+        return None
+    kept = _KEPT_SCORES.tensor
+    if kept is None or kept.shape != shape or kept.dtype != like.dtype or kept.is_inference() != torch.is_inference_mode_enabled():
+        kept = _KEPT_SCORES.tensor = like.new_empty(shape)
+    return kept

@@ -26,6 +26,8 @@ Per-token losses always come back in the order of ``target``.
 
 from __future__ import annotations
 
+import threading
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -127,19 +129,79 @@ def _log_probs_in(logits: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+class KeptLogits:
+    """The [N, V] tensor a plain softmax computes its logits in on the CPU, kept from call to call and lent to one
+    computation at a time.
+
+    A fresh tensor that large (40 MB for 1,024 rows of 10k words) is a new memory mapping whose pages fault in on every
+    call. A call without gradients borrows the tensor for its own duration. A training step's loss borrows it for its
+    graph: the logits become log-probabilities there, are saved for the backward pass, and become the logits' gradient
+    in it; the tensor comes back when that backward pass is done, or when the graph is freed without one. While it is
+    out, another call (a second forward pass before the first one's backward, an evaluation in between, another
+    thread) gets None and computes in a fresh tensor, so nothing it holds is ever overwritten."""
+
+    def __init__(self):
+        self._tensor: torch.Tensor | None = None
+        self._lent = False
+        self._lock = threading.Lock()
+
+    def lend(self, rows: int, n_token: int, like: torch.Tensor) -> torch.Tensor | None:
+        """A [rows, n_token] tensor of ``like``'s dtype, lent until :meth:`give_back`; None while it is out."""
+        with self._lock:
+            if self._lent:
+                return None
+            kept = self._tensor
+            if kept is None or kept.shape != (rows, n_token) or kept.dtype != like.dtype or kept.is_inference() != torch.is_inference_mode_enabled():
+                kept = self._tensor = torch.empty(rows, n_token, dtype=like.dtype)
+            self._lent = True
+            return kept
+
+    def give_back(self) -> None:
+        with self._lock:
+            self._lent = False
+
+    def __reduce__(self):
+        """A copied or pickled model gets kept logits of its own, empty: a tensor lent by this one is not its to use."""
+        return KeptLogits, ()
+
+
+class _Loan:
+    """The kept logits a graph borrowed: given back after its backward pass, or when the graph is freed without one."""
+
+    def __init__(self, kept: KeptLogits):
+        self.kept: KeptLogits | None = kept
+
+    def end(self) -> None:
+        if self.kept is not None:
+            self.kept.give_back()
+            self.kept = None
+
+    __del__ = end
+
+
+def _logits_into(out: torch.Tensor | None, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """F.linear(hidden, weight, bias), written into ``out`` when given: the same product, so the same numbers."""
+    if out is None:
+        return F.linear(hidden, weight, bias)
+    return torch.mm(hidden, weight.t(), out=out) if bias is None else torch.addmm(bias, hidden, weight.t(), out=out)
+
+
 class _LinearNLL(torch.autograd.Function):
     """-log_softmax(hidden @ weight.T + bias)[target] per row, with a fused backward.
 
-    Forward keeps one [N, V] tensor: the logits, turned into log-probabilities block by block. The
-    backward turns that saved tensor into the gradient of the logits in place, softmax * g minus g at
-    the target, which is what autograd's gather and log-softmax backward compute through two more
-    [N, V] tensors (a zero-filled scatter and the log-softmax gradient). On the ``small`` bench shape
+    Forward keeps one [N, V] tensor: the logits, turned into log-probabilities block by block (in the kept logits
+    when they are free, :class:`KeptLogits`). The backward turns that saved tensor into the gradient of the logits in
+    place, softmax * g minus g at the target, which is what autograd's gather and log-softmax backward compute through
+    two more [N, V] tensors (a zero-filled scatter and the log-softmax gradient). On the ``small`` bench shape
     (1,024 rows, 10k words) those were 9% of a training step.
     """
 
     @staticmethod
-    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor) -> torch.Tensor:
-        log_probs = _log_probs_in(F.linear(hidden, weight, bias))  # [N, V]
+    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
+                kept: KeptLogits | None) -> torch.Tensor:
+        out = None if kept is None else kept.lend(hidden.size(0), weight.size(0), hidden)
+        ctx.loan = None if out is None else _Loan(kept)
+        log_probs = _log_probs_in(_logits_into(out, hidden, weight, bias))  # [N, V]
         ctx.save_for_backward(hidden, weight, log_probs, target)
         ctx.has_bias = bias is not None
         ctx.consumed = False
@@ -158,23 +220,28 @@ class _LinearNLL(torch.autograd.Function):
         grad_hidden = grad_logits @ weight if ctx.needs_input_grad[0] else None
         grad_weight = grad_logits.t() @ hidden if ctx.needs_input_grad[1] else None
         grad_bias = grad_logits.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
-        return grad_hidden, grad_weight, grad_bias, None
+        if ctx.loan is not None:
+            ctx.loan.end()  # the saved tensor is spent: a second backward pass stops at `consumed`
+        return grad_hidden, grad_weight, grad_bias, None, None
 
 
 def linear_nll(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
-               scratch: torch.Tensor | None = None) -> torch.Tensor:
+               kept: KeptLogits | None = None) -> torch.Tensor:
     """-log_softmax(F.linear(hidden, weight, bias))[target] for hidden [N, d], target [N] -> [N]: the loss of a
     plain softmax layer without the [N, V] temporaries of composing it (:class:`_LinearNLL`). In fp32 and fp64;
     lower precisions, and mixed precision (autocast, whose logits come out in bf16 or fp16), go through
-    :func:`_log_softmax`, which takes the log-sum-exp in fp32. ``scratch`` [N, V], of the hidden states' dtype:
-    where the logits are computed without gradients (the same products, so the same numbers), instead of a fresh
-    tensor (:meth:`AdaptiveLogSoftmax.logits_scratch` says why)."""
+    :func:`_log_softmax`, which takes the log-sum-exp in fp32. ``kept``: where the logits are computed when it is
+    free (:class:`KeptLogits`), instead of a fresh tensor: the same products, so the same numbers."""
     if hidden.dtype not in (torch.float32, torch.float64) or torch.is_autocast_enabled(hidden.device.type):
         return -_log_softmax(F.linear(hidden, weight, bias)).gather(1, target.unsqueeze(1)).squeeze(1)
-    if scratch is not None and not torch.is_grad_enabled():
-        logits = torch.mm(hidden, weight.t(), out=scratch) if bias is None else torch.addmm(bias, hidden, weight.t(), out=scratch)
-        return -_log_probs_in(logits).gather(1, target.unsqueeze(1)).squeeze(1)
-    return _LinearNLL.apply(hidden, weight, bias, target)
+    if torch.is_grad_enabled():
+        return _LinearNLL.apply(hidden, weight, bias, target, kept)
+    out = None if kept is None else kept.lend(hidden.size(0), weight.size(0), hidden)
+    try:
+        return -_log_probs_in(_logits_into(out, hidden, weight, bias)).gather(1, target.unsqueeze(1)).squeeze(1)
+    finally:
+        if out is not None:
+            kept.give_back()
 
 
 class AdaptiveEmbedding(nn.Module):
@@ -224,7 +291,7 @@ class AdaptiveLogSoftmax(nn.Module):
         self.n_token = n_token
         self.bounds = cluster_bounds(n_token, cutoffs)
         self.n_tail = len(cutoffs)
-        self._logits_scratch: torch.Tensor | None = None  # logits_scratch's tensor, not part of the model's state
+        self._kept_logits = KeptLogits()  # logits_scratch's tensor, not part of the model's state
         dims = cluster_dims(d_embed, len(self.bounds) - 1, div_val)
         self.out_layers = nn.ModuleList(nn.Linear(d, hi - lo) for lo, hi, d in zip(self.bounds, self.bounds[1:], dims))
         self.out_projs = _projections(dims, d_proj, full_width_proj, shared=False)
@@ -259,18 +326,12 @@ class AdaptiveLogSoftmax(nn.Module):
             return F.linear(h, weight, bias)  # [N, c_1 + n_tail]
         return F.linear(h, layer.weight, layer.bias)  # [N, cluster size]
 
-    def logits_scratch(self, rows: int, like: torch.Tensor) -> torch.Tensor | None:
-        """A [rows, V] tensor of ``like``'s dtype that the logits of a call without gradients on the CPU are computed
-        in, kept from one call to the next; None elsewhere. A fresh tensor that large (40 MB for 1,024 rows of 10k
-        words) is a new memory mapping on the CPU whose pages fault in on every call (the small evaluation step gains
-        1.04-1.10x, results/bench/logits-scratch-cpu.md). With gradients the logits are saved for the backward pass
-        and cannot be shared; CUDA's allocator already reuses its blocks."""
-        if torch.is_grad_enabled() or like.device.type != "cpu":
-            return None
-        shape, kept = (rows, self.out_layers[0].out_features), self._logits_scratch
-        if kept is None or kept.shape != shape or kept.dtype != like.dtype or kept.is_inference() != torch.is_inference_mode_enabled():
-            kept = self._logits_scratch = torch.empty(shape, dtype=like.dtype)
-        return kept
+    def logits_scratch(self, like: torch.Tensor) -> KeptLogits | None:
+        """Where the plain softmax computes its logits for hidden states like ``like``: on the CPU a tensor kept from
+        one call to the next and lent to one computation at a time (:class:`KeptLogits`; the small evaluation step
+        gained 1.04-1.10x, results/bench/logits-scratch-cpu.md); None elsewhere, where CUDA's allocator already reuses
+        its blocks."""
+        return self._kept_logits if like.device.type == "cpu" else None
 
     def nll(self, hidden: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """-log P(target | hidden) for each row, in the order of ``target``; only needed logits are computed."""
@@ -281,7 +342,7 @@ class AdaptiveLogSoftmax(nn.Module):
         if not self.n_tail:
             proj, layer = self.out_projs[0], self.out_layers[0]
             h = hidden if proj is None else F.linear(hidden, proj.t())  # [N, d_0]
-            return linear_nll(h, layer.weight, layer.bias, target, self.logits_scratch(h.size(0), h))
+            return linear_nll(h, layer.weight, layer.bias, target, self.logits_scratch(h))
         head_lp = _log_softmax(self._cluster_logits(0, hidden))  # [N, c_1 + n_tail]
         out = torch.empty(target.shape, dtype=head_lp.dtype, device=target.device)
         for i, (lo, hi) in enumerate(zip(self.bounds, self.bounds[1:])):

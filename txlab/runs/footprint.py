@@ -28,6 +28,7 @@ from txlab.models.build import build_model
 from txlab.models.interface import Context
 from txlab.runs.capacity import FLOAT_BYTES
 from txlab.runs.evaluate import segment_loss
+from txlab.runs.train import make_optimizer
 
 MIB = 2**20
 
@@ -82,7 +83,7 @@ def _cuda_step_bytes(cfg: RunConfig, model_cfg: ModelConfig, batch_rows: int, de
     torch.cuda.reset_peak_memory_stats(device)
     model = build_model(model_cfg).to(device)
     model.set_context(Context(model_cfg.mem_len, model_cfg.same_length, model_cfg.clamp_len))
-    optimizer = torch.optim.Adam(model.parameters())
+    optimizer = make_optimizer(model.parameters(), cfg.train, device)
     tokens = torch.randint(model_cfg.n_token, (batch_rows, model_cfg.tgt_len), device=device)
     state = model.init_state(batch_rows)
     for _ in range(2):  # the second step runs with a full memory and allocated Adam moments
