@@ -499,3 +499,40 @@ def test_a_restart_rule_that_could_not_fire_as_written_is_refused_before_trainin
         train(apply_overrides(resolve_preset("xl151m", "tiny"), [*RESUME_ARGS[:3], "train.max_steps=40", "train.eval_interval=10", *sets]),
               tmp_path / "run", progress=False, echo=lambda _: None)
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_an_optimizer_state_from_the_unfused_adam_resumes_as_it_was_saved():
+    # Checkpoints written before make_optimizer fused Adam hold the unfused optimizer's state, and its settings: loaded,
+    # they resume with the unfused update, so such a run continues exactly as it would have; a fused one stays fused.
+    import io
+
+    from txlab.config import TrainConfig
+    from txlab.runs.train import make_optimizer
+
+    def through_a_file(state):
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        buffer.seek(0)
+        return torch.load(buffer)
+
+    torch.manual_seed(0)
+    weights = [torch.nn.Parameter(torch.randn(7, 5)), torch.nn.Parameter(torch.randn(5))]
+    unfused = torch.optim.Adam(weights, lr=1e-2)
+    for _ in range(3):
+        for w in weights:
+            w.grad = torch.randn_like(w)
+        unfused.step()
+    saved, grads = through_a_file(unfused.state_dict()), [torch.randn_like(w) for w in weights]
+    copies = [torch.nn.Parameter(w.detach().clone()) for w in weights]
+    resumed = make_optimizer(copies, TrainConfig(lr=1e-2), torch.device("cpu"))
+    assert resumed.param_groups[0]["fused"]
+    resumed.load_state_dict(saved)
+    assert not resumed.param_groups[0]["fused"]
+    for w, c, g in zip(weights, copies, grads):
+        w.grad, c.grad = g.clone(), g.clone()
+    unfused.step()
+    resumed.step()
+    assert all(torch.equal(c, w) for w, c in zip(weights, copies))
+    fused = make_optimizer(copies, TrainConfig(lr=1e-2), torch.device("cpu"))
+    fused.load_state_dict(through_a_file(make_optimizer(copies, TrainConfig(lr=1e-2), torch.device("cpu")).state_dict()))
+    assert fused.param_groups[0]["fused"]

@@ -525,7 +525,8 @@ def make_optimizer(parameters, t: TrainConfig, device: torch.device) -> torch.op
 
     On the CPU and CUDA it runs fused: one kernel updates every tensor, where the default runs about ten operations
     per tensor, each a parallel region of its own (docs/performance.md). The update is Adam's, rounded differently:
-    after a step the weights differ from the unfused optimizer's in the last bits."""
+    after a step the weights differ from the unfused optimizer's in the last bits. A checkpoint's optimizer state
+    brings its own settings: one saved by the unfused optimizer resumes unfused."""
     optimizer_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
     return optimizer_cls(parameters, lr=t.lr, weight_decay=t.weight_decay, fused=device.type in ("cpu", "cuda"))
 
