@@ -5,7 +5,7 @@
 The changes (docs/performance.md): the dropout's keep decisions from 16-bit random numbers (`kernels.dropout`), the
 fused Adam of `txlab train` (`runs.train.make_optimizer`), the output layer's logits computed in a kept tensor while
 training too (`AdaptiveLogSoftmax.logits_scratch`, `softmax.KeptLogits`), and inference attention's scores and
-probabilities in a kept tensor (`kernels.kept_scores`). Each variant is the step as `txlab bench model` times it
+probabilities, and its position scores, in kept tensors (`kernels.kept_tensor`). Each variant is the step as `txlab bench model` times it
 (`training_workload`, `evaluation_workload` at a memory of 128), built from the same seed, with one change undone by
 putting the code it replaced back for its calls ("before" undoes all of a mode's changes). The variants alternate, one
 call each per round (txlab.timing.interleaved_median_seconds), so load slows them alike; the matmul ceiling is
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from txlab.config import ModelConfig
 from txlab.measure import bench
 from txlab.measure.bench import BENCH_CONFIGS, evaluation_workload, training_workload
-from txlab.models import kernels
+from txlab.models import attention, kernels
 from txlab.models.kernels import rel_shift
 from txlab.models.softmax import AdaptiveLogSoftmax
 from txlab.timing import interleaved_median_seconds, matmul_peak_gflops
@@ -56,6 +56,14 @@ def fresh_logits_with_gradients(self, like):
     return None if torch.is_grad_enabled() else KEPT_LOGITS_SCRATCH(self, like)
 
 
+def fresh_position_scores(q, position_keys):
+    """The position scores before: a new tensor per call, one product per batch row."""
+    out = q.new_empty(*q.shape[:3], position_keys.size(-1))
+    for b in range(q.size(0)):
+        torch.bmm(q[b], position_keys.to(q.dtype), out=out[b])
+    return out
+
+
 def fresh_scores_attention(q, keys, values, by_distance, mask, scale):
     """Inference attention before: its scores in a fresh tensor and the probabilities in another."""
     batch, n_head, n_query, d_head = q.shape
@@ -73,7 +81,7 @@ KEPT_LOGITS_SCRATCH = AdaptiveLogSoftmax.logits_scratch
 UNDO: dict[str, list[tuple[object, str, object]]] = {
     "float dropout": [(kernels, "dropout", float_dropout)],
     "fresh logits": [(AdaptiveLogSoftmax, "logits_scratch", fresh_logits_with_gradients)],
-    "fresh scores": [(kernels, "attend_relative", fresh_scores_attention)],
+    "fresh scores": [(kernels, "attend_relative", fresh_scores_attention), (attention, "matmul_shared_keys", fresh_position_scores)],
 }
 """What each variant puts back while its calls run: (owner, attribute, the code it replaced)."""
 

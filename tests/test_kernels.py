@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from txlab.models.attention import attention_mask
-from txlab.models.kernels import DROP_LEVELS, Dropout, attend_relative, drop_threshold, dropout, kept_scores, rel_shift
+from txlab.models.kernels import DROP_LEVELS, Dropout, attend_relative, drop_threshold, dropout, kept_tensor, matmul_shared_keys, rel_shift
 
 
 @pytest.mark.parametrize("p", [0.1, 0.25, 0.5, 0.9])
@@ -77,18 +77,31 @@ def test_inference_attention_writes_the_softmax_over_kept_scores_with_the_same_n
     expected = torch.matmul(scores.softmax(-1), values)
     with torch.no_grad():
         got = attend_relative(q, keys, values, by_distance, mask, 0.5)
-        kept = kept_scores((batch * n_head, n_query, n_keys), q)
+        kept = kept_tensor("scores", (batch * n_head, n_query, n_keys), q)
         again = attend_relative(q, keys, values, by_distance, mask, 0.5)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
     assert torch.equal(got, again)
-    assert kept_scores((batch * n_head, n_query, n_keys), q) is kept  # one tensor serves every call of a thread
+    with torch.no_grad():
+        assert kept_tensor("scores", (batch * n_head, n_query, n_keys), q) is kept  # one tensor serves every call of a thread
     rows = kept.view(-1, n_keys)
     torch.testing.assert_close(rows.sum(-1), torch.ones(rows.size(0)))  # the probabilities were written over the scores
     other = []
-    thread = threading.Thread(target=lambda: other.append(kept_scores((batch * n_head, n_query, n_keys), q)))
+    def in_another_thread():
+        with torch.no_grad():
+            other.append(kept_tensor("scores", (batch * n_head, n_query, n_keys), q))
+
+    thread = threading.Thread(target=in_another_thread)
     thread.start()
     thread.join()
     assert other[0] is not kept  # each thread has its own
+    with torch.no_grad():
+        position_keys = torch.randn(n_head, d_head, n_keys + 1)
+        first = matmul_shared_keys(q, position_keys)
+        torch.testing.assert_close(first, torch.matmul(q, position_keys), rtol=0, atol=1e-6)
+        assert matmul_shared_keys(q, position_keys) is first  # kept: the next call writes over it
+        assert kept_tensor("scores", (batch * n_head, n_query, n_keys), q) is kept  # the roles keep apart
+    with torch.enable_grad():
+        assert kept_tensor("scores", (batch * n_head, n_query, n_keys), q) is None  # a product with gradients may be saved
 
 
 def test_the_in_place_softmax_equals_torch_softmax_bit_for_bit():

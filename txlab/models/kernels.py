@@ -137,13 +137,16 @@ def choose_kernel(setting: str, *, relative: bool, gradients: bool, dropatt: flo
 
 
 def matmul_shared_keys(q: torch.Tensor, position_keys: torch.Tensor) -> torch.Tensor:
-    """q [B, H, T, Dh] times position keys [H, Dh, K+1] shared by every batch row: a new tensor [B, H, T, K+1].
+    """q [B, H, T, Dh] times position keys [H, Dh, K+1] shared by every batch row, without gradients: [B, H, T, K+1],
+    on the CPU the thread's kept tensor (:func:`kept_tensor`), which its next call overwrites; a new one elsewhere.
 
     One matrix product per batch row: ``torch.matmul`` would broadcast the keys by materialising a
     copy of them for each row.
     """
     batch, n_head, n_query, _ = q.shape
-    out = q.new_empty(batch, n_head, n_query, position_keys.size(-1))
+    shape = (batch, n_head, n_query, position_keys.size(-1))
+    out = kept_tensor("position scores", shape, q)
+    out = q.new_empty(shape) if out is None else out
     position_keys = position_keys.to(q.dtype)  # they may differ under autocast, which leaves a product written into out= alone
     for b in range(batch):
         torch.bmm(q[b], position_keys, out=out[b])
@@ -168,33 +171,40 @@ def attend_relative(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, b
     q = q.reshape(batch * n_head, n_query, d_head)  # [B*H, T, Dh]
     keys = keys.reshape(batch * n_head, n_keys, d_head)  # [B*H, K, Dh]
     scores = torch.baddbmm(shifted, q, keys.transpose(1, 2), alpha=scale,
-                           out=kept_scores((batch * n_head, n_query, n_keys), q))  # shifted + scale * [B*H, T, Dh] @ [B*H, Dh, K]
+                           out=kept_tensor("scores", (batch * n_head, n_query, n_keys), q))  # shifted + scale * [B*H, T, Dh] @ [B*H, Dh, K]
     scores.add_(mask)
     torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # in place: each row is read whole before it is written
     out = torch.bmm(scores, values.reshape(batch * n_head, n_keys, d_head))  # values [B*H, K, Dh]; out [B*H, T, Dh]
     return out.view(batch, n_head, n_query, d_head)  # [B, H, T, Dh]
 
 
-class _KeptScores(threading.local):
-    """One thread's score tensor of :func:`attend_relative` (each thread has its own, so two never share one)."""
+class _Kept(threading.local):
+    """One thread's kept tensors of inference attention, by role (each thread has its own, so two never share one)."""
 
-    tensor: torch.Tensor | None = None
-
-
-_KEPT_SCORES = _KeptScores()
+    def __init__(self):
+        self.tensors: dict[str, torch.Tensor] = {}
 
 
-def kept_scores(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor | None:
-    """The [B*H, T, K] tensor inference attention computes its scores and probabilities in, kept from call to call on
-    the CPU (None elsewhere and under autocast: a fresh one). Every layer and chunk reads its values out (the product with the values) before
-    the next call writes it, so one serves them all; what stays alive is one tensor per thread, of the last shape.
+_KEPT = _Kept()
 
-    A fresh tensor of 8 MB (the small bench shape) is a new memory mapping whose pages may fault in on every call;
-    kept, with the softmax written over the scores, the tiny cached evaluation step ran 1.021x faster at 2 threads,
-    the small one no measurably faster (results/bench/step-changes-cpu.md)."""
-    if like.device.type != "cpu" or torch.is_autocast_enabled("cpu"):  # autocast picks the product's dtype itself
+KEPT_ROLES = ("position scores", "scores")
+"""The tensors inference attention keeps: the position scores by distance [B, H, T, K+1] of :func:`matmul_shared_keys`,
+and the scores [B*H, T, K] of :func:`attend_relative`, over which the probabilities are written."""
+
+
+def kept_tensor(role: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor | None:
+    """The tensor of ``role`` (:data:`KEPT_ROLES`) that inference attention computes in, kept from call to call on the
+    CPU: None elsewhere and under autocast (a fresh one), and with gradients, which may save it. A layer reads the
+    values out of both before the next call writes them, so one of each serves every layer and chunk of a thread;
+    what stays alive is one tensor per role and thread, of the last shape.
+
+    A fresh tensor of 8 MB (the small bench shape) is a new memory mapping whose pages may fault in on every call.
+    Kept, with the softmax written over the scores, the tiny cached evaluation step ran 1.021x faster at 2 threads and
+    the small one no measurably faster (results/bench/step-changes-cpu.md); keeping the position scores too gained the
+    small one 1.02-1.03x (docs/performance.md)."""
+    if like.device.type != "cpu" or torch.is_autocast_enabled("cpu") or torch.is_grad_enabled():
         return None
-    kept = _KEPT_SCORES.tensor
+    kept = _KEPT.tensors.get(role)
     if kept is None or kept.shape != shape or kept.dtype != like.dtype or kept.is_inference() != torch.is_inference_mode_enabled():
-        kept = _KEPT_SCORES.tensor = like.new_empty(shape)
+        kept = _KEPT.tensors[role] = like.new_empty(shape)
     return kept
