@@ -58,7 +58,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     an entry drops when its number is among the lowest :func:`drop_threshold` of the 2^16: the probability is p to
     within 2^-17 (float32 ``torch.rand`` resolves p to 2^-24), and the survivors are scaled by the exact inverse of
     their probability. The generator's sampling is serial, so drawing a quarter of the numbers matters: at 2 threads
-    the tiny and small bench shapes' training steps ran 1.094x and 1.024x faster than with one ``torch.rand`` number
+    the tiny and small bench shapes' training steps ran 1.078x and 1.066x faster than with one ``torch.rand`` number
     per entry (results/bench/step-changes-cpu.md). ``torch.manual_seed`` makes the masks reproducible as before; they are other masks than
     the float draw gave. Elsewhere ``F.dropout``.
     """
@@ -199,9 +199,8 @@ def kept_tensor(role: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.
     what stays alive is one tensor per role and thread, of the last shape.
 
     A fresh tensor of 8 MB (the small bench shape) is a new memory mapping whose pages may fault in on every call.
-    Kept, with the softmax written over the scores, the tiny cached evaluation step ran 1.021x faster at 2 threads and
-    the small one no measurably faster (results/bench/step-changes-cpu.md); keeping the position scores too gained the
-    small one 1.02-1.03x (docs/performance.md)."""
+    Kept, with the softmax written over the scores, the tiny cached evaluation step ran 1.019x faster at 2 threads and
+    the small one no measurably faster (results/bench/step-changes-cpu.md)."""
     if like.device.type != "cpu" or torch.is_autocast_enabled("cpu") or torch.is_grad_enabled():
         return None
     kept = _KEPT.tensors.get(role)
