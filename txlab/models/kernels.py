@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from txlab.models.softmax import fits_kept
+
 
 def rel_shift(by_distance: torch.Tensor) -> torch.Tensor:
     """Re-index position scores from 'by distance' to 'by key' (the relative shift, Appendix B).
@@ -204,6 +206,6 @@ def kept_tensor(role: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.
     if like.device.type != "cpu" or torch.is_autocast_enabled("cpu") or torch.is_grad_enabled():
         return None
     kept = _KEPT.tensors.get(role)
-    if kept is None or kept.shape != shape or kept.dtype != like.dtype or kept.is_inference() != torch.is_inference_mode_enabled():
+    if not fits_kept(kept, shape, like):
         kept = _KEPT.tensors[role] = like.new_empty(shape)
     return kept

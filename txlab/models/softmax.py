@@ -129,6 +129,13 @@ def _log_probs_in(logits: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+def fits_kept(kept: torch.Tensor | None, shape: tuple[int, ...], like: torch.Tensor) -> bool:
+    """Whether a tensor kept from an earlier call can take a result of ``shape`` and ``like``'s dtype now: an inference
+    tensor cannot be written outside inference mode, nor a normal one inside it."""
+    return (kept is not None and kept.shape == shape and kept.dtype == like.dtype
+            and kept.is_inference() == torch.is_inference_mode_enabled())
+
+
 class KeptLogits:
     """The [N, V] tensor a plain softmax computes its logits in on the CPU, kept from call to call and lent to one
     computation at a time.
@@ -151,7 +158,7 @@ class KeptLogits:
             if self._lent:
                 return None
             kept = self._tensor
-            if kept is None or kept.shape != (rows, n_token) or kept.dtype != like.dtype or kept.is_inference() != torch.is_inference_mode_enabled():
+            if not fits_kept(kept, (rows, n_token), like):
                 kept = self._tensor = torch.empty(rows, n_token, dtype=like.dtype)
             self._lent = True
             return kept
