@@ -21,6 +21,10 @@ Sections, each written to the results file as soon as it is done (a run cut shor
   of 2,048, 32 heads sharing 4 key-value heads, SwiGLU 5,632; random weights in bf16, the same tokenizer), on 4
   blocks: where a user with one GPU spends their time, and the share of the bf16 ceiling a large model's collection
   reaches.
+- ``profile``: where the collection's time goes, for both collected shapes: one block of the main table at several
+  batch sizes, with eager attention and without the id checks' host syncs, timed in alternation (2 rounds); and a
+  torch.profiler summary of one block as ``recl`` reads it (the GPU's busy share of the wall time, the top kernels and
+  the top host operations).
 - ``speed``: Table 9 at the paper's shape with today's baselines (`txlab speed --study studies/table9.yaml --profile
   paper`, shorter budgets), its table and figure written beside the results.
 
@@ -40,14 +44,15 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("ceiling", "train", "recl", "recl-llama", "speed")
+SECTIONS = ("ceiling", "train", "recl", "recl-llama", "profile", "speed")
 PLACEHOLDERS = {"--text": "TEXT", "--out": "OUT"}
 """How a results file's commands name the paths given: a record names no folder of the machine that made it, so that
 it reads the same from any clone (tests/test_records.py)."""
@@ -82,6 +87,8 @@ class Shapes(NamedTuple):
     """Contexts of the strided collection (its model's position table holds the longest plus the stride)."""
     stride: int
     strided_block_len: int
+    profile_batches: tuple[int, ...]
+    """Batch sizes (windows per forward call) the ``profile`` section times, one block each."""
 
 
 PAPER = Shapes(
@@ -90,7 +97,7 @@ PAPER = Shapes(
     llama={"hidden_size": 2048, "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4,
            "intermediate_size": 5632, "max_position_embeddings": 2048}, llama_blocks=4,
     speed=["--profile", "paper", "--set", "budget_s=3", "--set", "repeats=10"],
-    strided_grid=(8192, 16384, 32768), stride=1024, strided_block_len=1024,
+    strided_grid=(8192, 16384, 32768), stride=1024, strided_block_len=1024, profile_batches=(32, 64, 128),
 )
 TINY = Shapes(
     matmul=256, train_size="tiny", train_batch=2, train_segment=16, rounds=2,
@@ -98,7 +105,7 @@ TINY = Shapes(
     llama={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64,
            "max_position_embeddings": 128}, llama_blocks=1,
     speed=["--profile", "tiny", "--attn-len", "32", "--set", "budget_s=0.2", "--set", "repeats=2", "--set", "warmup=1"],
-    strided_grid=(32, 64, 128), stride=16, strided_block_len=32,
+    strided_grid=(32, 64, 128), stride=16, strided_block_len=32, profile_batches=(2, 4),
 )
 
 
@@ -186,15 +193,14 @@ def gpt2_folder(folder: Path, text: str, fields: dict) -> Path:
     return model_folder(folder, text, transformers.GPT2Config(**fields))
 
 
-def collect(scored, tokens, shapes: Shapes, blocks: int, device: str, ceilings: dict, kinds: Sequence[str]) -> dict:
-    """Seconds, token-steps and the share of the bf16 ceiling of each collection in ``kinds`` ('main', 'main_and_placebo')
-    of ``blocks`` blocks on the shapes' grid; the token-steps read are counted by a hook on the model's forward."""
+def timed_table(scored, tokens, shapes: Shapes, blocks: int, batch: int, device: str, placebo: bool = False) -> dict:
+    """One timed collection of ``blocks`` blocks on the shapes' grid: its seconds, the token-steps it read (counted by a
+    hook on the model's forward) and its FLOPs (the reading's at half each window's keys, and the scored rows' output)."""
     import txlab
 
     model = scored.model
     counted = {"token_steps": 0, "flops": 0.0}
     counts = model.counts()
-    output = counts.output_flops_per_token()
 
     def count(_module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
@@ -203,34 +209,56 @@ def collect(scored, tokens, shapes: Shapes, blocks: int, device: str, ceilings: 
         counted["flops"] += b * n * counts.reading_flops_per_token(n // 2)  # a query attends half the window on average
 
     hook = model.causal_lm.base_model.register_forward_pre_hook(count, with_kwargs=True)
-    rows = {}
     try:
-        txlab.context_losses(scored, tokens, shapes.grid[:2], 1, shapes.block_len, batch_size=shapes.batch)  # warm-up: kernels, allocator
-        for name in kinds:
-            counted.update(token_steps=0, flops=0.0)
-            synchronize(device)
-            began = time.perf_counter()
-            table = txlab.context_losses(scored, tokens, shapes.grid, blocks, shapes.block_len, placebo=name == "main_and_placebo",
-                                         batch_size=shapes.batch)
-            synchronize(device)
-            seconds = time.perf_counter() - began
-            n_scored = table.losses.size + (table.placebo.size if table.placebo is not None else 0)
-            flops = counted["flops"] + n_scored * output
-            rows[name] = {"seconds": seconds, "token_steps": counted["token_steps"], "token_steps_per_s": counted["token_steps"] / seconds,
-                          "tflops": flops / seconds / 1e12, "of_bf16_ceiling": flops / seconds / 1e12 / ceilings.get("bf16_tflops", float("nan"))}
+        synchronize(device)
+        began = time.perf_counter()
+        table = txlab.context_losses(scored, tokens, shapes.grid, blocks, shapes.block_len, placebo=placebo, batch_size=batch)
+        synchronize(device)
+        seconds = time.perf_counter() - began
     finally:
         hook.remove()
-    return rows
+    n_scored = table.losses.size + (table.placebo.size if table.placebo is not None else 0)
+    return {"seconds": seconds, "token_steps": counted["token_steps"], "flops": counted["flops"] + n_scored * counts.output_flops_per_token()}
+
+
+def rates(row: dict, ceilings: dict) -> dict:
+    """A timed table's figures with its token-steps per second, TFLOP/s and share of the bf16 ceiling."""
+    tflops = row["flops"] / row["seconds"] / 1e12
+    return {"seconds": row["seconds"], "token_steps": row["token_steps"], "token_steps_per_s": row["token_steps"] / row["seconds"],
+            "tflops": tflops, "of_bf16_ceiling": tflops / ceilings.get("bf16_tflops", float("nan"))}
+
+
+def collect(scored, tokens, shapes: Shapes, blocks: int, device: str, ceilings: dict, kinds: Sequence[str]) -> dict:
+    """Seconds, token-steps and the share of the bf16 ceiling of each collection in ``kinds`` ('main', 'main_and_placebo')
+    of ``blocks`` blocks on the shapes' grid, after a warm-up (kernels, allocator)."""
+    import txlab
+
+    txlab.context_losses(scored, tokens, shapes.grid[:2], 1, shapes.block_len, batch_size=shapes.batch)
+    return {name: rates(timed_table(scored, tokens, shapes, blocks, shapes.batch, device, placebo=name == "main_and_placebo"), ceilings)
+            for name in kinds}
+
+
+def random_model(kind: str, shapes: Shapes, device: str, text_file: Path, **fields):
+    """The scored model of a random-weight ``kind`` ('gpt2' at the shapes' GPT-2 fields and ``fields``, or 'llama' at the
+    shapes' Llama), loaded in bf16, and every token of the text in its tokenizer."""
+    import transformers
+
+    import txlab
+
+    with tempfile.TemporaryDirectory() as tmp:
+        text = text_file.read_text(encoding="utf-8")
+        if kind == "gpt2":
+            folder = gpt2_folder(Path(tmp) / kind, text, {**shapes.gpt2, **fields})
+        else:
+            folder = model_folder(Path(tmp) / kind, text, transformers.LlamaConfig(**shapes.llama, torch_dtype=torch.bfloat16))
+        scored = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")  # the model ready to score, and its module
+        tokens = txlab.encode_text(text_file, scored, split=None)  # every token: the valid split alone is too short
+    return scored, tokens
 
 
 def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
     """Loss collection of a GPT-2-124M-shape model in bf16, main table and placebo, with the token-steps it read."""
-    import txlab
-
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = gpt2_folder(Path(tmp) / "gpt2", text_file.read_text(encoding="utf-8"), shapes.gpt2)
-        scored = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")  # the model ready to score, and its module
-        tokens = txlab.encode_text(text_file, scored, split=None)  # every token: the valid split alone is too short
+    scored, tokens = random_model("gpt2", shapes, device, text_file)
     rows = collect(scored, tokens, shapes, shapes.blocks, device, ceilings, ("main", "main_and_placebo"))
     rows["placebo_over_main_seconds"] = (rows["main_and_placebo"]["seconds"] - rows["main"]["seconds"]) / rows["main"]["seconds"]
     params = sum(p.numel() for p in scored.model.causal_lm.parameters())
@@ -241,15 +269,7 @@ def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
 
 def recl_llama(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
     """Loss collection of a Llama of about 1B parameters (random weights, bf16): the main table, with its token-steps."""
-    import transformers
-
-    import txlab
-
-    with tempfile.TemporaryDirectory() as tmp:
-        config = transformers.LlamaConfig(**shapes.llama, torch_dtype=torch.bfloat16)
-        folder = model_folder(Path(tmp) / "llama", text_file.read_text(encoding="utf-8"), config)
-        scored = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
-        tokens = txlab.encode_text(text_file, scored, split=None)
+    scored, tokens = random_model("llama", shapes, device, text_file)
     rows = collect(scored, tokens, shapes, shapes.llama_blocks, device, ceilings, ("main",))
     params = sum(p.numel() for p in scored.model.causal_lm.parameters())
     return {"model": "llama (random weights)", "params": params, "precision": "bf16", "tokens": len(tokens), "grid": list(shapes.grid),
@@ -267,10 +287,8 @@ def strided(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dic
     from txlab.measure.reading import prefix_change
 
     grid, s, block_len = shapes.strided_grid, shapes.stride, shapes.strided_block_len
-    with tempfile.TemporaryDirectory() as tmp:  # learned positions: the table must hold the longest window, c_max + s - 1
-        folder = gpt2_folder(Path(tmp) / "gpt2", text_file.read_text(encoding="utf-8"), {**shapes.gpt2, "n_positions": grid[-1] + s})
-        scored = txlab.load_model(f"hf:{folder}", device=device, precision="bf16")
-        tokens = txlab.encode_text(text_file, scored, split=None)  # every token: the valid split alone is too short
+    # learned positions: the table must hold the longest window, c_max + s - 1
+    scored, tokens = random_model("gpt2", shapes, device, text_file, n_positions=grid[-1] + s)
     model = scored.model
     if len(tokens) < grid[-1] + block_len:  # a long context needs a long stream: the text again, end to end
         tokens = np.tile(tokens, -(-(grid[-1] + block_len) // len(tokens)))
@@ -291,6 +309,76 @@ def strided(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dic
             "exact_window_token_steps": Collection("valid", grid, 1, block_len, method="window").token_steps(),
             "prefix_change": change, "prefix_tolerance": tolerance,
             "tflops": flops / seconds / 1e12, "of_bf16_ceiling": flops / seconds / 1e12 / ceilings.get("bf16_tflops", float("nan"))}
+
+
+@contextmanager
+def attention(model, implementation: str | None) -> Iterator[None]:
+    """The Hugging Face model's attention switched to ``implementation`` ('eager', 'sdpa'; None: as loaded) for a while."""
+    config = model.causal_lm.config
+    before = config._attn_implementation
+    if implementation:
+        config._attn_implementation = implementation  # what each layer looks its attention function up by, per call
+    try:
+        yield
+    finally:
+        config._attn_implementation = before
+
+
+@contextmanager
+def without_id_checks() -> Iterator[None]:
+    """Each forward's check that the ids fit the vocabulary left out: two host syncs (max, min) per forward call."""
+    from txlab.models.hf import HFLanguageModel
+
+    check = HFLanguageModel._check_ids
+    HFLanguageModel._check_ids = lambda self, ids: None
+    try:
+        yield
+    finally:
+        HFLanguageModel._check_ids = check
+
+
+def profile(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
+    """Where the collection's time goes, for the GPT-2 and the Llama shapes (:func:`profile_model`)."""
+    out = {}
+    for kind in ("gpt2", "llama"):
+        scored, tokens = random_model(kind, shapes, device, text_file)
+        out[kind] = profile_model(scored, tokens, shapes, device, ceilings)
+        del scored
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    return out
+
+
+def profile_model(scored, tokens, shapes: Shapes, device: str, ceilings: dict) -> dict:
+    """One block of the main table per variant (batch sizes; eager attention; no id checks), in alternation over 2
+    rounds after a warm-up, each round's figures kept; then torch.profiler over one block as ``recl`` reads it."""
+    import txlab
+
+    model = scored.model
+    variants = {f"batch {b}": (b, nullcontext) for b in shapes.profile_batches}
+    variants[f"batch {shapes.batch}, eager attention"] = (shapes.batch, lambda: attention(model, "eager"))
+    variants[f"batch {shapes.batch}, no id checks"] = (shapes.batch, without_id_checks)
+    txlab.context_losses(scored, tokens, shapes.grid[:2], 1, shapes.block_len, batch_size=shapes.batch)  # warm-up
+    rounds: dict[str, list[dict]] = {name: [] for name in variants}
+    for _ in range(2):
+        for name, (batch, context) in variants.items():
+            with context():
+                rounds[name].append(rates(timed_table(scored, tokens, shapes, 1, batch, device), ceilings))
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device.startswith("cuda") else [])]
+    with torch_profile(activities=activities) as prof:
+        row = timed_table(scored, tokens, shapes, 1, shapes.batch, device)
+    events = prof.key_averages()
+    kernels = sorted((e for e in events if e.device_type == DeviceType.CUDA), key=lambda e: -e.self_device_time_total)
+    host = sorted((e for e in events if e.device_type == DeviceType.CPU), key=lambda e: -e.self_cpu_time_total)
+    busy_s = sum(e.self_device_time_total for e in kernels) / 1e6
+    return {"attention": model.causal_lm.config._attn_implementation, "rounds": rounds,
+            "profiled": {"seconds": row["seconds"], "gpu_busy_s": busy_s, "gpu_busy_share": busy_s / row["seconds"],
+                         "kernels": [{"name": e.key[:120], "calls": e.count, "ms": e.self_device_time_total / 1e3} for e in kernels[:15]],
+                         "host": [{"name": e.key[:120], "calls": e.count, "ms": e.self_cpu_time_total / 1e3} for e in host[:15]]}}
 
 
 def speed(shapes: Shapes, device: str, out: Path) -> dict:
@@ -328,6 +416,9 @@ def markdown(results: dict) -> str:
     big = results.get("recl-llama")
     if isinstance(big, dict) and "error" not in big:
         lines += collection_lines(big)
+    prof = results.get("profile")
+    if isinstance(prof, dict) and "error" not in prof:
+        lines += profile_lines(prof)
     s = results.get("speed")
     if isinstance(s, dict) and "error" not in s:
         lines.append(f"Table 9: see table9-gpu.md beside this file (`{s['command']}`).")
@@ -341,6 +432,21 @@ def collection_lines(r: dict) -> list[str]:
     return [f"Collection, {r['model']} {r['params'] / 1e6:,.0f}M bf16, grid {r['grid'][0]}..{r['grid'][-1]}, {r['targets']:,} targets, {name}: "
             f"{row['seconds']:.1f} s, {row['token_steps']:,} token-steps, {row['tflops']:.1f} TFLOP/s ({row['of_bf16_ceiling']:.0%} of bf16)"
             for name, row in r["rows"].items() if isinstance(row, dict)]
+
+
+def profile_lines(prof: dict) -> list[str]:
+    lines = []
+    for kind, r in prof.items():
+        if not isinstance(r, dict):
+            continue
+        lines += ["", f"Profile, {kind} (attention as loaded: {r['attention']}), one block of the main table per variant, 2 rounds:"]
+        lines += [f"- {name}: " + ", ".join(f"{row['seconds']:.2f} s ({row['of_bf16_ceiling']:.0%} of bf16)" for row in rows)
+                  for name, rows in r["rounds"].items()]
+        p = r["profiled"]
+        lines.append(f"- under torch.profiler: {p['seconds']:.2f} s, the GPU busy {p['gpu_busy_s']:.2f} s ({p['gpu_busy_share']:.0%})")
+        lines += [f"  - kernel {k['name']}: {k['ms']:.1f} ms in {k['calls']} calls" for k in p["kernels"][:8]]
+        lines += [f"  - host {h['name']}: {h['ms']:.1f} ms in {h['calls']} calls" for h in p["host"][:8]]
+    return lines
 
 
 def recorded_command(argv: Sequence[str]) -> str:
@@ -380,6 +486,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
                 results[section] = recl(shapes, device, results.get("ceiling", {}), args.text)
             elif section == "recl-llama":
                 results[section] = recl_llama(shapes, device, results.get("ceiling", {}), args.text)
+            elif section == "profile":
+                results[section] = profile(shapes, device, results.get("ceiling", {}), args.text)
             else:
                 results[section] = speed(shapes, device, args.out)
         except Exception as err:  # one failed section must not lose the others' numbers

@@ -229,6 +229,12 @@ def test_a_reduced_precision_asked_for_is_used_and_recorded(tmp_path, random_cau
     assert table.meta["precision"] == "bf16" and 0 < np.abs(table.losses - reference).max() < 0.5
     with pytest.raises(TxlabError, match="other settings .*precision: stored 'bf16', now 'fp32'"):  # never finished in another precision
         collect_model_losses(scored(exact, "fp32"), tokens, "h", collection, progress=False)
+    from txlab.measure.losses import scoring
+
+    with scoring(model, Context(mem_len=0), "bf16"):  # weights already in bf16: computed natively, not autocast
+        assert not torch.is_autocast_enabled("cpu")
+    with scoring(exact, Context(mem_len=0), "bf16"):  # fp32 weights scored in bf16: autocast
+        assert torch.is_autocast_enabled("cpu")
 
 
 def test_a_dry_run_refuses_runs_that_read_other_tokens_of_one_corpus(tmp_path, untrained_run):

@@ -22,7 +22,7 @@ from txlab.measure.losses import collect_losses, collect_model_losses, sample_bl
 from txlab.runs.scored import ScoredModel
 from txlab.models.rnn import build_rnn
 from txlab.models.softmax import AdaptiveEmbedding, AdaptiveLogSoftmax, linear_nll
-from txlab.precision import autocast, check_precision, loss_scaler
+from txlab.precision import autocast, check_precision, loss_scaler, scoring_precision
 from txlab.presets import resolve_preset
 from txlab.runs.checkpoint import load_checkpoint, save_checkpoint
 from txlab.runs.evaluate import EvalSettings, evaluate, evaluate_run, evaluation_context
@@ -60,6 +60,21 @@ def test_the_log_softmax_stays_fp32_under_autocast():
         vectors = embed(target)
         assert crit.nll(vectors, target).dtype == torch.float32 and crit.log_prob(vectors).dtype == torch.float32
     torch.testing.assert_close(vectors, embed(target), rtol=0.02, atol=0.02)
+
+
+def test_weights_already_in_the_precision_are_scored_without_autocast():
+    """A Hugging Face model loaded in bf16 computes natively: on CUDA autocast would run its layer norms and powers in
+    fp32 with casts around them. Weights in fp32 (txlab's own models) are autocast as before."""
+    with scoring_precision("bf16", "cpu", torch.bfloat16):
+        assert not torch.is_autocast_enabled("cpu")
+        assert (torch.ones(2, 2, dtype=torch.bfloat16) @ torch.ones(2, 2, dtype=torch.bfloat16)).dtype == torch.bfloat16
+    with scoring_precision("bf16", "cpu", torch.float32):
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with scoring_precision("bf16", "cpu"):  # the default: fp32 weights
+        assert torch.is_autocast_enabled("cpu")
+    with scoring_precision("fp32", "cpu", torch.float32):
+        assert not torch.is_autocast_enabled("cpu")
+    assert not torch.is_autocast_enabled("cpu")
 
 
 def test_bf16_evaluation_is_within_bf16_rounding_of_fp32(tmp_path):

@@ -287,7 +287,7 @@ def scoring(model: LanguageModel, context: Context, precision: str = "fp32") -> 
         with ExitStack() as stack:
             stack.enter_context(torch.inference_mode())
             stack.enter_context(using_context(model, context))
-            stack.enter_context(scoring_precision(precision, model.device))
+            stack.enter_context(scoring_precision(precision, model.device, dtype))
             yield
     finally:
         model.train(was_training)

@@ -186,9 +186,12 @@ class HFLanguageModel(LanguageModel):
         return self.causal_lm.base_model(input_ids=window, use_cache=False).last_hidden_state
 
     def _check_ids(self, ids: torch.Tensor) -> None:
-        if ids.numel() and (int(ids.max()) >= self.vocab_size or int(ids.min()) < 0):
-            raise TxlabError(f"token id {int(ids.max())} is outside this model's vocabulary of {self.vocab_size}: "
-                             "the text was tokenized for another model")
+        if not ids.numel():
+            return
+        low, high = torch.stack(torch.aminmax(ids)).tolist()  # one host sync per forward, not one per bound
+        if high >= self.vocab_size or low < 0:
+            raise TxlabError(f"token id {high if high >= self.vocab_size else low} is outside this model's vocabulary of "
+                             f"{self.vocab_size}: the text was tokenized for another model")
 
 
 # ------------------------------------------------------------------------------------------------

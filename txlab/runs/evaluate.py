@@ -151,7 +151,7 @@ def evaluate(
     total = torch.zeros((), dtype=torch.float64, device=model.device)
     count = 0
     try:
-        with using_context(model, context), scoring_precision(precision, model.device) as tf32:
+        with using_context(model, context), scoring_precision(precision, model.device, next(model.parameters()).dtype) as tf32:
             chunks = read_in_chunks(model, torch.as_tensor(streams.inputs), tgt_len, targets=torch.as_tensor(streams.targets))
             for start, out in Progress(chunks, total=n_segments, desc="eval", unit="seg", disable=not progress, leave=False):
                 columns = slice(start, start + tgt_len)
