@@ -1,6 +1,6 @@
 """The GPU benchmark: paper-scale numbers a session with a GPU measures first (a benchmark, not a test).
 
-    python benchmarks/gpu.py --text FILE [--out DIR] [--only SECTION ...]     # on a GPU: about 5 minutes
+    python benchmarks/gpu.py --text FILE [--out DIR] [--only SECTION ...]     # on a GPU: about 7 minutes
     python benchmarks/gpu.py --tiny --text FILE --out /tmp/b                  # the same on CPU, tiny shapes (seconds)
 
 Sections, each written to the results file as soon as it is done (a run cut short keeps what it finished):
