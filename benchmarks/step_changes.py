@@ -5,7 +5,8 @@
 The changes (docs/performance.md): the dropout's keep decisions from 16-bit random numbers (`kernels.dropout`), the
 fused Adam of `txlab train` (`runs.train.make_optimizer`), the output layer's logits computed in a kept tensor while
 training too (`AdaptiveLogSoftmax.logits_scratch`, `softmax.KeptLogits`), and inference attention's scores and
-probabilities, and its position scores, in kept tensors (`kernels.kept_tensor`). Each variant is the step as `txlab bench model` times it
+probabilities, and its position scores, in kept tensors (`kernels.kept_tensor`), and the loss's log-softmax taken in place
+over the logits in one call (`softmax._log_probs_in`). Each variant is the step as `txlab bench model` times it
 (`training_workload`, `evaluation_workload` at a memory of 128), built from the same seed, with one change undone by
 putting the code it replaced back for its calls ("before" undoes all of a mode's changes). The variants alternate, one
 call each per round (txlab.timing.interleaved_median_seconds), so load slows them alike; the matmul ceiling is
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import shlex
 import statistics
 import sys
 from collections.abc import Callable, Iterator
@@ -30,7 +32,7 @@ import torch.nn.functional as F
 from txlab.config import ModelConfig
 from txlab.measure import bench
 from txlab.measure.bench import BENCH_CONFIGS, evaluation_workload, training_workload
-from txlab.models import attention, kernels
+from txlab.models import attention, kernels, softmax
 from txlab.models.kernels import rel_shift
 from txlab.models.softmax import AdaptiveLogSoftmax
 from txlab.timing import interleaved_median_seconds, matmul_peak_gflops
@@ -76,19 +78,29 @@ def fresh_scores_attention(q, keys, values, by_distance, mask, scale):
     return out.view(batch, n_head, n_query, d_head)
 
 
+def blocked_log_probs(logits: torch.Tensor) -> torch.Tensor:
+    """The loss's log-softmax before: 128 rows at a time through a temporary, copied back over the logits."""
+    for start in range(0, logits.size(0), 128):
+        block = logits[start : start + 128]
+        block.copy_(F.log_softmax(block, dim=-1))
+    return logits
+
+
 KEPT_LOGITS_SCRATCH = AdaptiveLogSoftmax.logits_scratch
 
 UNDO: dict[str, list[tuple[object, str, object]]] = {
     "float dropout": [(kernels, "dropout", float_dropout)],
     "fresh logits": [(AdaptiveLogSoftmax, "logits_scratch", fresh_logits_with_gradients)],
     "fresh scores": [(kernels, "attend_relative", fresh_scores_attention), (attention, "matmul_shared_keys", fresh_position_scores)],
+    "blocked log-softmax": [(softmax, "_log_probs_in", blocked_log_probs)],
 }
 """What each variant puts back while its calls run: (owner, attribute, the code it replaced)."""
 
 BUILD_UNDO: dict[str, list[tuple[object, str, object]]] = {"unfused Adam": [(bench, "make_optimizer", unfused_adam)]}
 """What a variant puts back while its step is built."""
 
-VARIANTS = {"train": ["float dropout", "unfused Adam", "fresh logits", "before"], "eval_mem128": ["fresh scores"]}
+VARIANTS = {"train": ["float dropout", "unfused Adam", "fresh logits", "blocked log-softmax", "before"],
+            "eval_mem128": ["fresh scores", "blocked log-softmax"]}
 """The variants of each mode, besides "all" (every change in); "before" undoes all of the mode's changes."""
 
 
@@ -157,7 +169,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 each = " / ".join(f"{r['ms'][variant]:.1f} vs {r['ms']['all']:.1f}" for r in runs)
                 lines.append(f"| {shape} | {mode} | {variant} | {each} | {statistics.median(ratios):.3f}x ({ratios[0]:.3f}-{ratios[-1]:.3f}) |")
     text = (f"# The speed changes of 2026-11-29, each undone (CPU)\n\nMade on {datetime.date.today()} by\n\n"
-            f"    python benchmarks/step_changes.py {' '.join(sys.argv[1:] if argv is None else argv)}\n\n{args.threads} threads, fp32 matmul "
+            f"    python benchmarks/step_changes.py {shlex.join(sys.argv[1:] if argv is None else argv)}\n\n{args.threads} threads, fp32 matmul "
             f"ceiling {ceiling:,.1f} GFLOP/s; {args.runs} runs of {args.rounds} interleaved rounds each. A row is one change undone: its step "
             "against the step with every change in (\"all\"), median ms of each run, and the speed-up of \"all\" over it (median over "
             "the runs, range).\n\n| shape | mode | undone | ms, undone vs all, per run | speed-up of all |\n|---|---|---|---|---:|\n"

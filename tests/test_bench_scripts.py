@@ -74,10 +74,15 @@ def test_the_step_changes_benchmark_undoes_each_change_while_its_variant_runs(mo
     from txlab.models import kernels
     from txlab.models.softmax import AdaptiveLogSoftmax
 
-    current = kernels.dropout, AdaptiveLogSoftmax.logits_scratch
+    from txlab.models import softmax
+
+    current = kernels.dropout, AdaptiveLogSoftmax.logits_scratch, softmax._log_probs_in
     with script.undone(script.patches_of("train", "before", script.UNDO)):
         assert kernels.dropout is script.float_dropout and AdaptiveLogSoftmax.logits_scratch is script.fresh_logits_with_gradients
-    assert (kernels.dropout, AdaptiveLogSoftmax.logits_scratch) == current  # put back after the calls
+        assert softmax._log_probs_in is script.blocked_log_probs
+    assert (kernels.dropout, AdaptiveLogSoftmax.logits_scratch, softmax._log_probs_in) == current  # put back after the calls
+    logits = torch.randn(300, 50)  # the undone log-softmax gives the same numbers, the other way
+    assert torch.equal(script.blocked_log_probs(logits.clone()), current[2](logits.clone()))
     torch.manual_seed(0)
     x = torch.ones(10_000)
     assert 0.05 < float((script.float_dropout(x, 0.1, True) == 0).float().mean()) < 0.15

@@ -986,6 +986,24 @@ def test_the_docs_quote_the_step_changes_benchmark():
     assert f"each run's ratio lies between {min(ends):.3f} and {max(ends):.3f}x" in docs
 
 
+def test_the_docs_quote_both_runs_of_the_in_place_log_softmax():
+    rows = {}
+    for run in ("log-softmax-in-place-cpu-run1", "log-softmax-in-place-cpu"):
+        text = (ROOT / "results" / "bench" / f"{run}.md").read_text(encoding="utf-8")
+        found = re.findall(r"^\| (tiny|small) \| (\w+) \| blocked log-softmax \| ([^|]+) \| ([\d.]+)x \(([\d.]+)-([\d.]+)\) \|$", text, re.M)
+        assert len(found) == 4, run
+        for shape, mode, each, median, low, high in found:
+            ratios = sorted(float(a) / float(b) for a, b in re.findall(r"([\d.]+) vs ([\d.]+)", each))
+            assert all(abs(a - b) < 0.005 for a, b in zip((float(median), float(low), float(high)), (np.median(ratios), ratios[0], ratios[-1])))
+            rows[run, shape, mode] = (median, low, high)
+    docs = doc_text("docs/performance.md")
+    second, first = rows["log-softmax-in-place-cpu", "small", "eval_mem128"], rows["log-softmax-in-place-cpu-run1", "small", "eval_mem128"]
+    assert (f"cached evaluation at the small shape {second[0]}x ({second[1]}-{second[2]}) in the second run "
+            f"(`results/bench/log-softmax-in-place-cpu.md`) and {first[0]}x ({first[1]}-{first[2]}) in the first") in docs
+    trained = [rows[run, "small", "train"][0] for run in ("log-softmax-in-place-cpu", "log-softmax-in-place-cpu-run1")]
+    assert f"training {trained[0]}x and {trained[1]}x" in docs
+
+
 WORDS_WIKITEXT = ("recl-words-architectures-cpu-wikitext-text-words-wikitext", "recl-words-architectures-cpu-wikitext-longer-text-words-wikitext")
 """The two committed runs on the WikiText sample in words, one training each (the second trains the BPE members 4x longer)."""
 

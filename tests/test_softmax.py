@@ -149,6 +149,20 @@ def test_linear_nll_equals_log_softmax_then_gather_with_its_gradients(dtype, tol
         torch.testing.assert_close(got, expected, rtol=tol, atol=tol)
 
 
+def test_the_in_place_log_softmax_equals_torch_log_softmax_bit_for_bit():
+    # the loss turns its logits into log-probabilities over themselves (aten._log_softmax with out= its input); torch
+    # promises nothing about that aliasing, so this pins it on the torch in use, from one row to more rows than threads
+    from txlab.models.softmax import _log_probs_in
+
+    torch.manual_seed(6)
+    for dtype in (torch.float32, torch.float64):
+        for shape in [(1, 1), (3, 7), (1024, 10_000), (5, 40_001)]:
+            logits = torch.randn(shape, dtype=dtype) * 20
+            expected = F.log_softmax(logits, dim=-1)
+            out = _log_probs_in(logits)
+            assert out.data_ptr() == logits.data_ptr() and torch.equal(out, expected), (dtype, shape)
+
+
 def test_linear_nll_refuses_a_second_backward_over_its_consumed_log_probs():
     hidden = torch.randn(4, 3, requires_grad=True)
     loss = linear_nll(hidden, torch.randn(5, 3), None, torch.tensor([0, 1, 2, 3])).sum()

