@@ -17,7 +17,8 @@ losses in float64. On a CUDA GPU with TF32 (compute capability 8.0 and later) bf
 matmuls autocast leaves in fp32 use TF32. Runs record their precision (config.yaml) and whether TF32 was
 on (each training record of metrics.jsonl); evaluation records and loss tables record theirs.
 
-A Hugging Face checkpoint (``hf:``) is loaded with its weights in the precision asked for (txlab.models.hf).
+A Hugging Face checkpoint (``hf:``) is loaded with its weights in the precision asked for (txlab.models.hf), and is
+scored in it natively, without autocast (:func:`scoring_precision`).
 """
 
 from __future__ import annotations
