@@ -22,7 +22,8 @@ Sections, each written to the results file as soon as it is done (a run cut shor
   blocks: where a user with one GPU spends their time, and the share of the bf16 ceiling a large model's collection
   reaches.
 - ``profile``: where the collection's time goes, for both collected shapes: one block of the main table at several
-  batch sizes and without the id checks' host sync, timed in alternation (2 rounds after one of warm-up); and a
+  batch sizes and with the host waiting for the GPU after every forward, timed in alternation (2 rounds after one of
+  warm-up); and a
   torch.profiler summary of one block as ``recl`` reads it (the GPU's busy share of the wall time, the top kernels and
   the top host operations).
 - ``speed``: Table 9 at the paper's shape with today's baselines (`txlab speed --study studies/table9.yaml --profile
@@ -312,16 +313,14 @@ def strided(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dic
 
 
 @contextmanager
-def without_id_checks() -> Iterator[None]:
-    """Each forward's check that the ids fit the vocabulary left out: a host sync per forward call."""
-    from txlab.models.hf import HFLanguageModel
-
-    check = HFLanguageModel._check_ids
-    HFLanguageModel._check_ids = lambda self, ids: None
+def synced_forwards(model, device: str) -> Iterator[None]:
+    """The host waits for the device after every forward call, as the collection did before it kept a table's losses
+    on the device (one wait per table) and checked ids there: what those waits cost."""
+    hook = model.causal_lm.base_model.register_forward_hook(lambda *_: synchronize(device))
     try:
         yield
     finally:
-        HFLanguageModel._check_ids = check
+        hook.remove()
 
 
 def profile(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
@@ -337,13 +336,13 @@ def profile(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dic
 
 
 def profile_model(scored, tokens, shapes: Shapes, device: str, ceilings: dict) -> dict:
-    """One block of the main table per variant (batch sizes; no id checks), in alternation over 2 rounds after a round
-    of warm-up (on an H200 a first round was slower for every variant), each round's figures kept; then torch.profiler
-    over one block as ``recl`` reads it. (Eager attention, timed on 2026-11-29 at 1.9x and 5.9x sdpa's time, is no
-    longer a variant.)"""
+    """One block of the main table per variant (batch sizes; a sync after every forward), in alternation over 2 rounds
+    after a round of warm-up (on an H200 a first round was slower for every variant), each round's figures kept; then
+    torch.profiler over one block as ``recl`` reads it. (Eager attention, timed on 2026-11-29 at 1.9x and 5.9x sdpa's
+    time, is no longer a variant.)"""
     model = scored.model
     variants = {f"batch {b}": (b, nullcontext) for b in shapes.profile_batches}
-    variants[f"batch {shapes.batch}, no id checks"] = (shapes.batch, without_id_checks)
+    variants[f"batch {shapes.batch}, a sync per forward"] = (shapes.batch, lambda: synced_forwards(model, device))
     rounds: dict[str, list[dict]] = {name: [] for name in variants}
     for round_ in range(3):
         for name, (batch, context) in variants.items():

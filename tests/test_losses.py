@@ -297,15 +297,17 @@ def make_run(run_dir, family="lstm", seed=0):
 
 @pytest.fixture
 def scored_rows(monkeypatch):
-    """Counts the (c, t) cells whose loss is computed (every scored row goes through target_nll)."""
+    """Counts the (c, t) cells whose loss is computed (every scored row goes through reading.scored_nll)."""
+    from txlab.measure import reading
+
     calls = {"rows": 0}
-    original = losses_mod.target_nll
+    original = reading.scored_nll
 
     def counting(model, hidden, targets):
         calls["rows"] += len(targets)
         return original(model, hidden, targets)
 
-    monkeypatch.setattr(losses_mod, "target_nll", counting)
+    monkeypatch.setattr(reading, "scored_nll", counting)
     return calls
 
 
@@ -588,3 +590,28 @@ def test_strides_that_make_no_sense_are_refused():
     np.testing.assert_allclose(got[1], exact[1], rtol=0, atol=1e-5)
     with pytest.raises(TxlabError, match="placebo=false"):  # a placebo window of 8 + 3 - 1 tokens would pass the cap of 8
         collect_losses(capped, tokens, (2, 8), BLOCK_STARTS, BLOCK_LEN, tgt_len=8, context=vanilla, stride=3, placebo=True)
+
+
+def test_scored_cells_bring_back_every_batch_once_into_its_own_cells():
+    from txlab.measure.reading import ScoredCells, target_nll, to_device
+
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16, n_token=11, tgt_len=4, mem_len=0)).eval()
+    hidden = torch.randn(2, 3, 8)  # [B, L, d]
+    scored = ScoredCells((2, 3))
+    with torch.inference_mode():
+        scored.add(model, hidden, np.array([0, 1, 1]), np.array([2, 0, 1]), (np.array([0, 0, 1]), np.array([0, 2, 1])), np.array([3, 4, 5]))
+        with pytest.raises(AssertionError, match="scored twice"):
+            scored.add(model, hidden, np.array([0]), np.array([0]), (np.array([0]), np.array([2])), np.array([6]))
+        with pytest.raises(AssertionError, match="never scored"):
+            scored.table()
+        scored.add(model, hidden, np.array([0, 0, 1]), np.array([0, 1, 2]), (np.array([0, 1, 1]), np.array([1, 0, 2])), np.array([7, 8, 9]))
+        table = scored.table()
+        # each cell holds the loss of its own row and target, as target_nll scores that row alone
+        rows = {(0, 0): (0, 2, 3), (0, 2): (1, 0, 4), (1, 1): (1, 1, 5), (0, 1): (0, 0, 7), (1, 0): (0, 1, 8), (1, 2): (1, 2, 9)}
+        for (c, t), (b, position, target) in rows.items():
+            assert table[c, t] == pytest.approx(target_nll(model, hidden[b, position][None], np.array([target]))[0], rel=1e-6)
+    source = np.arange(6).reshape(2, 3)
+    copied = to_device(source[:, ::2], "cpu")  # a strided view is copied, not shared
+    source[:] = -1
+    assert copied.tolist() == [[0, 2], [3, 5]] and copied.dtype == torch.int64

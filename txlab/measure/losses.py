@@ -114,6 +114,7 @@ from txlab.measure.collection import (
 )
 from txlab.measure.reading import (
     OnBatch,
+    ScoredCells,
     check_far,
     chunk_length,
     context_lengths,
@@ -160,19 +161,15 @@ def window_block_losses(
 ) -> np.ndarray:
     """l(c, t) [C, stop - start] for every c in ``lengths`` (ascending) and t in [start, stop), by
     the window method: one fresh window per start s, each serving every (c, s + c) in the block."""
-    out = np.full((len(lengths), stop - start), np.nan, dtype=np.float32)
+    scored = ScoredCells((len(lengths), stop - start))
     for starts, n_read in window_batches(lengths, start, stop, batch_size, on_batch):
         windows = gather_windows(tokens, int(starts[0]), len(starts), n_read, end=stop - 1)  # [B, n_read]
         hidden = read_fresh(model, windows, chunk_len)  # [B, n_read, d]
         targets = starts[:, None] + lengths[None, :]  # [B, C]: x_t predicted after reading c tokens
         b_idx, c_idx = np.nonzero((targets >= start) & (targets < stop))
         t = targets[b_idx, c_idx]
-        rows = hidden[torch.as_tensor(b_idx, device=hidden.device), torch.as_tensor(lengths[c_idx] - 1, device=hidden.device)]  # [N, d]
-        cells = (c_idx, t - start)
-        assert np.isnan(out[cells]).all(), "a (c, t) cell was scored twice"
-        out[cells] = target_nll(model, rows, tokens[t])
-    assert not np.isnan(out).any(), "a (c, t) cell was never scored"
-    return out
+        scored.add(model, hidden, b_idx, lengths[c_idx] - 1, (c_idx, t - start), tokens[t])
+    return scored.table()
 
 
 def naive_block_losses(
@@ -228,7 +225,7 @@ def window_placebo_losses(
     prediction after extra + c tokens is the placebo loss of (c, s + c). Exact for a prefix-causal model, as
     :func:`window_block_losses` is, since the definition's window is this one's prefix, chunked from the same start."""
     n = len(tokens)
-    out = np.full((len(near), stop - start), np.nan, dtype=np.float32)
+    scored = ScoredCells((len(near), stop - start))
     for starts, n_read in window_batches(near, start, stop, batch_size, on_batch):  # [B] near starts
         far = far_starts(n, starts, extra, offset)  # [B]
         distant = tokens[far[:, None] + np.arange(extra)].astype(np.int64)  # [B, extra]
@@ -238,10 +235,8 @@ def window_placebo_losses(
         t = targets[b_idx, c_idx]
         check_far(n, far[b_idx], starts[b_idx], t, extra)
         hidden = read_fresh(model, windows, chunk_len)  # [B, extra + n_read, d]
-        rows = hidden[torch.as_tensor(b_idx, device=hidden.device), torch.as_tensor(extra + near[c_idx] - 1, device=hidden.device)]  # [N, d]
-        out[c_idx, t - start] = target_nll(model, rows, tokens[t])
-    assert not np.isnan(out).any(), "a placebo (c, t) cell was never scored"
-    return out
+        scored.add(model, hidden, b_idx, extra + near[c_idx] - 1, (c_idx, t - start), tokens[t])
+    return scored.table()
 
 
 def placebo_block_losses(

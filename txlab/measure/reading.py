@@ -46,26 +46,67 @@ def gather_windows(tokens: np.ndarray, first: int, count: int, length: int, end:
     return sliding_window_view(span, length)  # [count, length], a view of span
 
 
+def to_device(array: np.ndarray, device: torch.device | str) -> torch.Tensor:
+    """A copy of ``array`` as a tensor on ``device``. To a CUDA device it goes through pinned memory without waiting
+    for the work queued there, so the host prepares the next batch while the GPU reads this one."""
+    tensor = torch.from_numpy(np.array(array, order="C"))  # a copy: windows are read-only views of the stream
+    if torch.device(device).type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 def read_fresh(model: LanguageModel, windows: np.ndarray, chunk_len: int | None) -> torch.Tensor:
     """Final hidden states [B, L, d] after reading each window [B, L] from a fresh state, in chunks
     of ``chunk_len`` (None: the whole window as one segment), carrying the state between chunks."""
-    x = torch.tensor(windows, device=model.device)  # a copy: the windows are a read-only view
+    x = to_device(windows, model.device)  # [B, L]
     return torch.cat([out.hidden for _, out in read_in_chunks(model, x, chunk_len)], dim=1)  # [B, L, d]
 
 
-def target_nll(model: LanguageModel, hidden: torch.Tensor, targets: np.ndarray) -> np.ndarray:
-    """-ln P(target) for hidden rows [N, d] and targets [N], through ``model.log_prob``: float32 [N].
-
-    Rows go through the softmax in groups of at most ~4M log-probabilities (16 MB in float32).
-    """
-    targets_t = torch.as_tensor(targets.astype(np.int64), device=hidden.device)
+def scored_nll(model: LanguageModel, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """-ln P(target) for hidden rows [N, d] and targets [N] on their device, through ``model.log_prob``: float32 [N],
+    left on the device. Rows go through the softmax in groups of at most ~4M log-probabilities (16 MB in float32)."""
     n_token = model.log_prob(hidden[:1]).size(-1)
     rows = max(1, 2**22 // n_token)
     nll = [
-        -model.log_prob(hidden[i : i + rows]).gather(1, targets_t[i : i + rows, None])[:, 0]  # [rows]
+        -model.log_prob(hidden[i : i + rows]).gather(1, targets[i : i + rows, None])[:, 0]  # [rows]
         for i in range(0, hidden.size(0), rows)
     ]
-    return torch.cat(nll).float().cpu().numpy()
+    return torch.cat(nll).float()
+
+
+def target_nll(model: LanguageModel, hidden: torch.Tensor, targets: np.ndarray) -> np.ndarray:
+    """:func:`scored_nll` of ``targets`` [N] given as ids on the host, brought back: float32 [N]."""
+    return scored_nll(model, hidden, to_device(targets.astype(np.int64), hidden.device)).cpu().numpy()
+
+
+class ScoredCells:
+    """A table [C, T] filled batch by batch from rows of hidden states, whose losses stay on the model's device until
+    :meth:`table`: one wait for the device per table, not one per batch. Every cell is scored exactly once."""
+
+    def __init__(self, shape: tuple[int, int]):
+        self.claimed = np.zeros(shape, dtype=bool)
+        self.pending: list[tuple[tuple[np.ndarray, np.ndarray], torch.Tensor]] = []
+
+    def add(self, model: LanguageModel, hidden: torch.Tensor, window: np.ndarray, position: np.ndarray,
+            cells: tuple[np.ndarray, np.ndarray], targets: np.ndarray) -> None:
+        """Score the rows (``window``[i], ``position``[i]) of ``hidden`` [B, L, d] against ``targets`` [N] into ``cells``."""
+        assert not self.claimed[cells].any(), "a (c, t) cell was scored twice"
+        self.claimed[cells] = True
+        flat = to_device(window * hidden.size(1) + position, hidden.device)  # [N] rows of hidden [B * L, d]
+        rows = hidden.flatten(0, 1).index_select(0, flat)  # [N, d]
+        self.pending.append((cells, scored_nll(model, rows, to_device(targets.astype(np.int64), hidden.device))))
+
+    def table(self) -> np.ndarray:
+        """float32 [C, T], every cell scored."""
+        assert self.claimed.all(), "a (c, t) cell was never scored"
+        out = np.empty(self.claimed.shape, dtype=np.float32)
+        if self.pending:
+            values = torch.cat([nll for _, nll in self.pending]).cpu().numpy()  # [all N]: the one wait
+            lo = 0
+            for cells, nll in self.pending:
+                out[cells] = values[lo : lo + len(nll)]
+                lo += len(nll)
+        return out
 
 
 def chunk_length(model: LanguageModel, tgt_len: int) -> int | None:

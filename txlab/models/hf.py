@@ -188,7 +188,13 @@ class HFLanguageModel(LanguageModel):
     def _check_ids(self, ids: torch.Tensor) -> None:
         if not ids.numel():
             return
-        low, high = torch.stack(torch.aminmax(ids)).tolist()  # one host sync per forward, not one per bound
+        if ids.device.type == "cuda":
+            # a device-side assertion, not a host wait per forward: the host queues the next batch while the GPU reads
+            # this one. A collection refuses ids outside the vocabulary on the host first (txlab.measure.losses), with
+            # this error's words; here a stray id stops the process with CUDA's own error.
+            torch._assert_async(((ids >= 0) & (ids < self.vocab_size)).all())
+            return
+        low, high = torch.stack(torch.aminmax(ids)).tolist()
         if high >= self.vocab_size or low < 0:
             raise TxlabError(f"token id {high if high >= self.vocab_size else low} is outside this model's vocabulary of "
                              f"{self.vocab_size}: the text was tokenized for another model")
