@@ -2,10 +2,11 @@
 txlab.measure.words) feeds a model and how it scores the rows it needs.
 
 A window is read from ``model.init_state`` in chunks of the evaluation segment (or as one segment for a model
-without memory), carrying the state (:func:`read_fresh`); only the target's log-probability is taken at each scored row (:func:`scored_nll`), and a table's losses stay on
-the model's device until the table is done (:class:`ScoredCells`). Whether a model's predictions ignore the tokens after them in a window
-(:func:`is_prefix_causal`) decides whether one window may serve several contexts. A placebo's far span is placed
-by :func:`far_starts`, ``offset`` units after its window's start, each target block at its own offset
+without memory), carrying the state (:func:`read_fresh`); only the target's log-probability is taken at each scored
+row (:func:`scored_nll`), and a table's losses stay on the model's device until the table is done
+(:class:`ScoredCells`). Whether a model's predictions ignore the tokens after them in a window
+(:func:`is_prefix_causal`) decides whether one window may serve several contexts. A placebo's far span is placed by
+:func:`far_starts`, ``offset`` units after its window's start, each target block at its own offset
 (:func:`placebo_offsets`), and checked by :func:`check_far`.
 """
 
