@@ -112,8 +112,8 @@ def scoring_precision(precision: str, device: str | torch.device, weights: torch
 
     A model whose ``weights`` are already in that precision's dtype (a Hugging Face checkpoint loaded in it) computes
     in it natively, without autocast: autocast gives its matmuls nothing, and on CUDA it runs layer norms and powers
-    in fp32 with casts around them. In a profile of a GPT-2 shape's bf16 loss collection on an H200 under autocast, fp32 elementwise kernels and casts
-    took about 60% of the GPU's busy time, the largest matrix-product kernel about 10%."""
+    in fp32 with casts around them. In a profile of a GPT-2 shape's bf16 loss collection on an H200 under autocast,
+    fp32 elementwise kernels and casts took about 60% of the GPU's busy time, the largest matrix-product kernel about 10%."""
     native = weights == DTYPES[precision]
     with matmul_precision(precision, device) as tf32, (nullcontext() if native else autocast(precision, device)):
         yield tf32
