@@ -98,7 +98,7 @@ PAPER = Shapes(
     llama={"hidden_size": 2048, "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4,
            "intermediate_size": 5632, "max_position_embeddings": 2048}, llama_blocks=4,
     speed=["--profile", "paper", "--set", "budget_s=3", "--set", "repeats=10"],
-    strided_grid=(8192, 16384, 32768), stride=1024, strided_block_len=1024, profile_batches=(32, 64, 128),
+    strided_grid=(8192, 16384, 32768), stride=1024, strided_block_len=1024, profile_batches=(32, 128, 256),
 )
 TINY = Shapes(
     matmul=256, train_size="tiny", train_batch=2, train_segment=16, rounds=2,
