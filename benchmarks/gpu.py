@@ -26,6 +26,9 @@ Sections, each written to the results file as soon as it is done (a run cut shor
   warm-up); and a
   torch.profiler summary of one block as ``recl`` reads it (the GPU's busy share of the wall time, the top kernels and
   the top host operations).
+- ``compile``: what compiling the model's layers (``torch.compile`` of each block, dynamic shapes) would give the
+  collection, for both collected shapes: one block of the main table at the largest profiled batch, the layers as
+  loaded and compiled in alternation (2 rounds after one of warm-up, which compiles), and the warm-up's seconds.
 - ``speed``: Table 9 at the paper's shape with today's baselines (`txlab speed --study studies/table9.yaml --profile
   paper`, shorter budgets), its table and figure written beside the results.
 
@@ -53,7 +56,7 @@ from typing import NamedTuple
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("ceiling", "train", "recl", "recl-llama", "profile", "speed")
+SECTIONS = ("ceiling", "train", "recl", "recl-llama", "profile", "compile", "speed")
 PLACEHOLDERS = {"--text": "TEXT", "--out": "OUT"}
 """How a results file's commands name the paths given: a record names no folder of the machine that made it, so that
 it reads the same from any clone (tests/test_records.py)."""
@@ -367,6 +370,58 @@ def profile_model(scored, tokens, shapes: Shapes, device: str, ceilings: dict) -
                          "host": [{"name": e.key[:120], "calls": e.count, "ms": e.self_cpu_time_total / 1e3} for e in host[:15]]}}
 
 
+def model_layers(causal_lm) -> torch.nn.ModuleList:
+    """The base model's stack of blocks: its ModuleList of the class Hugging Face names as not to be split."""
+    blocks = set(getattr(causal_lm, "_no_split_modules", None) or ())
+    for module in causal_lm.base_model.children():
+        if isinstance(module, torch.nn.ModuleList) and type(module[0]).__name__ in blocks:
+            return module
+    raise RuntimeError(f"no stack of {sorted(blocks)} in {type(causal_lm.base_model).__name__}")
+
+
+@contextmanager
+def compiled_layers(layers: torch.nn.ModuleList, compiled: Sequence[torch.nn.Module]) -> Iterator[None]:
+    """The stack's blocks swapped for their compiled forms for the block of the ``with``, then put back."""
+    loaded = list(layers)
+    for i, block in enumerate(compiled):
+        layers[i] = block
+    try:
+        yield
+    finally:
+        for i, block in enumerate(loaded):
+            layers[i] = block
+
+
+def compile_section(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
+    """The main table's block at the largest profiled batch, the layers as loaded and compiled, for both shapes."""
+    import torch._dynamo.utils
+
+    out = {}
+    for kind in ("gpt2", "llama"):
+        scored, tokens = random_model(kind, shapes, device, text_file)
+        layers = model_layers(scored.model.causal_lm)
+        compiled = [torch.compile(block, dynamic=True) for block in layers]  # one compiled code serves every block
+        graphs_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        batch = max(shapes.profile_batches)
+        variants = {"as loaded": nullcontext, "compiled": lambda: compiled_layers(layers, compiled)}
+        rounds: dict[str, list[dict]] = {name: [] for name in variants}
+        warmup = {}
+        for round_ in range(3):
+            for name, context in variants.items():
+                with context():
+                    row = rates(timed_table(scored, tokens, shapes, 1, batch, device), ceilings)
+                if round_:
+                    rounds[name].append(row)
+                else:
+                    warmup[name] = row["seconds"]
+        out[kind] = {"batch": batch, "warmup_seconds": warmup, "rounds": rounds,
+                     "graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs_before}
+        del scored, compiled
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    return out
+
+
 def speed(shapes: Shapes, device: str, out: Path) -> dict:
     """`txlab speed` at the study's profile, its JSON summary, table and figure in ``out``."""
     command = [sys.executable, "-m", "txlab", "speed", "--study", str(ROOT / "studies" / "table9.yaml"), *shapes.speed,
@@ -405,6 +460,15 @@ def markdown(results: dict) -> str:
     prof = results.get("profile")
     if isinstance(prof, dict) and "error" not in prof:
         lines += profile_lines(prof)
+    comp = results.get("compile")
+    if isinstance(comp, dict) and "error" not in comp:
+        for kind, r in comp.items():
+            if isinstance(r, dict):
+                lines += ["", f"Compiled layers, {kind}, one block of the main table at batch {r['batch']}, 2 rounds "
+                          f"(warm-up: as loaded {r['warmup_seconds']['as loaded']:.1f} s, compiled {r['warmup_seconds']['compiled']:.1f} s, "
+                          f"{r['graphs']} graphs compiled):"]
+                lines += [f"- {name}: " + ", ".join(f"{row['seconds']:.2f} s ({row['of_bf16_ceiling']:.0%} of bf16)" for row in rows)
+                          for name, rows in r["rounds"].items()]
     s = results.get("speed")
     if isinstance(s, dict) and "error" not in s:
         lines.append(f"Table 9: see table9-gpu.md beside this file (`{s['command']}`).")
@@ -474,6 +538,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
                 results[section] = recl_llama(shapes, device, results.get("ceiling", {}), args.text)
             elif section == "profile":
                 results[section] = profile(shapes, device, results.get("ceiling", {}), args.text)
+            elif section == "compile":
+                results[section] = compile_section(shapes, device, results.get("ceiling", {}), args.text)
             else:
                 results[section] = speed(shapes, device, args.out)
         except Exception as err:  # one failed section must not lose the others' numbers
