@@ -26,9 +26,11 @@ Sections, each written to the results file as soon as it is done (a run cut shor
   warm-up); and a
   torch.profiler summary of one block as ``recl`` reads it (the GPU's busy share of the wall time, the top kernels and
   the top host operations).
-- ``compile``: what compiling the model's layers (``torch.compile`` of each block, dynamic shapes) would give the
-  collection, for both collected shapes: one block of the main table at the largest profiled batch, the layers as
-  loaded and compiled in alternation (2 rounds after one of warm-up, which compiles), and the warm-up's seconds.
+- ``compile``: what compiling the model's layers gives the collection (txlab.models.compiled; ``torch.compile`` of each
+  layer, dynamic shapes), for both collected shapes: one block of the main table at the largest profiled batch, the
+  layers as written (``compile=off``) and compiled (``compile=on``) in alternation (2 rounds after one of warm-up,
+  which compiles), and the warm-up's seconds. Every other section scores as ``txlab.load_model`` loads by default
+  (``compile=auto``: compiled on a CUDA GPU, as written on the CPU); the results record which.
 - ``speed``: Table 9 at the paper's shape with today's baselines (`txlab speed --study studies/table9.yaml --profile
   paper`, shorter budgets), its table and figure written beside the results.
 
@@ -50,6 +52,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -260,13 +263,21 @@ def random_model(kind: str, shapes: Shapes, device: str, text_file: Path, **fiel
     return scored, tokens
 
 
+def layers_compiled(scored) -> bool:
+    """Whether the collection ran the model's layers compiled (its ``compile`` setting on this device)."""
+    from txlab.models.compiled import compiles
+
+    return compiles(scored.model, scored.compile)
+
+
 def recl(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
     """Loss collection of a GPT-2-124M-shape model in bf16, main table and placebo, with the token-steps it read."""
     scored, tokens = random_model("gpt2", shapes, device, text_file)
     rows = collect(scored, tokens, shapes, shapes.blocks, device, ceilings, ("main", "main_and_placebo"))
     rows["placebo_over_main_seconds"] = (rows["main_and_placebo"]["seconds"] - rows["main"]["seconds"]) / rows["main"]["seconds"]
     params = sum(p.numel() for p in scored.model.causal_lm.parameters())
-    return {"model": "gpt2 (random weights)", "params": params, "precision": "bf16", "tokens": len(tokens), "grid": list(shapes.grid),
+    return {"model": "gpt2 (random weights)", "params": params, "precision": "bf16", "compiled": layers_compiled(scored), "tokens": len(tokens),
+            "grid": list(shapes.grid),
             "targets": shapes.blocks * shapes.block_len, "batch": shapes.batch, "rows": rows,
             "strided": strided(shapes, device, ceilings, text_file)}
 
@@ -276,7 +287,8 @@ def recl_llama(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> 
     scored, tokens = random_model("llama", shapes, device, text_file)
     rows = collect(scored, tokens, shapes, shapes.llama_blocks, device, ceilings, ("main",))
     params = sum(p.numel() for p in scored.model.causal_lm.parameters())
-    return {"model": "llama (random weights)", "params": params, "precision": "bf16", "tokens": len(tokens), "grid": list(shapes.grid),
+    return {"model": "llama (random weights)", "params": params, "precision": "bf16", "compiled": layers_compiled(scored), "tokens": len(tokens),
+            "grid": list(shapes.grid),
             "targets": shapes.llama_blocks * shapes.block_len, "batch": shapes.batch, "rows": rows}
 
 
@@ -364,59 +376,36 @@ def profile_model(scored, tokens, shapes: Shapes, device: str, ceilings: dict) -
     kernels = sorted((e for e in events if e.device_type == DeviceType.CUDA), key=lambda e: -e.self_device_time_total)
     host = sorted((e for e in events if e.device_type == DeviceType.CPU), key=lambda e: -e.self_cpu_time_total)
     busy_s = sum(e.self_device_time_total for e in kernels) / 1e6
-    return {"attention": model.causal_lm.config._attn_implementation, "rounds": rounds,
+    return {"attention": model.causal_lm.config._attn_implementation, "compiled": layers_compiled(scored), "rounds": rounds,
             "profiled": {"seconds": row["seconds"], "gpu_busy_s": busy_s, "gpu_busy_share": busy_s / row["seconds"],
                          "kernels": [{"name": e.key[:120], "calls": e.count, "ms": e.self_device_time_total / 1e3} for e in kernels[:15]],
                          "host": [{"name": e.key[:120], "calls": e.count, "ms": e.self_cpu_time_total / 1e3} for e in host[:15]]}}
 
 
-def model_layers(causal_lm) -> torch.nn.ModuleList:
-    """The base model's stack of blocks: its ModuleList of the class Hugging Face names as not to be split."""
-    blocks = set(getattr(causal_lm, "_no_split_modules", None) or ())
-    for module in causal_lm.base_model.children():
-        if isinstance(module, torch.nn.ModuleList) and type(module[0]).__name__ in blocks:
-            return module
-    raise RuntimeError(f"no stack of {sorted(blocks)} in {type(causal_lm.base_model).__name__}")
-
-
-@contextmanager
-def compiled_layers(layers: torch.nn.ModuleList, compiled: Sequence[torch.nn.Module]) -> Iterator[None]:
-    """The stack's blocks swapped for their compiled forms for the block of the ``with``, then put back."""
-    loaded = list(layers)
-    for i, block in enumerate(compiled):
-        layers[i] = block
-    try:
-        yield
-    finally:
-        for i, block in enumerate(loaded):
-            layers[i] = block
-
-
 def compile_section(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
-    """The main table's block at the largest profiled batch, the layers as loaded and compiled, for both shapes."""
+    """One block of the main table at the largest profiled batch, the layers as written (``compile=off``) and compiled
+    (``compile=on``, txlab.models.compiled) in alternation, 2 rounds after one of warm-up (which compiles), for both
+    collected shapes; with the graphs torch compiled."""
     import torch._dynamo.utils
 
     out = {}
     for kind in ("gpt2", "llama"):
         scored, tokens = random_model(kind, shapes, device, text_file)
-        layers = model_layers(scored.model.causal_lm)
-        compiled = [torch.compile(block, dynamic=True) for block in layers]  # one compiled code serves every block
         graphs_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
         batch = max(shapes.profile_batches)
-        variants = {"as loaded": nullcontext, "compiled": lambda: compiled_layers(layers, compiled)}
+        variants = {"as written": replace(scored, compile="off"), "compiled": replace(scored, compile="on")}
         rounds: dict[str, list[dict]] = {name: [] for name in variants}
         warmup = {}
         for round_ in range(3):
-            for name, context in variants.items():
-                with context():
-                    row = rates(timed_table(scored, tokens, shapes, 1, batch, device), ceilings)
+            for name, variant in variants.items():
+                row = rates(timed_table(variant, tokens, shapes, 1, batch, device), ceilings)
                 if round_:
                     rounds[name].append(row)
                 else:
                     warmup[name] = row["seconds"]
         out[kind] = {"batch": batch, "warmup_seconds": warmup, "rounds": rounds,
                      "graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs_before}
-        del scored, compiled
+        del scored, variants
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     return out
@@ -465,7 +454,7 @@ def markdown(results: dict) -> str:
         for kind, r in comp.items():
             if isinstance(r, dict):
                 lines += ["", f"Compiled layers, {kind}, one block of the main table at batch {r['batch']}, 2 rounds "
-                          f"(warm-up: as loaded {r['warmup_seconds']['as loaded']:.1f} s, compiled {r['warmup_seconds']['compiled']:.1f} s, "
+                          f"(warm-up: as written {r['warmup_seconds']['as written']:.1f} s, compiled {r['warmup_seconds']['compiled']:.1f} s, "
                           f"{r['graphs']} graphs compiled):"]
                 lines += [f"- {name}: " + ", ".join(f"{row['seconds']:.2f} s ({row['of_bf16_ceiling']:.0%} of bf16)" for row in rows)
                           for name, rows in r["rounds"].items()]
@@ -479,7 +468,8 @@ def markdown(results: dict) -> str:
 
 
 def collection_lines(r: dict) -> list[str]:
-    return [f"Collection, {r['model']} {r['params'] / 1e6:,.0f}M bf16, grid {r['grid'][0]}..{r['grid'][-1]}, {r['targets']:,} targets, {name}: "
+    compiled = ", layers compiled" if r.get("compiled") else ""
+    return [f"Collection, {r['model']} {r['params'] / 1e6:,.0f}M bf16{compiled}, grid {r['grid'][0]}..{r['grid'][-1]}, {r['targets']:,} targets, {name}: "
             f"{row['seconds']:.1f} s, {row['token_steps']:,} token-steps, {row['tflops']:.1f} TFLOP/s ({row['of_bf16_ceiling']:.0%} of bf16)"
             for name, row in r["rows"].items() if isinstance(row, dict)]
 
@@ -489,7 +479,7 @@ def profile_lines(prof: dict) -> list[str]:
     for kind, r in prof.items():
         if not isinstance(r, dict):
             continue
-        lines += ["", f"Profile, {kind} (attention as loaded: {r['attention']}), one block of the main table per variant, 2 rounds:"]
+        lines += ["", f"Profile, {kind} (attention as loaded: {r['attention']}{', layers compiled' if r.get('compiled') else ''}), one block of the main table per variant, 2 rounds:"]
         lines += [f"- {name}: " + ", ".join(f"{row['seconds']:.2f} s ({row['of_bf16_ceiling']:.0%} of bf16)" for row in rows)
                   for name, rows in r["rounds"].items()]
         p = r["profiled"]

@@ -28,7 +28,7 @@ def text(tmp_path):
 
 @pytest.mark.slow  # the collection benchmark's quick form (tests/test_collection_bench.py) keeps a benchmark script in the default run
 def test_the_tiny_benchmark_measures_every_section_but_speed(tmp_path, text):
-    written = gpu_bench().main(["--tiny", "--text", str(text), "--out", str(tmp_path / "out"), "--only", "ceiling", "train", "recl", "recl-llama"])
+    written = gpu_bench().main(["--tiny", "--text", str(text), "--out", str(tmp_path / "out"), "--only", "ceiling", "train", "recl", "recl-llama", "compile"])
     results = json.loads(written.read_text())
     assert results["device"] == "cpu" and results["tiny"] and written.name.endswith("-cpu-tiny.json")
     assert results["ceiling"]["fp32_tflops"] > 0 and results["ceiling"]["bf16_tflops"] > 0

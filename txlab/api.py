@@ -142,7 +142,7 @@ def context_losses(
     starts = sample_blocks(len(tokens), n_blocks, block_len, max(grid), seed)
     member = as_scored(model)
     kwargs = dict(tgt_len=member.tgt_len or max(grid), context=member.context, batch_size=batch_size, progress=progress,
-                  precision=member.precision, stride=stride)
+                  precision=member.precision, compile=member.compile, stride=stride)
     losses = collect_losses(member.model, tokens, grid, starts, block_len, **kwargs)
     placebo_losses = (collect_losses(member.model, tokens, grid, starts, block_len, placebo=True, offsets=placebo_offsets(len(tokens), n_blocks, seed, grid),
                                      **kwargs) if placebo else None)

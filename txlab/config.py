@@ -42,6 +42,9 @@ ATTN_KERNELS = ("auto", "unfused", "sdpa")
 PRECISIONS = ("fp32", "bf16", "fp16")
 """How a model computes (txlab.precision): float32, or mixed precision under autocast in bfloat16 or float16."""
 
+COMPILE_MODES = ("auto", "on", "off")
+"""Whether a scored model's layers run compiled (txlab.models.compiled): on a CUDA GPU, always, or never."""
+
 
 MAX_INT = 2**63 - 1
 """The largest integer a setting can hold: torch and numpy take 64-bit integers."""

@@ -126,6 +126,7 @@ from txlab.measure.reading import (
     target_nll,
 )
 from txlab.measure.strided import strided_block_losses, strided_windows
+from txlab.models.compiled import compiled_layers
 from txlab.models.interface import Context, LanguageModel
 from txlab.precision import check_precision, scoring_precision
 from txlab.progress import Progress
@@ -268,10 +269,11 @@ def placebo_block_losses(
 
 
 @contextmanager
-def scoring(model: LanguageModel, context: Context, precision: str = "fp32") -> Iterator[None]:
+def scoring(model: LanguageModel, context: Context, precision: str = "fp32", compile: str = "auto") -> Iterator[bool]:
     """Evaluation mode, no autograd, the given memory settings, forward passes in ``precision``
-    (txlab.precision). Weights in reduced precision are refused unless that precision is asked for
-    (a user's explicit choice, recorded with the losses)."""
+    (txlab.precision), the layers compiled where ``compile`` says so (txlab.models.compiled; yields whether they are).
+    Weights in reduced precision are refused unless that precision is asked for (a user's explicit choice, recorded
+    with the losses)."""
     check_precision(precision, model.device)
     dtype = next(model.parameters()).dtype
     if dtype not in (torch.float32, torch.float64) and precision == "fp32":
@@ -283,7 +285,7 @@ def scoring(model: LanguageModel, context: Context, precision: str = "fp32") -> 
             stack.enter_context(torch.inference_mode())
             stack.enter_context(using_context(model, context))
             stack.enter_context(scoring_precision(precision, model.device, dtype))
-            yield
+            yield stack.enter_context(compiled_layers(model, compile))
     finally:
         model.train(was_training)
 
@@ -363,6 +365,7 @@ def collect_losses(
     offsets: Sequence[int] | None = None,
     progress: bool = False,
     precision: str = "fp32",
+    compile: str = "auto",
     stride: float | None = None,
 ) -> np.ndarray:
     """l(c, t) for c in ``grid`` and the targets of the blocks, in memory: float32 [G, n_blocks * block_len];
@@ -381,7 +384,7 @@ def collect_losses(
         raise TxlabError(f"give one placebo offset per block: {len(offsets)} offsets for {len(block_starts)} blocks")
     if stride is not None:
         check_stride(stride, method)
-    with scoring(model, context, precision):
+    with scoring(model, context, precision, compile):
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(grid, model.max_context)
         if stride is not None:
@@ -538,7 +541,7 @@ def collect_model_losses(
     starts = sample_blocks(len(tokens), c.blocks, c.block_len, c.grid[-1], c.seed)
     offsets = placebo_offsets(len(tokens), c.blocks, c.seed, c.grid)  # [blocks]: where each block's far spans are read
     directory = member.home / "losses" / f"{c.split}-{collection_key(token_hash, c.grid, starts, c.block_len, c.stride)}"
-    with scoring(model, member.context, member.precision):
+    with scoring(model, member.context, member.precision, member.compile) as compiled:
         chunk_len = chunk_length(model, tgt_len)
         lengths, _ = context_lengths(c.grid, model.max_context)
         if check_memory is not None:
@@ -557,7 +560,7 @@ def collect_model_losses(
             "context": {"mem_len": member.context.mem_len, "same_length": member.context.same_length, "clamp_len": member.context.clamp_len},
             "method": method, "placebo_method": placebo_method, "placebo_offsets": offsets.tolist(),
             **({"stride": c.stride} if c.stride is not None else {}),
-            "precision": member.precision, **member.identity, "units": "nats",
+            "precision": member.precision, "compiled": compiled, **member.identity, "units": "nats",
         }
         write_or_check_meta(directory, meta)
         kinds, methods = ("block", "placebo")[: 1 + c.placebo], {"block": method, "placebo": placebo_method}
@@ -583,9 +586,9 @@ def collect_model_losses(
 
 OLD_FAR_SPANS = "half the stream, every block (before per-block offsets)"
 
-META_DEFAULTS = {"placebo_method": "naive", "placebo_offsets": OLD_FAR_SPANS}
+META_DEFAULTS = {"placebo_method": "naive", "placebo_offsets": OLD_FAR_SPANS, "compiled": False}
 """Keys meta.json gained later, with what a table written before them means: placebo losses one window per (c, t),
-far spans half the stream (or text) on for every block."""
+far spans half the stream (or text) on for every block, the layers as written."""
 
 
 def saved_meta(directory: Path) -> dict[str, Any] | None:
@@ -605,9 +608,13 @@ def write_or_check_meta(directory: Path, meta: dict[str, Any]) -> None:
     if saved["placebo_offsets"] == OLD_FAR_SPANS and "placebo_offsets" in meta and not any(directory.glob("placebo-*.npy")):
         saved = {**{k: v for k, v in saved.items() if k != "placebo_offset"}, "placebo_offsets": meta["placebo_offsets"]}
         write_json_atomic(directory / "meta.json", saved)
-    diffs = [f"{k}: stored {saved.get(k)!r}, now {v!r}" for k, v in meta.items() if saved.get(k) != v]
+    differing = [k for k, v in meta.items() if saved.get(k) != v]
+    diffs = [f"{k}: stored {saved.get(k)!r}, now {meta[k]!r}" for k in differing]
     if diffs:
-        raise TxlabError(f"losses in {directory} were collected with other settings ({'; '.join(diffs)}): delete the directory to collect them again")
+        # compiled kernels round otherwise: a table is finished as it began, which one setting restores
+        also = f", or set compile={'on' if saved['compiled'] else 'off'} to finish it as it began" if differing == ["compiled"] else ""
+        raise TxlabError(f"losses in {directory} were collected with other settings ({'; '.join(diffs)}): delete the directory to collect them "
+                         f"again{also}")
 
 
 def _placebo_windows(grid: Sequence[int], block_len: int, max_context: int | None, method: str) -> int:

@@ -400,7 +400,7 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
     directory = None if member.home is None else word_folder(member.home, words, c, starts)
     blocks = [np.arange(start, start + c.block_len, dtype=np.int64) for start in starts.tolist()]
     shapes = {"block": (len(c.grid), c.block_len), "cut": (len(c.grid), c.block_len), "placebo": (len(c.grid) - 1, c.block_len)}
-    with scoring(member.model, member.context, member.precision):
+    with scoring(member.model, member.context, member.precision, member.compile) as compiled:
         saved = saved_meta(directory) if directory is not None else None
         if saved and c.method == "auto":
             method = saved["method"]  # a table keeps the method it began with (both are exact)
@@ -412,7 +412,7 @@ def collect_word_losses(member: ScoredModel, words: Words, collection: Collectio
                 "block_starts": starts.tolist(), "block_len": c.block_len, "seed": c.seed, "max_context": member.max_context,
                 "tgt_len": member.tgt_len, "chunk_len": member.chunk_len,
                 "context": {"mem_len": member.context.mem_len, "same_length": member.context.same_length, "clamp_len": member.context.clamp_len},
-                "method": method, "placebo_offsets": offsets.tolist(), "precision": member.precision, **member.identity,
+                "method": method, "placebo_offsets": offsets.tolist(), "precision": member.precision, "compiled": compiled, **member.identity,
                 "tokenizer": member.tokenizer_record(), "units": "nats per word"}
         if directory is not None:
             write_or_check_meta(directory, meta)

@@ -177,6 +177,16 @@ class HFLanguageModel(LanguageModel):
                            query_flops=2 * layer_weights / n_layer if uneven else per_layer, attend_flops=attend,
                            other_flops=2 * other_weights, output_flops=2 * weight.shape[0] * weight.shape[1])
 
+    def layer_stack(self) -> torch.nn.ModuleList | None:
+        """The base model's decoder layers: its stack of the layer class transformers names as never to be split
+        across devices (``_no_split_modules``); None where the model names none."""
+        layer_classes = set(getattr(self.causal_lm, "_no_split_modules", None) or ())
+        for module in self.causal_lm.base_model.children():
+            first = getattr(module[0], "_orig_mod", module[0]) if isinstance(module, torch.nn.ModuleList) and len(module) else None
+            if type(first).__name__ in layer_classes:  # the layer class, or its compiled form while scored
+                return module
+        return None
+
     # -- inside ------------------------------------------------------------------------------------
 
     def _hidden(self, window: torch.Tensor) -> torch.Tensor:

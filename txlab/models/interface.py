@@ -155,6 +155,11 @@ class LanguageModel(nn.Module):
         """The model's parameters, window and forward FLOPs: the one count every plan, benchmark and table reads."""
         raise NotImplementedError
 
+    def layer_stack(self) -> nn.ModuleList | None:
+        """The stack of identical layers a compiler may compile once for all (txlab.models.compiled), or None: a model
+        read only as written."""
+        return None
+
     def set_context(self, context: Context) -> None:
         """Use these memory settings from now on (no-op for families without them)."""
         self.context = context

@@ -18,6 +18,7 @@ from txlab.data.textdata import trained_tokenizer
 from txlab.data.tokenizers import CorpusTokenizer, TextTokenizer, load_hf_tokenizer
 from txlab.errors import TxlabError
 from txlab.models import hf
+from txlab.models.compiled import check_compile
 from txlab.models.interface import Context, LanguageModel
 from txlab.precision import check_precision
 from txlab.runs.checkpoint import has_checkpoint, load_checkpoint, read_meta, saved_config, saved_vocab
@@ -37,6 +38,8 @@ class ScoredModel:
     """The memory settings it scores with (a run's evaluation settings; a checkpoint reads from a fresh start)."""
     precision: str = "fp32"
     """fp32, or bf16 or fp16 autocast (txlab.precision)."""
+    compile: str = "auto"
+    """Whether its layers run compiled while it is scored: auto (on a CUDA GPU), on or off (txlab.models.compiled)."""
     tokenizer: TextTokenizer | None = None
     """How it reads text, with character offsets (None: it reads only the ids it is given)."""
     identity: dict[str, Any] = field(default_factory=dict)
@@ -88,7 +91,7 @@ def as_scored(model: ScoredModel | LanguageModel, name: str = "model") -> Scored
 
 
 def load_model(spec: str | Path, *, device: str = "cpu", precision: str | None = None, name: str | None = None,
-               home: str | Path | None = None) -> ScoredModel:
+               home: str | Path | None = None, compile: str = "auto") -> ScoredModel:
     """A model ready to score: ``hf:PATH_OR_HUB_ID`` (any transformers causal LM) or a txlab run directory.
 
     A run reads context with its evaluation segment and memory settings, in its ``eval.precision`` unless
@@ -96,7 +99,9 @@ def load_model(spec: str | Path, *, device: str = "cpu", precision: str | None =
     its tables are kept in the run directory. A Hugging Face model reads every context from a fresh start
     (``Context(mem_len=0)``), its weights loaded in ``precision`` (default fp32), with the tokenizer its folder brings
     (checked to be its own: :func:`txlab.models.hf.check_tokenizer`); its tables are kept in ``home`` when given.
-    ``name``: how tables name it (default the folder's name)."""
+    ``name``: how tables name it (default the folder's name). ``compile``: whether a Hugging Face model's layers run
+    compiled while it is scored (txlab.models.compiled: ``auto``, the default, compiles on a CUDA GPU)."""
+    check_compile(compile)
     if hf.is_hf_spec(str(spec)):
         model = hf.load_causal_lm(str(spec), device=device, precision=precision or "fp32")
         model.set_context(Context(mem_len=0))
@@ -104,7 +109,7 @@ def load_model(spec: str | Path, *, device: str = "cpu", precision: str | None =
         if hf.load_tokenizer(model.source) is not None:
             tokenizer = load_hf_tokenizer(model.source)
             hf.check_tokenizer(model.source, tokenizer, model.vocab_size)
-        return ScoredModel(model, name or Path(model.source).name, None, Context(mem_len=0), precision or "fp32", tokenizer,
+        return ScoredModel(model, name or Path(model.source).name, None, Context(mem_len=0), precision or "fp32", compile, tokenizer,
                            {"model": hf.fingerprint(model.source)}, None if home is None else Path(home))
     run_dir = Path(spec)
     if not has_checkpoint(run_dir):
@@ -115,7 +120,7 @@ def load_model(spec: str | Path, *, device: str = "cpu", precision: str | None =
     model.set_context(context)
     chosen = precision or ckpt.config.eval.precision
     check_precision(chosen, device, ckpt.config.model.family)
-    return ScoredModel(model, name or run_dir.name, tgt_len, context, chosen, None, {"model_step": ckpt.meta["step"]},
+    return ScoredModel(model, name or run_dir.name, tgt_len, context, chosen, compile, None, {"model_step": ckpt.meta["step"]},
                        Path(home) if home is not None else run_dir, run_dir)
 
 

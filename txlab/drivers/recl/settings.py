@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from txlab.analysis import recl
-from txlab.config import NON_NEGATIVE, POSITIVE, POSITIVE_REAL, PRECISIONS, SEED, Range, override_settings, setting
+from txlab.config import COMPILE_MODES, NON_NEGATIVE, POSITIVE, POSITIVE_REAL, PRECISIONS, SEED, Range, override_settings, setting
 from txlab.errors import TxlabError
 from txlab.measure.collection import UNITS, Collection, parse_grid
 from txlab.presets import SIZES
@@ -89,6 +89,9 @@ class ReclSettings:
     precision: str = setting("fp32", "Hugging Face members: the precision of their weights and computation (bf16 halves the memory on a "
                              "GPU; the log-softmax is always taken in fp32, but reduced-precision noise can read as gain). txlab runs are "
                              "read in their own eval.precision.", PRECISIONS)
+    compile: str = setting("auto", "Hugging Face members: run their layers compiled while they are scored (torch.compile, dynamic "
+                           "shapes; seconds on the first forward). auto: on a CUDA GPU, where it fuses the elementwise work around "
+                           "the matrix products; on: on any device (the CPU needs a C++ compiler); off: as written.", COMPILE_MODES)
     train_missing: bool = setting(True, "Train preset members that have no checkpoint, or resume one interrupted under the same recipe "
                                   "(false: refuse instead).")
     allow_unequal: bool = setting(False, "Score a group whose preset members were not all trained to their recipe's steps (else refused): "

@@ -39,8 +39,9 @@ def load_member(member: Member, settings: ReclSettings) -> ScoredModel:
     a txlab run in its evaluation settings and precision, a Hugging Face checkpoint in the group's precision, its record
     (member.json) written beside its tables."""
     if not member.source:
-        return load_model(member.run_dir, device=settings.device, name=member.label)
-    scored = load_model(f"hf:{member.source}", device=settings.device, precision=settings.precision, name=member.label, home=member.run_dir)
+        return load_model(member.run_dir, device=settings.device, name=member.label, compile=settings.compile)
+    scored = load_model(f"hf:{member.source}", device=settings.device, precision=settings.precision, name=member.label, home=member.run_dir,
+                        compile=settings.compile)
     write_json_atomic(member.run_dir / "member.json", {"kind": "hf", **hf.describe(scored.model), "precision": settings.precision})
     return scored
 
