@@ -44,9 +44,8 @@ def test_a_hugging_face_model_compiles_on_a_gpu_or_when_asked_and_txlab_models_n
         compiles(model, "of")
 
 
-@pytest.mark.parametrize("arch", ["gpt2", "llama"])
-def test_compiled_layers_read_the_same_losses_and_are_put_back(arch, eager_backend):
-    model = HFLanguageModel(random_causal_lm_model(arch))
+def test_compiled_layers_read_the_same_losses_and_are_put_back(eager_backend):  # the Llama's in the slow test below
+    model = HFLanguageModel(random_causal_lm_model("gpt2"))
     loaded = list(model.layer_stack())
     kwargs = {"tgt_len": 8, "context": Context(mem_len=0), "batch_size": 4}
     eager = collect_losses(model, tokens(), GRID, [20, 60], 16, compile="off", **kwargs)

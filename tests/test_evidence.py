@@ -1106,7 +1106,7 @@ def test_the_readme_gpu_numbers_quote_the_committed_benchmark_files():
 
     runs = {card: [json.loads(path.read_text()) for folder in _gpu_folders(card) for path in folder.glob("gpu-*.json")] for card in ("H200", "H100")}
     every = runs["H200"] + runs["H100"]
-    assert "five runs on an NVIDIA H200 and three on an H100" in text and (len(runs["H200"]), len(runs["H100"])) == (5, 3)
+    assert "eight runs on an NVIDIA H200 and three on an H100" in text and (len(runs["H200"]), len(runs["H100"])) == (8, 3)
     assert f"bf16 matmul ceiling {span(r['ceiling']['bf16_tflops'] for r in every)} TFLOP/s" in text
     trained = {card: [r["train"]["steps"] for r in rs if "train" in r] for card, rs in runs.items()}
     h200_fp32 = span(s["fp32"]["tokens_per_s"] for s in trained["H200"])
@@ -1122,14 +1122,18 @@ def test_the_readme_gpu_numbers_quote_the_committed_benchmark_files():
     collected = [r["recl"]["rows"] for r in every if "rows" in r.get("recl", {})]
     assert (f"{span((c['main']['seconds'] for c in collected), '{:.1f}')} s "
             f"({span((c['main']['of_bf16_ceiling'] for c in collected), '{:.0%}')} of the bf16 ceiling)") in text
-    [llama] = [r["recl-llama"]["rows"]["main"] for r in runs["H200"] if "recl-llama" in r]
-    assert f"of a 1B Llama shape (2,000 targets): {llama['of_bf16_ceiling']:.0%} of the bf16 ceiling, one run on the H200" in text
+    llamas = [r["recl-llama"] for r in runs["H200"] if "recl-llama" in r]
+    assert (f"of a 1B Llama shape (2,000 targets): {span((r['rows']['main']['of_bf16_ceiling'] for r in llamas), '{:.0%}')} of the bf16 ceiling, "
+            "three runs on the H200") in text and len(llamas) == 3
+    # the compiled run's shares, GPT-2's and the Llama's: one run, the only one that compiled
+    [(gpt2, llama)] = [(r["recl"], r["recl-llama"]) for r in every if r.get("recl", {}).get("compiled") and r["recl-llama"]["compiled"]]
+    assert f"The {gpt2['rows']['main']['of_bf16_ceiling']:.0%} and {llama['rows']['main']['of_bf16_ceiling']:.0%} are one run with the layers compiled" in text
     # placebo by windows: the runs that read it in at most 1.2x the main table's token-steps (the others predate it)
     by_windows = [c["placebo_over_main_seconds"] for c in collected
                   if c["main_and_placebo"]["token_steps"] - c["main"]["token_steps"] <= 1.2 * c["main"]["token_steps"]]
-    assert len(by_windows) == 4 and f"placebo losses by windows {span(by_windows, '{:.2f}')}x that" in text
+    assert len(by_windows) == 6 and f"placebo losses by windows {span(by_windows, '{:.2f}')}x that" in text
     h100, h200 = ([r["recl"]["strided"] for r in runs[card] if isinstance(r.get("recl", {}).get("strided"), dict)] for card in ("H100", "H200"))
-    assert len(h100) == len(h200) == 1  # earlier runs: "not measured"
+    assert len(h100) == 1 and len(h200) == 3  # earlier runs: "not measured"
     strided = h100 + h200
     assert all(s["prefix_change"] <= s["prefix_tolerance"] for s in strided) and len({s["token_steps"] for s in strided}) == 1
     assert (f"Strided (s = {h200[0]['stride']:,}) at contexts 8k..32k, {h200[0]['targets']:,} targets: {span((s['seconds'] for s in strided), '{:.1f}')} s, "

@@ -357,6 +357,8 @@ def test_the_shares_of_the_ceiling_are_the_committed_benchmarks_and_their_estima
     xl_keys = int(xl.model.mem_len + (xl.model.tgt_len + 1) / 2)
     for record in _gpu_records():
         ceiling, recl = record["ceiling"], record.get("recl", {})
+        if not recl.get("compiled"):  # a collection as txlab reads today on a GPU: its layers compiled (compile=auto)
+            recl = {}
         if "rows" in recl:  # the main table by windows, at the mean keys of half the longest window as the plan counts it
             row, grid = recl["rows"]["main"], tuple(recl["grid"])
             flops = row["token_steps"] * gpt2.reading_flops_per_token(grid[-1] // 2) + recl["targets"] * len(grid) * gpt2.output_flops_per_token()
@@ -425,11 +427,11 @@ def test_a_cuda_plan_gives_a_time_and_a_memory_line_names_extrapolation_and_refu
 
     def h100(device: str, threads: int, precision: str) -> float:
         asked_for.append((device, precision))
-        return {"fp32": 51e3, "bf16": 755e3}[precision] / 1e4  # a GPU 10,000 times slower: hours, to be shortened
+        return {"fp32": 51e3, "bf16": 755e3}[precision] / 3e4  # a GPU 30,000 times slower: hours, to be shortened
     monkeypatch.setattr(run_plan, "device_memory", lambda device: 80 * 2**30)
     text = plan_groups([group], gflops=h100).describe()
     assert asked_for == [("cuda", "bf16")]
-    assert "at 15% of the bf16 matmul ceiling measured now on cuda" in text and "estimated time: unknown" not in text
+    assert "at 42% of the bf16 matmul ceiling measured now on cuda" in text and "estimated time: unknown" not in text
     assert "memory: at least " in text and "of the 80.0 GiB of this GPU" in text
     assert "extrapolation: llama at contexts 2048, 4096 (past the 1,024 positions it was trained on)" in text
     assert "that is over an hour on this GPU: --set stride=0.125" in text

@@ -49,12 +49,13 @@ SHARES: dict[tuple[str, str, str], float] = {
     # (device type, precision, method): the analytic FLOPs a plan counts for the work benchmarked, over its seconds
     # times the ceiling of its precision measured in the same run; the median over the runs and rows cited
     # (tests/test_plan.py recomputes every measured one from the committed files).
-    # CUDA: results/bench/gpu-2026-11-2{7,8,9}-nvidia-h{100,200}*/*.json (6 runs with collection, 5 with training)
+    # CUDA: results/bench/gpu-2026-11-*-nvidia-h{100,200}*/*.json, 5 runs with training; collection as txlab reads
+    # today, its layers compiled (compile=auto), 1 run (gpu-2026-11-30-nvidia-h200-compiled; as written, 7 runs read 0.13-0.26)
     ("cuda", "fp32", "train"): 0.82,  # train.steps.fp32, TF32 off: 0.76-0.83 of the fp32 ceiling
     ("cuda", "bf16", "train"): 0.090,  # train.steps.bf16: 0.083-0.099 of the bf16 ceiling
-    ("cuda", "bf16", "window"): 0.15,  # recl.rows.main, GPT-2 124M shape, grid 100..1000: 0.13-0.16 of the bf16 ceiling
-    ("cuda", "bf16", "strided"): 0.12,  # recl.strided, s = 1,024 at contexts 8k..32k: 0.10 (H100) and 0.14 (H200)
-    ("cuda", "bf16", "naive"): 0.15,  # not benchmarked on a GPU: the window method's (both read whole windows)
+    ("cuda", "bf16", "window"): 0.42,  # recl.rows.main, GPT-2 124M shape, grid 100..1000 (a 1B Llama read 0.66)
+    ("cuda", "bf16", "strided"): 0.17,  # recl.strided, s = 1,024 at contexts 8k..32k
+    ("cuda", "bf16", "naive"): 0.42,  # not benchmarked on a GPU: the window method's (both read whole windows)
     # CPU, 2 threads (1 for training's per-step rows): results/bench/collection-cpu.json, main and placebo rows of the
     # cpu-size xl151m and LSTM and a Llama 4x128, dense and sparse grid, against the ceiling's mean before and after
     ("cpu", "fp32", "window"): 0.49,  # "main window" and "placebo windows": 0.44-0.58
