@@ -13,8 +13,10 @@ window length; the first forward pays the compilation (seconds on a GPU).
 - ``off``: the model's layers as written.
 
 Only a model with a stack of identical layers is compiled (:meth:`txlab.models.interface.LanguageModel.layer_stack`: a
-Hugging Face causal LM's decoder layers); txlab's own families are always read as written. Compiled kernels round
-differently from eager ones: in bf16 the losses move in their last bits.
+Hugging Face causal LM's decoder layers). txlab's own Transformers compile as their configuration says, in training and
+evaluation alike (``model.compile``, :meth:`txlab.models.transformer.TransformerXL.compile_layers`), as they take their
+own ``eval.precision``; this setting leaves them alone. Compiled kernels round differently from eager ones: in bf16 the
+losses move in their last bits.
 """
 
 from __future__ import annotations

@@ -91,7 +91,8 @@ class ReclSettings:
                              "read in their own eval.precision.", PRECISIONS)
     compile: str = setting("auto", "Hugging Face members: run their layers compiled while they are scored (torch.compile, dynamic "
                            "shapes; seconds on the first forward). auto: on a CUDA GPU, where it fuses the elementwise work around "
-                           "the matrix products; on: on any device (the CPU needs a C++ compiler); off: as written.", COMPILE_MODES)
+                           "the matrix products; on: on any device (the CPU needs a C++ compiler); off: as written. txlab runs compute as "
+                           "their own model.compile says.", COMPILE_MODES)
     train_missing: bool = setting(True, "Train preset members that have no checkpoint, or resume one interrupted under the same recipe "
                                   "(false: refuse instead).")
     allow_unequal: bool = setting(False, "Score a group whose preset members were not all trained to their recipe's steps (else refused): "
