@@ -81,3 +81,23 @@ def test_inductor_compiled_layers_read_the_losses_within_float_rounding(arch):
     eager = collect_losses(model, tokens(), GRID, [20, 60], 16, compile="off", **kwargs)
     fused = collect_losses(model, tokens(), GRID, [20, 60], 16, compile="on", **kwargs)
     assert np.abs(fused - eager).max() < 1e-4
+
+
+def test_auto_scores_as_written_with_a_warning_where_torch_cannot_compile_and_on_says_why(monkeypatch):
+    def refuses(graph, example_inputs):
+        raise RuntimeError("this backend compiles nothing")
+
+    monkeypatch.setattr(compiled, "BACKEND", refuses)
+    monkeypatch.setattr(compiled, "compiles", lambda model, mode: mode != "off")  # as on a GPU
+    model = HFLanguageModel(random_causal_lm_model("gpt2"))
+    loaded = list(model.layer_stack())
+    kwargs = {"tgt_len": 8, "context": Context(mem_len=0), "batch_size": 4}
+    eager = collect_losses(model, tokens(), GRID, [20, 60], 16, compile="off", **kwargs)
+    with pytest.warns(RuntimeWarning, match="could not compile GPT2Block .*this backend compiles nothing.*scoring the layers as written"):
+        with scoring(model, Context(mem_len=0), compile="auto") as on:
+            assert not on and list(model.layer_stack()) == loaded
+    with pytest.warns(RuntimeWarning, match="could not compile"):
+        assert np.array_equal(collect_losses(model, tokens(), GRID, [20, 60], 16, compile="auto", **kwargs), eager)
+    with pytest.raises(Exception, match="this backend compiles nothing"):
+        collect_losses(model, tokens(), GRID, [20, 60], 16, compile="on", **kwargs)
+    assert list(model.layer_stack()) == loaded

@@ -21,6 +21,7 @@ losses move in their last bits.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,7 +60,11 @@ def compiles(model: LanguageModel, mode: str) -> bool:
 @contextmanager
 def compiled_layers(model: LanguageModel, mode: str = "auto") -> Iterator[bool]:
     """``model``'s layers swapped for their compiled forms inside the block, where :func:`compiles` says so (yields
-    whether they are); the layers as loaded are put back after it."""
+    whether they are); the layers as loaded are put back after it.
+
+    Under ``auto`` the layers are compiled on the spot by one forward of two short rows: where torch cannot compile
+    them (an architecture it does not trace), a warning says so and the model is scored as written. Under ``on`` that
+    failure is the caller's error."""
     if not compiles(model, mode):
         yield False
         return
@@ -69,10 +74,25 @@ def compiled_layers(model: LanguageModel, mode: str = "auto") -> Iterator[bool]:
         layers = [torch.compile(layer, dynamic=True, backend=BACKEND) for layer in stack]
         _compiled[stack] = (BACKEND, layers)
     loaded = list(stack)
+
+    def put_back() -> None:
+        for i, layer in enumerate(loaded):
+            stack[i] = layer
+
     for i, layer in enumerate(layers):
         stack[i] = layer
+    if mode == "auto":
+        try:
+            with torch.inference_mode():
+                model(torch.zeros(2, 3, dtype=torch.long, device=model.device), model.init_state(2))
+        except Exception as err:  # noqa: BLE001 - whatever stops torch.compile, the layers as written still score
+            put_back()
+            said = " ".join(line.strip() for line in str(err).splitlines() if line.strip())  # dynamo's: "backend=... raised: Error: why"
+            warnings.warn(f"torch.compile could not compile {type(loaded[0]).__name__} ({said[:200] or type(err).__name__}); scoring the layers as "
+                          "written (--set compile=off skips the attempt)", RuntimeWarning, stacklevel=3)
+            yield False
+            return
     try:
         yield True
     finally:
-        for i, layer in enumerate(loaded):
-            stack[i] = layer
+        put_back()
