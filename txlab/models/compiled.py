@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -33,10 +33,11 @@ from txlab.config import COMPILE_MODES
 from txlab.errors import did_you_mean
 from txlab.models.interface import LanguageModel
 
-BACKEND = "inductor"
-"""The torch.compile backend. Tests swap in ``eager`` (the same graph capture, no code generation) to stay fast."""
+BACKEND: str | Callable = "inductor"
+"""The torch.compile backend. Tests swap in ``eager`` (the same graph capture, no code generation) to stay fast, or
+one that fails."""
 
-_compiled: weakref.WeakKeyDictionary[nn.ModuleList, tuple[str, list[nn.Module]]] = weakref.WeakKeyDictionary()
+_compiled: weakref.WeakKeyDictionary[nn.ModuleList, tuple[str | Callable, list[nn.Module]]] = weakref.WeakKeyDictionary()
 """Each stack's compiled layers, made once and kept while the stack lives: a second collection reuses them."""
 
 
