@@ -385,8 +385,12 @@ def profile_model(scored, tokens, shapes: Shapes, device: str, ceilings: dict) -
 def compile_section(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
     """One block of the main table at the largest profiled batch, the layers as written (``compile=off``) and compiled
     (``compile=on``, txlab.models.compiled) in alternation, 2 rounds after one of warm-up (which compiles), for both
-    collected shapes; with the graphs torch compiled."""
+    collected shapes; with the graphs torch compiled, and how far the compiled losses of that block lie from those as
+    written (nats: the largest difference and the mean one)."""
+    import numpy as np
     import torch._dynamo.utils
+
+    import txlab
 
     out = {}
     for kind in ("gpt2", "llama"):
@@ -403,8 +407,11 @@ def compile_section(shapes: Shapes, device: str, ceilings: dict, text_file: Path
                     rounds[name].append(row)
                 else:
                     warmup[name] = row["seconds"]
+        tables = [txlab.context_losses(variant, tokens, shapes.grid, 1, shapes.block_len, batch_size=batch).losses for variant in variants.values()]
+        apart = np.abs(tables[1] - tables[0])  # [G, T] nats
         out[kind] = {"batch": batch, "warmup_seconds": warmup, "rounds": rounds,
-                     "graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs_before}
+                     "graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs_before,
+                     "losses_apart": {"max": float(apart.max()), "mean": float(apart.mean())}}
         del scored, variants
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
@@ -458,6 +465,9 @@ def markdown(results: dict) -> str:
                           f"{r['graphs']} graphs compiled):"]
                 lines += [f"- {name}: " + ", ".join(f"{row['seconds']:.2f} s ({row['of_bf16_ceiling']:.0%} of bf16)" for row in rows)
                           for name, rows in r["rounds"].items()]
+                if "losses_apart" in r:
+                    lines.append(f"- the block's losses compiled and as written: {r['losses_apart']['max']:.2g} nats apart at most, "
+                                 f"{r['losses_apart']['mean']:.2g} on average")
     s = results.get("speed")
     if isinstance(s, dict) and "error" not in s:
         lines.append(f"Table 9: see table9-gpu.md beside this file (`{s['command']}`).")

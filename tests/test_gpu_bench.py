@@ -43,6 +43,10 @@ def test_the_tiny_benchmark_measures_every_section_but_speed(tmp_path, text):
     assert results["recl"]["tokens"] > 10_000  # the whole text, not its 5% valid split (too short for the paper's shapes)
     big = results["recl-llama"]  # the large Llama's section, at a tiny shape: a main table read and counted
     assert big["rows"]["main"]["token_steps"] > 0 and big["targets"] == 16 and 0 < big["rows"]["main"]["of_bf16_ceiling"]
+    for kind, r in results["compile"].items():  # inductor on the CPU, in bf16: both variants read, losses a bf16 rounding apart
+        if kind != "seconds":
+            assert {name: len(rows) for name, rows in r["rounds"].items()} == {"as written": 2, "compiled": 2}, kind
+            assert r["losses_apart"]["max"] < 0.05 and r["graphs"] > 0, (kind, r["losses_apart"], r["graphs"])
     assert "failed" not in written.with_suffix(".md").read_text()
 
 
