@@ -338,33 +338,53 @@ def synced_forwards(model, device: str) -> Iterator[None]:
         hook.remove()
 
 
-def profile(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
-    """Where the collection's time goes, for the GPT-2 and the Llama shapes (:func:`profile_model`)."""
+def each_shape(shapes: Shapes, device: str, text_file: Path, measure: Callable[..., dict]) -> dict:
+    """``measure(scored, tokens)`` of the GPT-2 and the Llama shapes, one model loaded at a time."""
     out = {}
     for kind in ("gpt2", "llama"):
         scored, tokens = random_model(kind, shapes, device, text_file)
-        out[kind] = profile_model(scored, tokens, shapes, device, ceilings)
+        out[kind] = measure(scored, tokens)
         del scored
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     return out
 
 
-def profile_model(scored, tokens, shapes: Shapes, device: str, ceilings: dict) -> dict:
-    """One block of the main table per variant (batch sizes; a sync after every forward), in alternation over 2 rounds
-    after a round of warm-up (on an H200 a first round was slower for every variant), each round's figures kept; then
-    torch.profiler over one block as ``recl`` reads it. (Eager attention, timed on 2026-11-29 at 1.9x and 5.9x sdpa's
-    time, is no longer a variant.)"""
-    model = scored.model
-    variants = {f"batch {b}": (b, nullcontext) for b in shapes.profile_batches}
-    variants[f"batch {shapes.batch}, a sync per forward"] = (shapes.batch, lambda: synced_forwards(model, device))
+def alternating_blocks(variants: dict[str, Callable[[], dict]]) -> tuple[dict[str, float], dict[str, list[dict]]]:
+    """Each variant's one-block reading (a :func:`rates` row) in alternation: a round of warm-up (on an H200 a first
+    round was slower for every variant), then 2 rounds kept. Returns the warm-up's seconds and the kept rows."""
+    warmup: dict[str, float] = {}
     rounds: dict[str, list[dict]] = {name: [] for name in variants}
     for round_ in range(3):
-        for name, (batch, context) in variants.items():
-            with context():
-                row = rates(timed_table(scored, tokens, shapes, 1, batch, device), ceilings)
+        for name, read in variants.items():
+            row = read()
             if round_:
                 rounds[name].append(row)
+            else:
+                warmup[name] = row["seconds"]
+    return warmup, rounds
+
+
+def profile(shapes: Shapes, device: str, ceilings: dict, text_file: Path) -> dict:
+    """Where the collection's time goes, for the GPT-2 and the Llama shapes (:func:`profile_model`)."""
+    return each_shape(shapes, device, text_file, lambda scored, tokens: profile_model(scored, tokens, shapes, device, ceilings))
+
+
+def profile_model(scored, tokens, shapes: Shapes, device: str, ceilings: dict) -> dict:
+    """One block of the main table per variant (batch sizes; a sync after every forward), in alternation
+    (:func:`alternating_blocks`); then torch.profiler over one block as ``recl`` reads it. (Eager attention, timed on
+    2026-11-29 at 1.9x and 5.9x sdpa's time, is no longer a variant.)"""
+    model = scored.model
+
+    def block(batch: int, context: Callable = nullcontext) -> Callable[[], dict]:
+        def read() -> dict:
+            with context():
+                return rates(timed_table(scored, tokens, shapes, 1, batch, device), ceilings)
+        return read
+
+    variants = {f"batch {b}": block(b) for b in shapes.profile_batches}
+    variants[f"batch {shapes.batch}, a sync per forward"] = block(shapes.batch, lambda: synced_forwards(model, device))
+    _, rounds = alternating_blocks(variants)
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
@@ -392,30 +412,20 @@ def compile_section(shapes: Shapes, device: str, ceilings: dict, text_file: Path
 
     import txlab
 
-    out = {}
-    for kind in ("gpt2", "llama"):
-        scored, tokens = random_model(kind, shapes, device, text_file)
+    batch = max(shapes.profile_batches)
+
+    def measure(scored, tokens) -> dict:
         graphs_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-        batch = max(shapes.profile_batches)
         variants = {"as written": replace(scored, compile="off"), "compiled": replace(scored, compile="on")}
-        rounds: dict[str, list[dict]] = {name: [] for name in variants}
-        warmup = {}
-        for round_ in range(3):
-            for name, variant in variants.items():
-                row = rates(timed_table(variant, tokens, shapes, 1, batch, device), ceilings)
-                if round_:
-                    rounds[name].append(row)
-                else:
-                    warmup[name] = row["seconds"]
+        warmup, rounds = alternating_blocks({name: lambda v=variant: rates(timed_table(v, tokens, shapes, 1, batch, device), ceilings)
+                                             for name, variant in variants.items()})
         tables = [txlab.context_losses(variant, tokens, shapes.grid, 1, shapes.block_len, batch_size=batch).losses for variant in variants.values()]
         apart = np.abs(tables[1] - tables[0])  # [G, T] nats
-        out[kind] = {"batch": batch, "warmup_seconds": warmup, "rounds": rounds,
-                     "graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs_before,
-                     "losses_apart": {"max": float(apart.max()), "mean": float(apart.mean())}}
-        del scored, variants
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
-    return out
+        return {"batch": batch, "warmup_seconds": warmup, "rounds": rounds,
+                "graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs_before,
+                "losses_apart": {"max": float(apart.max()), "mean": float(apart.mean())}}
+
+    return each_shape(shapes, device, text_file, measure)
 
 
 def speed(shapes: Shapes, device: str, out: Path) -> dict:
