@@ -7,7 +7,11 @@ DIR holds `pytorch/mem_transformer.py` of kimiyoung/transformer-xl. Each process
 the tiny and small shapes by default): within a process each row alternates txlab's model and the authors' on the
 same shape and tokens, and reports the speedup of the median calls (txlab.measure.bench). Across processes, what
 starting one leaves behind (allocator, thread pool, caches) cannot favour one side in all of them. The file written
-holds the median speedup per row, each process's speedups and ceilings, and each process's table as it printed it.
+holds the median speedup per row, the CPU, each process's speedups and ceilings, and each process's table as it printed it.
+
+The speedups depend on the machine (docs/benchmarks.md). To see how far on the vector width alone, hold torch's kernels
+and MKL's products to AVX2 on a CPU that has AVX-512: `ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 python
+benchmarks/authors_processes.py ...`; the file's command then names them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -22,6 +27,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("train", "eval_mem128", "eval_mem512")
+KERNEL_LIMITS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
+"""Environment variables that hold torch's kernels and MKL's products to narrower vectors than the CPU has (to see how
+the speedups depend on them); the command the file records names those that were set."""
 
 
 def one_process(authors: Path, modes: list[str], threads: int, repeats: int, warmup: int) -> tuple[str, dict]:
@@ -45,11 +53,12 @@ def medians(documents: list[dict]) -> list[dict]:
 
 def markdown(rows: list[dict], documents: list[dict], tables: list[str], command: str) -> str:
     ceilings = [round(doc["matmul_peak_gflops"]) for doc in documents]
+    machines = sorted({f"{doc['cpu']} ({doc['cpu_kernels']} kernels)" for doc in documents})
     lines = [f"| config | mode | speedup, processes {' / '.join(str(i + 1) for i in range(len(documents)))} | median | 2x |", "|---|---|---|---:|---|"]
     lines += [f"| {r['config']} | {r['mode']} | {' / '.join(f'{s:.3f}x' for s in r['speedups'])} | {r['median']:.3f}x | "
               f"{'met' if r['median'] >= 2 else 'not met'} |" for r in rows]  # the median unrounded: 1.996x is not 2x
     processes = "\n".join(f"## Process {i + 1}\n\n{table}\n" for i, table in enumerate(tables))
-    return (f"Made on {datetime.date.today()} by\n\n    {command}\n\nMatmul ceilings of the processes (2048³, GFLOP/s): "
+    return (f"Made on {datetime.date.today()} by\n\n    {command}\n\nOn {', '.join(machines)}. Matmul ceilings of the processes (2048³, GFLOP/s): "
             f"{', '.join(map(str, ceilings))}.\n\nMedian speedup over the {len(documents)} processes:\n\n" + "\n".join(lines) + f"\n\n{processes}")
 
 
@@ -71,7 +80,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         tables.append(table)
         documents.append(document)
     rows = medians(documents)
-    command = "python benchmarks/authors_processes.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    limits = "".join(f"{name}={os.environ[name]} " for name in KERNEL_LIMITS if name in os.environ)
+    command = limits + "python benchmarks/authors_processes.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(rows, documents, tables, command)
     print(text)
     if args.out is not None:

@@ -3,6 +3,7 @@ import json
 import re
 
 import pytest
+import torch
 
 from txlab.cli import app
 
@@ -113,6 +114,7 @@ def test_bench_model_json_rows(monkeypatch, cli):
     assert [(r["config"], r["mode"]) for r in doc["rows"]] == [("tiny", "train"), ("tiny", "eval_mem32"), ("qrnn-tiny", "train"), ("qrnn-tiny", "eval_mem32")]
     assert [r["tokens_per_s"] for r in doc["rows"]] == [2 * 16 / 0.5] * 4
     assert (doc["matmul_peak_gflops_before"], doc["matmul_peak_gflops_after"], doc["matmul_peak_gflops"]) == (40.0, 60.0, 50.0)
+    assert doc["cpu_kernels"] == torch.backends.cpu.get_cpu_capability() and doc["cpu"] in result.output
     assert "reaches 50.0 GFLOP/s" in result.output and "(the practical ceiling; 40.0 before the rows, 60.0 after)" in result.output
     result = cli("bench", "model", "--mode", "fast")
     assert result.exit_code == 2 and "unknown bench mode" in result.output

@@ -371,7 +371,7 @@ def bench_model_command(
     threads on 2 cores any competitor distorts the numbers, so rerun rows where it is above a few percent.
     """
     from txlab.measure.bench import DEFAULT_MODES, bench_model, bench_table_markdown, preset_configs
-    from txlab.timing import matmul_peak_gflops
+    from txlab.timing import cpu_kernels, cpu_model, matmul_peak_gflops
 
     shapes = shape or ([] if preset else ["tiny", "small"])
     rows = []
@@ -383,12 +383,12 @@ def bench_model_command(
         rows += bench_model(preset_configs(preset, size), mode or ("train", "eval_mem128", "eval_mem512"), **timing)
     peak_after = matmul_peak_gflops(threads)
     peak = (peak_before + peak_after) / 2
-    typer.echo(f"machine: {threads} threads, fp32 matmul 2048^3 reaches {peak:.1f} GFLOP/s (the practical ceiling; "
-               f"{peak_before:.1f} before the rows, {peak_after:.1f} after)")
+    typer.echo(f"machine: {cpu_model()} ({cpu_kernels()} kernels), {threads} threads, fp32 matmul 2048^3 reaches {peak:.1f} GFLOP/s "
+               f"(the practical ceiling; {peak_before:.1f} before the rows, {peak_after:.1f} after)")
     typer.echo(bench_table_markdown(rows, peak))
     if json_output:
-        print_json({"matmul_peak_gflops": peak, "matmul_peak_gflops_before": peak_before, "matmul_peak_gflops_after": peak_after,
-                     "rows": [row.as_record() for row in rows]})
+        print_json({"cpu": cpu_model(), "cpu_kernels": cpu_kernels(), "matmul_peak_gflops": peak, "matmul_peak_gflops_before": peak_before,
+                    "matmul_peak_gflops_after": peak_after, "rows": [row.as_record() for row in rows]})
 
 
 @app.command()

@@ -142,6 +142,12 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_kernels() -> str:
+    """The vector instructions torch's CPU kernels run on here (``AVX512``, ``AVX2``, ...). With the matmul ceiling it
+    tells two machines apart: txlab's side-by-side speedups grow with the width of the products' vectors."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
 def contention_note(shares: Sequence[tuple[object, float | None]], what: str = "row") -> str:
     """'' when every (label, share of others' CPU) is under :data:`CONTENDED_SHARE`, else one sentence
     naming the contended ones and the largest share, for the output and the figure."""
