@@ -934,7 +934,8 @@ def test_every_committed_group_in_words_has_its_per_byte_band():
 
 
 @pytest.mark.parametrize("name", ["authors-separate-processes-cpu", "authors-separate-processes-cpu-before-log-softmax", "authors-separate-processes-cpu-kept-logits",
-                                  "authors-separate-processes-cpu-before"])
+                                  "authors-separate-processes-cpu-before", "authors-separate-processes-cpu-2026-11-30",
+                                  "authors-separate-processes-cpu-2026-11-30-avx2"])
 def test_the_benchmarks_page_quotes_the_medians_over_separate_processes(name):
     results = (ROOT / "results" / "bench" / f"{name}.md").read_text(encoding="utf-8")
     # every process's table: the speedup column per (config, mode); the medians table must be their medians, as printed
@@ -953,6 +954,30 @@ def test_the_benchmarks_page_quotes_the_medians_over_separate_processes(name):
     tiny, small = (re.compile(rf"{shape} ([\d.]+)x(?: in training)?, ([\d.]+)x and ([\d.]+)x").search(docs, at).groups() for shape in ("tiny", "small"))
     for shape, quoted in (("tiny", tiny), ("small", small)):
         assert quoted == tuple(medians[(shape, mode)][1] for mode in ("train", "eval_mem128", "eval_mem512")), shape
+
+
+def test_the_benchmarks_page_compares_the_two_machines_from_their_files():
+    # "So the 2x depends on the machine": the tokens/s ranges of the small shape on each machine, both sides, and the
+    # lowest speedup of any row in any process of the 2026-11-30 runs
+    def rows(name):
+        text = (ROOT / "results" / "bench" / f"{name}.md").read_text(encoding="utf-8")
+        return re.findall(r"^\| (tiny|small) \| (\w+) \| seg [^|]+\| ([\d,.]+) \| ([\d,.]+) \|", text, re.M)
+
+    def span(values):
+        return f"{min(values):,.0f}-{max(values):,.0f}"
+
+    def lowest(name):  # of the medians table's per-process speedups, which keep three decimals
+        text = (ROOT / "results" / "bench" / f"{name}.md").read_text(encoding="utf-8")
+        return min(float(x) for each in re.findall(r"^\| (?:tiny|small) \| \w+ \| ([\d.x /]+) \|", text, re.M) for x in each.replace("x", "").split(" / "))
+
+    docs = doc_text("docs/benchmarks.md")
+    slow, fast = "authors-separate-processes-cpu", "authors-separate-processes-cpu-2026-11-30"
+    for mode, column in (("train", 2), ("eval_mem128", 2), ("train", 3), ("eval_mem128", 3)):  # txlab's, then the authors'
+        before = span([float(r[column].replace(",", "")) for r in rows(slow) if r[:2] == ("small", mode)])
+        after = span([float(r[column].replace(",", "")) for r in rows(fast) if r[:2] == ("small", mode)])
+        assert f"{before} tok/s, then {after}" in docs or f"{before}, then {after}" in docs, (mode, column)
+    assert f"(the lowest is {lowest('authors-separate-processes-cpu-2026-11-30'):.3f}x)" in docs
+    assert f"each process at {lowest('authors-separate-processes-cpu-2026-11-30-avx2'):.3f}x or more" in docs
 
 
 def test_the_docs_quote_the_kept_logits_benchmark():

@@ -10,7 +10,9 @@ CSV tables are compared number by number (relative 1e-4, absolute 1e-6: the same
 CPU of this kind may round the last bits differently); Markdown tables word by word, with numbers
 compared as in the CSVs. RECL's gains are more fragile than the losses: a near-tie at the edge of the
 hardest r fraction can go either way on another CPU (figure3.csv's 2026-11-27 rewrite moved a qrnn gain by
-one token's worth, 4/3, while every loss moved under 1e-6). After a change that is meant to move the numbers, write the golden tables
+one position's worth, 4/3, while every loss moved under 1e-6; on a Xeon with AVX-512 on 2026-11-30 it moved back,
+and the xl151m gain of the first step moved by as much, 5.1e-4). So figure3.csv's gains are compared to within
+:data:`ONE_POSITION` absolute, while the walk's RECLs (table8) and every loss stay within the tight tolerance. After a change that is meant to move the numbers, write the golden tables
 again with ``TXLAB_WRITE_GOLDEN=1 pytest tests/test_golden_studies.py`` and commit them with the
 reason.
 """
@@ -35,17 +37,23 @@ _COMMANDS = {
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
-def _close(a: float, b: float) -> bool:
-    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
+ONE_POSITION = 1e-3
+"""How far a gain of figure3.csv may move when one position at the edge of the hardest r fraction swaps with its
+near-tie (about a position's loss over the fraction's size: 5.1e-4 seen), so the same code passes on every CPU."""
+
+
+def _close(a: float, b: float, abs_tol: float = 1e-6) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-4, abs_tol=abs_tol)
 
 
 def _assert_same_table(new: pd.DataFrame, old: pd.DataFrame, name: str) -> None:
     assert list(new.columns) == list(old.columns), name
     assert len(new) == len(old), name
     for column in old.columns:
+        abs_tol = ONE_POSITION if (name, column) == ("figure3.csv", "gain") else 1e-6
         for i, (a, b) in enumerate(zip(new[column], old[column])):
             if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-                assert _close(float(a), float(b)), f"{name} row {i} {column}: {a} != {b}"
+                assert _close(float(a), float(b), abs_tol), f"{name} row {i} {column}: {a} != {b}"
             else:
                 assert str(a) == str(b), f"{name} row {i} {column}: {a!r} != {b!r}"
 
