@@ -143,8 +143,9 @@ def cpu_model() -> str:
 
 
 def cpu_kernels() -> str:
-    """The vector instructions torch's CPU kernels run on here (``AVX512``, ``AVX2``, ...). With the matmul ceiling it
-    tells two machines apart: txlab's side-by-side speedups grow with the width of the products' vectors."""
+    """The vector instructions torch's CPU kernels run on here (``AVX512``, ``AVX2``, ...; ``ATEN_CPU_CAPABILITY`` can
+    lower it). With the CPU's name and the matmul ceiling it tells apart machines on which a speedup over the same
+    reference differs (docs/benchmarks.md)."""
     return torch.backends.cpu.get_cpu_capability()
 
 
